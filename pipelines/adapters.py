@@ -1,0 +1,155 @@
+"""Input adapters: which files make up a day, and reading them into raw frames.
+
+An *ingest unit* is one file (or the Coat directory) that is staged as a whole
+and replaced as a whole on re-ingest. The parsing rules live in
+:mod:`transforms.contract` and :mod:`transforms.coat`; this module does the I/O.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import glob
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from pipelines.config import FairmonConfig
+from transforms.coat import coat_impressions
+from transforms.contract import InputContractError, normalize_impressions
+
+
+@dataclass(frozen=True)
+class IngestUnit:
+    """One file to stage: rows for ds_start..ds_end; ``scope`` = traffic it owns."""
+
+    file: Path
+    ds_start: dt.date
+    ds_end: dt.date
+    scope: str  # 'all' | 'random' | 'nonrandom'
+    traffic: str | None = None  # fills the traffic column when the file has none
+
+
+def window_start(ds: dt.date, days: int) -> dt.date:
+    """First day of the trailing random-traffic window of ``days`` days ending at ds."""
+    return ds - dt.timedelta(days=days - 1)
+
+
+def _matches(template: str, cfg: FairmonConfig, **fields: str) -> list[Path]:
+    pattern = str(cfg.resolve(template.format(**fields)))
+    return sorted(Path(p) for p in glob.glob(pattern))
+
+
+def _tiktok_pools(cfg: FairmonConfig) -> list[tuple[Path, dt.date, dt.date]]:
+    imp = cfg.impressions
+    pools = [(cfg.resolve(p.path), p.start, p.end) for p in imp.random_pools]
+    if imp.random_path:
+        regex = re.escape(str(cfg.resolve(imp.random_path)))
+        regex = regex.replace(re.escape("{start}"), r"(\d{4}-\d{2}-\d{2})").replace(re.escape("{end}"), r"(\d{4}-\d{2}-\d{2})")
+        for p in _matches(imp.random_path, cfg, start="*", end="*"):
+            m = re.fullmatch(regex, str(p))
+            if m:
+                a, b = dt.date.fromisoformat(m.group(1)), dt.date.fromisoformat(m.group(2))
+                if b < a:
+                    raise InputContractError(f"pool range end {b} is before start {a}", file=str(p))
+                pools.append((p, a, b))
+    return pools
+
+
+def units_for_day(cfg: FairmonConfig, ds: dt.date) -> list[IngestUnit]:
+    """The ingest units that day ``ds`` needs: its default traffic and every
+    random-traffic source overlapping its trailing window.
+
+    Raises :class:`InputContractError` when the day's default-traffic file is
+    missing (the message gives the path pattern searched).
+    """
+    imp = cfg.impressions
+    w0 = window_start(ds, imp.random_window_days)
+    if imp.format == "coat":
+        if ds != imp.ds:
+            raise InputContractError(f"the Coat data set is configured as the single day {imp.ds}, not {ds}",
+                                     file=str(cfg.resolve(imp.path)))
+        return [IngestUnit(cfg.resolve(imp.path), ds, ds, "all")]
+
+    day_files = _matches(imp.path, cfg, ds=ds.isoformat())
+    if not day_files:
+        raise InputContractError(f"no default-traffic file for {ds}", file=str(cfg.resolve(imp.path.format(ds=ds))))
+    if imp.format == "contract":
+        units = [IngestUnit(f, ds, ds, "all") for f in day_files]
+        d = w0
+        while d < ds:  # earlier days of the window contribute their random rows
+            units += [IngestUnit(f, d, d, "all") for f in _matches(imp.path, cfg, ds=d.isoformat())]
+            d += dt.timedelta(days=1)
+        return units
+    # tiktok
+    units = [IngestUnit(f, ds, ds, "nonrandom", traffic="default") for f in day_files]
+    for path, a, b in _tiktok_pools(cfg):
+        if a <= ds and b >= w0:
+            units.append(IngestUnit(path, a, b, "random", traffic="random"))
+    return units
+
+
+def read_table(path: Path) -> pl.DataFrame:
+    """Read a CSV (all columns as text, parsed later by the contract) or Parquet file.
+
+    Raises :class:`InputContractError` naming the file when it is empty or unreadable.
+    """
+    try:
+        if path.suffix.lower() in (".parquet", ".pq"):
+            return pl.read_parquet(path)
+        return pl.read_csv(path, infer_schema=False)
+    except pl.exceptions.NoDataError:
+        raise InputContractError("file is empty", file=str(path)) from None
+    except (pl.exceptions.ComputeError, OSError) as e:
+        raise InputContractError(f"cannot read file: {e}", file=str(path)) from None
+
+
+def _read_matrix(path: Path) -> np.ndarray:
+    try:
+        return np.loadtxt(path, dtype=np.int64, ndmin=2)
+    except (OSError, ValueError) as e:
+        raise InputContractError(f"cannot read Coat matrix: {e}", file=str(path)) from None
+
+
+def _read_names(path: Path) -> list[str]:
+    return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+
+
+def read_coat(folder: Path, min_rating: int) -> pl.DataFrame:
+    """Read the Coat files (train/test ratings and feature maps) into a raw impressions frame.
+
+    Accepts the original layout (features in ``user_item_features/``) or a flat folder.
+    """
+    feat = folder / "user_item_features" if (folder / "user_item_features").is_dir() else folder
+    return coat_impressions(
+        _read_matrix(folder / "train.ascii"),
+        _read_matrix(folder / "test.ascii"),
+        _read_matrix(feat / "item_features.ascii"),
+        _read_names(feat / "item_features_map.txt"),
+        _read_matrix(feat / "user_features.ascii"),
+        _read_names(feat / "user_features_map.txt"),
+        min_rating=min_rating,
+    )
+
+
+def load_unit(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
+    """Read one ingest unit and return its rows in the staging layout.
+
+    Raises :class:`InputContractError` naming file, column and row on bad input.
+    """
+    imp = cfg.impressions
+    raw = read_coat(unit.file, imp.min_rating) if imp.format == "coat" else read_table(unit.file)
+    return normalize_impressions(
+        raw,
+        file=str(unit.file),
+        signals=imp.signals,
+        attributes=imp.attributes,
+        label_rule=imp.label_rule,
+        traffic_stages=imp.traffic_stages,
+        ds=unit.ds_end,
+        ds_start=unit.ds_start,
+        traffic=unit.traffic,
+        default_arm=imp.default_arm,
+    )

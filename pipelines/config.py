@@ -1,0 +1,155 @@
+"""fairmon configuration: one TOML file validated by Pydantic.
+
+Relative paths in the file are resolved against the file's own directory, so a
+config and its data can move together. Errors name the offending key, e.g.
+``impressions.random_window_days: Input should be greater than or equal to 1``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ConfigError(ValueError):
+    """A config file is missing, unreadable or invalid; the message names the key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RandomPool(_Strict):
+    """A pooled random-traffic file covering the days ``start``..``end`` (inclusive)."""
+
+    path: str
+    start: dt.date
+    end: dt.date
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "RandomPool":
+        if self.end < self.start:
+            raise ValueError(f"end {self.end} is before start {self.start}")
+        return self
+
+
+class ImpressionsConfig(_Strict):
+    """Where impressions come from and how they are read (DESIGN §2, impressions)."""
+
+    format: Literal["contract", "tiktok", "coat"] = Field(
+        description="contract: files with the DESIGN §2 columns; tiktok: the published TikTok "
+        "layout (one default file per day, pooled random files); coat: the Coat data set"
+    )
+    path: str = Field(
+        description="contract/tiktok: default-traffic file per day, a path template with {ds} "
+        "(YYYY-MM-DD), glob characters allowed; coat: the Coat directory"
+    )
+    random_path: str | None = Field(
+        default=None,
+        description="tiktok: template of pooled random files with {start} and {end}, e.g. "
+        "'random_{start}_{end}.csv'; every matching file is a pool",
+    )
+    random_pools: list[RandomPool] = Field(default_factory=list, description="tiktok: pools listed explicitly")
+    signals: list[str] = Field(min_length=1, description="boolean signal columns; label Y = rule over them")
+    label_rule: Literal["any", "all"] = "any"
+    attributes: list[str] = Field(min_length=1, description="sensitive attribute columns, one grouping each")
+    traffic_stages: list[str] = Field(
+        default_factory=list, description="extra traffic values allowed besides default and random"
+    )
+    random_window_days: int = Field(default=7, ge=1, le=366)
+    default_arm: str = "all"
+    # coat only
+    ds: dt.date | None = Field(default=None, description="coat: the day assigned to the whole set")
+    min_rating: int = Field(default=4, ge=1, le=5, description="coat: label Y = rating >= min_rating")
+
+    @field_validator("signals", "attributes", "traffic_stages")
+    @classmethod
+    def _identifiers(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not _IDENT.match(name):
+                raise ValueError(f"{name!r} is not a valid column name (letters, digits, _)")
+        if len(set(v)) != len(v):
+            raise ValueError("names must be unique")
+        return v
+
+    @model_validator(mode="after")
+    def _format_fields(self) -> "ImpressionsConfig":
+        if self.format in ("contract", "tiktok") and "{ds}" not in self.path:
+            raise ValueError("path must contain {ds} for format " + self.format)
+        if self.format == "coat" and self.ds is None:
+            raise ValueError("ds is required for format coat (Coat has no dates)")
+        if self.random_path is not None and not ("{start}" in self.random_path and "{end}" in self.random_path):
+            raise ValueError("random_path must contain {start} and {end}")
+        return self
+
+
+class EstimationConfig(_Strict):
+    """Estimator settings (DESIGN §4.1)."""
+
+    confidence_level: float = Field(default=0.95, gt=0.5, lt=1.0)
+    ci_method: Literal["delta", "delta_paper"] = "delta"
+
+
+class FairmonConfig(_Strict):
+    """The whole configuration. ``warehouse`` and ``duckdb`` are resolved paths."""
+
+    warehouse: Path
+    duckdb: Path
+    impressions: ImpressionsConfig
+    estimation: EstimationConfig = EstimationConfig()
+    base_dir: Path = Field(default=Path("."), exclude=True)
+
+    def resolve(self, p: str | Path) -> Path:
+        """Resolve a path from the config against the config file's directory."""
+        p = Path(p).expanduser()
+        return p if p.is_absolute() else (self.base_dir / p)
+
+    @property
+    def warehouse_path(self) -> Path:
+        return self.resolve(self.warehouse)
+
+    @property
+    def duckdb_path(self) -> Path:
+        return self.resolve(self.duckdb)
+
+    def fingerprint(self) -> str:
+        """Hash of the settings that change staged rows (used to decide re-ingest)."""
+        imp = self.impressions.model_dump(mode="json")
+        return hashlib.sha256(json.dumps(imp, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _format_validation_error(path: Path, err: ValidationError) -> str:
+    lines = [f"invalid config {path}:"]
+    for e in err.errors():
+        key = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        lines.append(f"  {key}: {e['msg']}")
+    return "\n".join(lines)
+
+
+def load_config(path: str | Path) -> FairmonConfig:
+    """Read and validate a fairmon TOML config.
+
+    Raises :class:`ConfigError` (naming the file and key) when the file is
+    missing, is not valid TOML, or breaks a rule of the schema.
+    """
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"config {path} is not valid TOML: {e}") from None
+    raw["base_dir"] = path.resolve().parent
+    try:
+        return FairmonConfig.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(_format_validation_error(path, e)) from None

@@ -1,0 +1,73 @@
+"""DuckDB access: SQL statements are read from ``sql/*.sql`` (one statement per
+file) and executed with bound parameters only."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+
+
+class DatabaseBusyError(RuntimeError):
+    """Another process holds the DuckDB file (DuckDB allows one writer process)."""
+
+
+@functools.cache
+def sql_text(name: str) -> str:
+    """The statement in ``sql/<name>.sql`` (name may contain a subfolder)."""
+    path = SQL_DIR / f"{name}.sql"
+    if not path.is_file():
+        raise FileNotFoundError(f"no SQL file {path}")
+    return path.read_text()
+
+
+@contextmanager
+def connect(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Open the DuckDB file (creating its folder); close it on exit.
+
+    Raises :class:`DatabaseBusyError` with a clear message when another process
+    has the file open for writing.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        con = duckdb.connect(str(path))
+    except duckdb.IOException as e:
+        if "lock" in str(e).lower():
+            raise DatabaseBusyError(
+                f"DuckDB file {path} is in use by another fairmon process; wait for it to finish"
+            ) from e
+        raise
+    try:
+        yield con
+    finally:
+        con.close()
+
+
+def execute(con: duckdb.DuckDBPyConnection, name: str, **params) -> None:
+    """Run the statement ``sql/<name>.sql`` with named parameters, discarding any result."""
+    con.execute(sql_text(name), params or None)
+    # DuckDB 2: an unfinished result owns the connection; drain it.
+    con.fetchall()
+
+
+def query(con: duckdb.DuckDBPyConnection, name: str, **params) -> pl.DataFrame:
+    """Run the query ``sql/<name>.sql`` with named parameters and return a Polars frame."""
+    return con.sql(sql_text(name), params=params or None).pl()
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """BEGIN … COMMIT, rolled back on any exception."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")

@@ -1,0 +1,86 @@
+"""Write simulated TikTok-format impressions, their truth and a ready config.
+
+Layout under ``out``::
+
+    default/<ds>.<fmt>                 default traffic, one file per day (all arms)
+    random/random_<start>_<end>.<fmt>  pooled random traffic with its declared range
+    truth_reo.csv, truth_groups.csv    true REO and true U, ΔU per day and arm
+    fairmon.toml                       a config that runs fairmon on these files
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import polars as pl
+
+from transforms.simulate import (
+    TIKTOK_ATTRIBUTE,
+    TIKTOK_SIGNALS,
+    SimulationSpec,
+    simulate_day,
+    simulate_random_pool,
+    truth_tables,
+)
+
+
+def _write(frame: pl.DataFrame, path: Path, fmt: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    if fmt == "csv":
+        frame.write_csv(tmp)
+    else:
+        frame.write_parquet(tmp)
+    tmp.replace(path)
+
+
+def config_toml(out: Path, fmt: str, random_window_days: int) -> str:
+    """TOML text of a config reading the simulated files under ``out``."""
+    signals = ", ".join(f'"{s}"' for s in TIKTOK_SIGNALS)
+    return f"""# fairmon config for simulated TikTok-format data (written by `fairmon simulate`)
+warehouse = "warehouse"
+duckdb = "fairmon.duckdb"
+
+[impressions]
+format = "tiktok"
+path = "default/{{ds}}.{fmt}"
+random_path = "random/random_{{start}}_{{end}}.{fmt}"
+signals = [{signals}]
+label_rule = "any"
+attributes = ["{TIKTOK_ATTRIBUTE}"]
+random_window_days = {random_window_days}
+
+[estimation]
+confidence_level = 0.95
+ci_method = "delta"
+"""
+
+
+def write_simulation(spec: SimulationSpec, out: Path, fmt: str = "csv", progress=None) -> dict[str, Path]:
+    """Write a simulation to ``out`` (see module docstring). ``progress(i, n)``
+    is called after each file when given. Returns the main paths written.
+    Raises ValueError on an unknown format."""
+    if fmt not in ("csv", "parquet"):
+        raise ValueError(f"format must be csv or parquet, got {fmt!r}")
+    (out / "default").mkdir(parents=True, exist_ok=True)
+    (out / "random").mkdir(parents=True, exist_ok=True)
+    pools = spec.pools()
+    n = spec.days + len(pools)
+    done = 0
+    for d in range(spec.days):
+        ds = spec.start + dt.timedelta(days=d)
+        _write(simulate_day(spec, d), out / "default" / f"{ds.isoformat()}.{fmt}", fmt)
+        done += 1
+        if progress:
+            progress(done, n)
+    for a, b in pools:
+        _write(simulate_random_pool(spec, a, b), out / "random" / f"random_{a.isoformat()}_{b.isoformat()}.{fmt}", fmt)
+        done += 1
+        if progress:
+            progress(done, n)
+    groups, reo = truth_tables(spec)
+    groups.write_csv(out / "truth_groups.csv")
+    reo.write_csv(out / "truth_reo.csv")
+    cfg = out / "fairmon.toml"
+    cfg.write_text(config_toml(out, fmt, spec.random_pool_days))
+    return {"config": cfg, "truth_reo": out / "truth_reo.csv", "truth_groups": out / "truth_groups.csv"}

@@ -1,0 +1,3 @@
+-- Record (or update) a staged file's fingerprint.
+INSERT OR REPLACE INTO ingest_log
+VALUES ($file, $size, $mtime_ns, $config_fp, $ds_start, $ds, $scope, $rows, now()::TIMESTAMP)

@@ -1,0 +1,180 @@
+"""Input contract for impressions (DESIGN §2): parse, type-check and normalise a
+raw frame into the staging layout. Pure Polars, no I/O.
+
+Staging layout (one row per logged user-item pair)::
+
+    ds DATE, ds_start DATE, traffic VARCHAR, arm VARCHAR, request_id VARCHAR,
+    item_id VARCHAR, y BOOLEAN, attr__<attribute> VARCHAR ..., src_file VARCHAR,
+    src_row BIGINT
+
+``ds_start`` equals ``ds`` for daily rows; a pooled random-traffic file covering
+several days has ``ds_start``..``ds`` = its declared range. The label ``y`` is
+the configured rule (any/all) over the signal columns. Attribute values are
+kept as strings (booleans become "true"/"false"); nulls stay null.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+
+ATTR_PREFIX = "attr__"
+BASE_TRAFFIC = ("default", "random")
+_TRUE = {"true", "1", "t", "1.0"}
+_FALSE = {"false", "0", "f", "0.0"}
+
+
+class InputContractError(ValueError):
+    """Bad input. ``str()`` names the file, and where known the column and row.
+
+    Rows are 1-based data rows (for CSV, the header is not counted: data row 1
+    is line 2 of the file).
+    """
+
+    def __init__(self, message: str, *, file: str | None = None, column: str | None = None, row: int | None = None):
+        self.message, self.file, self.column, self.row = message, file, column, row
+        where = ", ".join(
+            x for x in (file, f"column '{column}'" if column else None, f"row {row}" if row else None) if x
+        )
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+def _first_bad_row(mask: pl.Series) -> int:
+    return int(mask.arg_true()[0]) + 1
+
+
+def parse_bool(s: pl.Series, *, file: str, column: str) -> pl.Series:
+    """Parse a column of booleans given as bool, 0/1 or true/false strings.
+
+    Nulls stay null. Raises :class:`InputContractError` naming the first row
+    whose value is not a boolean.
+    """
+    if s.dtype == pl.Boolean:
+        return s
+    if s.dtype.is_numeric():
+        bad = s.is_not_null() & ~s.is_in([0, 1])
+        if bad.any():
+            i = _first_bad_row(bad)
+            raise InputContractError(f"expected a boolean (0/1), got {s[i - 1]!r}", file=file, column=column, row=i)
+        return s.cast(pl.Boolean)
+    if s.dtype in (pl.String, pl.Categorical):
+        low = s.cast(pl.String).str.strip_chars().str.to_lowercase()
+        ok = low.is_null() | low.is_in(list(_TRUE | _FALSE))
+        if not ok.all():
+            i = _first_bad_row(~ok)
+            raise InputContractError(
+                f"expected a boolean (true/false or 0/1), got {s[i - 1]!r}", file=file, column=column, row=i
+            )
+        return (
+            pl.DataFrame({"v": low})
+            .select(pl.when(pl.col("v").is_null()).then(None).otherwise(pl.col("v").is_in(list(_TRUE))).alias(s.name))
+            .to_series()
+        )
+    raise InputContractError(f"expected a boolean column, found type {s.dtype}", file=file, column=column)
+
+
+def parse_date(s: pl.Series, *, file: str, column: str) -> pl.Series:
+    """Parse a column of dates (Date, Datetime or 'YYYY-MM-DD' strings).
+
+    Raises :class:`InputContractError` naming the first unparseable or null row.
+    """
+    if s.dtype == pl.Date:
+        out = s
+    elif isinstance(s.dtype, pl.Datetime):
+        out = s.dt.date()
+    elif s.dtype == pl.String:
+        out = s.str.strip_chars().str.to_date("%Y-%m-%d", strict=False)
+        bad = out.is_null() & s.is_not_null()
+        if bad.any():
+            i = _first_bad_row(bad)
+            raise InputContractError(f"expected a date YYYY-MM-DD, got {s[i - 1]!r}", file=file, column=column, row=i)
+    else:
+        raise InputContractError(f"expected a DATE column, found type {s.dtype}", file=file, column=column)
+    if out.null_count():
+        raise InputContractError("required value is null", file=file, column=column, row=_first_bad_row(out.is_null()))
+    return out
+
+
+def normalize_impressions(
+    raw: pl.DataFrame,
+    *,
+    file: str,
+    signals: list[str],
+    attributes: list[str],
+    label_rule: str = "any",
+    traffic_stages: list[str] | tuple[str, ...] = (),
+    ds: dt.date | None = None,
+    ds_start: dt.date | None = None,
+    traffic: str | None = None,
+    default_arm: str = "all",
+) -> pl.DataFrame:
+    """Check a raw impressions frame against DESIGN §2 and return staging rows.
+
+    ``raw``: one row per user-item pair, columns as read from ``file``
+    (any dtypes; unknown columns are ignored). ``ds``/``traffic`` fill the
+    column when the file has none (adapters for formats without them); when
+    ``ds`` is given and the file has a ds column, every row must equal it.
+    ``ds_start`` marks a pooled file's first day (default: ``ds``).
+
+    Returns a frame in the staging layout (module docstring).
+    Raises :class:`InputContractError` naming file, column and row for: an
+    empty file, a missing required/configured column, a value of the wrong
+    type, an unknown traffic value, or a row dated outside the file's day.
+    """
+    if raw.height == 0:
+        raise InputContractError("file has no rows", file=file)
+    cols = set(raw.columns)
+    for c in [*signals, *attributes]:
+        if c not in cols:
+            raise InputContractError("required column is missing", file=file, column=c)
+
+    if "ds" in cols:
+        ds_col = parse_date(raw.get_column("ds"), file=file, column="ds")
+        if ds is not None:
+            off = ds_col != ds
+            if off.any():
+                i = _first_bad_row(off)
+                raise InputContractError(f"row dated {ds_col[i - 1]} in a file for {ds}", file=file, column="ds", row=i)
+    elif ds is not None:
+        ds_col = pl.Series("ds", [ds] * raw.height, dtype=pl.Date)
+    else:
+        raise InputContractError("required column is missing", file=file, column="ds")
+
+    allowed = [*BASE_TRAFFIC, *traffic_stages]
+    if "traffic" in cols:
+        tr = raw.get_column("traffic").cast(pl.String)
+        bad = tr.is_null() | ~tr.is_in(allowed)
+        if bad.any():
+            i = _first_bad_row(bad)
+            raise InputContractError(
+                f"unknown traffic value {tr[i - 1]!r}; allowed: {', '.join(allowed)}", file=file, column="traffic", row=i
+            )
+    elif traffic is not None:
+        tr = pl.Series("traffic", [traffic] * raw.height, dtype=pl.String)
+    else:
+        raise InputContractError("required column is missing", file=file, column="traffic")
+
+    arm = raw.get_column("arm").cast(pl.String).fill_null(default_arm) if "arm" in cols else pl.Series(
+        "arm", [default_arm] * raw.height, dtype=pl.String
+    )
+    sig = [parse_bool(raw.get_column(c), file=file, column=c).alias(c) for c in signals]
+    sig_frame = pl.DataFrame(sig)
+    y = sig_frame.select(
+        (pl.any_horizontal(pl.all()) if label_rule == "any" else pl.all_horizontal(pl.all())).alias("y")
+    ).to_series()
+
+    out = {
+        "ds": ds_col.alias("ds"),
+        "ds_start": (pl.Series([ds_start] * raw.height, dtype=pl.Date) if ds_start else ds_col).alias("ds_start"),
+        "traffic": tr.alias("traffic"),
+        "arm": arm.alias("arm"),
+        "request_id": (raw.get_column("request_id").cast(pl.String) if "request_id" in cols else pl.Series([None] * raw.height, dtype=pl.String)).alias("request_id"),
+        "item_id": (raw.get_column("item_id").cast(pl.String) if "item_id" in cols else pl.Series([None] * raw.height, dtype=pl.String)).alias("item_id"),
+        "y": y.alias("y"),
+    }
+    for a in attributes:
+        out[ATTR_PREFIX + a] = raw.get_column(a).cast(pl.String).alias(ATTR_PREFIX + a)
+    out["src_file"] = pl.Series("src_file", [file] * raw.height, dtype=pl.String)
+    out["src_row"] = pl.int_range(1, raw.height + 1, eager=True).cast(pl.Int64).alias("src_row")
+    return pl.DataFrame(list(out.values()))

@@ -1,0 +1,201 @@
+"""Simulated impressions with a known truth (pure: returns frames, writes nothing).
+
+Model (one sensitive attribute with K groups, column ``young_adult`` in the
+TikTok layout, values "0".."K-1"):
+
+* default traffic of arm a: group S ~ Categorical(π^a), Y | S=k ~ Bernoulli(q_k),
+  where π^a_k ∝ w^a_k π_k applies the arm's boosting weights w^a (seed 001
+  §4.4: a weight > 1 boosts the group's exposure);
+* random traffic (shared by all arms): S ~ Categorical(ρ), Y | S=k ~ Bernoulli(p_k).
+
+Hence the truth: Q_k = π^a_k q_k, P_k = ρ_k p_k, U_k = Q_k/P_k (seed 001 eq. 4),
+ΔU and REO from U (eqs. 3, 7, 19). When Y = 1 the six TikTok signals are a
+uniformly drawn non-empty subset, so "Y = any signal" reproduces Y exactly.
+
+The three sparse regimes follow seed 001 §4.1: P = (0.01, 0.05) and
+Q = (10·P_1, 5·P_2), so U ∝ (10, 5) and REO = 1/3, with the random traffic at
+100 %, 10 % and 1 % of the default traffic's volume (our reading of the
+regimes: the same truth measured with less and less random traffic).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from transforms.reo import relative_utilities, reo_of_utilities
+
+TIKTOK_SIGNALS = ("like_video", "share", "follow", "finish", "download", "long_view")
+TIKTOK_ATTRIBUTE = "young_adult"
+
+#: Seed 001 §4.1 regimes: (share of each group, positive rate) for default and
+#: random traffic giving P = (0.01, 0.05), Q = (0.10, 0.25), and the random
+#: traffic volume as a fraction of the default traffic per day.
+REGIMES: dict[str, dict] = {
+    "dense": {"random_fraction": 1.0},
+    "sparse": {"random_fraction": 0.1},
+    "very_sparse": {"random_fraction": 0.01},
+}
+REGIME_RATES = {
+    "rec_share": (0.5, 0.5),
+    "rec_rate": (0.2, 0.5),
+    "rand_share": (0.5, 0.5),
+    "rand_rate": (0.02, 0.10),
+}
+
+
+@dataclass(frozen=True)
+class SimulationSpec:
+    """What to simulate. Shares and rates are per group (index = group value).
+
+    Defaults give engagement rates of 25–36 % with the young-adult group (1)
+    advantaged: U ∝ (1.08, 1.414), REO ≈ 0.134.
+    """
+
+    start: dt.date = dt.date(2026, 1, 1)
+    days: int = 14
+    rows_per_day: int = 50_000
+    random_rows_per_day: int = 6_000
+    rec_share: tuple[float, ...] = (0.45, 0.55)
+    rec_rate: tuple[float, ...] = (0.30, 0.36)
+    rand_share: tuple[float, ...] = (0.5, 0.5)
+    rand_rate: tuple[float, ...] = (0.25, 0.28)
+    arms: dict[str, dict[int, float]] = field(default_factory=lambda: {"all": {}})
+    random_pool_days: int = 7
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        K = len(self.rec_share)
+        if not (len(self.rec_rate) == len(self.rand_share) == len(self.rand_rate) == K) or K < 1:
+            raise ValueError("rec_share, rec_rate, rand_share and rand_rate must have the same length >= 1")
+        for name in ("rec_share", "rand_share"):
+            v = np.asarray(getattr(self, name))
+            if (v < 0).any() or not np.isclose(v.sum(), 1.0):
+                raise ValueError(f"{name} must be non-negative and sum to 1, got {tuple(v)}")
+        for name in ("rec_rate", "rand_rate"):
+            v = np.asarray(getattr(self, name))
+            if (v < 0).any() or (v > 1).any():
+                raise ValueError(f"{name} must be in [0, 1], got {tuple(v)}")
+        if self.days < 1 or self.rows_per_day < 1 or self.random_rows_per_day < 1 or self.random_pool_days < 1:
+            raise ValueError("days, rows_per_day, random_rows_per_day and random_pool_days must be >= 1")
+        for arm, w in self.arms.items():
+            if any(k < 0 or k >= K or x <= 0 for k, x in w.items()):
+                raise ValueError(f"arm {arm!r}: boosting weights need group indices in 0..{K - 1} and weights > 0")
+
+    @property
+    def K(self) -> int:
+        return len(self.rec_share)
+
+    def arm_share(self, arm: str) -> np.ndarray:
+        """π^a: default-traffic group shares of ``arm`` after its boosting weights."""
+        w = np.array([self.arms[arm].get(k, 1.0) for k in range(self.K)])
+        s = w * np.asarray(self.rec_share)
+        return s / s.sum()
+
+    def true_QP(self, arm: str) -> tuple[np.ndarray, np.ndarray]:
+        """(Q, P), shapes (K,): true joint shares of positives in default (arm) and random traffic."""
+        Q = self.arm_share(arm) * np.asarray(self.rec_rate)
+        P = np.asarray(self.rand_share) * np.asarray(self.rand_rate)
+        return Q, P
+
+    def pools(self) -> list[tuple[dt.date, dt.date]]:
+        """Consecutive pooled random-traffic ranges covering the simulated days."""
+        out = []
+        for i in range(0, self.days, self.random_pool_days):
+            a = self.start + dt.timedelta(days=i)
+            b = self.start + dt.timedelta(days=min(i + self.random_pool_days, self.days) - 1)
+            out.append((a, b))
+        return out
+
+
+def regime_spec(regime: str, **overrides) -> SimulationSpec:
+    """A :class:`SimulationSpec` for one of the seed 001 §4.1 regimes (see :data:`REGIMES`)."""
+    if regime not in REGIMES:
+        raise ValueError(f"unknown regime {regime!r}; expected one of {sorted(REGIMES)}")
+    rows = overrides.pop("rows_per_day", 50_000)
+    frac = REGIMES[regime]["random_fraction"]
+    return SimulationSpec(rows_per_day=rows, random_rows_per_day=max(1, int(rows * frac)), **REGIME_RATES, **overrides)
+
+
+def truth_tables(spec: SimulationSpec) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """True per-group values and true REO for every simulated day and arm.
+
+    Returns (groups, reo): groups has ds, arm, attribute, group, Q, P, U,
+    delta_U; reo has ds, arm, attribute, K, reo. Source: seed 001 eqs. 3, 4, 7, 19.
+    """
+    g_rows, r_rows = [], []
+    for d in range(spec.days):
+        ds = spec.start + dt.timedelta(days=d)
+        for arm in spec.arms:
+            Q, P = spec.true_QP(arm)
+            U = Q / P
+            dU = relative_utilities(U)
+            for k in range(spec.K):
+                g_rows.append({"ds": ds, "arm": arm, "attribute": TIKTOK_ATTRIBUTE, "group": str(k),
+                               "Q": Q[k], "P": P[k], "U": U[k], "delta_U": dU[k]})
+            r_rows.append({"ds": ds, "arm": arm, "attribute": TIKTOK_ATTRIBUTE, "K": spec.K, "reo": reo_of_utilities(U)})
+    return pl.DataFrame(g_rows), pl.DataFrame(r_rows)
+
+
+def simulate_counts(
+    Q: np.ndarray, P: np.ndarray, n_rec: int, n_rand: int, size: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Draw the per-group positive counts of ``size`` independent days.
+
+    The counts (#{Y=1,S=k}) of n i.i.d. rows are one multinomial draw over the
+    K categories (Y=1, S=k) plus "everything else": exactly the distribution of
+    aggregating the rows of :func:`simulate_rows`. Returns arrays of shape
+    (size, K) for default and random traffic.
+    """
+    Q, P = np.asarray(Q, float), np.asarray(P, float)
+    a = rng.multinomial(n_rec, np.append(Q, 1 - Q.sum()), size=size)[:, :-1]
+    b = rng.multinomial(n_rand, np.append(P, 1 - P.sum()), size=size)[:, :-1]
+    return a, b
+
+
+def _rows(n: int, share: np.ndarray, rate: np.ndarray, rng: np.random.Generator) -> pl.DataFrame:
+    group = rng.choice(len(share), size=n, p=share)
+    y = rng.random(n) < rate[group]
+    mask = np.where(y, rng.integers(1, 64, size=n), 0)
+    cols = {s: ((mask >> i) & 1).astype(np.int8) for i, s in enumerate(TIKTOK_SIGNALS)}
+    return pl.DataFrame({TIKTOK_ATTRIBUTE: group.astype(np.int8), **cols})
+
+
+def simulate_day(spec: SimulationSpec, day: int) -> pl.DataFrame:
+    """Default-traffic rows of one day (all arms) in the TikTok layout.
+
+    Columns: request_id, item_id, arm, young_adult, the six signals (0/1).
+    Deterministic in (spec.seed, day).
+    """
+    rng = np.random.default_rng([spec.seed, day, 0])
+    ds = spec.start + dt.timedelta(days=day)
+    frames = []
+    for arm in spec.arms:
+        f = _rows(spec.rows_per_day, spec.arm_share(arm), np.asarray(spec.rec_rate), rng)
+        frames.append(f.with_columns(pl.lit(arm).alias("arm")))
+    out = pl.concat(frames)
+    return _with_ids(out, f"{ds}-d", rng)
+
+
+def simulate_random_pool(spec: SimulationSpec, start: dt.date, end: dt.date) -> pl.DataFrame:
+    """Random-traffic rows of the pooled range start..end (TikTok layout, no arm).
+
+    ``random_rows_per_day`` rows for each day of the range. Deterministic in
+    (spec.seed, start).
+    """
+    n_days = (end - start).days + 1
+    rng = np.random.default_rng([spec.seed, (start - spec.start).days, 1])
+    out = _rows(spec.random_rows_per_day * n_days, np.asarray(spec.rand_share), np.asarray(spec.rand_rate), rng)
+    return _with_ids(out, f"{start}-r", rng)
+
+
+def _with_ids(frame: pl.DataFrame, prefix: str, rng: np.random.Generator) -> pl.DataFrame:
+    n = frame.height
+    ids = pl.int_range(0, n, eager=True).cast(pl.String)
+    items = pl.Series(rng.integers(0, 1_000_000, size=n)).cast(pl.String)
+    return frame.with_columns(
+        (pl.lit(prefix + "-") + ids).alias("request_id"), (pl.lit("v") + items).alias("item_id")
+    ).select("request_id", "item_id", *[c for c in frame.columns])
