@@ -1,0 +1,30 @@
+"""Shared fixtures. Prefect's temporary API starts once per session (only for
+the tests that request ``prefect_harness``)."""
+
+import os
+
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_COAT = REPO.parent / "shared" / "data" / "coat"
+BUNDLED_COAT = REPO / "data" / "coat"
+
+
+@pytest.fixture(scope="session")
+def prefect_harness():
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@pytest.fixture(scope="session")
+def coat_dir() -> Path:
+    """The Coat data: ../shared/data/coat when present, else the bundled copy."""
+    return SHARED_COAT if (SHARED_COAT / "train.ascii").exists() else BUNDLED_COAT

@@ -1,0 +1,65 @@
+"""Config: validation errors name the key; paths resolve against the file."""
+
+import pytest
+
+from pipelines.config import ConfigError, load_config
+
+GOOD = """
+warehouse = "wh"
+duckdb = "db/f.duckdb"
+[impressions]
+format = "tiktok"
+path = "default/{ds}.csv"
+random_path = "random/random_{start}_{end}.csv"
+signals = ["like_video"]
+attributes = ["young_adult"]
+"""
+
+
+def write(tmp_path, text):
+    p = tmp_path / "fairmon.toml"
+    p.write_text(text)
+    return p
+
+
+def test_good_config_resolves_relative_paths(tmp_path):
+    cfg = load_config(write(tmp_path, GOOD))
+    assert cfg.warehouse_path == tmp_path / "wh"
+    assert cfg.duckdb_path == tmp_path / "db" / "f.duckdb"
+    assert cfg.impressions.random_window_days == 7
+    assert cfg.estimation.confidence_level == 0.95 and cfg.estimation.ci_method == "delta"
+
+
+@pytest.mark.parametrize("extra,key", [
+    ("random_window_days = 0", "impressions.random_window_days"),
+    ('label_rule = "most"', "impressions.label_rule"),
+    ("colour = 1", "impressions.colour"),
+])
+def test_bad_impressions_key_is_named(tmp_path, extra, key):
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, GOOD + extra + "\n"))
+    assert key in str(e.value) and "fairmon.toml" in str(e.value)
+
+
+def test_bad_estimation_key_is_named(tmp_path):
+    with pytest.raises(ConfigError, match=r"estimation\.confidence_level"):
+        load_config(write(tmp_path, GOOD + "[estimation]\nconfidence_level = 1.5\n"))
+
+
+def test_missing_required_key_is_named(tmp_path):
+    with pytest.raises(ConfigError, match=r"impressions\.signals"):
+        load_config(write(tmp_path, GOOD.replace('signals = ["like_video"]\n', "")))
+
+
+def test_invalid_column_name_and_template(tmp_path):
+    with pytest.raises(ConfigError, match=r"impressions\.attributes"):
+        load_config(write(tmp_path, GOOD.replace('["young_adult"]', '["young adult"]')))
+    with pytest.raises(ConfigError, match=r"impressions.*\{ds\}"):
+        load_config(write(tmp_path, GOOD.replace("default/{ds}.csv", "default/day.csv")))
+
+
+def test_toml_syntax_and_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(write(tmp_path, "warehouse = \n"))
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.toml")

@@ -1,0 +1,91 @@
+"""Input contract: parsing and errors that name the file, column and row."""
+
+import datetime as dt
+
+import polars as pl
+import pytest
+
+from transforms.contract import InputContractError, normalize_impressions, parse_bool
+
+DS = dt.date(2026, 1, 5)
+KW = dict(file="day.csv", signals=["like", "share"], attributes=["grp"], ds=DS)
+
+
+def raw(**over):
+    base = {"traffic": ["default", "random", "default"], "like": ["1", "0", "true"],
+            "share": ["0", "false", "0"], "grp": ["a", "b", None], "extra": ["x", "y", "z"]}
+    base.update(over)
+    return pl.DataFrame(base)
+
+
+def test_normalizes_to_staging_layout():
+    out = normalize_impressions(raw(), **KW)
+    assert out.columns == ["ds", "ds_start", "traffic", "arm", "request_id", "item_id", "y", "attr__grp",
+                           "src_file", "src_row"]
+    assert out.get_column("y").to_list() == [True, False, True]
+    assert out.get_column("arm").to_list() == ["all"] * 3
+    assert out.get_column("attr__grp").to_list() == ["a", "b", None]
+    assert out.get_column("ds").to_list() == [DS] * 3
+    assert out.get_column("src_row").to_list() == [1, 2, 3]
+
+
+def test_label_rule_all():
+    out = normalize_impressions(raw(share=["1", "0", "0"]), **{**KW, "label_rule": "all"})
+    assert out.get_column("y").to_list() == [True, False, False]
+
+
+def test_boolean_forms_and_nulls():
+    s = parse_bool(pl.Series("b", ["TRUE", "0", None, " 1 ", "f"]), file="f", column="b")
+    assert s.to_list() == [True, False, None, True, False]
+    assert parse_bool(pl.Series("b", [0, 1, None]), file="f", column="b").to_list() == [False, True, None]
+
+
+def test_missing_column_names_file_and_column():
+    with pytest.raises(InputContractError) as e:
+        normalize_impressions(raw().drop("share"), **KW)
+    assert "day.csv" in str(e.value) and "column 'share'" in str(e.value)
+    assert e.value.column == "share"
+
+
+def test_wrong_type_names_row():
+    with pytest.raises(InputContractError) as e:
+        normalize_impressions(raw(like=["1", "yes", "0"]), **KW)
+    assert e.value.column == "like" and e.value.row == 2
+    assert "day.csv, column 'like', row 2" in str(e.value) and "'yes'" in str(e.value)
+
+
+def test_numeric_non_boolean_is_rejected():
+    with pytest.raises(InputContractError, match="row 3"):
+        normalize_impressions(raw(like=[0, 1, 2]), **KW)
+
+
+def test_unknown_traffic_value():
+    with pytest.raises(InputContractError) as e:
+        normalize_impressions(raw(traffic=["default", "explore", "random"]), **KW)
+    assert e.value.column == "traffic" and e.value.row == 2 and "'explore'" in str(e.value)
+    # an extra stage is accepted once configured
+    ok = normalize_impressions(raw(traffic=["default", "post_recall", "random"]), **KW, traffic_stages=["post_recall"])
+    assert ok.get_column("traffic").to_list() == ["default", "post_recall", "random"]
+
+
+def test_empty_file():
+    with pytest.raises(InputContractError, match="no rows"):
+        normalize_impressions(raw().head(0), **KW)
+
+
+def test_rows_of_another_day_are_rejected():
+    with pytest.raises(InputContractError) as e:
+        normalize_impressions(raw().with_columns(ds=pl.Series(["2026-01-05", "2026-01-05", "2026-01-06"])), **KW)
+    assert e.value.column == "ds" and e.value.row == 3
+
+
+def test_bad_date_string():
+    with pytest.raises(InputContractError, match="column 'ds', row 1"):
+        normalize_impressions(raw().with_columns(ds=pl.Series(["05/01/2026", "x", "y"])), **KW)
+
+
+def test_missing_traffic_column_without_adapter_default():
+    with pytest.raises(InputContractError, match="column 'traffic'"):
+        normalize_impressions(raw().drop("traffic"), **KW)
+    out = normalize_impressions(raw().drop("traffic"), **KW, traffic="random")
+    assert set(out.get_column("traffic")) == {"random"}

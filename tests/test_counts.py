@@ -1,0 +1,105 @@
+"""sql/group_counts.sql against an independent Polars aggregation, and the
+window rule for random traffic; then counts -> reo tables."""
+
+import datetime as dt
+
+import numpy as np
+import polars as pl
+import pytest
+
+from pipelines import db
+from transforms.contract import normalize_impressions
+from transforms.reo import estimate_reo
+from transforms.reo_tables import GROUP_COUNTS_SCHEMA, MISSING_GROUP, reo_tables
+
+D = dt.date(2026, 3, 10)
+W0 = D - dt.timedelta(days=6)
+
+
+def _frame(rng, n, traffic, arms, ds, ds_start=None):
+    f = pl.DataFrame({
+        "traffic": [traffic] * n,
+        "arm": rng.choice(arms, n),
+        "s1": rng.integers(0, 2, n), "s2": (rng.random(n) < 0.1).astype(int),
+        "g": [x or None for x in rng.choice(["a", "b", "c", ""], n, p=[0.3, 0.3, 0.35, 0.05]).tolist()],
+        "h": rng.choice(["x", "y"], n),
+    })
+    return normalize_impressions(f, file=f"{traffic}-{ds}", signals=["s1", "s2"], attributes=["g", "h"],
+                                 ds=ds, ds_start=ds_start)
+
+
+@pytest.fixture()
+def staged(tmp_path):
+    rng = np.random.default_rng(3)
+    frames = {
+        "day": _frame(rng, 3000, "default", ["ctl", "trt"], D),
+        "prev_day_default": _frame(rng, 500, "default", ["ctl"], D - dt.timedelta(days=1)),
+        "rand_in_window": _frame(rng, 800, "random", ["all"], D - dt.timedelta(days=2)),
+        "pool_overlapping": _frame(rng, 900, "random", ["all"], D - dt.timedelta(days=2), D - dt.timedelta(days=8)),
+        "pool_too_old": _frame(rng, 700, "random", ["all"], D - dt.timedelta(days=8), D - dt.timedelta(days=10)),
+        "rand_future": _frame(rng, 600, "random", ["all"], D + dt.timedelta(days=1)),
+    }
+    with db.connect(tmp_path / "t.duckdb") as con:
+        for f in frames.values():
+            con.register("staged", f)
+            db.execute(con, "impressions_create")
+            db.execute(con, "impressions_insert")
+            con.unregister("staged")
+        counts = db.query(con, "group_counts", ds=D, window_start=W0)
+    return frames, counts
+
+
+def _expected(frame, traffic, arm_col):
+    long = pl.concat([
+        frame.select(pl.lit(traffic).alias("traffic"), arm_col.alias("arm"), pl.lit(a).alias("attribute"),
+                     pl.col(f"attr__{a}").fill_null(MISSING_GROUP).alias("group"), "y")
+        for a in ("g", "h")
+    ])
+    return (long.group_by("traffic", "arm", "attribute", "group")
+            .agg(pl.len().cast(pl.Int64).alias("n"), pl.col("y").sum().cast(pl.Int64).alias("n_pos"))
+            .sort("traffic", "arm", "attribute", "group"))
+
+
+def test_counts_match_independent_aggregation(staged):
+    frames, counts = staged
+    rec = _expected(frames["day"], "default", pl.col("arm"))
+    rand = _expected(pl.concat([frames["rand_in_window"], frames["pool_overlapping"]]), "random", pl.lit("all"))
+    expected = pl.concat([rec, rand]).sort("traffic", "arm", "attribute", "group")
+    got = counts.select("traffic", "arm", "attribute", "group", "n", "n_pos").sort(
+        "traffic", "arm", "attribute", "group")
+    assert got.equals(expected)
+    # every attribute's groups add up to the traffic total
+    totals = counts.group_by("traffic", "arm", "attribute").agg(pl.col("n").sum())
+    for (traffic, arm, _a, n) in totals.iter_rows():
+        src = frames["day"].filter(pl.col("arm") == arm).height if traffic == "default" else 800 + 900
+        assert n == src
+
+
+def test_random_window_span_and_columns(staged):
+    _, counts = staged
+    assert counts.columns == list(GROUP_COUNTS_SCHEMA)
+    rand = counts.filter(pl.col("traffic") == "random")
+    assert set(rand.get_column("window_start")) == {D - dt.timedelta(days=8)}  # the overlapping pool's start
+    assert set(rand.get_column("window_end")) == {D - dt.timedelta(days=2)}
+    assert set(counts.filter(pl.col("traffic") == "default").get_column("window_start")) == {D}
+
+
+def test_reo_tables_from_counts(staged):
+    frames, counts = staged
+    group, overall = reo_tables(counts.cast(GROUP_COUNTS_SCHEMA), D)
+    assert overall.height == 4  # 2 arms x 2 attributes
+    row = overall.filter((pl.col("arm") == "trt") & (pl.col("attribute") == "g")).row(0, named=True)
+    day = frames["day"].filter(pl.col("arm") == "trt")
+    rand = pl.concat([frames["rand_in_window"], frames["pool_overlapping"]])
+    groups = ["a", "b", "c"]  # the missing group counts in the totals only
+    a = [day.filter((pl.col("attr__g") == g) & pl.col("y")).height for g in groups]
+    b = [rand.filter((pl.col("attr__g") == g) & pl.col("y")).height for g in groups]
+    e = estimate_reo(groups, np.array(a), day.height, np.array(b), rand.height)
+    assert row["K"] == 3
+    assert row["reo"] == pytest.approx(e.reo, rel=1e-12) and row["se"] == pytest.approx(e.se, rel=1e-12)
+    assert row["n_rec"] == day.height and row["n_rand"] == rand.height
+    assert row["rand_window_start"] == D - dt.timedelta(days=8)
+    g = group.filter((pl.col("arm") == "trt") & (pl.col("attribute") == "g")).sort("group")
+    assert g.get_column("group").to_list() == groups
+    assert g.get_column("Q").to_list() == pytest.approx([x / day.height for x in a])
+    assert g.get_column("se_delta_U").to_list() == pytest.approx(list(e.se_delta_U))
