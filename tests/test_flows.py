@@ -1,0 +1,213 @@
+"""End to end through the Prefect flows: simulated TikTok-format files and Coat.
+
+Every expected number is recomputed here independently from the raw files.
+"""
+
+import datetime as dt
+import shutil
+
+import duckdb
+import numpy as np
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from pipelines.cli import app
+from pipelines.flows import DayFailed, daily
+from pipelines.simulate import write_simulation
+from pipelines.warehouse import partition_path, read_table
+from transforms.reo import estimate_reo
+from transforms.simulate import TIKTOK_SIGNALS, SimulationSpec
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+SPEC = SimulationSpec(start=dt.date(2026, 2, 1), days=4, rows_per_day=4000, random_rows_per_day=1500,
+                      arms={"control": {}, "treatment": {0: 1.25}}, random_pool_days=2, seed=9)
+DAY3 = SPEC.start + dt.timedelta(days=2)
+
+
+@pytest.fixture()
+def sim(tmp_path):
+    paths = write_simulation(SPEC, tmp_path / "sim", "csv")
+    return tmp_path / "sim", paths["config"]
+
+
+def independent_reo(sim_dir, ds, arm):
+    """REO for one day/arm straight from the CSV files (no fairmon SQL)."""
+    y = pl.any_horizontal([pl.col(s) == 1 for s in TIKTOK_SIGNALS])
+    rec = pl.read_csv(sim_dir / "default" / f"{ds}.csv").filter(pl.col("arm") == arm)
+    w0 = ds - dt.timedelta(days=1)  # window of 2 days (random_pool_days)
+    pools = [p for p in sorted((sim_dir / "random").glob("random_*.csv"))
+             if dt.date.fromisoformat(p.stem.split("_")[1]) <= ds and dt.date.fromisoformat(p.stem.split("_")[2]) >= w0]
+    rand = pl.concat([pl.read_csv(p) for p in pools])
+    a = [rec.filter(y & (pl.col("young_adult") == k)).height for k in (0, 1)]
+    b = [rand.filter(y & (pl.col("young_adult") == k)).height for k in (0, 1)]
+    return estimate_reo(["0", "1"], np.array(a), rec.height, np.array(b), rand.height), len(pools)
+
+
+def test_daily_flow_matches_independent_computation(sim):
+    sim_dir, cfg = sim
+    out = daily(str(cfg), DAY3)
+    reo = {r["arm"]: r for r in out["reo"]}
+    assert set(reo) == {"control", "treatment"}
+    for arm, row in reo.items():
+        e, n_pools = independent_reo(sim_dir, DAY3, arm)
+        assert n_pools == 2
+        assert row["reo"] == pytest.approx(e.reo, rel=1e-12)
+        assert row["se"] == pytest.approx(e.se, rel=1e-12)
+        assert row["ci_low"] == pytest.approx(e.ci_low, rel=1e-12)
+        assert row["n_rec"] == SPEC.rows_per_day and row["n_rand"] == 4 * SPEC.random_rows_per_day
+        assert row["rand_window_start"] == SPEC.start and row["rand_window_end"] == SPEC.start + dt.timedelta(3)
+    wh = sim_dir / "warehouse"
+    for t in ("group_counts", "reo_group", "reo"):
+        assert partition_path(wh, t, DAY3).is_file()
+    published = read_table(wh, "reo")
+    assert published.height == 2 and published.get_column("ds").to_list() == [DAY3, DAY3]
+    con = duckdb.connect(str(sim_dir / "fairmon.duckdb"), read_only=True)
+    try:
+        rows = con.sql("SELECT arm, reo FROM reo WHERE ds = $ds ORDER BY arm", params={"ds": DAY3}).fetchall()
+    finally:
+        con.close()
+    assert rows == [(a, pytest.approx(reo[a]["reo"], rel=1e-12)) for a in ("control", "treatment")]
+
+
+def test_rerun_is_idempotent_and_reingest_replaces(sim):
+    sim_dir, cfg = sim
+    first = daily(str(cfg), DAY3)
+    second = daily(str(cfg), DAY3, force_ingest=True)
+    assert second["reo"] == first["reo"]
+    wh = sim_dir / "warehouse"
+    assert [p.name for p in (wh / "reo" / f"ds={DAY3}").iterdir()] == ["part-0.parquet"]
+    assert read_table(wh, "reo").height == 2
+    # a changed file for the day replaces the day's staged rows (not appended)
+    f = sim_dir / "default" / f"{DAY3}.csv"
+    pl.read_csv(f).filter(pl.int_range(pl.len()) % 8 == 0).write_csv(f)  # 1000 rows, 500 per arm
+    third = daily(str(cfg), DAY3)
+    assert {r["arm"]: r["n_rec"] for r in third["reo"]} == {"control": 500, "treatment": 500}
+    con = duckdb.connect(str(sim_dir / "fairmon.duckdb"), read_only=True)
+    try:
+        staged = con.sql("SELECT count(*) FROM impressions WHERE ds = $ds AND traffic = 'default'",
+                         params={"ds": DAY3}).fetchall()[0][0]
+        n_reo = con.sql("SELECT count(*) FROM reo WHERE ds = $ds", params={"ds": DAY3}).fetchall()[0][0]
+    finally:
+        con.close()
+    assert staged == 1000 and n_reo == 2
+
+
+@pytest.mark.parametrize("defect,expect", [
+    ("missing_column", "column 'share'"),
+    ("wrong_type", "column 'follow', row 3"),
+    ("empty_file", "file is empty"),
+])
+def test_bad_input_stops_the_day_and_keeps_the_old_partition(sim, defect, expect):
+    sim_dir, cfg = sim
+    daily(str(cfg), DAY3)
+    part = partition_path(sim_dir / "warehouse", "reo", DAY3)
+    before = pl.read_parquet(part)
+    f = sim_dir / "default" / f"{DAY3}.csv"
+    good = pl.read_csv(f)
+    if defect == "missing_column":
+        good.drop("share").write_csv(f)
+    elif defect == "wrong_type":
+        good.with_columns(pl.col("follow").cast(pl.String)).with_columns(
+            pl.when(pl.int_range(pl.len()) == 2).then(pl.lit("often")).otherwise(pl.col("follow")).alias("follow")
+        ).write_csv(f)
+    else:
+        f.write_text("")
+    with pytest.raises(DayFailed) as e:
+        daily(str(cfg), DAY3)
+    assert str(f) in str(e.value) and expect in str(e.value) and str(DAY3) in str(e.value)
+    assert pl.read_parquet(part).equals(before)  # previous publication intact
+    assert not list((sim_dir / "warehouse" / "_tmp").glob("*"))  # nothing half-written
+
+
+def test_bad_day_without_previous_run_leaves_no_partition(sim):
+    sim_dir, cfg = sim
+    day4 = SPEC.start + dt.timedelta(days=3)
+    f = sim_dir / "default" / f"{day4}.csv"
+    pl.read_csv(f).drop("young_adult").write_csv(f)
+    with pytest.raises(DayFailed, match="column 'young_adult'"):
+        daily(str(cfg), day4)
+    assert not (sim_dir / "warehouse" / "reo" / f"ds={day4}").exists()
+
+
+def test_contract_format_unknown_traffic(tmp_path):
+    d = dt.date(2026, 5, 1)
+    day = tmp_path / "in" / f"{d}.parquet"
+    day.parent.mkdir()
+    pl.DataFrame({"ds": [d] * 4, "traffic": ["default", "random", "explore", "default"],
+                  "sig": [1, 0, 1, 1], "grp": ["a", "b", "a", "b"]}).write_parquet(day)
+    cfg = tmp_path / "f.toml"
+    cfg.write_text('warehouse = "wh"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\n'
+                   'path = "in/{ds}.parquet"\nsignals = ["sig"]\nattributes = ["grp"]\n')
+    with pytest.raises(DayFailed) as e:
+        daily(str(cfg), d)
+    assert str(day) in str(e.value) and "column 'traffic', row 3" in str(e.value) and "'explore'" in str(e.value)
+    assert not (tmp_path / "wh" / "reo").exists()
+
+
+def test_coat_gender_matches_independent_computation(tmp_path, coat_dir):
+    cfg = tmp_path / "coat.toml"
+    cfg.write_text(f'warehouse = "wh"\nduckdb = "c.duckdb"\n[impressions]\nformat = "coat"\npath = "{coat_dir}"\n'
+                   'ds = 2016-06-19\nmin_rating = 4\nsignals = ["liked"]\nattributes = ["gender"]\n'
+                   "random_window_days = 1\n")
+    out = daily(str(cfg), dt.date(2016, 6, 19))
+    row = out["reo"][0]
+    # independent: straight from the matrices; item gender = which of the first two one-hot columns is set
+    train = np.loadtxt(coat_dir / "train.ascii")
+    test = np.loadtxt(coat_dir / "test.ascii")
+    feat_dir = coat_dir / "user_item_features" if (coat_dir / "user_item_features").is_dir() else coat_dir
+    men = np.loadtxt(feat_dir / "item_features.ascii")[:, 0] == 1
+    n_rec, n_rand = (train > 0).sum(), (test > 0).sum()
+    Q = np.array([((train >= 4) & men).sum(), ((train >= 4) & ~men).sum()]) / n_rec
+    P = np.array([((test >= 4) & men).sum(), ((test >= 4) & ~men).sum()]) / n_rand
+    U = Q / P
+    r = U[0] / U[1]
+    reo = abs(r - 1) / (r + 1)  # K = 2 closed form of std/mean
+    se = 2 * r / (1 + r) ** 2 * np.sqrt(np.sum(1 / (Q * n_rec) + 1 / (P * n_rand)))
+    assert row["attribute"] == "gender" and row["K"] == 2
+    assert row["n_rec"] == n_rec == 6960 and row["n_rand"] == n_rand == 4640
+    assert row["reo"] == pytest.approx(reo, rel=1e-12)
+    assert row["se"] == pytest.approx(se, rel=1e-12)
+    assert row["ci_high"] == pytest.approx(reo + 1.959963984540054 * se, rel=1e-9)
+    assert row["reo"] == pytest.approx(0.1245, abs=1e-4)
+
+
+def test_cli_backfill_and_errors(sim):
+    sim_dir, cfg = sim
+    runner = CliRunner()
+    res = runner.invoke(app, ["backfill", "-c", str(cfg), "--start", str(SPEC.start), "--end",
+                              str(SPEC.start + dt.timedelta(days=3))])
+    assert res.exit_code == 0, res.output
+    assert res.output.count("published") == 4
+    assert read_table(sim_dir / "warehouse", "reo").height == 8
+    # one bad day: reported, the others still publish, exit code 1
+    f = sim_dir / "default" / f"{SPEC.start + dt.timedelta(days=1)}.csv"
+    f.write_text("")
+    res = runner.invoke(app, ["backfill", "-c", str(cfg), "--start", str(SPEC.start), "--end",
+                              str(SPEC.start + dt.timedelta(days=3))])
+    assert res.exit_code == 1
+    assert res.output.count("published") == 3 and "failed" in res.output and "file is empty" in res.output
+    res = runner.invoke(app, ["run", "-c", str(sim_dir / "nope.toml"), "--date", "2026-02-01"])
+    assert res.exit_code == 2 and "not found" in res.output
+
+
+def test_cli_help():
+    runner = CliRunner()
+    res = runner.invoke(app, ["--help"])
+    assert res.exit_code == 0
+    for cmd in ("run", "backfill", "simulate", "demo"):
+        assert cmd in res.output
+        sub = runner.invoke(app, [cmd, "--help"])
+        assert sub.exit_code == 0 and "Usage" in sub.output
+    sim_help = runner.invoke(app, ["simulate", "--help"]).output
+    assert "--arm" in sim_help and "--regime" in sim_help
+
+
+def test_cli_simulate_writes_truth(tmp_path):
+    res = CliRunner().invoke(app, ["simulate", "-o", str(tmp_path / "s"), "--days", "2", "--rows-per-day", "500",
+                                   "--random-rows-per-day", "100", "--arm", "control", "--arm", "deboost=0:2"])
+    assert res.exit_code == 0, res.output
+    truth = pl.read_csv(tmp_path / "s" / "truth_reo.csv")
+    assert truth.height == 4 and set(truth.get_column("arm")) == {"control", "deboost"}
+    shutil.rmtree(tmp_path / "s")
