@@ -19,8 +19,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err = Console(stderr=True)
+# Piped output (CI logs, files) gets a fixed width so tables are not squeezed to 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 130)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 130)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUNDLED_COAT = REPO_ROOT / "data" / "coat"
@@ -31,7 +32,8 @@ ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="fairmon TOML co
 def _prefect_env(verbose: bool = False) -> None:
     """Quiet, local Prefect defaults (overridable from the environment)."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "WARNING")
+    # Failures are summarised by fairmon itself; --verbose shows Prefect's per-stage logs.
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "CRITICAL")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 
@@ -58,16 +60,17 @@ def _fmt(x: float | None, digits: int = 4) -> str:
 
 
 def reo_table(rows: list[dict], title: str, truth: dict | None = None) -> Table:
-    """A Rich table of reo rows (dicts with ds, arm, attribute, reo, se, ci_low, ci_high, …)."""
+    """A compact Rich table of ``reo`` rows (dicts with the REO_SCHEMA columns);
+    ``truth`` maps (ds, arm, attribute) to the true REO when known."""
     t = Table(title=title, title_justify="left")
-    for col in ("ds", "arm", "attribute", "K", "REO", "SE", "95% CI", "n_rec", "n_rand", ">1/9"):
-        t.add_column(col, justify="right" if col not in ("ds", "arm", "attribute") else "left")
+    for col in ("ds", "arm", "attribute", "REO", "SE", "95% CI", "n_rec / n_rand", "> 1/9"):
+        t.add_column(col, justify="left" if col in ("ds", "arm", "attribute") else "right")
     if truth is not None:
         t.add_column("true REO", justify="right")
     for r in rows:
-        ci = f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
-        cells = [str(r["ds"]), r["arm"], r["attribute"], str(r["K"]), _fmt(r["reo"]), _fmt(r["se"]), ci,
-                 str(r["n_rec"]), str(r["n_rand"]), {True: "yes", False: "no"}.get(r["exceeds_80pct_rule"], "-")]
+        cells = [str(r["ds"]), r["arm"], r["attribute"], _fmt(r["reo"]), _fmt(r["se"]),
+                 f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]", f"{r['n_rec']} / {r['n_rand']}",
+                 {True: "yes", False: "no"}.get(r["exceeds_80pct_rule"], "-")]
         if truth is not None:
             cells.append(_fmt(truth.get((str(r["ds"]), r["arm"], r["attribute"]))))
         t.add_row(*cells)

@@ -47,6 +47,9 @@ def connect(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
         yield con
     finally:
         con.close()
+        # A failed run's traceback keeps this frame alive until exit; drop the
+        # reference so DuckDB's bindings are not reported as leaked at shutdown.
+        del con
 
 
 def execute(con: duckdb.DuckDBPyConnection, name: str, **params) -> None:

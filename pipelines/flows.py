@@ -34,6 +34,35 @@ def _fingerprint(path: Path) -> tuple[int, int]:
     return st.st_size, st.st_mtime_ns
 
 
+def _last_fingerprint(cfg: FairmonConfig, file: Path) -> tuple | None:
+    with db.connect(cfg.duckdb_path) as con:
+        db.execute(con, "ingest_log_create")
+        seen = db.query(con, "ingest_log_lookup", file=str(file))
+    return seen.row(0) if seen.height else None
+
+
+def _replace_unit(cfg: FairmonConfig, unit: IngestUnit, staged: pl.DataFrame, size: int, mtime: int, fp: str) -> None:
+    """Replace the unit's staged rows and record its fingerprint, in one transaction."""
+    with db.connect(cfg.duckdb_path) as con:
+        con.register("staged", staged)
+        db.execute(con, "impressions_create")
+        have = db.query(con, "impressions_columns").get_column("column_name").to_list()
+        if have != staged.columns:
+            raise InputContractError(
+                f"the staging table in {cfg.duckdb_path} has columns {have}, but this config gives "
+                f"{staged.columns}; use a separate duckdb path for a different set of attributes",
+                file=str(unit.file),
+            )
+        with db.transaction(con):
+            db.execute(con, "impressions_delete_unit", ds_start=unit.ds_start, ds=unit.ds_end, scope=unit.scope)
+            db.execute(con, "impressions_insert")
+            db.execute(
+                con, "ingest_log_upsert", file=str(unit.file), size=size, mtime_ns=mtime, config_fp=fp,
+                ds_start=unit.ds_start, ds=unit.ds_end, scope=unit.scope, rows=staged.height,
+            )
+        con.unregister("staged")
+
+
 @task(name="stage-unit", cache_policy=NO_CACHE)
 def stage_unit(cfg: FairmonConfig, unit: IngestUnit, force: bool = False) -> int:
     """Stage one file into the DuckDB ``impressions`` table, replacing its previous rows.
@@ -46,33 +75,13 @@ def stage_unit(cfg: FairmonConfig, unit: IngestUnit, force: bool = False) -> int
     t0 = time.perf_counter()
     size, mtime = _fingerprint(unit.file)
     fp = cfg.fingerprint()
-    with db.connect(cfg.duckdb_path) as con:
-        db.execute(con, "ingest_log_create")
-        seen = db.query(con, "ingest_log_lookup", file=str(unit.file))
-        if not force and seen.height and seen.row(0) == (size, mtime, fp):
-            logger.info("unchanged, skipped: %s", unit.file)
-            return -1
-        staged = load_unit(cfg, unit)
-        con.register("staged", staged)
-        try:
-            db.execute(con, "impressions_create")
-            have = db.query(con, "impressions_columns").get_column("column_name").to_list()
-            if have != staged.columns:
-                raise InputContractError(
-                    f"the staging table in {cfg.duckdb_path} has columns {have}, but this config gives "
-                    f"{staged.columns}; use a separate duckdb path for a different set of attributes",
-                    file=str(unit.file),
-                )
-            with db.transaction(con):
-                db.execute(con, "impressions_delete_unit", ds_start=unit.ds_start, ds=unit.ds_end, scope=unit.scope)
-                db.execute(con, "impressions_insert")
-                db.execute(
-                    con, "ingest_log_upsert", file=str(unit.file), size=size, mtime_ns=mtime, config_fp=fp,
-                    ds_start=unit.ds_start, ds=unit.ds_end, scope=unit.scope, rows=staged.height,
-                )
-        finally:
-            con.unregister("staged")
-    logger.info("staged %d rows from %s in %.2fs", staged.height, unit.file, time.perf_counter() - t0)
+    if not force and _last_fingerprint(cfg, unit.file) == (size, mtime, fp):
+        logger.info("unchanged, skipped: %s", unit.file)
+        return -1
+    staged = load_unit(cfg, unit)
+    _replace_unit(cfg, unit, staged, size, mtime, fp)
+    logger.info("ingest %s: %d rows in, %d rows staged, %.2fs", unit.file, staged.height, staged.height,
+                time.perf_counter() - t0)
     return staged.height
 
 
