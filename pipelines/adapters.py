@@ -18,7 +18,7 @@ import polars as pl
 
 from pipelines.config import FairmonConfig
 from transforms.coat import coat_impressions
-from transforms.contract import InputContractError, normalize_impressions
+from transforms.contract import InputContractError, adapt_impressions, normalize_impressions
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,7 @@ def units_for_day(cfg: FairmonConfig, ds: dt.date) -> list[IngestUnit]:
     """The ingest units that day ``ds`` needs: its default traffic and every
     random-traffic source overlapping its trailing window.
 
-    Raises :class:`InputContractError` when the day's default-traffic file is
-    missing (the message gives the path pattern searched).
+    Raises :class:`InputContractError` for a Coat config asked for another day.
     """
     imp = cfg.impressions
     w0 = window_start(ds, imp.random_window_days)
@@ -73,9 +72,8 @@ def units_for_day(cfg: FairmonConfig, ds: dt.date) -> list[IngestUnit]:
                                      file=str(cfg.resolve(imp.path)))
         return [IngestUnit(cfg.resolve(imp.path), ds, ds, "all")]
 
+    # No file for the day -> no unit: the day gate's default_traffic_present reports it.
     day_files = _matches(imp.path, cfg, ds=ds.isoformat())
-    if not day_files:
-        raise InputContractError(f"no default-traffic file for {ds}", file=str(cfg.resolve(imp.path.format(ds=ds))))
     if imp.format == "contract":
         units = [IngestUnit(f, ds, ds, "all") for f in day_files]
         d = w0
@@ -100,8 +98,8 @@ def read_table(path: Path) -> pl.DataFrame:
         if path.suffix.lower() in (".parquet", ".pq"):
             return pl.read_parquet(path)
         return pl.read_csv(path, infer_schema=False)
-    except pl.exceptions.NoDataError:
-        raise InputContractError("file is empty", file=str(path)) from None
+    except pl.exceptions.NoDataError:  # a 0-byte file: the gate's has_rows/column_exists report it
+        return pl.DataFrame()
     except (pl.exceptions.ComputeError, OSError) as e:
         raise InputContractError(f"cannot read file: {e}", file=str(path)) from None
 
@@ -134,13 +132,23 @@ def read_coat(folder: Path, min_rating: int) -> pl.DataFrame:
     )
 
 
-def load_unit(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
-    """Read one ingest unit and return its rows in the staging layout.
+def read_unit(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
+    """Read one ingest unit as a raw frame with the contract's columns filled in
+    where the format has none (ds, traffic, arm); values are not parsed yet.
+
+    Raises :class:`InputContractError` naming the file when it cannot be read.
+    """
+    imp = cfg.impressions
+    raw = read_coat(unit.file, imp.min_rating) if imp.format == "coat" else read_table(unit.file)
+    return adapt_impressions(raw, ds=unit.ds_end, traffic=unit.traffic, default_arm=imp.default_arm)
+
+
+def normalize_unit(cfg: FairmonConfig, unit: IngestUnit, raw: pl.DataFrame) -> pl.DataFrame:
+    """Parse an adapted raw frame into staging rows (see transforms.contract).
 
     Raises :class:`InputContractError` naming file, column and row on bad input.
     """
     imp = cfg.impressions
-    raw = read_coat(unit.file, imp.min_rating) if imp.format == "coat" else read_table(unit.file)
     return normalize_impressions(
         raw,
         file=str(unit.file),

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -51,7 +52,7 @@ def _load(config: Path):
     try:
         return load_config(config)
     except ConfigError as e:
-        err.print(f"[red]error:[/red] {e}")
+        err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
 
 
@@ -75,13 +76,13 @@ def reo_table(rows: list[dict], title: str, truth: dict | None = None) -> Table:
             cells.append(_fmt(truth.get((str(r["ds"]), r["arm"], r["attribute"]))))
         t.add_row(*cells)
         if r.get("reason"):
-            t.add_row("", "", f"[yellow]{r['reason']}[/yellow]", *[""] * (len(t.columns) - 3))
+            t.add_row("", "", f"[yellow]{escape(r['reason'])}[/yellow]", *[""] * (len(t.columns) - 3))
     return t
 
 
 def _run_days(config: Path, days: list[dt.date], force_ingest: bool, show_progress: bool) -> list[dict]:
     """Run the daily flow for each day; one failing day never stops the others."""
-    from pipelines.flows import daily
+    from pipelines.flows import DayQuarantined, daily
 
     results = []
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -91,15 +92,12 @@ def _run_days(config: Path, days: list[dt.date], force_ingest: bool, show_progre
         for ds in days:
             progress.update(job, description=f"fairmon {ds}")
             state = daily(str(config), ds, force_ingest, return_state=True)
-            if state.is_completed():
+            try:
                 results.append({"ds": ds, "status": "published", **state.result()})
-            else:
-                try:
-                    state.result()
-                    msg = state.message or "failed"
-                except Exception as e:  # the flow's own exception, re-raised by result()
-                    msg = str(e)
-                results.append({"ds": ds, "status": "failed", "error": msg})
+            except DayQuarantined as e:
+                results.append({"ds": ds, "status": "quarantined", "error": str(e)})
+            except Exception as e:  # the flow's own exception, re-raised by result()
+                results.append({"ds": ds, "status": "failed", "error": f"{type(e).__name__}: {e}"})
             progress.advance(job)
     return results
 
@@ -111,8 +109,14 @@ def _summary(results: list[dict]) -> None:
     t.add_column("detail", overflow="fold")
     for r in results:
         ok = r["status"] == "published"
-        detail = ", ".join(sorted(r.get("paths", {}))) if ok else r.get("error", "")
-        t.add_row(str(r["ds"]), f"[green]{r['status']}[/green]" if ok else f"[red]{r['status']}[/red]", detail)
+        if ok:
+            warn = [f"{d['suite']}: {d['failed_warning']}" for d in r.get("dq", []) if d.get("failed_warning")]
+            detail = ", ".join(sorted(r.get("paths", {}))) + "".join(
+                f"\n[yellow]warning {escape(w)}[/yellow]" for w in warn)
+        else:
+            detail = escape(r.get("error", ""))
+        colour = {"published": "green", "quarantined": "yellow"}.get(r["status"], "red")
+        t.add_row(str(r["ds"]), f"[{colour}]{r['status']}[/{colour}]", detail)
     console.print(t)
 
 
@@ -131,7 +135,7 @@ def run(
     results = _run_days(config, [ds], force_ingest, show_progress=False)
     r = results[0]
     if r["status"] != "published":
-        err.print(f"[red]error:[/red] {r['error']}")
+        err.print(f"[red]{r['status']}:[/red] {escape(r['error'])}")
         raise typer.Exit(1)
     console.print(reo_table(r["reo"], f"REO for {ds}"))
     console.print(f"partitions written: {', '.join(r['paths'].values())}")
@@ -221,7 +225,7 @@ def simulate(
             job = p.add_task("files", total=None)
             paths = write_simulation(spec, out, fmt, progress=lambda i, n: p.update(job, completed=i, total=n))
     except ValueError as e:
-        err.print(f"[red]error:[/red] {e}")
+        err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
     end = spec.start + dt.timedelta(days=spec.days - 1)
     console.print(f"wrote {spec.days} days to {out}; config {paths['config']}; truth {paths['truth_reo']}")

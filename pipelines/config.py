@@ -99,6 +99,24 @@ class EstimationConfig(_Strict):
     ci_method: Literal["delta", "delta_paper"] = "delta"
 
 
+class QualityConfig(_Strict):
+    """Data-quality gate settings (expectations/*.json)."""
+
+    positive_rate_min: float = Field(default=0.0, ge=0.0, le=1.0, description="lowest plausible n_pos/n per group")
+    positive_rate_max: float = Field(default=1.0, ge=0.0, le=1.0, description="highest plausible n_pos/n per group")
+    sufficiency_epsilon: float = Field(default=0.1, gt=0.0, description="relative error ε for seed 001 Thm E.1")
+    sufficiency_delta: float = Field(default=0.05, gt=0.0, lt=1.0, description="failure probability δ for Thm E.1")
+    severity: dict[str, Literal["critical", "warning"]] = Field(
+        default_factory=dict, description="override an expectation's severity by name, e.g. random_traffic_sufficient"
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "QualityConfig":
+        if self.positive_rate_max < self.positive_rate_min:
+            raise ValueError("positive_rate_max is below positive_rate_min")
+        return self
+
+
 class FairmonConfig(_Strict):
     """The whole configuration. ``warehouse`` and ``duckdb`` are resolved paths."""
 
@@ -106,6 +124,7 @@ class FairmonConfig(_Strict):
     duckdb: Path
     impressions: ImpressionsConfig
     estimation: EstimationConfig = EstimationConfig()
+    quality: QualityConfig = QualityConfig()
     base_dir: Path = Field(default=Path("."), exclude=True)
 
     def resolve(self, p: str | Path) -> Path:
@@ -120,6 +139,11 @@ class FairmonConfig(_Strict):
     @property
     def duckdb_path(self) -> Path:
         return self.resolve(self.duckdb)
+
+    @property
+    def gx_root(self) -> Path:
+        """GX project folder, beside the warehouse (Data Docs under gx/uncommitted/data_docs)."""
+        return self.warehouse_path.parent
 
     def fingerprint(self) -> str:
         """Hash of the settings that change staged rows (used to decide re-ingest)."""

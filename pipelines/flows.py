@@ -1,12 +1,20 @@
-"""Prefect flows: ingest impressions for a day, and the daily REO run.
+"""Prefect flows: ingest impressions for a day, and the gated daily REO run.
 
 Wiring only: reading/writing is in :mod:`pipelines.adapters` and
-:mod:`pipelines.warehouse`, SQL in ``sql/``, statistics in :mod:`transforms`.
+:mod:`pipelines.warehouse`, data-quality suites in :mod:`pipelines.quality`
+and ``expectations/``, SQL in ``sql/``, statistics in :mod:`transforms`.
+
+A day's run: ingest (raw suite per file, then staging) -> counts -> day suite
+-> estimators -> output suites -> publish. A critical data-quality failure
+quarantines the day: its metric partitions are left as they were (not
+re-published), its ``dq_results`` partition records why, and the flow ends in
+a failed state (:class:`DayQuarantined`) naming the failed expectations.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import time
 from pathlib import Path
 
@@ -15,15 +23,33 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from pipelines import db
-from pipelines.adapters import IngestUnit, load_unit, units_for_day, window_start
+from pipelines.adapters import IngestUnit, normalize_unit, read_unit, units_for_day, window_start
 from pipelines.config import FairmonConfig, load_config
+from pipelines.quality import DQResult, QualityGate, dq_frame
 from pipelines.warehouse import sync_duckdb, write_partitions
 from transforms.contract import InputContractError
+from transforms.quality import day_check_frame, group_counts_check_frame, raw_check_frame, reo_check_frame
 from transforms.reo_tables import GROUP_COUNTS_SCHEMA, reo_tables
 
 
 class DayFailed(RuntimeError):
     """A day could not be computed; the message names the day, the stage and the input."""
+
+
+class DayQuarantined(RuntimeError):
+    """A critical data-quality expectation failed; the message names it."""
+
+
+_GATES: dict[Path, QualityGate] = {}
+
+
+def gate_for(cfg: FairmonConfig) -> QualityGate:
+    """One GX context per project folder and process (creating one costs seconds)."""
+    root = cfg.gx_root.resolve()
+    if root not in _GATES:
+        _GATES[root] = QualityGate(root, dict(cfg.quality.severity))
+    _GATES[root].severity = dict(cfg.quality.severity)
+    return _GATES[root]
 
 
 def _fingerprint(path: Path) -> tuple[int, int]:
@@ -34,14 +60,25 @@ def _fingerprint(path: Path) -> tuple[int, int]:
     return st.st_size, st.st_mtime_ns
 
 
-def _last_fingerprint(cfg: FairmonConfig, file: Path) -> tuple | None:
+def _raw_params(cfg: FairmonConfig) -> dict:
+    imp = cfg.impressions
+    return {
+        "required_columns": ["ds", "traffic", "arm", *imp.signals, *imp.attributes],
+        "signals": imp.signals,
+        "attributes": imp.attributes,
+        "traffic_values": ["default", "random", *imp.traffic_stages],
+    }
+
+
+def _last_ingest(cfg: FairmonConfig, file: Path) -> dict | None:
     with db.connect(cfg.duckdb_path) as con:
         db.execute(con, "ingest_log_create")
         seen = db.query(con, "ingest_log_lookup", file=str(file))
-    return seen.row(0) if seen.height else None
+    return seen.row(0, named=True) if seen.height else None
 
 
-def _replace_unit(cfg: FairmonConfig, unit: IngestUnit, staged: pl.DataFrame, size: int, mtime: int, fp: str) -> None:
+def _replace_unit(cfg: FairmonConfig, unit: IngestUnit, staged: pl.DataFrame, size: int, mtime: int, fp: str,
+                  dq: DQResult) -> None:
     """Replace the unit's staged rows and record its fingerprint, in one transaction."""
     with db.connect(cfg.duckdb_path) as con:
         con.register("staged", staged)
@@ -59,57 +96,92 @@ def _replace_unit(cfg: FairmonConfig, unit: IngestUnit, staged: pl.DataFrame, si
             db.execute(
                 con, "ingest_log_upsert", file=str(unit.file), size=size, mtime_ns=mtime, config_fp=fp,
                 ds_start=unit.ds_start, ds=unit.ds_end, scope=unit.scope, rows=staged.height,
+                dq=json.dumps({"n_expectations": dq.n_expectations, "failures": dq.failures}, default=str),
             )
         con.unregister("staged")
 
 
 @task(name="stage-unit", cache_policy=NO_CACHE)
-def stage_unit(cfg: FairmonConfig, unit: IngestUnit, force: bool = False) -> int:
-    """Stage one file into the DuckDB ``impressions`` table, replacing its previous rows.
+def stage_unit(cfg: FairmonConfig, unit: IngestUnit, run_name: str, force: bool = False) -> DQResult:
+    """Validate one file with the ``impressions_raw`` suite and, if no critical
+    expectation failed, stage it into the DuckDB ``impressions`` table
+    (replacing its previous rows). An unchanged file (same size, mtime and
+    config) is not read again; its recorded result is returned.
 
-    Skipped (returns -1) when the file and the config are unchanged since it
-    was last staged. Returns the number of rows staged. Raises
-    :class:`InputContractError` on bad input; nothing is changed then.
+    Returns the file's :class:`DQResult`. Raises :class:`InputContractError`
+    when a file that passed the suite still cannot be parsed.
     """
     logger = get_run_logger()
     t0 = time.perf_counter()
     size, mtime = _fingerprint(unit.file)
     fp = cfg.fingerprint()
-    if not force and _last_fingerprint(cfg, unit.file) == (size, mtime, fp):
-        logger.info("unchanged, skipped: %s", unit.file)
-        return -1
-    staged = load_unit(cfg, unit)
-    _replace_unit(cfg, unit, staged, size, mtime, fp)
-    logger.info("ingest %s: %d rows in, %d rows staged, %.2fs", unit.file, staged.height, staged.height,
+    seen = None if force else _last_ingest(cfg, unit.file)
+    if seen and (seen["size"], seen["mtime_ns"], seen["config_fp"]) == (size, mtime, fp):
+        logger.info("ingest %s: unchanged since last staged, skipped", unit.file)
+        prev = json.loads(seen["dq"] or "{}")
+        return DQResult("impressions", "impressions_raw", str(unit.file), prev.get("n_expectations", 0),
+                        prev.get("failures", []))
+    raw = read_unit(cfg, unit)
+    text_cols = ["ds", "traffic", *cfg.impressions.signals]
+    dq = gate_for(cfg).validate("impressions_raw", raw_check_frame(raw, text_cols), _raw_params(cfg),
+                                str(unit.file), run_name)
+    if not dq.success:
+        logger.warning("ingest %s: %d rows in, not staged: %s", unit.file, raw.height, dq.summary())
+        return dq
+    staged = normalize_unit(cfg, unit, raw)
+    _replace_unit(cfg, unit, staged, size, mtime, fp, dq)
+    logger.info("ingest %s: %d rows in, %d staged, %.2fs", unit.file, raw.height, staged.height,
                 time.perf_counter() - t0)
-    return staged.height
+    return dq
+
+
+def _ingest(cfg: FairmonConfig, ds: dt.date, force: bool) -> list[DQResult]:
+    units = units_for_day(cfg, ds)
+    if not any(u.scope != "random" for u in units):
+        get_run_logger().warning("%s: no default-traffic file matches %s", ds, cfg.resolve(cfg.impressions.path))
+    return [stage_unit(cfg, u, str(ds), force) for u in units]
 
 
 @flow(name="fairmon-ingest-impressions")
-def ingest_impressions(config_path: str, ds: dt.date, force: bool = False) -> dict[str, int]:
-    """Stage the impressions that day ``ds`` needs (its default traffic and the
-    random traffic of its trailing window). Re-ingesting replaces. Returns
-    {file: rows staged (-1 = unchanged, skipped)}."""
+def ingest_impressions(config_path: str, ds: dt.date, force: bool = False) -> list[DQResult]:
+    """Validate and stage the impressions that day ``ds`` needs (its default
+    traffic and the random traffic of its trailing window). Re-ingesting
+    replaces. Returns one :class:`DQResult` per file. (The daily flow runs the
+    same tasks inline rather than as a subflow, which costs about a second.)"""
     cfg = load_config(config_path)
-    return {str(u.file): stage_unit(cfg, u, force) for u in units_for_day(cfg, ds)}
+    results = _ingest(cfg, ds, force)
+    gate_for(cfg).build_docs()
+    return results
 
 
 @task(name="count-groups", cache_policy=NO_CACHE)
-def count_groups(cfg: FairmonConfig, ds: dt.date) -> pl.DataFrame:
-    """Per-group counts of day ``ds`` (sql/group_counts.sql). Raises
-    :class:`DayFailed` when the day has no default traffic staged."""
+def count_groups(cfg: FairmonConfig, ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per-group counts of day ``ds`` (sql/group_counts.sql) and, counted
+    independently, the staged rows per traffic and arm (sql/traffic_totals.sql)."""
     logger = get_run_logger()
     t0 = time.perf_counter()
     w0 = window_start(ds, cfg.impressions.random_window_days)
     with db.connect(cfg.duckdb_path) as con:
-        totals = dict(db.query(con, "traffic_totals", ds=ds, window_start=w0).iter_rows())
-        if not totals.get("default"):
-            raise DayFailed(f"{ds}: stage counts: no default traffic staged for the day")
-        counts = db.query(con, "group_counts", ds=ds, window_start=w0)
+        if db.query(con, "impressions_exists").item() == 0:
+            counts = pl.DataFrame(schema=GROUP_COUNTS_SCHEMA)
+            totals = pl.DataFrame(schema={"traffic": pl.String, "arm": pl.String, "n": pl.Int64})
+        else:
+            totals = db.query(con, "traffic_totals", ds=ds, window_start=w0)
+            counts = db.query(con, "group_counts", ds=ds, window_start=w0)
     counts = counts.cast(GROUP_COUNTS_SCHEMA).select(list(GROUP_COUNTS_SCHEMA))
-    logger.info("counts: %d staged rows in, %d group rows out, %.2fs",
-                sum(totals.values()), counts.height, time.perf_counter() - t0)
-    return counts
+    logger.info("counts %s: %d staged rows in, %d group rows out, %.2fs",
+                ds, int(totals.get_column("n").sum() or 0), counts.height, time.perf_counter() - t0)
+    return counts, totals
+
+
+@task(name="check-day", cache_policy=NO_CACHE)
+def check_day(cfg: FairmonConfig, ds: dt.date, counts: pl.DataFrame) -> DQResult:
+    """The ``impressions_day`` suite on the day's counts (traffic present,
+    positives per group, positive-rate bounds, random-traffic sufficiency)."""
+    q = cfg.quality
+    frame = day_check_frame(counts, q.sufficiency_epsilon, q.sufficiency_delta)
+    params = {"positive_rate_min": q.positive_rate_min, "positive_rate_max": q.positive_rate_max}
+    return gate_for(cfg).validate("impressions_day", frame, params, f"impressions {ds}", str(ds))
 
 
 @task(name="estimate-reo", cache_policy=NO_CACHE)
@@ -119,9 +191,22 @@ def estimate(cfg: FairmonConfig, counts: pl.DataFrame, ds: dt.date) -> tuple[pl.
     t0 = time.perf_counter()
     est = cfg.estimation
     group, overall = reo_tables(counts, ds, ci_method=est.ci_method, level=est.confidence_level)
-    logger.info("estimators: %d count rows in, %d reo rows out, %.3fs", counts.height, overall.height,
+    logger.info("estimators %s: %d count rows in, %d reo rows out, %.3fs", ds, counts.height, overall.height,
                 time.perf_counter() - t0)
     return group, overall
+
+
+@task(name="check-outputs", cache_policy=NO_CACHE)
+def check_outputs(cfg: FairmonConfig, ds: dt.date, tables: dict[str, pl.DataFrame],
+                  totals: pl.DataFrame) -> list[DQResult]:
+    """The output suites (group_counts, reo_group, reo) on the day's new rows."""
+    gate = gate_for(cfg)
+    frames = {
+        "group_counts": group_counts_check_frame(tables["group_counts"], totals),
+        "reo_group": tables["reo_group"],
+        "reo": reo_check_frame(tables["reo"]),
+    }
+    return [gate.validate(name, frame, {}, name, str(ds)) for name, frame in frames.items()]
 
 
 @task(name="publish-day", cache_policy=NO_CACHE)
@@ -132,24 +217,54 @@ def publish(cfg: FairmonConfig, ds: dt.date, tables: dict[str, pl.DataFrame]) ->
     paths = write_partitions(cfg.warehouse_path, ds, tables)
     with db.connect(cfg.duckdb_path) as con:
         sync_duckdb(con, ds, tables)
-    logger.info("published %s in %.2fs", ", ".join(f"{k}={v.height}" for k, v in tables.items()),
+    logger.info("publish %s: %s in %.2fs", ds, ", ".join(f"{k}={v.height}" for k, v in tables.items()),
                 time.perf_counter() - t0)
     return {k: str(v) for k, v in paths.items()}
 
 
+def _dq_table(cfg: FairmonConfig, ds: dt.date, results: list[DQResult]) -> pl.DataFrame:
+    """The day's dq_results rows, checked by the dq_results suite."""
+    frame = dq_frame(ds, results)
+    meta = gate_for(cfg).validate("dq_results", frame, {}, "dq_results", str(ds))
+    if not meta.success:
+        raise DayFailed(f"{ds}: stage dq_results: {meta.summary()}")
+    return frame
+
+
+def _quarantine(cfg: FairmonConfig, ds: dt.date, results: list[DQResult], stage: str) -> None:
+    """Record why the day failed its checks (dq_results only) and end the run failed."""
+    publish(cfg, ds, {"dq_results": _dq_table(cfg, ds, results)})
+    gate_for(cfg).build_docs()
+    failed = "; ".join(r.summary() for r in results if not r.success)
+    raise DayQuarantined(f"{ds}: quarantined at stage {stage}: {failed}")
+
+
 @flow(name="fairmon-daily")
 def daily(config_path: str, ds: dt.date, force_ingest: bool = False) -> dict:
-    """One day end to end: ingest -> counts -> estimators -> publish.
+    """One day end to end, gated: ingest -> counts -> estimators -> publish.
 
-    Returns {ds, reo: rows of the reo table as dicts, paths}. Raises
-    :class:`DayFailed` (naming day, stage and input); nothing is published then.
+    Returns {ds, reo: rows of the reo table as dicts, dq: dq_results rows,
+    paths}. Raises :class:`DayQuarantined` when a critical expectation fails
+    (dq_results are written, metrics are not published) and
+    :class:`DayFailed` when the day cannot be computed (naming the stage and input).
     """
     cfg = load_config(config_path)
     try:
-        ingest_impressions(config_path, ds, force_ingest)
+        results = _ingest(cfg, ds, force_ingest)
     except InputContractError as e:
         raise DayFailed(f"{ds}: stage ingest: {e}") from e
-    counts = count_groups(cfg, ds)
+    if not all(r.success for r in results):
+        _quarantine(cfg, ds, results, "ingest")
+    counts, totals = count_groups(cfg, ds)
+    results.append(check_day(cfg, ds, counts))
+    if not results[-1].success:
+        _quarantine(cfg, ds, results, "day checks")
     group, overall = estimate(cfg, counts, ds)
-    paths = publish(cfg, ds, {"group_counts": counts, "reo_group": group, "reo": overall})
-    return {"ds": ds, "reo": overall.to_dicts(), "paths": paths}
+    tables = {"group_counts": counts, "reo_group": group, "reo": overall}
+    results += check_outputs(cfg, ds, tables, totals)
+    if not all(r.success for r in results):
+        _quarantine(cfg, ds, results, "output checks")
+    dq = _dq_table(cfg, ds, results)
+    paths = publish(cfg, ds, {**tables, "dq_results": dq})  # metrics and their checks land together
+    docs = gate_for(cfg).build_docs()
+    return {"ds": ds, "reo": overall.to_dicts(), "dq": dq.to_dicts(), "paths": paths, "data_docs": str(docs)}

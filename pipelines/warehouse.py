@@ -20,7 +20,9 @@ import polars as pl
 
 from pipelines import db
 
-OUTPUT_TABLES = ("group_counts", "reo_group", "reo")
+OUTPUT_TABLES = ("group_counts", "reo_group", "reo", "dq_results")
+#: Tables with a ``<table>_published`` view in DuckDB (days whose dq_results all succeeded).
+GATED_TABLES = ("group_counts", "reo_group", "reo")
 PART_FILE = "part-0.parquet"
 
 
@@ -70,9 +72,16 @@ def write_partitions(warehouse: Path, ds: dt.date, tables: dict[str, pl.DataFram
 
 
 def sync_duckdb(con: duckdb.DuckDBPyConnection, ds: dt.date, tables: dict[str, pl.DataFrame]) -> None:
-    """Replace day ``ds`` of each table in the DuckDB file, all in one transaction."""
+    """Replace day ``ds`` of each table in the DuckDB file, all in one transaction.
+
+    Also (re)creates the ``<table>_published`` views, which show only days
+    whose data-quality results are all successful.
+    """
+    db.execute(con, "outputs/dq_results_create")
     for name in tables:
         db.execute(con, f"outputs/{name}_create")
+        if name in GATED_TABLES:
+            db.execute(con, f"outputs/{name}_published_view")
     with db.transaction(con):
         for name, frame in tables.items():
             con.register("new_rows", frame)

@@ -1,4 +1,5 @@
--- One row per ingested file: what it was (size, mtime, config) when it was staged.
+-- One row per ingested file: what it was (size, mtime, config) when it was
+-- staged, and the raw data-quality result it passed with (JSON of DQResult).
 CREATE TABLE IF NOT EXISTS ingest_log (
     file        VARCHAR PRIMARY KEY,
     size        BIGINT,
@@ -8,5 +9,6 @@ CREATE TABLE IF NOT EXISTS ingest_log (
     ds          DATE,
     scope       VARCHAR,
     rows        BIGINT,
-    ingested_at TIMESTAMP
+    ingested_at TIMESTAMP,
+    dq          VARCHAR
 )

@@ -1,8 +1,12 @@
--- Staged rows available for day $ds: default/other traffic of the day and the
--- random traffic whose range overlaps the trailing window $window_start..$ds.
-SELECT traffic, count(*)::BIGINT AS n
+-- Staged rows available for day $ds, counted straight from the staging table
+-- (an independent check of group_counts): default/other traffic of the day by
+-- arm, and the random traffic whose range overlaps the window $window_start..$ds
+-- (arm 'all', shared by every arm).
+SELECT traffic,
+       CASE WHEN traffic = 'random' THEN 'all' ELSE arm END AS arm,
+       count(*)::BIGINT AS n
 FROM impressions
 WHERE (ds = $ds AND ds_start = $ds AND traffic <> 'random')
    OR (traffic = 'random' AND ds_start <= $ds AND ds >= $window_start)
-GROUP BY traffic
-ORDER BY traffic
+GROUP BY ALL
+ORDER BY ALL

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pipelines.cli import app
-from pipelines.flows import DayFailed, daily
+from pipelines.flows import DayQuarantined, daily
 from pipelines.simulate import write_simulation
 from pipelines.warehouse import partition_path, read_table
 from transforms.reo import estimate_reo
@@ -95,9 +95,9 @@ def test_rerun_is_idempotent_and_reingest_replaces(sim):
 
 
 @pytest.mark.parametrize("defect,expect", [
-    ("missing_column", "column 'share'"),
-    ("wrong_type", "column 'follow', row 3"),
-    ("empty_file", "file is empty"),
+    ("missing_column", "column_exists[share]"),
+    ("wrong_type", "signal_is_boolean[follow] (1 unexpected, rows 3: ['often'])"),
+    ("empty_file", "has_rows"),
 ])
 def test_bad_input_stops_the_day_and_keeps_the_old_partition(sim, defect, expect):
     sim_dir, cfg = sim
@@ -114,7 +114,7 @@ def test_bad_input_stops_the_day_and_keeps_the_old_partition(sim, defect, expect
         ).write_csv(f)
     else:
         f.write_text("")
-    with pytest.raises(DayFailed) as e:
+    with pytest.raises(DayQuarantined) as e:
         daily(str(cfg), DAY3)
     assert str(f) in str(e.value) and expect in str(e.value) and str(DAY3) in str(e.value)
     assert pl.read_parquet(part).equals(before)  # previous publication intact
@@ -126,7 +126,7 @@ def test_bad_day_without_previous_run_leaves_no_partition(sim):
     day4 = SPEC.start + dt.timedelta(days=3)
     f = sim_dir / "default" / f"{day4}.csv"
     pl.read_csv(f).drop("young_adult").write_csv(f)
-    with pytest.raises(DayFailed, match="column 'young_adult'"):
+    with pytest.raises(DayQuarantined, match=r"column_exists\[young_adult\]"):
         daily(str(cfg), day4)
     assert not (sim_dir / "warehouse" / "reo" / f"ds={day4}").exists()
 
@@ -140,9 +140,9 @@ def test_contract_format_unknown_traffic(tmp_path):
     cfg = tmp_path / "f.toml"
     cfg.write_text('warehouse = "wh"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\n'
                    'path = "in/{ds}.parquet"\nsignals = ["sig"]\nattributes = ["grp"]\n')
-    with pytest.raises(DayFailed) as e:
+    with pytest.raises(DayQuarantined) as e:
         daily(str(cfg), d)
-    assert str(day) in str(e.value) and "column 'traffic', row 3" in str(e.value) and "'explore'" in str(e.value)
+    assert str(day) in str(e.value) and "traffic_known (1 unexpected, rows 3: ['explore'])" in str(e.value)
     assert not (tmp_path / "wh" / "reo").exists()
 
 
@@ -187,7 +187,7 @@ def test_cli_backfill_and_errors(sim):
     res = runner.invoke(app, ["backfill", "-c", str(cfg), "--start", str(SPEC.start), "--end",
                               str(SPEC.start + dt.timedelta(days=3))])
     assert res.exit_code == 1
-    assert res.output.count("published") == 3 and "failed" in res.output and "file is empty" in res.output
+    assert res.output.count("published") == 3 and "quarantined" in res.output and "has_rows" in res.output
     res = runner.invoke(app, ["run", "-c", str(sim_dir / "nope.toml"), "--date", "2026-02-01"])
     assert res.exit_code == 2 and "not found" in res.output
 

@@ -96,6 +96,26 @@ def parse_date(s: pl.Series, *, file: str, column: str) -> pl.Series:
     return out
 
 
+def adapt_impressions(
+    raw: pl.DataFrame, *, ds: dt.date | None = None, traffic: str | None = None, default_arm: str = "all"
+) -> pl.DataFrame:
+    """Fill the contract columns a file format leaves implicit: ``ds`` (as
+    'YYYY-MM-DD' text), ``traffic`` and ``arm``, when absent. Values are not
+    parsed (the raw data-quality suite checks them first). An empty frame
+    (no columns) is returned unchanged.
+    """
+    if raw.width == 0:
+        return raw
+    fill = []
+    if "ds" not in raw.columns and ds is not None:
+        fill.append(pl.lit(ds.isoformat()).alias("ds"))
+    if "traffic" not in raw.columns and traffic is not None:
+        fill.append(pl.lit(traffic).alias("traffic"))
+    if "arm" not in raw.columns:
+        fill.append(pl.lit(default_arm).alias("arm"))
+    return raw.with_columns(fill) if fill else raw
+
+
 def normalize_impressions(
     raw: pl.DataFrame,
     *,
