@@ -164,6 +164,28 @@ def backfill(
         raise typer.Exit(1)
 
 
+@app.command()
+def report(
+    start: Annotated[str, typer.Option("--start", help="First day, YYYY-MM-DD.")],
+    end: Annotated[str, typer.Option("--end", help="Last day (inclusive), YYYY-MM-DD.")],
+    config: ConfigOpt = Path("fairmon.toml"),
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="HTML file to write "
+                                                "(default: report_START_END.html beside the warehouse).")] = None,
+) -> None:
+    """Build one self-contained HTML report (opens offline) for START..END from
+    published days only: daily REO per attribute and arm with CI bands and the
+    80%-rule line, ΔU per group with CIs, the data-quality summary and the
+    excluded days with their reasons."""
+    from pipelines.report import build_report
+
+    a, b = _parse_date(start, "--start"), _parse_date(end, "--end")
+    if b < a:
+        raise typer.BadParameter("--end is before --start", param_hint="--end")
+    cfg = _load(config)
+    path = build_report(cfg, a, b, out, config_name=str(config))
+    console.print(f"report: {path}")
+
+
 def _parse_floats(value: str, name: str) -> tuple[float, ...]:
     try:
         return tuple(float(x) for x in value.split(","))

@@ -9,6 +9,8 @@ import polars as pl
 from rich.console import Console
 
 from pipelines.cli import BUNDLED_COAT, _run_days, _summary, reo_table
+from pipelines.config import load_config
+from pipelines.report import build_report
 from pipelines.simulate import write_simulation
 from transforms.simulate import SimulationSpec
 
@@ -43,6 +45,7 @@ def run_demo(out: Path, console: Console) -> None:
              for r in pl.read_csv(paths["truth_reo"]).iter_rows(named=True)}
     rows = [row for r in results if r["status"] == "published" for row in r["reo"]]
     console.print(reo_table(rows, "Daily REO, simulated (random traffic: trailing 7-day window)", truth))
+    sim_report = build_report(load_config(paths["config"]), days[0], days[-1], config_name=str(paths["config"]))
 
     console.rule("2. Coat: self-selected ratings = default traffic, random ratings = random traffic")
     coat = out / "coat"
@@ -53,11 +56,14 @@ def run_demo(out: Path, console: Console) -> None:
     _summary(coat_results)
     if coat_results[0]["status"] == "published":
         console.print(reo_table(coat_results[0]["reo"], "Coat REO (label: rating >= 4)"))
+    coat_report = build_report(load_config(cfg), COAT_DS, COAT_DS, config_name=str(cfg))
 
     console.rule("outputs")
     for name, c in (("simulation", sim), ("coat", coat)):
         console.print(f"{name}: tables under {c / 'warehouse'} (group_counts, reo_group, reo; ds=YYYY-MM-DD "
                       f"partitions), DuckDB file {c / 'fairmon.duckdb'}")
+    console.print(f"reports (open offline in a browser): {sim_report}  {coat_report}")
+    console.print(f"data-quality Data Docs: {sim / 'gx' / 'uncommitted' / 'data_docs' / 'local_site' / 'index.html'}")
     failed = [r for r in results + coat_results if r["status"] != "published"]
     if failed:
         raise SystemExit(1)

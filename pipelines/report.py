@@ -1,0 +1,221 @@
+"""The HTML report: one self-contained file (inline SVG plots, inline CSS, no
+network), built only from days whose data passed the checks."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.dates as mdates  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+import polars as pl  # noqa: E402
+from jinja2 import Environment  # noqa: E402
+
+from pipelines.config import FairmonConfig  # noqa: E402
+from pipelines.warehouse import read_table  # noqa: E402
+from transforms.reo import EIGHTY_PERCENT_RULE_REO  # noqa: E402
+from transforms.report_data import ReportData, report_data  # noqa: E402
+
+plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False})
+MAX_GROUP_LINES = 6
+
+
+def _svg(fig) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def _daily(frame: pl.DataFrame, start: dt.date, end: dt.date) -> pl.DataFrame:
+    """One row per calendar day (nulls where a day is missing), so plotted lines
+    break at excluded days instead of bridging them."""
+    days = pl.DataFrame({"ds": pl.date_range(start, end, "1d", eager=True)})
+    return days.join(frame, on="ds", how="left").sort("ds")
+
+
+def _span(d: dt.date, half_days: float = 0.5) -> tuple[dt.datetime, dt.datetime]:
+    t = dt.datetime.combine(d, dt.time())
+    return t - dt.timedelta(days=half_days), t + dt.timedelta(days=half_days)
+
+
+def _date_axis(ax) -> None:
+    ax.xaxis.set_major_locator(mdates.AutoDateLocator(minticks=3, maxticks=8))
+    ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d"))
+
+
+def reo_figure(reo: pl.DataFrame, attribute: str, excluded: list[dt.date], start: dt.date, end: dt.date) -> str:
+    """Daily REO per arm with its CI band and the 80 %-rule line (REO = 1/9), as SVG."""
+    fig, ax = plt.subplots(figsize=(7.5, 3.0), layout="constrained")
+    sub = reo.filter(pl.col("attribute") == attribute)
+    for arm in sorted(set(sub.get_column("arm"))):
+        a = _daily(sub.filter(pl.col("arm") == arm), start, end)
+        x = a.get_column("ds").to_list()
+        ax.fill_between(x, a.get_column("ci_low").to_numpy(), a.get_column("ci_high").to_numpy(), alpha=0.2)
+        y = a.get_column("reo").to_numpy()
+        line, = ax.plot(x, y, marker="o", ms=3, label=f"{arm}")
+        ax.errorbar(x, y, yerr=[y - a.get_column("ci_low").to_numpy(), a.get_column("ci_high").to_numpy() - y],
+                    fmt="none", ecolor=line.get_color(), elinewidth=0.8, capsize=2, alpha=0.7)
+    ax.axhline(EIGHTY_PERCENT_RULE_REO, color="crimson", ls="--", lw=1)
+    ax.annotate("80% rule: REO = 11.1%", xy=(0.01, EIGHTY_PERCENT_RULE_REO), xycoords=("axes fraction", "data"),
+                xytext=(0, 3), textcoords="offset points", color="crimson", fontsize=8)
+    for i, d in enumerate(excluded):
+        ax.axvspan(*_span(d), color="#8a8f9c", alpha=0.3, lw=0,
+                   label="excluded day" if i == 0 else None)
+    ax.set_xlim(_span(start, 0.7)[0], _span(end, 0.7)[1])
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("REO (std/mean of U)")
+    ax.set_title(f"Daily REO by arm, attribute '{attribute}' (band: 95% CI; grey: excluded day)", loc="left")
+    ax.legend(title="arm", fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    _date_axis(ax)
+    return _svg(fig)
+
+
+def delta_u_figure(group: pl.DataFrame, attribute: str, start: dt.date, end: dt.date) -> str:
+    """ΔU_k per group with CIs: daily lines with bands (few groups) or the last
+    published day's estimates with whiskers (many groups), one panel per arm."""
+    sub = group.filter(pl.col("attribute") == attribute)
+    arms = sorted(set(sub.get_column("arm")))
+    groups = sorted(set(sub.get_column("group")))
+    many = len(groups) > MAX_GROUP_LINES
+    fig, axes = plt.subplots(1, len(arms), figsize=(7.5 if len(arms) == 1 else 4.2 * len(arms),
+                                                   0.28 * len(groups) + 1.2 if many else 2.8),
+                             squeeze=False, sharey=True, layout="constrained")
+    for ax, arm in zip(axes[0], arms):
+        a = sub.filter(pl.col("arm") == arm)
+        ax.axhline(0, color="black", lw=0.6) if not many else ax.axvline(0, color="black", lw=0.6)
+        if many:
+            last = a.filter(pl.col("ds") == a.get_column("ds").max()).sort("delta_U")
+            y = range(last.height)
+            lo = (last.get_column("delta_U") - last.get_column("ci_low")).to_numpy()
+            hi = (last.get_column("ci_high") - last.get_column("delta_U")).to_numpy()
+            ax.errorbar(last.get_column("delta_U").to_numpy(), list(y), xerr=[lo, hi], fmt="o", ms=3, capsize=2)
+            ax.set_yticks(list(y), last.get_column("group").to_list())
+            ax.set_xlabel("ΔU (relative utility)")
+            ax.set_title(f"arm {arm}, {last.get_column('ds').max()}", loc="left")
+        else:
+            for g in groups:
+                s = _daily(a.filter(pl.col("group") == g), start, end)
+                x = s.get_column("ds").to_list()
+                ax.fill_between(x, s.get_column("ci_low").to_numpy(), s.get_column("ci_high").to_numpy(), alpha=0.2)
+                y = s.get_column("delta_U").to_numpy()
+                line, = ax.plot(x, y, marker="o", ms=3, label=g)
+                ax.errorbar(x, y, yerr=[y - s.get_column("ci_low").to_numpy(), s.get_column("ci_high").to_numpy() - y],
+                            fmt="none", ecolor=line.get_color(), elinewidth=0.8, capsize=2, alpha=0.7)
+            ax.set_title(f"arm {arm}", loc="left")
+            ax.set_ylabel("ΔU (relative utility)")
+            _date_axis(ax)
+            ax.set_xlim(_span(start, 0.7)[0], _span(end, 0.7)[1])
+    if not many:
+        axes[0][-1].legend(title=attribute, fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.suptitle(f"Relative utility ΔU_k = U_k/mean(U) − 1 by group, '{attribute}' (95% CI)", x=0.01,
+                 ha="left", fontsize=10)
+    return _svg(fig)
+
+
+TEMPLATE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>fairmon report {{ d.start }} – {{ d.end }}</title>
+<style>
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 62rem;
+       color: #1d2433; line-height: 1.45; padding: 0 1rem; }
+h1 { font-size: 1.5rem; margin-bottom: .2rem; } h2 { font-size: 1.15rem; margin-top: 2rem;
+border-bottom: 1px solid #dde; padding-bottom: .2rem; } .muted { color: #667; }
+table { border-collapse: collapse; font-size: .85rem; margin: .5rem 0; }
+td, th { border-bottom: 1px solid #e4e6ee; padding: .25rem .6rem; text-align: left; vertical-align: top; }
+th { background: #f4f5f9; } .num { text-align: right; font-variant-numeric: tabular-nums; }
+.ok { color: #17803d; } .bad { color: #b42318; font-weight: 600; } .warn { color: #a15c07; }
+.kpi { display: inline-block; margin-right: 2rem; } .kpi b { font-size: 1.3rem; display: block; }
+figure { margin: .8rem 0 1.4rem; } svg { max-width: 100%; height: auto; }
+</style></head><body>
+<h1>fairmon: fairness report</h1>
+<p class="muted">Days {{ d.start }} to {{ d.end }} · built {{ built }} · config {{ config }}</p>
+<div>
+ <span class="kpi"><b>{{ d.published|length }}</b>days published</span>
+ <span class="kpi"><b class="{{ 'bad' if d.excluded.height else 'ok' }}">{{ d.excluded.height }}</b>days excluded</span>
+ <span class="kpi"><b>{{ flagged }}</b>day × arm × attribute above the 80% rule</span>
+</div>
+<p>REO = std(U)/mean(U) of the RTPR utilities U_k (Dong et al. 2024, eq. 19), estimated from default
+traffic and a trailing window of random traffic, with delta-method 95% confidence intervals. Only days
+whose data passed every critical data-quality check are shown. The dashed line is REO = 1/9 ≈ 11.1%, the
+80% rule for two groups.</p>
+
+<h2>Daily REO</h2>
+{% for attr, svg in reo_figs %}<figure>{{ svg }}</figure>{% else %}<p>No published days in range.</p>{% endfor %}
+
+{% if latest %}
+<h3>Latest published day ({{ latest_day }})</h3>
+<table><tr><th>arm</th><th>attribute</th><th class="num">K</th><th class="num">REO</th><th class="num">SE</th>
+<th>95% CI</th><th class="num">n_rec</th><th class="num">n_rand</th><th>&gt; 1/9</th><th>note</th></tr>
+{% for r in latest %}<tr><td>{{ r.arm }}</td><td>{{ r.attribute }}</td><td class="num">{{ r.K }}</td>
+<td class="num">{{ fmt(r.reo) }}</td><td class="num">{{ fmt(r.se) }}</td>
+<td>[{{ fmt(r.ci_low) }}, {{ fmt(r.ci_high) }}]</td><td class="num">{{ r.n_rec }}</td>
+<td class="num">{{ r.n_rand }}</td><td class="{{ 'bad' if r.exceeds_80pct_rule else 'ok' }}">
+{{ 'yes' if r.exceeds_80pct_rule else 'no' }}</td><td class="muted">{{ r.reason or '' }}</td></tr>{% endfor %}
+</table>{% endif %}
+
+<h2>Relative utility ΔU by group</h2>
+{% for attr, svg in du_figs %}<figure>{{ svg }}</figure>{% endfor %}
+
+<h2>Excluded days</h2>
+{% if d.excluded.height %}<table><tr><th>ds</th><th>reasons (failed critical expectations)</th></tr>
+{% for r in d.excluded.iter_rows(named=True) %}<tr><td>{{ r.ds }}</td><td class="bad">{{ r.reasons }}</td></tr>
+{% endfor %}</table>{% else %}<p class="ok">None: every day in range passed its checks.</p>{% endif %}
+
+<h2>Data quality</h2>
+<p class="muted">One row per day and suite (Great Expectations). Warnings do not block publication.
+{% if docs %}Full validation results: GX Data Docs at <code>{{ docs }}</code>.{% endif %}</p>
+{% if d.dq_summary.height %}<table><tr><th>ds</th><th>suite</th><th class="num">subjects</th><th>result</th>
+<th class="num">expectations</th><th class="num">failed (critical)</th><th class="num">warnings</th><th>warning names</th></tr>
+{% for r in d.dq_summary.iter_rows(named=True) %}<tr><td>{{ r.ds }}</td><td>{{ r.suite }}</td>
+<td class="num">{{ r.subjects }}</td><td class="{{ 'ok' if r.passed else 'bad' }}">{{ 'passed' if r.passed else 'FAILED' }}</td>
+<td class="num">{{ r.expectations }}</td><td class="num">{{ r.failed_critical }}</td>
+<td class="num {{ 'warn' if r.warnings else '' }}">{{ r.warnings }}</td><td class="warn">{{ r.warning_names }}</td></tr>
+{% endfor %}</table>{% else %}<p>No data-quality records in range.</p>{% endif %}
+</body></html>
+"""
+
+
+def _fmt(x) -> str:
+    return "nan" if x is None or x != x else f"{x:.4f}"
+
+
+def render_report(d: ReportData, config: str = "", docs: str | None = None) -> str:
+    """The report's HTML text for prepared :class:`ReportData`."""
+    attrs = sorted(set(d.reo.get_column("attribute"))) if not d.reo.is_empty() else []
+    excluded = d.excluded.get_column("ds").to_list()
+    reo_figs = [(a, reo_figure(d.reo, a, excluded, d.start, d.end)) for a in attrs]
+    du_figs = [(a, delta_u_figure(d.reo_group, a, d.start, d.end)) for a in attrs] if not d.reo_group.is_empty() else []
+    latest_day = d.reo.get_column("ds").max() if attrs else None
+    latest = d.reo.filter(pl.col("ds") == latest_day).sort("attribute", "arm").to_dicts() if attrs else []
+    flagged = int(d.reo.get_column("exceeds_80pct_rule").fill_null(False).sum()) if attrs else 0
+    env = Environment(autoescape=True)
+    env.globals["fmt"] = _fmt
+    from markupsafe import Markup
+
+    return env.from_string(TEMPLATE).render(
+        d=d, built=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), config=config,
+        reo_figs=[(a, Markup(s)) for a, s in reo_figs], du_figs=[(a, Markup(s)) for a, s in du_figs],
+        latest=latest, latest_day=latest_day, flagged=flagged, docs=docs,
+    )
+
+
+def build_report(cfg: FairmonConfig, start: dt.date, end: dt.date, out: Path | None = None,
+                 config_name: str = "") -> Path:
+    """Write the report for start..end to ``out`` (default
+    ``<warehouse>/../report_<start>_<end>.html``) atomically; return its path."""
+    wh = cfg.warehouse_path
+    d = report_data(read_table(wh, "reo"), read_table(wh, "reo_group"), read_table(wh, "dq_results"), start, end)
+    docs = cfg.gx_root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
+    text = render_report(d, config_name, str(docs) if docs.exists() else None)
+    out = out or wh.parent / f"report_{start}_{end}.html"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out)
+    return out

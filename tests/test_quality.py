@@ -1,0 +1,342 @@
+"""Data-quality gate: suites, severities, quarantine, dq_results and the gated report."""
+
+import datetime as dt
+import math
+import re
+from html.parser import HTMLParser
+
+import numpy as np
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from pipelines.cli import app
+from pipelines.quality import DQResult, QualityGate, expand_spec, load_spec
+from pipelines.warehouse import read_table
+from transforms.planning import random_traffic_required
+from transforms.quality import (
+    day_check_frame,
+    excluded_days,
+    group_counts_check_frame,
+    published_days,
+    raw_check_frame,
+    reo_check_frame,
+)
+from transforms.reo_tables import GROUP_COUNTS_SCHEMA
+
+D0 = dt.date(2026, 4, 1)
+RAW_PARAMS = {"required_columns": ["ds", "traffic", "arm", "s1", "s2", "grp"], "signals": ["s1", "s2"],
+              "attributes": ["grp"], "traffic_values": ["default", "random"]}
+
+
+# --- pure pieces ------------------------------------------------------------------
+
+def test_thm_e1_reference_value():
+    # ⌈3 / 0.01 · 0.1⁻² · ln(2/0.05)⌉ = ⌈110,666.3⌉
+    assert random_traffic_required(0.01, 0.1, 0.05) == 110_667
+    assert random_traffic_required(np.array([0.05, 0.0]), 0.2, 0.1)[0] == math.ceil(3 / 0.05 / 0.04 * math.log(20))
+    assert math.isinf(random_traffic_required(np.array([0.0]), 0.1, 0.05)[0])
+    with pytest.raises(ValueError):
+        random_traffic_required(0.1, 0.1, 1.5)
+
+
+def test_expand_spec_for_each_requires_params_and_severity():
+    spec = load_spec("impressions_raw")
+    cols = ["ds", "traffic", "arm", "s1", "s2", "grp"]  # no ids -> no uniqueness check
+    entries = expand_spec(spec, RAW_PARAMS, cols, {"attribute_not_null": "critical", "traffic_known": "warning"})
+    names = {e["name"]: e for e in entries}
+    assert {"signal_not_null[s1]", "signal_is_boolean[s2]", "column_exists[grp]"} <= set(names)
+    assert "ids_unique" not in names
+    assert names["traffic_known"]["kwargs"]["value_set"] == ["default", "random"]
+    assert names["traffic_known"]["severity"] == "warning"
+    assert names["attribute_not_null[grp]"]["severity"] == "critical"  # override by name prefix
+    with_ids = expand_spec(spec, RAW_PARAMS, cols + ["request_id", "item_id"], {})
+    assert "ids_unique" in {e["name"] for e in with_ids}
+    with pytest.raises(ValueError, match="severity"):
+        expand_spec(spec, RAW_PARAMS, cols, {"has_rows": "fatal"})
+
+
+def test_every_suite_file_is_well_formed():
+    import great_expectations as gx
+
+    for name in ("impressions_raw", "impressions_day", "labels_raw", "scores_raw", "group_counts",
+                 "reo_group", "reo", "dq_results"):
+        spec = load_spec(name)
+        assert spec["suite"] == name and spec["table"]
+        for e in spec["expectations"]:
+            assert e["severity"] in ("critical", "warning")
+            assert hasattr(gx.expectations, e["type"]), e["type"]
+        assert len({e["name"] for e in spec["expectations"]}) == len(spec["expectations"])
+
+
+def test_dq_result_success_ignores_warnings():
+    r = DQResult("impressions", "impressions_day", "x", 5, [{"name": "random_traffic_sufficient", "severity": "warning"}])
+    assert r.success and r.failed_warning == ["random_traffic_sufficient"]
+    r.failures.append({"name": "group_has_positives", "severity": "critical", "unexpected_count": 1, "rows": [2],
+                       "sample": [0]})
+    assert not r.success
+    assert "group_has_positives (1 unexpected, rows 2: [0])" in r.summary()
+
+
+def _counts(rows):
+    return pl.DataFrame(rows, schema=["traffic", "arm", "attribute", "group", "n", "n_pos"], orient="row").with_columns(
+        pl.lit(D0).alias("ds"), pl.lit("impressions").alias("source"), pl.lit(D0).alias("window_start"),
+        pl.lit(D0).alias("window_end")).select(list(GROUP_COUNTS_SCHEMA)).cast(GROUP_COUNTS_SCHEMA)
+
+
+def test_day_check_frame_rates_and_sufficiency():
+    c = _counts([("default", "all", "g", "a", 100, 30), ("default", "all", "g", "(missing)", 10, 0),
+                 ("random", "all", "g", "a", 400, 100), ("random", "all", "g", "b", 600, 50)])
+    f = day_check_frame(c, 0.1, 0.05)
+    assert "(missing)" not in f.get_column("group").to_list()
+    assert f.filter(pl.col("traffic") == "default").get_column("rate").to_list() == [0.3]
+    assert f.filter(pl.col("traffic") == "default").get_column("rand_sufficiency").to_list() == [None]
+    r = f.filter(pl.col("traffic") == "random").sort("group")
+    req = [math.ceil(3 / p * 100 * math.log(40)) for p in (100 / 1000, 50 / 1000)]
+    assert r.get_column("rand_required").to_list() == req
+    assert r.get_column("rand_sufficiency").to_list() == pytest.approx([1000 / req[0], 1000 / req[1]])
+
+
+def test_group_counts_check_frame_and_reo_max():
+    c = _counts([("default", "all", "g", "a", 60, 3), ("default", "all", "g", "b", 40, 2),
+                 ("default", "all", "h", "x", 100, 5)])
+    totals = pl.DataFrame({"traffic": ["default"], "arm": ["all"], "n": [100]})
+    f = group_counts_check_frame(c, totals)
+    assert f.get_column("n_attribute_sum").to_list() == [100, 100, 100]
+    assert f.get_column("n_traffic_total").to_list() == [100, 100, 100]
+    reo = pl.DataFrame({"K": [2, 5]})
+    assert reo_check_frame(reo).get_column("reo_max").to_list() == pytest.approx([1.0, 2.0])
+
+
+def test_excluded_and_published_days():
+    dq = pl.DataFrame({"ds": [D0, D0, D0 + dt.timedelta(1)], "suite": ["a", "b", "a"], "subject": ["f", "t", "f"],
+                       "success": [True, False, True], "failed_critical": ["", "x, y", ""]})
+    assert published_days(dq) == [D0 + dt.timedelta(1)]
+    ex = excluded_days(dq)
+    assert ex.to_dicts() == [{"ds": D0, "reasons": "b (t): x, y"}]
+
+
+# --- GX on frames -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def gate(tmp_path_factory):
+    return QualityGate(tmp_path_factory.mktemp("gx"))
+
+
+def _raw(n=6, **over):
+    base = {"ds": [str(D0)] * n, "traffic": ["default", "random"] * (n // 2), "arm": ["all"] * n,
+            "request_id": [f"r{i}" for i in range(n)], "item_id": [f"i{i}" for i in range(n)],
+            "s1": [1, 0] * (n // 2), "s2": [True, False] * (n // 2), "grp": ["a", "b", "a"] * (n // 3)}
+    base.update(over)
+    return pl.DataFrame(base, strict=False)
+
+
+def _validate_raw(gate, raw):
+    return gate.validate("impressions_raw", raw_check_frame(raw, ["ds", "traffic", "s1", "s2"]), RAW_PARAMS,
+                         "fixture.parquet", "t")
+
+
+def test_clean_raw_frame_passes(gate):
+    r = _validate_raw(gate, _raw())
+    assert r.success and r.failures == [] and r.n_expectations >= 15
+
+
+@pytest.mark.parametrize("defect,name", [
+    (dict(s1=[1, None, 0, 1, 0, 1]), "signal_not_null[s1]"),
+    (dict(traffic=["default", "random", "explore", "default", "random", "random"]), "traffic_known"),
+    (dict(request_id=["r0", "r1", "r0", "r3", "r4", "r5"], item_id=["i0", "i1", "i0", "i3", "i4", "i5"],
+          traffic=["default", "random", "default", "random", "default", "random"]), "ids_unique"),
+    (dict(s2=["yes", "no", "yes", "no", "yes", "no"]), "signal_is_boolean[s2]"),
+    (dict(ds=["2026-04-01", "04/01/2026", "2026-04-01", "2026-04-01", "2026-04-01", "2026-04-01"]), "ds_is_date"),
+])
+def test_each_raw_defect_is_caught_by_a_named_expectation(gate, defect, name):
+    r = _validate_raw(gate, _raw(**defect))
+    assert not r.success
+    assert r.failed_critical == [name]
+
+
+def test_missing_column_and_empty_file(gate):
+    r = _validate_raw(gate, _raw().drop("s2"))
+    assert r.failed_critical == ["column_exists[s2]"]
+    r = _validate_raw(gate, pl.DataFrame())
+    assert "has_rows" in r.failed_critical and "column_exists[ds]" in r.failed_critical
+
+
+def test_null_attribute_is_only_a_warning(gate):
+    r = _validate_raw(gate, _raw(grp=["a", None, "b", "a", "b", "a"]))
+    assert r.success and r.failed_warning == ["attribute_not_null[grp]"]
+
+
+def test_output_suites_catch_broken_tables(gate):
+    good = pl.DataFrame({"ds": [D0, D0], "arm": ["c", "t"], "attribute": ["g", "g"], "K": [2, 2],
+                         "reo": [0.2, 0.1], "se": [0.05, 0.05], "ci_low": [0.1, 0.0], "ci_high": [0.3, 0.2]})
+    assert gate.validate("reo", reo_check_frame(good), {}, "reo", "t").success
+    bad = good.with_columns(pl.Series("reo", [1.5, 0.1]), pl.Series("ci_low", [0.1, 0.15]))
+    r = gate.validate("reo", reo_check_frame(bad), {}, "reo", "t")
+    assert set(r.failed_critical) == {"reo_at_most_sqrt_K_minus_1", "reo_le_ci_high", "ci_low_le_reo"}
+    dup = pl.concat([good, good.head(1)])
+    assert gate.validate("reo", reo_check_frame(dup), {}, "reo", "t").failed_critical == ["key_unique"]
+    c = _counts([("default", "all", "g", "a", 60, 3), ("default", "all", "g", "b", 30, 2)])
+    totals = pl.DataFrame({"traffic": ["default"], "arm": ["all"], "n": [100]})
+    r = gate.validate("group_counts", group_counts_check_frame(c, totals), {}, "group_counts", "t")
+    assert r.failed_critical == ["groups_add_up_to_traffic_total"]
+
+
+def test_labels_and_scores_suites(gate):
+    labels = pl.DataFrame({"ds": [str(D0)] * 4, "item_id": ["a", "b", "c", "a"], "labeler_id": ["x", "x", "y", "x"],
+                           "label": ["1", "0", "1", "0"], "gold_label": ["1", None, "0", "1"],
+                           "grp": ["p", "q", "p", "q"]})
+    params = {"required_columns": ["ds", "item_id", "labeler_id", "label", "gold_label", "grp"], "attributes": ["grp"]}
+    r = gate.validate("labels_raw", labels, params, "labels", "t")
+    assert r.failed_critical == ["one_label_per_item_and_labeler"]  # (a, x) labelled twice
+    assert gate.validate("labels_raw", labels.head(3), params, "labels", "t").success
+    scores = pl.DataFrame({"ds": [str(D0)] * 3, "model": ["m"] * 3, "item_id": ["a", "b", "c"],
+                           "score": ["0.3", "7", "high"], "outcome": ["1", "0", None], "grp": ["p", "q", "p"]})
+    params = {"required_columns": ["ds", "model", "item_id", "score", "outcome", "grp"], "attributes": ["grp"]}
+    assert gate.validate("scores_raw", scores, params, "scores", "t").failed_critical == ["score_is_number"]
+
+
+# --- end to end: one defect per day, gated backfill, gated report ----------------
+
+DEFECT_DAYS = {  # day offset -> (what is wrong, the expectation that must name it)
+    1: ("null in a signal", "signal_not_null[s1]"),
+    2: ("unknown traffic value", "traffic_known"),
+    3: ("duplicated rows", "ids_unique"),
+    4: ("no random traffic", "random_traffic_present"),
+    5: ("no default traffic", "default_traffic_present"),
+    6: ("a group with zero positives", "group_has_positives"),
+    7: ("wrong column type", "signal_is_boolean[s2]"),
+}
+N_DAYS = 9  # offsets 0 and 8 are clean
+
+
+def _day_file(offset: int, rng) -> pl.DataFrame:
+    ds = D0 + dt.timedelta(days=offset)
+    n_def, n_rand = 3000, 1500
+    traffic = ["default"] * n_def + ["random"] * n_rand
+    grp = rng.choice(["a", "b"], n_def + n_rand)
+    y = rng.random(n_def + n_rand) < np.where(np.array(traffic) == "default", 0.35, 0.25)
+    f = pl.DataFrame({"ds": [ds] * len(traffic), "traffic": traffic, "arm": "all",
+                      "request_id": [f"{ds}-{i}" for i in range(len(traffic))], "item_id": "v",
+                      "s1": y.astype(int), "s2": np.zeros(len(traffic), int), "grp": grp})
+    if offset == 1:
+        f = f.with_columns(pl.when(pl.int_range(pl.len()) == 10).then(None).otherwise(pl.col("s1")).alias("s1"))
+    elif offset == 2:
+        f = f.with_columns(pl.when(pl.int_range(pl.len()) == 7).then(pl.lit("explore")).otherwise(pl.col("traffic"))
+                           .alias("traffic"))
+    elif offset == 3:
+        f = pl.concat([f, f.head(3)])
+    elif offset == 4:
+        f = f.filter(pl.col("traffic") == "default")
+    elif offset == 5:
+        f = f.filter(pl.col("traffic") == "random")
+    elif offset == 6:
+        f = f.with_columns(pl.when((pl.col("grp") == "b") & (pl.col("traffic") == "default")).then(0)
+                           .otherwise(pl.col("s1")).alias("s1"))
+    elif offset == 7:
+        f = f.with_columns(pl.col("s2").cast(pl.String).replace({"0": "no"}))
+    return f
+
+
+@pytest.fixture(scope="module")
+def gated_backfill(tmp_path_factory, prefect_harness):
+    root = tmp_path_factory.mktemp("gated")
+    (root / "in").mkdir()
+    rng = np.random.default_rng(21)
+    for k in range(N_DAYS):
+        _day_file(k, rng).write_parquet(root / "in" / f"{D0 + dt.timedelta(days=k)}.parquet")
+    cfg = root / "fairmon.toml"
+    cfg.write_text('warehouse = "warehouse"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\n'
+                   'path = "in/{ds}.parquet"\nsignals = ["s1", "s2"]\nattributes = ["grp"]\n'
+                   "random_window_days = 1\n")
+    end = D0 + dt.timedelta(days=N_DAYS - 1)
+    res = CliRunner().invoke(app, ["backfill", "-c", str(cfg), "--start", str(D0), "--end", str(end)])
+    rep = CliRunner().invoke(app, ["report", "-c", str(cfg), "--start", str(D0), "--end", str(end)])
+    return root, res, rep
+
+
+def test_gated_backfill_quarantines_each_defect_day(gated_backfill):
+    root, res, _ = gated_backfill
+    assert res.exit_code == 1  # some days did not publish
+    out = res.output
+    for offset, (_what, name) in DEFECT_DAYS.items():
+        line = next(ln for ln in out.splitlines() if ln.startswith(f"│ {D0 + dt.timedelta(days=offset)}"))
+        assert "quarantined" in line
+    dq = read_table(root / "warehouse", "dq_results")
+    for offset, (_what, name) in DEFECT_DAYS.items():
+        day = dq.filter(pl.col("ds") == D0 + dt.timedelta(days=offset))
+        assert not day.get_column("success").all()
+        failed = ", ".join(day.get_column("failed_critical").to_list())
+        assert name in failed.split(", "), (offset, failed)
+
+
+def test_clean_days_publish_and_record_every_suite(gated_backfill):
+    root, res, _ = gated_backfill
+    dq = read_table(root / "warehouse", "dq_results")
+    reo = read_table(root / "warehouse", "reo")
+    for offset in (0, 8):
+        ds = D0 + dt.timedelta(days=offset)
+        day = dq.filter(pl.col("ds") == ds)
+        assert day.get_column("success").all()
+        assert set(day.get_column("suite")) == {"impressions_raw", "impressions_day", "group_counts", "reo_group",
+                                                "reo"}
+        # 1,500 random rows are below Thm E.1's volume for ε = 0.1: a warning, not a block
+        assert "random_traffic_sufficient" in " ".join(day.get_column("failed_warning").to_list())
+        assert reo.filter(pl.col("ds") == ds).height == 1
+    # quarantined days were never published
+    assert sorted(reo.get_column("ds").to_list()) == [D0, D0 + dt.timedelta(days=8)]
+    docs = root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
+    assert docs.is_file()
+
+
+class _Collect(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.urls, self.text = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        for k, v in attrs:
+            if k in ("src", "href") and v:
+                self.urls.append(v)
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_report_is_offline_gated_and_has_the_plots(gated_backfill):
+    root, _, rep = gated_backfill
+    assert rep.exit_code == 0, rep.output
+    path = root / f"report_{D0}_{D0 + dt.timedelta(days=N_DAYS - 1)}.html"
+    text = path.read_text()
+    p = _Collect()
+    p.feed(text)
+    assert p.urls == []  # nothing to fetch: no scripts, images or stylesheets from anywhere
+    assert not re.search(r"<(script|link|img|iframe)\b", text)
+    assert p.tags.count("svg") == 2  # daily REO (one attribute) and ΔU
+    body = " ".join(p.text)
+    assert "80% rule: REO = 11.1%" in body and "excluded day" in body
+    # the excluded-days table names every bad day with its expectation
+    section = text[text.index("<h2>Excluded days</h2>"):text.index("<h2>Data quality</h2>")]
+    for offset, (_what, name) in DEFECT_DAYS.items():
+        assert str(D0 + dt.timedelta(days=offset)) in section and name in section
+    assert str(D0) not in section and str(D0 + dt.timedelta(days=8)) not in section
+    assert re.search(r"<b>2</b>\s*days published", text)
+
+
+def test_report_renders_in_headless_chromium(gated_backfill, tmp_path):
+    """A real browser check where Chromium is installed (skipped elsewhere)."""
+    import shutil
+    import subprocess
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        pytest.skip("chromium is not installed")
+    root, _, _ = gated_backfill
+    path = root / f"report_{D0}_{D0 + dt.timedelta(days=N_DAYS - 1)}.html"
+    png = tmp_path / "report.png"
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                    f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1100,1400",
+                    f"--screenshot={png}", path.as_uri()], check=True, capture_output=True, timeout=120)
+    assert png.stat().st_size > 20_000  # a rendered page with plots, not a blank one

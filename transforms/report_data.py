@@ -1,0 +1,72 @@
+"""Shaping published tables for the report (pure Polars)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import polars as pl
+
+from transforms.quality import excluded_days, published_days
+
+
+@dataclass(frozen=True)
+class ReportData:
+    """What the report shows for days start..end.
+
+    ``reo`` and ``reo_group`` hold published days only; ``excluded`` lists
+    the days with a failed critical check (ds, reasons) and days that have no
+    data-quality record at all (never run, or failed before checks);
+    ``dq_summary`` has one row per day and suite.
+    """
+
+    start: dt.date
+    end: dt.date
+    reo: pl.DataFrame
+    reo_group: pl.DataFrame
+    excluded: pl.DataFrame
+    dq_summary: pl.DataFrame
+    published: list[dt.date]
+
+
+def report_data(reo: pl.DataFrame, reo_group: pl.DataFrame, dq: pl.DataFrame,
+                start: dt.date, end: dt.date) -> ReportData:
+    """Keep only days whose dq_results are all successful (DESIGN §3) within
+    [start, end]; list the others with their reasons. Inputs are the whole
+    tables as read from the warehouse (possibly empty frames)."""
+    dq = dq.filter(pl.col("ds").is_between(start, end)) if not dq.is_empty() else dq
+    days = published_days(dq, start, end)
+
+    def keep(frame: pl.DataFrame) -> pl.DataFrame:
+        if frame.is_empty():
+            return frame
+        return frame.filter(pl.col("ds").is_in(days)).sort("ds")
+
+    excluded = excluded_days(dq)
+    seen = set(dq.get_column("ds").to_list()) if not dq.is_empty() else set()
+    never = [start + dt.timedelta(days=i) for i in range((end - start).days + 1)]
+    never = [d for d in never if d not in seen]
+    if never:
+        excluded = pl.concat([
+            excluded,
+            pl.DataFrame({"ds": never, "reasons": ["no data-quality record: the day was not run or failed "
+                                                   "before its checks"] * len(never)},
+                         schema={"ds": pl.Date, "reasons": pl.String}),
+        ]).sort("ds")
+    if dq.is_empty():
+        summary = pl.DataFrame()
+    else:
+        summary = (
+            dq.group_by("ds", "suite")
+            .agg(
+                pl.len().alias("subjects"),
+                pl.col("success").all().alias("passed"),
+                pl.col("n_expectations").sum().alias("expectations"),
+                (pl.col("n_failed") - pl.col("n_warnings")).sum().alias("failed_critical"),
+                pl.col("n_warnings").sum().alias("warnings"),
+                pl.col("failed_warning").filter(pl.col("failed_warning") != "").unique().sort().str.join(", ")
+                .alias("warning_names"),
+            )
+            .sort("ds", "suite")
+        )
+    return ReportData(start, end, keep(reo), keep(reo_group), excluded, summary, days)
