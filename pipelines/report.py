@@ -44,9 +44,12 @@ def _span(d: dt.date, half_days: float = 0.5) -> tuple[dt.datetime, dt.datetime]
     return t - dt.timedelta(days=half_days), t + dt.timedelta(days=half_days)
 
 
-def _date_axis(ax) -> None:
-    ax.xaxis.set_major_locator(mdates.AutoDateLocator(minticks=3, maxticks=8))
+def _date_axis(ax, start: dt.date, end: dt.date) -> None:
+    """Day ticks (at most about 8 labels), a half-day margin either side."""
+    n = (end - start).days + 1
+    ax.xaxis.set_major_locator(mdates.DayLocator(interval=max(1, -(-n // 8))))
     ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d"))
+    ax.set_xlim(_span(start, 0.7)[0], _span(end, 0.7)[1])
 
 
 def reo_figure(reo: pl.DataFrame, attribute: str, excluded: list[dt.date], start: dt.date, end: dt.date) -> str:
@@ -67,12 +70,11 @@ def reo_figure(reo: pl.DataFrame, attribute: str, excluded: list[dt.date], start
     for i, d in enumerate(excluded):
         ax.axvspan(*_span(d), color="#8a8f9c", alpha=0.3, lw=0,
                    label="excluded day" if i == 0 else None)
-    ax.set_xlim(_span(start, 0.7)[0], _span(end, 0.7)[1])
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, max(ax.get_ylim()[1], 1.25 * EIGHTY_PERCENT_RULE_REO))
     ax.set_ylabel("REO (std/mean of U)")
     ax.set_title(f"Daily REO by arm, attribute '{attribute}' (band: 95% CI; grey: excluded day)", loc="left")
     ax.legend(title="arm", fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    _date_axis(ax)
+    _date_axis(ax, start, end)
     return _svg(fig)
 
 
@@ -109,8 +111,7 @@ def delta_u_figure(group: pl.DataFrame, attribute: str, start: dt.date, end: dt.
                             fmt="none", ecolor=line.get_color(), elinewidth=0.8, capsize=2, alpha=0.7)
             ax.set_title(f"arm {arm}", loc="left")
             ax.set_ylabel("ΔU (relative utility)")
-            _date_axis(ax)
-            ax.set_xlim(_span(start, 0.7)[0], _span(end, 0.7)[1])
+            _date_axis(ax, start, end)
     if not many:
         axes[0][-1].legend(title=attribute, fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.suptitle(f"Relative utility ΔU_k = U_k/mean(U) − 1 by group, '{attribute}' (95% CI)", x=0.01,
