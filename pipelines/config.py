@@ -96,7 +96,21 @@ class EstimationConfig(_Strict):
     """Estimator settings (DESIGN §4.1)."""
 
     confidence_level: float = Field(default=0.95, gt=0.5, lt=1.0)
-    ci_method: Literal["delta", "delta_paper"] = "delta"
+    ci_method: Literal["delta", "delta_paper", "bootstrap_percentile", "bootstrap_normal", "bootstrap_bca"] = "delta"
+    bootstrap_resamples: int = Field(default=1000, ge=50, description="B for the bootstrap ci_methods")
+    seed: int = Field(default=0, description="seed of every resampling (fixed per day, so re-runs agree)")
+
+
+class ABConfig(_Strict):
+    """A/B fairness tests between experiment arms (seed 001 App. D-G)."""
+
+    control: str | None = Field(default=None, description="compare every other arm of the day with this arm")
+    pairs: list[tuple[str, str]] = Field(default_factory=list, description="explicit [control, treatment] pairs")
+    methods: list[Literal["delta", "delta_paper", "partition", "bootstrap"]] = Field(
+        default_factory=lambda: ["delta"], min_length=1, description="first = the headline method"
+    )
+    partition_folds: int = Field(default=10, ge=2, description="M of Algorithm 3")
+    bootstrap_resamples: int = Field(default=200, ge=20, description="B of Algorithm 4")
 
 
 class QualityConfig(_Strict):
@@ -125,6 +139,7 @@ class FairmonConfig(_Strict):
     impressions: ImpressionsConfig
     estimation: EstimationConfig = EstimationConfig()
     quality: QualityConfig = QualityConfig()
+    ab: ABConfig = ABConfig()
     base_dir: Path = Field(default=Path("."), exclude=True)
 
     def resolve(self, p: str | Path) -> Path:

@@ -8,7 +8,9 @@ from pathlib import Path
 import polars as pl
 from rich.console import Console
 
-from pipelines.cli import BUNDLED_COAT, _run_days, _summary, reo_table
+from rich.table import Table
+
+from pipelines.cli import BUNDLED_COAT, _fmt, _run_days, _summary, reo_table
 from pipelines.config import load_config
 from pipelines.report import build_report
 from pipelines.simulate import write_simulation
@@ -32,19 +34,51 @@ random_window_days = 1
 """
 
 
+#: Seed 001 §4.4: the control favours young adults (group 1); treatments reweight exposure.
+ARMS = {"control": {}, "deboost_1.25": {0: 1.25}, "deboost_2": {0: 2.0}, "boost_2": {1: 2.0}}
+EXPECTED = {"deboost_1.25": "lower", "deboost_2": "higher", "boost_2": "higher"}  # seed 001 Fig. 9
+
+
+def ab_table(rows: list[dict], truth: dict) -> Table:
+    """Seed 001 §4.4 table: D_REO per treatment, its CI by each method, expected and observed direction."""
+    t = Table(title="A/B: D_REO = REO(treatment) − REO(control), last day (seed 001 §4.4)", title_justify="left")
+    for col in ("treatment", "truth", "D_REO", "CI delta", "p", "CI paper", "CI partition", "CI bootstrap",
+                "expected", "observed"):
+        t.add_column(col, justify="left" if col in ("treatment", "expected", "observed") else "right")
+    reo_rows = [r for r in rows if r["metric"] == "reo"]
+    for treatment in [a for a in ARMS if a != "control"]:
+        by = {r["method"]: r for r in reo_rows if r["treatment"] == treatment}
+        if "delta" not in by:
+            continue
+        d = by["delta"]
+
+        def ci(m):
+            return f"[{_fmt(by[m]['ci_low'])}, {_fmt(by[m]['ci_high'])}]" if m in by else "-"
+        observed = "lower" if d["ci_high"] < 0 else "higher" if d["ci_low"] > 0 else "no change"
+        ok = "green" if observed == EXPECTED[treatment] else "red"
+        t.add_row(treatment, _fmt(truth[treatment]), _fmt(d["diff"]), ci("delta"), f"{d['p_value']:.2g}",
+                  ci("delta_paper"), ci("partition"), ci("bootstrap"), EXPECTED[treatment],
+                  f"[{ok}]{observed}[/{ok}]")
+    return t
+
+
 def run_demo(out: Path, console: Console) -> None:
     """Write and run the demo under ``out``; print REO tables and output paths."""
-    spec = SimulationSpec(start=DEMO_START, days=14, arms={"control": {}, "deboost_1.25": {0: 1.25}}, seed=7)
+    spec = SimulationSpec(start=DEMO_START, days=14, arms=ARMS, seed=7)
     sim = out / "sim"
-    console.rule("1. simulated TikTok-format traffic: 14 days, arms control and deboost_1.25")
+    console.rule("1. simulated TikTok-format traffic: 14 days, a control arm and three treatments (seed 001 §4.4)")
     paths = write_simulation(spec, sim, "parquet")
     days = [spec.start + dt.timedelta(days=i) for i in range(spec.days)]
     results = _run_days(paths["config"], days, force_ingest=False, show_progress=True)
     _summary(results)
     truth = {(str(r["ds"]), r["arm"], r["attribute"]): r["reo"]
              for r in pl.read_csv(paths["truth_reo"]).iter_rows(named=True)}
-    rows = [row for r in results if r["status"] == "published" for row in r["reo"]]
-    console.print(reo_table(rows, "Daily REO, simulated (random traffic: trailing 7-day window)", truth))
+    rows = [row for r in results if r["status"] == "published" for row in r["reo"] if row["arm"] == "control"]
+    console.print(reo_table(rows, "Daily REO of the control arm (random traffic: trailing 7-day window)", truth))
+    last = [r for r in results if r["status"] == "published"][-1]
+    true_d = {a: truth[(str(last["ds"]), a, "young_adult")] - truth[(str(last["ds"]), "control", "young_adult")]
+              for a in ARMS if a != "control"}
+    console.print(ab_table(last["reo_ab"], true_d))
     sim_report = build_report(load_config(paths["config"]), days[0], days[-1], config_name=str(paths["config"]))
 
     console.rule("2. Coat: self-selected ratings = default traffic, random ratings = random traffic")

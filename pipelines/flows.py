@@ -29,7 +29,7 @@ from pipelines.quality import DQResult, QualityGate, dq_frame
 from pipelines.warehouse import sync_duckdb, write_partitions
 from transforms.contract import InputContractError
 from transforms.quality import day_check_frame, group_counts_check_frame, raw_check_frame, reo_check_frame
-from transforms.reo_tables import GROUP_COUNTS_SCHEMA, reo_tables
+from transforms.reo_tables import GROUP_COUNTS_SCHEMA, ab_pairs, reo_ab_table, reo_tables
 
 
 class DayFailed(RuntimeError):
@@ -185,27 +185,37 @@ def check_day(cfg: FairmonConfig, ds: dt.date, counts: pl.DataFrame) -> DQResult
 
 
 @task(name="estimate-reo", cache_policy=NO_CACHE)
-def estimate(cfg: FairmonConfig, counts: pl.DataFrame, ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """REO per group and overall from the counts (transforms.reo_tables)."""
+def estimate(cfg: FairmonConfig, counts: pl.DataFrame, ds: dt.date) -> dict[str, pl.DataFrame]:
+    """REO per group and overall, and the A/B differences between arms, from
+    the counts (transforms.reo_tables). Returns {reo_group, reo[, reo_ab]}."""
     logger = get_run_logger()
     t0 = time.perf_counter()
-    est = cfg.estimation
-    group, overall = reo_tables(counts, ds, ci_method=est.ci_method, level=est.confidence_level)
-    logger.info("estimators %s: %d count rows in, %d reo rows out, %.3fs", ds, counts.height, overall.height,
-                time.perf_counter() - t0)
-    return group, overall
+    est, ab = cfg.estimation, cfg.ab
+    group, overall = reo_tables(counts, ds, ci_method=est.ci_method, level=est.confidence_level,
+                                n_boot=est.bootstrap_resamples, seed=est.seed)
+    out = {"reo_group": group, "reo": overall}
+    arms = sorted(set(overall.get_column("arm").to_list()))
+    pairs = ab_pairs(arms, ab.control, ab.pairs)
+    if pairs:
+        out["reo_ab"] = reo_ab_table(counts, ds, pairs, methods=tuple(ab.methods), level=est.confidence_level,
+                                     folds=ab.partition_folds, n_boot=ab.bootstrap_resamples, seed=est.seed)
+    logger.info("estimators %s: %d count rows in, %s out, %.3fs", ds, counts.height,
+                ", ".join(f"{k}={v.height}" for k, v in out.items()), time.perf_counter() - t0)
+    return out
 
 
 @task(name="check-outputs", cache_policy=NO_CACHE)
 def check_outputs(cfg: FairmonConfig, ds: dt.date, tables: dict[str, pl.DataFrame],
                   totals: pl.DataFrame) -> list[DQResult]:
-    """The output suites (group_counts, reo_group, reo) on the day's new rows."""
+    """The output suites (group_counts, reo_group, reo, reo_ab) on the day's new rows."""
     gate = gate_for(cfg)
     frames = {
         "group_counts": group_counts_check_frame(tables["group_counts"], totals),
         "reo_group": tables["reo_group"],
         "reo": reo_check_frame(tables["reo"]),
     }
+    if "reo_ab" in tables:
+        frames["reo_ab"] = tables["reo_ab"]
     return [gate.validate(name, frame, {}, name, str(ds)) for name, frame in frames.items()]
 
 
@@ -259,12 +269,13 @@ def daily(config_path: str, ds: dt.date, force_ingest: bool = False) -> dict:
     results.append(check_day(cfg, ds, counts))
     if not results[-1].success:
         _quarantine(cfg, ds, results, "day checks")
-    group, overall = estimate(cfg, counts, ds)
-    tables = {"group_counts": counts, "reo_group": group, "reo": overall}
+    tables = {"group_counts": counts, **estimate(cfg, counts, ds)}
+    overall = tables["reo"]
     results += check_outputs(cfg, ds, tables, totals)
     if not all(r.success for r in results):
         _quarantine(cfg, ds, results, "output checks")
     dq = _dq_table(cfg, ds, results)
     paths = publish(cfg, ds, {**tables, "dq_results": dq})  # metrics and their checks land together
     docs = gate_for(cfg).build_docs()
-    return {"ds": ds, "reo": overall.to_dicts(), "dq": dq.to_dicts(), "paths": paths, "data_docs": str(docs)}
+    return {"ds": ds, "reo": overall.to_dicts(), "reo_ab": tables.get("reo_ab", pl.DataFrame()).to_dicts(),
+            "dq": dq.to_dicts(), "paths": paths, "data_docs": str(docs)}

@@ -119,6 +119,27 @@ def delta_u_figure(group: pl.DataFrame, attribute: str, start: dt.date, end: dt.
     return _svg(fig)
 
 
+def ab_figure(ab: pl.DataFrame, attribute: str, start: dt.date, end: dt.date) -> str:
+    """D_REO = REO_T − REO_C per day and treatment with its CI (like seed 001 Fig. 9), as SVG."""
+    fig, ax = plt.subplots(figsize=(7.5, 3.0), layout="constrained")
+    sub = ab.filter((pl.col("attribute") == attribute) & (pl.col("metric") == "reo"))
+    method = sub.get_column("method").head(1).item() if sub.height else ""
+    sub = sub.filter(pl.col("method") == method)
+    for (control, treatment), g in sorted(sub.group_by("control", "treatment"), key=lambda kv: kv[0]):
+        s = _daily(g.select("ds", "diff", "ci_low", "ci_high"), start, end)
+        y = s.get_column("diff").to_numpy()
+        line, = ax.plot(s.get_column("ds").to_list(), y, marker="o", ms=3, label=f"{treatment} − {control}")
+        ax.fill_between(s.get_column("ds").to_list(), s.get_column("ci_low").to_numpy(),
+                        s.get_column("ci_high").to_numpy(), alpha=0.2, color=line.get_color())
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set_ylabel("D_REO")
+    ax.set_title(f"D_REO = REO(treatment) − REO(control), '{attribute}' (band: 95% CI, method {method})",
+                 loc="left")
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    _date_axis(ax, start, end)
+    return _svg(fig)
+
+
 TEMPLATE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>fairmon report {{ d.start }} – {{ d.end }}</title>
@@ -160,6 +181,11 @@ whose data passed every critical data-quality check are shown. The dashed line i
 {{ 'yes' if r.exceeds_80pct_rule else 'no' }}</td><td class="muted">{{ r.reason or '' }}</td></tr>{% endfor %}
 </table>{% endif %}
 
+{% if ab_figs %}<h2>A/B tests: change in REO by treatment</h2>
+<p>Below zero: the treatment is fairer than the control. Intervals use the joint delta method through the
+shared random traffic unless configured otherwise.</p>
+{% for attr, svg in ab_figs %}<figure>{{ svg }}</figure>{% endfor %}{% endif %}
+
 <h2>Relative utility ΔU by group</h2>
 {% for attr, svg in du_figs %}<figure>{{ svg }}</figure>{% endfor %}
 
@@ -192,6 +218,8 @@ def render_report(d: ReportData, config: str = "", docs: str | None = None) -> s
     excluded = d.excluded.get_column("ds").to_list()
     reo_figs = [(a, reo_figure(d.reo, a, excluded, d.start, d.end)) for a in attrs]
     du_figs = [(a, delta_u_figure(d.reo_group, a, d.start, d.end)) for a in attrs] if not d.reo_group.is_empty() else []
+    ab_figs = [(a, ab_figure(d.reo_ab, a, d.start, d.end)) for a in attrs
+               if not d.reo_ab.is_empty() and a in set(d.reo_ab.get_column("attribute"))]
     latest_day = d.reo.get_column("ds").max() if attrs else None
     latest = d.reo.filter(pl.col("ds") == latest_day).sort("attribute", "arm").to_dicts() if attrs else []
     flagged = int(d.reo.get_column("exceeds_80pct_rule").fill_null(False).sum()) if attrs else 0
@@ -202,6 +230,7 @@ def render_report(d: ReportData, config: str = "", docs: str | None = None) -> s
     return env.from_string(TEMPLATE).render(
         d=d, built=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), config=config,
         reo_figs=[(a, Markup(s)) for a, s in reo_figs], du_figs=[(a, Markup(s)) for a, s in du_figs],
+        ab_figs=[(a, Markup(s)) for a, s in ab_figs],
         latest=latest, latest_day=latest_day, flagged=flagged, docs=docs,
     )
 
@@ -211,7 +240,8 @@ def build_report(cfg: FairmonConfig, start: dt.date, end: dt.date, out: Path | N
     """Write the report for start..end to ``out`` (default
     ``<warehouse>/../report_<start>_<end>.html``) atomically; return its path."""
     wh = cfg.warehouse_path
-    d = report_data(read_table(wh, "reo"), read_table(wh, "reo_group"), read_table(wh, "dq_results"), start, end)
+    d = report_data(read_table(wh, "reo"), read_table(wh, "reo_group"), read_table(wh, "dq_results"), start, end,
+                    reo_ab=read_table(wh, "reo_ab"))
     docs = cfg.gx_root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
     text = render_report(d, config_name, str(docs) if docs.exists() else None)
     out = out or wh.parent / f"report_{start}_{end}.html"

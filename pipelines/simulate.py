@@ -34,9 +34,12 @@ def _write(frame: pl.DataFrame, path: Path, fmt: str) -> None:
     tmp.replace(path)
 
 
-def config_toml(out: Path, fmt: str, random_window_days: int) -> str:
-    """TOML text of a config reading the simulated files under ``out``."""
+def config_toml(out: Path, fmt: str, random_window_days: int, control: str | None = None) -> str:
+    """TOML text of a config reading the simulated files under ``out``; with
+    ``control``, A/B tests of every other arm against it (all four methods)."""
     signals = ", ".join(f'"{s}"' for s in TIKTOK_SIGNALS)
+    ab = (f'\n[ab]\ncontrol = "{control}"\nmethods = ["delta", "delta_paper", "partition", "bootstrap"]\n'
+          if control else "")
     return f"""# fairmon config for simulated TikTok-format data (written by `fairmon simulate`)
 warehouse = "warehouse"
 duckdb = "fairmon.duckdb"
@@ -53,7 +56,7 @@ random_window_days = {random_window_days}
 [estimation]
 confidence_level = 0.95
 ci_method = "delta"
-"""
+{ab}"""
 
 
 def write_simulation(spec: SimulationSpec, out: Path, fmt: str = "csv", progress=None) -> dict[str, Path]:
@@ -82,5 +85,6 @@ def write_simulation(spec: SimulationSpec, out: Path, fmt: str = "csv", progress
     groups.write_csv(out / "truth_groups.csv")
     reo.write_csv(out / "truth_reo.csv")
     cfg = out / "fairmon.toml"
-    cfg.write_text(config_toml(out, fmt, spec.random_pool_days))
+    control = "control" if "control" in spec.arms and len(spec.arms) > 1 else None
+    cfg.write_text(config_toml(out, fmt, spec.random_pool_days, control))
     return {"config": cfg, "truth_reo": out / "truth_reo.csv", "truth_groups": out / "truth_groups.csv"}

@@ -20,9 +20,9 @@ import polars as pl
 
 from pipelines import db
 
-OUTPUT_TABLES = ("group_counts", "reo_group", "reo", "dq_results")
+OUTPUT_TABLES = ("group_counts", "reo_group", "reo", "reo_ab", "dq_results")
 #: Tables with a ``<table>_published`` view in DuckDB (days whose dq_results all succeeded).
-GATED_TABLES = ("group_counts", "reo_group", "reo")
+GATED_TABLES = ("group_counts", "reo_group", "reo", "reo_ab")
 PART_FILE = "part-0.parquet"
 
 

@@ -35,8 +35,8 @@ from typing import Literal
 import numpy as np
 from scipy import stats
 
-CIMethod = Literal["delta", "delta_paper"]
-CI_METHODS: tuple[str, ...] = ("delta", "delta_paper")
+CIMethod = Literal["delta", "delta_paper", "bootstrap_percentile", "bootstrap_normal", "bootstrap_bca"]
+CI_METHODS: tuple[str, ...] = ("delta", "delta_paper", "bootstrap_percentile", "bootstrap_normal", "bootstrap_bca")
 
 #: REO of U = (0.8, 1): the 80 % rule expressed as an REO threshold (seed 001 §4.3).
 EIGHTY_PERCENT_RULE_REO = 1.0 / 9.0
@@ -170,13 +170,20 @@ def estimate_reo(
     *,
     ci_method: CIMethod = "delta",
     level: float = 0.95,
+    n_boot: int = 1000,
+    rng: np.random.Generator | None = None,
 ) -> REOEstimate:
-    """REO, U, ΔU and their delta-method standard errors from per-group counts.
+    """REO, U, ΔU and their standard errors and CIs from per-group counts.
 
     Inputs: ``n_pos_rec[k]`` = #{Y=1, S=k} in default traffic (one day, one
     arm), ``n_rec`` = |D_rec| (all rows, including rows of groups not listed);
     ``n_pos_rand[k]`` and ``n_rand`` likewise for the random-traffic window.
     Shapes (K,) with K >= 1; counts are non-negative integers.
+
+    ``ci_method``: "delta" (full multinomial covariance), "delta_paper"
+    (Algorithm 1's diagonal Γ), or "bootstrap_percentile" / "bootstrap_normal"
+    / "bootstrap_bca" (seed 001 §4.3: ``n_boot`` multinomial resamples of the
+    count tables drawn with ``rng``; SE = bootstrap sd).
 
     Returns an :class:`REOEstimate`. Never raises for degenerate data: P_k = 0
     makes U_k (and REO) NaN; Q_k = 0 or REO = 0 keep the point estimate but make
@@ -236,7 +243,7 @@ def estimate_reo(
 
     dU = relative_utilities(U)
     reo = reo_of_utilities(U)
-    v = log_utility_variance(Q, P, n_rec, n_rand, ci_method)
+    v = log_utility_variance(Q, P, n_rec, n_rand, "delta_paper" if ci_method == "delta_paper" else "delta")
 
     se_reo = float("nan")
     zero_q = [g for g, q in zip(groups, Q) if q == 0]
@@ -257,8 +264,16 @@ def estimate_reo(
 
     ci_low = max(0.0, reo - z * se_reo) if np.isfinite(se_reo) else float("nan")
     ci_high = reo + z * se_reo if np.isfinite(se_reo) else float("nan")
+    lo_dU, hi_dU = dU - z * se_dU, dU + z * se_dU
+    if ci_method.startswith("bootstrap") and not zero_q:
+        from transforms.bootstrap import single_arm_bootstrap
+
+        boot = single_arm_bootstrap(a, int(n_rec), b, int(n_rand), method=ci_method, level=level, B=n_boot,
+                                    rng=rng if rng is not None else np.random.default_rng(0))
+        ci_low, ci_high, se_reo = boot["reo"]
+        lo_dU, hi_dU, se_dU = (np.array(x) for x in zip(*boot["delta_U"]))
     return REOEstimate(
-        groups, Q, P, U, dU, se_dU, dU - z * se_dU, dU + z * se_dU,
+        groups, Q, P, U, dU, se_dU, lo_dU, hi_dU,
         reo, se_reo, ci_low, ci_high, int(n_rec), int(n_rand), ci_method, level,
         "; ".join(reasons) or None, tuple(group_reasons),
     )

@@ -8,10 +8,12 @@ output schemas of DESIGN §3.
 from __future__ import annotations
 
 import datetime as dt
+import zlib
 
 import numpy as np
 import polars as pl
 
+from transforms.ab import ab_estimates
 from transforms.reo import (
     CIMethod,
     estimate_reo,
@@ -56,6 +58,23 @@ REO_GROUP_SCHEMA: dict[str, pl.DataType] = {
     "reason": pl.String,
 }
 
+REO_AB_SCHEMA: dict[str, pl.DataType] = {
+    "ds": pl.Date,
+    "attribute": pl.String,
+    "control": pl.String,
+    "treatment": pl.String,
+    "metric": pl.String,
+    "diff": pl.Float64,
+    "se": pl.Float64,
+    "ci_low": pl.Float64,
+    "ci_high": pl.Float64,
+    "p_value": pl.Float64,
+    "method": pl.String,
+    "df": pl.Float64,
+    "level": pl.Float64,
+    "reason": pl.String,
+}
+
 REO_SCHEMA: dict[str, pl.DataType] = {
     "ds": pl.Date,
     "arm": pl.String,
@@ -82,12 +101,26 @@ def _counts_by_group(frame: pl.DataFrame) -> dict[str, tuple[int, int]]:
     return {g: (int(n), int(p)) for g, n, p in frame.select("group", "n", "n_pos").iter_rows()}
 
 
+def day_rng(seed: int, ds: dt.date, *keys: str) -> np.random.Generator:
+    """A generator fixed by (seed, day, keys): re-running a day reproduces its resamples."""
+    return np.random.default_rng([seed, ds.toordinal(), zlib.crc32("|".join(keys).encode())])
+
+
+def _by_group(frame: pl.DataFrame, groups: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
+    c = _counts_by_group(frame)
+    n = np.array([c.get(g, (0, 0))[0] for g in groups], dtype=np.int64)
+    pos = np.array([c.get(g, (0, 0))[1] for g in groups], dtype=np.int64)
+    return n, pos, sum(v[0] for v in c.values())
+
+
 def reo_tables(
     counts: pl.DataFrame,
     ds: dt.date,
     *,
     ci_method: CIMethod = "delta",
     level: float = 0.95,
+    n_boot: int = 1000,
+    seed: int = 0,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Compute ``reo_group`` and ``reo`` for one day from its group counts.
 
@@ -97,6 +130,8 @@ def reo_tables(
     ``window_start``/``window_end`` give its span). Other traffic stages are
     ignored here. One output row per (arm, attribute[, group]); arms are the
     default-traffic arms of the day.
+
+    Bootstrap ``ci_method``s draw ``n_boot`` resamples from :func:`day_rng`.
 
     Returns two frames with :data:`REO_GROUP_SCHEMA` and :data:`REO_SCHEMA`.
     Degenerate cases give NaN with a ``reason``, never an exception.
@@ -117,21 +152,17 @@ def reo_tables(
     reo_rows: list[dict] = []
     for attribute in attributes:
         rand = rand_all.filter(pl.col("attribute") == attribute)
-        rand_counts = _counts_by_group(rand)
-        n_rand = sum(n for n, _ in rand_counts.values())
         if rand.height:
             w_start, w_end = rand.get_column("window_start").min(), rand.get_column("window_end").max()
         else:
             w_start = w_end = None
         for arm in arms:
-            rec_counts = _counts_by_group(rec_all.filter((pl.col("arm") == arm) & (pl.col("attribute") == attribute)))
-            n_rec = sum(n for n, _ in rec_counts.values())
-            groups = sorted((set(rec_counts) | set(rand_counts)) - {MISSING_GROUP})
-            n_g_rec = np.array([rec_counts.get(g, (0, 0))[0] for g in groups], dtype=np.int64)
-            a = np.array([rec_counts.get(g, (0, 0))[1] for g in groups], dtype=np.int64)
-            n_g_rand = np.array([rand_counts.get(g, (0, 0))[0] for g in groups], dtype=np.int64)
-            b = np.array([rand_counts.get(g, (0, 0))[1] for g in groups], dtype=np.int64)
-            est = estimate_reo(groups, a, n_rec, b, n_rand, ci_method=ci_method, level=level)
+            rec = rec_all.filter((pl.col("arm") == arm) & (pl.col("attribute") == attribute))
+            groups = sorted((set(rec.get_column("group")) | set(rand.get_column("group"))) - {MISSING_GROUP})
+            n_g_rec, a, n_rec = _by_group(rec, groups)
+            n_g_rand, b, n_rand = _by_group(rand, groups)
+            est = estimate_reo(groups, a, n_rec, b, n_rand, ci_method=ci_method, level=level, n_boot=n_boot,
+                               rng=day_rng(seed, ds, attribute, arm))
             for i, g in enumerate(groups):
                 group_rows.append(
                     {
@@ -162,3 +193,59 @@ def reo_tables(
         pl.DataFrame(group_rows, schema=REO_GROUP_SCHEMA),
         pl.DataFrame(reo_rows, schema=REO_SCHEMA),
     )
+
+
+def ab_pairs(arms: list[str], control: str | None, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The (control, treatment) pairs of a day: the explicit ``pairs`` plus,
+    when ``control`` is set and present, control against every other arm."""
+    out = [tuple(p) for p in pairs]
+    if control is not None and control in arms:
+        out += [(control, a) for a in sorted(arms) if a != control and (control, a) not in out]
+    return out
+
+
+def reo_ab_table(
+    counts: pl.DataFrame,
+    ds: dt.date,
+    pairs: list[tuple[str, str]],
+    *,
+    methods: tuple[str, ...] = ("delta",),
+    level: float = 0.95,
+    folds: int = 10,
+    n_boot: int = 200,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """The ``reo_ab`` table for one day: every (control, treatment) pair ×
+    attribute × metric (REO, ΔU per group) × method (seed 001 Algorithms 2-4,
+    see :mod:`transforms.ab`). Both arms use the day's shared random-traffic
+    window. A pair whose arm has no traffic that day gives NaN rows with a
+    reason. Returns a frame with :data:`REO_AB_SCHEMA`.
+    """
+    day = counts.filter(pl.col("ds") == ds)
+    rec = day.filter(pl.col("traffic") == "default")
+    rand = day.filter(pl.col("traffic") == "random")
+    arms = set(rec.get_column("arm").to_list())
+    rows: list[dict] = []
+    for attribute in sorted(set(day.get_column("attribute").to_list())):
+        r_attr = rand.filter(pl.col("attribute") == attribute)
+        for control, treatment in pairs:
+            base = {"ds": ds, "attribute": attribute, "control": control, "treatment": treatment, "level": level}
+            if control not in arms or treatment not in arms:
+                missing = [a for a in (control, treatment) if a not in arms]
+                for m in methods:
+                    rows.append({**base, "metric": "reo", "method": m,
+                                 "reason": f"no default traffic for arm(s) {', '.join(missing)}"})
+                continue
+            c_attr = rec.filter((pl.col("attribute") == attribute) & (pl.col("arm") == control))
+            t_attr = rec.filter((pl.col("attribute") == attribute) & (pl.col("arm") == treatment))
+            groups = sorted((set(c_attr.get_column("group")) | set(t_attr.get_column("group"))
+                             | set(r_attr.get_column("group"))) - {MISSING_GROUP})
+            _, a_C, n_C = _by_group(c_attr, groups)
+            _, a_T, n_T = _by_group(t_attr, groups)
+            _, b, n_rand = _by_group(r_attr, groups)
+            est = ab_estimates(groups, a_T, n_T, a_C, n_C, b, n_rand, methods=methods, level=level, folds=folds,
+                               n_boot=n_boot, rng=day_rng(seed, ds, attribute, control, treatment))
+            rows += [{**base, "metric": e.metric, "diff": e.diff, "se": e.se, "ci_low": e.ci_low,
+                      "ci_high": e.ci_high, "p_value": e.p_value, "method": e.method, "df": e.df,
+                      "reason": e.reason} for e in est]
+    return pl.DataFrame(rows, schema=REO_AB_SCHEMA)

@@ -27,10 +27,10 @@ class ReportData:
     excluded: pl.DataFrame
     dq_summary: pl.DataFrame
     published: list[dt.date]
-
+    reo_ab: pl.DataFrame
 
 def report_data(reo: pl.DataFrame, reo_group: pl.DataFrame, dq: pl.DataFrame,
-                start: dt.date, end: dt.date) -> ReportData:
+                start: dt.date, end: dt.date, reo_ab: pl.DataFrame | None = None) -> ReportData:
     """Keep only days whose dq_results are all successful (DESIGN §3) within
     [start, end]; list the others with their reasons. Inputs are the whole
     tables as read from the warehouse (possibly empty frames)."""
@@ -69,4 +69,5 @@ def report_data(reo: pl.DataFrame, reo_group: pl.DataFrame, dq: pl.DataFrame,
             )
             .sort("ds", "suite")
         )
-    return ReportData(start, end, keep(reo), keep(reo_group), excluded, summary, days)
+    return ReportData(start, end, keep(reo), keep(reo_group), excluded, summary, days,
+                      keep(reo_ab if reo_ab is not None else pl.DataFrame()))

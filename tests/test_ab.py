@@ -1,0 +1,209 @@
+"""A/B differences (seed 001 Algorithms 2-4) and bootstrap CIs."""
+
+import datetime as dt
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy import stats
+
+from transforms.ab import ab_estimates, split_counts, welch
+from transforms.bootstrap import (
+    bca_acceleration,
+    bootstrap_interval,
+    grouped_jackknife,
+    reo_rows,
+    resample_counts,
+    utilities,
+)
+from transforms.reo import estimate_reo, reo_of_utilities
+from transforms.reo_tables import GROUP_COUNTS_SCHEMA, ab_pairs, reo_ab_table
+from transforms.simulate import SimulationSpec
+
+# Hand table, K = 2. U_T = (3, 2): r_T = 1.5, REO_T = 0.2; U_C = (1, 2): r_C = 0.5, REO_C = 1/3.
+# For K = 2, REO = |r - 1|/(r + 1), dREO/dlog r = ±2r/(1 + r)²; log r = log a_0 - log a_1 - log b_0 + log b_1,
+# and each log count has variance 1/count, so
+# Var(D) = h_T²(1/aT0 + 1/aT1) + h_C²(1/aC0 + 1/aC1) + (h_T - h_C)²(1/b0 + 1/b1).
+aT, aC, b = np.array([300, 200]), np.array([100, 200]), np.array([100, 100])
+N = 1000
+
+
+def _h(r):
+    return np.sign(r - 1) * 2 * r / (1 + r) ** 2
+
+
+def by(est, metric, method):
+    return next(e for e in est if e.metric == metric and e.method == method)
+
+
+def test_hand_computed_delta_difference():
+    est = ab_estimates(["0", "1"], aT, N, aC, N, b, N, methods=("delta", "delta_paper"))
+    d = by(est, "reo", "delta")
+    assert d.diff == pytest.approx(0.2 - 1 / 3)
+    hT, hC = _h(1.5), _h(0.5)
+    var = hT**2 * (1 / 300 + 1 / 200) + hC**2 * (1 / 100 + 1 / 200) + (hT - hC) ** 2 * (1 / 100 + 1 / 100)
+    assert d.se == pytest.approx(np.sqrt(var), rel=1e-12)
+    assert d.p_value == pytest.approx(2 * stats.norm.sf(abs(d.diff) / d.se), rel=1e-12)
+    assert d.ci_low == pytest.approx(d.diff - 1.959963984540054 * d.se, rel=1e-9)
+    # ΔU_0 = (r - 1)/(r + 1): derivative 2r/(1 + r)² without the sign
+    du = by(est, "delta_U:0", "delta")
+    gT, gC = 2 * 1.5 / 2.5**2, 2 * 0.5 / 1.5**2
+    var_du = gT**2 * (1 / 300 + 1 / 200) + gC**2 * (1 / 100 + 1 / 200) + (gT - gC) ** 2 * (2 / 100)
+    assert du.diff == pytest.approx(0.2 - (-1 / 3))
+    assert du.se == pytest.approx(np.sqrt(var_du), rel=1e-12)
+    # Algorithm 2 as printed: independent arms with the paper's (1 - Q)/Q terms
+    p = by(est, "reo", "delta_paper")
+    vT = hT**2 * (0.7 / 300 + 0.8 / 200 + 0.9 / 100 + 0.9 / 100)
+    vC = hC**2 * (0.9 / 100 + 0.8 / 200 + 0.9 / 100 + 0.9 / 100)
+    assert p.se == pytest.approx(np.sqrt(vT + vC), rel=1e-12)
+
+
+def test_welch_matches_scipy():
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(0.2, 0.05, 10), rng.normal(0.1, 0.11, 7)
+    se, nu = welch(x, y)
+    res = stats.ttest_ind(x, y, equal_var=False)
+    assert nu == pytest.approx(res.df, rel=1e-12)
+    assert (x.mean() - y.mean()) / se == pytest.approx(res.statistic, rel=1e-12)
+
+
+def test_partition_uses_welch_on_fold_estimates():
+    est = ab_estimates(["0", "1"], aT * 30, N * 30, aC * 30, N * 30, b * 30, N * 30, methods=("partition",),
+                       folds=6, rng=np.random.default_rng(8))
+    d = by(est, "reo", "partition")
+    # redo the folds with the same generator state, independently
+    rng = np.random.default_rng(8)
+    fT, nT = split_counts(aT * 30, N * 30, 6, rng)
+    fC, nC = split_counts(aC * 30, N * 30, 6, rng)
+    fR, nR = split_counts(b * 30, N * 30, 6, rng)
+    x, y = reo_rows(utilities(fT, nT, fR, nR)), reo_rows(utilities(fC, nC, fR, nR))
+    se, nu = welch(x, y)
+    assert d.se == pytest.approx(se) and d.df == pytest.approx(nu)
+    assert d.ci_high - d.diff == pytest.approx(stats.t.ppf(0.975, nu) * se)
+    assert d.p_value == pytest.approx(2 * stats.t.sf(abs(d.diff) / se, nu))
+
+
+def test_split_counts_is_a_partition():
+    folds, sizes = split_counts(np.array([30, 50]), 1003, 4, np.random.default_rng(0))
+    assert folds.sum(axis=0).tolist() == [30, 50] and sizes.sum() == 1003
+    assert sorted(sizes.tolist()) == [250, 251, 251, 251]
+
+
+def test_resample_counts_mean_and_shape():
+    r = resample_counts(np.array([100, 300]), 1000, 4000, np.random.default_rng(2))
+    assert r.shape == (4000, 2)
+    assert r.mean(axis=0) == pytest.approx([100, 300], rel=0.01)
+    assert r.var(axis=0) == pytest.approx([1000 * 0.1 * 0.9, 1000 * 0.3 * 0.7], rel=0.08)
+
+
+# --- bootstrap against scipy.stats.bootstrap on the same statistic and resamples ----
+
+K = 2
+
+
+def _rows_stat(x, y, axis=-1):
+    a = np.stack([(x == k).sum(axis=axis) for k in range(K)], -1)
+    bb = np.stack([(y == k).sum(axis=axis) for k in range(K)], -1)
+    return reo_rows((a / x.shape[axis]) / (bb / y.shape[axis]))
+
+
+@pytest.mark.parametrize("method", ["BCa", "percentile"])
+def test_bootstrap_interval_matches_scipy(method):
+    rng = np.random.default_rng(0)
+    rec = rng.choice(K + 1, 400, p=[0.15, 0.25, 0.60])
+    rand = rng.choice(K + 1, 300, p=[0.10, 0.15, 0.75])
+    res = stats.bootstrap((rec, rand), _rows_stat, method=method, n_resamples=999, vectorized=True,
+                          rng=np.random.default_rng(1))
+    a = np.array([(rec == k).sum() for k in range(K)])
+    bb = np.array([(rand == k).sum() for k in range(K)])
+    theta_hat = float(reo_rows(utilities(a[None], np.array([400]), bb[None], np.array([300])))[0])
+    assert theta_hat == pytest.approx(_rows_stat(rec, rand))
+    acc = 0.0
+    if method == "BCa":
+        jack = grouped_jackknife(lambda p, q, n, m: reo_rows(utilities(p, n, q, m)), [(a, 400), (bb, 300)])
+        acc = bca_acceleration(jack)
+        assert acc != 0.0
+    lo, hi, se = bootstrap_interval(theta_hat, res.bootstrap_distribution, method.lower(), 0.95, acc)
+    assert lo == pytest.approx(res.confidence_interval.low, rel=1e-10)
+    assert hi == pytest.approx(res.confidence_interval.high, rel=1e-10)
+    assert se == pytest.approx(res.standard_error, rel=1e-10)
+
+
+def test_single_arm_bootstrap_agrees_with_delta_at_scale():
+    a, n, bb, m = np.array([3000, 5000]), 20000, np.array([1500, 2200]), 12000
+    d = estimate_reo(["0", "1"], a, n, bb, m)
+    for method in ("bootstrap_percentile", "bootstrap_normal", "bootstrap_bca"):
+        e = estimate_reo(["0", "1"], a, n, bb, m, ci_method=method, n_boot=2000, rng=np.random.default_rng(4))
+        assert e.reo == d.reo
+        assert e.se == pytest.approx(d.se, rel=0.1)
+        assert e.ci_low < d.reo < e.ci_high
+        assert e.se_delta_U == pytest.approx(d.se_delta_U, rel=0.1)
+
+
+# --- simulation: coverage of D_REO and the §4.4 directions --------------------------
+
+SPEC = SimulationSpec(arms={"control": {}, "deboost_1.25": {0: 1.25}, "deboost_2": {0: 2.0}, "boost_2": {1: 2.0}})
+N_ARM, N_RAND = 150_000, 43_000  # a TikTok-size day
+
+
+def _days(treatment, days, seed):
+    QC, P = SPEC.true_QP("control")
+    QT, _ = SPEC.true_QP(treatment)
+    rng = np.random.default_rng(seed)
+    aC = rng.multinomial(N_ARM, np.append(QC, 1 - QC.sum()), size=days)[:, :-1]
+    aT = rng.multinomial(N_ARM, np.append(QT, 1 - QT.sum()), size=days)[:, :-1]
+    bb = rng.multinomial(N_RAND, np.append(P, 1 - P.sum()), size=days)[:, :-1]
+    truth = reo_of_utilities(QT / P) - reo_of_utilities(QC / P)
+    return aC, aT, bb, truth
+
+
+@pytest.mark.parametrize("treatment", ["deboost_1.25", "boost_2"])
+def test_d_reo_coverage_delta_nominal_paper_too_wide(treatment):
+    days = 600
+    aC, aT, bb, truth = _days(treatment, days, seed=31)
+    hits = {"delta": 0, "delta_paper": 0}
+    for i in range(days):
+        for e in ab_estimates(["0", "1"], aT[i], N_ARM, aC[i], N_ARM, bb[i], N_RAND, methods=tuple(hits)):
+            if e.metric == "reo":
+                hits[e.method] += e.ci_low <= truth <= e.ci_high
+    cov = {k: v / days for k, v in hits.items()}
+    assert 0.93 <= cov["delta"] <= 0.97, cov
+    assert cov["delta_paper"] > 0.98, cov
+
+
+def test_section_4_4_directions():
+    expected = {"deboost_1.25": -1, "deboost_2": +1, "boost_2": +1}  # seed 001 Fig. 9
+    for treatment, sign in expected.items():
+        aC, aT, bb, truth = _days(treatment, 30, seed=5)
+        assert np.sign(truth) == sign
+        significant = 0
+        for i in range(30):
+            d = by(ab_estimates(["0", "1"], aT[i], N_ARM, aC[i], N_ARM, bb[i], N_RAND), "reo", "delta")
+            significant += (d.ci_high < 0) if sign < 0 else (d.ci_low > 0)
+        assert significant >= 27, (treatment, significant)
+
+
+def test_undefined_inputs_give_nan_with_reason():
+    est = ab_estimates(["0", "1"], aT, N, aC, N, np.array([0, 100]), N, methods=("delta", "bootstrap"))
+    assert all(np.isnan(e.se) and "P_k = 0" in e.reason for e in est)
+    with pytest.raises(ValueError, match="unknown"):
+        ab_estimates(["0", "1"], aT, N, aC, N, b, N, methods=("magic",))
+
+
+def test_reo_ab_table_from_counts_and_pairs():
+    ds = dt.date(2026, 1, 1)
+    rows = [("default", "c", "0", N, aC[0]), ("default", "c", "1", 0, aC[1]), ("default", "t", "0", N, aT[0]),
+            ("default", "t", "1", 0, aT[1]), ("random", "all", "0", N, b[0]), ("random", "all", "1", 0, b[1])]
+    counts = pl.DataFrame([{"ds": ds, "source": "impressions", "traffic": t, "arm": arm, "attribute": "g",
+                            "group": g, "n": n, "n_pos": int(p), "window_start": ds, "window_end": ds}
+                           for t, arm, g, n, p in rows], schema=GROUP_COUNTS_SCHEMA)
+    assert ab_pairs(["c", "t", "u"], "c", []) == [("c", "t"), ("c", "u")]
+    assert ab_pairs(["c", "t"], None, [("t", "c")]) == [("t", "c")]
+    tab = reo_ab_table(counts, ds, [("c", "t"), ("c", "missing")], methods=("delta", "bootstrap"), n_boot=100)
+    d = tab.filter((pl.col("treatment") == "t") & (pl.col("metric") == "reo") & (pl.col("method") == "delta"))
+    assert d.get_column("diff").item() == pytest.approx(0.2 - 1 / 3)
+    assert set(tab.get_column("metric")) == {"reo", "delta_U:0", "delta_U:1"}
+    miss = tab.filter(pl.col("treatment") == "missing")
+    assert miss.height == 2 and "missing" in miss.get_column("reason")[0]
+    again = reo_ab_table(counts, ds, [("c", "t")], methods=("bootstrap",), n_boot=100)
+    assert again.equals(reo_ab_table(counts, ds, [("c", "t")], methods=("bootstrap",), n_boot=100))  # seeded per day

@@ -1,0 +1,188 @@
+"""A/B differences in fairness between experiment arms (seed 001 App. D-G).
+
+For a control arm C and a treatment arm T measured against the same random
+traffic (shared P̂), the quantities are D_REO = REO_T − REO_C and
+D_k = ΔU_k^T − ΔU_k^C. Methods (DESIGN §4.1):
+
+* ``delta`` (default): joint delta method through the shared P̂,
+  Var(D) = Σ g_T²/(Q_T n_T) + Σ g_C²/(Q_C n_C) + Σ (g_T − g_C)²/(P n_rand),
+  with g = ∂metric/∂log U (see :mod:`transforms.reo`);
+* ``delta_paper``: Algorithm 2 as printed, SE = sqrt(SE_T² + SE_C²) with the
+  paper's diagonal single-arm SEs; ignores that both arms share P̂ (too wide);
+* ``partition``: Algorithm 3, the rows of each arm and of the random traffic
+  split at random into M folds (multivariate hypergeometric on the count
+  tables), the metric computed per fold, Welch's t with the
+  Welch-Satterthwaite degrees of freedom;
+* ``bootstrap``: Algorithm 4, both arms and the shared random traffic
+  resampled together (multinomial on the count tables), B replicates;
+  percentile CI, SE = bootstrap sd, normal two-sided p-value.
+
+Every method reports the same point estimate (the full-data difference); they
+differ in SE, CI and p-value. Normal CIs use z, Welch CIs use t_ν.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from transforms.bootstrap import delta_u_rows, reo_rows, resample_counts, utilities
+from transforms.reo import delta_u_log_jacobian, log_utility_variance, reo_log_gradient, z_value
+
+AB_METHODS = ("delta", "delta_paper", "partition", "bootstrap")
+
+
+@dataclass(frozen=True)
+class ABEstimate:
+    """One row of ``reo_ab``: metric is "reo" or "delta_U:<group>"."""
+
+    metric: str
+    diff: float
+    se: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    method: str
+    df: float = float("nan")
+    reason: str | None = None
+
+
+def _metrics(U: np.ndarray) -> np.ndarray:
+    """(..., K) utilities -> (..., 1 + K): REO then ΔU_1..ΔU_K."""
+    return np.concatenate([reo_rows(U)[..., None], delta_u_rows(U)], axis=-1)
+
+
+def _gradients(U: np.ndarray) -> np.ndarray:
+    """(1 + K, K): rows = ∂metric/∂log U_j for REO and each ΔU_k."""
+    return np.vstack([reo_log_gradient(U)[None, :], delta_u_log_jacobian(U)])
+
+
+def _normal(metric, diff, se, level, method, reason=None) -> ABEstimate:
+    if not (np.isfinite(diff) and np.isfinite(se)) or se <= 0:
+        nan = float("nan")
+        return ABEstimate(metric, float(diff), nan, nan, nan, nan, method, reason=reason or "SE undefined")
+    z = z_value(level)
+    p = float(2 * stats.norm.sf(abs(diff) / se))
+    return ABEstimate(metric, float(diff), float(se), float(diff - z * se), float(diff + z * se), p, method,
+                      reason=reason)
+
+
+def welch(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Welch's SE of mean(x) − mean(y) and the Welch-Satterthwaite degrees of freedom.
+
+    SE² = s_x²/n_x + s_y²/n_y; ν = SE⁴ / ((s_x²/n_x)²/(n_x−1) + (s_y²/n_y)²/(n_y−1)).
+    """
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    vx, vy = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
+    se2 = vx + vy
+    return float(np.sqrt(se2)), float(se2**2 / (vx**2 / (x.size - 1) + vy**2 / (y.size - 1)))
+
+
+def split_counts(pos: np.ndarray, n: int, M: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Split n rows (positives per group ``pos``) at random into M near-equal folds.
+
+    Returns (fold positives (M, K), fold sizes (M,)), exactly the counts of a
+    random partition of the rows (sequential multivariate hypergeometric draws).
+    """
+    cells = np.append(np.asarray(pos, np.int64), n - int(np.sum(pos)))
+    folds = np.zeros((M, cells.size), np.int64)
+    left = cells.copy()
+    for m in range(M - 1):
+        size = int(left.sum()) // (M - m)
+        folds[m] = rng.multivariate_hypergeometric(left, size)
+        left -= folds[m]
+    folds[M - 1] = left
+    return folds[:, :-1], folds.sum(axis=1)
+
+
+def ab_estimates(
+    groups: list[str],
+    a_T: np.ndarray, n_T: int,
+    a_C: np.ndarray, n_C: int,
+    b: np.ndarray, n_rand: int,
+    *,
+    methods: tuple[str, ...] = ("delta",),
+    level: float = 0.95,
+    folds: int = 10,
+    n_boot: int = 200,
+    rng: np.random.Generator | None = None,
+) -> list[ABEstimate]:
+    """D_REO and D_k for one (control, treatment) pair with every requested method.
+
+    Inputs: positives per group in the treatment arm ``a_T`` (of n_T default
+    rows), the control arm ``a_C`` (of n_C) and the shared random-traffic
+    window ``b`` (of n_rand); shapes (K,). Returns one :class:`ABEstimate` per
+    method and metric (REO first, then ΔU of each group in ``groups`` order).
+    Undefined inputs (P_k = 0, Q_k = 0, K < 2) give NaN rows with a reason.
+    Raises ValueError for an unknown method.
+    Source: seed 001 Algorithms 2-4; joint delta method per DESIGN §4.1.
+    """
+    unknown = set(methods) - set(AB_METHODS)
+    if unknown:
+        raise ValueError(f"unknown A/B method(s) {sorted(unknown)}; expected {AB_METHODS}")
+    rng = rng or np.random.default_rng(0)
+    a_T, a_C, b = (np.asarray(x, np.int64) for x in (a_T, a_C, b))
+    names = ["reo", *[f"delta_U:{g}" for g in groups]]
+    K = len(groups)
+    U_T = utilities(a_T[None], np.array([n_T]), b[None], np.array([n_rand]))[0]
+    U_C = utilities(a_C[None], np.array([n_C]), b[None], np.array([n_rand]))[0]
+    reason = None
+    if K < 2:
+        reason = "fewer than 2 groups"
+    elif min(n_T, n_C, n_rand) == 0 or (b == 0).any():
+        reason = "P_k = 0 or an empty sample: U undefined"
+    elif (a_T == 0).any() or (a_C == 0).any():
+        reason = "Q_k = 0 in an arm: SE undefined"
+    elif reo_rows(U_T) == 0 or reo_rows(U_C) == 0:
+        reason = "REO = 0 in an arm: not differentiable"
+    diff = _metrics(U_T) - _metrics(U_C) if K >= 1 else np.array([])
+    if reason:
+        nan = float("nan")
+        return [ABEstimate(m, float(d) if np.isfinite(d) else nan, nan, nan, nan, nan, meth, reason=reason)
+                for meth in methods for m, d in zip(names, np.atleast_1d(diff))]
+
+    Q_T, Q_C, P = a_T / n_T, a_C / n_C, b / n_rand
+    out: list[ABEstimate] = []
+    for method in methods:
+        if method == "delta":
+            G_T, G_C = _gradients(U_T), _gradients(U_C)
+            var = (G_T**2) @ (1 / (Q_T * n_T)) + (G_C**2) @ (1 / (Q_C * n_C)) + ((G_T - G_C) ** 2) @ (1 / (P * n_rand))
+            out += [_normal(m, d, s, level, method) for m, d, s in zip(names, diff, np.sqrt(var))]
+        elif method == "delta_paper":
+            se_T = np.sqrt((_gradients(U_T) ** 2) @ log_utility_variance(Q_T, P, n_T, n_rand, "delta_paper"))
+            se_C = np.sqrt((_gradients(U_C) ** 2) @ log_utility_variance(Q_C, P, n_C, n_rand, "delta_paper"))
+            out += [_normal(m, d, s, level, method) for m, d, s in zip(names, diff, np.hypot(se_T, se_C))]
+        elif method == "partition":
+            fT, nT = split_counts(a_T, n_T, folds, rng)
+            fC, nC = split_counts(a_C, n_C, folds, rng)
+            fR, nR = split_counts(b, n_rand, folds, rng)
+            mT, mC = _metrics(utilities(fT, nT, fR, nR)), _metrics(utilities(fC, nC, fR, nR))
+            for j, (m, d) in enumerate(zip(names, diff)):
+                x, y = mT[:, j], mC[:, j]
+                if not (np.isfinite(x).all() and np.isfinite(y).all()):
+                    out.append(ABEstimate(m, float(d), *[float("nan")] * 4, method,
+                                          reason="a fold has P_k = 0; use fewer folds"))
+                    continue
+                se, nu = welch(x, y)
+                t = stats.t.ppf(0.5 + level / 2, nu)
+                p = float(2 * stats.t.sf(abs(d) / se, nu)) if se > 0 else float("nan")
+                out.append(ABEstimate(m, float(d), se, float(d - t * se), float(d + t * se), p, method, df=nu))
+        elif method == "bootstrap":
+            bT = resample_counts(a_T, n_T, n_boot, rng)
+            bC = resample_counts(a_C, n_C, n_boot, rng)
+            bR = resample_counts(b, n_rand, n_boot, rng)  # shared by both arms in each replicate
+            B = np.full(n_boot, 1)
+            d_b = _metrics(utilities(bT, B * n_T, bR, B * n_rand)) - _metrics(utilities(bC, B * n_C, bR, B * n_rand))
+            for j, (m, d) in enumerate(zip(names, diff)):
+                col = d_b[:, j]
+                if not np.isfinite(col).all():
+                    out.append(ABEstimate(m, float(d), *[float("nan")] * 4, method,
+                                          reason="a resample has P_k = 0"))
+                    continue
+                se = float(col.std(ddof=1))
+                lo, hi = np.quantile(col, [(1 - level) / 2, (1 + level) / 2])
+                p = float(2 * stats.norm.sf(abs(d) / se)) if se > 0 else float("nan")
+                out.append(ABEstimate(m, float(d), se, float(lo), float(hi), p, method))
+    return out
