@@ -13,7 +13,9 @@ import pytest
 from typer.testing import CliRunner
 
 from pipelines.cli import app
+from pipelines.config import load_config
 from pipelines.flows import DayQuarantined, daily
+from pipelines.report import build_report
 from pipelines.simulate import write_simulation
 from pipelines.warehouse import partition_path, read_table
 from transforms.reo import estimate_reo
@@ -69,6 +71,13 @@ def test_daily_flow_matches_independent_computation(sim):
     finally:
         con.close()
     assert rows == [(a, pytest.approx(reo[a]["reo"], rel=1e-12)) for a in ("control", "treatment")]
+    # the simulator's config compares every arm with "control" by all four A/B methods
+    ab = read_table(wh, "reo_ab").filter(pl.col("metric") == "reo")
+    assert sorted(ab.get_column("method").to_list()) == ["bootstrap", "delta", "delta_paper", "partition"]
+    d = ab.filter(pl.col("method") == "delta").row(0, named=True)
+    assert d["diff"] == pytest.approx(reo["treatment"]["reo"] - reo["control"]["reo"], rel=1e-12)
+    report = build_report(load_config(cfg), DAY3, DAY3).read_text()
+    assert "A/B tests: change in REO by treatment" in report and report.count("<svg") == 3
 
 
 def test_rerun_is_idempotent_and_reingest_replaces(sim):
