@@ -18,7 +18,14 @@ import polars as pl
 
 from pipelines.config import FairmonConfig
 from transforms.coat import coat_impressions
-from transforms.contract import InputContractError, adapt_impressions, normalize_impressions
+from transforms.compas import compas_scores
+from transforms.contract import (
+    InputContractError,
+    adapt_impressions,
+    normalize_impressions,
+    normalize_labels,
+    normalize_scores,
+)
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,41 @@ def _tiktok_pools(cfg: FairmonConfig) -> list[tuple[Path, dt.date, dt.date]]:
                     raise InputContractError(f"pool range end {b} is before start {a}", file=str(p))
                 pools.append((p, a, b))
     return pools
+
+
+def _days(first: dt.date, last: dt.date) -> list[dt.date]:
+    return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def log_units_for_day(cfg: FairmonConfig, source: str, ds: dt.date) -> list[IngestUnit]:
+    """Files of a score or labeling log that day ``ds`` needs: one per day of its
+    trailing window (``window_days``), or the single COMPAS file."""
+    sc = cfg.scores if source == "scores" else cfg.labels
+    if source == "scores" and sc.format == "compas":
+        path = cfg.resolve(sc.path)
+        if not path.is_file():
+            raise InputContractError("COMPAS file not found", file=str(path))
+        return [IngestUnit(path, dt.date.min, dt.date.max, "file")]
+    first = window_start(ds, sc.window_days)
+    return [IngestUnit(f, d, d, "file") for d in _days(first, ds) for f in _matches(sc.path, cfg, ds=d.isoformat())]
+
+
+def read_log_unit(cfg: FairmonConfig, source: str, unit: IngestUnit) -> pl.DataFrame:
+    """Read a score or labeling file as a raw frame in the DESIGN §2 layout."""
+    raw = read_table(unit.file)
+    if source == "scores" and cfg.scores.format == "compas":
+        try:
+            return compas_scores(raw, propublica_filter=cfg.scores.propublica_filter)
+        except ValueError as e:
+            raise InputContractError(str(e), file=str(unit.file)) from None
+    return raw
+
+
+def normalize_log_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, raw: pl.DataFrame) -> pl.DataFrame:
+    """Parse a raw score or labeling frame into staging rows (transforms.contract)."""
+    if source == "scores":
+        return normalize_scores(raw, file=str(unit.file), attributes=cfg.scores.attributes)
+    return normalize_labels(raw, file=str(unit.file), attributes=cfg.labels.attributes)
 
 
 def units_for_day(cfg: FairmonConfig, ds: dt.date) -> list[IngestUnit]:

@@ -20,6 +20,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+def _check_identifiers(v: list[str]) -> list[str]:
+    for name in v:
+        if not _IDENT.match(name):
+            raise ValueError(f"{name!r} is not a valid column name (letters, digits, _)")
+    if len(set(v)) != len(v):
+        raise ValueError("names must be unique")
+    return v
+
+
 class ConfigError(ValueError):
     """A config file is missing, unreadable or invalid; the message names the key."""
 
@@ -74,12 +83,7 @@ class ImpressionsConfig(_Strict):
     @field_validator("signals", "attributes", "traffic_stages")
     @classmethod
     def _identifiers(cls, v: list[str]) -> list[str]:
-        for name in v:
-            if not _IDENT.match(name):
-                raise ValueError(f"{name!r} is not a valid column name (letters, digits, _)")
-        if len(set(v)) != len(v):
-            raise ValueError("names must be unique")
-        return v
+        return _check_identifiers(v)
 
     @model_validator(mode="after")
     def _format_fields(self) -> "ImpressionsConfig":
@@ -89,6 +93,59 @@ class ImpressionsConfig(_Strict):
             raise ValueError("ds is required for format coat (Coat has no dates)")
         if self.random_path is not None and not ("{start}" in self.random_path and "{end}" in self.random_path):
             raise ValueError("random_path must contain {start} and {end}")
+        return self
+
+
+class ThresholdSpec(_Strict):
+    """A model's decision threshold t and the half-width d of the local window (seed 002 eqs. 8-11)."""
+
+    model: str
+    t: float
+    d: float = Field(gt=0)
+
+
+class ScoresConfig(_Strict):
+    """Model score logs (DESIGN §2 scores) and prevalence at the threshold (§4.2)."""
+
+    format: Literal["contract", "compas"] = "contract"
+    path: str = Field(description="contract: file per day, template with {ds}; compas: the COMPAS CSV")
+    attributes: list[str] = Field(min_length=1)
+    thresholds: list[ThresholdSpec] = Field(min_length=1)
+    window_days: int = Field(default=1, ge=1, description="trailing window of days pooled per estimate")
+    propublica_filter: bool = Field(default=True, description="compas: keep the usual ProPublica rows only")
+    hc: Literal["HC0", "HC1"] = "HC1"
+    min_rows: int = Field(default=10, ge=3, description="rows within d of t needed per group")
+
+    @field_validator("attributes")
+    @classmethod
+    def _identifiers(cls, v: list[str]) -> list[str]:
+        return _check_identifiers(v)
+
+    @model_validator(mode="after")
+    def _template(self) -> "ScoresConfig":
+        if self.format == "contract" and "{ds}" not in self.path:
+            raise ValueError("path must contain {ds} for format contract")
+        return self
+
+
+class LabelsConfig(_Strict):
+    """Human labeling logs (DESIGN §2 labels) and signal-detection metrics (§4.3)."""
+
+    path: str = Field(description="file per day, template with {ds}")
+    attributes: list[str] = Field(min_length=1)
+    window_days: int = Field(default=1, ge=1)
+    min_pos: int = Field(default=10, ge=1, description="gold positives needed per cell")
+    min_neg: int = Field(default=10, ge=1, description="gold negatives needed per cell")
+
+    @field_validator("attributes")
+    @classmethod
+    def _identifiers(cls, v: list[str]) -> list[str]:
+        return _check_identifiers(v)
+
+    @model_validator(mode="after")
+    def _template(self) -> "LabelsConfig":
+        if "{ds}" not in self.path:
+            raise ValueError("path must contain {ds}")
         return self
 
 
@@ -136,7 +193,9 @@ class FairmonConfig(_Strict):
 
     warehouse: Path
     duckdb: Path
-    impressions: ImpressionsConfig
+    impressions: ImpressionsConfig | None = None
+    scores: ScoresConfig | None = None
+    labels: LabelsConfig | None = None
     estimation: EstimationConfig = EstimationConfig()
     quality: QualityConfig = QualityConfig()
     ab: ABConfig = ABConfig()
@@ -155,6 +214,12 @@ class FairmonConfig(_Strict):
     def duckdb_path(self) -> Path:
         return self.resolve(self.duckdb)
 
+    @model_validator(mode="after")
+    def _some_source(self) -> "FairmonConfig":
+        if self.impressions is None and self.scores is None and self.labels is None:
+            raise ValueError("configure at least one of [impressions], [scores], [labels]")
+        return self
+
     @property
     def gx_root(self) -> Path:
         """GX project folder, beside the warehouse (Data Docs under gx/uncommitted/data_docs)."""
@@ -162,8 +227,9 @@ class FairmonConfig(_Strict):
 
     def fingerprint(self) -> str:
         """Hash of the settings that change staged rows (used to decide re-ingest)."""
-        imp = self.impressions.model_dump(mode="json")
-        return hashlib.sha256(json.dumps(imp, sort_keys=True).encode()).hexdigest()[:16]
+        inputs = {k: getattr(self, k).model_dump(mode="json") if getattr(self, k) else None
+                  for k in ("impressions", "scores", "labels")}
+        return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _format_validation_error(path: Path, err: ValidationError) -> str:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -23,11 +25,21 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from pipelines import db
-from pipelines.adapters import IngestUnit, normalize_unit, read_unit, units_for_day, window_start
+from pipelines.adapters import (
+    IngestUnit,
+    log_units_for_day,
+    normalize_log_unit,
+    normalize_unit,
+    read_log_unit,
+    read_unit,
+    units_for_day,
+    window_start,
+)
 from pipelines.config import FairmonConfig, load_config
 from pipelines.quality import DQResult, QualityGate, dq_frame
 from pipelines.warehouse import sync_duckdb, write_partitions
 from transforms.contract import InputContractError
+from transforms.decision_tables import sdt_table, threshold_tables
 from transforms.quality import day_check_frame, group_counts_check_frame, raw_check_frame, reo_check_frame
 from transforms.reo_tables import GROUP_COUNTS_SCHEMA, ab_pairs, reo_ab_table, reo_tables
 
@@ -60,14 +72,42 @@ def _fingerprint(path: Path) -> tuple[int, int]:
     return st.st_size, st.st_mtime_ns
 
 
-def _raw_params(cfg: FairmonConfig) -> dict:
-    imp = cfg.impressions
-    return {
-        "required_columns": ["ds", "traffic", "arm", *imp.signals, *imp.attributes],
-        "signals": imp.signals,
-        "attributes": imp.attributes,
-        "traffic_values": ["default", "random", *imp.traffic_stages],
-    }
+@dataclass(frozen=True)
+class InputSource:
+    """How one input (impressions, scores or labels) is read, checked and staged."""
+
+    name: str  # staging table and sql/<name>_*.sql prefix
+    suite: str
+    params: dict
+    text_columns: list[str]
+    read: Callable[[IngestUnit], pl.DataFrame]
+    normalize: Callable[[IngestUnit, pl.DataFrame], pl.DataFrame]
+    delete_params: Callable[[IngestUnit], dict]
+
+
+def input_source(cfg: FairmonConfig, name: str) -> InputSource:
+    """The :class:`InputSource` of ``name`` under ``cfg``. Raises ValueError for an unknown name."""
+    if name == "impressions":
+        imp = cfg.impressions
+        return InputSource(
+            "impressions", "impressions_raw",
+            {"required_columns": ["ds", "traffic", "arm", *imp.signals, *imp.attributes], "signals": imp.signals,
+             "attributes": imp.attributes, "traffic_values": ["default", "random", *imp.traffic_stages]},
+            ["ds", "traffic", *imp.signals],
+            lambda u: read_unit(cfg, u), lambda u, raw: normalize_unit(cfg, u, raw),
+            lambda u: {"ds_start": u.ds_start, "ds": u.ds_end, "scope": u.scope},
+        )
+    if name in ("scores", "labels"):
+        sc = getattr(cfg, name)
+        cols = (["ds", "model", "item_id", "score", "outcome"] if name == "scores"
+                else ["ds", "item_id", "labeler_id", "label", "gold_label"])
+        text = ["ds", "score", "outcome"] if name == "scores" else ["ds", "label", "gold_label"]
+        return InputSource(
+            name, f"{name}_raw", {"required_columns": [*cols, *sc.attributes], "attributes": sc.attributes}, text,
+            lambda u: read_log_unit(cfg, name, u), lambda u, raw: normalize_log_unit(cfg, name, u, raw),
+            lambda u: {"file": str(u.file)},
+        )
+    raise ValueError(f"unknown input {name!r}")
 
 
 def _last_ingest(cfg: FairmonConfig, file: Path) -> dict | None:
@@ -77,22 +117,22 @@ def _last_ingest(cfg: FairmonConfig, file: Path) -> dict | None:
     return seen.row(0, named=True) if seen.height else None
 
 
-def _replace_unit(cfg: FairmonConfig, unit: IngestUnit, staged: pl.DataFrame, size: int, mtime: int, fp: str,
-                  dq: DQResult) -> None:
+def _replace_unit(cfg: FairmonConfig, src: InputSource, unit: IngestUnit, staged: pl.DataFrame, size: int,
+                  mtime: int, fp: str, dq: DQResult) -> None:
     """Replace the unit's staged rows and record its fingerprint, in one transaction."""
     with db.connect(cfg.duckdb_path) as con:
         con.register("staged", staged)
-        db.execute(con, "impressions_create")
-        have = db.query(con, "impressions_columns").get_column("column_name").to_list()
+        db.execute(con, f"{src.name}_create")
+        have = db.query(con, f"{src.name}_columns").get_column("column_name").to_list()
         if have != staged.columns:
             raise InputContractError(
-                f"the staging table in {cfg.duckdb_path} has columns {have}, but this config gives "
+                f"the staging table {src.name} in {cfg.duckdb_path} has columns {have}, but this config gives "
                 f"{staged.columns}; use a separate duckdb path for a different set of attributes",
                 file=str(unit.file),
             )
         with db.transaction(con):
-            db.execute(con, "impressions_delete_unit", ds_start=unit.ds_start, ds=unit.ds_end, scope=unit.scope)
-            db.execute(con, "impressions_insert")
+            db.execute(con, f"{src.name}_delete_unit", **src.delete_params(unit))
+            db.execute(con, f"{src.name}_insert")
             db.execute(
                 con, "ingest_log_upsert", file=str(unit.file), size=size, mtime_ns=mtime, config_fp=fp,
                 ds_start=unit.ds_start, ds=unit.ds_end, scope=unit.scope, rows=staged.height,
@@ -102,16 +142,17 @@ def _replace_unit(cfg: FairmonConfig, unit: IngestUnit, staged: pl.DataFrame, si
 
 
 @task(name="stage-unit", cache_policy=NO_CACHE)
-def stage_unit(cfg: FairmonConfig, unit: IngestUnit, run_name: str, force: bool = False) -> DQResult:
-    """Validate one file with the ``impressions_raw`` suite and, if no critical
-    expectation failed, stage it into the DuckDB ``impressions`` table
-    (replacing its previous rows). An unchanged file (same size, mtime and
-    config) is not read again; its recorded result is returned.
+def stage_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, run_name: str, force: bool = False) -> DQResult:
+    """Validate one file of input ``source`` with its raw suite and, if no
+    critical expectation failed, stage it into the DuckDB table of that name
+    (replacing the file's previous rows). An unchanged file (same size, mtime
+    and config) is not read again; its recorded result is returned.
 
     Returns the file's :class:`DQResult`. Raises :class:`InputContractError`
     when a file that passed the suite still cannot be parsed.
     """
     logger = get_run_logger()
+    src = input_source(cfg, source)
     t0 = time.perf_counter()
     size, mtime = _fingerprint(unit.file)
     fp = cfg.fingerprint()
@@ -119,39 +160,49 @@ def stage_unit(cfg: FairmonConfig, unit: IngestUnit, run_name: str, force: bool 
     if seen and (seen["size"], seen["mtime_ns"], seen["config_fp"]) == (size, mtime, fp):
         logger.info("ingest %s: unchanged since last staged, skipped", unit.file)
         prev = json.loads(seen["dq"] or "{}")
-        return DQResult("impressions", "impressions_raw", str(unit.file), prev.get("n_expectations", 0),
-                        prev.get("failures", []))
-    raw = read_unit(cfg, unit)
-    text_cols = ["ds", "traffic", *cfg.impressions.signals]
-    dq = gate_for(cfg).validate("impressions_raw", raw_check_frame(raw, text_cols), _raw_params(cfg),
-                                str(unit.file), run_name)
+        return DQResult(source, src.suite, str(unit.file), prev.get("n_expectations", 0), prev.get("failures", []))
+    raw = src.read(unit)
+    dq = gate_for(cfg).validate(src.suite, raw_check_frame(raw, src.text_columns), src.params, str(unit.file),
+                                run_name)
     if not dq.success:
         logger.warning("ingest %s: %d rows in, not staged: %s", unit.file, raw.height, dq.summary())
         return dq
-    staged = normalize_unit(cfg, unit, raw)
-    _replace_unit(cfg, unit, staged, size, mtime, fp, dq)
+    staged = src.normalize(unit, raw)
+    _replace_unit(cfg, src, unit, staged, size, mtime, fp, dq)
     logger.info("ingest %s: %d rows in, %d staged, %.2fs", unit.file, raw.height, staged.height,
                 time.perf_counter() - t0)
     return dq
 
 
-def _ingest(cfg: FairmonConfig, ds: dt.date, force: bool) -> list[DQResult]:
-    units = units_for_day(cfg, ds)
-    if not any(u.scope != "random" for u in units):
-        get_run_logger().warning("%s: no default-traffic file matches %s", ds, cfg.resolve(cfg.impressions.path))
-    return [stage_unit(cfg, u, str(ds), force) for u in units]
+def _units(cfg: FairmonConfig, source: str, ds: dt.date) -> list[IngestUnit]:
+    if source == "impressions":
+        units = units_for_day(cfg, ds)
+        if not any(u.scope != "random" for u in units):
+            get_run_logger().warning("%s: no default-traffic file matches %s", ds, cfg.resolve(cfg.impressions.path))
+        return units
+    return log_units_for_day(cfg, source, ds)
 
 
-@flow(name="fairmon-ingest-impressions")
-def ingest_impressions(config_path: str, ds: dt.date, force: bool = False) -> list[DQResult]:
-    """Validate and stage the impressions that day ``ds`` needs (its default
-    traffic and the random traffic of its trailing window). Re-ingesting
+def _ingest(cfg: FairmonConfig, source: str, ds: dt.date, force: bool) -> list[DQResult]:
+    return [stage_unit(cfg, source, u, str(ds), force) for u in _units(cfg, source, ds)]
+
+
+@flow(name="fairmon-ingest")
+def ingest(config_path: str, ds: dt.date, force: bool = False) -> list[DQResult]:
+    """Validate and stage every configured input that day ``ds`` needs (for
+    impressions: its default traffic and the random traffic of its trailing
+    window; for scores and labels: the days of their windows). Re-ingesting
     replaces. Returns one :class:`DQResult` per file. (The daily flow runs the
     same tasks inline rather than as a subflow, which costs about a second.)"""
     cfg = load_config(config_path)
-    results = _ingest(cfg, ds, force)
+    results = [r for name in configured_inputs(cfg) for r in _ingest(cfg, name, ds, force)]
     gate_for(cfg).build_docs()
     return results
+
+
+def configured_inputs(cfg: FairmonConfig) -> list[str]:
+    """The inputs this config reads, in run order."""
+    return [n for n in ("impressions", "scores", "labels") if getattr(cfg, n) is not None]
 
 
 @task(name="count-groups", cache_policy=NO_CACHE)
@@ -206,17 +257,58 @@ def estimate(cfg: FairmonConfig, counts: pl.DataFrame, ds: dt.date) -> dict[str,
 
 @task(name="check-outputs", cache_policy=NO_CACHE)
 def check_outputs(cfg: FairmonConfig, ds: dt.date, tables: dict[str, pl.DataFrame],
-                  totals: pl.DataFrame) -> list[DQResult]:
-    """The output suites (group_counts, reo_group, reo, reo_ab) on the day's new rows."""
+                  totals: pl.DataFrame | None = None) -> list[DQResult]:
+    """The output suites (expectations/<table>.json) on the day's new rows.
+
+    group_counts is checked against ``totals`` (rows staged per traffic and
+    arm); reo gets its √(K−1) bound as a column first.
+    """
     gate = gate_for(cfg)
-    frames = {
-        "group_counts": group_counts_check_frame(tables["group_counts"], totals),
-        "reo_group": tables["reo_group"],
-        "reo": reo_check_frame(tables["reo"]),
-    }
-    if "reo_ab" in tables:
-        frames["reo_ab"] = tables["reo_ab"]
+    frames = dict(tables)
+    if "group_counts" in frames:
+        frames["group_counts"] = group_counts_check_frame(frames["group_counts"], totals)
+    if "reo" in frames:
+        frames["reo"] = reo_check_frame(frames["reo"])
     return [gate.validate(name, frame, {}, name, str(ds)) for name, frame in frames.items()]
+
+
+@task(name="estimate-threshold-prevalence", cache_policy=NO_CACHE)
+def estimate_threshold(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
+    """Prevalence at the threshold per model threshold × attribute × group over
+    the trailing window, and the differences between groups (seed 002 §4-5.1)."""
+    logger = get_run_logger()
+    t0 = time.perf_counter()
+    sc = cfg.scores
+    w0 = window_start(ds, sc.window_days)
+    with db.connect(cfg.duckdb_path) as con:
+        exists = db.query(con, "scores_exists").item()
+        rows = db.query(con, "scores_window", ds=ds, window_start=w0) if exists else pl.DataFrame(
+            schema={"model": pl.String, "score": pl.Float64, "outcome": pl.Boolean,
+                    **{f"attr__{a}": pl.String for a in sc.attributes}})
+    prev, diff = threshold_tables(rows, ds, (w0, ds), [(t.model, t.t, t.d) for t in sc.thresholds], sc.attributes,
+                                  level=cfg.estimation.confidence_level, hc=sc.hc, min_rows=sc.min_rows)
+    logger.info("estimators %s: %d scored rows in, threshold_prevalence=%d, diffs=%d, %.3fs", ds, rows.height,
+                prev.height, diff.height, time.perf_counter() - t0)
+    return {"threshold_prevalence": prev, "threshold_prevalence_diff": diff}
+
+
+@task(name="estimate-sdt", cache_policy=NO_CACHE)
+def estimate_sdt(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
+    """Signal-detection metrics per attribute × group, pooled and per labeler,
+    over the trailing window (seed 002 §5.3); confusion counts in SQL."""
+    logger = get_run_logger()
+    t0 = time.perf_counter()
+    lc = cfg.labels
+    w0 = window_start(ds, lc.window_days)
+    with db.connect(cfg.duckdb_path) as con:
+        conf = db.query(con, "sdt_counts", ds=ds, window_start=w0) if db.query(con, "labels_exists").item() else \
+            pl.DataFrame(schema={"attribute": pl.String, "group": pl.String, "labeler_id": pl.String,
+                                 "tp": pl.Int64, "fn": pl.Int64, "fp": pl.Int64, "tn": pl.Int64})
+    out = sdt_table(conf.filter(pl.col("group") != "(missing)"), ds, (w0, ds), level=cfg.estimation.confidence_level,
+                    min_pos=lc.min_pos, min_neg=lc.min_neg)
+    logger.info("estimators %s: %d confusion rows in, sdt=%d, %.3fs", ds, conf.height, out.height,
+                time.perf_counter() - t0)
+    return {"sdt": out}
 
 
 @task(name="publish-day", cache_policy=NO_CACHE)
@@ -249,33 +341,65 @@ def _quarantine(cfg: FairmonConfig, ds: dt.date, results: list[DQResult], stage:
     raise DayQuarantined(f"{ds}: quarantined at stage {stage}: {failed}")
 
 
+class _Stop(Exception):
+    """A stage's critical check failed (internal: turns into a quarantine)."""
+
+
+def _gate(results: list[DQResult], new: list[DQResult]) -> None:
+    results += new
+    if not all(r.success for r in new):
+        raise _Stop
+
+
+def _impressions_stage(cfg: FairmonConfig, ds: dt.date, force: bool, results: list[DQResult]) -> dict:
+    _gate(results, _ingest(cfg, "impressions", ds, force))
+    counts, totals = count_groups(cfg, ds)
+    _gate(results, [check_day(cfg, ds, counts)])
+    tables = {"group_counts": counts, **estimate(cfg, counts, ds)}
+    _gate(results, check_outputs(cfg, ds, tables, totals))
+    return tables
+
+
+def _scores_stage(cfg: FairmonConfig, ds: dt.date, force: bool, results: list[DQResult]) -> dict:
+    _gate(results, _ingest(cfg, "scores", ds, force))
+    tables = estimate_threshold(cfg, ds)
+    _gate(results, check_outputs(cfg, ds, tables))
+    return tables
+
+
+def _labels_stage(cfg: FairmonConfig, ds: dt.date, force: bool, results: list[DQResult]) -> dict:
+    _gate(results, _ingest(cfg, "labels", ds, force))
+    tables = estimate_sdt(cfg, ds)
+    _gate(results, check_outputs(cfg, ds, tables))
+    return tables
+
+
+STAGES = {"impressions": _impressions_stage, "scores": _scores_stage, "labels": _labels_stage}
+
+
 @flow(name="fairmon-daily")
 def daily(config_path: str, ds: dt.date, force_ingest: bool = False) -> dict:
-    """One day end to end, gated: ingest -> counts -> estimators -> publish.
+    """One day end to end, gated, for every configured input: ingest -> counts
+    -> checks -> estimators -> checks -> publish. A critical failure anywhere
+    quarantines the whole day (dq_results are written, no metric is published).
 
-    Returns {ds, reo: rows of the reo table as dicts, dq: dq_results rows,
-    paths}. Raises :class:`DayQuarantined` when a critical expectation fails
-    (dq_results are written, metrics are not published) and
-    :class:`DayFailed` when the day cannot be computed (naming the stage and input).
+    Returns {ds, reo, reo_ab, threshold_prevalence, sdt (rows as dicts, empty
+    when not configured), dq, paths, data_docs}. Raises :class:`DayQuarantined`
+    on a critical data-quality failure and :class:`DayFailed` when the day
+    cannot be computed (naming the stage and input).
     """
     cfg = load_config(config_path)
-    try:
-        results = _ingest(cfg, ds, force_ingest)
-    except InputContractError as e:
-        raise DayFailed(f"{ds}: stage ingest: {e}") from e
-    if not all(r.success for r in results):
-        _quarantine(cfg, ds, results, "ingest")
-    counts, totals = count_groups(cfg, ds)
-    results.append(check_day(cfg, ds, counts))
-    if not results[-1].success:
-        _quarantine(cfg, ds, results, "day checks")
-    tables = {"group_counts": counts, **estimate(cfg, counts, ds)}
-    overall = tables["reo"]
-    results += check_outputs(cfg, ds, tables, totals)
-    if not all(r.success for r in results):
-        _quarantine(cfg, ds, results, "output checks")
+    results: list[DQResult] = []
+    tables: dict[str, pl.DataFrame] = {}
+    for name in configured_inputs(cfg):
+        try:
+            tables.update(STAGES[name](cfg, ds, force_ingest, results))
+        except InputContractError as e:
+            raise DayFailed(f"{ds}: stage {name} ingest: {e}") from e
+        except _Stop:
+            _quarantine(cfg, ds, results, name)
     dq = _dq_table(cfg, ds, results)
     paths = publish(cfg, ds, {**tables, "dq_results": dq})  # metrics and their checks land together
     docs = gate_for(cfg).build_docs()
-    return {"ds": ds, "reo": overall.to_dicts(), "reo_ab": tables.get("reo_ab", pl.DataFrame()).to_dicts(),
-            "dq": dq.to_dicts(), "paths": paths, "data_docs": str(docs)}
+    rows = {k: tables[k].to_dicts() if k in tables else [] for k in ("reo", "reo_ab", "threshold_prevalence", "sdt")}
+    return {"ds": ds, **rows, "dq": dq.to_dicts(), "paths": paths, "data_docs": str(docs)}

@@ -20,9 +20,9 @@ import polars as pl
 
 from pipelines import db
 
-OUTPUT_TABLES = ("group_counts", "reo_group", "reo", "reo_ab", "dq_results")
 #: Tables with a ``<table>_published`` view in DuckDB (days whose dq_results all succeeded).
-GATED_TABLES = ("group_counts", "reo_group", "reo", "reo_ab")
+GATED_TABLES = ("group_counts", "reo_group", "reo", "reo_ab", "threshold_prevalence", "threshold_prevalence_diff",
+                "sdt")
 PART_FILE = "part-0.parquet"
 
 

@@ -198,3 +198,61 @@ def normalize_impressions(
     out["src_file"] = pl.Series("src_file", [file] * raw.height, dtype=pl.String)
     out["src_row"] = pl.int_range(1, raw.height + 1, eager=True).cast(pl.Int64).alias("src_row")
     return pl.DataFrame(list(out.values()))
+
+
+def parse_float(s: pl.Series, *, file: str, column: str) -> pl.Series:
+    """Parse a numeric column (numbers or numeric text); nulls stay null.
+
+    Raises :class:`InputContractError` naming the first row that is not a number.
+    """
+    if s.dtype.is_numeric():
+        return s.cast(pl.Float64)
+    out = s.cast(pl.String).str.strip_chars().cast(pl.Float64, strict=False)
+    bad = out.is_null() & s.is_not_null()
+    if bad.any():
+        i = _first_bad_row(bad)
+        raise InputContractError(f"expected a number, got {s[i - 1]!r}", file=file, column=column, row=i)
+    return out
+
+
+def _attrs_and_source(raw: pl.DataFrame, attributes: list[str], file: str) -> list[pl.Series]:
+    return [*(raw.get_column(a).cast(pl.String).alias(ATTR_PREFIX + a) for a in attributes),
+            pl.Series("src_file", [file] * raw.height, dtype=pl.String)]
+
+
+def _require(raw: pl.DataFrame, columns: list[str], file: str) -> None:
+    if raw.height == 0:
+        raise InputContractError("file has no rows", file=file)
+    for c in columns:
+        if c not in raw.columns:
+            raise InputContractError("required column is missing", file=file, column=c)
+
+
+def normalize_scores(raw: pl.DataFrame, *, file: str, attributes: list[str]) -> pl.DataFrame:
+    """Check a raw score log against DESIGN §2 (scores) and return staging rows:
+    ds, model, item_id, score (float), outcome (bool, null = unknown),
+    attr__<attribute>..., src_file. Raises :class:`InputContractError`."""
+    _require(raw, ["ds", "model", "item_id", "score", "outcome", *attributes], file)
+    return pl.DataFrame([
+        parse_date(raw.get_column("ds"), file=file, column="ds").alias("ds"),
+        raw.get_column("model").cast(pl.String).alias("model"),
+        raw.get_column("item_id").cast(pl.String).alias("item_id"),
+        parse_float(raw.get_column("score"), file=file, column="score").alias("score"),
+        parse_bool(raw.get_column("outcome"), file=file, column="outcome").alias("outcome"),
+        *_attrs_and_source(raw, attributes, file),
+    ])
+
+
+def normalize_labels(raw: pl.DataFrame, *, file: str, attributes: list[str]) -> pl.DataFrame:
+    """Check a raw labeling log against DESIGN §2 (labels) and return staging rows:
+    ds, item_id, labeler_id, label (bool), gold_label (bool, null = not reviewed),
+    attr__<attribute>..., src_file. Raises :class:`InputContractError`."""
+    _require(raw, ["ds", "item_id", "labeler_id", "label", "gold_label", *attributes], file)
+    return pl.DataFrame([
+        parse_date(raw.get_column("ds"), file=file, column="ds").alias("ds"),
+        raw.get_column("item_id").cast(pl.String).alias("item_id"),
+        raw.get_column("labeler_id").cast(pl.String).alias("labeler_id"),
+        parse_bool(raw.get_column("label"), file=file, column="label").alias("label"),
+        parse_bool(raw.get_column("gold_label"), file=file, column="gold_label").alias("gold_label"),
+        *_attrs_and_source(raw, attributes, file),
+    ])

@@ -1,0 +1,3 @@
+-- Whether the scores staging table exists yet (0 or 1).
+SELECT count(*)::BIGINT AS n FROM information_schema.tables
+WHERE table_name = 'scores' AND table_schema = 'main'
