@@ -80,6 +80,37 @@ def reo_table(rows: list[dict], title: str, truth: dict | None = None) -> Table:
     return t
 
 
+def prevalence_table(rows: list[dict], title: str) -> Table:
+    """Rich table of ``threshold_prevalence`` rows (seed 002 eqs. 6, 8-11)."""
+    t = Table(title=title, title_justify="left")
+    for col in ("model", "attribute", "group", "t ± d", "n", "prev. at t", "95% CI", "naive mean", "cost ratio",
+                "cost-ratio CI"):
+        t.add_column(col, justify="left" if col in ("model", "attribute", "group") else "right")
+    for r in rows:
+        t.add_row(r["model"], r["attribute"], r["group"], f"{r['t']:g} ± {r['d']:g}", str(r["n_window"]),
+                  _fmt(r["prevalence_at_threshold"]), f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]",
+                  _fmt(r["naive_window_mean"]), _fmt(r["implied_cost_ratio"], 3),
+                  f"[{_fmt(r['cost_ratio_ci_low'], 3)}, {_fmt(r['cost_ratio_ci_high'], 3)}]"
+                  if r["reason"] is None else f"[yellow]{escape(r['reason'])}[/yellow]")
+    return t
+
+
+def sdt_view(rows: list[dict], title: str) -> Table:
+    """Rich table of ``sdt`` rows (seed 002 §5.3): pool (*) and labelers."""
+    t = Table(title=title, title_justify="left")
+    for col in ("attribute", "group", "labeler", "n+ / n-", "FPR", "FNR", "t", "d'", "implied thr.", "cost ratio",
+                "95% CI", "p vs pool"):
+        t.add_column(col, justify="left" if col in ("attribute", "group", "labeler") else "right")
+    for r in rows:
+        p = r["p_vs_pool"]
+        t.add_row(r["attribute"], r["group"], r["labeler_id"], f"{r['n_pos']} / {r['n_neg']}", _fmt(r["fpr"], 3),
+                  _fmt(r["fnr"], 3), _fmt(r["criterion_t"], 3), _fmt(r["d_prime"], 3),
+                  _fmt(r["implied_threshold"], 3), _fmt(r["cost_ratio"], 3),
+                  f"[{_fmt(r['cost_ratio_ci_low'], 3)}, {_fmt(r['cost_ratio_ci_high'], 3)}]",
+                  "-" if p is None or p != p else (f"[red]{p:.2g}[/red]" if p < 0.05 else f"{p:.2g}"))
+    return t
+
+
 def _run_days(config: Path, days: list[dt.date], force_ingest: bool, show_progress: bool) -> list[dict]:
     """Run the daily flow for each day; one failing day never stops the others."""
     from pipelines.flows import DayQuarantined, daily
@@ -137,7 +168,12 @@ def run(
     if r["status"] != "published":
         err.print(f"[red]{r['status']}:[/red] {escape(r['error'])}")
         raise typer.Exit(1)
-    console.print(reo_table(r["reo"], f"REO for {ds}"))
+    if r["reo"]:
+        console.print(reo_table(r["reo"], f"REO for {ds}"))
+    if r["threshold_prevalence"]:
+        console.print(prevalence_table(r["threshold_prevalence"], f"Prevalence at the threshold, {ds}"))
+    if r["sdt"]:
+        console.print(sdt_view(r["sdt"], f"Labelers (signal detection), {ds}"))
     console.print(f"partitions written: {', '.join(r['paths'].values())}")
 
 
@@ -252,6 +288,33 @@ def simulate(
     end = spec.start + dt.timedelta(days=spec.days - 1)
     console.print(f"wrote {spec.days} days to {out}; config {paths['config']}; truth {paths['truth_reo']}")
     console.print(f"next: fairmon backfill -c {paths['config']} --start {spec.start} --end {end}")
+
+
+@app.command("simulate-labels")
+def simulate_labels(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write into.")] = Path("sim-labels"),
+    days: Annotated[int, typer.Option(min=1, help="Number of days.")] = 7,
+    start: Annotated[str, typer.Option(help="First day, YYYY-MM-DD.")] = "2026-01-01",
+    items_per_day: Annotated[int, typer.Option(min=1, help="Labeled items per day.")] = 20_000,
+    gold_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of items with an expert gold label.")] = 1.0,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+) -> None:
+    """Write simulated labeling logs: content groups with known prevalence and
+    labelers with known per-group d′ and criterion (seed 002 §5.3), the true
+    implied thresholds and cost ratios (truth_labelers.csv), and a config."""
+    from pipelines.simulate import write_labeling_simulation
+    from transforms.simulate_labels import LabelingSpec
+
+    try:
+        spec = LabelingSpec(start=_parse_date(start, "--start"), days=days, items_per_day=items_per_day,
+                            gold_rate=gold_rate, seed=seed)
+    except ValueError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    paths = write_labeling_simulation(spec, out)
+    end = spec.start + dt.timedelta(days=days - 1)
+    console.print(f"wrote {days} days of labels to {out}; config {paths['config']}; truth {paths['truth']}")
+    console.print(f"next: fairmon run -c {paths['config']} --date {end}")
 
 
 @app.command()

@@ -10,14 +10,33 @@ from rich.console import Console
 
 from rich.table import Table
 
-from pipelines.cli import BUNDLED_COAT, _fmt, _run_days, _summary, reo_table
+from pipelines.cli import BUNDLED_COAT, _fmt, _run_days, _summary, prevalence_table, reo_table, sdt_view
 from pipelines.config import load_config
 from pipelines.report import build_report
-from pipelines.simulate import write_simulation
+from pipelines.simulate import write_labeling_simulation, write_simulation
 from transforms.simulate import SimulationSpec
+from transforms.simulate_labels import LabelingSpec
 
 DEMO_START = dt.date(2026, 1, 1)
 COAT_DS = dt.date(2016, 6, 19)  # Coat has no dates; the demo assigns this one day
+
+COMPAS_DS = dt.date(2014, 12, 31)  # the last screening day; a 730-day window covers 2013-2014
+COMPAS_CONFIG = """# fairmon config for the COMPAS score log (ProPublica, Broward County 2013-2014)
+warehouse = "warehouse"
+duckdb = "fairmon.duckdb"
+
+[scores]
+format = "compas"
+path = "{compas}"
+attributes = ["race", "sex", "age_cat"]
+window_days = 730
+propublica_filter = true
+
+[[scores.thresholds]]
+model = "compas"
+t = 5
+d = 3
+"""
 
 COAT_CONFIG = """# fairmon config for the Coat data set (Schnabel et al., ICML 2016)
 warehouse = "warehouse"
@@ -92,12 +111,41 @@ def run_demo(out: Path, console: Console) -> None:
         console.print(reo_table(coat_results[0]["reo"], "Coat REO (label: rating >= 4)"))
     coat_report = build_report(load_config(cfg), COAT_DS, COAT_DS, config_name=str(cfg))
 
+    console.rule("3. COMPAS: prevalence at the threshold t = 5 (d = 3), ProPublica filter on (seed 002 §5.1)")
+    compas = out / "compas"
+    compas.mkdir(parents=True, exist_ok=True)
+    ccfg = compas / "fairmon.toml"
+    ccfg.write_text(COMPAS_CONFIG.format(compas=(BUNDLED_COAT.parent / "compas" / "compas_two_year.csv").as_posix()))
+    compas_results = _run_days(ccfg, [COMPAS_DS], force_ingest=False, show_progress=False)
+    _summary(compas_results)
+    if compas_results[0]["status"] == "published":
+        rows = [r for r in compas_results[0]["threshold_prevalence"] if r["attribute"] in ("race", "sex")]
+        console.print(prevalence_table(rows, "COMPAS: outcome rate at the decision threshold and implied cost "
+                                             "ratio c = (1 - p)/p, screenings 2013-2014"))
+    compas_report = build_report(load_config(ccfg), COMPAS_DS, COMPAS_DS, config_name=str(ccfg))
+
+    console.rule("4. simulated labelers: known d' and criteria per content group (seed 002 §5.3)")
+    labels = out / "labels"
+    lspec = LabelingSpec(start=DEMO_START, days=7, items_per_day=20_000, gold_rate=0.8, seed=3)
+    lpaths = write_labeling_simulation(lspec, labels)
+    lds = DEMO_START + dt.timedelta(days=6)
+    label_results = _run_days(lpaths["config"], [lds], force_ingest=False, show_progress=False)
+    _summary(label_results)
+    if label_results[0]["status"] == "published":
+        truth_l = {(r["labeler_id"], r["group"]): r["cost_ratio"]
+                   for r in pl.read_csv(lpaths["truth"]).iter_rows(named=True)}
+        console.print(sdt_view(label_results[0]["sdt"], "Labelers over 7 days (p vs pool: red = cost ratio differs "
+                                                         "from the other labelers)"))
+        console.print("true cost ratios: " + ", ".join(f"{lab}/{g} {c:.2f}" for (lab, g), c in sorted(truth_l.items())))
+    labels_report = build_report(load_config(lpaths["config"]), lds, lds, config_name=str(lpaths["config"]))
+
     console.rule("outputs")
-    for name, c in (("simulation", sim), ("coat", coat)):
-        console.print(f"{name}: tables under {c / 'warehouse'} (group_counts, reo_group, reo; ds=YYYY-MM-DD "
-                      f"partitions), DuckDB file {c / 'fairmon.duckdb'}")
+    console.print(f"more reports: {compas_report}  {labels_report}")
+    for name, c in (("simulation", sim), ("coat", coat), ("compas", compas), ("labels", labels)):
+        console.print(f"{name}: tables under {c / 'warehouse'} (ds=YYYY-MM-DD partitions), "
+                      f"DuckDB file {c / 'fairmon.duckdb'}")
     console.print(f"reports (open offline in a browser): {sim_report}  {coat_report}")
     console.print(f"data-quality Data Docs: {sim / 'gx' / 'uncommitted' / 'data_docs' / 'local_site' / 'index.html'}")
-    failed = [r for r in results + coat_results if r["status"] != "published"]
+    failed = [r for r in results + coat_results + compas_results + label_results if r["status"] != "published"]
     if failed:
         raise SystemExit(1)

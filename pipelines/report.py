@@ -140,6 +140,50 @@ def ab_figure(ab: pl.DataFrame, attribute: str, start: dt.date, end: dt.date) ->
     return _svg(fig)
 
 
+def model_threshold_figure(prev: pl.DataFrame) -> str:
+    """Implied thresholds (= prevalence at the threshold, seed 002 eq. 6) by
+    group with 95% CIs, latest published day, one panel per model threshold × attribute."""
+    last = prev.filter((pl.col("ds") == prev.get_column("ds").max()) & pl.col("se").is_not_nan())
+    keys = sorted(set(last.select("model", "t", "d", "attribute").iter_rows()))
+    fig, axes = plt.subplots(1, len(keys), figsize=(3.8 * len(keys), 2.6), squeeze=False, layout="constrained")
+    for ax, (model, t, d, attribute) in zip(axes[0], keys):
+        sub = last.filter((pl.col("model") == model) & (pl.col("t") == t) & (pl.col("d") == d)
+                          & (pl.col("attribute") == attribute)).sort("group")
+        y = sub.get_column("prevalence_at_threshold").to_numpy()
+        x = range(sub.height)
+        ax.errorbar(list(x), y, yerr=[y - sub.get_column("ci_low").to_numpy(), sub.get_column("ci_high").to_numpy() - y],
+                    fmt="o", capsize=3)
+        ax.set_xticks(list(x), sub.get_column("group").to_list(), rotation=30, ha="right", fontsize=8)
+        ax.set_title(f"{model}, t = {t:g} ± {d:g}, by {attribute}", loc="left", fontsize=9)
+        ax.set_ylabel("implied threshold P(Y=1 | s=t)")
+    return _svg(fig)
+
+
+def labeler_threshold_figure(sdt: pl.DataFrame) -> str:
+    """Implied thresholds of the labeler pool (*) and each labeler by group,
+    with 95% CIs, latest published day (seed 002 §5.3)."""
+    last = sdt.filter((pl.col("ds") == sdt.get_column("ds").max()) & pl.col("cost_ratio").is_not_nan())
+    attrs = sorted(set(last.get_column("attribute")))
+    fig, axes = plt.subplots(1, len(attrs), figsize=(5.0 * len(attrs), 2.8), squeeze=False, layout="constrained")
+    for ax, attribute in zip(axes[0], attrs):
+        sub = last.filter(pl.col("attribute") == attribute)
+        groups = sorted(set(sub.get_column("group")))
+        labelers = sorted(set(sub.get_column("labeler_id")))
+        width = 0.8 / max(1, len(labelers))
+        for i, lab in enumerate(labelers):
+            s = sub.filter(pl.col("labeler_id") == lab)
+            xs = [groups.index(g) + (i - (len(labelers) - 1) / 2) * width for g in s.get_column("group")]
+            y = s.get_column("implied_threshold").to_numpy()
+            ax.errorbar(xs, y, yerr=[y - s.get_column("implied_threshold_ci_low").to_numpy(),
+                                     s.get_column("implied_threshold_ci_high").to_numpy() - y],
+                        fmt="s" if lab == "*" else "o", ms=4, capsize=2, label="pool" if lab == "*" else lab)
+        ax.set_xticks(range(len(groups)), groups)
+        ax.set_title(f"labelers by {attribute}", loc="left", fontsize=9)
+        ax.set_ylabel("implied threshold")
+    axes[0][-1].legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _svg(fig)
+
+
 TEMPLATE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>fairmon report {{ d.start }} – {{ d.end }}</title>
@@ -160,15 +204,15 @@ figure { margin: .8rem 0 1.4rem; } svg { max-width: 100%; height: auto; }
 <div>
  <span class="kpi"><b>{{ d.published|length }}</b>days published</span>
  <span class="kpi"><b class="{{ 'bad' if d.excluded.height else 'ok' }}">{{ d.excluded.height }}</b>days excluded</span>
- <span class="kpi"><b>{{ flagged }}</b>day × arm × attribute above the 80% rule</span>
+ {% if reo_figs %}<span class="kpi"><b>{{ flagged }}</b>day × arm × attribute above the 80% rule</span>{% endif %}
 </div>
-<p>REO = std(U)/mean(U) of the RTPR utilities U_k (Dong et al. 2024, eq. 19), estimated from default
+{% if reo_figs %}<p>REO = std(U)/mean(U) of the RTPR utilities U_k (Dong et al. 2024, eq. 19), estimated from default
 traffic and a trailing window of random traffic, with delta-method 95% confidence intervals. Only days
 whose data passed every critical data-quality check are shown. The dashed line is REO = 1/9 ≈ 11.1%, the
-80% rule for two groups.</p>
+80% rule for two groups.</p>{% endif %}
 
-<h2>Daily REO</h2>
-{% for attr, svg in reo_figs %}<figure>{{ svg }}</figure>{% else %}<p>No published days in range.</p>{% endfor %}
+{% if reo_figs or not (model_fig or labeler_fig) %}<h2>Daily REO</h2>
+{% for attr, svg in reo_figs %}<figure>{{ svg }}</figure>{% else %}<p>No published REO in range.</p>{% endfor %}{% endif %}
 
 {% if latest %}
 <h3>Latest published day ({{ latest_day }})</h3>
@@ -186,8 +230,22 @@ whose data passed every critical data-quality check are shown. The dashed line i
 shared random traffic unless configured otherwise.</p>
 {% for attr, svg in ab_figs %}<figure>{{ svg }}</figure>{% endfor %}{% endif %}
 
-<h2>Relative utility ΔU by group</h2>
-{% for attr, svg in du_figs %}<figure>{{ svg }}</figure>{% endfor %}
+{% if du_figs %}<h2>Relative utility ΔU by group</h2>
+{% for attr, svg in du_figs %}<figure>{{ svg }}</figure>{% endfor %}{% endif %}
+
+{% if model_fig or labeler_fig %}<h2>Decision trade-offs by group (implied thresholds)</h2>
+<p>The implied threshold is the outcome probability at which a decision maker acts; its cost ratio is
+c = (1 − τ)/τ (Lum et al., seed 002, eq. 6 and eq. 12). Different thresholds for different groups mean
+different trade-offs between false positives and false negatives. Latest published day.</p>
+{% if model_fig %}<h3>Model decisions: prevalence at the threshold</h3><figure>{{ model_fig }}</figure>{% endif %}
+{% if labeler_fig %}<h3>Human labelers (signal detection)</h3><figure>{{ labeler_fig }}</figure>
+<h3>Labelers whose cost ratio for a group differs from the other labelers (p &lt; 0.05)</h3>
+{% if outliers %}<table><tr><th>attribute</th><th>group</th><th>labeler</th><th class="num">cost ratio</th>
+<th>95% CI</th><th class="num">pool cost ratio</th><th class="num">p</th></tr>
+{% for r in outliers %}<tr><td>{{ r.attribute }}</td><td>{{ r.group }}</td><td>{{ r.labeler_id }}</td>
+<td class="num">{{ fmt(r.cost_ratio) }}</td><td>[{{ fmt(r.cost_ratio_ci_low) }}, {{ fmt(r.cost_ratio_ci_high) }}]</td>
+<td class="num">{{ fmt(r.pool) }}</td><td class="num bad">{{ '%.2g' % r.p_vs_pool }}</td></tr>{% endfor %}</table>
+{% else %}<p class="ok">None.</p>{% endif %}{% endif %}{% endif %}
 
 <h2>Excluded days</h2>
 {% if d.excluded.height %}<table><tr><th>ds</th><th>reasons (failed critical expectations)</th></tr>
@@ -223,6 +281,14 @@ def render_report(d: ReportData, config: str = "", docs: str | None = None) -> s
     latest_day = d.reo.get_column("ds").max() if attrs else None
     latest = d.reo.filter(pl.col("ds") == latest_day).sort("attribute", "arm").to_dicts() if attrs else []
     flagged = int(d.reo.get_column("exceeds_80pct_rule").fill_null(False).sum()) if attrs else 0
+    model_fig = model_threshold_figure(d.threshold_prevalence) if not d.threshold_prevalence.is_empty() else None
+    labeler_fig = labeler_threshold_figure(d.sdt) if not d.sdt.is_empty() else None
+    outliers = []
+    if not d.sdt.is_empty():
+        last = d.sdt.filter(pl.col("ds") == d.sdt.get_column("ds").max())
+        pool = last.filter(pl.col("labeler_id") == "*").select("attribute", "group", pl.col("cost_ratio").alias("pool"))
+        outliers = (last.filter((pl.col("labeler_id") != "*") & (pl.col("p_vs_pool") < 0.05))
+                    .join(pool, on=["attribute", "group"], how="left").sort("p_vs_pool").to_dicts())
     env = Environment(autoescape=True)
     env.globals["fmt"] = _fmt
     from markupsafe import Markup
@@ -231,6 +297,8 @@ def render_report(d: ReportData, config: str = "", docs: str | None = None) -> s
         d=d, built=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), config=config,
         reo_figs=[(a, Markup(s)) for a, s in reo_figs], du_figs=[(a, Markup(s)) for a, s in du_figs],
         ab_figs=[(a, Markup(s)) for a, s in ab_figs],
+        model_fig=Markup(model_fig) if model_fig else None, labeler_fig=Markup(labeler_fig) if labeler_fig else None,
+        outliers=outliers,
         latest=latest, latest_day=latest_day, flagged=flagged, docs=docs,
     )
 
@@ -241,7 +309,8 @@ def build_report(cfg: FairmonConfig, start: dt.date, end: dt.date, out: Path | N
     ``<warehouse>/../report_<start>_<end>.html``) atomically; return its path."""
     wh = cfg.warehouse_path
     d = report_data(read_table(wh, "reo"), read_table(wh, "reo_group"), read_table(wh, "dq_results"), start, end,
-                    reo_ab=read_table(wh, "reo_ab"))
+                    reo_ab=read_table(wh, "reo_ab"), threshold_prevalence=read_table(wh, "threshold_prevalence"),
+                    sdt=read_table(wh, "sdt"))
     docs = cfg.gx_root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
     text = render_report(d, config_name, str(docs) if docs.exists() else None)
     out = out or wh.parent / f"report_{start}_{end}.html"

@@ -88,3 +88,31 @@ def write_simulation(spec: SimulationSpec, out: Path, fmt: str = "csv", progress
     control = "control" if "control" in spec.arms and len(spec.arms) > 1 else None
     cfg.write_text(config_toml(out, fmt, spec.random_pool_days, control))
     return {"config": cfg, "truth_reo": out / "truth_reo.csv", "truth_groups": out / "truth_groups.csv"}
+
+
+LABELS_CONFIG = """# fairmon config for simulated labeling logs (written by `fairmon simulate-labels`)
+warehouse = "warehouse"
+duckdb = "fairmon.duckdb"
+
+[labels]
+path = "labels/{{ds}}.csv"
+attributes = ["{group}"]
+window_days = {window}
+min_pos = 10
+min_neg = 10
+"""
+
+
+def write_labeling_simulation(spec, out: Path, window_days: int | None = None) -> dict[str, Path]:
+    """Write simulated labeling logs (labels/<ds>.csv), the true per-labeler
+    values (truth_labelers.csv) and a config to ``out``."""
+    from transforms.simulate_labels import GROUP_COLUMN, labeling_truth, simulate_labels_day
+
+    (out / "labels").mkdir(parents=True, exist_ok=True)
+    for d in range(spec.days):
+        ds = spec.start + dt.timedelta(days=d)
+        _write(simulate_labels_day(spec, d), out / "labels" / f"{ds.isoformat()}.csv", "csv")
+    labeling_truth(spec).write_csv(out / "truth_labelers.csv")
+    cfg = out / "fairmon.toml"
+    cfg.write_text(LABELS_CONFIG.format(group=GROUP_COLUMN, window=window_days or spec.days))
+    return {"config": cfg, "truth": out / "truth_labelers.csv"}

@@ -28,9 +28,12 @@ class ReportData:
     dq_summary: pl.DataFrame
     published: list[dt.date]
     reo_ab: pl.DataFrame
+    threshold_prevalence: pl.DataFrame
+    sdt: pl.DataFrame
 
 def report_data(reo: pl.DataFrame, reo_group: pl.DataFrame, dq: pl.DataFrame,
-                start: dt.date, end: dt.date, reo_ab: pl.DataFrame | None = None) -> ReportData:
+                start: dt.date, end: dt.date, reo_ab: pl.DataFrame | None = None,
+                threshold_prevalence: pl.DataFrame | None = None, sdt: pl.DataFrame | None = None) -> ReportData:
     """Keep only days whose dq_results are all successful (DESIGN §3) within
     [start, end]; list the others with their reasons. Inputs are the whole
     tables as read from the warehouse (possibly empty frames)."""
@@ -69,5 +72,8 @@ def report_data(reo: pl.DataFrame, reo_group: pl.DataFrame, dq: pl.DataFrame,
             )
             .sort("ds", "suite")
         )
-    return ReportData(start, end, keep(reo), keep(reo_group), excluded, summary, days,
-                      keep(reo_ab if reo_ab is not None else pl.DataFrame()))
+    def opt(frame: pl.DataFrame | None) -> pl.DataFrame:
+        return keep(frame if frame is not None else pl.DataFrame())
+
+    return ReportData(start, end, keep(reo), keep(reo_group), excluded, summary, days, opt(reo_ab),
+                      opt(threshold_prevalence), opt(sdt))
