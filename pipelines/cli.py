@@ -111,26 +111,34 @@ def sdt_view(rows: list[dict], title: str) -> Table:
     return t
 
 
-def _run_days(config: Path, days: list[dt.date], force_ingest: bool, show_progress: bool) -> list[dict]:
-    """Run the daily flow for each day; one failing day never stops the others."""
+def _run_days(config: Path, days: list[dt.date], force_ingest: bool, show_progress: bool, concurrency: int = 1,
+              wait_seconds: float = 0.0) -> list[dict]:
+    """Run the daily flow for each day (``concurrency`` at a time); one failing
+    day never stops the others. Returns one summary per day, in day order."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from pipelines.flows import DayQuarantined, daily
 
-    results = []
+    def one(ds: dt.date) -> dict:
+        state = daily(str(config), ds, force_ingest, wait_seconds, return_state=True)
+        try:
+            return {"ds": ds, "status": "published", **state.result()}
+        except DayQuarantined as e:
+            return {"ds": ds, "status": "quarantined", "error": str(e)}
+        except Exception as e:  # the flow's own exception, re-raised by result()
+            return {"ds": ds, "status": "failed", "error": f"{type(e).__name__}: {e}"}
+
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=console, disable=not show_progress)
+    results: dict[dt.date, dict] = {}
     with progress:
-        job = progress.add_task("starting", total=len(days))
-        for ds in days:
-            progress.update(job, description=f"fairmon {ds}")
-            state = daily(str(config), ds, force_ingest, return_state=True)
-            try:
-                results.append({"ds": ds, "status": "published", **state.result()})
-            except DayQuarantined as e:
-                results.append({"ds": ds, "status": "quarantined", "error": str(e)})
-            except Exception as e:  # the flow's own exception, re-raised by result()
-                results.append({"ds": ds, "status": "failed", "error": f"{type(e).__name__}: {e}"})
-            progress.advance(job)
-    return results
+        job = progress.add_task(f"fairmon {len(days)} day(s)", total=len(days))
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            for r in pool.map(one, days):
+                results[r["ds"]] = r
+                progress.update(job, description=f"fairmon {r['ds']} {r['status']}")
+                progress.advance(job)
+    return [results[d] for d in days]
 
 
 def _summary(results: list[dict]) -> None:
@@ -157,13 +165,14 @@ def run(
     config: ConfigOpt = Path("fairmon.toml"),
     force_ingest: Annotated[bool, typer.Option(help="Re-stage input files even when unchanged.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's per-stage logs.")] = False,
+    wait: Annotated[float, typer.Option(help="Seconds to wait for another run on the same DuckDB file.")] = 0.0,
 ) -> None:
     """Compute one day: ingest its impressions, count groups, estimate REO with
     CIs and publish the day's partitions (replacing any earlier run of it)."""
     _prefect_env(verbose)
     ds = _parse_date(date, "--date")
     _load(config)
-    results = _run_days(config, [ds], force_ingest, show_progress=False)
+    results = _run_days(config, [ds], force_ingest, show_progress=False, wait_seconds=wait)
     r = results[0]
     if r["status"] != "published":
         err.print(f"[red]{r['status']}:[/red] {escape(r['error'])}")
@@ -183,21 +192,90 @@ def backfill(
     end: Annotated[str, typer.Option("--end", help="Last day (inclusive), YYYY-MM-DD.")],
     config: ConfigOpt = Path("fairmon.toml"),
     force_ingest: Annotated[bool, typer.Option(help="Re-stage input files even when unchanged.")] = False,
+    only_failed: Annotated[bool, typer.Option("--only-failed", help="Only days whose latest run did not publish "
+                                                                     "(quarantined, failed or never run).")] = False,
+    only_stale: Annotated[bool, typer.Option("--only-stale", help="Only days whose inputs changed after they were "
+                                                                   "computed (late data).")] = False,
+    concurrency: Annotated[int, typer.Option(min=1, help="Days run at the same time.")] = 1,
+    wait: Annotated[float, typer.Option(help="Seconds to wait for another run on the same DuckDB file.")] = 0.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's per-stage logs.")] = False,
 ) -> None:
-    """Run every day from START to END (inclusive) with a progress bar. Days are
-    independent: a failing day is reported and the others go on. Re-running is
-    idempotent (each day's partitions are replaced, never appended)."""
+    """Run every day from START to END (inclusive) with a progress bar and a
+    closing summary per day (published / quarantined with reason / failed with
+    error). Days are independent: a failing day never stops the others.
+    Re-running is idempotent: each day's partitions are replaced, never appended."""
     _prefect_env(verbose)
     a, b = _parse_date(start, "--start"), _parse_date(end, "--end")
     if b < a:
         raise typer.BadParameter("--end is before --start", param_hint="--end")
-    _load(config)
-    days = [a + dt.timedelta(days=i) for i in range((b - a).days + 1)]
-    results = _run_days(config, days, force_ingest, show_progress=True)
+    cfg = _load(config)
+    from pipelines.ops import days_to_run, detect_stale
+
+    if only_stale:
+        found = detect_stale(cfg)
+        if found.height:
+            console.print(f"late data: {found.height} (day, file) pair(s) marked stale")
+    days = days_to_run(cfg, a, b, only_failed=only_failed, only_stale=only_stale)
+    if not days:
+        console.print("nothing to run: every selected day is up to date")
+        return
+    results = _run_days(config, days, force_ingest, show_progress=True, concurrency=concurrency, wait_seconds=wait)
     _summary(results)
     if any(r["status"] != "published" for r in results):
         raise typer.Exit(1)
+
+
+@app.command()
+def serve(
+    config: ConfigOpt = Path("fairmon.toml"),
+    cron: Annotated[Optional[str], typer.Option(help="Cron expression (default: config [schedule].cron, "
+                                                     "'0 6 * * *').")] = None,
+    timezone: Annotated[Optional[str], typer.Option(help="Time zone of the cron (default UTC).")] = None,
+    lag_days: Annotated[Optional[int], typer.Option(help="Compute the day this many days before today "
+                                                         "(default 1: yesterday).")] = None,
+) -> None:
+    """Register the daily job as a Prefect deployment with its cron schedule and
+    serve it (blocks; Ctrl-C stops). Each run computes the lagged day and
+    recomputes days that late data made stale."""
+    _prefect_env(verbose=True)
+    cfg = _load(config)
+    from prefect import serve as prefect_serve
+
+    from pipelines.ops import build_deployment
+
+    sc = cfg.schedule
+    dep = build_deployment(config, cron or sc.cron, timezone or sc.timezone, sc.lag_days if lag_days is None
+                           else lag_days, sc.name)
+    console.print(f"serving deployment {dep.name}: cron {dep.schedules[0].schedule.cron} "
+                  f"({dep.schedules[0].schedule.timezone}), parameters {dep.parameters}")
+    prefect_serve(dep)
+
+
+schedule_app = typer.Typer(help="Inspect the daily schedule.", no_args_is_help=True)
+app.add_typer(schedule_app, name="schedule")
+
+
+@schedule_app.command("show")
+def schedule_show(
+    config: ConfigOpt = Path("fairmon.toml"),
+    n: Annotated[int, typer.Option("--count", "-n", min=1, help="How many upcoming runs to list.")] = 5,
+) -> None:
+    """Print the deployment ``fairmon serve`` would register and its next runs."""
+    _prefect_env()
+    cfg = _load(config)
+    from pipelines.ops import build_deployment, next_runs
+
+    sc = cfg.schedule
+    dep = build_deployment(config, sc.cron, sc.timezone, sc.lag_days, sc.name)
+    sched = dep.schedules[0].schedule
+    t = Table(title=f"deployment {dep.flow_name}/{dep.name}", title_justify="left", show_header=False)
+    t.add_row("cron", sched.cron)
+    t.add_row("timezone", sched.timezone)
+    t.add_row("parameters", escape(str(dep.parameters)))
+    for i, when in enumerate(next_runs(sched.cron, sched.timezone, n)):
+        lag = dt.timedelta(days=sc.lag_days)
+        t.add_row("next runs" if i == 0 else "", f"{when:%Y-%m-%d %H:%M %Z} → computes {(when - lag).date()}")
+    console.print(t)
 
 
 @app.command()

@@ -188,6 +188,15 @@ class QualityConfig(_Strict):
         return self
 
 
+class ScheduleConfig(_Strict):
+    """When the daily job runs (``fairmon serve``)."""
+
+    cron: str = Field(default="0 6 * * *", description="cron expression of the daily run")
+    timezone: str = "UTC"
+    lag_days: int = Field(default=1, ge=0, description="the run computes the day this many days before today")
+    name: str = "fairmon-daily"
+
+
 class FairmonConfig(_Strict):
     """The whole configuration. ``warehouse`` and ``duckdb`` are resolved paths."""
 
@@ -199,6 +208,7 @@ class FairmonConfig(_Strict):
     estimation: EstimationConfig = EstimationConfig()
     quality: QualityConfig = QualityConfig()
     ab: ABConfig = ABConfig()
+    schedule: ScheduleConfig = ScheduleConfig()
     base_dir: Path = Field(default=Path("."), exclude=True)
 
     def resolve(self, p: str | Path) -> Path:

@@ -4,6 +4,7 @@ file) and executed with bound parameters only."""
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,14 +28,28 @@ def sql_text(name: str) -> str:
     return path.read_text()
 
 
+_path_locks: dict[str, threading.RLock] = {}
+_path_locks_guard = threading.Lock()
+
+
 @contextmanager
 def connect(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     """Open the DuckDB file (creating its folder); close it on exit.
 
-    Raises :class:`DatabaseBusyError` with a clear message when another process
-    has the file open for writing.
+    Threads of one process take turns (a backfill with --concurrency runs its
+    days' estimators in parallel, their database work one at a time). Raises
+    :class:`DatabaseBusyError` with a clear message when another process has
+    the file open.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
+    with _path_locks_guard:
+        lock = _path_locks.setdefault(str(path.resolve()), threading.RLock())
+    with lock, _open(path) as con:
+        yield con
+
+
+@contextmanager
+def _open(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     try:
         con = duckdb.connect(str(path))
     except duckdb.IOException as e:

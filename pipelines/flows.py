@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +38,7 @@ from pipelines.adapters import (
     window_start,
 )
 from pipelines.config import FairmonConfig, load_config
+from pipelines.locking import run_lock
 from pipelines.quality import DQResult, QualityGate, dq_frame
 from pipelines.warehouse import sync_duckdb, write_partitions
 from transforms.contract import InputContractError
@@ -53,15 +56,18 @@ class DayQuarantined(RuntimeError):
 
 
 _GATES: dict[Path, QualityGate] = {}
+_GATES_LOCK = threading.Lock()
 
 
 def gate_for(cfg: FairmonConfig) -> QualityGate:
-    """One GX context per project folder and process (creating one costs seconds)."""
+    """One GX context per project folder and process (creating one costs seconds;
+    two would race on the same files when a backfill runs days in threads)."""
     root = cfg.gx_root.resolve()
-    if root not in _GATES:
-        _GATES[root] = QualityGate(root, dict(cfg.quality.severity))
-    _GATES[root].severity = dict(cfg.quality.severity)
-    return _GATES[root]
+    with _GATES_LOCK:
+        if root not in _GATES:
+            _GATES[root] = QualityGate(root, dict(cfg.quality.severity))
+        _GATES[root].severity = dict(cfg.quality.severity)
+        return _GATES[root]
 
 
 def _fingerprint(path: Path) -> tuple[int, int]:
@@ -134,7 +140,7 @@ def _replace_unit(cfg: FairmonConfig, src: InputSource, unit: IngestUnit, staged
             db.execute(con, f"{src.name}_delete_unit", **src.delete_params(unit))
             db.execute(con, f"{src.name}_insert")
             db.execute(
-                con, "ingest_log_upsert", file=str(unit.file), size=size, mtime_ns=mtime, config_fp=fp,
+                con, "ingest_log_upsert", file=str(unit.file), source=src.name, size=size, mtime_ns=mtime, config_fp=fp,
                 ds_start=unit.ds_start, ds=unit.ds_end, scope=unit.scope, rows=staged.height,
                 dq=json.dumps({"n_expectations": dq.n_expectations, "failures": dq.failures}, default=str),
             )
@@ -158,7 +164,8 @@ def stage_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, run_name: str,
     fp = cfg.fingerprint()
     seen = None if force else _last_ingest(cfg, unit.file)
     if seen and (seen["size"], seen["mtime_ns"], seen["config_fp"]) == (size, mtime, fp):
-        logger.info("ingest %s: unchanged since last staged, skipped", unit.file)
+        logger.info("ingest %s: unchanged since staged (%d rows), skipped, %.2fs", unit.file, seen["rows"],
+                    time.perf_counter() - t0)
         prev = json.loads(seen["dq"] or "{}")
         return DQResult(source, src.suite, str(unit.file), prev.get("n_expectations", 0), prev.get("failures", []))
     raw = src.read(unit)
@@ -319,8 +326,8 @@ def publish(cfg: FairmonConfig, ds: dt.date, tables: dict[str, pl.DataFrame]) ->
     paths = write_partitions(cfg.warehouse_path, ds, tables)
     with db.connect(cfg.duckdb_path) as con:
         sync_duckdb(con, ds, tables)
-    logger.info("publish %s: %s in %.2fs", ds, ", ".join(f"{k}={v.height}" for k, v in tables.items()),
-                time.perf_counter() - t0)
+    logger.info("publish %s: %d rows out (%s), %.2fs", ds, sum(v.height for v in tables.values()),
+                ", ".join(f"{k}={v.height}" for k, v in tables.items()), time.perf_counter() - t0)
     return {k: str(v) for k, v in paths.items()}
 
 
@@ -333,9 +340,9 @@ def _dq_table(cfg: FairmonConfig, ds: dt.date, results: list[DQResult]) -> pl.Da
     return frame
 
 
-def _quarantine(cfg: FairmonConfig, ds: dt.date, results: list[DQResult], stage: str) -> None:
+def _quarantine(cfg: FairmonConfig, ds: dt.date, results: list[DQResult], stage: str, run_id: str) -> None:
     """Record why the day failed its checks (dq_results only) and end the run failed."""
-    publish(cfg, ds, {"dq_results": _dq_table(cfg, ds, results)})
+    publish(cfg, ds, {"dq_results": _dq_table(cfg, ds, results).with_columns(pl.lit(run_id).alias("run_id"))})
     gate_for(cfg).build_docs()
     failed = "; ".join(r.summary() for r in results if not r.success)
     raise DayQuarantined(f"{ds}: quarantined at stage {stage}: {failed}")
@@ -377,29 +384,70 @@ def _labels_stage(cfg: FairmonConfig, ds: dt.date, force: bool, results: list[DQ
 STAGES = {"impressions": _impressions_stage, "scores": _scores_stage, "labels": _labels_stage}
 
 
+def _record_run(cfg: FairmonConfig, config_path: str, run_id: str, ds: dt.date, started: dt.datetime, status: str,
+                detail: str, params: dict, files: list[str], outputs: dict[str, int]) -> None:
+    """Append the run to the ``runs`` table; a published day is no longer stale."""
+    with db.connect(cfg.duckdb_path) as con:
+        db.execute(con, "runs_create")
+        db.execute(con, "stale_create")
+        db.execute(con, "ingest_log_create")
+        inputs = db.query(con, "ingest_log_for_days", files=files).to_dicts() if files else []
+        db.execute(con, "runs_insert", run_id=run_id, ds=ds, started_at=started, status=status, detail=detail,
+                   config_path=str(config_path), config_fp=cfg.fingerprint(), params=json.dumps(params, default=str),
+                   inputs=json.dumps(inputs, default=str), outputs=json.dumps(outputs))
+        if status == "published":
+            db.execute(con, "stale_clear", ds=ds)
+
+
 @flow(name="fairmon-daily")
-def daily(config_path: str, ds: dt.date, force_ingest: bool = False) -> dict:
+def daily(config_path: str, ds: dt.date, force_ingest: bool = False, wait_seconds: float = 0.0) -> dict:
     """One day end to end, gated, for every configured input: ingest -> counts
     -> checks -> estimators -> checks -> publish. A critical failure anywhere
     quarantines the whole day (dq_results are written, no metric is published).
+    The run holds the DuckDB file's run lock throughout (waiting up to
+    ``wait_seconds`` for another process) and is recorded in ``runs`` with its
+    inputs' fingerprints and parameters.
 
-    Returns {ds, reo, reo_ab, threshold_prevalence, sdt (rows as dicts, empty
-    when not configured), dq, paths, data_docs}. Raises :class:`DayQuarantined`
-    on a critical data-quality failure and :class:`DayFailed` when the day
-    cannot be computed (naming the stage and input).
+    Returns {ds, run_id, reo, reo_ab, threshold_prevalence, sdt (rows as dicts,
+    empty when not configured), dq, paths, data_docs}. Raises
+    :class:`DayQuarantined` on a critical data-quality failure,
+    :class:`DayFailed` when the day cannot be computed (naming the stage and
+    input) and :class:`RunLockedError` when another run holds the file.
     """
     cfg = load_config(config_path)
+    run_id = uuid.uuid4().hex
+    started = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    params = {"ds": ds, "force_ingest": force_ingest, "estimation": cfg.estimation.model_dump(),
+              "ab": cfg.ab.model_dump(), "quality": cfg.quality.model_dump()}
     results: list[DQResult] = []
     tables: dict[str, pl.DataFrame] = {}
-    for name in configured_inputs(cfg):
+    status, detail = "failed", ""
+    with run_lock(cfg.duckdb_path, wait_seconds):
         try:
-            tables.update(STAGES[name](cfg, ds, force_ingest, results))
-        except InputContractError as e:
-            raise DayFailed(f"{ds}: stage {name} ingest: {e}") from e
-        except _Stop:
-            _quarantine(cfg, ds, results, name)
-    dq = _dq_table(cfg, ds, results)
-    paths = publish(cfg, ds, {**tables, "dq_results": dq})  # metrics and their checks land together
-    docs = gate_for(cfg).build_docs()
-    rows = {k: tables[k].to_dicts() if k in tables else [] for k in ("reo", "reo_ab", "threshold_prevalence", "sdt")}
-    return {"ds": ds, **rows, "dq": dq.to_dicts(), "paths": paths, "data_docs": str(docs)}
+            for name in configured_inputs(cfg):
+                try:
+                    tables.update(STAGES[name](cfg, ds, force_ingest, results))
+                except InputContractError as e:
+                    raise DayFailed(f"{ds}: stage {name} ingest: {e}") from e
+                except _Stop:
+                    tables = {}
+                    _quarantine(cfg, ds, results, name, run_id)
+            dq = _dq_table(cfg, ds, results)
+            stamped = {k: v.with_columns(pl.lit(run_id).alias("run_id")) for k, v in {**tables, "dq_results": dq}.items()}
+            paths = publish(cfg, ds, stamped)  # metrics first, dq_results last
+            docs = gate_for(cfg).build_docs()
+            status = "published"
+            rows = {k: tables[k].to_dicts() if k in tables else []
+                    for k in ("reo", "reo_ab", "threshold_prevalence", "sdt")}
+            return {"ds": ds, "run_id": run_id, **rows, "dq": dq.to_dicts(), "paths": paths, "data_docs": str(docs)}
+        except DayQuarantined as e:
+            status, detail = "quarantined", str(e)
+            raise
+        except Exception as e:
+            detail = f"{type(e).__name__}: {e}"
+            get_run_logger().error("%s: run failed: %s", ds, detail)
+            raise
+        finally:
+            _record_run(cfg, config_path, run_id, ds, started, status, detail, params,
+                        sorted({r.subject for r in results if r.suite.endswith("_raw")}),
+                        {k: v.height for k, v in tables.items()})

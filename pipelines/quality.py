@@ -194,12 +194,10 @@ class QualityGate:
         gx = self.gx
         spec = load_spec(suite)
         entries = expand_spec(spec, params, frame.columns, self.severity)
-        gx_suite = gx.ExpectationSuite(name=suite)
-        for e in entries:
-            cls = getattr(gx.expectations, e["type"])
-            gx_suite.add_expectation(cls(**e["kwargs"], severity=e["severity"], meta={"name": e["name"]}))
-        with _LOCK:
-            gx_suite = self.ctx.suites.add_or_update(gx_suite)
+        expectations = [getattr(gx.expectations, e["type"])(**e["kwargs"], severity=e["severity"],
+                                                            meta={"name": e["name"]}) for e in entries]
+        with _LOCK:  # GX's file stores are not thread-safe: every context operation under one lock
+            gx_suite = self.ctx.suites.add_or_update(gx.ExpectationSuite(name=suite, expectations=expectations))
             vd = self.ctx.validation_definitions.add_or_update(
                 gx.ValidationDefinition(name=suite, data=self._batch_definition(suite), suite=gx_suite)
             )

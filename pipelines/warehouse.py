@@ -19,6 +19,7 @@ import duckdb
 import polars as pl
 
 from pipelines import db
+from pipelines.faults import fault_point
 
 #: Tables with a ``<table>_published`` view in DuckDB (days whose dq_results all succeeded).
 GATED_TABLES = ("group_counts", "reo_group", "reo", "reo_ab", "threshold_prevalence", "threshold_prevalence_diff",
@@ -43,9 +44,12 @@ def write_partitions(warehouse: Path, ds: dt.date, tables: dict[str, pl.DataFram
     """Replace day ``ds`` of every table in ``tables`` ({name: frame with a ds column}).
 
     All files are written and fsynced aside first; then each is atomically
-    renamed over its partition. Returns {table: final path}. Raises ValueError
-    when a frame holds rows of another day.
+    renamed over its partition (dq_results last: a crash between two renames
+    leaves tables whose ``run_id`` differs from the day's dq_results, which
+    readers treat as not published). Returns {table: final path}. Raises
+    ValueError when a frame holds rows of another day.
     """
+    clean_tmp(warehouse)
     tmp_dir = warehouse / "_tmp"
     tmp_dir.mkdir(parents=True, exist_ok=True)
     staged: dict[str, Path] = {}
@@ -58,6 +62,7 @@ def write_partitions(warehouse: Path, ds: dt.date, tables: dict[str, pl.DataFram
             with open(tmp, "rb") as fh:
                 os.fsync(fh.fileno())
             staged[name] = tmp
+            fault_point("parquet_write")
         out = {}
         for name, tmp in staged.items():
             final = partition_path(warehouse, name, ds)
@@ -65,10 +70,25 @@ def write_partitions(warehouse: Path, ds: dt.date, tables: dict[str, pl.DataFram
             os.replace(tmp, final)
             _fsync_dir(final.parent)
             out[name] = final
+            fault_point("parquet_swap")
         return out
     finally:
         for tmp in staged.values():
             tmp.unlink(missing_ok=True)
+
+
+def clean_tmp(warehouse: Path, older_than_s: float = 3600.0) -> None:
+    """Remove files a killed run left in ``<warehouse>/_tmp`` (older than an hour,
+    so a concurrent writer's files are never touched)."""
+    import time
+
+    tmp_dir = warehouse / "_tmp"
+    if not tmp_dir.is_dir():
+        return
+    now = time.time()
+    for p in tmp_dir.iterdir():
+        if now - p.stat().st_mtime > older_than_s:
+            p.unlink(missing_ok=True)
 
 
 def sync_duckdb(con: duckdb.DuckDBPyConnection, ds: dt.date, tables: dict[str, pl.DataFrame]) -> None:
@@ -87,6 +107,7 @@ def sync_duckdb(con: duckdb.DuckDBPyConnection, ds: dt.date, tables: dict[str, p
             con.register("new_rows", frame)
             try:
                 db.execute(con, f"outputs/{name}_delete", ds=ds)
+                fault_point("duckdb_txn")
                 db.execute(con, f"outputs/{name}_insert")
             finally:
                 con.unregister("new_rows")

@@ -1,7 +1,8 @@
--- One row per ingested file: what it was (size, mtime, config) when it was
--- staged, and the raw data-quality result it passed with (JSON of DQResult).
+-- One row per ingested file: which input it feeds, what it was (size, mtime,
+-- config) when it was staged, and the raw data-quality result it passed with.
 CREATE TABLE IF NOT EXISTS ingest_log (
     file        VARCHAR PRIMARY KEY,
+    source      VARCHAR,
     size        BIGINT,
     mtime_ns    BIGINT,
     config_fp   VARCHAR,

@@ -40,10 +40,17 @@ def report_data(reo: pl.DataFrame, reo_group: pl.DataFrame, dq: pl.DataFrame,
     dq = dq.filter(pl.col("ds").is_between(start, end)) if not dq.is_empty() else dq
     days = published_days(dq, start, end)
 
+    # a day's rows count only when they come from the run whose checks dq_results holds
+    # (a run killed between two partition swaps leaves mixed run_ids: not published)
+    runs = dq.select("ds", "run_id").unique() if "run_id" in dq.columns else None
+
     def keep(frame: pl.DataFrame) -> pl.DataFrame:
         if frame.is_empty():
             return frame
-        return frame.filter(pl.col("ds").is_in(days)).sort("ds")
+        frame = frame.filter(pl.col("ds").is_in(days))
+        if runs is not None and "run_id" in frame.columns:
+            frame = frame.join(runs, on=["ds", "run_id"], how="semi")
+        return frame.sort("ds")
 
     excluded = excluded_days(dq)
     seen = set(dq.get_column("ds").to_list()) if not dq.is_empty() else set()

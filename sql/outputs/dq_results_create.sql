@@ -4,5 +4,6 @@
 CREATE TABLE IF NOT EXISTS dq_results (
     ds DATE, "table" VARCHAR, suite VARCHAR, subject VARCHAR, success BOOLEAN,
     n_expectations BIGINT, n_failed BIGINT, n_warnings BIGINT,
-    failed_critical VARCHAR, failed_warning VARCHAR, details VARCHAR
+    failed_critical VARCHAR, failed_warning VARCHAR, details VARCHAR,
+    run_id VARCHAR  -- the run that wrote the row (matches the day's dq_results when consistent)
 )

@@ -4,5 +4,6 @@ CREATE TABLE IF NOT EXISTS reo (
     reo DOUBLE, se DOUBLE, ci_low DOUBLE, ci_high DOUBLE, n_rec BIGINT, n_rand BIGINT,
     rand_window_start DATE, rand_window_end DATE, ci_method VARCHAR, level DOUBLE,
     exceeds_80pct_rule BOOLEAN, reo_naive_recommended_only DOUBLE, reo_naive_missing_as_negative DOUBLE,
-    reason VARCHAR
+    reason VARCHAR,
+    run_id VARCHAR  -- the run that wrote the row (matches the day's dq_results when consistent)
 )

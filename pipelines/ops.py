@@ -1,0 +1,134 @@
+"""Operations: scheduling, choosing which days to (re)run, and late-data staleness."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from pathlib import Path
+
+import polars as pl
+from prefect import flow, get_run_logger
+
+from pipelines import db
+from pipelines.config import FairmonConfig, load_config
+from pipelines.locking import run_lock
+
+
+def _days(first: dt.date, last: dt.date) -> list[dt.date]:
+    return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def affected_days(cfg: FairmonConfig, source: str, scope: str, ds_start: dt.date, ds: dt.date,
+                  run_days: list[dt.date]) -> list[dt.date]:
+    """Days whose results depend on a staged file, among the days that were run.
+
+    An impressions file of day D feeds D; a pooled random-traffic range a..b
+    (or a contract file, which may hold random rows) also feeds every day whose
+    trailing window reaches back into it (up to b + W − 1); a score or labeling
+    file of day D feeds D .. D + window − 1; the COMPAS file feeds every day.
+    """
+    if scope == "file" and ds_start == dt.date.min:
+        return list(run_days)
+    if source == "impressions":
+        w = cfg.impressions.random_window_days if cfg.impressions else 1
+        last = ds if scope == "nonrandom" else ds + dt.timedelta(days=w - 1)
+    else:
+        sc = getattr(cfg, source, None)
+        last = ds + dt.timedelta(days=(sc.window_days if sc else 1) - 1)
+    return [d for d in run_days if ds_start <= d <= last]
+
+
+def detect_stale(cfg: FairmonConfig) -> pl.DataFrame:
+    """Compare every staged file with the file system and mark the days that
+    depend on a changed or removed file as stale (table ``stale_days``).
+
+    Returns the newly found (ds, file) pairs.
+    """
+    found = []
+    with db.connect(cfg.duckdb_path) as con:
+        for name in ("ingest_log_create", "runs_create", "stale_create"):
+            db.execute(con, name)
+        log = db.query(con, "ingest_log_all")
+        run_days = db.query(con, "runs_days").get_column("ds").to_list()
+        for r in log.iter_rows(named=True):
+            path = Path(r["file"])
+            if path.exists():
+                if path.is_dir():
+                    files = [p for p in path.rglob("*") if p.is_file()]
+                    now = (sum(p.stat().st_size for p in files), max((p.stat().st_mtime_ns for p in files), default=0))
+                else:
+                    st = path.stat()
+                    now = (st.st_size, st.st_mtime_ns)
+                if now == (r["size"], r["mtime_ns"]):
+                    continue
+            for d in affected_days(cfg, r["source"] or "impressions", r["scope"], r["ds_start"], r["ds"], run_days):
+                db.execute(con, "stale_insert", ds=d, file=r["file"])
+                found.append({"ds": d, "file": r["file"]})
+    return pl.DataFrame(found, schema={"ds": pl.Date, "file": pl.String})
+
+
+def days_to_run(cfg: FairmonConfig, start: dt.date, end: dt.date, *, only_failed: bool = False,
+                only_stale: bool = False) -> list[dt.date]:
+    """The days of start..end a backfill should run: all of them, or only those
+    whose latest run did not publish (or never ran), and/or only the stale ones
+    (after :func:`detect_stale`). With both flags, the union."""
+    days = _days(start, end)
+    if not (only_failed or only_stale):
+        return days
+    chosen: set[dt.date] = set()
+    with db.connect(cfg.duckdb_path) as con:
+        db.execute(con, "runs_create")
+        db.execute(con, "stale_create")
+        if only_failed:
+            last = dict(db.query(con, "runs_last_status", start=start, end=end).select("ds", "status").iter_rows())
+            chosen |= {d for d in days if last.get(d) != "published"}
+        if only_stale:
+            chosen |= set(db.query(con, "stale_list", start=start, end=end).get_column("ds").to_list())
+    return sorted(chosen)
+
+
+@flow(name="fairmon-scheduled")
+def scheduled(config_path: str, lag_days: int = 1, wait_seconds: float = 600.0) -> list[dict]:
+    """The scheduled job: compute the day ``lag_days`` before today (UTC), and
+    recompute every day that late data made stale. Returns one summary per day."""
+    from pipelines.flows import DayQuarantined, daily
+
+    cfg = load_config(config_path)
+    target = dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=lag_days)
+    with run_lock(cfg.duckdb_path, wait_seconds):
+        detect_stale(cfg)
+        with db.connect(cfg.duckdb_path) as con:
+            stale = db.query(con, "stale_list", start=dt.date(1900, 1, 1), end=target).get_column("ds").to_list()
+        out = []
+        for d in sorted(set(stale) | {target}):
+            state = daily(config_path, d, return_state=True)
+            try:
+                state.result()
+                out.append({"ds": str(d), "status": "published"})
+            except DayQuarantined as e:
+                out.append({"ds": str(d), "status": "quarantined", "detail": str(e)})
+            except Exception as e:
+                out.append({"ds": str(d), "status": "failed", "detail": f"{type(e).__name__}: {e}"})
+        get_run_logger().info("scheduled run: %s", out)
+        return out
+
+
+def build_deployment(config_path: Path, cron: str, timezone: str, lag_days: int, name: str = "fairmon-daily"):
+    """The Prefect deployment of :func:`scheduled` with a cron schedule (not started)."""
+    from prefect.client.schemas.schedules import CronSchedule
+
+    return scheduled.to_deployment(
+        name=name,
+        schedule=CronSchedule(cron=cron, timezone=timezone),
+        parameters={"config_path": str(Path(config_path).resolve()), "lag_days": lag_days},
+        description="fairmon: compute yesterday's fairness metrics and recompute days made stale by late data",
+        tags=["fairmon"],
+    )
+
+
+def next_runs(cron: str, timezone: str, n: int = 5, after: dt.datetime | None = None) -> list[dt.datetime]:
+    """The next ``n`` times the cron schedule fires (Prefect's own schedule logic)."""
+    from prefect.server.schemas.schedules import CronSchedule
+
+    after = after or dt.datetime.now(dt.timezone.utc)
+    return list(asyncio.run(CronSchedule(cron=cron, timezone=timezone).get_dates(n=n, start=after)))
