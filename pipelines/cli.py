@@ -300,6 +300,127 @@ def report(
     console.print(f"report: {path}")
 
 
+@app.command()
+def plan(
+    config: ConfigOpt = Path("fairmon.toml"),
+    start: Annotated[Optional[str], typer.Option(help="First day of counts to plan from.")] = None,
+    end: Annotated[Optional[str], typer.Option(help="Last day of counts to plan from.")] = None,
+    epsilon: Annotated[float, typer.Option(help="Relative error ε.")] = 0.1,
+    delta: Annotated[float, typer.Option(help="Failure probability δ.")] = 0.05,
+    target_se: Annotated[Optional[float], typer.Option(help="Also solve for this SE of REO.")] = None,
+    p: Annotated[Optional[str], typer.Option("--P", help="Given rates instead of counts: P_k, e.g. 0.01,0.05.")] = None,
+    q: Annotated[Optional[str], typer.Option("--Q", help="Given rates: Q_k, e.g. 0.1,0.25.")] = None,
+    n_rec: Annotated[Optional[int], typer.Option(help="Given rates: default rows per day.")] = None,
+    rand_per_day: Annotated[Optional[int], typer.Option(help="Given rates: random rows per day.")] = None,
+) -> None:
+    """How much random (and default) traffic a given accuracy needs (seed 001
+    App. E, I.2): per group by Thm E.1, ⌈3 p_k⁻¹ ε⁻² ln(2/δ)⌉; for all U_k (and
+    so ΔU_k, REO) jointly; the delta-method SE current volumes give; and the
+    random volume for --target-se, in days of current random traffic. Uses the
+    published group counts of START..END, or rates given with --P/--Q."""
+    from pipelines.audit import plan_from_counts
+    from transforms.planning import joint_volumes, random_traffic_required, random_volume_for_reo_se, \
+        reo_se_for_volume
+
+    if p and q:
+        import numpy as np
+
+        P, Q = np.array(_parse_floats(p, "--P")), np.array(_parse_floats(q, "--Q"))
+        if P.shape != Q.shape:
+            raise typer.BadParameter("--P and --Q need one value per group", param_hint="--Q")
+        e1 = random_traffic_required(P, epsilon, delta)
+        joint = joint_volumes(P, Q, epsilon, delta)
+        console.print(f"Thm E.1 random rows per group (ε={epsilon}, δ={delta}): {[int(x) for x in e1]}")
+        console.print(f"all U_k within ε jointly: {joint['n_rand']} random rows and {joint['n_rec']} default rows "
+                      f"(each share within {joint['eps_share']:.4f} at δ/2K = {joint['delta_share']:.4g})")
+        if n_rec and rand_per_day:
+            se, _ = reo_se_for_volume(Q, P, n_rec, rand_per_day)
+            console.print(f"SE(REO) with {n_rec} default and {rand_per_day} random rows: {se:.5f}")
+            console.print(f"Thm E.1 in days of random traffic: {e1.max() / rand_per_day:.1f}")
+            if target_se:
+                need = random_volume_for_reo_se(Q, P, n_rec, target_se)
+                console.print(f"random rows for SE(REO) = {target_se}: {need:.0f} ({need / rand_per_day:.1f} days)")
+        return
+    cfg = _load(config)
+    a = _parse_date(start, "--start") if start else dt.date.min
+    b = _parse_date(end, "--end") if end else dt.date.max
+    try:
+        table = plan_from_counts(cfg, a, b, epsilon, delta, target_se)
+    except ValueError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    t = Table(title=f"Random-traffic plan (ε = {epsilon}, δ = {delta}), from counts of {table['ds'][0]}",
+              title_justify="left")
+    for c in ("arm", "attribute", "rand/day", "Thm E.1 rows", "days", "joint rand", "joint rec", "days",
+              "SE(REO) now", "rows for target SE", "days"):
+        t.add_column(c, justify="left" if c in ("arm", "attribute") else "right")
+    for r in table.iter_rows(named=True):
+        t.add_row(r["arm"], r["attribute"], f"{r['rand_per_day']:.0f}", str(r["thm_e1_rand_max"]),
+                  f"{r['thm_e1_days']:.1f}", str(r["joint_rand"]), str(r["joint_rec"]), f"{r['joint_days']:.1f}",
+                  f"{r['se_reo_now']:.4f}", "-" if r["rand_for_target_se"] != r["rand_for_target_se"]
+                  else f"{r['rand_for_target_se']:.0f}", "-" if r["days_for_target_se"] != r["days_for_target_se"]
+                  else f"{r['days_for_target_se']:.1f}")
+    console.print(t)
+
+
+@app.command("audit-export")
+def audit_export(
+    date: Annotated[str, typer.Option("--date", "-d", help="Last day of the score window, YYYY-MM-DD.")],
+    attribute: Annotated[str, typer.Option(help="Group attribute of the release.")],
+    config: ConfigOpt = Path("fairmon.toml"),
+    model: Annotated[Optional[str], typer.Option(help="Model (default: the first configured threshold's).")] = None,
+    epsilon: Annotated[float, typer.Option(help="Privacy budget of this release.")] = 0.5,
+    survival: Annotated[bool, typer.Option(help="Release the survival form P*(a, >= y) (continuous scores).")] = False,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Release file (JSON).")] = None,
+) -> None:
+    """Release per-group score histograms of qualified individuals with Laplace
+    noise (scale 1/ε, ε-differentially private; seed 000 §5), the noisy P*, the
+    empirical fairness gap and the (α, δ, ε) decision of Theorem 1. The release
+    is refused when it would overspend the data set's privacy budget."""
+    from pipelines.audit import BudgetExceeded, export_release
+
+    cfg = _load(config)
+    ds = _parse_date(date, "--date")
+    if cfg.scores is None:
+        err.print("[red]error:[/red] audit-export needs a [scores] section in the config")
+        raise typer.Exit(2)
+    model = model or cfg.scores.thresholds[0].model
+    out = out or cfg.warehouse_path.parent / "releases" / f"{model}_{attribute}_{ds}.json"
+    try:
+        r = export_release(cfg, ds, attribute, model, epsilon, survival=survival, out=out)
+    except BudgetExceeded as e:
+        err.print(f"[red]refused:[/red] {escape(str(e))}")
+        raise typer.Exit(3) from None
+    except ValueError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    colour = {"fair": "green", "unfair": "red"}.get(r["decision"], "yellow")
+    console.print(f"release {r['release_id']} of {r['model']} by {r['attribute']} ({r['window'][0]}..{r['window'][1]}),"
+                  f" ε = {epsilon} (spent {r['budget_spent']:g} of {r['budget_total']:g})")
+    console.print(f"groups {r['groups']}; smallest qualified group {r['min_group_n']} (Theorem 1 needs "
+                  f"{r['required_n']} at α = {r['alpha']}, δ = {r['delta']})")
+    console.print(f"empirical fairness gap EFG = {r['efg']:.4f} -> decision: [{colour}]{r['decision']}[/{colour}]")
+    for c in r["conditions_failed"]:
+        console.print(f"  [yellow]{escape(c)}[/yellow]")
+    console.print(f"written: {out}")
+
+
+@app.command("sample-size")
+def sample_size(
+    alpha: Annotated[float, typer.Option(help="Fairness tolerance α.")] = 0.2,
+    groups: Annotated[int, typer.Option(min=1, help="|A|, number of groups.")] = 2,
+    levels: Annotated[int, typer.Option(min=1, help="|Y|, number of score levels.")] = 100,
+    delta: Annotated[float, typer.Option(help="Failure probability δ.")] = 0.05,
+) -> None:
+    """Minimum qualified individuals per group for an audit, private (seed 000
+    eq. 7) and non-private (eq. 8), and their ratio (at most 4·ln3/ln2 ≈ 6.34)."""
+    from transforms.audit import min_sample_nonprivate, min_sample_private, sample_size_ratio
+
+    a, b = min_sample_private(alpha, groups, levels, delta), min_sample_nonprivate(alpha, groups, levels, delta)
+    console.print(f"private (eq. 7): {a}   non-private (eq. 8): {b}   ratio {a / b:.2f} "
+                  f"(unrounded {sample_size_ratio(groups, levels, delta):.3f}; supremum 6.34)")
+
+
 def _parse_floats(value: str, name: str) -> tuple[float, ...]:
     try:
         return tuple(float(x) for x in value.split(","))

@@ -188,6 +188,17 @@ class QualityConfig(_Strict):
         return self
 
 
+class AuditConfig(_Strict):
+    """Differentially private audit releases of score logs (seed 000 §5)."""
+
+    total_epsilon: float = Field(default=1.0, gt=0, description="privacy budget per data set, over all releases")
+    qualified_outcome: bool = Field(default=False, description="an individual is qualified when outcome equals "
+                                    "this (COMPAS: two_year_recid = 0 -> false)")
+    alpha: float = Field(default=0.2, gt=0, lt=1)
+    delta: float = Field(default=0.05, gt=0, lt=1)
+    bins: int = Field(default=0, ge=0, description="0: one bin per distinct score; N: N equal-width bins")
+
+
 class ScheduleConfig(_Strict):
     """When the daily job runs (``fairmon serve``)."""
 
@@ -209,6 +220,7 @@ class FairmonConfig(_Strict):
     quality: QualityConfig = QualityConfig()
     ab: ABConfig = ABConfig()
     schedule: ScheduleConfig = ScheduleConfig()
+    audit: AuditConfig = AuditConfig()
     base_dir: Path = Field(default=Path("."), exclude=True)
 
     def resolve(self, p: str | Path) -> Path:

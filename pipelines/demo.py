@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pipelines.cli import BUNDLED_COAT, _fmt, _run_days, _summary, prevalence_table, reo_table, sdt_view
+from pipelines.audit import export_release
 from pipelines.config import load_config
 from pipelines.report import build_report
 from pipelines.simulate import write_labeling_simulation, write_simulation
@@ -36,6 +37,12 @@ propublica_filter = true
 model = "compas"
 t = 5
 d = 3
+
+[audit]                      # differentially private audit release (seed 000 §5)
+total_epsilon = 1.0
+qualified_outcome = false    # qualified = not re-arrested within two years
+alpha = 0.3
+delta = 0.05
 """
 
 COAT_CONFIG = """# fairmon config for the Coat data set (Schnabel et al., ICML 2016)
@@ -123,6 +130,12 @@ def run_demo(out: Path, console: Console) -> None:
         console.print(prevalence_table(rows, "COMPAS: outcome rate at the decision threshold and implied cost "
                                              "ratio c = (1 - p)/p, screenings 2013-2014"))
     compas_report = build_report(load_config(ccfg), COMPAS_DS, COMPAS_DS, config_name=str(ccfg))
+    if compas_results[0]["status"] == "published":
+        rel = export_release(load_config(ccfg), COMPAS_DS, "sex", "compas", 0.5,
+                             out=compas / "releases" / "compas_sex.json")
+        console.print(f"ε-DP audit release (ε = 0.5 of 1.0): score histograms of qualified people by sex, "
+                      f"EFG = {rel['efg']:.4f}, smallest group {rel['min_group_n']} (needs {rel['required_n']}) "
+                      f"-> decision at α = {rel['alpha']}: [bold]{rel['decision']}[/bold]; {compas / 'releases'}")
 
     console.rule("4. simulated labelers: known d' and criteria per content group (seed 002 §5.3)")
     labels = out / "labels"

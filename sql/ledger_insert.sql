@@ -1,0 +1,2 @@
+-- Record a release's ε against its data set.
+INSERT INTO privacy_ledger VALUES ($dataset, $release_id, $epsilon, now()::TIMESTAMP, $description)
