@@ -104,22 +104,27 @@ class ThresholdSpec(_Strict):
     d: float = Field(gt=0)
 
 
-class ScoresConfig(_Strict):
-    """Model score logs (DESIGN §2 scores) and prevalence at the threshold (§4.2)."""
+class _LogInput(_Strict):
+    """Shared fields of the score and labeling logs."""
 
-    format: Literal["contract", "compas"] = "contract"
-    path: str = Field(description="contract: file per day, template with {ds}; compas: the COMPAS CSV")
-    attributes: list[str] = Field(min_length=1)
-    thresholds: list[ThresholdSpec] = Field(min_length=1)
+    attributes: list[str] = Field(min_length=1, description="group columns, one grouping each")
     window_days: int = Field(default=1, ge=1, description="trailing window of days pooled per estimate")
-    propublica_filter: bool = Field(default=True, description="compas: keep the usual ProPublica rows only")
-    hc: Literal["HC0", "HC1"] = "HC1"
-    min_rows: int = Field(default=10, ge=3, description="rows within d of t needed per group")
 
     @field_validator("attributes")
     @classmethod
     def _identifiers(cls, v: list[str]) -> list[str]:
         return _check_identifiers(v)
+
+
+class ScoresConfig(_LogInput):
+    """Model score logs (DESIGN §2 scores) and prevalence at the threshold (§4.2)."""
+
+    format: Literal["contract", "compas"] = "contract"
+    path: str = Field(description="contract: file per day, template with {ds}; compas: the COMPAS CSV")
+    thresholds: list[ThresholdSpec] = Field(min_length=1)
+    propublica_filter: bool = Field(default=True, description="compas: keep the usual ProPublica rows only")
+    hc: Literal["HC0", "HC1"] = "HC1"
+    min_rows: int = Field(default=10, ge=3, description="rows within d of t needed per group")
 
     @model_validator(mode="after")
     def _template(self) -> "ScoresConfig":
@@ -128,19 +133,12 @@ class ScoresConfig(_Strict):
         return self
 
 
-class LabelsConfig(_Strict):
+class LabelsConfig(_LogInput):
     """Human labeling logs (DESIGN §2 labels) and signal-detection metrics (§4.3)."""
 
     path: str = Field(description="file per day, template with {ds}")
-    attributes: list[str] = Field(min_length=1)
-    window_days: int = Field(default=1, ge=1)
     min_pos: int = Field(default=10, ge=1, description="gold positives needed per cell")
     min_neg: int = Field(default=10, ge=1, description="gold negatives needed per cell")
-
-    @field_validator("attributes")
-    @classmethod
-    def _identifiers(cls, v: list[str]) -> list[str]:
-        return _check_identifiers(v)
 
     @model_validator(mode="after")
     def _template(self) -> "LabelsConfig":

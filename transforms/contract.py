@@ -228,31 +228,33 @@ def _require(raw: pl.DataFrame, columns: list[str], file: str) -> None:
             raise InputContractError("required column is missing", file=file, column=c)
 
 
+_PARSERS = {
+    "date": parse_date,
+    "float": parse_float,
+    "bool": parse_bool,
+    "str": lambda s, *, file, column: s.cast(pl.String),
+}
+SCORES_COLUMNS = {"ds": "date", "model": "str", "item_id": "str", "score": "float", "outcome": "bool"}
+LABELS_COLUMNS = {"ds": "date", "item_id": "str", "labeler_id": "str", "label": "bool", "gold_label": "bool"}
+
+
+def _normalize_log(raw: pl.DataFrame, columns: dict[str, str], *, file: str, attributes: list[str]) -> pl.DataFrame:
+    _require(raw, [*columns, *attributes], file)
+    return pl.DataFrame([
+        *(_PARSERS[kind](raw.get_column(c), file=file, column=c).alias(c) for c, kind in columns.items()),
+        *_attrs_and_source(raw, attributes, file),
+    ])
+
+
 def normalize_scores(raw: pl.DataFrame, *, file: str, attributes: list[str]) -> pl.DataFrame:
     """Check a raw score log against DESIGN §2 (scores) and return staging rows:
     ds, model, item_id, score (float), outcome (bool, null = unknown),
     attr__<attribute>..., src_file. Raises :class:`InputContractError`."""
-    _require(raw, ["ds", "model", "item_id", "score", "outcome", *attributes], file)
-    return pl.DataFrame([
-        parse_date(raw.get_column("ds"), file=file, column="ds").alias("ds"),
-        raw.get_column("model").cast(pl.String).alias("model"),
-        raw.get_column("item_id").cast(pl.String).alias("item_id"),
-        parse_float(raw.get_column("score"), file=file, column="score").alias("score"),
-        parse_bool(raw.get_column("outcome"), file=file, column="outcome").alias("outcome"),
-        *_attrs_and_source(raw, attributes, file),
-    ])
+    return _normalize_log(raw, SCORES_COLUMNS, file=file, attributes=attributes)
 
 
 def normalize_labels(raw: pl.DataFrame, *, file: str, attributes: list[str]) -> pl.DataFrame:
     """Check a raw labeling log against DESIGN §2 (labels) and return staging rows:
     ds, item_id, labeler_id, label (bool), gold_label (bool, null = not reviewed),
     attr__<attribute>..., src_file. Raises :class:`InputContractError`."""
-    _require(raw, ["ds", "item_id", "labeler_id", "label", "gold_label", *attributes], file)
-    return pl.DataFrame([
-        parse_date(raw.get_column("ds"), file=file, column="ds").alias("ds"),
-        raw.get_column("item_id").cast(pl.String).alias("item_id"),
-        raw.get_column("labeler_id").cast(pl.String).alias("labeler_id"),
-        parse_bool(raw.get_column("label"), file=file, column="label").alias("label"),
-        parse_bool(raw.get_column("gold_label"), file=file, column="gold_label").alias("gold_label"),
-        *_attrs_and_source(raw, attributes, file),
-    ])
+    return _normalize_log(raw, LABELS_COLUMNS, file=file, attributes=attributes)
