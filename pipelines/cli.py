@@ -187,6 +187,33 @@ def run(
 
 
 @app.command()
+def ingest(
+    date: Annotated[str, typer.Option("--date", "-d", help="The log day whose inputs to stage, YYYY-MM-DD.")],
+    config: ConfigOpt = Path("fairmon.toml"),
+    force: Annotated[bool, typer.Option(help="Re-stage input files even when unchanged.")] = False,
+) -> None:
+    """Validate and stage a day's input files (and its random-traffic window)
+    without computing anything; re-ingesting replaces the files' rows."""
+    _prefect_env()
+    ds = _parse_date(date, "--date")
+    cfg = _load(config)
+    from pipelines.flows import ingest as ingest_flow
+    from pipelines.locking import RunLockedError, run_lock
+
+    try:
+        with run_lock(cfg.duckdb_path):
+            results = ingest_flow(str(config), ds, force)
+    except RunLockedError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(1) from None
+    for r in results:
+        status = "[green]staged[/green]" if r.success else f"[red]not staged[/red]: {escape(r.summary())}"
+        console.print(f"{r.subject}: {status}")
+    if not all(r.success for r in results):
+        raise typer.Exit(1)
+
+
+@app.command()
 def backfill(
     start: Annotated[str, typer.Option("--start", help="First day, YYYY-MM-DD.")],
     end: Annotated[str, typer.Option("--end", help="Last day (inclusive), YYYY-MM-DD.")],

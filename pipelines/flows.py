@@ -1,14 +1,16 @@
-"""Prefect flows: ingest impressions for a day, and the gated daily REO run.
+"""Prefect flows: ingest a day's inputs, and the gated daily run.
 
 Wiring only: reading/writing is in :mod:`pipelines.adapters` and
 :mod:`pipelines.warehouse`, data-quality suites in :mod:`pipelines.quality`
 and ``expectations/``, SQL in ``sql/``, statistics in :mod:`transforms`.
 
-A day's run: ingest (raw suite per file, then staging) -> counts -> day suite
--> estimators -> output suites -> publish. A critical data-quality failure
-quarantines the day: its metric partitions are left as they were (not
-re-published), its ``dq_results`` partition records why, and the flow ends in
-a failed state (:class:`DayQuarantined`) naming the failed expectations.
+A day's run, for each configured input (impressions, scores, labels): ingest
+(raw suite per file, then staging) -> counts -> checks -> estimators (REO and
+A/B; prevalence at the threshold; SDT) -> output suites -> publish. A critical
+data-quality failure quarantines the day: its metric partitions are left as
+they were (not re-published), its ``dq_results`` partition records why, and
+the flow ends in a failed state (:class:`DayQuarantined`) naming the failed
+expectations. Every run is recorded in the ``runs`` table.
 """
 
 from __future__ import annotations

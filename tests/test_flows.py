@@ -220,3 +220,18 @@ def test_cli_simulate_writes_truth(tmp_path):
     truth = pl.read_csv(tmp_path / "s" / "truth_reo.csv")
     assert truth.height == 4 and set(truth.get_column("arm")) == {"control", "deboost"}
     shutil.rmtree(tmp_path / "s")
+
+
+def test_cli_ingest_stages_without_computing(sim):
+    sim_dir, cfg = sim
+    res = CliRunner().invoke(app, ["ingest", "-c", str(cfg), "--date", str(DAY3)])
+    assert res.exit_code == 0, res.output
+    assert res.output.count(": staged") == 3  # the day's default file and the two pools its window overlaps
+    assert not (sim_dir / "warehouse" / "reo").exists()
+    con = duckdb.connect(str(sim_dir / "fairmon.duckdb"), read_only=True)
+    try:
+        n = con.sql("SELECT count(*) FROM impressions WHERE ds = $d AND traffic = 'default'",
+                    params={"d": DAY3}).fetchall()[0][0]
+    finally:
+        con.close()
+    assert n == 2 * SPEC.rows_per_day
