@@ -548,9 +548,11 @@ def demo(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the demo's data and outputs.")] = Path(
         "fairmon-demo"),
 ) -> None:
-    """Simulate 14 days (two arms) and run the pipeline on them, then run it on the
-    bundled Coat data (item attribute gender, label rating >= 4); print daily REO
-    with CIs beside the simulation's truth and where the tables were written."""
+    """Run everything on bundled and simulated data: 14 simulated days with a
+    control and three treatment arms (daily REO with CIs beside the truth, and
+    the A/B table of seed 001 §4.4), Coat (item attribute gender, rating >= 4),
+    COMPAS (prevalence at the threshold t = 5 and a private audit release) and
+    simulated labelers (SDT cost ratios); print where tables and reports went."""
     _prefect_env()
     from pipelines.demo import run_demo
 
