@@ -65,8 +65,19 @@ def _tiktok_pools(cfg: FairmonConfig) -> list[tuple[Path, dt.date, dt.date]]:
     return pools
 
 
-def _days(first: dt.date, last: dt.date) -> list[dt.date]:
+def days_between(first: dt.date, last: dt.date) -> list[dt.date]:
+    """Every day from ``first`` to ``last`` inclusive."""
     return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def file_fingerprint(path: Path) -> tuple[int, int]:
+    """(size, mtime_ns) of a file, or summed size and latest mtime of a folder's
+    files (Coat); what re-ingest and late-data detection compare."""
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file())
+        return sum(p.stat().st_size for p in files), max((p.stat().st_mtime_ns for p in files), default=0)
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns
 
 
 def log_units_for_day(cfg: FairmonConfig, source: str, ds: dt.date) -> list[IngestUnit]:
@@ -79,7 +90,7 @@ def log_units_for_day(cfg: FairmonConfig, source: str, ds: dt.date) -> list[Inge
             raise InputContractError("COMPAS file not found", file=str(path))
         return [IngestUnit(path, dt.date.min, dt.date.max, "file")]
     first = window_start(ds, sc.window_days)
-    return [IngestUnit(f, d, d, "file") for d in _days(first, ds) for f in _matches(sc.path, cfg, ds=d.isoformat())]
+    return [IngestUnit(f, d, d, "file") for d in days_between(first, ds) for f in _matches(sc.path, cfg, ds=d.isoformat())]
 
 
 def read_log_unit(cfg: FairmonConfig, source: str, unit: IngestUnit) -> pl.DataFrame:
@@ -118,10 +129,8 @@ def units_for_day(cfg: FairmonConfig, ds: dt.date) -> list[IngestUnit]:
     day_files = _matches(imp.path, cfg, ds=ds.isoformat())
     if imp.format == "contract":
         units = [IngestUnit(f, ds, ds, "all") for f in day_files]
-        d = w0
-        while d < ds:  # earlier days of the window contribute their random rows
+        for d in days_between(w0, ds)[:-1]:  # earlier days of the window contribute their random rows
             units += [IngestUnit(f, d, d, "all") for f in _matches(imp.path, cfg, ds=d.isoformat())]
-            d += dt.timedelta(days=1)
         return units
     # tiktok
     units = [IngestUnit(f, ds, ds, "nonrandom", traffic="default") for f in day_files]

@@ -31,6 +31,7 @@ from prefect.cache_policies import NO_CACHE
 from pipelines import db
 from pipelines.adapters import (
     IngestUnit,
+    file_fingerprint,
     log_units_for_day,
     normalize_log_unit,
     normalize_unit,
@@ -70,14 +71,6 @@ def gate_for(cfg: FairmonConfig) -> QualityGate:
             _GATES[root] = QualityGate(root, dict(cfg.quality.severity))
         _GATES[root].severity = dict(cfg.quality.severity)
         return _GATES[root]
-
-
-def _fingerprint(path: Path) -> tuple[int, int]:
-    if path.is_dir():  # Coat: the folder's files
-        files = sorted(p for p in path.rglob("*") if p.is_file())
-        return sum(p.stat().st_size for p in files), max((p.stat().st_mtime_ns for p in files), default=0)
-    st = path.stat()
-    return st.st_size, st.st_mtime_ns
 
 
 @dataclass(frozen=True)
@@ -162,7 +155,7 @@ def stage_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, run_name: str,
     logger = get_run_logger()
     src = input_source(cfg, source)
     t0 = time.perf_counter()
-    size, mtime = _fingerprint(unit.file)
+    size, mtime = file_fingerprint(unit.file)
     fp = cfg.fingerprint()
     seen = None if force else _last_ingest(cfg, unit.file)
     if seen and (seen["size"], seen["mtime_ns"], seen["config_fp"]) == (size, mtime, fp):

@@ -10,12 +10,9 @@ import polars as pl
 from prefect import flow, get_run_logger
 
 from pipelines import db
+from pipelines.adapters import days_between, file_fingerprint
 from pipelines.config import FairmonConfig, load_config
 from pipelines.locking import run_lock
-
-
-def _days(first: dt.date, last: dt.date) -> list[dt.date]:
-    return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
 
 
 def affected_days(cfg: FairmonConfig, source: str, scope: str, ds_start: dt.date, ds: dt.date,
@@ -52,15 +49,8 @@ def detect_stale(cfg: FairmonConfig) -> pl.DataFrame:
         run_days = db.query(con, "runs_days").get_column("ds").to_list()
         for r in log.iter_rows(named=True):
             path = Path(r["file"])
-            if path.exists():
-                if path.is_dir():
-                    files = [p for p in path.rglob("*") if p.is_file()]
-                    now = (sum(p.stat().st_size for p in files), max((p.stat().st_mtime_ns for p in files), default=0))
-                else:
-                    st = path.stat()
-                    now = (st.st_size, st.st_mtime_ns)
-                if now == (r["size"], r["mtime_ns"]):
-                    continue
+            if path.exists() and file_fingerprint(path) == (r["size"], r["mtime_ns"]):
+                continue
             for d in affected_days(cfg, r["source"] or "impressions", r["scope"], r["ds_start"], r["ds"], run_days):
                 db.execute(con, "stale_insert", ds=d, file=r["file"])
                 found.append({"ds": d, "file": r["file"]})
@@ -72,7 +62,7 @@ def days_to_run(cfg: FairmonConfig, start: dt.date, end: dt.date, *, only_failed
     """The days of start..end a backfill should run: all of them, or only those
     whose latest run did not publish (or never ran), and/or only the stale ones
     (after :func:`detect_stale`). With both flags, the union."""
-    days = _days(start, end)
+    days = days_between(start, end)
     if not (only_failed or only_stale):
         return days
     chosen: set[dt.date] = set()

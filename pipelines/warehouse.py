@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -80,8 +81,6 @@ def write_partitions(warehouse: Path, ds: dt.date, tables: dict[str, pl.DataFram
 def clean_tmp(warehouse: Path, older_than_s: float = 3600.0) -> None:
     """Remove files a killed run left in ``<warehouse>/_tmp`` (older than an hour,
     so a concurrent writer's files are never touched)."""
-    import time
-
     tmp_dir = warehouse / "_tmp"
     if not tmp_dir.is_dir():
         return
