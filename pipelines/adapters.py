@@ -13,13 +13,16 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import polars as pl
 
+from pipelines import db
 from pipelines.config import FairmonConfig
 from transforms.coat import coat_impressions
 from transforms.compas import compas_scores
 from transforms.contract import (
+    PROFILE_N,
     InputContractError,
     adapt_impressions,
     normalize_impressions,
@@ -183,15 +186,67 @@ def read_coat(folder: Path, min_rating: int) -> pl.DataFrame:
     )
 
 
+ID_KEY = ("ds", "traffic", "request_id", "item_id")
+
+
+def profile_rows(con: duckdb.DuckDBPyConnection, raw, columns: list[str], file: str) -> pl.DataFrame:
+    """Distinct-value profile of impressions rows (sql/impressions_profile*.sql).
+
+    ``raw``: a DuckDB relation or Polars frame of the file's rows with a
+    1-based ``__row`` column; ``columns``: the contract columns to group by.
+    Returns one row per distinct combination of the present ``columns`` with
+    ``__n`` (rows), ``__first_row`` and, when the file has request_id and
+    item_id, ``id_copies`` (rows sharing the row's id key); sorted by
+    ``__first_row``. Its size is the number of distinct combinations (a few
+    thousand for six signals and two attributes), not the number of rows.
+    Raises :class:`InputContractError` when the engine cannot read the file.
+    """
+    con.register("raw", raw)
+    present = set(raw.columns)
+    cols = [c for c in columns if c in present]
+    try:
+        if not cols:
+            return db.query(con, "impressions_row_count")
+        if {"request_id", "item_id"} <= present:
+            return db.query(con, "impressions_profile_ids", columns=cols, keys=[c for c in ID_KEY if c in present])
+        return db.query(con, "impressions_profile", columns=cols)
+    except duckdb.Error as e:
+        raise InputContractError(f"cannot read file: {e}", file=file) from None
+    finally:
+        con.unregister("raw")
+
+
 def read_unit(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
-    """Read one ingest unit as a raw frame with the contract's columns filled in
-    where the format has none (ds, traffic, arm); values are not parsed yet.
+    """The profile of one ingest unit (:func:`profile_rows`) with the
+    contract columns a format leaves implicit (ds, traffic, arm) filled in;
+    values are not parsed yet. Parquet files are scanned by DuckDB without
+    loading them; CSV files and the Coat matrices are read first (all
+    columns as text). A 0-byte file gives an empty frame (no columns).
 
     Raises :class:`InputContractError` naming the file when it cannot be read.
     """
     imp = cfg.impressions
-    raw = read_coat(unit.file, imp.min_rating) if imp.format == "coat" else read_table(unit.file)
-    return adapt_impressions(raw, ds=unit.ds_end, traffic=unit.traffic, default_arm=imp.default_arm)
+    columns = ["ds", "traffic", "arm", *imp.signals, *imp.attributes]
+    path, file = unit.file, str(unit.file)
+    with duckdb.connect() as con:
+        if imp.format != "coat" and path.suffix.lower() in (".parquet", ".pq"):
+            try:
+                con.register("raw_file", con.read_parquet(file, file_row_number=True))
+            except duckdb.Error as e:
+                raise InputContractError(f"cannot read file: {e}", file=file) from None
+            raw = db.relation(con, "impressions_raw_parquet")
+        else:
+            rows = read_coat(path, imp.min_rating) if imp.format == "coat" else read_table(path)
+            if rows.width == 0:
+                return rows
+            raw = rows.with_row_index("__row", offset=1)
+        profile = profile_rows(con, raw, columns, file)
+    return adapt_impressions(profile, ds=unit.ds_end, traffic=unit.traffic, default_arm=imp.default_arm)
+
+
+def rows_in(frame: pl.DataFrame) -> int:
+    """Rows a raw frame stands for: the sum of ``__n`` for a profile, else its height."""
+    return int(frame.get_column(PROFILE_N).sum()) if PROFILE_N in frame.columns else frame.height
 
 
 def normalize_unit(cfg: FairmonConfig, unit: IngestUnit, raw: pl.DataFrame) -> pl.DataFrame:

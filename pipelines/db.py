@@ -79,6 +79,11 @@ def query(con: duckdb.DuckDBPyConnection, name: str, **params) -> pl.DataFrame:
     return con.sql(sql_text(name), params=params or None).pl()
 
 
+def relation(con: duckdb.DuckDBPyConnection, name: str, **params) -> duckdb.DuckDBPyRelation:
+    """The query ``sql/<name>.sql`` as a lazy DuckDB relation (to register as a view or stream)."""
+    return con.sql(sql_text(name), params=params or None)
+
+
 @contextmanager
 def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
     """BEGIN … COMMIT, rolled back on any exception."""

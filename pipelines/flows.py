@@ -32,6 +32,7 @@ from pipelines import db
 from pipelines.adapters import (
     IngestUnit,
     file_fingerprint,
+    rows_in,
     log_units_for_day,
     normalize_log_unit,
     normalize_unit,
@@ -118,9 +119,9 @@ def _last_ingest(cfg: FairmonConfig, file: Path) -> dict | None:
     return seen.row(0, named=True) if seen.height else None
 
 
-def _replace_unit(cfg: FairmonConfig, src: InputSource, unit: IngestUnit, staged: pl.DataFrame, size: int,
-                  mtime: int, fp: str, dq: DQResult) -> None:
-    """Replace the unit's staged rows and record its fingerprint, in one transaction."""
+def _replace_unit(cfg: FairmonConfig, src: InputSource, unit: IngestUnit, staged: pl.DataFrame, rows: int,
+                  size: int, mtime: int, fp: str, dq: DQResult) -> None:
+    """Replace the unit's staged rows and record its fingerprint and ``rows`` (file rows), in one transaction."""
     with db.connect(cfg.duckdb_path) as con:
         con.register("staged", staged)
         db.execute(con, f"{src.name}_create")
@@ -136,7 +137,7 @@ def _replace_unit(cfg: FairmonConfig, src: InputSource, unit: IngestUnit, staged
             db.execute(con, f"{src.name}_insert")
             db.execute(
                 con, "ingest_log_upsert", file=str(unit.file), source=src.name, size=size, mtime_ns=mtime, config_fp=fp,
-                ds_start=unit.ds_start, ds=unit.ds_end, scope=unit.scope, rows=staged.height,
+                ds_start=unit.ds_start, ds=unit.ds_end, scope=unit.scope, rows=rows,
                 dq=json.dumps({"n_expectations": dq.n_expectations, "failures": dq.failures}, default=str),
             )
         con.unregister("staged")
@@ -167,11 +168,11 @@ def stage_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, run_name: str,
     dq = gate_for(cfg).validate(src.suite, raw_check_frame(raw, src.text_columns), src.params, str(unit.file),
                                 run_name)
     if not dq.success:
-        logger.warning("ingest %s: %d rows in, not staged: %s", unit.file, raw.height, dq.summary())
+        logger.warning("ingest %s: %d rows in, not staged: %s", unit.file, rows_in(raw), dq.summary())
         return dq
     staged = src.normalize(unit, raw)
-    _replace_unit(cfg, src, unit, staged, size, mtime, fp, dq)
-    logger.info("ingest %s: %d rows in, %d staged, %.2fs", unit.file, raw.height, staged.height,
+    _replace_unit(cfg, src, unit, staged, rows_in(raw), size, mtime, fp, dq)
+    logger.info("ingest %s: %d rows in, %d staged, %.2fs", unit.file, rows_in(raw), staged.height,
                 time.perf_counter() - t0)
     return dq
 

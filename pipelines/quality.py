@@ -3,7 +3,14 @@
 beside the warehouse, so every validation also lands in GX Data Docs.
 
 GX 1.x has no DuckDB/Polars path that works here, so frames are handed over
-as pandas (``polars.DataFrame.to_pandas``).
+as pandas (``polars.DataFrame.to_pandas``). An impressions file is validated
+through its distinct-value *profile* (one row per distinct combination of the
+contract columns, computed in DuckDB; see :func:`pipelines.adapters.profile_rows`):
+value rules (not null, in set, regex, between) pass or fail on the profile
+exactly as on the rows, and the gate turns GX's unexpected profile rows back
+into file rows (counts weighted by ``__n``; the rows named are the first file
+row of each distinct offending combination, from ``__first_row``). Data
+Docs therefore show profile rows for those suites.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from functools import cache
 from pathlib import Path
 
 import polars as pl
+
+from transforms.contract import PROFILE_N, PROFILE_ROW
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 
@@ -189,9 +198,15 @@ class QualityGate:
         """Validate ``frame`` with ``suite`` (parameters ``params``) and update Data Docs.
 
         ``subject`` names what was validated (a file path or table name);
-        ``run_name`` groups results in Data Docs (e.g. the day).
+        ``run_name`` groups results in Data Docs (e.g. the day). A profile
+        frame (columns ``__n``, ``__first_row``) has its failures reported in
+        file rows: unexpected_count = rows represented, rows = first file rows.
         """
         gx = self.gx
+        profile = PROFILE_N in frame.columns and PROFILE_ROW in frame.columns
+        if profile:
+            weights, first_rows = frame.get_column(PROFILE_N).to_list(), frame.get_column(PROFILE_ROW).to_list()
+            frame = frame.drop(PROFILE_N, PROFILE_ROW)
         spec = load_spec(suite)
         entries = expand_spec(spec, params, frame.columns, self.severity)
         expectations = [getattr(gx.expectations, e["type"])(**e["kwargs"], severity=e["severity"],
@@ -203,7 +218,8 @@ class QualityGate:
             )
             cp = self.ctx.checkpoints.add_or_update(
                 gx.Checkpoint(name=f"fairmon-{suite}", validation_definitions=[vd], actions=[],
-                              result_format={"result_format": "SUMMARY", "partial_unexpected_count": 5})
+                              result_format={"result_format": "COMPLETE" if profile else "SUMMARY",
+                                             "partial_unexpected_count": 5})
             )
             run = cp.run(batch_parameters={"dataframe": frame.to_pandas()},
                          run_id=gx.RunIdentifier(run_name=f"{run_name}_{re.sub(r'[^A-Za-z0-9_.-]', '_', subject)[-80:]}"))
@@ -216,11 +232,18 @@ class QualityGate:
             cfg = r.expectation_config
             res = r.result or {}
             exc = (r.exception_info or {}).get("exception_message") if isinstance(r.exception_info, dict) else None
+            if profile:
+                idx = [i for i in res.get("unexpected_index_list") or [] if isinstance(i, int)]
+                count = sum(weights[i] for i in idx) if idx else res.get("unexpected_count")
+                rows = sorted(first_rows[i] for i in idx)[:5]
+            else:
+                count = res.get("unexpected_count")
+                rows = [i + 1 for i in res.get("partial_unexpected_index_list") or [] if isinstance(i, int)][:5]
             failures.append({
                 "name": cfg.meta.get("name", cfg.type), "severity": str(getattr(cfg.severity, "value", cfg.severity)),
                 "type": cfg.type, "column": cfg.kwargs.get("column") or cfg.kwargs.get("column_list"),
-                "unexpected_count": res.get("unexpected_count"),
-                "rows": [i + 1 for i in res.get("partial_unexpected_index_list") or [] if isinstance(i, int)][:5],
+                "unexpected_count": count,
+                "rows": rows,
                 "sample": res.get("partial_unexpected_list", [])[:5] if res.get("partial_unexpected_list") else
                 res.get("observed_value"),
                 "error": exc,

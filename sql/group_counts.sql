@@ -3,21 +3,22 @@
 -- Default and other named stages: rows of the day, by arm.
 -- Random traffic: every pooled range overlapping the trailing window
 -- $window_start..$ds, shared by all arms (arm = 'all').
+-- Staged rows carry n, the logged pairs they stand for (transforms/contract.py).
 -- Rows are first aggregated over all attribute columns at once (one scan),
 -- then unpivoted: attribute columns are the staging columns named attr__*.
 -- A null attribute value is counted as the group '(missing)'.
 WITH src AS (
-    SELECT traffic, arm, y, ds_start, ds, COLUMNS('^attr__')
+    SELECT traffic, arm, y, n, ds_start, ds, COLUMNS('^attr__')
     FROM impressions
     WHERE ds = $ds AND ds_start = $ds AND traffic <> 'random'
     UNION ALL BY NAME
-    SELECT traffic, 'all' AS arm, y, ds_start, ds, COLUMNS('^attr__')
+    SELECT traffic, 'all' AS arm, y, n, ds_start, ds, COLUMNS('^attr__')
     FROM impressions
     WHERE traffic = 'random' AND ds_start <= $ds AND ds >= $window_start
 ),
 pre AS (
     SELECT traffic, arm, COLUMNS('^attr__'),
-           count(*) AS n, count(*) FILTER (WHERE y) AS n_pos,
+           sum(n) AS n, coalesce(sum(n) FILTER (WHERE y), 0) AS n_pos,
            min(ds_start) AS ws, max(ds) AS we
     FROM src
     GROUP BY ALL

@@ -4,7 +4,7 @@
 -- (arm 'all', shared by every arm).
 SELECT traffic,
        CASE WHEN traffic = 'random' THEN 'all' ELSE arm END AS arm,
-       count(*)::BIGINT AS n
+       sum(n)::BIGINT AS n
 FROM impressions
 WHERE (ds = $ds AND ds_start = $ds AND traffic <> 'random')
    OR (traffic = 'random' AND ds_start <= $ds AND ds >= $window_start)

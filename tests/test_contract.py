@@ -20,13 +20,31 @@ def raw(**over):
 
 def test_normalizes_to_staging_layout():
     out = normalize_impressions(raw(), **KW)
-    assert out.columns == ["ds", "ds_start", "traffic", "arm", "request_id", "item_id", "y", "attr__grp",
-                           "src_file", "src_row"]
+    assert out.columns == ["ds", "ds_start", "traffic", "arm", "y", "attr__grp", "n", "src_file", "src_row"]
     assert out.get_column("y").to_list() == [True, False, True]
     assert out.get_column("arm").to_list() == ["all"] * 3
     assert out.get_column("attr__grp").to_list() == ["a", "b", None]
     assert out.get_column("ds").to_list() == [DS] * 3
     assert out.get_column("src_row").to_list() == [1, 2, 3]
+    assert out.get_column("n").to_list() == [1, 1, 1]
+
+
+def test_equal_rows_are_staged_once_with_their_count():
+    # rows 1, 3, 4 agree on everything staged (y from different signals): one row, n = 3, first row 1
+    out = normalize_impressions(raw(traffic=["default", "random", "default", "default"], like=["1", "0", "0", "1"],
+                                    share=["0", "0", "1", "1"], grp=["a", "b", "a", "a"], extra=["x"] * 4), **KW)
+    assert out.select("traffic", "y", "attr__grp", "n", "src_row").rows() == [
+        ("default", True, "a", 3, 1), ("random", False, "b", 1, 2)]
+
+
+def test_profile_input_weights_rows_and_names_file_rows():
+    # a profile (as the adapters compute in DuckDB): distinct rows with their count and first file row
+    prof = raw().with_columns(pl.Series("__n", [10, 5, 2]), pl.Series("__first_row", [1, 4, 9]))
+    out = normalize_impressions(prof, **KW)
+    assert out.get_column("n").to_list() == [10, 5, 2] and out.get_column("src_row").to_list() == [1, 4, 9]
+    bad = prof.with_columns(like=pl.Series(["1", "0", "often"]))
+    with pytest.raises(InputContractError, match=r"day.csv, column 'like', row 9: expected a boolean"):
+        normalize_impressions(bad, **KW)
 
 
 def test_label_rule_all():

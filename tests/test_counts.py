@@ -52,11 +52,12 @@ def staged(tmp_path):
 def _expected(frame, traffic, arm_col):
     long = pl.concat([
         frame.select(pl.lit(traffic).alias("traffic"), arm_col.alias("arm"), pl.lit(a).alias("attribute"),
-                     pl.col(f"attr__{a}").fill_null(MISSING_GROUP).alias("group"), "y")
+                     pl.col(f"attr__{a}").fill_null(MISSING_GROUP).alias("group"), "y", "n")
         for a in ("g", "h")
     ])
     return (long.group_by("traffic", "arm", "attribute", "group")
-            .agg(pl.len().cast(pl.Int64).alias("n"), pl.col("y").sum().cast(pl.Int64).alias("n_pos"))
+            .agg(pl.col("n").sum().cast(pl.Int64).alias("n"),
+                 pl.col("n").filter(pl.col("y")).sum().cast(pl.Int64).alias("n_pos"))
             .sort("traffic", "arm", "attribute", "group"))
 
 
@@ -71,7 +72,7 @@ def test_counts_match_independent_aggregation(staged):
     # every attribute's groups add up to the traffic total
     totals = counts.group_by("traffic", "arm", "attribute").agg(pl.col("n").sum())
     for (traffic, arm, _a, n) in totals.iter_rows():
-        src = frames["day"].filter(pl.col("arm") == arm).height if traffic == "default" else 800 + 900
+        src = frames["day"].filter(pl.col("arm") == arm).get_column("n").sum() if traffic == "default" else 800 + 900
         assert n == src
 
 
@@ -92,14 +93,18 @@ def test_reo_tables_from_counts(staged):
     day = frames["day"].filter(pl.col("arm") == "trt")
     rand = pl.concat([frames["rand_in_window"], frames["pool_overlapping"]])
     groups = ["a", "b", "c"]  # the missing group counts in the totals only
-    a = [day.filter((pl.col("attr__g") == g) & pl.col("y")).height for g in groups]
-    b = [rand.filter((pl.col("attr__g") == g) & pl.col("y")).height for g in groups]
-    e = estimate_reo(groups, np.array(a), day.height, np.array(b), rand.height)
+    def pos(f, g):  # staged rows carry n, the logged pairs they stand for
+        return f.filter((pl.col("attr__g") == g) & pl.col("y")).get_column("n").sum()
+
+    a, b = [pos(day, g) for g in groups], [pos(rand, g) for g in groups]
+    n_day, n_rand = day.get_column("n").sum(), rand.get_column("n").sum()
+    assert n_day == 3000 - frames["day"].filter(pl.col("arm") == "ctl").get_column("n").sum()
+    e = estimate_reo(groups, np.array(a), n_day, np.array(b), n_rand)
     assert row["K"] == 3
     assert row["reo"] == pytest.approx(e.reo, rel=1e-12) and row["se"] == pytest.approx(e.se, rel=1e-12)
-    assert row["n_rec"] == day.height and row["n_rand"] == rand.height
+    assert row["n_rec"] == n_day and row["n_rand"] == n_rand == 800 + 900
     assert row["rand_window_start"] == D - dt.timedelta(days=8)
     g = group.filter((pl.col("arm") == "trt") & (pl.col("attribute") == "g")).sort("group")
     assert g.get_column("group").to_list() == groups
-    assert g.get_column("Q").to_list() == pytest.approx([x / day.height for x in a])
+    assert g.get_column("Q").to_list() == pytest.approx([x / n_day for x in a])
     assert g.get_column("se_delta_U").to_list() == pytest.approx(list(e.se_delta_U))

@@ -95,7 +95,7 @@ def test_rerun_is_idempotent_and_reingest_replaces(sim):
     assert {r["arm"]: r["n_rec"] for r in third["reo"]} == {"control": 500, "treatment": 500}
     con = duckdb.connect(str(sim_dir / "fairmon.duckdb"), read_only=True)
     try:
-        staged = con.sql("SELECT count(*) FROM impressions WHERE ds = $ds AND traffic = 'default'",
+        staged = con.sql("SELECT sum(n) FROM impressions WHERE ds = $ds AND traffic = 'default'",
                          params={"ds": DAY3}).fetchall()[0][0]
         n_reo = con.sql("SELECT count(*) FROM reo WHERE ds = $ds", params={"ds": DAY3}).fetchall()[0][0]
     finally:
@@ -236,7 +236,7 @@ def test_cli_ingest_stages_without_computing(sim):
     assert not (sim_dir / "warehouse" / "reo").exists()
     con = duckdb.connect(str(sim_dir / "fairmon.duckdb"), read_only=True)
     try:
-        n = con.sql("SELECT count(*) FROM impressions WHERE ds = $d AND traffic = 'default'",
+        n = con.sql("SELECT sum(n) FROM impressions WHERE ds = $d AND traffic = 'default'",
                     params={"d": DAY3}).fetchall()[0][0]
     finally:
         con.close()

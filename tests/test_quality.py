@@ -5,11 +5,13 @@ import math
 import re
 from html.parser import HTMLParser
 
+import duckdb
 import numpy as np
 import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from pipelines.adapters import profile_rows
 from pipelines.cli import app
 from pipelines.quality import DQResult, QualityGate, expand_spec, load_spec
 from pipelines.warehouse import read_table
@@ -50,7 +52,7 @@ def test_expand_spec_for_each_requires_params_and_severity():
     assert names["traffic_known"]["kwargs"]["value_set"] == ["default", "random"]
     assert names["traffic_known"]["severity"] == "warning"
     assert names["attribute_not_null[grp]"]["severity"] == "critical"  # override by name prefix
-    with_ids = expand_spec(spec, RAW_PARAMS, cols + ["request_id", "item_id"], {})
+    with_ids = expand_spec(spec, RAW_PARAMS, cols + ["id_copies"], {})  # profile of a file with ids
     assert "ids_unique" in {e["name"] for e in with_ids}
     with pytest.raises(ValueError, match="severity"):
         expand_spec(spec, RAW_PARAMS, cols, {"has_rows": "fatal"})
@@ -132,6 +134,11 @@ def _raw(n=6, **over):
 
 
 def _validate_raw(gate, raw):
+    """As in production: the gate sees the file's distinct-value profile computed in DuckDB."""
+    if raw.width:
+        with duckdb.connect() as con:
+            raw = profile_rows(con, raw.with_row_index("__row", offset=1), ["ds", "traffic", "arm", "s1", "s2", "grp"],
+                               "fixture.parquet")
     return gate.validate("impressions_raw", raw_check_frame(raw, ["ds", "traffic", "s1", "s2"]), RAW_PARAMS,
                          "fixture.parquet", "t")
 
@@ -153,6 +160,23 @@ def test_each_raw_defect_is_caught_by_a_named_expectation(gate, defect, name):
     r = _validate_raw(gate, _raw(**defect))
     assert not r.success
     assert r.failed_critical == [name]
+
+
+def test_profile_failures_are_reported_in_file_rows(gate):
+    # 40 rows collapse to a handful of profile rows; counts and rows are those of the file
+    n = 40
+    base = _raw(n=n, grp=["a", "b"] * (n // 2), s1=[1, 0] * (n // 2))
+    bad = base.with_columns(pl.when(pl.int_range(n) % 10 == 6).then(pl.lit("explore")).otherwise(pl.col("traffic"))
+                            .alias("traffic"))
+    (f,) = _validate_raw(gate, bad).failures
+    # four bad rows, identical otherwise: one profile row; reported as 4 rows, first at file row 7
+    assert f["name"] == "traffic_known" and f["unexpected_count"] == 4 and f["rows"] == [7]
+    dup = base.with_columns(pl.when(pl.int_range(n) == 12).then(pl.lit("r2")).otherwise(pl.col("request_id"))
+                            .alias("request_id"),
+                            pl.when(pl.int_range(n) == 12).then(pl.lit("i2")).otherwise(pl.col("item_id"))
+                            .alias("item_id"))
+    (f,) = _validate_raw(gate, dup).failures  # rows 3 and 13 share (ds, default, r2, i2)
+    assert f["name"] == "ids_unique" and f["unexpected_count"] == 2 and f["rows"] == [3] and f["sample"] == [2]
 
 
 def test_missing_column_and_empty_file(gate):

@@ -1,16 +1,25 @@
 """Input contract for impressions (DESIGN §2): parse, type-check and normalise a
 raw frame into the staging layout. Pure Polars, no I/O.
 
-Staging layout (one row per logged user-item pair)::
+Staging layout (one row per distinct ds × traffic × arm × label × groups of a
+file, with its number of logged user-item pairs ``n``)::
 
-    ds DATE, ds_start DATE, traffic VARCHAR, arm VARCHAR, request_id VARCHAR,
-    item_id VARCHAR, y BOOLEAN, attr__<attribute> VARCHAR ..., src_file VARCHAR,
-    src_row BIGINT
+    ds DATE, ds_start DATE, traffic VARCHAR, arm VARCHAR, y BOOLEAN,
+    attr__<attribute> VARCHAR ..., n BIGINT, src_file VARCHAR, src_row BIGINT
 
-``ds_start`` equals ``ds`` for daily rows; a pooled random-traffic file covering
-several days has ``ds_start``..``ds`` = its declared range. The label ``y`` is
-the configured rule (any/all) over the signal columns. Attribute values are
-kept as strings (booleans become "true"/"false"); nulls stay null.
+Every estimator downstream works on counts, so the rows themselves are not
+staged: at 10^8 rows a day that keeps the staging table a few thousand rows.
+``src_row`` is the first file row of the combination. ``ds_start`` equals
+``ds`` for daily rows; a pooled random-traffic file covering several days has
+``ds_start``..``ds`` = its declared range. The label ``y`` is the configured
+rule (any/all) over the signal columns. Attribute values are kept as strings
+(booleans become "true"/"false"); nulls stay null.
+
+The input may be the rows themselves or a *profile* of them (one row per
+distinct combination of the contract columns, with its row count in
+``__n`` and its first file row in ``__first_row``, as
+:mod:`pipelines.adapters` computes it in DuckDB); errors then still name
+the first file row with the bad value.
 """
 
 from __future__ import annotations
@@ -20,6 +29,8 @@ import datetime as dt
 import polars as pl
 
 ATTR_PREFIX = "attr__"
+PROFILE_N = "__n"  # rows a profile row stands for
+PROFILE_ROW = "__first_row"  # first (1-based) file row of a profile row
 BASE_TRAFFIC = ("default", "random")
 _TRUE = {"true", "1", "t", "1.0"}
 _FALSE = {"false", "0", "f", "0.0"}
@@ -137,11 +148,32 @@ def normalize_impressions(
     ``ds`` is given and the file has a ds column, every row must equal it.
     ``ds_start`` marks a pooled file's first day (default: ``ds``).
 
-    Returns a frame in the staging layout (module docstring).
+    ``raw`` may also be a profile (columns ``__n`` and ``__first_row``, see the
+    module docstring); rows are then weighted by ``__n`` and errors name
+    ``__first_row`` of the first offending profile row (profiles come sorted
+    by it, so that is the first offending file row).
+
+    Returns a frame in the staging layout (module docstring), sorted by src_row.
     Raises :class:`InputContractError` naming file, column and row for: an
     empty file, a missing required/configured column, a value of the wrong
     type, an unknown traffic value, or a row dated outside the file's day.
     """
+    try:
+        staged = _normalize_impressions(raw, file=file, signals=signals, attributes=attributes,
+                                        label_rule=label_rule, traffic_stages=traffic_stages, ds=ds,
+                                        ds_start=ds_start, traffic=traffic, default_arm=default_arm)
+    except InputContractError as e:
+        if e.row is None or PROFILE_ROW not in raw.columns:
+            raise
+        raise InputContractError(e.message, file=e.file, column=e.column,
+                                 row=int(raw.get_column(PROFILE_ROW)[e.row - 1])) from None
+    keys = [c for c in staged.columns if c not in ("n", "src_row")]
+    return (staged.group_by(keys).agg(pl.col("n").sum(), pl.col("src_row").min())
+            .sort("src_row").select(*keys[:-1], "n", "src_file", "src_row"))
+
+
+def _normalize_impressions(raw: pl.DataFrame, *, file: str, signals: list[str], attributes: list[str],
+                           label_rule: str, traffic_stages, ds, ds_start, traffic, default_arm) -> pl.DataFrame:
     if raw.height == 0:
         raise InputContractError("file has no rows", file=file)
     cols = set(raw.columns)
@@ -189,14 +221,14 @@ def normalize_impressions(
         "ds_start": (pl.Series([ds_start] * raw.height, dtype=pl.Date) if ds_start else ds_col).alias("ds_start"),
         "traffic": tr.alias("traffic"),
         "arm": arm.alias("arm"),
-        "request_id": (raw.get_column("request_id").cast(pl.String) if "request_id" in cols else pl.Series([None] * raw.height, dtype=pl.String)).alias("request_id"),
-        "item_id": (raw.get_column("item_id").cast(pl.String) if "item_id" in cols else pl.Series([None] * raw.height, dtype=pl.String)).alias("item_id"),
         "y": y.alias("y"),
     }
     for a in attributes:
         out[ATTR_PREFIX + a] = raw.get_column(a).cast(pl.String).alias(ATTR_PREFIX + a)
     out["src_file"] = pl.Series("src_file", [file] * raw.height, dtype=pl.String)
-    out["src_row"] = pl.int_range(1, raw.height + 1, eager=True).cast(pl.Int64).alias("src_row")
+    out["n"] = (raw.get_column(PROFILE_N) if PROFILE_N in cols else pl.Series([1] * raw.height)).cast(pl.Int64).alias("n")
+    out["src_row"] = (raw.get_column(PROFILE_ROW) if PROFILE_ROW in cols else
+                      pl.int_range(1, raw.height + 1, eager=True)).cast(pl.Int64).alias("src_row")
     return pl.DataFrame(list(out.values()))
 
 
