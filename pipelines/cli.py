@@ -131,13 +131,21 @@ def _run_days(config: Path, days: list[dt.date], force_ingest: bool, show_progre
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=console, disable=not show_progress)
     results: dict[dt.date, dict] = {}
-    with progress:
-        job = progress.add_task(f"fairmon {len(days)} day(s)", total=len(days))
-        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            for r in pool.map(one, days):
-                results[r["ds"]] = r
-                progress.update(job, description=f"fairmon {r['ds']} {r['status']}")
-                progress.advance(job)
+    from pipelines import db
+    from pipelines.locking import RunLockedError, run_lock
+
+    path = _load(config).duckdb_path
+    try:  # the whole range holds the run lock and one connection (a day would otherwise open and close it)
+        with run_lock(path, wait_seconds), db.session(path), progress:
+            job = progress.add_task(f"fairmon {len(days)} day(s)", total=len(days))
+            with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+                for r in pool.map(one, days):
+                    results[r["ds"]] = r
+                    progress.update(job, description=f"fairmon {r['ds']} {r['status']}")
+                    progress.advance(job)
+    except RunLockedError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(1) from None
     return [results[d] for d in days]
 
 

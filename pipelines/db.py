@@ -30,11 +30,19 @@ def sql_text(name: str) -> str:
 
 _path_locks: dict[str, threading.RLock] = {}
 _path_locks_guard = threading.Lock()
+_sessions: dict[str, list] = {}  # resolved path -> [open connection, number of open sessions]
+
+
+def _lock_for(path: Path) -> tuple[str, threading.RLock]:
+    key = str(path.resolve())
+    with _path_locks_guard:
+        return key, _path_locks.setdefault(key, threading.RLock())
 
 
 @contextmanager
 def connect(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    """Open the DuckDB file (creating its folder); close it on exit.
+    """Open the DuckDB file (creating its folder); close it on exit, unless a
+    :func:`session` on the file is open, whose connection is then reused.
 
     Threads of one process take turns (a backfill with --concurrency runs its
     days' estimators in parallel, their database work one at a time). Raises
@@ -42,10 +50,38 @@ def connect(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     the file open.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _path_locks_guard:
-        lock = _path_locks.setdefault(str(path.resolve()), threading.RLock())
-    with lock, _open(path) as con:
-        yield con
+    key, lock = _lock_for(path)
+    with lock:
+        if key in _sessions:
+            yield _sessions[key][0]
+            return
+        with _open(path) as con:
+            yield con
+
+
+@contextmanager
+def session(path: Path) -> Iterator[None]:
+    """Keep one connection to the file open for the block (a day's run):
+    every :func:`connect` inside it, from any thread, reuses it instead of
+    opening the file again (about 13 ms each); it is closed, and so
+    checkpointed, when the last open session on the file ends."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key, lock = _lock_for(path)
+    with lock:
+        if key in _sessions:
+            _sessions[key][1] += 1
+        else:
+            cm = _open(path)
+            _sessions[key] = [cm.__enter__(), 1, cm]
+    try:
+        yield
+    finally:
+        with lock:
+            entry = _sessions[key]
+            entry[1] -= 1
+            if entry[1] == 0:
+                del _sessions[key]
+                entry[2].__exit__(None, None, None)
 
 
 @contextmanager

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import threading
 import time
 import uuid
@@ -27,8 +28,9 @@ from pathlib import Path
 import polars as pl
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
+from prefect.exceptions import MissingContextError
 
-from pipelines import db
+from pipelines import db, timing
 from pipelines.adapters import (
     IngestUnit,
     file_fingerprint,
@@ -49,6 +51,15 @@ from transforms.contract import InputContractError
 from transforms.decision_tables import sdt_table, threshold_tables
 from transforms.quality import day_check_frame, group_counts_check_frame, raw_check_frame, reo_check_frame
 from transforms.reo_tables import GROUP_COUNTS_SCHEMA, ab_pairs, reo_ab_table, reo_tables
+
+
+def _logger() -> logging.Logger | logging.LoggerAdapter:
+    """Prefect's run logger inside a flow or task run; the ``fairmon`` logger
+    when a task's function is called directly (``task.fn``, as bench/ does)."""
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger("fairmon")
 
 
 class DayFailed(RuntimeError):
@@ -124,8 +135,9 @@ def _replace_unit(cfg: FairmonConfig, src: InputSource, unit: IngestUnit, staged
     """Replace the unit's staged rows and record its fingerprint and ``rows`` (file rows), in one transaction."""
     with db.connect(cfg.duckdb_path) as con:
         con.register("staged", staged)
+        db.execute(con, "ingest_log_create")  # also on a first run with force_ingest
         db.execute(con, f"{src.name}_create")
-        have = db.query(con, f"{src.name}_columns").get_column("column_name").to_list()
+        have = db.relation(con, f"{src.name}_head").columns
         if have != staged.columns:
             raise InputContractError(
                 f"the staging table {src.name} in {cfg.duckdb_path} has columns {have}, but this config gives "
@@ -153,25 +165,28 @@ def stage_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, run_name: str,
     Returns the file's :class:`DQResult`. Raises :class:`InputContractError`
     when a file that passed the suite still cannot be parsed.
     """
-    logger = get_run_logger()
+    logger = _logger()
     src = input_source(cfg, source)
     t0 = time.perf_counter()
-    size, mtime = file_fingerprint(unit.file)
-    fp = cfg.fingerprint()
-    seen = None if force else _last_ingest(cfg, unit.file)
-    if seen and (seen["size"], seen["mtime_ns"], seen["config_fp"]) == (size, mtime, fp):
-        logger.info("ingest %s: unchanged since staged (%d rows), skipped, %.2fs", unit.file, seen["rows"],
-                    time.perf_counter() - t0)
-        prev = json.loads(seen["dq"] or "{}")
-        return DQResult(source, src.suite, str(unit.file), prev.get("n_expectations", 0), prev.get("failures", []))
-    raw = src.read(unit)
-    dq = gate_for(cfg).validate(src.suite, raw_check_frame(raw, src.text_columns), src.params, str(unit.file),
-                                run_name)
+    with timing.clock(cfg.duckdb_path, run_name, "ingest"):
+        size, mtime = file_fingerprint(unit.file)
+        fp = cfg.fingerprint()
+        seen = None if force else _last_ingest(cfg, unit.file)
+        if seen and (seen["size"], seen["mtime_ns"], seen["config_fp"]) == (size, mtime, fp):
+            logger.info("ingest %s: unchanged since staged (%d rows), skipped, %.2fs", unit.file, seen["rows"],
+                        time.perf_counter() - t0)
+            prev = json.loads(seen["dq"] or "{}")
+            return DQResult(source, src.suite, str(unit.file), prev.get("n_expectations", 0), prev.get("failures", []))
+        raw = src.read(unit)
+    with timing.clock(cfg.duckdb_path, run_name, "checks"):
+        dq = gate_for(cfg).validate(src.suite, raw_check_frame(raw, src.text_columns), src.params, str(unit.file),
+                                    run_name)
     if not dq.success:
         logger.warning("ingest %s: %d rows in, not staged: %s", unit.file, rows_in(raw), dq.summary())
         return dq
-    staged = src.normalize(unit, raw)
-    _replace_unit(cfg, src, unit, staged, rows_in(raw), size, mtime, fp, dq)
+    with timing.clock(cfg.duckdb_path, run_name, "ingest"):
+        staged = src.normalize(unit, raw)
+        _replace_unit(cfg, src, unit, staged, rows_in(raw), size, mtime, fp, dq)
     logger.info("ingest %s: %d rows in, %d staged, %.2fs", unit.file, rows_in(raw), staged.height,
                 time.perf_counter() - t0)
     return dq
@@ -181,7 +196,7 @@ def _units(cfg: FairmonConfig, source: str, ds: dt.date) -> list[IngestUnit]:
     if source == "impressions":
         units = units_for_day(cfg, ds)
         if not any(u.scope != "random" for u in units):
-            get_run_logger().warning("%s: no default-traffic file matches %s", ds, cfg.resolve(cfg.impressions.path))
+            _logger().warning("%s: no default-traffic file matches %s", ds, cfg.resolve(cfg.impressions.path))
         return units
     return log_units_for_day(cfg, source, ds)
 
@@ -212,10 +227,10 @@ def configured_inputs(cfg: FairmonConfig) -> list[str]:
 def count_groups(cfg: FairmonConfig, ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per-group counts of day ``ds`` (sql/group_counts.sql) and, counted
     independently, the staged rows per traffic and arm (sql/traffic_totals.sql)."""
-    logger = get_run_logger()
+    logger = _logger()
     t0 = time.perf_counter()
     w0 = window_start(ds, cfg.impressions.random_window_days)
-    with db.connect(cfg.duckdb_path) as con:
+    with timing.clock(cfg.duckdb_path, ds, "counts"), db.connect(cfg.duckdb_path) as con:
         if db.query(con, "impressions_exists").item() == 0:
             counts = pl.DataFrame(schema=GROUP_COUNTS_SCHEMA)
             totals = pl.DataFrame(schema={"traffic": pl.String, "arm": pl.String, "n": pl.Int64})
@@ -235,24 +250,26 @@ def check_day(cfg: FairmonConfig, ds: dt.date, counts: pl.DataFrame) -> DQResult
     q = cfg.quality
     frame = day_check_frame(counts, q.sufficiency_epsilon, q.sufficiency_delta)
     params = {"positive_rate_min": q.positive_rate_min, "positive_rate_max": q.positive_rate_max}
-    return gate_for(cfg).validate("impressions_day", frame, params, f"impressions {ds}", str(ds))
+    with timing.clock(cfg.duckdb_path, ds, "checks"):
+        return gate_for(cfg).validate("impressions_day", frame, params, f"impressions {ds}", str(ds))
 
 
 @task(name="estimate-reo", cache_policy=NO_CACHE)
 def estimate(cfg: FairmonConfig, counts: pl.DataFrame, ds: dt.date) -> dict[str, pl.DataFrame]:
     """REO per group and overall, and the A/B differences between arms, from
     the counts (transforms.reo_tables). Returns {reo_group, reo[, reo_ab]}."""
-    logger = get_run_logger()
+    logger = _logger()
     t0 = time.perf_counter()
     est, ab = cfg.estimation, cfg.ab
-    group, overall = reo_tables(counts, ds, ci_method=est.ci_method, level=est.confidence_level,
-                                n_boot=est.bootstrap_resamples, seed=est.seed)
-    out = {"reo_group": group, "reo": overall}
-    arms = sorted(set(overall.get_column("arm").to_list()))
-    pairs = ab_pairs(arms, ab.control, ab.pairs)
-    if pairs:
-        out["reo_ab"] = reo_ab_table(counts, ds, pairs, methods=tuple(ab.methods), level=est.confidence_level,
-                                     folds=ab.partition_folds, n_boot=ab.bootstrap_resamples, seed=est.seed)
+    with timing.clock(cfg.duckdb_path, ds, "estimators"):
+        group, overall = reo_tables(counts, ds, ci_method=est.ci_method, level=est.confidence_level,
+                                    n_boot=est.bootstrap_resamples, seed=est.seed)
+        out = {"reo_group": group, "reo": overall}
+        arms = sorted(set(overall.get_column("arm").to_list()))
+        pairs = ab_pairs(arms, ab.control, ab.pairs)
+        if pairs:
+            out["reo_ab"] = reo_ab_table(counts, ds, pairs, methods=tuple(ab.methods), level=est.confidence_level,
+                                         folds=ab.partition_folds, n_boot=ab.bootstrap_resamples, seed=est.seed)
     logger.info("estimators %s: %d count rows in, %s out, %.3fs", ds, counts.height,
                 ", ".join(f"{k}={v.height}" for k, v in out.items()), time.perf_counter() - t0)
     return out
@@ -272,24 +289,27 @@ def check_outputs(cfg: FairmonConfig, ds: dt.date, tables: dict[str, pl.DataFram
         frames["group_counts"] = group_counts_check_frame(frames["group_counts"], totals)
     if "reo" in frames:
         frames["reo"] = reo_check_frame(frames["reo"])
-    return [gate.validate(name, frame, {}, name, str(ds)) for name, frame in frames.items()]
+    with timing.clock(cfg.duckdb_path, ds, "checks"):
+        return [gate.validate(name, frame, {}, name, str(ds)) for name, frame in frames.items()]
 
 
 @task(name="estimate-threshold-prevalence", cache_policy=NO_CACHE)
 def estimate_threshold(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
     """Prevalence at the threshold per model threshold × attribute × group over
     the trailing window, and the differences between groups (seed 002 §4-5.1)."""
-    logger = get_run_logger()
+    logger = _logger()
     t0 = time.perf_counter()
     sc = cfg.scores
     w0 = window_start(ds, sc.window_days)
-    with db.connect(cfg.duckdb_path) as con:
-        exists = db.query(con, "scores_exists").item()
-        rows = db.query(con, "scores_window", ds=ds, window_start=w0) if exists else pl.DataFrame(
-            schema={"model": pl.String, "score": pl.Float64, "outcome": pl.Boolean,
-                    **{f"attr__{a}": pl.String for a in sc.attributes}})
-    prev, diff = threshold_tables(rows, ds, (w0, ds), [(t.model, t.t, t.d) for t in sc.thresholds], sc.attributes,
-                                  level=cfg.estimation.confidence_level, hc=sc.hc, min_rows=sc.min_rows)
+    with timing.clock(cfg.duckdb_path, ds, "estimators"):
+        with db.connect(cfg.duckdb_path) as con:
+            exists = db.query(con, "scores_exists").item()
+            rows = db.query(con, "scores_window", ds=ds, window_start=w0) if exists else pl.DataFrame(
+                schema={"model": pl.String, "score": pl.Float64, "outcome": pl.Boolean,
+                        **{f"attr__{a}": pl.String for a in sc.attributes}})
+        prev, diff = threshold_tables(rows, ds, (w0, ds), [(t.model, t.t, t.d) for t in sc.thresholds],
+                                      sc.attributes, level=cfg.estimation.confidence_level, hc=sc.hc,
+                                      min_rows=sc.min_rows)
     logger.info("estimators %s: %d scored rows in, threshold_prevalence=%d, diffs=%d, %.3fs", ds, rows.height,
                 prev.height, diff.height, time.perf_counter() - t0)
     return {"threshold_prevalence": prev, "threshold_prevalence_diff": diff}
@@ -299,16 +319,17 @@ def estimate_threshold(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFram
 def estimate_sdt(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
     """Signal-detection metrics per attribute × group, pooled and per labeler,
     over the trailing window (seed 002 §5.3); confusion counts in SQL."""
-    logger = get_run_logger()
+    logger = _logger()
     t0 = time.perf_counter()
     lc = cfg.labels
     w0 = window_start(ds, lc.window_days)
-    with db.connect(cfg.duckdb_path) as con:
-        conf = db.query(con, "sdt_counts", ds=ds, window_start=w0) if db.query(con, "labels_exists").item() else \
-            pl.DataFrame(schema={"attribute": pl.String, "group": pl.String, "labeler_id": pl.String,
-                                 "tp": pl.Int64, "fn": pl.Int64, "fp": pl.Int64, "tn": pl.Int64})
-    out = sdt_table(conf.filter(pl.col("group") != "(missing)"), ds, (w0, ds), level=cfg.estimation.confidence_level,
-                    min_pos=lc.min_pos, min_neg=lc.min_neg)
+    with timing.clock(cfg.duckdb_path, ds, "estimators"):
+        with db.connect(cfg.duckdb_path) as con:
+            conf = db.query(con, "sdt_counts", ds=ds, window_start=w0) if db.query(con, "labels_exists").item() \
+                else pl.DataFrame(schema={"attribute": pl.String, "group": pl.String, "labeler_id": pl.String,
+                                          "tp": pl.Int64, "fn": pl.Int64, "fp": pl.Int64, "tn": pl.Int64})
+        out = sdt_table(conf.filter(pl.col("group") != "(missing)"), ds, (w0, ds),
+                        level=cfg.estimation.confidence_level, min_pos=lc.min_pos, min_neg=lc.min_neg)
     logger.info("estimators %s: %d confusion rows in, sdt=%d, %.3fs", ds, conf.height, out.height,
                 time.perf_counter() - t0)
     return {"sdt": out}
@@ -317,11 +338,12 @@ def estimate_sdt(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
 @task(name="publish-day", cache_policy=NO_CACHE)
 def publish(cfg: FairmonConfig, ds: dt.date, tables: dict[str, pl.DataFrame]) -> dict[str, str]:
     """Atomically replace the day's partitions, then mirror them into DuckDB."""
-    logger = get_run_logger()
+    logger = _logger()
     t0 = time.perf_counter()
-    paths = write_partitions(cfg.warehouse_path, ds, tables)
-    with db.connect(cfg.duckdb_path) as con:
-        sync_duckdb(con, ds, tables)
+    with timing.clock(cfg.duckdb_path, ds, "writes"):
+        paths = write_partitions(cfg.warehouse_path, ds, tables)
+        with db.connect(cfg.duckdb_path) as con:
+            sync_duckdb(con, ds, tables)
     logger.info("publish %s: %d rows out (%s), %.2fs", ds, sum(v.height for v in tables.values()),
                 ", ".join(f"{k}={v.height}" for k, v in tables.items()), time.perf_counter() - t0)
     return {k: str(v) for k, v in paths.items()}
@@ -330,7 +352,8 @@ def publish(cfg: FairmonConfig, ds: dt.date, tables: dict[str, pl.DataFrame]) ->
 def _dq_table(cfg: FairmonConfig, ds: dt.date, results: list[DQResult]) -> pl.DataFrame:
     """The day's dq_results rows, checked by the dq_results suite."""
     frame = dq_frame(ds, results)
-    meta = gate_for(cfg).validate("dq_results", frame, {}, "dq_results", str(ds))
+    with timing.clock(cfg.duckdb_path, ds, "checks"):
+        meta = gate_for(cfg).validate("dq_results", frame, {}, "dq_results", str(ds))
     if not meta.success:
         raise DayFailed(f"{ds}: stage dq_results: {meta.summary()}")
     return frame
@@ -339,7 +362,8 @@ def _dq_table(cfg: FairmonConfig, ds: dt.date, results: list[DQResult]) -> pl.Da
 def _quarantine(cfg: FairmonConfig, ds: dt.date, results: list[DQResult], stage: str, run_id: str) -> None:
     """Record why the day failed its checks (dq_results only) and end the run failed."""
     publish(cfg, ds, {"dq_results": _dq_table(cfg, ds, results).with_columns(pl.lit(run_id).alias("run_id"))})
-    gate_for(cfg).build_docs()
+    with timing.clock(cfg.duckdb_path, ds, "checks"):
+        gate_for(cfg).build_docs()
     failed = "; ".join(r.summary() for r in results if not r.success)
     raise DayQuarantined(f"{ds}: quarantined at stage {stage}: {failed}")
 
@@ -381,16 +405,17 @@ STAGES = {"impressions": _impressions_stage, "scores": _scores_stage, "labels": 
 
 
 def _record_run(cfg: FairmonConfig, config_path: str, run_id: str, ds: dt.date, started: dt.datetime, status: str,
-                detail: str, params: dict, files: list[str], outputs: dict[str, int]) -> None:
+                detail: str, params: dict, files: list[str], outputs: dict[str, int], timings: dict) -> None:
     """Append the run to the ``runs`` table; a published day is no longer stale."""
     with db.connect(cfg.duckdb_path) as con:
         db.execute(con, "runs_create")
+        db.execute(con, "runs_migrate")
         db.execute(con, "stale_create")
         db.execute(con, "ingest_log_create")
         inputs = db.query(con, "ingest_log_for_days", files=files).to_dicts() if files else []
         db.execute(con, "runs_insert", run_id=run_id, ds=ds, started_at=started, status=status, detail=detail,
                    config_path=str(config_path), config_fp=cfg.fingerprint(), params=json.dumps(params, default=str),
-                   inputs=json.dumps(inputs, default=str), outputs=json.dumps(outputs))
+                   inputs=json.dumps(inputs, default=str), outputs=json.dumps(outputs), timings=json.dumps(timings))
         if status == "published":
             db.execute(con, "stale_clear", ds=ds)
 
@@ -401,11 +426,13 @@ def daily(config_path: str, ds: dt.date, force_ingest: bool = False, wait_second
     -> checks -> estimators -> checks -> publish. A critical failure anywhere
     quarantines the whole day (dq_results are written, no metric is published).
     The run holds the DuckDB file's run lock throughout (waiting up to
-    ``wait_seconds`` for another process) and is recorded in ``runs`` with its
-    inputs' fingerprints and parameters.
+    ``wait_seconds`` for another process) and one connection to it
+    (:func:`pipelines.db.session`), and is recorded in ``runs`` with its
+    inputs' fingerprints, parameters and stage timings.
 
     Returns {ds, run_id, reo, reo_ab, threshold_prevalence, sdt (rows as dicts,
-    empty when not configured), dq, paths, data_docs}. Raises
+    empty when not configured), dq, paths, data_docs, timings (wall seconds per
+    stage, :mod:`pipelines.timing`; also stored in ``runs``)}. Raises
     :class:`DayQuarantined` on a critical data-quality failure,
     :class:`DayFailed` when the day cannot be computed (naming the stage and
     input) and :class:`RunLockedError` when another run holds the file.
@@ -418,7 +445,8 @@ def daily(config_path: str, ds: dt.date, force_ingest: bool = False, wait_second
     results: list[DQResult] = []
     tables: dict[str, pl.DataFrame] = {}
     status, detail = "failed", ""
-    with run_lock(cfg.duckdb_path, wait_seconds):
+    with run_lock(cfg.duckdb_path, wait_seconds), db.session(cfg.duckdb_path):
+        timing.start(cfg.duckdb_path, ds)
         try:
             for name in configured_inputs(cfg):
                 try:
@@ -431,19 +459,21 @@ def daily(config_path: str, ds: dt.date, force_ingest: bool = False, wait_second
             dq = _dq_table(cfg, ds, results)
             stamped = {k: v.with_columns(pl.lit(run_id).alias("run_id")) for k, v in {**tables, "dq_results": dq}.items()}
             paths = publish(cfg, ds, stamped)  # metrics first, dq_results last
-            docs = gate_for(cfg).build_docs()
+            with timing.clock(cfg.duckdb_path, ds, "checks"):
+                docs = gate_for(cfg).build_docs()
             status = "published"
             rows = {k: tables[k].to_dicts() if k in tables else []
                     for k in ("reo", "reo_ab", "threshold_prevalence", "sdt")}
-            return {"ds": ds, "run_id": run_id, **rows, "dq": dq.to_dicts(), "paths": paths, "data_docs": str(docs)}
+            return {"ds": ds, "run_id": run_id, **rows, "dq": dq.to_dicts(), "paths": paths, "data_docs": str(docs),
+                    "timings": timing.book(cfg.duckdb_path, ds)}
         except DayQuarantined as e:
             status, detail = "quarantined", str(e)
             raise
         except Exception as e:
             detail = f"{type(e).__name__}: {e}"
-            get_run_logger().error("%s: run failed: %s", ds, detail)
+            _logger().error("%s: run failed: %s", ds, detail)
             raise
         finally:
             _record_run(cfg, config_path, run_id, ds, started, status, detail, params,
                         sorted({r.subject for r in results if r.suite.endswith("_raw")}),
-                        {k: v.height for k, v in tables.items()})
+                        {k: v.height for k, v in tables.items()}, timing.take(cfg.duckdb_path, ds))

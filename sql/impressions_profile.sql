@@ -9,4 +9,3 @@ SELECT COLUMNS(lambda c: list_contains($columns, c)),
        min(__row)::BIGINT AS __first_row
 FROM raw
 GROUP BY ALL
-ORDER BY __first_row

@@ -10,5 +10,6 @@ CREATE TABLE IF NOT EXISTS runs (
     config_fp   VARCHAR,
     params      VARCHAR,   -- JSON
     inputs      VARCHAR,   -- JSON: file, source, size, mtime_ns, rows
-    outputs     VARCHAR    -- JSON: table -> rows
+    outputs     VARCHAR,   -- JSON: table -> rows
+    timings     VARCHAR    -- JSON: stage -> wall seconds (pipelines/timing.py)
 )

@@ -1,3 +1,3 @@
 -- Whether the scores staging table exists yet (0 or 1).
-SELECT count(*)::BIGINT AS n FROM information_schema.tables
-WHERE table_name = 'scores' AND table_schema = 'main'
+SELECT count(*)::BIGINT AS n FROM duckdb_tables()
+WHERE table_name = 'scores' AND schema_name = 'main' AND database_name = current_database()

@@ -1,4 +1,0 @@
--- Column names of the staging table, in order (to check a frame fits it).
-SELECT column_name FROM information_schema.columns
-WHERE table_name = 'impressions' AND table_schema = 'main'
-ORDER BY ordinal_position

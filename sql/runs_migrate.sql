@@ -1,0 +1,2 @@
+-- Runs tables written before stage timings were recorded gain the column.
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS timings VARCHAR
