@@ -5,10 +5,11 @@ Data: 14 daily Parquet files, six signals, two attributes (bench/common.py),
 10^7 and 10^8 rows in all. The aggregation: per day, traffic, arm,
 attribute and group, the rows n and the positives n_pos (Y = any signal).
 
-fairmon's count stage is what the daily flow runs for the impressions of a
-day, minus orchestration: ingest (the file's DuckDB profile scan, parsing
-the profile, staging it) and sql/group_counts.sql, called through the
-Prefect tasks' functions (``task.fn``). Its data-quality checks (GX on the
+fairmon's count stage is what a backfill runs for the impressions of the
+days, minus orchestration: ingest (one DuckDB profile scan over the range's
+files, as ``fairmon backfill`` does; per day, parsing the file's profile
+and staging it) and sql/group_counts.sql per day, called through the
+Prefect tasks' functions (``task.fn``) inside one DuckDB session. Its data-quality checks (GX on the
 profile, duplicate ids) are timed on their own and shown, not counted.
 Every method's result is compared with the raw DuckDB one (must be equal).
 
@@ -81,25 +82,30 @@ def fairmon_counts(files: list[Path], work: Path) -> tuple[pl.DataFrame, dict[st
     from pipelines import db, timing
     from pipelines.adapters import units_for_day
     from pipelines.config import load_config
-    from pipelines.flows import count_groups, stage_unit
+    from pipelines.flows import count_groups, prefetch_impressions, stage_unit
 
     for old in (work / "fairmon.duckdb", work / "fairmon.duckdb.wal", work / "warehouse"):
         shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink(missing_ok=True)
     cfg = load_config(write_config(work, files[0].parent, random_window_days=1))
     totals: dict[str, float] = dict.fromkeys(timing.STAGES, 0.0)
     out = []
-    for d in range(len(files)):
-        ds = START + dt.timedelta(days=d)
-        timing.start(cfg.duckdb_path, ds)
-        with db.session(cfg.duckdb_path):  # as the daily flow: one connection per day's run
+    days = [START + dt.timedelta(days=d) for d in range(len(files))]
+    with Stopwatch() as w, db.session(cfg.duckdb_path):  # as a backfill: one connection, one scan for the range
+        pre = prefetch_impressions(cfg, days, force=True)
+        totals["ingest"] += pre["ingest"]
+        totals["checks"] += pre["checks"]
+        for d in range(len(files)):
+            ds = START + dt.timedelta(days=d)
+            timing.start(cfg.duckdb_path, ds)
             for unit in units_for_day(cfg, ds):
                 dq = stage_unit.fn(cfg, "impressions", unit, str(ds), force=True)
                 if not dq.success:
                     raise SystemExit(f"fairmon rejected {unit.file}: {dq.summary()}")
             counts, _ = count_groups.fn(cfg, ds)
-        out.append(counts)
-        for k, v in timing.take(cfg.duckdb_path, ds).items():
-            totals[k] += v
+            out.append(counts)
+            for k, v in timing.take(cfg.duckdb_path, ds).items():
+                totals[k] += v
+    totals["wall"] = w.seconds
     counts = pl.concat(out).filter(pl.col("traffic").is_in(["default", "random"]))
     return _norm(counts.select(*KEYS, "n", "n_pos")), totals
 

@@ -204,25 +204,27 @@ def _scratch() -> duckdb.DuckDBPyConnection:
 def profile_rows(con: duckdb.DuckDBPyConnection, raw, columns: list[str], file: str) -> pl.DataFrame:
     """Distinct-value profile of impressions rows (sql/impressions_profile*.sql).
 
-    ``raw``: a DuckDB relation or Polars frame of the file's rows with a
-    1-based ``__row`` column; ``columns``: the contract columns to group by.
-    Returns one row per distinct combination of the present ``columns`` with
-    ``__n`` (rows), ``__first_row`` and, when the file has request_id and
-    item_id, ``id_copies`` (rows sharing the row's id key); sorted by
-    ``__first_row``. Its size is the number of distinct combinations (a few
-    thousand for six signals and two attributes), not the number of rows.
-    Raises :class:`InputContractError` when the engine cannot read the file.
+    ``raw``: a DuckDB relation or Polars frame of the rows with a 1-based
+    ``__row`` column (and ``__file`` when it holds several files: profiles
+    and id keys are then per file); ``columns``: the contract columns to
+    group by. Returns one row per distinct combination of the present
+    ``columns`` with ``__n`` (rows), ``__first_row`` and, when the rows have
+    request_id and item_id, ``id_copies`` (rows sharing the row's id key);
+    sorted by ``__first_row``. Its size is the number of distinct
+    combinations (a few thousand for six signals and two attributes), not
+    the number of rows. The duplicate-id scan is timed as a check.
+    Raises :class:`InputContractError` (naming ``file``) when the engine cannot read the rows.
     """
     con.register("raw", raw)
     present = set(raw.columns)
-    cols = [c for c in columns if c in present]
+    cols = [c for c in ("__file", *columns) if c in present]
     try:
         if not cols:
             return db.query(con, "impressions_row_count")
         duplicated = 0
         if {"request_id", "item_id"} <= present:
             with timing.within("checks"):
-                db.execute(con, "impressions_duplicate_ids", keys=[c for c in ID_KEY if c in present])
+                db.execute(con, "impressions_duplicate_ids", keys=[c for c in ("__file", *ID_KEY) if c in present])
                 duplicated = db.query(con, "impressions_duplicate_ids_count").item()
         if duplicated:
             profile = db.query(con, "impressions_profile_ids", columns=cols)
@@ -237,31 +239,95 @@ def profile_rows(con: duckdb.DuckDBPyConnection, raw, columns: list[str], file: 
         con.unregister("raw")
 
 
+def _is_parquet(cfg: FairmonConfig, path: Path) -> bool:
+    return cfg.impressions.format != "coat" and path.suffix.lower() in (".parquet", ".pq")
+
+
+def profile_parquet(con: duckdb.DuckDBPyConnection, files: list[str], columns: list[str]) -> dict[str, pl.DataFrame]:
+    """Profiles (:func:`profile_rows`) of Parquet files with one schema, from
+    one DuckDB scan over all of them. Returns {file: profile}.
+
+    Raises :class:`InputContractError` when a file cannot be read.
+    """
+    where = files[0] if len(files) == 1 else f"one of {', '.join(files)}"
+    try:
+        con.register("raw_file", con.read_parquet(files, filename=True, file_row_number=True))
+    except duckdb.Error as e:
+        raise InputContractError(f"cannot read file: {e}", file=where) from None
+    try:
+        prof = profile_rows(con, db.relation(con, "impressions_raw_parquet"), columns, where)
+    finally:
+        con.unregister("raw_file")
+    return {f: prof.filter(pl.col("__file") == f).drop("__file") for f in files}
+
+
+_prefetched: dict[tuple[str, int, int], pl.DataFrame] = {}
+_prefetched_lock = threading.Lock()
+
+
+def prefetch_profiles(cfg: FairmonConfig, files: list[Path]) -> int:
+    """Profile many impressions files ahead of their days' runs (a backfill):
+    Parquet files are grouped by schema and each group is scanned once by
+    DuckDB, with all cores, instead of one query per file. The profiles wait
+    in memory (a few thousand rows each) until :func:`read_unit` takes them;
+    a file changed since is read again. Files that are not Parquet, or
+    cannot be read, are left to :func:`read_unit` (which reports them).
+    Returns the number of files profiled.
+    """
+    con = _scratch()
+    columns = ["ds", "traffic", "arm", *cfg.impressions.signals, *cfg.impressions.attributes]
+    groups: dict[tuple, list[str]] = {}
+    for f in files:
+        if not _is_parquet(cfg, f):
+            continue
+        try:
+            rel = con.read_parquet(str(f))
+        except duckdb.Error:
+            continue
+        groups.setdefault((tuple(rel.columns), tuple(map(str, rel.types))), []).append(str(f))
+    done = 0
+    for group in groups.values():
+        stats = {f: file_fingerprint(Path(f)) for f in group}
+        try:
+            profiles = profile_parquet(con, group, columns)
+        except InputContractError:
+            continue
+        with _prefetched_lock:
+            for f, prof in profiles.items():
+                _prefetched[(f, *stats[f])] = prof
+        done += len(group)
+    return done
+
+
+def clear_prefetched() -> None:
+    """Drop profiles that no run took (end of a backfill)."""
+    with _prefetched_lock:
+        _prefetched.clear()
+
+
 def read_unit(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
     """The profile of one ingest unit (:func:`profile_rows`) with the
     contract columns a format leaves implicit (ds, traffic, arm) filled in;
     values are not parsed yet. Parquet files are scanned by DuckDB without
-    loading them; CSV files and the Coat matrices are read first (all
-    columns as text). A 0-byte file gives an empty frame (no columns).
+    loading them (or taken from :func:`prefetch_profiles`); CSV files and the
+    Coat matrices are read first (all columns as text). A 0-byte file gives
+    an empty frame (no columns).
 
     Raises :class:`InputContractError` naming the file when it cannot be read.
     """
     imp = cfg.impressions
     columns = ["ds", "traffic", "arm", *imp.signals, *imp.attributes]
     path, file = unit.file, str(unit.file)
-    con = _scratch()
-    if imp.format != "coat" and path.suffix.lower() in (".parquet", ".pq"):
-        try:
-            con.register("raw_file", con.read_parquet(file, file_row_number=True))
-        except duckdb.Error as e:
-            raise InputContractError(f"cannot read file: {e}", file=file) from None
-        raw = db.relation(con, "impressions_raw_parquet")
+    if _is_parquet(cfg, path):
+        with _prefetched_lock:
+            profile = _prefetched.pop((file, *file_fingerprint(path)), None)
+        if profile is None:
+            profile = profile_parquet(_scratch(), [file], columns)[file]
     else:
         rows = read_coat(path, imp.min_rating) if imp.format == "coat" else read_table(path)
         if rows.width == 0:
             return rows
-        raw = rows.with_row_index("__row", offset=1)
-    profile = profile_rows(con, raw, columns, file)
+        profile = profile_rows(_scratch(), rows.with_row_index("__row", offset=1), columns, file)
     return adapt_impressions(profile, ds=unit.ds_end, traffic=unit.traffic, default_arm=imp.default_arm)
 
 

@@ -117,7 +117,8 @@ def _run_days(config: Path, days: list[dt.date], force_ingest: bool, show_progre
     day never stops the others. Returns one summary per day, in day order."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from pipelines.flows import DayQuarantined, daily
+    from pipelines.adapters import clear_prefetched
+    from pipelines.flows import DayQuarantined, daily, prefetch_impressions
 
     def one(ds: dt.date) -> dict:
         state = daily(str(config), ds, force_ingest, wait_seconds, return_state=True)
@@ -134,9 +135,15 @@ def _run_days(config: Path, days: list[dt.date], force_ingest: bool, show_progre
     from pipelines import db
     from pipelines.locking import RunLockedError, run_lock
 
-    path = _load(config).duckdb_path
+    cfg = _load(config)
+    path = cfg.duckdb_path
     try:  # the whole range holds the run lock and one connection (a day would otherwise open and close it)
         with run_lock(path, wait_seconds), db.session(path), progress:
+            if len(days) > 1:  # one engine scan over the range's input files instead of one per file
+                pre = prefetch_impressions(cfg, days, force_ingest)
+                if show_progress and pre["files"]:
+                    progress.console.print(f"profiled {pre['files']} impressions file(s) in one scan "
+                                           f"({pre['ingest'] + pre['checks']:.1f}s)")
             job = progress.add_task(f"fairmon {len(days)} day(s)", total=len(days))
             with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
                 for r in pool.map(one, days):
@@ -146,6 +153,8 @@ def _run_days(config: Path, days: list[dt.date], force_ingest: bool, show_progre
     except RunLockedError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
+    finally:
+        clear_prefetched()
     return [results[d] for d in days]
 
 
