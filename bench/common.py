@@ -94,11 +94,16 @@ random_window_days = {random_window_days}
 
 
 def quiet_prefect() -> None:
-    """The CLI's Prefect/GX environment defaults (local ephemeral API, no analytics)."""
+    """The CLI's Prefect/GX environment defaults (local ephemeral API, no
+    analytics, quiet logs); applied when this module is imported, before
+    Prefect is."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "CRITICAL")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+
+
+quiet_prefect()
 
 
 class Stopwatch:

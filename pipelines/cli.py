@@ -112,13 +112,14 @@ def sdt_view(rows: list[dict], title: str) -> Table:
 
 
 def _run_days(config: Path, days: list[dt.date], force_ingest: bool, show_progress: bool, concurrency: int = 1,
-              wait_seconds: float = 0.0) -> list[dict]:
+              wait_seconds: float = 0.0, stats: dict | None = None) -> list[dict]:
     """Run the daily flow for each day (``concurrency`` at a time); one failing
-    day never stops the others. Returns one summary per day, in day order."""
+    day never stops the others. Returns one summary per day, in day order;
+    ``stats``, when given, receives the range's prefetch figures (bench/)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from pipelines.adapters import clear_prefetched
-    from pipelines.flows import DayQuarantined, daily, prefetch_impressions
+    from pipelines.flows import DayQuarantined, daily, docs_deferred, prefetch_impressions, preload_gate, start_api
 
     def one(ds: dt.date) -> dict:
         state = daily(str(config), ds, force_ingest, wait_seconds, return_state=True)
@@ -138,9 +139,13 @@ def _run_days(config: Path, days: list[dt.date], force_ingest: bool, show_progre
     cfg = _load(config)
     path = cfg.duckdb_path
     try:  # the whole range holds the run lock and one connection (a day would otherwise open and close it)
-        with run_lock(path, wait_seconds), db.session(path), progress:
+        with run_lock(path, wait_seconds), db.session(path), docs_deferred(cfg), progress:
+            preload_gate(cfg)  # GX imports while Prefect's API starts
+            start_api()
             if len(days) > 1:  # one engine scan over the range's input files instead of one per file
                 pre = prefetch_impressions(cfg, days, force_ingest)
+                if stats is not None:
+                    stats["prefetch"] = pre
                 if show_progress and pre["files"]:
                     progress.console.print(f"profiled {pre['files']} impressions file(s) in one scan "
                                            f"({pre['ingest'] + pre['checks']:.1f}s)")

@@ -1,0 +1,129 @@
+"""A TikTok-size day and a 14-day backfill, end to end through the flows.
+
+Data: simulated TikTok-format logs (pipelines/simulate.py), two arms of
+150,000 default rows each per day and 43,000 random rows per day (pooled
+over 7 days, as in the published data set), Parquet.
+
+Measured in this process after the Prefect API is up (the API's start-up is
+shown first): one day on a fresh warehouse (first run of the process, so it
+pays for Great Expectations' import and context), the same day again
+(warm), and a 14-day backfill through the CLI's own code path on a fresh
+warehouse. Each run's wall seconds are split into the stages the flow
+records (pipelines/timing.py: ingest, checks, counts, estimators, writes);
+the rest is Prefect's orchestration. Last, the same backfill as a user runs
+it, ``fairmon backfill`` in a new process (Prefect start-up included).
+
+    .venv/bin/python bench/daily.py [--days 14]
+
+Ratios judged (last lines): day seconds / 5 and backfill seconds / 30
+(targets: < 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from common import DEFAULT_DATA, ROOT, Stopwatch, quiet_prefect
+from prefect import flow
+
+from pipelines.timing import STAGES
+
+
+@flow(name="bench-warmup")
+def warmup() -> int:
+    """An empty flow: its first run starts Prefect's local API."""
+    return 1
+
+
+def make_data(folder: Path, days: int) -> Path:
+    """Write (or reuse) the simulation; returns its config."""
+    from pipelines.simulate import write_simulation
+    from transforms.simulate import SimulationSpec
+
+    cfg = folder / "fairmon.toml"
+    if not cfg.is_file() or len(list((folder / "default").glob("*.parquet"))) != days:
+        spec = SimulationSpec(days=days, rows_per_day=150_000, random_rows_per_day=43_000,
+                              arms={"control": {}, "treatment": {0: 1.25}})
+        write_simulation(spec, folder, fmt="parquet")
+    return cfg
+
+
+def fresh(folder: Path) -> None:
+    """Remove every output of earlier runs (warehouse, DuckDB file, GX project)."""
+    for name in ("warehouse", "gx"):
+        shutil.rmtree(folder / name, ignore_errors=True)
+    for f in folder.glob("fairmon.duckdb*"):
+        f.unlink()
+
+
+def split(wall: float, timings: list[dict], extra: dict | None = None) -> str:
+    """One line: wall, each stage and the orchestration rest."""
+    total = {k: sum(t.get(k, 0.0) for t in timings) for k in STAGES}
+    for k, v in (extra or {}).items():
+        total[k] += v
+    rest = wall - sum(total.values())
+    parts = ", ".join(f"{k} {v:.2f}" for k, v in total.items())
+    return f"{wall:6.2f} s = {parts}, Prefect/orchestration {rest:.2f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--days", type=int, default=14)
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA / "daily")
+    args = ap.parse_args()
+    quiet_prefect()
+    from pipelines.cli import _run_days
+    from pipelines.flows import daily
+    from transforms.simulate import SimulationSpec
+
+    with Stopwatch() as w:
+        config = make_data(args.data, args.days)
+    start = SimulationSpec().start
+    days = [start + dt.timedelta(days=i) for i in range(args.days)]
+    print(f"data: {args.data} ({w.seconds:.1f}s); 300,000 default + 43,000 random rows per day")
+
+    with Stopwatch() as w:
+        warmup()
+    print(f"Prefect API start-up (first flow run of the process): {w.seconds:.2f} s")
+
+    fresh(args.data)
+    with Stopwatch() as w:
+        first = daily(str(config), days[0])
+    firstday = w.seconds
+    print(f"one day, first in process:  {split(w.seconds, [first['timings']])}")
+    with Stopwatch() as w:
+        again = daily(str(config), days[0])
+    print(f"one day, again (warm):      {split(w.seconds, [again['timings']])}")
+
+    fresh(args.data)
+    stats: dict = {}
+    with Stopwatch() as w:
+        results = _run_days(config, days, False, show_progress=False, stats=stats)
+    bad = [r for r in results if r["status"] != "published"]
+    if bad:
+        raise SystemExit(f"backfill failed: {bad[0]}")
+    pre = stats.get("prefetch", {})
+    print(f"{args.days}-day backfill:          "
+          f"{split(w.seconds, [r['timings'] for r in results], {'ingest': pre.get('ingest', 0.0), 'checks': pre.get('checks', 0.0)})}")
+    backfill = w.seconds
+
+    fresh(args.data)
+    cmd = [sys.executable, "-m", "pipelines.cli", "backfill", "-c", str(config), "--start", str(days[0]),
+           "--end", str(days[-1])]
+    with Stopwatch() as w:
+        res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if res.returncode:
+        raise SystemExit(f"fairmon backfill failed:\n{res.stdout}\n{res.stderr}")
+    print(f"`fairmon backfill` in a new process (Prefect start-up included): {w.seconds:.2f} s")
+
+    print(f"ratio one day / 5 s = {firstday / 5:.2f}; {args.days}-day backfill / 30 s = {backfill / 30:.2f} "
+          "(targets < 1)")
+
+
+if __name__ == "__main__":
+    main()
