@@ -11,6 +11,7 @@ import datetime as dt
 import glob
 import re
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -201,64 +202,88 @@ def _scratch() -> duckdb.DuckDBPyConnection:
     return _local.con
 
 
-def profile_rows(con: duckdb.DuckDBPyConnection, raw, columns: list[str], file: str) -> pl.DataFrame:
+def duplicate_ids(con: duckdb.DuckDBPyConnection, parts: Iterable, keys: list[str]) -> int:
+    """Find the duplicated id keys of impressions rows given as ``parts``
+    (relations or frames, e.g. one per file, all with the ``keys`` columns)
+    into the temporary table ``copies``; timed as a check. Returns the
+    number of duplicated keys."""
+    with timing.within("checks"):
+        for i, part in enumerate(parts):
+            con.register("raw_part", part)
+            try:
+                if i == 0:
+                    db.execute(con, "impressions_copies_create", keys=keys)
+                db.execute(con, "impressions_duplicate_ids", keys=keys)
+            finally:
+                con.unregister("raw_part")
+        return db.query(con, "impressions_duplicate_ids_count").item()
+
+
+def profile_rows(con: duckdb.DuckDBPyConnection, raw, columns: list[str], file: str,
+                 duplicated: int | None = None) -> pl.DataFrame:
     """Distinct-value profile of impressions rows (sql/impressions_profile*.sql).
 
-    ``raw``: a DuckDB relation or Polars frame of the rows with a 1-based
+    ``raw``: a DuckDB relation or Polars frame of the rows with a 0-based
     ``__row`` column (and ``__file`` when it holds several files: profiles
     and id keys are then per file); ``columns``: the contract columns to
-    group by. Returns one row per distinct combination of the present
-    ``columns`` with ``__n`` (rows), ``__first_row`` and, when the rows have
-    request_id and item_id, ``id_copies`` (rows sharing the row's id key);
-    sorted by ``__first_row``. Its size is the number of distinct
-    combinations (a few thousand for six signals and two attributes), not
-    the number of rows. The duplicate-id scan is timed as a check.
+    group by; ``duplicated``: the result of :func:`duplicate_ids` when the
+    caller ran it already (else it runs here on ``raw``). Returns one row
+    per distinct combination of the present ``columns`` with ``__n`` (rows),
+    ``__first_row`` and, when the rows have request_id and item_id,
+    ``id_copies`` (rows sharing the row's id key); sorted by ``__first_row``.
+    Its size is the number of distinct combinations (a few thousand for six
+    signals and two attributes), not the number of rows.
     Raises :class:`InputContractError` (naming ``file``) when the engine cannot read the rows.
     """
-    con.register("raw", raw)
     present = set(raw.columns)
     cols = [c for c in ("__file", *columns) if c in present]
+    ids = {"request_id", "item_id"} <= present
     try:
-        if not cols:
-            return db.query(con, "impressions_row_count")
-        duplicated = 0
-        if {"request_id", "item_id"} <= present:
-            with timing.within("checks"):
-                db.execute(con, "impressions_duplicate_ids", keys=[c for c in ("__file", *ID_KEY) if c in present])
-                duplicated = db.query(con, "impressions_duplicate_ids_count").item()
-        if duplicated:
-            profile = db.query(con, "impressions_profile_ids", columns=cols)
-        else:
-            profile = db.query(con, "impressions_profile", columns=cols)
-            if {"request_id", "item_id"} <= present:
-                profile = profile.with_columns(pl.lit(1, pl.Int64).alias("id_copies"))
+        if ids and duplicated is None:
+            duplicated = duplicate_ids(con, [raw], [c for c in ("__file", *ID_KEY) if c in present])
+        con.register("raw", raw)
+        try:
+            if not cols:
+                return db.query(con, "impressions_row_count")
+            if duplicated:
+                profile = db.query(con, "impressions_profile_ids", columns=cols)
+            else:
+                profile = db.query(con, "impressions_profile", columns=cols)
+                if ids:
+                    profile = profile.with_columns(pl.lit(1, pl.Int64).alias("id_copies"))
+        finally:
+            con.unregister("raw")
         return profile.sort(PROFILE_ROW)
     except duckdb.Error as e:
         raise InputContractError(f"cannot read file: {e}", file=file) from None
-    finally:
-        con.unregister("raw")
 
 
 def _is_parquet(cfg: FairmonConfig, path: Path) -> bool:
     return cfg.impressions.format != "coat" and path.suffix.lower() in (".parquet", ".pq")
 
 
+def _parquet_rows(con: duckdb.DuckDBPyConnection, files: list[str], first_index: int = 0) -> duckdb.DuckDBPyRelation:
+    return db.relation(con, "impressions_raw_parquet", files=files, first_index=first_index)
+
+
 def profile_parquet(con: duckdb.DuckDBPyConnection, files: list[str], columns: list[str]) -> dict[str, pl.DataFrame]:
     """Profiles (:func:`profile_rows`) of Parquet files with one schema, from
-    one DuckDB scan over all of them. Returns {file: profile}.
+    one DuckDB scan over all of them (the duplicate-id check scans the id
+    columns file by file). Returns {file: profile}.
 
     Raises :class:`InputContractError` when a file cannot be read.
     """
     where = files[0] if len(files) == 1 else f"one of {', '.join(files)}"
     try:
-        con.register("raw_file", con.read_parquet(files, filename=True, file_row_number=True))
+        schema = con.read_parquet(files[0]).columns
+        duplicated = None
+        if {"request_id", "item_id"} <= set(schema):
+            keys = [c for c in ("__file", *ID_KEY) if c == "__file" or c in schema]
+            duplicated = duplicate_ids(con, (_parquet_rows(con, [f], i) for i, f in enumerate(files)), keys)
+        prof = profile_rows(con, _parquet_rows(con, files), columns, where, duplicated)
     except duckdb.Error as e:
         raise InputContractError(f"cannot read file: {e}", file=where) from None
-    try:
-        prof = profile_rows(con, db.relation(con, "impressions_raw_parquet"), columns, where)
-    finally:
-        con.unregister("raw_file")
-    return {f: prof.filter(pl.col("__file") == f).drop("__file") for f in files}
+    return {f: prof.filter(pl.col("__file") == i).drop("__file") for i, f in enumerate(files)}
 
 
 _prefetched: dict[tuple[str, int, int], pl.DataFrame] = {}
@@ -327,7 +352,7 @@ def read_unit(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
         rows = read_coat(path, imp.min_rating) if imp.format == "coat" else read_table(path)
         if rows.width == 0:
             return rows
-        profile = profile_rows(_scratch(), rows.with_row_index("__row", offset=1), columns, file)
+        profile = profile_rows(_scratch(), rows.with_row_index("__row"), columns, file)
     return adapt_impressions(profile, ds=unit.ds_end, traffic=unit.traffic, default_arm=imp.default_arm)
 
 

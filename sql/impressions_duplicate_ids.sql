@@ -1,8 +1,9 @@
--- The id keys of `raw` that occur more than once ($keys: ds, traffic,
--- request_id, item_id as present in the file) with their number of copies,
--- for the ids_unique rule; one hash aggregation over the key columns only.
-CREATE OR REPLACE TEMP TABLE copies AS
+-- Add the id keys of `raw_part` (one file's rows) that occur more than once
+-- ($keys: __file, ds, traffic, request_id, item_id as present) with their
+-- number of copies, for the ids_unique rule. One hash aggregation over the
+-- key columns of one file, so memory follows the largest file, not the range.
+INSERT INTO copies BY NAME
 SELECT COLUMNS(lambda c: list_contains($keys, c)), count(*)::BIGINT AS id_copies
-FROM raw
+FROM raw_part
 GROUP BY ALL
 HAVING count(*) > 1

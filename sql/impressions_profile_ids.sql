@@ -5,6 +5,6 @@
 SELECT COLUMNS(lambda c: list_contains($columns, c)),
        coalesce(id_copies, 1)::BIGINT AS id_copies,
        count(*)::BIGINT AS __n,
-       min(__row)::BIGINT AS __first_row
+       min(__row)::BIGINT + 1 AS __first_row
 FROM raw NATURAL LEFT JOIN copies
 GROUP BY ALL

@@ -1,4 +1,5 @@
--- The rows of Parquet files registered as `raw_file` (read with filename and
--- file_row_number), with the file as __file and its 1-based row as __row.
-SELECT * EXCLUDE (file_row_number, filename), filename AS __file, file_row_number + 1 AS __row
-FROM raw_file
+-- The rows of the Parquet files $files: __file = $first_index + the file's
+-- position in the list, __row = its 0-based row (plain column references,
+-- free to project).
+SELECT * EXCLUDE (file_row_number), file_index + $first_index AS __file, file_row_number AS __row
+FROM read_parquet($files, file_row_number = true)

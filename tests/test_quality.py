@@ -137,7 +137,7 @@ def _validate_raw(gate, raw):
     """As in production: the gate sees the file's distinct-value profile computed in DuckDB."""
     if raw.width:
         with duckdb.connect() as con:
-            raw = profile_rows(con, raw.with_row_index("__row", offset=1), ["ds", "traffic", "arm", "s1", "s2", "grp"],
+            raw = profile_rows(con, raw.with_row_index("__row"), ["ds", "traffic", "arm", "s1", "s2", "grp"],
                                "fixture.parquet")
     return gate.validate("impressions_raw", raw_check_frame(raw, ["ds", "traffic", "s1", "s2"]), RAW_PARAMS,
                          "fixture.parquet", "t")
