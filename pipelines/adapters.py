@@ -247,6 +247,7 @@ def profile_rows(con: duckdb.DuckDBPyConnection, raw, columns: list[str], file: 
                 return db.query(con, "impressions_row_count")
             if duplicated:
                 profile = db.query(con, "impressions_profile_ids", columns=cols)
+                profile = profile.select(pl.exclude("id_copies"), "id_copies")
             else:
                 profile = db.query(con, "impressions_profile", columns=cols)
                 if ids:

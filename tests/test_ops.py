@@ -99,6 +99,7 @@ def test_30_day_backfill_publishes_28_and_quarantines_2(month):
     assert summary.count("signal_not_null[s1]") == 2
     assert {dt.date.fromisoformat(ln[2:12]) for ln in quarantined} == bad
     assert sorted(read_table(root / "warehouse", "reo").get_column("ds").to_list()) == sorted(set(days) - bad)
+    assert "profiled 30 impressions file(s) in one scan" in res.output  # one DuckDB scan for the range
 
 
 def test_only_failed_touches_only_the_failed_days(month):
@@ -136,6 +137,9 @@ def test_runs_record_inputs_and_parameters_and_reruns_are_identical(month):
     inputs = json.loads(last["inputs"])
     assert inputs[0]["file"].endswith(f"{d}.parquet") and inputs[0]["rows"] == 1000 and inputs[0]["size"] > 0
     assert json.loads(last["params"])["estimation"]["ci_method"] == "delta"
+    timings = json.loads(last["timings"])  # wall seconds per stage (pipelines/timing.py)
+    assert set(timings) == {"ingest", "checks", "counts", "estimators", "writes"}
+    assert all(v >= 0 for v in timings.values()) and timings["ingest"] > 0 and timings["checks"] > 0
 
 
 # --- late data --------------------------------------------------------------------------

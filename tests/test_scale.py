@@ -1,0 +1,154 @@
+"""The machinery that makes platform-scale days cheap: file profiles computed in
+DuckDB (one scan for a backfill's files), stage timings, one DuckDB connection
+per run, Data Docs built once per backfill, GX suites stored once."""
+
+import datetime as dt
+import time
+
+import numpy as np
+import polars as pl
+import pytest
+
+from pipelines import adapters, db, timing
+from pipelines.adapters import prefetch_profiles, read_unit, units_for_day
+from pipelines.config import load_config
+from pipelines.flows import build_docs, docs_deferred, gate_for
+from pipelines.quality import QualityGate
+from transforms.quality import raw_check_frame
+
+D0 = dt.date(2026, 8, 3)
+CFG = ('warehouse = "warehouse"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\n'
+       'path = "in/{ds}.parquet"\nsignals = ["s1", "s2"]\nattributes = ["g"]\nrandom_window_days = 1\n')
+
+
+def _day(root, ds, n, rng, dup_rows=0):
+    ids = [f"r{i}" for i in range(n)]
+    for i in range(dup_rows):  # rows 10+i repeat the id (and traffic) of row i
+        ids[10 + i] = ids[i]
+    f = pl.DataFrame({
+        "ds": [ds] * n, "traffic": ["random" if i % 5 == 4 else "default" for i in range(n)], "arm": "all",
+        "request_id": ids, "item_id": ["v"] * n,
+        "s1": rng.random(n) < 0.3, "s2": rng.random(n) < 0.1, "g": rng.choice(["a", "b", "c"], n)})
+    f.write_parquet(root / "in" / f"{ds}.parquet")
+    return f
+
+
+@pytest.fixture()
+def three_days(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "f.toml").write_text(CFG)
+    rng = np.random.default_rng(4)
+    days = [D0 + dt.timedelta(days=i) for i in range(3)]
+    frames = {d: _day(tmp_path, d, 5000, rng, dup_rows=3 if i == 1 else 0) for i, d in enumerate(days)}
+    return load_config(tmp_path / "f.toml"), days, frames
+
+
+def _expected_profile(frame):
+    cols = ["ds", "traffic", "arm", "s1", "s2", "g"]
+    return (frame.with_row_index("r").group_by(cols).agg(pl.len().alias("__n"), (pl.col("r").min() + 1).alias("first"))
+            .sort("first"))
+
+
+def test_prefetched_profiles_equal_per_file_profiles_and_the_rows(three_days):
+    cfg, days, frames = three_days
+    units = [u for d in days for u in units_for_day(cfg, d)]
+    per_file = [read_unit(cfg, u) for u in units]
+    assert prefetch_profiles(cfg, [u.file for u in units]) == 3
+    for u, alone in zip(units, per_file):
+        got = read_unit(cfg, u)  # taken from the prefetch
+        assert got.equals(alone)
+        exp = _expected_profile(frames[u.ds_end])
+        merged = (got.group_by("ds", "traffic", "arm", "s1", "s2", "g")  # rows with duplicated ids are apart
+                  .agg(pl.col("__n").sum(), pl.col("__first_row").min()).sort("__first_row"))
+        assert merged.get_column("__n").to_list() == exp.get_column("__n").to_list()
+        assert merged.get_column("__first_row").to_list() == exp.get_column("first").to_list()
+    assert not adapters._prefetched  # every profile was taken
+    # only the second day has duplicated ids: 3 keys, 6 rows, each profile row says how many copies
+    dup = per_file[1].filter(pl.col("id_copies") > 1)
+    assert dup.get_column("__n").sum() == 6 and set(dup.get_column("id_copies")) == {2}
+    assert per_file[0].get_column("id_copies").max() == 1 and per_file[2].get_column("id_copies").max() == 1
+
+
+def test_a_file_changed_after_prefetch_is_read_again(three_days):
+    cfg, days, _ = three_days
+    unit = units_for_day(cfg, days[0])[0]
+    prefetch_profiles(cfg, [unit.file])
+    time.sleep(0.01)
+    _day(unit.file.parent.parent, days[0], 700, np.random.default_rng(1))
+    assert read_unit(cfg, unit).get_column("__n").sum() == 700
+    adapters.clear_prefetched()
+
+
+def test_gx_sees_the_profile_and_names_file_rows(three_days, tmp_path):
+    cfg, days, _ = three_days
+    prof = read_unit(cfg, units_for_day(cfg, days[1])[0])
+    gate = QualityGate(tmp_path / "gx")
+    params = {"required_columns": ["ds", "traffic", "arm", "s1", "s2", "g"], "signals": ["s1", "s2"],
+              "attributes": ["g"], "traffic_values": ["default", "random"]}
+    r = gate.validate("impressions_raw", raw_check_frame(prof, ["ds", "traffic", "s1", "s2"]), params, "f", "t")
+    (f,) = r.failures
+    assert f["name"] == "ids_unique" and f["unexpected_count"] == 6 and f["rows"][0] == 1
+
+
+def test_nested_clocks_count_each_second_once(tmp_path):
+    timing.start(tmp_path, D0)
+    with timing.clock(tmp_path, D0, "ingest"):
+        time.sleep(0.05)
+        with timing.within("checks"):
+            time.sleep(0.1)
+    book = timing.take(tmp_path, D0)
+    assert 0.1 <= book["checks"] < 0.2 and 0.05 <= book["ingest"] < 0.1
+    assert book["counts"] == book["estimators"] == book["writes"] == 0.0
+    with timing.within("checks"):  # outside any run: nothing to record, no error
+        pass
+    with pytest.raises(ValueError, match="unknown stage"):
+        with timing.clock(tmp_path, D0, "parsing"):
+            pass
+
+
+def test_a_session_shares_one_connection_until_the_last_one_ends(tmp_path):
+    p = tmp_path / "s.duckdb"
+    with db.session(p):
+        with db.connect(p) as a:
+            a.execute("CREATE TABLE t AS SELECT 1 AS x")
+        with db.session(p), db.connect(p) as b:
+            assert b is a
+        with db.connect(p) as c:
+            assert c is a and c.sql("SELECT x FROM t").fetchall() == [(1,)]
+    with db.connect(p) as d:
+        assert d is not a and d.sql("SELECT x FROM t").fetchall() == [(1,)]
+
+
+def test_data_docs_are_built_once_per_deferred_block(three_days):
+    cfg, days, _ = three_days
+    gate = gate_for(cfg)
+    frame = pl.DataFrame({"ds": [D0], "table": ["t"], "suite": ["s"], "subject": ["x"], "success": [True],
+                          "n_expectations": [1], "n_failed": [0], "n_warnings": [0], "failed_critical": [""],
+                          "failed_warning": [""], "details": ["[]"]})
+    calls = []
+    real = gate.ctx.build_data_docs
+    gate.ctx.build_data_docs = lambda **kw: calls.append(kw) or real(**kw)
+    try:
+        with docs_deferred(cfg):
+            for _ in range(3):
+                gate.validate("dq_results", frame, {}, "dq_results", str(D0))
+                build_docs(cfg)
+            assert calls == [] and len(gate.pending_docs) == 3
+        assert len(calls) == 1 and len(calls[0]["resource_identifiers"]) == 3 and gate.pending_docs == []
+        assert gate.data_docs_index.is_file()
+    finally:
+        gate.ctx.build_data_docs = real
+
+
+def test_suites_are_stored_once_per_process_unless_they_change(tmp_path):
+    gate = QualityGate(tmp_path / "gx")
+    stored = []
+    real = gate.ctx.checkpoints.add_or_update
+    gate.ctx.checkpoints.add_or_update = lambda checkpoint: stored.append(checkpoint.name) or real(checkpoint=checkpoint)
+    frame = pl.DataFrame({"ds": [D0], "arm": ["c"], "attribute": ["g"], "K": [2], "reo": [0.1], "se": [0.01],
+                          "ci_low": [0.08], "ci_high": [0.12], "reo_max": [1.0]})
+    for _ in range(3):
+        assert gate.validate("reo", frame, {}, "reo", "t").success
+    assert stored == ["fairmon-reo"]
+    gate.validate("reo", frame.drop("ci_high"), {}, "reo", "t")  # other columns: other expectations
+    assert stored == ["fairmon-reo", "fairmon-reo"]
