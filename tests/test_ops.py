@@ -43,7 +43,7 @@ def _write_day(root, ds, rng, bad=False):
 def _runs(root):
     con = duckdb.connect(str(root / "f.duckdb"), read_only=True)
     try:
-        return con.sql("SELECT ds, status, params, inputs FROM runs ORDER BY finished_at").pl()
+        return con.sql("SELECT ds, status, params, inputs, timings FROM runs ORDER BY finished_at").pl()
     finally:
         con.close()
 
