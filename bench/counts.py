@@ -5,11 +5,12 @@ Data: 14 daily Parquet files, six signals, two attributes (bench/common.py),
 10^7 and 10^8 rows in all. The aggregation: per day, traffic, arm,
 attribute and group, the rows n and the positives n_pos (Y = any signal).
 
-fairmon's count stage is what a backfill runs for the impressions of the
-days, minus orchestration: ingest (one DuckDB profile scan over the range's
-files, as ``fairmon backfill`` does; per day, parsing the file's profile
-and staging it) and sql/group_counts.sql per day, called through the
-Prefect tasks' functions (``task.fn``) inside one DuckDB session. Its data-quality checks (GX on the
+fairmon's count stage is what ``fairmon backfill`` runs for the impressions
+of the days, minus orchestration, on a fresh DuckDB file: ingest (one DuckDB
+profile scan over the range's files, parsing the profiles, staging them in
+one transaction) and counts (sql/group_counts.sql over the range), then per
+day the ingest and count tasks (``task.fn``), which find their files staged
+and their counts ready. Its data-quality checks (GX on the
 profile, duplicate ids) are timed on their own and shown, not counted.
 Every method's result is compared with the raw DuckDB one (must be equal).
 
@@ -82,7 +83,7 @@ def fairmon_counts(files: list[Path], work: Path) -> tuple[pl.DataFrame, dict[st
     from pipelines import db, timing
     from pipelines.adapters import units_for_day
     from pipelines.config import load_config
-    from pipelines.flows import count_groups, prefetch_impressions, stage_unit
+    from pipelines.flows import count_groups, prestage_impressions, stage_unit
 
     for old in (work / "fairmon.duckdb", work / "fairmon.duckdb.wal", work / "warehouse"):
         shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink(missing_ok=True)
@@ -91,14 +92,14 @@ def fairmon_counts(files: list[Path], work: Path) -> tuple[pl.DataFrame, dict[st
     out = []
     days = [START + dt.timedelta(days=d) for d in range(len(files))]
     with Stopwatch() as w, db.session(cfg.duckdb_path):  # as a backfill: one connection, one scan for the range
-        pre = prefetch_impressions(cfg, days, force=True)
-        totals["ingest"] += pre["ingest"]
-        totals["checks"] += pre["checks"]
+        pre = prestage_impressions(cfg, days)  # as `fairmon backfill` does before running the days
+        for k in ("ingest", "checks", "counts"):
+            totals[k] += pre[k]
         for d in range(len(files)):
             ds = START + dt.timedelta(days=d)
             timing.start(cfg.duckdb_path, ds)
             for unit in units_for_day(cfg, ds):
-                dq = stage_unit.fn(cfg, "impressions", unit, str(ds), force=True)
+                dq = stage_unit.fn(cfg, "impressions", unit, str(ds))
                 if not dq.success:
                     raise SystemExit(f"fairmon rejected {unit.file}: {dq.summary()}")
             counts, _ = count_groups.fn(cfg, ds)

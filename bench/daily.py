@@ -107,9 +107,9 @@ def main() -> None:
     bad = [r for r in results if r["status"] != "published"]
     if bad:
         raise SystemExit(f"backfill failed: {bad[0]}")
-    pre = stats.get("prefetch", {})
+    pre = stats.get("prestage", {})
     print(f"{args.days}-day backfill:          "
-          f"{split(w.seconds, [r['timings'] for r in results], {'ingest': pre.get('ingest', 0.0), 'checks': pre.get('checks', 0.0)})}")
+          f"{split(w.seconds, [r['timings'] for r in results], {k: pre.get(k, 0.0) for k in ('ingest', 'checks', 'counts')})}")
     backfill = w.seconds
 
     fresh(args.data)

@@ -115,11 +115,11 @@ def _run_days(config: Path, days: list[dt.date], force_ingest: bool, show_progre
               wait_seconds: float = 0.0, stats: dict | None = None) -> list[dict]:
     """Run the daily flow for each day (``concurrency`` at a time); one failing
     day never stops the others. Returns one summary per day, in day order;
-    ``stats``, when given, receives the range's prefetch figures (bench/)."""
+    ``stats``, when given, receives the range's prestage figures (bench/)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from pipelines.adapters import clear_prefetched
-    from pipelines.flows import DayQuarantined, daily, docs_deferred, prefetch_impressions, preload_gate, start_api
+    from pipelines.flows import DayQuarantined, daily, docs_deferred, preload_gate, prestage_impressions, start_api
 
     def one(ds: dt.date) -> dict:
         state = daily(str(config), ds, force_ingest, wait_seconds, return_state=True)
@@ -142,13 +142,14 @@ def _run_days(config: Path, days: list[dt.date], force_ingest: bool, show_progre
         with run_lock(path, wait_seconds), db.session(path), docs_deferred(cfg), progress:
             preload_gate(cfg)  # GX imports while Prefect's API starts
             start_api()
-            if len(days) > 1:  # one engine scan over the range's input files instead of one per file
-                pre = prefetch_impressions(cfg, days, force_ingest)
+            if len(days) > 1:  # one scan, one staging transaction and one count for the whole range
+                pre = prestage_impressions(cfg, days, force_ingest)
                 if stats is not None:
-                    stats["prefetch"] = pre
+                    stats["prestage"] = pre
                 if show_progress and pre["files"]:
-                    progress.console.print(f"profiled {pre['files']} impressions file(s) in one scan "
-                                           f"({pre['ingest'] + pre['checks']:.1f}s)")
+                    progress.console.print(
+                        f"profiled {pre['files']} impressions file(s) in one scan, staged {pre['staged']}, counted "
+                        f"{len(days)} day(s) ({pre['ingest'] + pre['checks'] + pre['counts']:.1f}s)")
             job = progress.add_task(f"fairmon {len(days)} day(s)", total=len(days))
             with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
                 for r in pool.map(one, days):

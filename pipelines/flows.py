@@ -187,32 +187,30 @@ def _unchanged(cfg: FairmonConfig, file: Path) -> dict | None:
     return row if same else None
 
 
-def prefetch_impressions(cfg: FairmonConfig, days: list[dt.date], force: bool = False) -> dict[str, float]:
-    """Before a backfill of ``days``: profile, in one DuckDB scan per schema,
-    every impressions file those days will stage (new or changed files; all
-    with ``force``), so each day's ingest finds its profile ready
-    (:func:`pipelines.adapters.prefetch_profiles`). Problems are left to the
-    days' own runs, which report them. Returns {files, ingest, checks} (count
-    and wall seconds)."""
-    if cfg.impressions is None or not days:
-        return {"files": 0, "ingest": 0.0, "checks": 0.0}
-    files: dict[Path, None] = {}
-    for ds in days:
-        try:
-            files.update(dict.fromkeys(u.file for u in units_for_day(cfg, ds)))
-        except InputContractError:
-            continue
-    todo = [f for f in files if force or not _unchanged(cfg, f)]
-    timing.start(cfg.duckdb_path, "prefetch")
-    with timing.clock(cfg.duckdb_path, "prefetch", "ingest"):
-        n = prefetch_profiles(cfg, todo)
-    book = timing.take(cfg.duckdb_path, "prefetch")
-    return {"files": n, "ingest": book["ingest"], "checks": book["checks"]}
+@dataclass(frozen=True)
+class Staged:
+    """One unit ready to stage: its parsed rows, file rows, fingerprint and raw-suite result."""
+
+    unit: IngestUnit
+    staged: pl.DataFrame
+    rows: int
+    size: int
+    mtime: int
+    dq: DQResult
 
 
-def _replace_unit(cfg: FairmonConfig, src: InputSource, unit: IngestUnit, staged: pl.DataFrame, rows: int,
-                  size: int, mtime: int, fp: str, dq: DQResult) -> None:
-    """Replace the unit's staged rows and record its fingerprint and ``rows`` (file rows), in one transaction."""
+_GENERATION: dict[str, int] = {}  # DuckDB file -> number of staging writes in this process
+_RANGE_COUNTS: dict[tuple[str, dt.date], tuple[int, pl.DataFrame, pl.DataFrame]] = {}
+_COUNTS_LOCK = threading.Lock()
+
+
+def _replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> None:
+    """Replace the staged rows of every unit in ``batch`` and record their
+    fingerprints and file rows, in one transaction (one insert for all)."""
+    if not batch:
+        return
+    staged = pl.concat([b.staged for b in batch], how="vertical_relaxed")
+    fp = cfg.fingerprint()
     with db.connect(cfg.duckdb_path) as con:
         con.register("staged", staged)
         db.execute(con, "ingest_log_create")  # also on a first run with force_ingest
@@ -222,17 +220,94 @@ def _replace_unit(cfg: FairmonConfig, src: InputSource, unit: IngestUnit, staged
             raise InputContractError(
                 f"the staging table {src.name} in {cfg.duckdb_path} has columns {have}, but this config gives "
                 f"{staged.columns}; use a separate duckdb path for a different set of attributes",
-                file=str(unit.file),
+                file=str(batch[0].unit.file),
             )
         with db.transaction(con):
-            db.execute(con, f"{src.name}_delete_unit", **src.delete_params(unit))
+            for b in batch:
+                db.execute(con, f"{src.name}_delete_unit", **src.delete_params(b.unit))
             db.execute(con, f"{src.name}_insert")
-            db.execute(
-                con, "ingest_log_upsert", file=str(unit.file), source=src.name, size=size, mtime_ns=mtime, config_fp=fp,
-                ds_start=unit.ds_start, ds=unit.ds_end, scope=unit.scope, rows=rows,
-                dq=json.dumps({"n_expectations": dq.n_expectations, "failures": dq.failures}, default=str),
-            )
+            for b in batch:
+                u = b.unit
+                db.execute(con, "ingest_log_upsert", file=str(u.file), source=src.name, size=b.size, mtime_ns=b.mtime,
+                           config_fp=fp, ds_start=u.ds_start, ds=u.ds_end, scope=u.scope, rows=b.rows,
+                           dq=json.dumps({"n_expectations": b.dq.n_expectations, "failures": b.dq.failures},
+                                         default=str))
         con.unregister("staged")
+    with _COUNTS_LOCK:  # counts computed before this write no longer hold
+        key = str(cfg.duckdb_path.resolve())
+        _GENERATION[key] = _GENERATION.get(key, 0) + 1
+
+
+def _count_range(cfg: FairmonConfig, days: list[dt.date]) -> None:
+    """Count every day of ``days`` in one statement each (group counts and
+    traffic totals over min..max) and keep them for :func:`count_groups`,
+    valid until the next staging write."""
+    key = str(cfg.duckdb_path.resolve())
+    with db.connect(cfg.duckdb_path) as con:
+        if db.query(con, "impressions_exists").item() == 0:
+            return
+        rng = {"first": min(days), "last": max(days), "window_days": cfg.impressions.random_window_days}
+        counts = db.query(con, "group_counts", **rng)
+        with timing.within("checks"):  # the totals exist to check the counts
+            totals = db.query(con, "traffic_totals", **rng)
+    with _COUNTS_LOCK:
+        gen = _GENERATION.get(key, 0)
+        for ds in days:
+            _RANGE_COUNTS[(key, ds)] = (gen, counts.filter(pl.col("ds") == ds),
+                                        totals.filter(pl.col("ds") == ds).drop("ds"))
+
+
+def _take_range_counts(cfg: FairmonConfig, ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    key = str(cfg.duckdb_path.resolve())
+    with _COUNTS_LOCK:
+        hit = _RANGE_COUNTS.pop((key, ds), None)
+        return hit[1:] if hit and hit[0] == _GENERATION.get(key, 0) else None
+
+
+def prestage_impressions(cfg: FairmonConfig, days: list[dt.date], force: bool = False) -> dict:
+    """Before a backfill of ``days``: profile every impressions file those
+    days need (new or changed; all with ``force``) in one DuckDB scan per
+    schema, check each with its raw suite, stage the good ones in one
+    transaction and count all the days in one statement. Each day's run then
+    finds its files staged and its counts ready; if anything is staged in
+    between, the day counts again. Files that cannot be read or fail their
+    suite are left to the days' own runs, which report them.
+
+    Returns {files, staged, ingest, checks, counts}: files profiled, files
+    staged, and wall seconds per stage.
+    """
+    out = {"files": 0, "staged": 0, "ingest": 0.0, "checks": 0.0, "counts": 0.0}
+    if cfg.impressions is None or not days:
+        return out
+    units: dict[Path, IngestUnit] = {}
+    for ds in days:
+        try:
+            units.update({u.file: u for u in units_for_day(cfg, ds)})
+        except InputContractError:
+            continue
+    todo = [u for f, u in units.items() if force or not _unchanged(cfg, f)]
+    src = input_source(cfg, "impressions")
+    book = (cfg.duckdb_path, "prestage")
+    timing.start(*book)
+    with timing.clock(*book, "ingest"):
+        out["files"] = prefetch_profiles(cfg, [u.file for u in todo])
+        batch = []
+        for u in todo:
+            try:
+                raw = src.read(u)
+                size, mtime = file_fingerprint(u.file)
+                with timing.within("checks"):
+                    dq = gate_for(cfg).validate(src.suite, raw_check_frame(raw, src.text_columns), src.params,
+                                                str(u.file), f"{min(days)}_{max(days)}")
+                if dq.success:
+                    batch.append(Staged(u, src.normalize(u, raw), rows_in(raw), size, mtime, dq))
+            except InputContractError:
+                continue
+        _replace_units(cfg, src, batch)
+        out["staged"] = len(batch)
+    with timing.clock(*book, "counts"):
+        _count_range(cfg, days)
+    return out | {k: v for k, v in timing.take(*book).items() if k in out}
 
 
 @task(name="stage-unit", cache_policy=NO_CACHE)
@@ -250,7 +325,6 @@ def stage_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, run_name: str,
     t0 = time.perf_counter()
     with timing.clock(cfg.duckdb_path, run_name, "ingest"):
         size, mtime = file_fingerprint(unit.file)
-        fp = cfg.fingerprint()
         seen = None if force else _unchanged(cfg, unit.file)
         if seen:
             logger.info("ingest %s: unchanged since staged (%d rows), skipped, %.2fs", unit.file, seen["rows"],
@@ -266,7 +340,7 @@ def stage_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, run_name: str,
         return dq
     with timing.clock(cfg.duckdb_path, run_name, "ingest"):
         staged = src.normalize(unit, raw)
-        _replace_unit(cfg, src, unit, staged, rows_in(raw), size, mtime, fp, dq)
+        _replace_units(cfg, src, [Staged(unit, staged, rows_in(raw), size, mtime, dq)])
     logger.info("ingest %s: %d rows in, %d staged, %.2fs", unit.file, rows_in(raw), staged.height,
                 time.perf_counter() - t0)
     return dq
@@ -306,18 +380,23 @@ def configured_inputs(cfg: FairmonConfig) -> list[str]:
 @task(name="count-groups", cache_policy=NO_CACHE)
 def count_groups(cfg: FairmonConfig, ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per-group counts of day ``ds`` (sql/group_counts.sql) and, counted
-    independently, the staged rows per traffic and arm (sql/traffic_totals.sql)."""
+    independently, the staged rows per traffic and arm (sql/traffic_totals.sql);
+    taken from :func:`prestage_impressions` when its backfill counted them and
+    nothing was staged since."""
     logger = _logger()
     t0 = time.perf_counter()
-    w0 = window_start(ds, cfg.impressions.random_window_days)
+    ready = _take_range_counts(cfg, ds)
     with timing.clock(cfg.duckdb_path, ds, "counts"), db.connect(cfg.duckdb_path) as con:
-        if db.query(con, "impressions_exists").item() == 0:
+        if ready is not None:  # counted with its backfill's range, nothing staged since
+            counts, totals = ready
+        elif db.query(con, "impressions_exists").item() == 0:
             counts = pl.DataFrame(schema=GROUP_COUNTS_SCHEMA)
             totals = pl.DataFrame(schema={"traffic": pl.String, "arm": pl.String, "n": pl.Int64})
         else:
-            counts = db.query(con, "group_counts", ds=ds, window_start=w0)
+            rng = {"first": ds, "last": ds, "window_days": cfg.impressions.random_window_days}
+            counts = db.query(con, "group_counts", **rng)
             with timing.within("checks"):  # the totals exist to check the counts
-                totals = db.query(con, "traffic_totals", ds=ds, window_start=w0)
+                totals = db.query(con, "traffic_totals", **rng).drop("ds")
     counts = counts.cast(GROUP_COUNTS_SCHEMA).select(list(GROUP_COUNTS_SCHEMA))
     logger.info("counts %s: %d staged rows in, %d group rows out, %.2fs",
                 ds, int(totals.get_column("n").sum() or 0), counts.height, time.perf_counter() - t0)

@@ -1,12 +1,16 @@
--- Staged rows available for day $ds, counted straight from the staging table
--- (an independent check of group_counts): default/other traffic of the day by
--- arm, and the random traffic whose range overlaps the window $window_start..$ds
--- (arm 'all', shared by every arm).
-SELECT traffic,
-       CASE WHEN traffic = 'random' THEN 'all' ELSE arm END AS arm,
-       sum(n)::BIGINT AS n
-FROM impressions
-WHERE (ds = $ds AND ds_start = $ds AND traffic <> 'random')
-   OR (traffic = 'random' AND ds_start <= $ds AND ds >= $window_start)
+-- Staged rows available for each day ds in $first..$last, counted straight
+-- from the staging table (an independent check of group_counts): default/other
+-- traffic of the day by arm, and the random traffic whose range overlaps the
+-- day's trailing window of $window_days days (arm 'all', shared by every arm).
+WITH days AS (
+    SELECT unnest(generate_series($first::DATE, $last::DATE, INTERVAL 1 DAY))::DATE AS day
+)
+SELECT d.day AS ds,
+       i.traffic,
+       CASE WHEN i.traffic = 'random' THEN 'all' ELSE i.arm END AS arm,
+       sum(i.n)::BIGINT AS n
+FROM impressions AS i JOIN days AS d
+  ON (i.ds = d.day AND i.ds_start = d.day AND i.traffic <> 'random')
+  OR (i.traffic = 'random' AND i.ds_start <= d.day AND i.ds >= d.day - ($window_days - 1))
 GROUP BY ALL
 ORDER BY ALL

@@ -45,7 +45,7 @@ def staged(tmp_path):
             db.execute(con, "impressions_create")
             db.execute(con, "impressions_insert")
             con.unregister("staged")
-        counts = db.query(con, "group_counts", ds=D, window_start=W0)
+        counts = db.query(con, "group_counts", first=D, last=D, window_days=(D - W0).days + 1)
     return frames, counts
 
 
@@ -108,3 +108,16 @@ def test_reo_tables_from_counts(staged):
     assert g.get_column("group").to_list() == groups
     assert g.get_column("Q").to_list() == pytest.approx([x / n_day for x in a])
     assert g.get_column("se_delta_U").to_list() == pytest.approx(list(e.se_delta_U))
+
+
+def test_a_range_counts_each_day_as_the_day_alone(staged, tmp_path):
+    days = [D - dt.timedelta(days=1), D, D + dt.timedelta(days=1)]
+    with db.connect(tmp_path / "t.duckdb") as con:
+        rng = db.query(con, "group_counts", first=days[0], last=days[-1], window_days=7)
+        totals = db.query(con, "traffic_totals", first=days[0], last=days[-1], window_days=7)
+        for d in days:
+            alone = db.query(con, "group_counts", first=d, last=d, window_days=7)
+            assert rng.filter(pl.col("ds") == d).equals(alone)
+            assert totals.filter(pl.col("ds") == d).equals(db.query(con, "traffic_totals", first=d, last=d,
+                                                                        window_days=7))
+    assert set(rng.get_column("ds")) == set(days)

@@ -99,7 +99,7 @@ def test_30_day_backfill_publishes_28_and_quarantines_2(month):
     assert summary.count("signal_not_null[s1]") == 2
     assert {dt.date.fromisoformat(ln[2:12]) for ln in quarantined} == bad
     assert sorted(read_table(root / "warehouse", "reo").get_column("ds").to_list()) == sorted(set(days) - bad)
-    assert "profiled 30 impressions file(s) in one scan" in res.output  # one DuckDB scan for the range
+    assert "profiled 30 impressions file(s) in one scan, staged 28, counted 30 day(s)" in res.output
 
 
 def test_only_failed_touches_only_the_failed_days(month):

@@ -152,3 +152,25 @@ def test_suites_are_stored_once_per_process_unless_they_change(tmp_path):
     assert stored == ["fairmon-reo"]
     gate.validate("reo", frame.drop("ci_high"), {}, "reo", "t")  # other columns: other expectations
     assert stored == ["fairmon-reo", "fairmon-reo"]
+
+
+def test_prestaged_range_counts_serve_the_days_until_something_is_staged(three_days):
+    from pipelines.flows import count_groups, prestage_impressions, stage_unit
+
+    cfg, days, _ = three_days
+    with db.session(cfg.duckdb_path):
+        out = prestage_impressions(cfg, days)
+        # day 2 has duplicated ids: its file fails ids_unique and is left to its day's run
+        assert out["files"] == 3 and out["staged"] == 2
+        first, _ = count_groups.fn(cfg, days[0])  # from the range count
+        with db.connect(cfg.duckdb_path) as con:
+            alone = db.query(con, "group_counts", first=days[0], last=days[0], window_days=1)
+        assert first.equals(alone.cast(first.schema))
+        assert first.get_column("n").sum() == 5000  # every row of the day, default and random
+        # staging anything makes the range counts stale: day 3, rewritten and staged again, is counted again
+        time.sleep(0.01)
+        _day(cfg.resolve("."), days[2], 700, np.random.default_rng(2))
+        unit = units_for_day(cfg, days[2])[0]
+        assert stage_unit.fn(cfg, "impressions", unit, str(days[2])).success
+        third, _ = count_groups.fn(cfg, days[2])
+        assert third.get_column("n").sum() == 700
