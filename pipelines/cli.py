@@ -119,7 +119,8 @@ def _run_days(config: Path, days: list[dt.date], force_ingest: bool, show_progre
     from concurrent.futures import ThreadPoolExecutor
 
     from pipelines.adapters import clear_prefetched
-    from pipelines.flows import DayQuarantined, daily, docs_deferred, preload_gate, prestage_impressions, start_api
+    from pipelines.flows import (DayQuarantined, clear_range_counts, daily, docs_deferred, preload_gate,
+                                 prestage_impressions, start_api)
 
     def one(ds: dt.date) -> dict:
         state = daily(str(config), ds, force_ingest, wait_seconds, return_state=True)
@@ -161,6 +162,7 @@ def _run_days(config: Path, days: list[dt.date], force_ingest: bool, show_progre
         raise typer.Exit(1) from None
     finally:
         clear_prefetched()
+        clear_range_counts()
     return [results[d] for d in days]
 
 

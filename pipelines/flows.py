@@ -257,6 +257,12 @@ def _count_range(cfg: FairmonConfig, days: list[dt.date]) -> None:
                                         totals.filter(pl.col("ds") == ds).drop("ds"))
 
 
+def clear_range_counts() -> None:
+    """Drop range counts no day took (end of a backfill)."""
+    with _COUNTS_LOCK:
+        _RANGE_COUNTS.clear()
+
+
 def _take_range_counts(cfg: FairmonConfig, ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame] | None:
     key = str(cfg.duckdb_path.resolve())
     with _COUNTS_LOCK:
