@@ -219,7 +219,8 @@ def _replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) ->
         if have != staged.columns:
             raise InputContractError(
                 f"the staging table {src.name} in {cfg.duckdb_path} has columns {have}, but this config gives "
-                f"{staged.columns}; use a separate duckdb path for a different set of attributes",
+                f"{staged.columns} (a different set of attributes, or a file from an earlier fairmon version): "
+                f"use a separate duckdb path",
                 file=str(batch[0].unit.file),
             )
         with db.transaction(con):
