@@ -174,6 +174,12 @@ def input_source(cfg: FairmonConfig, name: str) -> InputSource:
     raise ValueError(f"unknown input {name!r}")
 
 
+def _raw_suite(cfg: FairmonConfig, src: InputSource, unit: IngestUnit, raw: pl.DataFrame, run_name: str) -> DQResult:
+    """The input's raw suite on one file as read (or its profile)."""
+    return gate_for(cfg).validate(src.suite, raw_check_frame(raw, src.text_columns), src.params, str(unit.file),
+                                  run_name)
+
+
 def _unchanged(cfg: FairmonConfig, file: Path) -> dict | None:
     """The file's ingest_log row when it was staged as it is now (same size,
     mtime and config), else None."""
@@ -304,8 +310,7 @@ def prestage_impressions(cfg: FairmonConfig, days: list[dt.date], force: bool = 
                 raw = src.read(u)
                 size, mtime = file_fingerprint(u.file)
                 with timing.within("checks"):
-                    dq = gate_for(cfg).validate(src.suite, raw_check_frame(raw, src.text_columns), src.params,
-                                                str(u.file), f"{min(days)}_{max(days)}")
+                    dq = _raw_suite(cfg, src, u, raw, f"{min(days)}_{max(days)}")
                 if dq.success:
                     batch.append(Staged(u, src.normalize(u, raw), rows_in(raw), size, mtime, dq))
             except InputContractError:
@@ -340,8 +345,7 @@ def stage_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, run_name: str,
             return DQResult(source, src.suite, str(unit.file), prev.get("n_expectations", 0), prev.get("failures", []))
         raw = src.read(unit)
     with timing.clock(cfg.duckdb_path, run_name, "checks"):
-        dq = gate_for(cfg).validate(src.suite, raw_check_frame(raw, src.text_columns), src.params, str(unit.file),
-                                    run_name)
+        dq = _raw_suite(cfg, src, unit, raw, run_name)
     if not dq.success:
         logger.warning("ingest %s: %d rows in, not staged: %s", unit.file, rows_in(raw), dq.summary())
         return dq
@@ -460,6 +464,14 @@ def check_outputs(cfg: FairmonConfig, ds: dt.date, tables: dict[str, pl.DataFram
         return [gate.validate(name, frame, {}, name, str(ds)) for name, frame in frames.items()]
 
 
+def _staged_query(con, table: str, query: str, empty: dict, **params) -> pl.DataFrame:
+    """``sql/<query>.sql`` over the staging table ``table``, or an empty frame
+    with the schema ``empty`` while that table does not exist yet."""
+    if db.query(con, f"{table}_exists").item() == 0:
+        return pl.DataFrame(schema=empty)
+    return db.query(con, query, **params)
+
+
 @task(name="estimate-threshold-prevalence", cache_policy=NO_CACHE)
 def estimate_threshold(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
     """Prevalence at the threshold per model threshold × attribute × group over
@@ -470,10 +482,9 @@ def estimate_threshold(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFram
     w0 = window_start(ds, sc.window_days)
     with timing.clock(cfg.duckdb_path, ds, "estimators"):
         with db.connect(cfg.duckdb_path) as con:
-            exists = db.query(con, "scores_exists").item()
-            rows = db.query(con, "scores_window", ds=ds, window_start=w0) if exists else pl.DataFrame(
-                schema={"model": pl.String, "score": pl.Float64, "outcome": pl.Boolean,
-                        **{f"attr__{a}": pl.String for a in sc.attributes}})
+            rows = _staged_query(con, "scores", "scores_window",
+                                 {"model": pl.String, "score": pl.Float64, "outcome": pl.Boolean,
+                                  **{f"attr__{a}": pl.String for a in sc.attributes}}, ds=ds, window_start=w0)
         prev, diff = threshold_tables(rows, ds, (w0, ds), [(t.model, t.t, t.d) for t in sc.thresholds],
                                       sc.attributes, level=cfg.estimation.confidence_level, hc=sc.hc,
                                       min_rows=sc.min_rows)
@@ -492,9 +503,10 @@ def estimate_sdt(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
     w0 = window_start(ds, lc.window_days)
     with timing.clock(cfg.duckdb_path, ds, "estimators"):
         with db.connect(cfg.duckdb_path) as con:
-            conf = db.query(con, "sdt_counts", ds=ds, window_start=w0) if db.query(con, "labels_exists").item() \
-                else pl.DataFrame(schema={"attribute": pl.String, "group": pl.String, "labeler_id": pl.String,
-                                          "tp": pl.Int64, "fn": pl.Int64, "fp": pl.Int64, "tn": pl.Int64})
+            conf = _staged_query(con, "labels", "sdt_counts",
+                                 {"attribute": pl.String, "group": pl.String, "labeler_id": pl.String,
+                                  "tp": pl.Int64, "fn": pl.Int64, "fp": pl.Int64, "tn": pl.Int64},
+                                 ds=ds, window_start=w0)
         out = sdt_table(conf.filter(pl.col("group") != "(missing)"), ds, (w0, ds),
                         level=cfg.estimation.confidence_level, min_pos=lc.min_pos, min_neg=lc.min_neg)
     logger.info("estimators %s: %d confusion rows in, sdt=%d, %.3fs", ds, conf.height, out.height,
