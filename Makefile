@@ -3,13 +3,16 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+LOCK   := requirements.lock
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test test-fast lint format wheel-check lock clean
 
-$(STAMP): pyproject.toml
+# Exactly the tested set from the lock file, then fairmon itself (editable, no dependency resolution).
+$(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -17,8 +20,34 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/fairmon demo --out fairmon-demo
 
+# Everything: unit tests, end-to-end flow tests, the installed-wheel check.
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# Unit tests only (no Prefect API, no subprocess runs): under a minute.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow"
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+# Build the wheel, install it with the lock file into a fresh virtualenv and run it from an empty folder.
+wheel-check: $(STAMP)
+	bash .ci/wheel-check
+
+lock:
+	rm -rf .lockenv
+	$(PYTHON) -m venv .lockenv
+	.lockenv/bin/python -m pip install --quiet --upgrade pip
+	.lockenv/bin/python -m pip install --quiet ".[test,dev]"
+	{ sed -n '1,3p' $(LOCK); .lockenv/bin/python -m pip freeze --exclude-editable | grep -v '^fairmon'; } > $(LOCK).new
+	mv $(LOCK).new $(LOCK)
+	rm -rf .lockenv
+
 clean:
-	rm -rf $(VENV) fairmon-demo
+	rm -rf $(VENV) fairmon-demo build dist

@@ -20,9 +20,9 @@ import time
 
 import numpy as np
 
-from transforms.ab import ab_estimates
-from transforms.reo import estimate_reo, reo_of_utilities
-from transforms.simulate import SimulationSpec
+from fairmon.transforms.ab import ab_estimates
+from fairmon.transforms.reo import estimate_reo, reo_of_utilities
+from fairmon.transforms.simulate import SimulationSpec
 
 SPEC = SimulationSpec(arms={"control": {}, "deboost_1.25": {0: 1.25}, "deboost_2": {0: 2.0}, "boost_2": {1: 2.0}})
 N_ARM, N_RAND = 150_000, 43_000
@@ -76,11 +76,13 @@ def coverage(days: int) -> tuple[dict, dict]:
         truth = reo_of_utilities(QT / P) - reo_c
         aT = draw(QT, N_ARM, rng, days)
         for i in range(days):
-            for e in ab_estimates(["0", "1"], aT[i], N_ARM, aC[i], N_ARM, b[i], N_RAND, methods=AB, n_boot=200,
-                                  rng=rng):
+            for e in ab_estimates(
+                ["0", "1"], aT[i], N_ARM, aC[i], N_ARM, b[i], N_RAND, methods=AB, n_boot=200, rng=rng
+            ):
                 if e.metric == "reo":
-                    ab.setdefault((treatment, e.method), []).append((e.ci_low <= truth <= e.ci_high,
-                                                                     e.ci_high - e.ci_low))
+                    ab.setdefault((treatment, e.method), []).append(
+                        (e.ci_low <= truth <= e.ci_high, e.ci_high - e.ci_low)
+                    )
     return single, ab
 
 
@@ -95,7 +97,8 @@ def main() -> None:
         print(f"  {k:<54} {v * 1e3:9.3f} ms")
 
     single, ab = coverage(args.days)
-    print(f"\nsingle-arm REO, control arm, {args.days} days (true REO {reo_of_utilities(np.divide(*SPEC.true_QP('control'))):.4f}):")
+    true_reo = reo_of_utilities(np.divide(*SPEC.true_QP("control")))
+    print(f"\nsingle-arm REO, control arm, {args.days} days (true REO {true_reo:.4f}):")
     print(f"  {'method':<22} {'coverage':>9} {'mean width':>11}")
     for m, v in single.items():
         hit, w = np.mean([x[0] for x in v]), np.mean([x[1] for x in v])

@@ -56,8 +56,12 @@ SELECT ds, traffic, arm, 'region', region, sum(n), sum(n_pos) FROM pre GROUP BY 
 
 
 def _norm(frame: pl.DataFrame) -> pl.DataFrame:
-    return frame.select(pl.col("ds").cast(pl.Date), *[pl.col(c).cast(pl.String) for c in KEYS[1:]],
-                        pl.col("n").cast(pl.Int64), pl.col("n_pos").cast(pl.Int64)).sort(KEYS)
+    return frame.select(
+        pl.col("ds").cast(pl.Date),
+        *[pl.col(c).cast(pl.String) for c in KEYS[1:]],
+        pl.col("n").cast(pl.Int64),
+        pl.col("n_pos").cast(pl.Int64),
+    ).sort(KEYS)
 
 
 def raw_duckdb(files: list[Path], sql: str) -> pl.DataFrame:
@@ -68,22 +72,28 @@ def raw_duckdb(files: list[Path], sql: str) -> pl.DataFrame:
 
 def raw_polars(files: list[Path]) -> pl.DataFrame:
     """The aggregation as one lazy Polars query (streaming engine) over the files."""
-    pre = (pl.scan_parquet(files)
-           .group_by("ds", "traffic", "arm", *ATTRIBUTES)
-           .agg(pl.len().alias("n"), pl.any_horizontal(SIGNALS).sum().alias("n_pos")))
-    parts = [pre.group_by("ds", "traffic", "arm", a).agg(pl.col("n").sum(), pl.col("n_pos").sum())
-             .select("ds", "traffic", "arm", pl.lit(a).alias("attribute"), pl.col(a).alias("group"), "n", "n_pos")
-             for a in ATTRIBUTES]
+    pre = (
+        pl.scan_parquet(files)
+        .group_by("ds", "traffic", "arm", *ATTRIBUTES)
+        .agg(pl.len().alias("n"), pl.any_horizontal(SIGNALS).sum().alias("n_pos"))
+    )
+    parts = [
+        pre.group_by("ds", "traffic", "arm", a)
+        .agg(pl.col("n").sum(), pl.col("n_pos").sum())
+        .select("ds", "traffic", "arm", pl.lit(a).alias("attribute"), pl.col(a).alias("group"), "n", "n_pos")
+        for a in ATTRIBUTES
+    ]
     return _norm(pl.concat(parts).collect(engine="streaming"))
 
 
 def fairmon_counts(files: list[Path], work: Path) -> tuple[pl.DataFrame, dict[str, float]]:
     """fairmon's ingest + count stage for each day of the files, on a fresh
     DuckDB file. Returns the counts and the summed stage seconds."""
-    from pipelines import db, timing
-    from pipelines.adapters import units_for_day
-    from pipelines.config import load_config
-    from pipelines.flows import count_groups, prestage_impressions, stage_unit
+    from fairmon.pipelines import timing
+    from fairmon.pipelines.config import load_config
+    from fairmon.pipelines.flows import count_groups, prestage_impressions, stage_unit
+    from fairmon.pipelines.ingest.adapters import units_for_day
+    from fairmon.pipelines.storage import db
 
     for old in (work / "fairmon.duckdb", work / "fairmon.duckdb.wal", work / "warehouse"):
         shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink(missing_ok=True)
@@ -129,9 +139,9 @@ def main() -> None:
         best: dict[str, float] = {}
         stages: dict[str, float] = {}
         methods = {
-            "duckdb (grouping sets)": lambda: raw_duckdb(files, DUCKDB_GROUPING_SETS),
-            "duckdb (two-step)": lambda: raw_duckdb(files, DUCKDB_TWO_STEP),
-            "polars (streaming)": lambda: raw_polars(files),
+            "duckdb (grouping sets)": lambda files=files: raw_duckdb(files, DUCKDB_GROUPING_SETS),
+            "duckdb (two-step)": lambda files=files: raw_duckdb(files, DUCKDB_TWO_STEP),
+            "polars (streaming)": lambda files=files: raw_polars(files),
         }
         for name, run in methods.items():
             for _ in range(args.repeat):
@@ -147,10 +157,12 @@ def main() -> None:
         assert got.equals(reference), "fairmon's counts disagree with the reference counts"
         for name, sec in best.items():
             print(f"{name:<24} {sec:7.2f} s  {total / sec / 1e6:7.1f} M rows/s")
-        print(f"  fairmon stages: ingest (profile scan + staging) {stages['ingest']:.2f} s, "
-              f"counts (group_counts.sql) {stages['counts']:.3f} s; checks (GX, duplicate ids) "
-              f"{stages['checks']:.2f} s not included; with them {total / (best['fairmon'] + stages['checks']) / 1e6:.1f}"
-              " M rows/s")
+        print(
+            f"  fairmon stages: ingest (profile scan + staging) {stages['ingest']:.2f} s, "
+            f"counts (group_counts.sql) {stages['counts']:.3f} s; checks (GX, duplicate ids) "
+            f"{stages['checks']:.2f} s not included; with them {total / (best['fairmon'] + stages['checks']) / 1e6:.1f}"
+            " M rows/s"
+        )
         raw_best = min(v for k, v in best.items() if k != "fairmon")
         ratios[total] = raw_best / best["fairmon"]
         print(f"ratio {total:,} rows: fairmon rows/s / best raw rows/s = {ratios[total]:.2f} (target >= 0.5)")

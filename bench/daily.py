@@ -31,7 +31,9 @@ from pathlib import Path
 from common import DEFAULT_DATA, ROOT, Stopwatch, quiet_prefect
 from prefect import flow
 
-from pipelines.timing import STAGES
+from fairmon.pipelines.timing import STAGES
+
+PRESTAGED = ("ingest", "checks", "counts")  # stages a backfill runs once for the whole range
 
 
 @flow(name="bench-warmup")
@@ -42,13 +44,14 @@ def warmup() -> int:
 
 def make_data(folder: Path, days: int) -> Path:
     """Write (or reuse) the simulation; returns its config."""
-    from pipelines.simulate import write_simulation
-    from transforms.simulate import SimulationSpec
+    from fairmon.pipelines.simulate import write_simulation
+    from fairmon.transforms.simulate import SimulationSpec
 
     cfg = folder / "fairmon.toml"
     if not cfg.is_file() or len(list((folder / "default").glob("*.parquet"))) != days:
-        spec = SimulationSpec(days=days, rows_per_day=150_000, random_rows_per_day=43_000,
-                              arms={"control": {}, "treatment": {0: 1.25}})
+        spec = SimulationSpec(
+            days=days, rows_per_day=150_000, random_rows_per_day=43_000, arms={"control": {}, "treatment": {0: 1.25}}
+        )
         write_simulation(spec, folder, fmt="parquet")
     return cfg
 
@@ -77,9 +80,9 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA / "daily")
     args = ap.parse_args()
     quiet_prefect()
-    from pipelines.cli import _run_days
-    from pipelines.flows import daily
-    from transforms.simulate import SimulationSpec
+    from fairmon.pipelines.faces.cli import _run_days
+    from fairmon.pipelines.flows import daily
+    from fairmon.transforms.simulate import SimulationSpec
 
     with Stopwatch() as w:
         config = make_data(args.data, args.days)
@@ -108,21 +111,34 @@ def main() -> None:
     if bad:
         raise SystemExit(f"backfill failed: {bad[0]}")
     pre = stats.get("prestage", {})
-    print(f"{args.days}-day backfill:          "
-          f"{split(w.seconds, [r['timings'] for r in results], {k: pre.get(k, 0.0) for k in ('ingest', 'checks', 'counts')})}")
+    print(
+        f"{args.days}-day backfill:          "
+        f"{split(w.seconds, [r['timings'] for r in results], {k: pre.get(k, 0.0) for k in PRESTAGED})}"
+    )
     backfill = w.seconds
 
     fresh(args.data)
-    cmd = [sys.executable, "-m", "pipelines.cli", "backfill", "-c", str(config), "--start", str(days[0]),
-           "--end", str(days[-1])]
+    cmd = [
+        sys.executable,
+        "-m",
+        "fairmon",
+        "backfill",
+        "-c",
+        str(config),
+        "--start",
+        str(days[0]),
+        "--end",
+        str(days[-1]),
+    ]
     with Stopwatch() as w:
         res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if res.returncode:
         raise SystemExit(f"fairmon backfill failed:\n{res.stdout}\n{res.stderr}")
     print(f"`fairmon backfill` in a new process (Prefect start-up included): {w.seconds:.2f} s")
 
-    print(f"ratio one day / 5 s = {firstday / 5:.2f}; {args.days}-day backfill / 30 s = {backfill / 30:.2f} "
-          "(targets < 1)")
+    print(
+        f"ratio one day / 5 s = {firstday / 5:.2f}; {args.days}-day backfill / 30 s = {backfill / 30:.2f} (targets < 1)"
+    )
 
 
 if __name__ == "__main__":

@@ -33,18 +33,21 @@ def main() -> None:
     subprocess.run(["rm", "-rf", str(work)], check=True)
     config = write_config(work, files[0].parent, random_window_days=7)
     end = START.fromordinal(START.toordinal() + len(files) - 1)
-    cmd = [sys.executable, "-m", "pipelines.cli", "backfill", "-c", str(config), "--start", str(START),
-           "--end", str(end)]
+    cmd = [sys.executable, "-m", "fairmon", "backfill", "-c", str(config), "--start", str(START), "--end", str(end)]
     size_gb = sum(f.stat().st_size for f in files) / 1e9
-    print(f"{args.rows:,} rows in {len(files)} Parquet files ({size_gb:.2f} GB); running: fairmon backfill "
-          f"--start {START} --end {end}")
+    print(
+        f"{args.rows:,} rows in {len(files)} Parquet files ({size_gb:.2f} GB); running: fairmon backfill "
+        f"--start {START} --end {end}"
+    )
     with Stopwatch() as w:
         res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if res.returncode:
         raise SystemExit(f"fairmon backfill failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
     published = res.stdout.count("│ published")
     peak = peak_rss_gb(resource.RUSAGE_CHILDREN)
-    print(f"wall {w.seconds:.1f} s, {published} day(s) published, {args.rows / w.seconds / 1e6:.1f} M rows/s end to end")
+    print(
+        f"wall {w.seconds:.1f} s, {published} day(s) published, {args.rows / w.seconds / 1e6:.1f} M rows/s end to end"
+    )
     print(f"peak resident memory: {peak:.2f} GB")
     print(f"ratio peak / 4 GB = {peak / 4:.2f} (target < 1)")
 

@@ -1,4 +1,5 @@
-"""``fairmon audit-export`` and ``fairmon plan``: I/O around transforms.audit and transforms.planning."""
+"""``fairmon audit-export`` and ``fairmon plan``: I/O around :mod:`fairmon.transforms.audit`
+and :mod:`fairmon.transforms.planning`."""
 
 from __future__ import annotations
 
@@ -10,14 +11,19 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipelines import db
-from pipelines.adapters import window_start
-from pipelines.config import FairmonConfig
-from pipelines.locking import run_lock
-from pipelines.warehouse import read_table
-from transforms.audit import audit_decision, fairness_gap, laplace_release, score_distribution, score_histograms
-from transforms.contract import ATTR_PREFIX
-from transforms.planning import joint_volumes, random_traffic_required, random_volume_for_reo_se, reo_se_for_volume
+from fairmon.pipelines.config import FairmonConfig
+from fairmon.pipelines.ingest.adapters import window_start
+from fairmon.pipelines.storage import db
+from fairmon.pipelines.storage.locking import run_lock
+from fairmon.pipelines.storage.warehouse import read_table
+from fairmon.transforms.audit import audit_decision, fairness_gap, laplace_release, score_distribution, score_histograms
+from fairmon.transforms.contract import ATTR_PREFIX
+from fairmon.transforms.planning import (
+    joint_volumes,
+    random_traffic_required,
+    random_volume_for_reo_se,
+    reo_se_for_volume,
+)
 
 
 class BudgetExceeded(RuntimeError):
@@ -32,8 +38,17 @@ def _bins(scores: np.ndarray, n_bins: int) -> np.ndarray:
     return np.linspace(scores.min(), scores.max(), n_bins + 1)
 
 
-def export_release(cfg: FairmonConfig, ds: dt.date, attribute: str, model: str, epsilon: float, *,
-                   survival: bool = False, out: Path | None = None, rng: np.random.Generator | None = None) -> dict:
+def export_release(
+    cfg: FairmonConfig,
+    ds: dt.date,
+    attribute: str,
+    model: str,
+    epsilon: float,
+    *,
+    survival: bool = False,
+    out: Path | None = None,
+    rng: np.random.Generator | None = None,
+) -> dict:
     """Release noisy per-group score histograms of qualified individuals for the
     score window ending at ``ds``, record the spent ε in the ledger, and write
     the release as JSON. Raises :class:`BudgetExceeded` (nothing released) when
@@ -67,20 +82,36 @@ def export_release(cfg: FairmonConfig, ds: dt.date, attribute: str, model: str, 
                 if spent + epsilon > a.total_epsilon + 1e-12:
                     raise BudgetExceeded(
                         f"release refused: data set {dataset} has spent ε = {spent:g} of {a.total_epsilon:g}; "
-                        f"this release asks for {epsilon:g}")
-                db.execute(con, "ledger_insert", dataset=dataset, release_id=release_id, epsilon=epsilon,
-                           description=f"{model} by {attribute}, {w0}..{ds}, {'survival' if survival else 'pmf'}")
+                        f"this release asks for {epsilon:g}"
+                    )
+                db.execute(
+                    con,
+                    "ledger_insert",
+                    dataset=dataset,
+                    release_id=release_id,
+                    epsilon=epsilon,
+                    description=f"{model} by {attribute}, {w0}..{ds}, {'survival' if survival else 'pmf'}",
+                )
         noisy = laplace_release(counts, epsilon, rng or np.random.default_rng())
     P = score_distribution(noisy, survival=survival)
     n_min = int(counts.sum(axis=1).min())  # eq. 7 concerns the true group sizes
     decision = audit_decision(fairness_gap(P), n_min, a.alpha, a.delta, epsilon, len(groups), len(edges) - 1)
     release = {
-        "release_id": release_id, "dataset": dataset, "model": model, "attribute": attribute,
-        "window": [str(w0), str(ds)], "epsilon": epsilon, "budget_spent": spent + epsilon,
-        "budget_total": a.total_epsilon, "qualified_outcome": a.qualified_outcome, "bin_edges": edges.tolist(),
-        "groups": groups, "noisy_counts": noisy.round(6).tolist(),
+        "release_id": release_id,
+        "dataset": dataset,
+        "model": model,
+        "attribute": attribute,
+        "window": [str(w0), str(ds)],
+        "epsilon": epsilon,
+        "budget_spent": spent + epsilon,
+        "budget_total": a.total_epsilon,
+        "qualified_outcome": a.qualified_outcome,
+        "bin_edges": edges.tolist(),
+        "groups": groups,
+        "noisy_counts": noisy.round(6).tolist(),
         "distribution": "survival P*(a, >= y) (eq. 5)" if survival else "P*(a, y) (eq. 4)",
-        "P": np.nan_to_num(P).round(6).tolist(), **decision,
+        "P": np.nan_to_num(P).round(6).tolist(),
+        **decision,
     }
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -90,8 +121,9 @@ def export_release(cfg: FairmonConfig, ds: dt.date, attribute: str, model: str, 
     return release
 
 
-def plan_from_counts(cfg: FairmonConfig, start: dt.date, end: dt.date, epsilon: float, delta: float,
-                     target_se: float | None) -> pl.DataFrame:
+def plan_from_counts(
+    cfg: FairmonConfig, start: dt.date, end: dt.date, epsilon: float, delta: float, target_se: float | None
+) -> pl.DataFrame:
     """Traffic planning from published group counts in start..end (latest day per
     arm × attribute): Thm E.1 volumes per group, the joint volumes for all U_k
     (and so ΔU, REO) within ε, the SE the current volumes give, and the random
@@ -118,11 +150,23 @@ def plan_from_counts(cfg: FairmonConfig, start: dt.date, end: dt.date, epsilon: 
         joint = joint_volumes(P, Q, epsilon, delta)
         se_now, _ = reo_se_for_volume(Q, P, n_rec, n_rand)
         need = random_volume_for_reo_se(Q, P, n_rec, target_se) if target_se else float("nan")
-        rows.append({
-            "ds": day, "arm": arm, "attribute": attribute, "groups": ", ".join(groups), "n_rec": n_rec,
-            "n_rand_window": n_rand, "rand_per_day": per_day,
-            "thm_e1_rand_max": int(e1.max()), "thm_e1_days": float(e1.max() / per_day),
-            "joint_rand": joint["n_rand"], "joint_rec": joint["n_rec"], "joint_days": joint["n_rand"] / per_day,
-            "se_reo_now": se_now, "rand_for_target_se": need, "days_for_target_se": need / per_day,
-        })
+        rows.append(
+            {
+                "ds": day,
+                "arm": arm,
+                "attribute": attribute,
+                "groups": ", ".join(groups),
+                "n_rec": n_rec,
+                "n_rand_window": n_rand,
+                "rand_per_day": per_day,
+                "thm_e1_rand_max": int(e1.max()),
+                "thm_e1_days": float(e1.max() / per_day),
+                "joint_rand": joint["n_rand"],
+                "joint_rec": joint["n_rec"],
+                "joint_days": joint["n_rand"] / per_day,
+                "se_reo_now": se_now,
+                "rand_for_target_se": need,
+                "days_for_target_se": need / per_day,
+            }
+        )
     return pl.DataFrame(rows).sort("attribute", "arm")

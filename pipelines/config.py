@@ -45,7 +45,7 @@ class RandomPool(_Strict):
     end: dt.date
 
     @model_validator(mode="after")
-    def _ordered(self) -> "RandomPool":
+    def _ordered(self) -> RandomPool:
         if self.end < self.start:
             raise ValueError(f"end {self.end} is before start {self.start}")
         return self
@@ -86,7 +86,7 @@ class ImpressionsConfig(_Strict):
         return _check_identifiers(v)
 
     @model_validator(mode="after")
-    def _format_fields(self) -> "ImpressionsConfig":
+    def _format_fields(self) -> ImpressionsConfig:
         if self.format in ("contract", "tiktok") and "{ds}" not in self.path:
             raise ValueError("path must contain {ds} for format " + self.format)
         if self.format == "coat" and self.ds is None:
@@ -127,7 +127,7 @@ class ScoresConfig(_LogInput):
     min_rows: int = Field(default=10, ge=3, description="rows within d of t needed per group")
 
     @model_validator(mode="after")
-    def _template(self) -> "ScoresConfig":
+    def _template(self) -> ScoresConfig:
         if self.format == "contract" and "{ds}" not in self.path:
             raise ValueError("path must contain {ds} for format contract")
         return self
@@ -141,7 +141,7 @@ class LabelsConfig(_LogInput):
     min_neg: int = Field(default=10, ge=1, description="gold negatives needed per cell")
 
     @model_validator(mode="after")
-    def _template(self) -> "LabelsConfig":
+    def _template(self) -> LabelsConfig:
         if "{ds}" not in self.path:
             raise ValueError("path must contain {ds}")
         return self
@@ -180,7 +180,7 @@ class QualityConfig(_Strict):
     )
 
     @model_validator(mode="after")
-    def _bounds(self) -> "QualityConfig":
+    def _bounds(self) -> QualityConfig:
         if self.positive_rate_max < self.positive_rate_min:
             raise ValueError("positive_rate_max is below positive_rate_min")
         return self
@@ -190,8 +190,10 @@ class AuditConfig(_Strict):
     """Differentially private audit releases of score logs (seed 000 §5)."""
 
     total_epsilon: float = Field(default=1.0, gt=0, description="privacy budget per data set, over all releases")
-    qualified_outcome: bool = Field(default=False, description="an individual is qualified when outcome equals "
-                                    "this (COMPAS: two_year_recid = 0 -> false)")
+    qualified_outcome: bool = Field(
+        default=False,
+        description="an individual is qualified when outcome equals this (COMPAS: two_year_recid = 0 -> false)",
+    )
     alpha: float = Field(default=0.2, gt=0, lt=1)
     delta: float = Field(default=0.05, gt=0, lt=1)
     bins: int = Field(default=0, ge=0, description="0: one bin per distinct score; N: N equal-width bins")
@@ -235,7 +237,7 @@ class FairmonConfig(_Strict):
         return self.resolve(self.duckdb)
 
     @model_validator(mode="after")
-    def _some_source(self) -> "FairmonConfig":
+    def _some_source(self) -> FairmonConfig:
         if self.impressions is None and self.scores is None and self.labels is None:
             raise ValueError("configure at least one of [impressions], [scores], [labels]")
         return self
@@ -247,8 +249,10 @@ class FairmonConfig(_Strict):
 
     def fingerprint(self) -> str:
         """Hash of the settings that change staged rows (used to decide re-ingest)."""
-        inputs = {k: getattr(self, k).model_dump(mode="json") if getattr(self, k) else None
-                  for k in ("impressions", "scores", "labels")}
+        inputs = {
+            k: getattr(self, k).model_dump(mode="json") if getattr(self, k) else None
+            for k in ("impressions", "scores", "labels")
+        }
         return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -1,8 +1,8 @@
 """Prefect flows: ingest a day's inputs, and the gated daily run.
 
-Wiring only: reading/writing is in :mod:`pipelines.adapters` and
-:mod:`pipelines.warehouse`, data-quality suites in :mod:`pipelines.quality`
-and ``expectations/``, SQL in ``sql/``, statistics in :mod:`transforms`.
+Wiring only: reading/writing is in :mod:`fairmon.pipelines.ingest.adapters` and
+:mod:`fairmon.pipelines.storage.warehouse`, data-quality suites in :mod:`fairmon.pipelines.quality`
+and ``expectations/``, SQL in ``sql/``, statistics in :mod:`fairmon.transforms`.
 
 A day's run, for each configured input (impressions, scores, labels): ingest
 (raw suite per file, then staging) -> counts -> checks -> estimators (REO and
@@ -31,28 +31,29 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.exceptions import MissingContextError
 
-from pipelines import db, timing
-from pipelines.adapters import (
+from fairmon.pipelines import timing
+from fairmon.pipelines.config import FairmonConfig, load_config
+from fairmon.pipelines.ingest.adapters import (
     IngestUnit,
     file_fingerprint,
-    rows_in,
     log_units_for_day,
     normalize_log_unit,
     normalize_unit,
     prefetch_profiles,
     read_log_unit,
     read_unit,
+    rows_in,
     units_for_day,
     window_start,
 )
-from pipelines.config import FairmonConfig, load_config
-from pipelines.locking import run_lock
-from pipelines.quality import DQResult, QualityGate, dq_frame
-from pipelines.warehouse import sync_duckdb, write_partitions
-from transforms.contract import InputContractError
-from transforms.decision_tables import sdt_table, threshold_tables
-from transforms.quality import day_check_frame, group_counts_check_frame, raw_check_frame, reo_check_frame
-from transforms.reo_tables import GROUP_COUNTS_SCHEMA, ab_pairs, reo_ab_table, reo_tables
+from fairmon.pipelines.quality import DQResult, QualityGate, dq_frame
+from fairmon.pipelines.storage import db
+from fairmon.pipelines.storage.locking import run_lock
+from fairmon.pipelines.storage.warehouse import sync_duckdb, write_partitions
+from fairmon.transforms.contract import InputContractError
+from fairmon.transforms.decision_tables import sdt_table, threshold_tables
+from fairmon.transforms.quality import day_check_frame, group_counts_check_frame, raw_check_frame, reo_check_frame
+from fairmon.transforms.reo_tables import GROUP_COUNTS_SCHEMA, ab_pairs, reo_ab_table, reo_tables
 
 
 def _logger() -> logging.Logger | logging.LoggerAdapter:
@@ -154,21 +155,34 @@ def input_source(cfg: FairmonConfig, name: str) -> InputSource:
     if name == "impressions":
         imp = cfg.impressions
         return InputSource(
-            "impressions", "impressions_raw",
-            {"required_columns": ["ds", "traffic", "arm", *imp.signals, *imp.attributes], "signals": imp.signals,
-             "attributes": imp.attributes, "traffic_values": ["default", "random", *imp.traffic_stages]},
+            "impressions",
+            "impressions_raw",
+            {
+                "required_columns": ["ds", "traffic", "arm", *imp.signals, *imp.attributes],
+                "signals": imp.signals,
+                "attributes": imp.attributes,
+                "traffic_values": ["default", "random", *imp.traffic_stages],
+            },
             ["ds", "traffic", *imp.signals],
-            lambda u: read_unit(cfg, u), lambda u, raw: normalize_unit(cfg, u, raw),
+            lambda u: read_unit(cfg, u),
+            lambda u, raw: normalize_unit(cfg, u, raw),
             lambda u: {"ds_start": u.ds_start, "ds": u.ds_end, "scope": u.scope},
         )
     if name in ("scores", "labels"):
         sc = getattr(cfg, name)
-        cols = (["ds", "model", "item_id", "score", "outcome"] if name == "scores"
-                else ["ds", "item_id", "labeler_id", "label", "gold_label"])
+        cols = (
+            ["ds", "model", "item_id", "score", "outcome"]
+            if name == "scores"
+            else ["ds", "item_id", "labeler_id", "label", "gold_label"]
+        )
         text = ["ds", "score", "outcome"] if name == "scores" else ["ds", "label", "gold_label"]
         return InputSource(
-            name, f"{name}_raw", {"required_columns": [*cols, *sc.attributes], "attributes": sc.attributes}, text,
-            lambda u: read_log_unit(cfg, name, u), lambda u, raw: normalize_log_unit(cfg, name, u, raw),
+            name,
+            f"{name}_raw",
+            {"required_columns": [*cols, *sc.attributes], "attributes": sc.attributes},
+            text,
+            lambda u: read_log_unit(cfg, name, u),
+            lambda u, raw: normalize_log_unit(cfg, name, u, raw),
             lambda u: {"file": str(u.file)},
         )
     raise ValueError(f"unknown input {name!r}")
@@ -176,8 +190,9 @@ def input_source(cfg: FairmonConfig, name: str) -> InputSource:
 
 def _raw_suite(cfg: FairmonConfig, src: InputSource, unit: IngestUnit, raw: pl.DataFrame, run_name: str) -> DQResult:
     """The input's raw suite on one file as read (or its profile)."""
-    return gate_for(cfg).validate(src.suite, raw_check_frame(raw, src.text_columns), src.params, str(unit.file),
-                                  run_name)
+    return gate_for(cfg).validate(
+        src.suite, raw_check_frame(raw, src.text_columns), src.params, str(unit.file), run_name
+    )
 
 
 def _unchanged(cfg: FairmonConfig, file: Path) -> dict | None:
@@ -235,10 +250,20 @@ def _replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) ->
             db.execute(con, f"{src.name}_insert")
             for b in batch:
                 u = b.unit
-                db.execute(con, "ingest_log_upsert", file=str(u.file), source=src.name, size=b.size, mtime_ns=b.mtime,
-                           config_fp=fp, ds_start=u.ds_start, ds=u.ds_end, scope=u.scope, rows=b.rows,
-                           dq=json.dumps({"n_expectations": b.dq.n_expectations, "failures": b.dq.failures},
-                                         default=str))
+                db.execute(
+                    con,
+                    "ingest_log_upsert",
+                    file=str(u.file),
+                    source=src.name,
+                    size=b.size,
+                    mtime_ns=b.mtime,
+                    config_fp=fp,
+                    ds_start=u.ds_start,
+                    ds=u.ds_end,
+                    scope=u.scope,
+                    rows=b.rows,
+                    dq=json.dumps({"n_expectations": b.dq.n_expectations, "failures": b.dq.failures}, default=str),
+                )
         con.unregister("staged")
     with _COUNTS_LOCK:  # counts computed before this write no longer hold
         key = str(cfg.duckdb_path.resolve())
@@ -260,8 +285,11 @@ def _count_range(cfg: FairmonConfig, days: list[dt.date]) -> None:
     with _COUNTS_LOCK:
         gen = _GENERATION.get(key, 0)
         for ds in days:
-            _RANGE_COUNTS[(key, ds)] = (gen, counts.filter(pl.col("ds") == ds),
-                                        totals.filter(pl.col("ds") == ds).drop("ds"))
+            _RANGE_COUNTS[(key, ds)] = (
+                gen,
+                counts.filter(pl.col("ds") == ds),
+                totals.filter(pl.col("ds") == ds).drop("ds"),
+            )
 
 
 def clear_range_counts() -> None:
@@ -339,8 +367,12 @@ def stage_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, run_name: str,
         size, mtime = file_fingerprint(unit.file)
         seen = None if force else _unchanged(cfg, unit.file)
         if seen:
-            logger.info("ingest %s: unchanged since staged (%d rows), skipped, %.2fs", unit.file, seen["rows"],
-                        time.perf_counter() - t0)
+            logger.info(
+                "ingest %s: unchanged since staged (%d rows), skipped, %.2fs",
+                unit.file,
+                seen["rows"],
+                time.perf_counter() - t0,
+            )
             prev = json.loads(seen["dq"] or "{}")
             return DQResult(source, src.suite, str(unit.file), prev.get("n_expectations", 0), prev.get("failures", []))
         raw = src.read(unit)
@@ -352,8 +384,9 @@ def stage_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, run_name: str,
     with timing.clock(cfg.duckdb_path, run_name, "ingest"):
         staged = src.normalize(unit, raw)
         _replace_units(cfg, src, [Staged(unit, staged, rows_in(raw), size, mtime, dq)])
-    logger.info("ingest %s: %d rows in, %d staged, %.2fs", unit.file, rows_in(raw), staged.height,
-                time.perf_counter() - t0)
+    logger.info(
+        "ingest %s: %d rows in, %d staged, %.2fs", unit.file, rows_in(raw), staged.height, time.perf_counter() - t0
+    )
     return dq
 
 
@@ -409,8 +442,13 @@ def count_groups(cfg: FairmonConfig, ds: dt.date) -> tuple[pl.DataFrame, pl.Data
             with timing.within("checks"):  # the totals exist to check the counts
                 totals = db.query(con, "traffic_totals", **rng).drop("ds")
     counts = counts.cast(GROUP_COUNTS_SCHEMA).select(list(GROUP_COUNTS_SCHEMA))
-    logger.info("counts %s: %d staged rows in, %d group rows out, %.2fs",
-                ds, int(totals.get_column("n").sum() or 0), counts.height, time.perf_counter() - t0)
+    logger.info(
+        "counts %s: %d staged rows in, %d group rows out, %.2fs",
+        ds,
+        int(totals.get_column("n").sum() or 0),
+        counts.height,
+        time.perf_counter() - t0,
+    )
     return counts, totals
 
 
@@ -433,22 +471,42 @@ def estimate(cfg: FairmonConfig, counts: pl.DataFrame, ds: dt.date) -> dict[str,
     t0 = time.perf_counter()
     est, ab = cfg.estimation, cfg.ab
     with timing.clock(cfg.duckdb_path, ds, "estimators"):
-        group, overall = reo_tables(counts, ds, ci_method=est.ci_method, level=est.confidence_level,
-                                    n_boot=est.bootstrap_resamples, seed=est.seed)
+        group, overall = reo_tables(
+            counts,
+            ds,
+            ci_method=est.ci_method,
+            level=est.confidence_level,
+            n_boot=est.bootstrap_resamples,
+            seed=est.seed,
+        )
         out = {"reo_group": group, "reo": overall}
         arms = sorted(set(overall.get_column("arm").to_list()))
         pairs = ab_pairs(arms, ab.control, ab.pairs)
         if pairs:
-            out["reo_ab"] = reo_ab_table(counts, ds, pairs, methods=tuple(ab.methods), level=est.confidence_level,
-                                         folds=ab.partition_folds, n_boot=ab.bootstrap_resamples, seed=est.seed)
-    logger.info("estimators %s: %d count rows in, %s out, %.3fs", ds, counts.height,
-                ", ".join(f"{k}={v.height}" for k, v in out.items()), time.perf_counter() - t0)
+            out["reo_ab"] = reo_ab_table(
+                counts,
+                ds,
+                pairs,
+                methods=tuple(ab.methods),
+                level=est.confidence_level,
+                folds=ab.partition_folds,
+                n_boot=ab.bootstrap_resamples,
+                seed=est.seed,
+            )
+    logger.info(
+        "estimators %s: %d count rows in, %s out, %.3fs",
+        ds,
+        counts.height,
+        ", ".join(f"{k}={v.height}" for k, v in out.items()),
+        time.perf_counter() - t0,
+    )
     return out
 
 
 @task(name="check-outputs", cache_policy=NO_CACHE)
-def check_outputs(cfg: FairmonConfig, ds: dt.date, tables: dict[str, pl.DataFrame],
-                  totals: pl.DataFrame | None = None) -> list[DQResult]:
+def check_outputs(
+    cfg: FairmonConfig, ds: dt.date, tables: dict[str, pl.DataFrame], totals: pl.DataFrame | None = None
+) -> list[DQResult]:
     """The output suites (expectations/<table>.json) on the day's new rows.
 
     group_counts is checked against ``totals`` (rows staged per traffic and
@@ -482,14 +540,37 @@ def estimate_threshold(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFram
     w0 = window_start(ds, sc.window_days)
     with timing.clock(cfg.duckdb_path, ds, "estimators"):
         with db.connect(cfg.duckdb_path) as con:
-            rows = _staged_query(con, "scores", "scores_window",
-                                 {"model": pl.String, "score": pl.Float64, "outcome": pl.Boolean,
-                                  **{f"attr__{a}": pl.String for a in sc.attributes}}, ds=ds, window_start=w0)
-        prev, diff = threshold_tables(rows, ds, (w0, ds), [(t.model, t.t, t.d) for t in sc.thresholds],
-                                      sc.attributes, level=cfg.estimation.confidence_level, hc=sc.hc,
-                                      min_rows=sc.min_rows)
-    logger.info("estimators %s: %d scored rows in, threshold_prevalence=%d, diffs=%d, %.3fs", ds, rows.height,
-                prev.height, diff.height, time.perf_counter() - t0)
+            rows = _staged_query(
+                con,
+                "scores",
+                "scores_window",
+                {
+                    "model": pl.String,
+                    "score": pl.Float64,
+                    "outcome": pl.Boolean,
+                    **{f"attr__{a}": pl.String for a in sc.attributes},
+                },
+                ds=ds,
+                window_start=w0,
+            )
+        prev, diff = threshold_tables(
+            rows,
+            ds,
+            (w0, ds),
+            [(t.model, t.t, t.d) for t in sc.thresholds],
+            sc.attributes,
+            level=cfg.estimation.confidence_level,
+            hc=sc.hc,
+            min_rows=sc.min_rows,
+        )
+    logger.info(
+        "estimators %s: %d scored rows in, threshold_prevalence=%d, diffs=%d, %.3fs",
+        ds,
+        rows.height,
+        prev.height,
+        diff.height,
+        time.perf_counter() - t0,
+    )
     return {"threshold_prevalence": prev, "threshold_prevalence_diff": diff}
 
 
@@ -503,14 +584,33 @@ def estimate_sdt(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
     w0 = window_start(ds, lc.window_days)
     with timing.clock(cfg.duckdb_path, ds, "estimators"):
         with db.connect(cfg.duckdb_path) as con:
-            conf = _staged_query(con, "labels", "sdt_counts",
-                                 {"attribute": pl.String, "group": pl.String, "labeler_id": pl.String,
-                                  "tp": pl.Int64, "fn": pl.Int64, "fp": pl.Int64, "tn": pl.Int64},
-                                 ds=ds, window_start=w0)
-        out = sdt_table(conf.filter(pl.col("group") != "(missing)"), ds, (w0, ds),
-                        level=cfg.estimation.confidence_level, min_pos=lc.min_pos, min_neg=lc.min_neg)
-    logger.info("estimators %s: %d confusion rows in, sdt=%d, %.3fs", ds, conf.height, out.height,
-                time.perf_counter() - t0)
+            conf = _staged_query(
+                con,
+                "labels",
+                "sdt_counts",
+                {
+                    "attribute": pl.String,
+                    "group": pl.String,
+                    "labeler_id": pl.String,
+                    "tp": pl.Int64,
+                    "fn": pl.Int64,
+                    "fp": pl.Int64,
+                    "tn": pl.Int64,
+                },
+                ds=ds,
+                window_start=w0,
+            )
+        out = sdt_table(
+            conf.filter(pl.col("group") != "(missing)"),
+            ds,
+            (w0, ds),
+            level=cfg.estimation.confidence_level,
+            min_pos=lc.min_pos,
+            min_neg=lc.min_neg,
+        )
+    logger.info(
+        "estimators %s: %d confusion rows in, sdt=%d, %.3fs", ds, conf.height, out.height, time.perf_counter() - t0
+    )
     return {"sdt": out}
 
 
@@ -523,8 +623,13 @@ def publish(cfg: FairmonConfig, ds: dt.date, tables: dict[str, pl.DataFrame]) ->
         paths = write_partitions(cfg.warehouse_path, ds, tables)
         with db.connect(cfg.duckdb_path) as con:
             sync_duckdb(con, ds, tables)
-    logger.info("publish %s: %d rows out (%s), %.2fs", ds, sum(v.height for v in tables.values()),
-                ", ".join(f"{k}={v.height}" for k, v in tables.items()), time.perf_counter() - t0)
+    logger.info(
+        "publish %s: %d rows out (%s), %.2fs",
+        ds,
+        sum(v.height for v in tables.values()),
+        ", ".join(f"{k}={v.height}" for k, v in tables.items()),
+        time.perf_counter() - t0,
+    )
     return {k: str(v) for k, v in paths.items()}
 
 
@@ -583,8 +688,19 @@ def _labels_stage(cfg: FairmonConfig, ds: dt.date, force: bool, results: list[DQ
 STAGES = {"impressions": _impressions_stage, "scores": _scores_stage, "labels": _labels_stage}
 
 
-def _record_run(cfg: FairmonConfig, config_path: str, run_id: str, ds: dt.date, started: dt.datetime, status: str,
-                detail: str, params: dict, files: list[str], outputs: dict[str, int], timings: dict) -> None:
+def _record_run(
+    cfg: FairmonConfig,
+    config_path: str,
+    run_id: str,
+    ds: dt.date,
+    started: dt.datetime,
+    status: str,
+    detail: str,
+    params: dict,
+    files: list[str],
+    outputs: dict[str, int],
+    timings: dict,
+) -> None:
     """Append the run to the ``runs`` table; a published day is no longer stale."""
     with db.connect(cfg.duckdb_path) as con:
         db.execute(con, "runs_create")
@@ -592,9 +708,21 @@ def _record_run(cfg: FairmonConfig, config_path: str, run_id: str, ds: dt.date, 
         db.execute(con, "stale_create")
         db.execute(con, "ingest_log_create")
         inputs = db.query(con, "ingest_log_for_days", files=files).to_dicts() if files else []
-        db.execute(con, "runs_insert", run_id=run_id, ds=ds, started_at=started, status=status, detail=detail,
-                   config_path=str(config_path), config_fp=cfg.fingerprint(), params=json.dumps(params, default=str),
-                   inputs=json.dumps(inputs, default=str), outputs=json.dumps(outputs), timings=json.dumps(timings))
+        db.execute(
+            con,
+            "runs_insert",
+            run_id=run_id,
+            ds=ds,
+            started_at=started,
+            status=status,
+            detail=detail,
+            config_path=str(config_path),
+            config_fp=cfg.fingerprint(),
+            params=json.dumps(params, default=str),
+            inputs=json.dumps(inputs, default=str),
+            outputs=json.dumps(outputs),
+            timings=json.dumps(timings),
+        )
         if status == "published":
             db.execute(con, "stale_clear", ds=ds)
 
@@ -606,21 +734,26 @@ def daily(config_path: str, ds: dt.date, force_ingest: bool = False, wait_second
     quarantines the whole day (dq_results are written, no metric is published).
     The run holds the DuckDB file's run lock throughout (waiting up to
     ``wait_seconds`` for another process) and one connection to it
-    (:func:`pipelines.db.session`), and is recorded in ``runs`` with its
+    (:func:`fairmon.pipelines.storage.db.session`), and is recorded in ``runs`` with its
     inputs' fingerprints, parameters and stage timings.
 
     Returns {ds, run_id, reo, reo_ab, threshold_prevalence, sdt (rows as dicts,
     empty when not configured), dq, paths, data_docs, timings (wall seconds per
-    stage, :mod:`pipelines.timing`; also stored in ``runs``)}. Raises
+    stage, :mod:`fairmon.pipelines.timing`; also stored in ``runs``)}. Raises
     :class:`DayQuarantined` on a critical data-quality failure,
     :class:`DayFailed` when the day cannot be computed (naming the stage and
     input) and :class:`RunLockedError` when another run holds the file.
     """
     cfg = load_config(config_path)
     run_id = uuid.uuid4().hex
-    started = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-    params = {"ds": ds, "force_ingest": force_ingest, "estimation": cfg.estimation.model_dump(),
-              "ab": cfg.ab.model_dump(), "quality": cfg.quality.model_dump()}
+    started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    params = {
+        "ds": ds,
+        "force_ingest": force_ingest,
+        "estimation": cfg.estimation.model_dump(),
+        "ab": cfg.ab.model_dump(),
+        "quality": cfg.quality.model_dump(),
+    }
     results: list[DQResult] = []
     tables: dict[str, pl.DataFrame] = {}
     status, detail = "failed", ""
@@ -636,15 +769,25 @@ def daily(config_path: str, ds: dt.date, force_ingest: bool = False, wait_second
                     tables = {}
                     _quarantine(cfg, ds, results, name, run_id)
             dq = _dq_table(cfg, ds, results)
-            stamped = {k: v.with_columns(pl.lit(run_id).alias("run_id")) for k, v in {**tables, "dq_results": dq}.items()}
+            stamped = {
+                k: v.with_columns(pl.lit(run_id).alias("run_id")) for k, v in {**tables, "dq_results": dq}.items()
+            }
             paths = publish(cfg, ds, stamped)  # metrics first, dq_results last
             with timing.clock(cfg.duckdb_path, ds, "checks"):
                 docs = build_docs(cfg)
             status = "published"
-            rows = {k: tables[k].to_dicts() if k in tables else []
-                    for k in ("reo", "reo_ab", "threshold_prevalence", "sdt")}
-            return {"ds": ds, "run_id": run_id, **rows, "dq": dq.to_dicts(), "paths": paths, "data_docs": str(docs),
-                    "timings": timing.book(cfg.duckdb_path, ds)}
+            rows = {
+                k: tables[k].to_dicts() if k in tables else [] for k in ("reo", "reo_ab", "threshold_prevalence", "sdt")
+            }
+            return {
+                "ds": ds,
+                "run_id": run_id,
+                **rows,
+                "dq": dq.to_dicts(),
+                "paths": paths,
+                "data_docs": str(docs),
+                "timings": timing.book(cfg.duckdb_path, ds),
+            }
         except DayQuarantined as e:
             status, detail = "quarantined", str(e)
             raise
@@ -653,6 +796,16 @@ def daily(config_path: str, ds: dt.date, force_ingest: bool = False, wait_second
             _logger().error("%s: run failed: %s", ds, detail)
             raise
         finally:
-            _record_run(cfg, config_path, run_id, ds, started, status, detail, params,
-                        sorted({r.subject for r in results if r.suite.endswith("_raw")}),
-                        {k: v.height for k, v in tables.items()}, timing.take(cfg.duckdb_path, ds))
+            _record_run(
+                cfg,
+                config_path,
+                run_id,
+                ds,
+                started,
+                status,
+                detail,
+                params,
+                sorted({r.subject for r in results if r.suite.endswith("_raw")}),
+                {k: v.height for k, v in tables.items()},
+                timing.take(cfg.duckdb_path, ds),
+            )

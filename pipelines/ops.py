@@ -9,14 +9,15 @@ from pathlib import Path
 import polars as pl
 from prefect import flow, get_run_logger
 
-from pipelines import db
-from pipelines.adapters import days_between, file_fingerprint
-from pipelines.config import FairmonConfig, load_config
-from pipelines.locking import run_lock
+from fairmon.pipelines.config import FairmonConfig, load_config
+from fairmon.pipelines.ingest.adapters import days_between, file_fingerprint
+from fairmon.pipelines.storage import db
+from fairmon.pipelines.storage.locking import run_lock
 
 
-def affected_days(cfg: FairmonConfig, source: str, scope: str, ds_start: dt.date, ds: dt.date,
-                  run_days: list[dt.date]) -> list[dt.date]:
+def affected_days(
+    cfg: FairmonConfig, source: str, scope: str, ds_start: dt.date, ds: dt.date, run_days: list[dt.date]
+) -> list[dt.date]:
     """Days whose results depend on a staged file, among the days that were run.
 
     An impressions file of day D feeds D; a pooled random-traffic range a..b
@@ -57,8 +58,9 @@ def detect_stale(cfg: FairmonConfig) -> pl.DataFrame:
     return pl.DataFrame(found, schema={"ds": pl.Date, "file": pl.String})
 
 
-def days_to_run(cfg: FairmonConfig, start: dt.date, end: dt.date, *, only_failed: bool = False,
-                only_stale: bool = False) -> list[dt.date]:
+def days_to_run(
+    cfg: FairmonConfig, start: dt.date, end: dt.date, *, only_failed: bool = False, only_stale: bool = False
+) -> list[dt.date]:
     """The days of start..end a backfill should run: all of them, or only those
     whose latest run did not publish (or never ran), and/or only the stale ones
     (after :func:`detect_stale`). With both flags, the union."""
@@ -81,10 +83,10 @@ def days_to_run(cfg: FairmonConfig, start: dt.date, end: dt.date, *, only_failed
 def scheduled(config_path: str, lag_days: int = 1, wait_seconds: float = 600.0) -> list[dict]:
     """The scheduled job: compute the day ``lag_days`` before today (UTC), and
     recompute every day that late data made stale. Returns one summary per day."""
-    from pipelines.flows import DayQuarantined, daily
+    from fairmon.pipelines.flows import DayQuarantined, daily
 
     cfg = load_config(config_path)
-    target = dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=lag_days)
+    target = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=lag_days)
     with run_lock(cfg.duckdb_path, wait_seconds):
         detect_stale(cfg)
         with db.connect(cfg.duckdb_path) as con:
@@ -120,5 +122,5 @@ def next_runs(cron: str, timezone: str, n: int = 5, after: dt.datetime | None = 
     """The next ``n`` times the cron schedule fires (Prefect's own schedule logic)."""
     from prefect.server.schemas.schedules import CronSchedule
 
-    after = after or dt.datetime.now(dt.timezone.utc)
+    after = after or dt.datetime.now(dt.UTC)
     return list(asyncio.run(CronSchedule(cron=cron, timezone=timezone).get_dates(n=n, start=after)))

@@ -5,7 +5,7 @@ beside the warehouse, so every validation also lands in GX Data Docs.
 GX 1.x has no DuckDB/Polars path that works here, so frames are handed over
 as pandas (``polars.DataFrame.to_pandas``). An impressions file is validated
 through its distinct-value *profile* (one row per distinct combination of the
-contract columns, computed in DuckDB; see :func:`pipelines.adapters.profile_rows`):
+contract columns, computed in DuckDB; see :func:`fairmon.pipelines.ingest.adapters.profile_rows`):
 value rules (not null, in set, regex, between) pass or fail on the profile
 exactly as on the rows, and the gate turns GX's unexpected profile rows back
 into file rows (counts weighted by ``__n``; the rows named are the first file
@@ -27,11 +27,11 @@ from pathlib import Path
 
 import polars as pl
 
-from transforms.contract import PROFILE_N, PROFILE_ROW
+from fairmon.resources import suite_file
+from fairmon.transforms.contract import PROFILE_N, PROFILE_ROW
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 
-SUITES_DIR = Path(__file__).resolve().parent.parent / "expectations"
 SEVERITIES = ("critical", "warning")
 _LOCK = threading.Lock()
 
@@ -65,10 +65,16 @@ class DQResult:
     def row(self, ds: dt.date) -> dict:
         """One dq_results row (DESIGN §3 plus subject and the failed names)."""
         return {
-            "ds": ds, "table": self.table, "suite": self.suite, "subject": self.subject,
-            "success": self.success, "n_expectations": self.n_expectations, "n_failed": len(self.failures),
+            "ds": ds,
+            "table": self.table,
+            "suite": self.suite,
+            "subject": self.subject,
+            "success": self.success,
+            "n_expectations": self.n_expectations,
+            "n_failed": len(self.failures),
             "n_warnings": len(self.failed_warning),
-            "failed_critical": ", ".join(self.failed_critical), "failed_warning": ", ".join(self.failed_warning),
+            "failed_critical": ", ".join(self.failed_critical),
+            "failed_warning": ", ".join(self.failed_warning),
             "details": json.dumps(self.failures, default=str),
         }
 
@@ -87,9 +93,17 @@ class DQResult:
 
 
 DQ_SCHEMA = {
-    "ds": pl.Date, "table": pl.String, "suite": pl.String, "subject": pl.String, "success": pl.Boolean,
-    "n_expectations": pl.Int64, "n_failed": pl.Int64, "n_warnings": pl.Int64,
-    "failed_critical": pl.String, "failed_warning": pl.String, "details": pl.String,
+    "ds": pl.Date,
+    "table": pl.String,
+    "suite": pl.String,
+    "subject": pl.String,
+    "success": pl.Boolean,
+    "n_expectations": pl.Int64,
+    "n_failed": pl.Int64,
+    "n_warnings": pl.Int64,
+    "failed_critical": pl.String,
+    "failed_warning": pl.String,
+    "details": pl.String,
 }
 
 
@@ -101,10 +115,10 @@ def dq_frame(ds: dt.date, results: list[DQResult]) -> pl.DataFrame:
 @cache
 def load_spec(suite: str) -> dict:
     """The suite's JSON spec from expectations/. Raises FileNotFoundError."""
-    path = SUITES_DIR / f"{suite}.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"no expectation suite {path}")
-    return json.loads(path.read_text())
+    node = suite_file(suite)
+    if not node.is_file():
+        raise FileNotFoundError(f"no expectation suite {suite}.json in the fairmon package")
+    return json.loads(node.read_text())
 
 
 def _fill(value, params: dict, item: str | None):
@@ -198,8 +212,10 @@ class QualityGate:
         if cached and cached[0] == key:
             return cached[1]
         gx = self.gx
-        expectations = [getattr(gx.expectations, e["type"])(**e["kwargs"], severity=e["severity"],
-                                                            meta={"name": e["name"]}) for e in entries]
+        expectations = [
+            getattr(gx.expectations, e["type"])(**e["kwargs"], severity=e["severity"], meta={"name": e["name"]})
+            for e in entries
+        ]
         gx_suite = self.ctx.suites.add_or_update(gx.ExpectationSuite(name=suite, expectations=expectations))
         vd = self.ctx.validation_definitions.add_or_update(
             gx.ValidationDefinition(name=suite, data=self._batch_definition(suite), suite=gx_suite)
@@ -262,13 +278,18 @@ class QualityGate:
             else:
                 count = res.get("unexpected_count")
                 rows = [i + 1 for i in res.get("partial_unexpected_index_list") or [] if isinstance(i, int)][:5]
-            failures.append({
-                "name": cfg.meta.get("name", cfg.type), "severity": str(getattr(cfg.severity, "value", cfg.severity)),
-                "type": cfg.type, "column": cfg.kwargs.get("column") or cfg.kwargs.get("column_list"),
-                "unexpected_count": count,
-                "rows": rows,
-                "sample": res.get("partial_unexpected_list", [])[:5] if res.get("partial_unexpected_list") else
-                res.get("observed_value"),
-                "error": exc,
-            })
+            failures.append(
+                {
+                    "name": cfg.meta.get("name", cfg.type),
+                    "severity": str(getattr(cfg.severity, "value", cfg.severity)),
+                    "type": cfg.type,
+                    "column": cfg.kwargs.get("column") or cfg.kwargs.get("column_list"),
+                    "unexpected_count": count,
+                    "rows": rows,
+                    "sample": res.get("partial_unexpected_list", [])[:5]
+                    if res.get("partial_unexpected_list")
+                    else res.get("observed_value"),
+                    "error": exc,
+                }
+            )
         return DQResult(spec["table"], suite, subject, len(vr.results), failures)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import polars as pl
 
-from transforms.simulate import (
+from fairmon.transforms.simulate import (
     TIKTOK_ATTRIBUTE,
     TIKTOK_SIGNALS,
     SimulationSpec,
@@ -38,8 +38,11 @@ def config_toml(out: Path, fmt: str, random_window_days: int, control: str | Non
     """TOML text of a config reading the simulated files under ``out``; with
     ``control``, A/B tests of every other arm against it (all four methods)."""
     signals = ", ".join(f'"{s}"' for s in TIKTOK_SIGNALS)
-    ab = (f'\n[ab]\ncontrol = "{control}"\nmethods = ["delta", "delta_paper", "partition", "bootstrap"]\n'
-          if control else "")
+    ab = (
+        f'\n[ab]\ncontrol = "{control}"\nmethods = ["delta", "delta_paper", "partition", "bootstrap"]\n'
+        if control
+        else ""
+    )
     return f"""# fairmon config for simulated TikTok-format data (written by `fairmon simulate`)
 warehouse = "warehouse"
 duckdb = "fairmon.duckdb"
@@ -106,7 +109,7 @@ min_neg = 10
 def write_labeling_simulation(spec, out: Path, window_days: int | None = None) -> dict[str, Path]:
     """Write simulated labeling logs (labels/<ds>.csv), the true per-labeler
     values (truth_labelers.csv) and a config to ``out``."""
-    from transforms.simulate_labels import GROUP_COLUMN, labeling_truth, simulate_labels_day
+    from fairmon.transforms.simulate_labels import GROUP_COLUMN, labeling_truth, simulate_labels_day
 
     (out / "labels").mkdir(parents=True, exist_ok=True)
     for d in range(spec.days):

@@ -7,8 +7,8 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from transforms.ab import ab_estimates, split_counts, welch
-from transforms.bootstrap import (
+from fairmon.transforms.ab import ab_estimates, split_counts, welch
+from fairmon.transforms.bootstrap import (
     bca_acceleration,
     bootstrap_interval,
     grouped_jackknife,
@@ -16,9 +16,9 @@ from transforms.bootstrap import (
     resample_counts,
     utilities,
 )
-from transforms.reo import estimate_reo, reo_of_utilities
-from transforms.reo_tables import GROUP_COUNTS_SCHEMA, ab_pairs, reo_ab_table
-from transforms.simulate import SimulationSpec
+from fairmon.transforms.reo import estimate_reo, reo_of_utilities
+from fairmon.transforms.reo_tables import GROUP_COUNTS_SCHEMA, ab_pairs, reo_ab_table
+from fairmon.transforms.simulate import SimulationSpec
 
 # Hand table, K = 2. U_T = (3, 2): r_T = 1.5, REO_T = 0.2; U_C = (1, 2): r_C = 0.5, REO_C = 1/3.
 # For K = 2, REO = |r - 1|/(r + 1), dREO/dlog r = ±2r/(1 + r)²; log r = log a_0 - log a_1 - log b_0 + log b_1,
@@ -68,8 +68,18 @@ def test_welch_matches_scipy():
 
 
 def test_partition_uses_welch_on_fold_estimates():
-    est = ab_estimates(["0", "1"], aT * 30, N * 30, aC * 30, N * 30, b * 30, N * 30, methods=("partition",),
-                       folds=6, rng=np.random.default_rng(8))
+    est = ab_estimates(
+        ["0", "1"],
+        aT * 30,
+        N * 30,
+        aC * 30,
+        N * 30,
+        b * 30,
+        N * 30,
+        methods=("partition",),
+        folds=6,
+        rng=np.random.default_rng(8),
+    )
     d = by(est, "reo", "partition")
     # redo the folds with the same generator state, independently
     rng = np.random.default_rng(8)
@@ -112,8 +122,9 @@ def test_bootstrap_interval_matches_scipy(method):
     rng = np.random.default_rng(0)
     rec = rng.choice(K + 1, 400, p=[0.15, 0.25, 0.60])
     rand = rng.choice(K + 1, 300, p=[0.10, 0.15, 0.75])
-    res = stats.bootstrap((rec, rand), _rows_stat, method=method, n_resamples=999, vectorized=True,
-                          rng=np.random.default_rng(1))
+    res = stats.bootstrap(
+        (rec, rand), _rows_stat, method=method, n_resamples=999, vectorized=True, rng=np.random.default_rng(1)
+    )
     a = np.array([(rec == k).sum() for k in range(K)])
     bb = np.array([(rand == k).sum() for k in range(K)])
     theta_hat = float(reo_rows(utilities(a[None], np.array([400]), bb[None], np.array([300])))[0])
@@ -192,11 +203,32 @@ def test_undefined_inputs_give_nan_with_reason():
 
 def test_reo_ab_table_from_counts_and_pairs():
     ds = dt.date(2026, 1, 1)
-    rows = [("default", "c", "0", N, aC[0]), ("default", "c", "1", 0, aC[1]), ("default", "t", "0", N, aT[0]),
-            ("default", "t", "1", 0, aT[1]), ("random", "all", "0", N, b[0]), ("random", "all", "1", 0, b[1])]
-    counts = pl.DataFrame([{"ds": ds, "source": "impressions", "traffic": t, "arm": arm, "attribute": "g",
-                            "group": g, "n": n, "n_pos": int(p), "window_start": ds, "window_end": ds}
-                           for t, arm, g, n, p in rows], schema=GROUP_COUNTS_SCHEMA)
+    rows = [
+        ("default", "c", "0", N, aC[0]),
+        ("default", "c", "1", 0, aC[1]),
+        ("default", "t", "0", N, aT[0]),
+        ("default", "t", "1", 0, aT[1]),
+        ("random", "all", "0", N, b[0]),
+        ("random", "all", "1", 0, b[1]),
+    ]
+    counts = pl.DataFrame(
+        [
+            {
+                "ds": ds,
+                "source": "impressions",
+                "traffic": t,
+                "arm": arm,
+                "attribute": "g",
+                "group": g,
+                "n": n,
+                "n_pos": int(p),
+                "window_start": ds,
+                "window_end": ds,
+            }
+            for t, arm, g, n, p in rows
+        ],
+        schema=GROUP_COUNTS_SCHEMA,
+    )
     assert ab_pairs(["c", "t", "u"], "c", []) == [("c", "t"), ("c", "u")]
     assert ab_pairs(["c", "t"], None, [("t", "c")]) == [("t", "c")]
     tab = reo_ab_table(counts, ds, [("c", "t"), ("c", "missing")], methods=("delta", "bootstrap"), n_boot=100)

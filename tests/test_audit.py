@@ -9,11 +9,11 @@ import pytest
 from scipy import stats
 from typer.testing import CliRunner
 
-from pipelines.audit import BudgetExceeded, export_release
-from pipelines.cli import app
-from pipelines.config import load_config
-from pipelines.flows import daily
-from transforms.audit import (
+from fairmon.pipelines.audit import BudgetExceeded, export_release
+from fairmon.pipelines.config import load_config
+from fairmon.pipelines.faces.cli import app
+from fairmon.pipelines.flows import daily
+from fairmon.transforms.audit import (
     audit_decision,
     fairness_gap,
     laplace_release,
@@ -23,15 +23,15 @@ from transforms.audit import (
     score_distribution,
     score_histograms,
 )
-from transforms.planning import (
+from fairmon.transforms.planning import (
     joint_volumes,
     random_traffic_required,
     random_volume_for_reo_se,
     reo_se_for_volume,
 )
 
-
 # --- DESIGN §5, seed 000 §5.2 -------------------------------------------------------------
+
 
 def test_seed_000_sample_sizes():
     assert min_sample_private(0.2, 2, 100, 0.05) == 1879
@@ -46,7 +46,9 @@ def test_seed_000_sample_sizes():
 
 
 def test_cli_sample_size():
-    res = CliRunner().invoke(app, ["sample-size", "--alpha", "0.2", "--groups", "2", "--levels", "100", "--delta", "0.05"])
+    res = CliRunner().invoke(
+        app, ["sample-size", "--alpha", "0.2", "--groups", "2", "--levels", "100", "--delta", "0.05"]
+    )
     assert res.exit_code == 0 and "1879" in res.output and "450" in res.output
 
 
@@ -89,15 +91,18 @@ def test_audit_decision_conditions():
 
 # --- COMPAS end to end with the privacy ledger -----------------------------------------
 
+
 @pytest.mark.usefixtures("prefect_harness")
 def test_compas_audit_export_and_ledger(tmp_path):
     from conftest import REPO
 
     csv = REPO / "data" / "compas" / "compas_two_year.csv"
     cfg_path = tmp_path / "c.toml"
-    cfg_path.write_text(f'warehouse = "wh"\nduckdb = "c.duckdb"\n[scores]\nformat = "compas"\npath = "{csv}"\n'
-                        'attributes = ["sex", "race"]\nwindow_days = 730\n[[scores.thresholds]]\nmodel = "compas"\n'
-                        "t = 5\nd = 3\n[audit]\ntotal_epsilon = 1.0\nqualified_outcome = false\nalpha = 0.3\n")
+    cfg_path.write_text(
+        f'warehouse = "wh"\nduckdb = "c.duckdb"\n[scores]\nformat = "compas"\npath = "{csv}"\n'
+        'attributes = ["sex", "race"]\nwindow_days = 730\n[[scores.thresholds]]\nmodel = "compas"\n'
+        "t = 5\nd = 3\n[audit]\ntotal_epsilon = 1.0\nqualified_outcome = false\nalpha = 0.3\n"
+    )
     ds = dt.date(2014, 12, 31)
     daily(str(cfg_path), ds)
     cfg = load_config(cfg_path)
@@ -114,15 +119,18 @@ def test_compas_audit_export_and_ledger(tmp_path):
     # 0.6 + 0.6 > 1.0: the ledger refuses, and nothing is released
     with pytest.raises(BudgetExceeded, match="spent"):
         export_release(cfg, ds, "race", "compas", 0.6)
-    res = CliRunner().invoke(app, ["audit-export", "-c", str(cfg_path), "--date", str(ds), "--attribute", "race",
-                                   "--epsilon", "0.4"])
+    res = CliRunner().invoke(
+        app, ["audit-export", "-c", str(cfg_path), "--date", str(ds), "--attribute", "race", "--epsilon", "0.4"]
+    )
     assert res.exit_code == 0 and "decision:" in res.output  # 0.6 + 0.4 = 1.0 fits exactly
-    res = CliRunner().invoke(app, ["audit-export", "-c", str(cfg_path), "--date", str(ds), "--attribute", "sex",
-                                   "--epsilon", "0.01"])
+    res = CliRunner().invoke(
+        app, ["audit-export", "-c", str(cfg_path), "--date", str(ds), "--attribute", "sex", "--epsilon", "0.01"]
+    )
     assert res.exit_code == 3 and "refused" in res.output
 
 
 # --- planning ------------------------------------------------------------------------------
+
 
 def test_thm_e1_and_joint_volumes():
     assert random_traffic_required(0.01, 0.1, 0.05) == 110_667
@@ -144,6 +152,20 @@ def test_se_inversion_round_trip():
 
 
 def test_cli_plan_with_rates():
-    res = CliRunner().invoke(app, ["plan", "--P", "0.01,0.05", "--Q", "0.1,0.25", "--n-rec", "50000",
-                                   "--rand-per-day", "6000", "--target-se", "0.02"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "plan",
+            "--P",
+            "0.01,0.05",
+            "--Q",
+            "0.1,0.25",
+            "--n-rec",
+            "50000",
+            "--rand-per-day",
+            "6000",
+            "--target-se",
+            "0.02",
+        ],
+    )
     assert res.exit_code == 0 and "110667" in res.output and "days" in res.output

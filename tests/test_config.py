@@ -2,7 +2,7 @@
 
 import pytest
 
-from pipelines.config import ConfigError, load_config
+from fairmon.pipelines.config import ConfigError, load_config
 
 GOOD = """
 warehouse = "wh"
@@ -30,11 +30,14 @@ def test_good_config_resolves_relative_paths(tmp_path):
     assert cfg.estimation.confidence_level == 0.95 and cfg.estimation.ci_method == "delta"
 
 
-@pytest.mark.parametrize("extra,key", [
-    ("random_window_days = 0", "impressions.random_window_days"),
-    ('label_rule = "most"', "impressions.label_rule"),
-    ("colour = 1", "impressions.colour"),
-])
+@pytest.mark.parametrize(
+    "extra,key",
+    [
+        ("random_window_days = 0", "impressions.random_window_days"),
+        ('label_rule = "most"', "impressions.label_rule"),
+        ("colour = 1", "impressions.colour"),
+    ],
+)
 def test_bad_impressions_key_is_named(tmp_path, extra, key):
     with pytest.raises(ConfigError) as e:
         load_config(write(tmp_path, GOOD + extra + "\n"))

@@ -5,15 +5,20 @@ import datetime as dt
 import polars as pl
 import pytest
 
-from transforms.contract import InputContractError, normalize_impressions, parse_bool
+from fairmon.transforms.contract import InputContractError, normalize_impressions, parse_bool
 
 DS = dt.date(2026, 1, 5)
 KW = dict(file="day.csv", signals=["like", "share"], attributes=["grp"], ds=DS)
 
 
 def raw(**over):
-    base = {"traffic": ["default", "random", "default"], "like": ["1", "0", "true"],
-            "share": ["0", "false", "0"], "grp": ["a", "b", None], "extra": ["x", "y", "z"]}
+    base = {
+        "traffic": ["default", "random", "default"],
+        "like": ["1", "0", "true"],
+        "share": ["0", "false", "0"],
+        "grp": ["a", "b", None],
+        "extra": ["x", "y", "z"],
+    }
     base.update(over)
     return pl.DataFrame(base)
 
@@ -31,10 +36,20 @@ def test_normalizes_to_staging_layout():
 
 def test_equal_rows_are_staged_once_with_their_count():
     # rows 1, 3, 4 agree on everything staged (y from different signals): one row, n = 3, first row 1
-    out = normalize_impressions(raw(traffic=["default", "random", "default", "default"], like=["1", "0", "0", "1"],
-                                    share=["0", "0", "1", "1"], grp=["a", "b", "a", "a"], extra=["x"] * 4), **KW)
+    out = normalize_impressions(
+        raw(
+            traffic=["default", "random", "default", "default"],
+            like=["1", "0", "0", "1"],
+            share=["0", "0", "1", "1"],
+            grp=["a", "b", "a", "a"],
+            extra=["x"] * 4,
+        ),
+        **KW,
+    )
     assert out.select("traffic", "y", "attr__grp", "n", "src_row").rows() == [
-        ("default", True, "a", 3, 1), ("random", False, "b", 1, 2)]
+        ("default", True, "a", 3, 1),
+        ("random", False, "b", 1, 2),
+    ]
 
 
 def test_profile_input_weights_rows_and_names_file_rows():

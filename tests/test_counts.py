@@ -7,25 +7,29 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipelines import db
-from transforms.contract import normalize_impressions
-from transforms.reo import estimate_reo
-from transforms.reo_tables import GROUP_COUNTS_SCHEMA, MISSING_GROUP, reo_tables
+from fairmon.pipelines.storage import db
+from fairmon.transforms.contract import normalize_impressions
+from fairmon.transforms.reo import estimate_reo
+from fairmon.transforms.reo_tables import GROUP_COUNTS_SCHEMA, MISSING_GROUP, reo_tables
 
 D = dt.date(2026, 3, 10)
 W0 = D - dt.timedelta(days=6)
 
 
 def _frame(rng, n, traffic, arms, ds, ds_start=None):
-    f = pl.DataFrame({
-        "traffic": [traffic] * n,
-        "arm": rng.choice(arms, n),
-        "s1": rng.integers(0, 2, n), "s2": (rng.random(n) < 0.1).astype(int),
-        "g": [x or None for x in rng.choice(["a", "b", "c", ""], n, p=[0.3, 0.3, 0.35, 0.05]).tolist()],
-        "h": rng.choice(["x", "y"], n),
-    })
-    return normalize_impressions(f, file=f"{traffic}-{ds}", signals=["s1", "s2"], attributes=["g", "h"],
-                                 ds=ds, ds_start=ds_start)
+    f = pl.DataFrame(
+        {
+            "traffic": [traffic] * n,
+            "arm": rng.choice(arms, n),
+            "s1": rng.integers(0, 2, n),
+            "s2": (rng.random(n) < 0.1).astype(int),
+            "g": [x or None for x in rng.choice(["a", "b", "c", ""], n, p=[0.3, 0.3, 0.35, 0.05]).tolist()],
+            "h": rng.choice(["x", "y"], n),
+        }
+    )
+    return normalize_impressions(
+        f, file=f"{traffic}-{ds}", signals=["s1", "s2"], attributes=["g", "h"], ds=ds, ds_start=ds_start
+    )
 
 
 @pytest.fixture()
@@ -50,15 +54,27 @@ def staged(tmp_path):
 
 
 def _expected(frame, traffic, arm_col):
-    long = pl.concat([
-        frame.select(pl.lit(traffic).alias("traffic"), arm_col.alias("arm"), pl.lit(a).alias("attribute"),
-                     pl.col(f"attr__{a}").fill_null(MISSING_GROUP).alias("group"), "y", "n")
-        for a in ("g", "h")
-    ])
-    return (long.group_by("traffic", "arm", "attribute", "group")
-            .agg(pl.col("n").sum().cast(pl.Int64).alias("n"),
-                 pl.col("n").filter(pl.col("y")).sum().cast(pl.Int64).alias("n_pos"))
-            .sort("traffic", "arm", "attribute", "group"))
+    long = pl.concat(
+        [
+            frame.select(
+                pl.lit(traffic).alias("traffic"),
+                arm_col.alias("arm"),
+                pl.lit(a).alias("attribute"),
+                pl.col(f"attr__{a}").fill_null(MISSING_GROUP).alias("group"),
+                "y",
+                "n",
+            )
+            for a in ("g", "h")
+        ]
+    )
+    return (
+        long.group_by("traffic", "arm", "attribute", "group")
+        .agg(
+            pl.col("n").sum().cast(pl.Int64).alias("n"),
+            pl.col("n").filter(pl.col("y")).sum().cast(pl.Int64).alias("n_pos"),
+        )
+        .sort("traffic", "arm", "attribute", "group")
+    )
 
 
 def test_counts_match_independent_aggregation(staged):
@@ -67,11 +83,12 @@ def test_counts_match_independent_aggregation(staged):
     rand = _expected(pl.concat([frames["rand_in_window"], frames["pool_overlapping"]]), "random", pl.lit("all"))
     expected = pl.concat([rec, rand]).sort("traffic", "arm", "attribute", "group")
     got = counts.select("traffic", "arm", "attribute", "group", "n", "n_pos").sort(
-        "traffic", "arm", "attribute", "group")
+        "traffic", "arm", "attribute", "group"
+    )
     assert got.equals(expected)
     # every attribute's groups add up to the traffic total
     totals = counts.group_by("traffic", "arm", "attribute").agg(pl.col("n").sum())
-    for (traffic, arm, _a, n) in totals.iter_rows():
+    for traffic, arm, _a, n in totals.iter_rows():
         src = frames["day"].filter(pl.col("arm") == arm).get_column("n").sum() if traffic == "default" else 800 + 900
         assert n == src
 
@@ -93,6 +110,7 @@ def test_reo_tables_from_counts(staged):
     day = frames["day"].filter(pl.col("arm") == "trt")
     rand = pl.concat([frames["rand_in_window"], frames["pool_overlapping"]])
     groups = ["a", "b", "c"]  # the missing group counts in the totals only
+
     def pos(f, g):  # staged rows carry n, the logged pairs they stand for
         return f.filter((pl.col("attr__g") == g) & pl.col("y")).get_column("n").sum()
 
@@ -118,6 +136,7 @@ def test_a_range_counts_each_day_as_the_day_alone(staged, tmp_path):
         for d in days:
             alone = db.query(con, "group_counts", first=d, last=d, window_days=7)
             assert rng.filter(pl.col("ds") == d).equals(alone)
-            assert totals.filter(pl.col("ds") == d).equals(db.query(con, "traffic_totals", first=d, last=d,
-                                                                        window_days=7))
+            assert totals.filter(pl.col("ds") == d).equals(
+                db.query(con, "traffic_totals", first=d, last=d, window_days=7)
+            )
     assert set(rng.get_column("ds")) == set(days)

@@ -7,14 +7,15 @@ distribution of aggregating the simulator's rows (checked in test_simulate.py).
 import numpy as np
 import pytest
 
-from transforms.reo import estimate_reo, relative_utilities, reo_of_utilities
-from transforms.simulate import SimulationSpec, regime_spec, simulate_counts
+from fairmon.transforms.reo import estimate_reo, relative_utilities, reo_of_utilities
+from fairmon.transforms.simulate import SimulationSpec, regime_spec, simulate_counts
 
 # Engagement rates of 20-40 % (the default simulator spec and a 3-group case).
 CASES = {
     "K2": SimulationSpec(),
-    "K3": SimulationSpec(rec_share=(0.3, 0.3, 0.4), rec_rate=(0.2, 0.3, 0.4),
-                         rand_share=(0.3, 0.3, 0.4), rand_rate=(0.3, 0.25, 0.35)),
+    "K3": SimulationSpec(
+        rec_share=(0.3, 0.3, 0.4), rec_rate=(0.2, 0.3, 0.4), rand_share=(0.3, 0.3, 0.4), rand_rate=(0.3, 0.25, 0.35)
+    ),
 }
 
 
@@ -70,8 +71,9 @@ def test_section_4_1_regimes_converge_to_one_third():
         spec = regime_spec(regime, rows_per_day=200_000, days=1)
         Q, P = spec.true_QP("all")
         a, b = simulate_counts(Q, P, spec.rows_per_day, spec.random_rows_per_day, 400, np.random.default_rng(5))
-        est = np.array([estimate_reo(["0", "1"], a[i], spec.rows_per_day, b[i], spec.random_rows_per_day).reo
-                        for i in range(400)])
+        est = np.array(
+            [estimate_reo(["0", "1"], a[i], spec.rows_per_day, b[i], spec.random_rows_per_day).reo for i in range(400)]
+        )
         errors[regime] = np.sqrt(np.mean((est - 1 / 3) ** 2))
         assert abs(np.median(est) - 1 / 3) < 3 * errors[regime] / np.sqrt(400) + 0.01
     assert errors["dense"] < errors["sparse"] < errors["very_sparse"]

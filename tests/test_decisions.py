@@ -9,12 +9,12 @@ import pytest
 import statsmodels.api as sm
 from scipy import stats
 
-from pipelines.flows import daily
-from pipelines.simulate import write_labeling_simulation
-from pipelines.warehouse import read_table
-from transforms.sdt import compare_log_cost_ratio, rates_from_sdt, sdt_estimate, sdt_from_rates
-from transforms.simulate_labels import LabelingSpec, labeling_truth
-from transforms.threshold import (
+from fairmon.pipelines.flows import daily
+from fairmon.pipelines.simulate import write_labeling_simulation
+from fairmon.pipelines.storage.warehouse import read_table
+from fairmon.transforms.sdt import compare_log_cost_ratio, rates_from_sdt, sdt_estimate, sdt_from_rates
+from fairmon.transforms.simulate_labels import LabelingSpec, labeling_truth
+from fairmon.transforms.threshold import (
     cost_ratio_from_threshold,
     group_difference,
     implied_threshold,
@@ -35,9 +35,11 @@ def test_seed_002_reference_values():
 
 # --- prevalence at the threshold ---------------------------------------------------
 
+
 def test_tricube_weights():
     assert tricube(np.array([0.0, 1 / 3, -2 / 3, 1.0, 1.5])) == pytest.approx(
-        [1.0, (26 / 27) ** 3, (19 / 27) ** 3, 0.0, 0.0])
+        [1.0, (26 / 27) ** 3, (19 / 27) ** 3, 0.0, 0.0]
+    )
 
 
 @pytest.mark.parametrize("hc", ["HC0", "HC1"])
@@ -99,6 +101,7 @@ def test_group_difference():
 
 # --- SDT ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("fpr,fnr", [(0.1, 0.2), (0.3, 0.05), (0.02, 0.6)])
 def test_sdt_round_trip(fpr, fnr):
     t, d, tau, c = sdt_from_rates(fpr, fnr, 0.2)
@@ -147,6 +150,7 @@ def test_compare_log_cost_ratio():
 
 # --- end to end -----------------------------------------------------------------------
 
+
 @pytest.mark.usefixtures("prefect_harness")
 def test_compas_prevalence_at_threshold_matches_independent_computation(tmp_path):
     from conftest import REPO
@@ -155,9 +159,11 @@ def test_compas_prevalence_at_threshold_matches_independent_computation(tmp_path
     if not csv.exists():
         csv = REPO / "data" / "compas" / "compas_two_year.csv"
     cfg = tmp_path / "c.toml"
-    cfg.write_text(f'warehouse = "wh"\nduckdb = "c.duckdb"\n[scores]\nformat = "compas"\npath = "{csv}"\n'
-                   'attributes = ["race"]\nwindow_days = 730\npropublica_filter = true\n'
-                   '[[scores.thresholds]]\nmodel = "compas"\nt = 5\nd = 3\n')
+    cfg.write_text(
+        f'warehouse = "wh"\nduckdb = "c.duckdb"\n[scores]\nformat = "compas"\npath = "{csv}"\n'
+        'attributes = ["race"]\nwindow_days = 730\npropublica_filter = true\n'
+        '[[scores.thresholds]]\nmodel = "compas"\nt = 5\nd = 3\n'
+    )
     out = daily(str(cfg), dt.date(2014, 12, 31))
     got = {r["group"]: r for r in out["threshold_prevalence"]}
     # independent: pandas + statsmodels straight from the CSV
@@ -168,7 +174,8 @@ def test_compas_prevalence_at_threshold_matches_independent_computation(tmp_path
         g = df[(df["race"] == race) & ((df["decile_score"] - 5).abs() < 3)]
         w = (1 - ((g["decile_score"] - 5).abs() / 3) ** 3) ** 3
         fit = sm.WLS(g["two_year_recid"].astype(float), sm.add_constant(g["decile_score"] - 5.0), weights=w).fit(
-            cov_type="HC1")
+            cov_type="HC1"
+        )
         assert got[race]["n_window"] == len(g)
         assert got[race]["prevalence_at_threshold"] == pytest.approx(fit.params.iloc[0], rel=1e-10)
         assert got[race]["se"] == pytest.approx(fit.bse.iloc[0], rel=1e-8)
@@ -178,9 +185,12 @@ def test_compas_prevalence_at_threshold_matches_independent_computation(tmp_path
     assert got["African-American"]["prevalence_at_threshold"] == pytest.approx(0.5142, abs=1e-4)
     assert got["Caucasian"]["prevalence_at_threshold"] == pytest.approx(0.4775, abs=1e-4)
     diffs = read_table(tmp_path / "wh", "threshold_prevalence_diff")
-    aa_c = diffs.filter((pl.col("group_a") == "African-American") & (pl.col("group_b") == "Caucasian")).row(0, named=True)
-    assert aa_c["diff"] == pytest.approx(got["African-American"]["prevalence_at_threshold"]
-                                         - got["Caucasian"]["prevalence_at_threshold"])
+    aa_c = diffs.filter((pl.col("group_a") == "African-American") & (pl.col("group_b") == "Caucasian")).row(
+        0, named=True
+    )
+    assert aa_c["diff"] == pytest.approx(
+        got["African-American"]["prevalence_at_threshold"] - got["Caucasian"]["prevalence_at_threshold"]
+    )
 
 
 @pytest.mark.usefixtures("prefect_harness")

@@ -12,19 +12,26 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.cli import app
-from pipelines.config import load_config
-from pipelines.flows import DayQuarantined, daily
-from pipelines.report import build_report
-from pipelines.simulate import write_simulation
-from pipelines.warehouse import partition_path, read_table
-from transforms.reo import estimate_reo
-from transforms.simulate import TIKTOK_SIGNALS, SimulationSpec
+from fairmon.pipelines.config import load_config
+from fairmon.pipelines.faces.cli import app
+from fairmon.pipelines.faces.report import build_report
+from fairmon.pipelines.flows import DayQuarantined, daily
+from fairmon.pipelines.simulate import write_simulation
+from fairmon.pipelines.storage.warehouse import partition_path, read_table
+from fairmon.transforms.reo import estimate_reo
+from fairmon.transforms.simulate import TIKTOK_SIGNALS, SimulationSpec
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
-SPEC = SimulationSpec(start=dt.date(2026, 2, 1), days=4, rows_per_day=4000, random_rows_per_day=1500,
-                      arms={"control": {}, "treatment": {0: 1.25}}, random_pool_days=2, seed=9)
+SPEC = SimulationSpec(
+    start=dt.date(2026, 2, 1),
+    days=4,
+    rows_per_day=4000,
+    random_rows_per_day=1500,
+    arms={"control": {}, "treatment": {0: 1.25}},
+    random_pool_days=2,
+    seed=9,
+)
 DAY3 = SPEC.start + dt.timedelta(days=2)
 
 
@@ -39,8 +46,11 @@ def independent_reo(sim_dir, ds, arm):
     y = pl.any_horizontal([pl.col(s) == 1 for s in TIKTOK_SIGNALS])
     rec = pl.read_csv(sim_dir / "default" / f"{ds}.csv").filter(pl.col("arm") == arm)
     w0 = ds - dt.timedelta(days=1)  # window of 2 days (random_pool_days)
-    pools = [p for p in sorted((sim_dir / "random").glob("random_*.csv"))
-             if dt.date.fromisoformat(p.stem.split("_")[1]) <= ds and dt.date.fromisoformat(p.stem.split("_")[2]) >= w0]
+    pools = [
+        p
+        for p in sorted((sim_dir / "random").glob("random_*.csv"))
+        if dt.date.fromisoformat(p.stem.split("_")[1]) <= ds and dt.date.fromisoformat(p.stem.split("_")[2]) >= w0
+    ]
     rand = pl.concat([pl.read_csv(p) for p in pools])
     a = [rec.filter(y & (pl.col("young_adult") == k)).height for k in (0, 1)]
     b = [rand.filter(y & (pl.col("young_adult") == k)).height for k in (0, 1)]
@@ -95,19 +105,23 @@ def test_rerun_is_idempotent_and_reingest_replaces(sim):
     assert {r["arm"]: r["n_rec"] for r in third["reo"]} == {"control": 500, "treatment": 500}
     con = duckdb.connect(str(sim_dir / "fairmon.duckdb"), read_only=True)
     try:
-        staged = con.sql("SELECT sum(n) FROM impressions WHERE ds = $ds AND traffic = 'default'",
-                         params={"ds": DAY3}).fetchall()[0][0]
+        staged = con.sql(
+            "SELECT sum(n) FROM impressions WHERE ds = $ds AND traffic = 'default'", params={"ds": DAY3}
+        ).fetchall()[0][0]
         n_reo = con.sql("SELECT count(*) FROM reo WHERE ds = $ds", params={"ds": DAY3}).fetchall()[0][0]
     finally:
         con.close()
     assert staged == 1000 and n_reo == 2
 
 
-@pytest.mark.parametrize("defect,expect", [
-    ("missing_column", "column_exists[share]"),
-    ("wrong_type", "signal_is_boolean[follow] (1 unexpected, rows 3: ['often'])"),
-    ("empty_file", "has_rows"),
-])
+@pytest.mark.parametrize(
+    "defect,expect",
+    [
+        ("missing_column", "column_exists[share]"),
+        ("wrong_type", "signal_is_boolean[follow] (1 unexpected, rows 3: ['often'])"),
+        ("empty_file", "has_rows"),
+    ],
+)
 def test_bad_input_stops_the_day_and_keeps_the_old_partition(sim, defect, expect):
     sim_dir, cfg = sim
     daily(str(cfg), DAY3)
@@ -144,11 +158,19 @@ def test_contract_format_unknown_traffic(tmp_path):
     d = dt.date(2026, 5, 1)
     day = tmp_path / "in" / f"{d}.parquet"
     day.parent.mkdir()
-    pl.DataFrame({"ds": [d] * 4, "traffic": ["default", "random", "explore", "default"],
-                  "sig": [1, 0, 1, 1], "grp": ["a", "b", "a", "b"]}).write_parquet(day)
+    pl.DataFrame(
+        {
+            "ds": [d] * 4,
+            "traffic": ["default", "random", "explore", "default"],
+            "sig": [1, 0, 1, 1],
+            "grp": ["a", "b", "a", "b"],
+        }
+    ).write_parquet(day)
     cfg = tmp_path / "f.toml"
-    cfg.write_text('warehouse = "wh"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\n'
-                   'path = "in/{ds}.parquet"\nsignals = ["sig"]\nattributes = ["grp"]\n')
+    cfg.write_text(
+        'warehouse = "wh"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\n'
+        'path = "in/{ds}.parquet"\nsignals = ["sig"]\nattributes = ["grp"]\n'
+    )
     with pytest.raises(DayQuarantined) as e:
         daily(str(cfg), d)
     assert str(day) in str(e.value) and "traffic_known (1 unexpected, rows 3: ['explore'])" in str(e.value)
@@ -157,9 +179,11 @@ def test_contract_format_unknown_traffic(tmp_path):
 
 def test_coat_gender_matches_independent_computation(tmp_path, coat_dir):
     cfg = tmp_path / "coat.toml"
-    cfg.write_text(f'warehouse = "wh"\nduckdb = "c.duckdb"\n[impressions]\nformat = "coat"\npath = "{coat_dir}"\n'
-                   'ds = 2016-06-19\nmin_rating = 4\nsignals = ["liked"]\nattributes = ["gender"]\n'
-                   "random_window_days = 1\n")
+    cfg.write_text(
+        f'warehouse = "wh"\nduckdb = "c.duckdb"\n[impressions]\nformat = "coat"\npath = "{coat_dir}"\n'
+        'ds = 2016-06-19\nmin_rating = 4\nsignals = ["liked"]\nattributes = ["gender"]\n'
+        "random_window_days = 1\n"
+    )
     out = daily(str(cfg), dt.date(2016, 6, 19))
     row = out["reo"][0]
     # independent: straight from the matrices; item gender = which of the first two one-hot columns is set
@@ -185,16 +209,18 @@ def test_coat_gender_matches_independent_computation(tmp_path, coat_dir):
 def test_cli_backfill_and_errors(sim):
     sim_dir, cfg = sim
     runner = CliRunner()
-    res = runner.invoke(app, ["backfill", "-c", str(cfg), "--start", str(SPEC.start), "--end",
-                              str(SPEC.start + dt.timedelta(days=3))])
+    res = runner.invoke(
+        app, ["backfill", "-c", str(cfg), "--start", str(SPEC.start), "--end", str(SPEC.start + dt.timedelta(days=3))]
+    )
     assert res.exit_code == 0, res.output
     assert _summary_count(res.output, "published") == 4
     assert read_table(sim_dir / "warehouse", "reo").height == 8
     # one bad day: reported, the others still publish, exit code 1
     f = sim_dir / "default" / f"{SPEC.start + dt.timedelta(days=1)}.csv"
     f.write_text("")
-    res = runner.invoke(app, ["backfill", "-c", str(cfg), "--start", str(SPEC.start), "--end",
-                              str(SPEC.start + dt.timedelta(days=3))])
+    res = runner.invoke(
+        app, ["backfill", "-c", str(cfg), "--start", str(SPEC.start), "--end", str(SPEC.start + dt.timedelta(days=3))]
+    )
     assert res.exit_code == 1
     assert _summary_count(res.output, "published") == 3 and _summary_count(res.output, "quarantined") == 1
     assert "has_rows" in res.output
@@ -220,8 +246,24 @@ def test_cli_help():
 
 
 def test_cli_simulate_writes_truth(tmp_path):
-    res = CliRunner().invoke(app, ["simulate", "-o", str(tmp_path / "s"), "--days", "2", "--rows-per-day", "500",
-                                   "--random-rows-per-day", "100", "--arm", "control", "--arm", "deboost=0:2"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "-o",
+            str(tmp_path / "s"),
+            "--days",
+            "2",
+            "--rows-per-day",
+            "500",
+            "--random-rows-per-day",
+            "100",
+            "--arm",
+            "control",
+            "--arm",
+            "deboost=0:2",
+        ],
+    )
     assert res.exit_code == 0, res.output
     truth = pl.read_csv(tmp_path / "s" / "truth_reo.csv")
     assert truth.height == 4 and set(truth.get_column("arm")) == {"control", "deboost"}
@@ -236,8 +278,9 @@ def test_cli_ingest_stages_without_computing(sim):
     assert not (sim_dir / "warehouse" / "reo").exists()
     con = duckdb.connect(str(sim_dir / "fairmon.duckdb"), read_only=True)
     try:
-        n = con.sql("SELECT sum(n) FROM impressions WHERE ds = $d AND traffic = 'default'",
-                    params={"d": DAY3}).fetchall()[0][0]
+        n = con.sql(
+            "SELECT sum(n) FROM impressions WHERE ds = $d AND traffic = 'default'", params={"d": DAY3}
+        ).fetchall()[0][0]
     finally:
         con.close()
     assert n == 2 * SPEC.rows_per_day

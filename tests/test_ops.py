@@ -13,28 +13,36 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.cli import app
-from pipelines.config import load_config
-from pipelines.locking import run_lock
-from pipelines.ops import build_deployment, days_to_run, detect_stale, next_runs
-from pipelines.simulate import write_simulation
-from pipelines.warehouse import partition_path, read_table
-from transforms.simulate import SimulationSpec
+from fairmon.pipelines.config import load_config
+from fairmon.pipelines.faces.cli import app
+from fairmon.pipelines.ops import build_deployment, days_to_run, detect_stale, next_runs
+from fairmon.pipelines.simulate import write_simulation
+from fairmon.pipelines.storage.locking import run_lock
+from fairmon.pipelines.storage.warehouse import partition_path, read_table
+from fairmon.transforms.simulate import SimulationSpec
 
 D0 = dt.date(2026, 6, 1)
 
 
 def _cfg_text(window=1):
-    return ('warehouse = "warehouse"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\n'
-            'path = "in/{ds}.parquet"\nsignals = ["s1"]\nattributes = ["grp"]\n'
-            f"random_window_days = {window}\n[quality]\nsufficiency_epsilon = 0.5\n")
+    return (
+        'warehouse = "warehouse"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\n'
+        'path = "in/{ds}.parquet"\nsignals = ["s1"]\nattributes = ["grp"]\n'
+        f"random_window_days = {window}\n[quality]\nsufficiency_epsilon = 0.5\n"
+    )
 
 
 def _write_day(root, ds, rng, bad=False):
     n_def, n_rand = 600, 400
-    f = pl.DataFrame({
-        "ds": [ds] * (n_def + n_rand), "traffic": ["default"] * n_def + ["random"] * n_rand, "arm": "all",
-        "s1": (rng.random(n_def + n_rand) < 0.3).astype(int), "grp": rng.choice(["a", "b"], n_def + n_rand)})
+    f = pl.DataFrame(
+        {
+            "ds": [ds] * (n_def + n_rand),
+            "traffic": ["default"] * n_def + ["random"] * n_rand,
+            "arm": "all",
+            "s1": (rng.random(n_def + n_rand) < 0.3).astype(int),
+            "grp": rng.choice(["a", "b"], n_def + n_rand),
+        }
+    )
     if bad:
         f = f.with_columns(pl.when(pl.int_range(pl.len()) == 3).then(None).otherwise(pl.col("s1")).alias("s1"))
     f.write_parquet(root / "in" / f"{ds}.parquet")
@@ -50,6 +58,7 @@ def _runs(root):
 
 # --- schedule ---------------------------------------------------------------------------
 
+
 def test_deployment_cron_timezone_and_parameters(tmp_path):
     (tmp_path / "f.toml").write_text(_cfg_text())
     dep = build_deployment(tmp_path / "f.toml", "0 6 * * *", "UTC", 1)
@@ -57,10 +66,13 @@ def test_deployment_cron_timezone_and_parameters(tmp_path):
     assert (sched.cron, sched.timezone) == ("0 6 * * *", "UTC")
     assert dep.parameters == {"config_path": str((tmp_path / "f.toml").resolve()), "lag_days": 1}
     assert dep.name == "fairmon-daily" and dep.flow_name == "fairmon-scheduled"
-    after = dt.datetime(2026, 3, 1, 7, 0, tzinfo=dt.timezone.utc)
+    after = dt.datetime(2026, 3, 1, 7, 0, tzinfo=dt.UTC)
     runs = next_runs("0 6 * * *", "UTC", 3, after)
-    assert [r.isoformat() for r in runs] == ["2026-03-02T06:00:00+00:00", "2026-03-03T06:00:00+00:00",
-                                             "2026-03-04T06:00:00+00:00"]
+    assert [r.isoformat() for r in runs] == [
+        "2026-03-02T06:00:00+00:00",
+        "2026-03-03T06:00:00+00:00",
+        "2026-03-04T06:00:00+00:00",
+    ]
     res = CliRunner().invoke(app, ["schedule", "show", "-c", str(tmp_path / "f.toml"), "-n", "2"])
     assert res.exit_code == 0 and "0 6 * * *" in res.output and "computes" in res.output
 
@@ -73,6 +85,7 @@ def test_schedule_config_is_validated(tmp_path):
 
 # --- a 30-day backfill with two bad days; --only-failed; idempotency --------------------
 
+
 @pytest.fixture(scope="module")
 def month(tmp_path_factory, prefect_harness):
     root = tmp_path_factory.mktemp("month")
@@ -83,8 +96,10 @@ def month(tmp_path_factory, prefect_harness):
     for d in days:
         _write_day(root, d, rng, bad=d in bad)
     (root / "f.toml").write_text(_cfg_text())
-    res = CliRunner().invoke(app, ["backfill", "-c", str(root / "f.toml"), "--start", str(days[0]), "--end",
-                                   str(days[-1]), "--concurrency", "2"])
+    res = CliRunner().invoke(
+        app,
+        ["backfill", "-c", str(root / "f.toml"), "--start", str(days[0]), "--end", str(days[-1]), "--concurrency", "2"],
+    )
     return root, days, bad, res
 
 
@@ -95,7 +110,7 @@ def test_30_day_backfill_publishes_28_and_quarantines_2(month):
     assert sum("published" in ln for ln in lines) == 28
     quarantined = [ln for ln in lines if "quarantined" in ln]
     assert len(quarantined) == 2
-    summary = res.output[res.output.index("Run summary"):]
+    summary = res.output[res.output.index("Run summary") :]
     assert summary.count("signal_not_null[s1]") == 2
     assert {dt.date.fromisoformat(ln[2:12]) for ln in quarantined} == bad
     assert sorted(read_table(root / "warehouse", "reo").get_column("ds").to_list()) == sorted(set(days) - bad)
@@ -107,8 +122,9 @@ def test_only_failed_touches_only_the_failed_days(month):
     cfg = load_config(root / "f.toml")
     assert days_to_run(cfg, days[0], days[-1], only_failed=True) == sorted(bad)
     before = _runs(root).height
-    res = CliRunner().invoke(app, ["backfill", "-c", str(root / "f.toml"), "--start", str(days[0]), "--end",
-                                   str(days[-1]), "--only-failed"])
+    res = CliRunner().invoke(
+        app, ["backfill", "-c", str(root / "f.toml"), "--start", str(days[0]), "--end", str(days[-1]), "--only-failed"]
+    )
     runs = _runs(root)
     new = runs.tail(runs.height - before)
     assert sorted(new.get_column("ds").to_list()) == sorted(bad)  # exactly the two days, nothing else
@@ -117,8 +133,9 @@ def test_only_failed_touches_only_the_failed_days(month):
     rng = np.random.default_rng(9)
     for d in bad:
         _write_day(root, d, rng)
-    res = CliRunner().invoke(app, ["backfill", "-c", str(root / "f.toml"), "--start", str(days[0]), "--end",
-                                   str(days[-1]), "--only-failed"])
+    res = CliRunner().invoke(
+        app, ["backfill", "-c", str(root / "f.toml"), "--start", str(days[0]), "--end", str(days[-1]), "--only-failed"]
+    )
     assert res.exit_code == 0
     assert sum("published" in ln for ln in res.output.splitlines() if ln.startswith("│ 2026")) == 2
     assert days_to_run(cfg, days[0], days[-1], only_failed=True) == []
@@ -144,6 +161,7 @@ def test_runs_record_inputs_and_parameters_and_reruns_are_identical(month):
 
 # --- late data --------------------------------------------------------------------------
 
+
 @pytest.mark.usefixtures("prefect_harness")
 def test_late_data_marks_dependent_days_stale_and_only_stale_recomputes_them(tmp_path):
     spec = SimulationSpec(start=D0, days=5, rows_per_day=3000, random_rows_per_day=1500, random_pool_days=2, seed=1)
@@ -164,12 +182,18 @@ def test_late_data_marks_dependent_days_stale_and_only_stale_recomputes_them(tmp
     detect_stale(cfg)
     assert days_to_run(cfg, days[0], days[-1], only_stale=True) == [days[1], days[2], days[3], days[4]]
     runs_before = _count_runs(tmp_path / "sim" / "fairmon.duckdb")
-    r = CliRunner().invoke(app, ["backfill", "-c", str(cfg_path), "--start", str(days[0]), "--end", str(days[-1]),
-                                 "--only-stale"])
+    r = CliRunner().invoke(
+        app, ["backfill", "-c", str(cfg_path), "--start", str(days[0]), "--end", str(days[-1]), "--only-stale"]
+    )
     assert r.exit_code == 0, r.output
     after = _count_runs(tmp_path / "sim" / "fairmon.duckdb")
-    assert {d: after[d] - runs_before.get(d, 0) for d in after} == {days[0]: 0, days[1]: 1, days[2]: 1,
-                                                                    days[3]: 1, days[4]: 1}
+    assert {d: after[d] - runs_before.get(d, 0) for d in after} == {
+        days[0]: 0,
+        days[1]: 1,
+        days[2]: 1,
+        days[3]: 1,
+        days[4]: 1,
+    }
     assert days_to_run(cfg, days[0], days[-1], only_stale=True) == []  # published days are no longer stale
     reo = read_table(tmp_path / "sim" / "warehouse", "reo")
     assert reo.filter(pl.col("ds") == days[1]).get_column("n_rec").item() == 2000
@@ -185,13 +209,19 @@ def _count_runs(db_path):
 
 # --- crash safety (real subprocesses, SIGKILL) and concurrency ------------------------------
 
+
 def _cli(args, env_extra=None, timeout=300):
     from prefect.settings import PREFECT_API_URL
 
-    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value() or "", "PREFECT_LOGGING_LEVEL": "INFO",
-           **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], capture_output=True, text=True,
-                          env=env, timeout=timeout)
+    env = {
+        **os.environ,
+        "PREFECT_API_URL": PREFECT_API_URL.value() or "",
+        "PREFECT_LOGGING_LEVEL": "INFO",
+        **(env_extra or {}),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "fairmon", *args], capture_output=True, text=True, env=env, timeout=timeout
+    )
 
 
 @pytest.mark.usefixtures("prefect_harness")
@@ -215,15 +245,16 @@ def test_sigkill_leaves_previous_partition_intact_and_next_run_completes(tmp_pat
     if point in ("parquet_write", "parquet_swap"):  # group_counts is swapped first, reo after it
         assert pl.read_parquet(part).equals(before)
     if point == "parquet_swap":  # a day with mixed run_ids is not reported as published
-        from transforms.report_data import report_data
+        from fairmon.transforms.report_data import report_data
 
         wh = tmp_path / "warehouse"
         gc = read_table(wh, "group_counts")
         assert set(gc.get_column("run_id")) != set(read_table(wh, "dq_results").get_column("run_id"))
         d = report_data(read_table(wh, "reo"), read_table(wh, "reo_group"), read_table(wh, "dq_results"), D0, D0)
         assert d.reo.height == 1  # reo and dq_results still agree (both from the first run)
-        assert report_data(gc.rename({"n": "n2"}), read_table(wh, "reo_group"), read_table(wh, "dq_results"),
-                           D0, D0).reo.is_empty()
+        assert report_data(
+            gc.rename({"n": "n2"}), read_table(wh, "reo_group"), read_table(wh, "dq_results"), D0, D0
+        ).reo.is_empty()
     con = duckdb.connect(str(tmp_path / "f.duckdb"), read_only=True)
     try:
         old = con.sql("SELECT reo, run_id FROM reo WHERE ds = $d", params={"d": D0}).fetchall()
@@ -252,5 +283,3 @@ def test_second_run_on_the_same_duckdb_file_fails_clearly(tmp_path):
     assert res.returncode == 1
     assert "another fairmon run holds" in res.stderr and "--wait" in res.stderr
     assert not (tmp_path / "warehouse" / "reo").exists()  # nothing written by the refused run
-
-

@@ -11,12 +11,12 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.adapters import profile_rows
-from pipelines.cli import app
-from pipelines.quality import DQResult, QualityGate, expand_spec, load_spec
-from pipelines.warehouse import read_table
-from transforms.planning import random_traffic_required
-from transforms.quality import (
+from fairmon.pipelines.faces.cli import app
+from fairmon.pipelines.ingest.adapters import profile_rows
+from fairmon.pipelines.quality import DQResult, QualityGate, expand_spec, load_spec
+from fairmon.pipelines.storage.warehouse import read_table
+from fairmon.transforms.planning import random_traffic_required
+from fairmon.transforms.quality import (
     day_check_frame,
     excluded_days,
     group_counts_check_frame,
@@ -24,14 +24,19 @@ from transforms.quality import (
     raw_check_frame,
     reo_check_frame,
 )
-from transforms.reo_tables import GROUP_COUNTS_SCHEMA
+from fairmon.transforms.reo_tables import GROUP_COUNTS_SCHEMA
 
 D0 = dt.date(2026, 4, 1)
-RAW_PARAMS = {"required_columns": ["ds", "traffic", "arm", "s1", "s2", "grp"], "signals": ["s1", "s2"],
-              "attributes": ["grp"], "traffic_values": ["default", "random"]}
+RAW_PARAMS = {
+    "required_columns": ["ds", "traffic", "arm", "s1", "s2", "grp"],
+    "signals": ["s1", "s2"],
+    "attributes": ["grp"],
+    "traffic_values": ["default", "random"],
+}
 
 
 # --- pure pieces ------------------------------------------------------------------
+
 
 def test_thm_e1_reference_value():
     # ⌈3 / 0.01 · 0.1⁻² · ln(2/0.05)⌉ = ⌈110,666.3⌉
@@ -61,8 +66,16 @@ def test_expand_spec_for_each_requires_params_and_severity():
 def test_every_suite_file_is_well_formed():
     import great_expectations as gx
 
-    for name in ("impressions_raw", "impressions_day", "labels_raw", "scores_raw", "group_counts",
-                 "reo_group", "reo", "dq_results"):
+    for name in (
+        "impressions_raw",
+        "impressions_day",
+        "labels_raw",
+        "scores_raw",
+        "group_counts",
+        "reo_group",
+        "reo",
+        "dq_results",
+    ):
         spec = load_spec(name)
         assert spec["suite"] == name and spec["table"]
         for e in spec["expectations"]:
@@ -72,23 +85,40 @@ def test_every_suite_file_is_well_formed():
 
 
 def test_dq_result_success_ignores_warnings():
-    r = DQResult("impressions", "impressions_day", "x", 5, [{"name": "random_traffic_sufficient", "severity": "warning"}])
+    r = DQResult(
+        "impressions", "impressions_day", "x", 5, [{"name": "random_traffic_sufficient", "severity": "warning"}]
+    )
     assert r.success and r.failed_warning == ["random_traffic_sufficient"]
-    r.failures.append({"name": "group_has_positives", "severity": "critical", "unexpected_count": 1, "rows": [2],
-                       "sample": [0]})
+    r.failures.append(
+        {"name": "group_has_positives", "severity": "critical", "unexpected_count": 1, "rows": [2], "sample": [0]}
+    )
     assert not r.success
     assert "group_has_positives (1 unexpected, rows 2: [0])" in r.summary()
 
 
 def _counts(rows):
-    return pl.DataFrame(rows, schema=["traffic", "arm", "attribute", "group", "n", "n_pos"], orient="row").with_columns(
-        pl.lit(D0).alias("ds"), pl.lit("impressions").alias("source"), pl.lit(D0).alias("window_start"),
-        pl.lit(D0).alias("window_end")).select(list(GROUP_COUNTS_SCHEMA)).cast(GROUP_COUNTS_SCHEMA)
+    return (
+        pl.DataFrame(rows, schema=["traffic", "arm", "attribute", "group", "n", "n_pos"], orient="row")
+        .with_columns(
+            pl.lit(D0).alias("ds"),
+            pl.lit("impressions").alias("source"),
+            pl.lit(D0).alias("window_start"),
+            pl.lit(D0).alias("window_end"),
+        )
+        .select(list(GROUP_COUNTS_SCHEMA))
+        .cast(GROUP_COUNTS_SCHEMA)
+    )
 
 
 def test_day_check_frame_rates_and_sufficiency():
-    c = _counts([("default", "all", "g", "a", 100, 30), ("default", "all", "g", "(missing)", 10, 0),
-                 ("random", "all", "g", "a", 400, 100), ("random", "all", "g", "b", 600, 50)])
+    c = _counts(
+        [
+            ("default", "all", "g", "a", 100, 30),
+            ("default", "all", "g", "(missing)", 10, 0),
+            ("random", "all", "g", "a", 400, 100),
+            ("random", "all", "g", "b", 600, 50),
+        ]
+    )
     f = day_check_frame(c, 0.1, 0.05)
     assert "(missing)" not in f.get_column("group").to_list()
     assert f.filter(pl.col("traffic") == "default").get_column("rate").to_list() == [0.3]
@@ -100,8 +130,9 @@ def test_day_check_frame_rates_and_sufficiency():
 
 
 def test_group_counts_check_frame_and_reo_max():
-    c = _counts([("default", "all", "g", "a", 60, 3), ("default", "all", "g", "b", 40, 2),
-                 ("default", "all", "h", "x", 100, 5)])
+    c = _counts(
+        [("default", "all", "g", "a", 60, 3), ("default", "all", "g", "b", 40, 2), ("default", "all", "h", "x", 100, 5)]
+    )
     totals = pl.DataFrame({"traffic": ["default"], "arm": ["all"], "n": [100]})
     f = group_counts_check_frame(c, totals)
     assert f.get_column("n_attribute_sum").to_list() == [100, 100, 100]
@@ -111,8 +142,15 @@ def test_group_counts_check_frame_and_reo_max():
 
 
 def test_excluded_and_published_days():
-    dq = pl.DataFrame({"ds": [D0, D0, D0 + dt.timedelta(1)], "suite": ["a", "b", "a"], "subject": ["f", "t", "f"],
-                       "success": [True, False, True], "failed_critical": ["", "x, y", ""]})
+    dq = pl.DataFrame(
+        {
+            "ds": [D0, D0, D0 + dt.timedelta(1)],
+            "suite": ["a", "b", "a"],
+            "subject": ["f", "t", "f"],
+            "success": [True, False, True],
+            "failed_critical": ["", "x, y", ""],
+        }
+    )
     assert published_days(dq) == [D0 + dt.timedelta(1)]
     ex = excluded_days(dq)
     assert ex.to_dicts() == [{"ds": D0, "reasons": "b (t): x, y"}]
@@ -120,15 +158,23 @@ def test_excluded_and_published_days():
 
 # --- GX on frames -------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def gate(tmp_path_factory):
     return QualityGate(tmp_path_factory.mktemp("gx"))
 
 
 def _raw(n=6, **over):
-    base = {"ds": [str(D0)] * n, "traffic": ["default", "random"] * (n // 2), "arm": ["all"] * n,
-            "request_id": [f"r{i}" for i in range(n)], "item_id": [f"i{i}" for i in range(n)],
-            "s1": [1, 0] * (n // 2), "s2": [True, False] * (n // 2), "grp": ["a", "b", "a"] * (n // 3)}
+    base = {
+        "ds": [str(D0)] * n,
+        "traffic": ["default", "random"] * (n // 2),
+        "arm": ["all"] * n,
+        "request_id": [f"r{i}" for i in range(n)],
+        "item_id": [f"i{i}" for i in range(n)],
+        "s1": [1, 0] * (n // 2),
+        "s2": [True, False] * (n // 2),
+        "grp": ["a", "b", "a"] * (n // 3),
+    }
     base.update(over)
     return pl.DataFrame(base, strict=False)
 
@@ -137,10 +183,12 @@ def _validate_raw(gate, raw):
     """As in production: the gate sees the file's distinct-value profile computed in DuckDB."""
     if raw.width:
         with duckdb.connect() as con:
-            raw = profile_rows(con, raw.with_row_index("__row"), ["ds", "traffic", "arm", "s1", "s2", "grp"],
-                               "fixture.parquet")
-    return gate.validate("impressions_raw", raw_check_frame(raw, ["ds", "traffic", "s1", "s2"]), RAW_PARAMS,
-                         "fixture.parquet", "t")
+            raw = profile_rows(
+                con, raw.with_row_index("__row"), ["ds", "traffic", "arm", "s1", "s2", "grp"], "fixture.parquet"
+            )
+    return gate.validate(
+        "impressions_raw", raw_check_frame(raw, ["ds", "traffic", "s1", "s2"]), RAW_PARAMS, "fixture.parquet", "t"
+    )
 
 
 def test_clean_raw_frame_passes(gate):
@@ -148,14 +196,23 @@ def test_clean_raw_frame_passes(gate):
     assert r.success and r.failures == [] and r.n_expectations >= 15
 
 
-@pytest.mark.parametrize("defect,name", [
-    (dict(s1=[1, None, 0, 1, 0, 1]), "signal_not_null[s1]"),
-    (dict(traffic=["default", "random", "explore", "default", "random", "random"]), "traffic_known"),
-    (dict(request_id=["r0", "r1", "r0", "r3", "r4", "r5"], item_id=["i0", "i1", "i0", "i3", "i4", "i5"],
-          traffic=["default", "random", "default", "random", "default", "random"]), "ids_unique"),
-    (dict(s2=["yes", "no", "yes", "no", "yes", "no"]), "signal_is_boolean[s2]"),
-    (dict(ds=["2026-04-01", "04/01/2026", "2026-04-01", "2026-04-01", "2026-04-01", "2026-04-01"]), "ds_is_date"),
-])
+@pytest.mark.parametrize(
+    "defect,name",
+    [
+        (dict(s1=[1, None, 0, 1, 0, 1]), "signal_not_null[s1]"),
+        (dict(traffic=["default", "random", "explore", "default", "random", "random"]), "traffic_known"),
+        (
+            dict(
+                request_id=["r0", "r1", "r0", "r3", "r4", "r5"],
+                item_id=["i0", "i1", "i0", "i3", "i4", "i5"],
+                traffic=["default", "random", "default", "random", "default", "random"],
+            ),
+            "ids_unique",
+        ),
+        (dict(s2=["yes", "no", "yes", "no", "yes", "no"]), "signal_is_boolean[s2]"),
+        (dict(ds=["2026-04-01", "04/01/2026", "2026-04-01", "2026-04-01", "2026-04-01", "2026-04-01"]), "ds_is_date"),
+    ],
+)
 def test_each_raw_defect_is_caught_by_a_named_expectation(gate, defect, name):
     r = _validate_raw(gate, _raw(**defect))
     assert not r.success
@@ -166,15 +223,16 @@ def test_profile_failures_are_reported_in_file_rows(gate):
     # 40 rows collapse to a handful of profile rows; counts and rows are those of the file
     n = 40
     base = _raw(n=n, grp=["a", "b"] * (n // 2), s1=[1, 0] * (n // 2))
-    bad = base.with_columns(pl.when(pl.int_range(n) % 10 == 6).then(pl.lit("explore")).otherwise(pl.col("traffic"))
-                            .alias("traffic"))
+    bad = base.with_columns(
+        pl.when(pl.int_range(n) % 10 == 6).then(pl.lit("explore")).otherwise(pl.col("traffic")).alias("traffic")
+    )
     (f,) = _validate_raw(gate, bad).failures
     # four bad rows, identical otherwise: one profile row; reported as 4 rows, first at file row 7
     assert f["name"] == "traffic_known" and f["unexpected_count"] == 4 and f["rows"] == [7]
-    dup = base.with_columns(pl.when(pl.int_range(n) == 12).then(pl.lit("r2")).otherwise(pl.col("request_id"))
-                            .alias("request_id"),
-                            pl.when(pl.int_range(n) == 12).then(pl.lit("i2")).otherwise(pl.col("item_id"))
-                            .alias("item_id"))
+    dup = base.with_columns(
+        pl.when(pl.int_range(n) == 12).then(pl.lit("r2")).otherwise(pl.col("request_id")).alias("request_id"),
+        pl.when(pl.int_range(n) == 12).then(pl.lit("i2")).otherwise(pl.col("item_id")).alias("item_id"),
+    )
     (f,) = _validate_raw(gate, dup).failures  # rows 3 and 13 share (ds, default, r2, i2)
     assert f["name"] == "ids_unique" and f["unexpected_count"] == 2 and f["rows"] == [3] and f["sample"] == [2]
 
@@ -192,8 +250,18 @@ def test_null_attribute_is_only_a_warning(gate):
 
 
 def test_output_suites_catch_broken_tables(gate):
-    good = pl.DataFrame({"ds": [D0, D0], "arm": ["c", "t"], "attribute": ["g", "g"], "K": [2, 2],
-                         "reo": [0.2, 0.1], "se": [0.05, 0.05], "ci_low": [0.1, 0.0], "ci_high": [0.3, 0.2]})
+    good = pl.DataFrame(
+        {
+            "ds": [D0, D0],
+            "arm": ["c", "t"],
+            "attribute": ["g", "g"],
+            "K": [2, 2],
+            "reo": [0.2, 0.1],
+            "se": [0.05, 0.05],
+            "ci_low": [0.1, 0.0],
+            "ci_high": [0.3, 0.2],
+        }
+    )
     assert gate.validate("reo", reo_check_frame(good), {}, "reo", "t").success
     bad = good.with_columns(pl.Series("reo", [1.5, 0.1]), pl.Series("ci_low", [0.1, 0.15]))
     r = gate.validate("reo", reo_check_frame(bad), {}, "reo", "t")
@@ -207,15 +275,30 @@ def test_output_suites_catch_broken_tables(gate):
 
 
 def test_labels_and_scores_suites(gate):
-    labels = pl.DataFrame({"ds": [str(D0)] * 4, "item_id": ["a", "b", "c", "a"], "labeler_id": ["x", "x", "y", "x"],
-                           "label": ["1", "0", "1", "0"], "gold_label": ["1", None, "0", "1"],
-                           "grp": ["p", "q", "p", "q"]})
+    labels = pl.DataFrame(
+        {
+            "ds": [str(D0)] * 4,
+            "item_id": ["a", "b", "c", "a"],
+            "labeler_id": ["x", "x", "y", "x"],
+            "label": ["1", "0", "1", "0"],
+            "gold_label": ["1", None, "0", "1"],
+            "grp": ["p", "q", "p", "q"],
+        }
+    )
     params = {"required_columns": ["ds", "item_id", "labeler_id", "label", "gold_label", "grp"], "attributes": ["grp"]}
     r = gate.validate("labels_raw", labels, params, "labels", "t")
     assert r.failed_critical == ["one_label_per_item_and_labeler"]  # (a, x) labelled twice
     assert gate.validate("labels_raw", labels.head(3), params, "labels", "t").success
-    scores = pl.DataFrame({"ds": [str(D0)] * 3, "model": ["m"] * 3, "item_id": ["a", "b", "c"],
-                           "score": ["0.3", "7", "high"], "outcome": ["1", "0", None], "grp": ["p", "q", "p"]})
+    scores = pl.DataFrame(
+        {
+            "ds": [str(D0)] * 3,
+            "model": ["m"] * 3,
+            "item_id": ["a", "b", "c"],
+            "score": ["0.3", "7", "high"],
+            "outcome": ["1", "0", None],
+            "grp": ["p", "q", "p"],
+        }
+    )
     params = {"required_columns": ["ds", "model", "item_id", "score", "outcome", "grp"], "attributes": ["grp"]}
     assert gate.validate("scores_raw", scores, params, "scores", "t").failed_critical == ["score_is_number"]
 
@@ -240,14 +323,24 @@ def _day_file(offset: int, rng) -> pl.DataFrame:
     traffic = ["default"] * n_def + ["random"] * n_rand
     grp = rng.choice(["a", "b"], n_def + n_rand)
     y = rng.random(n_def + n_rand) < np.where(np.array(traffic) == "default", 0.35, 0.25)
-    f = pl.DataFrame({"ds": [ds] * len(traffic), "traffic": traffic, "arm": "all",
-                      "request_id": [f"{ds}-{i}" for i in range(len(traffic))], "item_id": "v",
-                      "s1": y.astype(int), "s2": np.zeros(len(traffic), int), "grp": grp})
+    f = pl.DataFrame(
+        {
+            "ds": [ds] * len(traffic),
+            "traffic": traffic,
+            "arm": "all",
+            "request_id": [f"{ds}-{i}" for i in range(len(traffic))],
+            "item_id": "v",
+            "s1": y.astype(int),
+            "s2": np.zeros(len(traffic), int),
+            "grp": grp,
+        }
+    )
     if offset == 1:
         f = f.with_columns(pl.when(pl.int_range(pl.len()) == 10).then(None).otherwise(pl.col("s1")).alias("s1"))
     elif offset == 2:
-        f = f.with_columns(pl.when(pl.int_range(pl.len()) == 7).then(pl.lit("explore")).otherwise(pl.col("traffic"))
-                           .alias("traffic"))
+        f = f.with_columns(
+            pl.when(pl.int_range(pl.len()) == 7).then(pl.lit("explore")).otherwise(pl.col("traffic")).alias("traffic")
+        )
     elif offset == 3:
         f = pl.concat([f, f.head(3)])
     elif offset == 4:
@@ -255,8 +348,12 @@ def _day_file(offset: int, rng) -> pl.DataFrame:
     elif offset == 5:
         f = f.filter(pl.col("traffic") == "random")
     elif offset == 6:
-        f = f.with_columns(pl.when((pl.col("grp") == "b") & (pl.col("traffic") == "default")).then(0)
-                           .otherwise(pl.col("s1")).alias("s1"))
+        f = f.with_columns(
+            pl.when((pl.col("grp") == "b") & (pl.col("traffic") == "default"))
+            .then(0)
+            .otherwise(pl.col("s1"))
+            .alias("s1")
+        )
     elif offset == 7:
         f = f.with_columns(pl.col("s2").cast(pl.String).replace({"0": "no"}))
     return f
@@ -270,9 +367,11 @@ def gated_backfill(tmp_path_factory, prefect_harness):
     for k in range(N_DAYS):
         _day_file(k, rng).write_parquet(root / "in" / f"{D0 + dt.timedelta(days=k)}.parquet")
     cfg = root / "fairmon.toml"
-    cfg.write_text('warehouse = "warehouse"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\n'
-                   'path = "in/{ds}.parquet"\nsignals = ["s1", "s2"]\nattributes = ["grp"]\n'
-                   "random_window_days = 1\n")
+    cfg.write_text(
+        'warehouse = "warehouse"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\n'
+        'path = "in/{ds}.parquet"\nsignals = ["s1", "s2"]\nattributes = ["grp"]\n'
+        "random_window_days = 1\n"
+    )
     end = D0 + dt.timedelta(days=N_DAYS - 1)
     res = CliRunner().invoke(app, ["backfill", "-c", str(cfg), "--start", str(D0), "--end", str(end)])
     rep = CliRunner().invoke(app, ["report", "-c", str(cfg), "--start", str(D0), "--end", str(end)])
@@ -283,7 +382,7 @@ def test_gated_backfill_quarantines_each_defect_day(gated_backfill):
     root, res, _ = gated_backfill
     assert res.exit_code == 1  # some days did not publish
     out = res.output
-    for offset, (_what, name) in DEFECT_DAYS.items():
+    for offset in DEFECT_DAYS:
         line = next(ln for ln in out.splitlines() if ln.startswith(f"│ {D0 + dt.timedelta(days=offset)}"))
         assert "quarantined" in line
     dq = read_table(root / "warehouse", "dq_results")
@@ -302,8 +401,13 @@ def test_clean_days_publish_and_record_every_suite(gated_backfill):
         ds = D0 + dt.timedelta(days=offset)
         day = dq.filter(pl.col("ds") == ds)
         assert day.get_column("success").all()
-        assert set(day.get_column("suite")) == {"impressions_raw", "impressions_day", "group_counts", "reo_group",
-                                                "reo"}
+        assert set(day.get_column("suite")) == {
+            "impressions_raw",
+            "impressions_day",
+            "group_counts",
+            "reo_group",
+            "reo",
+        }
         # 1,500 random rows are below Thm E.1's volume for ε = 0.1: a warning, not a block
         assert "random_traffic_sufficient" in " ".join(day.get_column("failed_warning").to_list())
         assert reo.filter(pl.col("ds") == ds).height == 1
@@ -341,7 +445,7 @@ def test_report_is_offline_gated_and_has_the_plots(gated_backfill):
     body = " ".join(p.text)
     assert "80% rule: REO = 11.1%" in body and "excluded day" in body
     # the excluded-days table names every bad day with its expectation
-    section = text[text.index("<h2>Excluded days</h2>"):text.index("<h2>Data quality</h2>")]
+    section = text[text.index("<h2>Excluded days</h2>") : text.index("<h2>Data quality</h2>")]
     for offset, (_what, name) in DEFECT_DAYS.items():
         assert str(D0 + dt.timedelta(days=offset)) in section and name in section
     assert str(D0) not in section and str(D0 + dt.timedelta(days=8)) not in section
@@ -359,8 +463,24 @@ def test_report_renders_in_headless_chromium(gated_backfill, tmp_path):
     root, _, _ = gated_backfill
     path = root / f"report_{D0}_{D0 + dt.timedelta(days=N_DAYS - 1)}.html"
     png = tmp_path / "report.png"
-    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                    f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1100,1400",
-                    f"--screenshot={png}", path.as_uri()], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1100,1400",
+            f"--screenshot={png}",
+            path.as_uri(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     assert png.stat().st_size > 20_000  # a rendered page with plots, not a blank one

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from transforms.reo import (
+from fairmon.transforms.reo import (
     EIGHTY_PERCENT_RULE_REO,
     delta_u_log_jacobian,
     estimate_reo,
@@ -17,12 +17,13 @@ from transforms.reo import (
     reo_log_gradient,
     reo_of_utilities,
 )
-from transforms.simulate import REGIMES, regime_spec, truth_tables
+from fairmon.transforms.simulate import REGIMES, regime_spec, truth_tables
 
 Z95 = 1.959963984540054
 
 
 # --- DESIGN §5 reference values -------------------------------------------------
+
 
 def test_eighty_percent_rule_is_one_ninth():
     assert reo_of_utilities([0.8, 1.0]) == pytest.approx(1 / 9, abs=1e-15)
@@ -56,8 +57,7 @@ def test_scale_invariance():
 # Var = (16/81)(0.04) -> SE = 0.8/9. Paper's v = (0.009 + 0.019, 0.004 + 0.004).
 # For K = 2, REO = |r-1|/(r+1) with r = U1/U2: dREO/dlog r = 2r/(r+1)^2 = 4/9 (check).
 
-HAND = dict(groups=["a", "b"], n_pos_rec=np.array([100, 200]), n_rec=1000,
-            n_pos_rand=np.array([50, 200]), n_rand=1000)
+HAND = dict(groups=["a", "b"], n_pos_rec=np.array([100, 200]), n_rec=1000, n_pos_rand=np.array([50, 200]), n_rand=1000)
 
 
 def test_hand_table_point_estimates():
@@ -95,6 +95,7 @@ def test_confidence_level_changes_width():
 
 # --- independent implementation: Algorithm 1 in matrix form ----------------------
 
+
 def algorithm1(Q, P, n_rec, n_rand, full):
     """Var(REO) = HᵀGᵀΓGH and Var(ΔU) = diag(GᵀΓG), literally, with Γ = Cov(Û)."""
     U = Q / P
@@ -129,12 +130,14 @@ def test_closed_form_matches_matrix_algorithm_1(method, full, seed):
 def test_gradients_match_finite_differences():
     U = np.array([0.7, 1.3, 1.1, 0.4])
     h = 1e-6
-    num = np.array([(reo_of_utilities(U * np.exp(h * e)) - reo_of_utilities(U * np.exp(-h * e))) / (2 * h)
-                    for e in np.eye(4)])
+    num = np.array(
+        [(reo_of_utilities(U * np.exp(h * e)) - reo_of_utilities(U * np.exp(-h * e))) / (2 * h) for e in np.eye(4)]
+    )
     assert reo_log_gradient(U) == pytest.approx(num, abs=1e-8)
     assert reo_log_gradient(U).sum() == pytest.approx(0, abs=1e-14)
-    numA = np.array([(relative_utilities(U * np.exp(h * e)) - relative_utilities(U * np.exp(-h * e))) / (2 * h)
-                     for e in np.eye(4)]).T
+    numA = np.array(
+        [(relative_utilities(U * np.exp(h * e)) - relative_utilities(U * np.exp(-h * e))) / (2 * h) for e in np.eye(4)]
+    ).T
     assert delta_u_log_jacobian(U) == pytest.approx(numA, abs=1e-8)
 
 
@@ -144,6 +147,7 @@ def test_log_utility_variance_rejects_unknown_method():
 
 
 # --- undefined cases: NaN with a reason, never an exception ----------------------
+
 
 def test_zero_random_positives_gives_nan_with_reason():
     e = estimate_reo(["a", "b"], np.array([10, 20]), 100, np.array([0, 5]), 100)
@@ -166,7 +170,9 @@ def test_equal_utilities_reo_zero_has_undefined_se():
     assert e.reo == 0.0
     assert math.isnan(e.se)
     assert "REO = 0" in e.reason
-    assert e.se_delta_U == pytest.approx(np.sqrt((delta_u_log_jacobian(e.U) ** 2) @ (1 / (e.Q * 100) + 1 / (e.P * 100))))
+    assert e.se_delta_U == pytest.approx(
+        np.sqrt((delta_u_log_jacobian(e.U) ** 2) @ (1 / (e.Q * 100) + 1 / (e.P * 100)))
+    )
 
 
 def test_no_random_traffic_and_single_group():
@@ -176,11 +182,17 @@ def test_no_random_traffic_and_single_group():
     assert math.isnan(e1.reo) and "K = 1" in e1.reason
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(groups=["a"], n_pos_rec=np.array([1, 2]), n_rec=5, n_pos_rand=np.array([1]), n_rand=5), "shape"),
-    (dict(groups=["a", "b"], n_pos_rec=np.array([-1, 2]), n_rec=5, n_pos_rand=np.array([1, 1]), n_rand=5), "non-negative"),
-    (dict(groups=["a", "b"], n_pos_rec=np.array([4, 2]), n_rec=5, n_pos_rand=np.array([1, 1]), n_rand=5), "exceed"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(groups=["a"], n_pos_rec=np.array([1, 2]), n_rec=5, n_pos_rand=np.array([1]), n_rand=5), "shape"),
+        (
+            dict(groups=["a", "b"], n_pos_rec=np.array([-1, 2]), n_rec=5, n_pos_rand=np.array([1, 1]), n_rand=5),
+            "non-negative",
+        ),
+        (dict(groups=["a", "b"], n_pos_rec=np.array([4, 2]), n_rec=5, n_pos_rand=np.array([1, 1]), n_rand=5), "exceed"),
+    ],
+)
 def test_malformed_input_raises(kwargs, match):
     with pytest.raises(ValueError, match=match):
         estimate_reo(**kwargs)
@@ -194,6 +206,7 @@ def test_bad_level_and_method_raise():
 
 
 # --- naive diagnostics ----------------------------------------------------------
+
 
 def test_naive_recommended_only_hand_value():
     # rates within default traffic: 100/400 = 0.25, 200/600 = 1/3 -> REO = (1/24)/(7/24) = 1/7

@@ -9,26 +9,38 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipelines import adapters, db, timing
-from pipelines.adapters import prefetch_profiles, read_unit, units_for_day
-from pipelines.config import load_config
-from pipelines.flows import build_docs, docs_deferred, gate_for
-from pipelines.quality import QualityGate
-from transforms.quality import raw_check_frame
+from fairmon.pipelines import timing
+from fairmon.pipelines.config import load_config
+from fairmon.pipelines.flows import build_docs, docs_deferred, gate_for
+from fairmon.pipelines.ingest import adapters
+from fairmon.pipelines.ingest.adapters import prefetch_profiles, read_unit, units_for_day
+from fairmon.pipelines.quality import QualityGate
+from fairmon.pipelines.storage import db
+from fairmon.transforms.quality import raw_check_frame
 
 D0 = dt.date(2026, 8, 3)
-CFG = ('warehouse = "warehouse"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\n'
-       'path = "in/{ds}.parquet"\nsignals = ["s1", "s2"]\nattributes = ["g"]\nrandom_window_days = 1\n')
+CFG = (
+    'warehouse = "warehouse"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\n'
+    'path = "in/{ds}.parquet"\nsignals = ["s1", "s2"]\nattributes = ["g"]\nrandom_window_days = 1\n'
+)
 
 
 def _day(root, ds, n, rng, dup_rows=0):
     ids = [f"r{i}" for i in range(n)]
     for i in range(dup_rows):  # rows 10+i repeat the id (and traffic) of row i
         ids[10 + i] = ids[i]
-    f = pl.DataFrame({
-        "ds": [ds] * n, "traffic": ["random" if i % 5 == 4 else "default" for i in range(n)], "arm": "all",
-        "request_id": ids, "item_id": ["v"] * n,
-        "s1": rng.random(n) < 0.3, "s2": rng.random(n) < 0.1, "g": rng.choice(["a", "b", "c"], n)})
+    f = pl.DataFrame(
+        {
+            "ds": [ds] * n,
+            "traffic": ["random" if i % 5 == 4 else "default" for i in range(n)],
+            "arm": "all",
+            "request_id": ids,
+            "item_id": ["v"] * n,
+            "s1": rng.random(n) < 0.3,
+            "s2": rng.random(n) < 0.1,
+            "g": rng.choice(["a", "b", "c"], n),
+        }
+    )
     f.write_parquet(root / "in" / f"{ds}.parquet")
     return f
 
@@ -45,8 +57,12 @@ def three_days(tmp_path):
 
 def _expected_profile(frame):
     cols = ["ds", "traffic", "arm", "s1", "s2", "g"]
-    return (frame.with_row_index("r").group_by(cols).agg(pl.len().alias("__n"), (pl.col("r").min() + 1).alias("first"))
-            .sort("first"))
+    return (
+        frame.with_row_index("r")
+        .group_by(cols)
+        .agg(pl.len().alias("__n"), (pl.col("r").min() + 1).alias("first"))
+        .sort("first")
+    )
 
 
 def test_prefetched_profiles_equal_per_file_profiles_and_the_rows(three_days):
@@ -58,8 +74,11 @@ def test_prefetched_profiles_equal_per_file_profiles_and_the_rows(three_days):
         got = read_unit(cfg, u)  # taken from the prefetch
         assert got.equals(alone)
         exp = _expected_profile(frames[u.ds_end])
-        merged = (got.group_by("ds", "traffic", "arm", "s1", "s2", "g")  # rows with duplicated ids are apart
-                  .agg(pl.col("__n").sum(), pl.col("__first_row").min()).sort("__first_row"))
+        merged = (
+            got.group_by("ds", "traffic", "arm", "s1", "s2", "g")  # rows with duplicated ids are apart
+            .agg(pl.col("__n").sum(), pl.col("__first_row").min())
+            .sort("__first_row")
+        )
         assert merged.get_column("__n").to_list() == exp.get_column("__n").to_list()
         assert merged.get_column("__first_row").to_list() == exp.get_column("first").to_list()
     assert not adapters._prefetched  # every profile was taken
@@ -83,8 +102,12 @@ def test_gx_sees_the_profile_and_names_file_rows(three_days, tmp_path):
     cfg, days, _ = three_days
     prof = read_unit(cfg, units_for_day(cfg, days[1])[0])
     gate = QualityGate(tmp_path / "gx")
-    params = {"required_columns": ["ds", "traffic", "arm", "s1", "s2", "g"], "signals": ["s1", "s2"],
-              "attributes": ["g"], "traffic_values": ["default", "random"]}
+    params = {
+        "required_columns": ["ds", "traffic", "arm", "s1", "s2", "g"],
+        "signals": ["s1", "s2"],
+        "attributes": ["g"],
+        "traffic_values": ["default", "random"],
+    }
     r = gate.validate("impressions_raw", raw_check_frame(prof, ["ds", "traffic", "s1", "s2"]), params, "f", "t")
     (f,) = r.failures
     assert f["name"] == "ids_unique" and f["unexpected_count"] == 6 and f["rows"][0] == 1
@@ -101,9 +124,8 @@ def test_nested_clocks_count_each_second_once(tmp_path):
     assert book["counts"] == book["estimators"] == book["writes"] == 0.0
     with timing.within("checks"):  # outside any run: nothing to record, no error
         pass
-    with pytest.raises(ValueError, match="unknown stage"):
-        with timing.clock(tmp_path, D0, "parsing"):
-            pass
+    with pytest.raises(ValueError, match="unknown stage"), timing.clock(tmp_path, D0, "parsing"):
+        pass
 
 
 def test_a_session_shares_one_connection_until_the_last_one_ends(tmp_path):
@@ -122,9 +144,21 @@ def test_a_session_shares_one_connection_until_the_last_one_ends(tmp_path):
 def test_data_docs_are_built_once_per_deferred_block(three_days):
     cfg, days, _ = three_days
     gate = gate_for(cfg)
-    frame = pl.DataFrame({"ds": [D0], "table": ["t"], "suite": ["s"], "subject": ["x"], "success": [True],
-                          "n_expectations": [1], "n_failed": [0], "n_warnings": [0], "failed_critical": [""],
-                          "failed_warning": [""], "details": ["[]"]})
+    frame = pl.DataFrame(
+        {
+            "ds": [D0],
+            "table": ["t"],
+            "suite": ["s"],
+            "subject": ["x"],
+            "success": [True],
+            "n_expectations": [1],
+            "n_failed": [0],
+            "n_warnings": [0],
+            "failed_critical": [""],
+            "failed_warning": [""],
+            "details": ["[]"],
+        }
+    )
     calls = []
     real = gate.ctx.build_data_docs
     gate.ctx.build_data_docs = lambda **kw: calls.append(kw) or real(**kw)
@@ -144,9 +178,22 @@ def test_suites_are_stored_once_per_process_unless_they_change(tmp_path):
     gate = QualityGate(tmp_path / "gx")
     stored = []
     real = gate.ctx.checkpoints.add_or_update
-    gate.ctx.checkpoints.add_or_update = lambda checkpoint: stored.append(checkpoint.name) or real(checkpoint=checkpoint)
-    frame = pl.DataFrame({"ds": [D0], "arm": ["c"], "attribute": ["g"], "K": [2], "reo": [0.1], "se": [0.01],
-                          "ci_low": [0.08], "ci_high": [0.12], "reo_max": [1.0]})
+    gate.ctx.checkpoints.add_or_update = lambda checkpoint: (
+        stored.append(checkpoint.name) or real(checkpoint=checkpoint)
+    )
+    frame = pl.DataFrame(
+        {
+            "ds": [D0],
+            "arm": ["c"],
+            "attribute": ["g"],
+            "K": [2],
+            "reo": [0.1],
+            "se": [0.01],
+            "ci_low": [0.08],
+            "ci_high": [0.12],
+            "reo_max": [1.0],
+        }
+    )
     for _ in range(3):
         assert gate.validate("reo", frame, {}, "reo", "t").success
     assert stored == ["fairmon-reo"]
@@ -155,7 +202,7 @@ def test_suites_are_stored_once_per_process_unless_they_change(tmp_path):
 
 
 def test_prestaged_range_counts_serve_the_days_until_something_is_staged(three_days):
-    from pipelines.flows import count_groups, prestage_impressions, stage_unit
+    from fairmon.pipelines.flows import count_groups, prestage_impressions, stage_unit
 
     cfg, days, _ = three_days
     with db.session(cfg.duckdb_path):

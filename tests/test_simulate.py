@@ -6,8 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from transforms.reo import reo_of_utilities
-from transforms.simulate import (
+from fairmon.transforms.reo import reo_of_utilities
+from fairmon.transforms.simulate import (
     TIKTOK_SIGNALS,
     SimulationSpec,
     simulate_day,
@@ -15,8 +15,13 @@ from transforms.simulate import (
     truth_tables,
 )
 
-SPEC = SimulationSpec(days=3, rows_per_day=200_000, random_rows_per_day=100_000,
-                      arms={"control": {}, "deboost": {0: 1.25}, "boost": {1: 2.0}}, seed=4)
+SPEC = SimulationSpec(
+    days=3,
+    rows_per_day=200_000,
+    random_rows_per_day=100_000,
+    arms={"control": {}, "deboost": {0: 1.25}, "boost": {1: 2.0}},
+    seed=4,
+)
 
 
 def test_default_truth_values():
@@ -69,12 +74,15 @@ def test_deterministic_by_seed():
     assert not simulate_day(other, 2).equals(simulate_day(SPEC, 2))
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(rec_share=(0.5, 0.6)), "sum to 1"),
-    (dict(rec_rate=(0.3,)), "same length"),
-    (dict(rand_rate=(0.3, 1.2)), r"\[0, 1\]"),
-    (dict(arms={"x": {5: 2.0}}), "group indices"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(rec_share=(0.5, 0.6)), "sum to 1"),
+        (dict(rec_rate=(0.3,)), "same length"),
+        (dict(rand_rate=(0.3, 1.2)), r"\[0, 1\]"),
+        (dict(arms={"x": {5: 2.0}}), "group indices"),
+    ],
+)
 def test_spec_validation(kwargs, match):
     with pytest.raises(ValueError, match=match):
         SimulationSpec(**kwargs)
@@ -83,5 +91,8 @@ def test_spec_validation(kwargs, match):
 def test_pools_cover_the_days():
     spec = SimulationSpec(days=10, random_pool_days=4)
     s = spec.start
-    assert spec.pools() == [(s, s + dt.timedelta(3)), (s + dt.timedelta(4), s + dt.timedelta(7)),
-                            (s + dt.timedelta(8), s + dt.timedelta(9))]
+    assert spec.pools() == [
+        (s, s + dt.timedelta(3)),
+        (s + dt.timedelta(4), s + dt.timedelta(7)),
+        (s + dt.timedelta(8), s + dt.timedelta(9)),
+    ]

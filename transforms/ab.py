@@ -6,7 +6,7 @@ D_k = ΔU_k^T − ΔU_k^C. Methods (DESIGN §4.1):
 
 * ``delta`` (default): joint delta method through the shared P̂,
   Var(D) = Σ g_T²/(Q_T n_T) + Σ g_C²/(Q_C n_C) + Σ (g_T − g_C)²/(P n_rand),
-  with g = ∂metric/∂log U (see :mod:`transforms.reo`);
+  with g = ∂metric/∂log U (see :mod:`fairmon.transforms.reo`);
 * ``delta_paper``: Algorithm 2 as printed, SE = sqrt(SE_T² + SE_C²) with the
   paper's diagonal single-arm SEs; ignores that both arms share P̂ (too wide);
 * ``partition``: Algorithm 3, the rows of each arm and of the random traffic
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from transforms.bootstrap import delta_u_rows, reo_rows, resample_counts, utilities
-from transforms.reo import delta_u_log_jacobian, log_utility_variance, reo_log_gradient, z_value
+from fairmon.transforms.bootstrap import delta_u_rows, reo_rows, resample_counts, utilities
+from fairmon.transforms.reo import delta_u_log_jacobian, log_utility_variance, reo_log_gradient, z_value
 
 AB_METHODS = ("delta", "delta_paper", "partition", "bootstrap")
 
@@ -65,8 +65,9 @@ def _normal(metric, diff, se, level, method, reason=None) -> ABEstimate:
         return ABEstimate(metric, float(diff), nan, nan, nan, nan, method, reason=reason or "SE undefined")
     z = z_value(level)
     p = float(2 * stats.norm.sf(abs(diff) / se))
-    return ABEstimate(metric, float(diff), float(se), float(diff - z * se), float(diff + z * se), p, method,
-                      reason=reason)
+    return ABEstimate(
+        metric, float(diff), float(se), float(diff - z * se), float(diff + z * se), p, method, reason=reason
+    )
 
 
 def welch(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -99,9 +100,12 @@ def split_counts(pos: np.ndarray, n: int, M: int, rng: np.random.Generator) -> t
 
 def ab_estimates(
     groups: list[str],
-    a_T: np.ndarray, n_T: int,
-    a_C: np.ndarray, n_C: int,
-    b: np.ndarray, n_rand: int,
+    a_T: np.ndarray,
+    n_T: int,
+    a_C: np.ndarray,
+    n_C: int,
+    b: np.ndarray,
+    n_rand: int,
     *,
     methods: tuple[str, ...] = ("delta",),
     level: float = 0.95,
@@ -140,8 +144,11 @@ def ab_estimates(
     diff = _metrics(U_T) - _metrics(U_C) if K >= 1 else np.array([])
     if reason:
         nan = float("nan")
-        return [ABEstimate(m, float(d) if np.isfinite(d) else nan, nan, nan, nan, nan, meth, reason=reason)
-                for meth in methods for m, d in zip(names, np.atleast_1d(diff))]
+        return [
+            ABEstimate(m, float(d) if np.isfinite(d) else nan, nan, nan, nan, nan, meth, reason=reason)
+            for meth in methods
+            for m, d in zip(names, np.atleast_1d(diff))
+        ]
 
     Q_T, Q_C, P = a_T / n_T, a_C / n_C, b / n_rand
     out: list[ABEstimate] = []
@@ -162,8 +169,11 @@ def ab_estimates(
             for j, (m, d) in enumerate(zip(names, diff)):
                 x, y = mT[:, j], mC[:, j]
                 if not (np.isfinite(x).all() and np.isfinite(y).all()):
-                    out.append(ABEstimate(m, float(d), *[float("nan")] * 4, method,
-                                          reason="a fold has P_k = 0; use fewer folds"))
+                    out.append(
+                        ABEstimate(
+                            m, float(d), *[float("nan")] * 4, method, reason="a fold has P_k = 0; use fewer folds"
+                        )
+                    )
                     continue
                 se, nu = welch(x, y)
                 t = stats.t.ppf(0.5 + level / 2, nu)
@@ -178,8 +188,7 @@ def ab_estimates(
             for j, (m, d) in enumerate(zip(names, diff)):
                 col = d_b[:, j]
                 if not np.isfinite(col).all():
-                    out.append(ABEstimate(m, float(d), *[float("nan")] * 4, method,
-                                          reason="a resample has P_k = 0"))
+                    out.append(ABEstimate(m, float(d), *[float("nan")] * 4, method, reason="a resample has P_k = 0"))
                     continue
                 se = float(col.std(ddof=1))
                 lo, hi = np.quantile(col, [(1 - level) / 2, (1 + level) / 2])

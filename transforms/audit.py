@@ -41,8 +41,9 @@ def sample_size_ratio(n_groups: int, n_levels: int, delta: float) -> float:
     return 4 * math.log(3 * x) / math.log(2 * x)
 
 
-def score_histograms(scores: np.ndarray, groups: np.ndarray, qualified: np.ndarray,
-                     bins: np.ndarray, group_names: list[str]) -> np.ndarray:
+def score_histograms(
+    scores: np.ndarray, groups: np.ndarray, qualified: np.ndarray, bins: np.ndarray, group_names: list[str]
+) -> np.ndarray:
     """n_{a,q,y}: counts of qualified individuals per group (rows, in
     ``group_names`` order) and score bin (columns; ``bins`` are the bin edges,
     right-open, last bin closed). Shape (|A|, |Y|)."""
@@ -76,8 +77,9 @@ def fairness_gap(P: np.ndarray) -> float:
     return float(np.nanmax(np.nanmax(P, axis=0) - np.nanmin(P, axis=0)))
 
 
-def audit_decision(efg: float, n_min: int, alpha: float, delta: float, epsilon: float, n_groups: int,
-                   n_levels: int) -> dict:
+def audit_decision(
+    efg: float, n_min: int, alpha: float, delta: float, epsilon: float, n_groups: int, n_levels: int
+) -> dict:
     """The (α, δ, ε) decision (seed 000 Theorem 1, as we apply it): when
     min_a n_{a,q} meets eq. 7 and ε > α/2, the release supports "fair" if
     EFG ≤ α and "unfair" otherwise, each with confidence 1 − δ; if a condition
@@ -89,5 +91,13 @@ def audit_decision(efg: float, n_min: int, alpha: float, delta: float, epsilon: 
     if not epsilon > alpha / 2:
         problems.append(f"epsilon {epsilon} is not above alpha/2 = {alpha / 2}")
     decision = "inconclusive" if problems else ("fair" if efg <= alpha else "unfair")
-    return {"decision": decision, "efg": efg, "alpha": alpha, "delta": delta, "epsilon": epsilon,
-            "min_group_n": n_min, "required_n": need, "conditions_failed": problems}
+    return {
+        "decision": decision,
+        "efg": efg,
+        "alpha": alpha,
+        "delta": delta,
+        "epsilon": epsilon,
+        "min_group_n": n_min,
+        "required_n": need,
+        "conditions_failed": problems,
+    }

@@ -37,7 +37,8 @@ def utilities(a: np.ndarray, n_rec, b: np.ndarray, n_rand) -> np.ndarray:
     """U = (a/n_rec)/(b/n_rand), broadcasting over leading axes; NaN where b = 0."""
     with np.errstate(invalid="ignore", divide="ignore"):
         return (np.asarray(a, float) / np.asarray(n_rec, float)[..., None]) / (
-            np.asarray(b, float) / np.asarray(n_rand, float)[..., None])
+            np.asarray(b, float) / np.asarray(n_rand, float)[..., None]
+        )
 
 
 def resample_counts(pos: np.ndarray, n: int, B: int, rng: np.random.Generator) -> np.ndarray:
@@ -53,8 +54,9 @@ def resample_counts(pos: np.ndarray, n: int, B: int, rng: np.random.Generator) -
     return rng.multinomial(n, p, size=B)[:, :-1]
 
 
-def grouped_jackknife(stat: Callable[..., np.ndarray], samples: Sequence[tuple[np.ndarray, int]]
-                      ) -> list[tuple[np.ndarray, np.ndarray]]:
+def grouped_jackknife(
+    stat: Callable[..., np.ndarray], samples: Sequence[tuple[np.ndarray, int]]
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """Leave-one-row-out values of ``stat`` for each sample, grouped by cell.
 
     ``samples``: [(positives (K,), n rows), ...]; ``stat(*pos_arrays, *ns)``
@@ -109,8 +111,9 @@ def bca_levels(theta_hat: float, theta_b: np.ndarray, a_hat: float, level: float
     return out[0], out[1]
 
 
-def bootstrap_interval(theta_hat: float, theta_b: np.ndarray, method: str, level: float,
-                       a_hat: float = 0.0) -> tuple[float, float, float]:
+def bootstrap_interval(
+    theta_hat: float, theta_b: np.ndarray, method: str, level: float, a_hat: float = 0.0
+) -> tuple[float, float, float]:
     """(ci_low, ci_high, se) from a bootstrap distribution.
 
     ``percentile``: quantiles (1−level)/2 and (1+level)/2; ``normal``:
@@ -139,8 +142,17 @@ def bootstrap_interval(theta_hat: float, theta_b: np.ndarray, method: str, level
     return float(lo), float(hi), se
 
 
-def single_arm_bootstrap(a: np.ndarray, n_rec: int, b: np.ndarray, n_rand: int, *, method: str, level: float,
-                         B: int, rng: np.random.Generator) -> dict:
+def single_arm_bootstrap(
+    a: np.ndarray,
+    n_rec: int,
+    b: np.ndarray,
+    n_rand: int,
+    *,
+    method: str,
+    level: float,
+    B: int,
+    rng: np.random.Generator,
+) -> dict:
     """Bootstrap CIs of REO and every ΔU_k for one arm (seed 001 §4.3, Fig. 7).
 
     Resamples default and random traffic independently (multinomial on the
@@ -160,8 +172,7 @@ def single_arm_bootstrap(a: np.ndarray, n_rec: int, b: np.ndarray, n_rand: int, 
         acc = bca_acceleration(grouped_jackknife(stat, samples)) if method == "bootstrap_bca" else 0.0
         return bootstrap_interval(theta_hat, theta_b, method, level, acc)
 
-    out = {"reo": interval(float(reo_rows(U)), reo_rows(U_b),
-                           lambda p, q, n, m: reo_rows(utilities(p, n, q, m)))}
+    out = {"reo": interval(float(reo_rows(U)), reo_rows(U_b), lambda p, q, n, m: reo_rows(utilities(p, n, q, m)))}
     dU, dU_b = delta_u_rows(U), delta_u_rows(U_b)
     out["delta_U"] = [
         interval(float(dU[k]), dU_b[:, k], lambda p, q, n, m, k=k: delta_u_rows(utilities(p, n, q, m))[:, k])

@@ -32,5 +32,7 @@ def compas_scores(raw: pl.DataFrame, *, propublica_filter: bool = True) -> pl.Da
         pl.col("person_id").cast(pl.String).alias("item_id"),
         pl.col("decile_score").alias("score"),
         pl.col("two_year_recid").alias("outcome"),
-        "race", "sex", "age_cat",
+        "race",
+        "sex",
+        "age_cat",
     )

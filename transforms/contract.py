@@ -18,7 +18,7 @@ rule (any/all) over the signal columns. Attribute values are kept as strings
 The input may be the rows themselves or a *profile* of them (one row per
 distinct combination of the contract columns, with its row count in
 ``__n`` and its first file row in ``__first_row``, as
-:mod:`pipelines.adapters` computes it in DuckDB); errors then still name
+:mod:`fairmon.pipelines.ingest.adapters` computes it in DuckDB); errors then still name
 the first file row with the bad value.
 """
 
@@ -159,21 +159,46 @@ def normalize_impressions(
     type, an unknown traffic value, or a row dated outside the file's day.
     """
     try:
-        staged = _normalize_impressions(raw, file=file, signals=signals, attributes=attributes,
-                                        label_rule=label_rule, traffic_stages=traffic_stages, ds=ds,
-                                        ds_start=ds_start, traffic=traffic, default_arm=default_arm)
+        staged = _normalize_impressions(
+            raw,
+            file=file,
+            signals=signals,
+            attributes=attributes,
+            label_rule=label_rule,
+            traffic_stages=traffic_stages,
+            ds=ds,
+            ds_start=ds_start,
+            traffic=traffic,
+            default_arm=default_arm,
+        )
     except InputContractError as e:
         if e.row is None or PROFILE_ROW not in raw.columns:
             raise
-        raise InputContractError(e.message, file=e.file, column=e.column,
-                                 row=int(raw.get_column(PROFILE_ROW)[e.row - 1])) from None
+        raise InputContractError(
+            e.message, file=e.file, column=e.column, row=int(raw.get_column(PROFILE_ROW)[e.row - 1])
+        ) from None
     keys = [c for c in staged.columns if c not in ("n", "src_row")]
-    return (staged.group_by(keys).agg(pl.col("n").sum(), pl.col("src_row").min())
-            .sort("src_row").select(*keys[:-1], "n", "src_file", "src_row"))
+    return (
+        staged.group_by(keys)
+        .agg(pl.col("n").sum(), pl.col("src_row").min())
+        .sort("src_row")
+        .select(*keys[:-1], "n", "src_file", "src_row")
+    )
 
 
-def _normalize_impressions(raw: pl.DataFrame, *, file: str, signals: list[str], attributes: list[str],
-                           label_rule: str, traffic_stages, ds, ds_start, traffic, default_arm) -> pl.DataFrame:
+def _normalize_impressions(
+    raw: pl.DataFrame,
+    *,
+    file: str,
+    signals: list[str],
+    attributes: list[str],
+    label_rule: str,
+    traffic_stages,
+    ds,
+    ds_start,
+    traffic,
+    default_arm,
+) -> pl.DataFrame:
     if raw.height == 0:
         raise InputContractError("file has no rows", file=file)
     cols = set(raw.columns)
@@ -200,15 +225,20 @@ def _normalize_impressions(raw: pl.DataFrame, *, file: str, signals: list[str], 
         if bad.any():
             i = _first_bad_row(bad)
             raise InputContractError(
-                f"unknown traffic value {tr[i - 1]!r}; allowed: {', '.join(allowed)}", file=file, column="traffic", row=i
+                f"unknown traffic value {tr[i - 1]!r}; allowed: {', '.join(allowed)}",
+                file=file,
+                column="traffic",
+                row=i,
             )
     elif traffic is not None:
         tr = pl.Series("traffic", [traffic] * raw.height, dtype=pl.String)
     else:
         raise InputContractError("required column is missing", file=file, column="traffic")
 
-    arm = raw.get_column("arm").cast(pl.String).fill_null(default_arm) if "arm" in cols else pl.Series(
-        "arm", [default_arm] * raw.height, dtype=pl.String
+    arm = (
+        raw.get_column("arm").cast(pl.String).fill_null(default_arm)
+        if "arm" in cols
+        else pl.Series("arm", [default_arm] * raw.height, dtype=pl.String)
     )
     sig = [parse_bool(raw.get_column(c), file=file, column=c).alias(c) for c in signals]
     sig_frame = pl.DataFrame(sig)
@@ -226,9 +256,14 @@ def _normalize_impressions(raw: pl.DataFrame, *, file: str, signals: list[str], 
     for a in attributes:
         out[ATTR_PREFIX + a] = raw.get_column(a).cast(pl.String).alias(ATTR_PREFIX + a)
     out["src_file"] = pl.Series("src_file", [file] * raw.height, dtype=pl.String)
-    out["n"] = (raw.get_column(PROFILE_N) if PROFILE_N in cols else pl.Series([1] * raw.height)).cast(pl.Int64).alias("n")
-    out["src_row"] = (raw.get_column(PROFILE_ROW) if PROFILE_ROW in cols else
-                      pl.int_range(1, raw.height + 1, eager=True)).cast(pl.Int64).alias("src_row")
+    out["n"] = (
+        (raw.get_column(PROFILE_N) if PROFILE_N in cols else pl.Series([1] * raw.height)).cast(pl.Int64).alias("n")
+    )
+    out["src_row"] = (
+        (raw.get_column(PROFILE_ROW) if PROFILE_ROW in cols else pl.int_range(1, raw.height + 1, eager=True))
+        .cast(pl.Int64)
+        .alias("src_row")
+    )
     return pl.DataFrame(list(out.values()))
 
 
@@ -248,8 +283,10 @@ def parse_float(s: pl.Series, *, file: str, column: str) -> pl.Series:
 
 
 def _attrs_and_source(raw: pl.DataFrame, attributes: list[str], file: str) -> list[pl.Series]:
-    return [*(raw.get_column(a).cast(pl.String).alias(ATTR_PREFIX + a) for a in attributes),
-            pl.Series("src_file", [file] * raw.height, dtype=pl.String)]
+    return [
+        *(raw.get_column(a).cast(pl.String).alias(ATTR_PREFIX + a) for a in attributes),
+        pl.Series("src_file", [file] * raw.height, dtype=pl.String),
+    ]
 
 
 def _require(raw: pl.DataFrame, columns: list[str], file: str) -> None:
@@ -272,10 +309,12 @@ LABELS_COLUMNS = {"ds": "date", "item_id": "str", "labeler_id": "str", "label": 
 
 def _normalize_log(raw: pl.DataFrame, columns: dict[str, str], *, file: str, attributes: list[str]) -> pl.DataFrame:
     _require(raw, [*columns, *attributes], file)
-    return pl.DataFrame([
-        *(_PARSERS[kind](raw.get_column(c), file=file, column=c).alias(c) for c, kind in columns.items()),
-        *_attrs_and_source(raw, attributes, file),
-    ])
+    return pl.DataFrame(
+        [
+            *(_PARSERS[kind](raw.get_column(c), file=file, column=c).alias(c) for c, kind in columns.items()),
+            *_attrs_and_source(raw, attributes, file),
+        ]
+    )
 
 
 def normalize_scores(raw: pl.DataFrame, *, file: str, attributes: list[str]) -> pl.DataFrame:

@@ -9,31 +9,73 @@ import itertools
 import numpy as np
 import polars as pl
 
-from transforms.contract import ATTR_PREFIX
-from transforms.sdt import compare_log_cost_ratio, sdt_estimate
-from transforms.threshold import group_difference, prevalence_at_threshold
+from fairmon.transforms.contract import ATTR_PREFIX
+from fairmon.transforms.sdt import compare_log_cost_ratio, sdt_estimate
+from fairmon.transforms.threshold import group_difference, prevalence_at_threshold
 
 ALL = "*"
 
 PREVALENCE_SCHEMA = {
-    "ds": pl.Date, "model": pl.String, "attribute": pl.String, "group": pl.String, "t": pl.Float64,
-    "d": pl.Float64, "window_start": pl.Date, "window_end": pl.Date, "n_window": pl.Int64,
-    "prevalence_at_threshold": pl.Float64, "se": pl.Float64, "ci_low": pl.Float64, "ci_high": pl.Float64,
-    "implied_cost_ratio": pl.Float64, "cost_ratio_ci_low": pl.Float64, "cost_ratio_ci_high": pl.Float64,
-    "naive_window_mean": pl.Float64, "slope": pl.Float64, "hc": pl.String, "reason": pl.String,
+    "ds": pl.Date,
+    "model": pl.String,
+    "attribute": pl.String,
+    "group": pl.String,
+    "t": pl.Float64,
+    "d": pl.Float64,
+    "window_start": pl.Date,
+    "window_end": pl.Date,
+    "n_window": pl.Int64,
+    "prevalence_at_threshold": pl.Float64,
+    "se": pl.Float64,
+    "ci_low": pl.Float64,
+    "ci_high": pl.Float64,
+    "implied_cost_ratio": pl.Float64,
+    "cost_ratio_ci_low": pl.Float64,
+    "cost_ratio_ci_high": pl.Float64,
+    "naive_window_mean": pl.Float64,
+    "slope": pl.Float64,
+    "hc": pl.String,
+    "reason": pl.String,
 }
 PREVALENCE_DIFF_SCHEMA = {
-    "ds": pl.Date, "model": pl.String, "attribute": pl.String, "group_a": pl.String, "group_b": pl.String,
-    "t": pl.Float64, "d": pl.Float64, "diff": pl.Float64, "se": pl.Float64, "ci_low": pl.Float64,
-    "ci_high": pl.Float64, "p_value": pl.Float64,
+    "ds": pl.Date,
+    "model": pl.String,
+    "attribute": pl.String,
+    "group_a": pl.String,
+    "group_b": pl.String,
+    "t": pl.Float64,
+    "d": pl.Float64,
+    "diff": pl.Float64,
+    "se": pl.Float64,
+    "ci_low": pl.Float64,
+    "ci_high": pl.Float64,
+    "p_value": pl.Float64,
 }
 SDT_SCHEMA = {
-    "ds": pl.Date, "attribute": pl.String, "group": pl.String, "labeler_id": pl.String, "window_start": pl.Date,
-    "window_end": pl.Date, "n_pos": pl.Int64, "n_neg": pl.Int64, "fpr": pl.Float64, "fnr": pl.Float64,
-    "prevalence": pl.Float64, "criterion_t": pl.Float64, "se_t": pl.Float64, "d_prime": pl.Float64,
-    "se_d_prime": pl.Float64, "implied_threshold": pl.Float64, "implied_threshold_ci_low": pl.Float64,
-    "implied_threshold_ci_high": pl.Float64, "cost_ratio": pl.Float64, "cost_ratio_ci_low": pl.Float64,
-    "cost_ratio_ci_high": pl.Float64, "corrected": pl.Boolean, "p_vs_pool": pl.Float64, "reason": pl.String,
+    "ds": pl.Date,
+    "attribute": pl.String,
+    "group": pl.String,
+    "labeler_id": pl.String,
+    "window_start": pl.Date,
+    "window_end": pl.Date,
+    "n_pos": pl.Int64,
+    "n_neg": pl.Int64,
+    "fpr": pl.Float64,
+    "fnr": pl.Float64,
+    "prevalence": pl.Float64,
+    "criterion_t": pl.Float64,
+    "se_t": pl.Float64,
+    "d_prime": pl.Float64,
+    "se_d_prime": pl.Float64,
+    "implied_threshold": pl.Float64,
+    "implied_threshold_ci_low": pl.Float64,
+    "implied_threshold_ci_high": pl.Float64,
+    "cost_ratio": pl.Float64,
+    "cost_ratio_ci_low": pl.Float64,
+    "cost_ratio_ci_high": pl.Float64,
+    "corrected": pl.Boolean,
+    "p_vs_pool": pl.Float64,
+    "reason": pl.String,
 }
 
 
@@ -64,21 +106,58 @@ def threshold_tables(
             est = {}
             for g in [ALL, *groups]:
                 sub = m if g == ALL else m.filter(pl.col(col) == g)
-                e = prevalence_at_threshold(sub.get_column("score").to_numpy(),
-                                            sub.get_column("outcome").cast(pl.Float64).to_numpy(),
-                                            t, d, level=level, hc=hc, min_rows=min_rows)
+                e = prevalence_at_threshold(
+                    sub.get_column("score").to_numpy(),
+                    sub.get_column("outcome").cast(pl.Float64).to_numpy(),
+                    t,
+                    d,
+                    level=level,
+                    hc=hc,
+                    min_rows=min_rows,
+                )
                 est[g] = e
-                prev.append({"ds": ds, "model": model, "attribute": attribute, "group": g, "t": t, "d": d,
-                             "window_start": window[0], "window_end": window[1], "n_window": e.n_window,
-                             "prevalence_at_threshold": e.prevalence_at_threshold, "se": e.se,
-                             "ci_low": e.ci_low, "ci_high": e.ci_high, "implied_cost_ratio": e.implied_cost_ratio,
-                             "cost_ratio_ci_low": e.cost_ratio_ci_low, "cost_ratio_ci_high": e.cost_ratio_ci_high,
-                             "naive_window_mean": e.naive_window_mean, "slope": e.slope, "hc": hc,
-                             "reason": e.reason})
+                prev.append(
+                    {
+                        "ds": ds,
+                        "model": model,
+                        "attribute": attribute,
+                        "group": g,
+                        "t": t,
+                        "d": d,
+                        "window_start": window[0],
+                        "window_end": window[1],
+                        "n_window": e.n_window,
+                        "prevalence_at_threshold": e.prevalence_at_threshold,
+                        "se": e.se,
+                        "ci_low": e.ci_low,
+                        "ci_high": e.ci_high,
+                        "implied_cost_ratio": e.implied_cost_ratio,
+                        "cost_ratio_ci_low": e.cost_ratio_ci_low,
+                        "cost_ratio_ci_high": e.cost_ratio_ci_high,
+                        "naive_window_mean": e.naive_window_mean,
+                        "slope": e.slope,
+                        "hc": hc,
+                        "reason": e.reason,
+                    }
+                )
             for ga, gb in itertools.combinations(groups, 2):
                 diff, se, lo, hi, p = group_difference(est[ga], est[gb], level)
-                diffs.append({"ds": ds, "model": model, "attribute": attribute, "group_a": ga, "group_b": gb,
-                              "t": t, "d": d, "diff": diff, "se": se, "ci_low": lo, "ci_high": hi, "p_value": p})
+                diffs.append(
+                    {
+                        "ds": ds,
+                        "model": model,
+                        "attribute": attribute,
+                        "group_a": ga,
+                        "group_b": gb,
+                        "t": t,
+                        "d": d,
+                        "diff": diff,
+                        "se": se,
+                        "ci_low": lo,
+                        "ci_high": hi,
+                        "p_value": p,
+                    }
+                )
     return pl.DataFrame(prev, schema=PREVALENCE_SCHEMA), pl.DataFrame(diffs, schema=PREVALENCE_DIFF_SCHEMA)
 
 
@@ -100,10 +179,18 @@ def sdt_table(
     against gold labels. Source: seed 002 §5.3, eq. 12.
     """
     rows = []
-    pools = {(a, g): (tp, fn, fp, tn) for a, g, lab, tp, fn, fp, tn in confusion.select(
-        "attribute", "group", "labeler_id", "tp", "fn", "fp", "tn").iter_rows() if lab == ALL}
-    for a, g, lab, tp, fn, fp, tn in confusion.select(
-            "attribute", "group", "labeler_id", "tp", "fn", "fp", "tn").sort("attribute", "group", "labeler_id").iter_rows():
+    pools = {
+        (a, g): (tp, fn, fp, tn)
+        for a, g, lab, tp, fn, fp, tn in confusion.select(
+            "attribute", "group", "labeler_id", "tp", "fn", "fp", "tn"
+        ).iter_rows()
+        if lab == ALL
+    }
+    for a, g, lab, tp, fn, fp, tn in (
+        confusion.select("attribute", "group", "labeler_id", "tp", "fn", "fp", "tn")
+        .sort("attribute", "group", "labeler_id")
+        .iter_rows()
+    ):
         e = sdt_estimate(tp, fn, fp, tn, level=level, min_pos=min_pos, min_neg=min_neg)
         p_pool = float("nan")
         if lab != ALL and (a, g) in pools:
@@ -111,11 +198,32 @@ def sdt_table(
             other = sdt_estimate(*map(int, rest), level=level, min_pos=min_pos, min_neg=min_neg)
             p_pool = compare_log_cost_ratio(e, other)[1]
         lo, hi = e.implied_threshold_ci
-        rows.append({"ds": ds, "attribute": a, "group": g, "labeler_id": lab, "window_start": window[0],
-                     "window_end": window[1], "n_pos": e.n_pos, "n_neg": e.n_neg, "fpr": e.fpr, "fnr": e.fnr,
-                     "prevalence": e.prevalence, "criterion_t": e.criterion_t, "se_t": e.se_t,
-                     "d_prime": e.d_prime, "se_d_prime": e.se_d_prime, "implied_threshold": e.implied_threshold,
-                     "implied_threshold_ci_low": lo, "implied_threshold_ci_high": hi, "cost_ratio": e.cost_ratio,
-                     "cost_ratio_ci_low": e.cost_ratio_ci_low, "cost_ratio_ci_high": e.cost_ratio_ci_high,
-                     "corrected": e.corrected, "p_vs_pool": p_pool, "reason": e.reason})
+        rows.append(
+            {
+                "ds": ds,
+                "attribute": a,
+                "group": g,
+                "labeler_id": lab,
+                "window_start": window[0],
+                "window_end": window[1],
+                "n_pos": e.n_pos,
+                "n_neg": e.n_neg,
+                "fpr": e.fpr,
+                "fnr": e.fnr,
+                "prevalence": e.prevalence,
+                "criterion_t": e.criterion_t,
+                "se_t": e.se_t,
+                "d_prime": e.d_prime,
+                "se_d_prime": e.se_d_prime,
+                "implied_threshold": e.implied_threshold,
+                "implied_threshold_ci_low": lo,
+                "implied_threshold_ci_high": hi,
+                "cost_ratio": e.cost_ratio,
+                "cost_ratio_ci_low": e.cost_ratio_ci_low,
+                "cost_ratio_ci_high": e.cost_ratio_ci_high,
+                "corrected": e.corrected,
+                "p_vs_pool": p_pool,
+                "reason": e.reason,
+            }
+        )
     return pl.DataFrame(rows, schema=SDT_SCHEMA)

@@ -46,15 +46,22 @@ def joint_volumes(P: np.ndarray, Q: np.ndarray, eps_u: float, delta: float) -> d
     d_s = delta / (2 * K)
     r = random_traffic_required(P, eps_s, d_s)
     d = random_traffic_required(Q, eps_s, d_s)
-    return {"n_rand": int(r.max()), "n_rec": int(d.max()), "per_group_rand": r, "per_group_rec": d,
-            "eps_share": eps_s, "delta_share": d_s, "delta_u_factor": (1 + eps_u) / (1 - eps_u)}
+    return {
+        "n_rand": int(r.max()),
+        "n_rec": int(d.max()),
+        "per_group_rand": r,
+        "per_group_rec": d,
+        "eps_share": eps_s,
+        "delta_share": d_s,
+        "delta_u_factor": (1 + eps_u) / (1 - eps_u),
+    }
 
 
 def reo_se_for_volume(Q: np.ndarray, P: np.ndarray, n_rec: float, n_rand: float) -> tuple[float, np.ndarray]:
     """Delta-method SE of REO and of each ΔU_k that volumes n_rec, n_rand would
     give at shares Q, P (seed 001 Algorithm 1 with the full multinomial Γ;
-    :func:`transforms.reo.estimate_reo`)."""
-    from transforms.reo import delta_u_log_jacobian, reo_log_gradient
+    :func:`fairmon.transforms.reo.estimate_reo`)."""
+    from fairmon.transforms.reo import delta_u_log_jacobian, reo_log_gradient
 
     Q, P = np.asarray(Q, float), np.asarray(P, float)
     U = Q / P
@@ -66,7 +73,7 @@ def random_volume_for_reo_se(Q: np.ndarray, P: np.ndarray, n_rec: float, target_
     """Random-traffic rows needed for SE(REO) = ``target_se`` given n_rec default
     rows: inverts Var = Σ g²/(Q n_rec) + Σ g²/(P n_rand). Returns inf when the
     default-traffic term alone exceeds the target (more random traffic cannot help)."""
-    from transforms.reo import reo_log_gradient
+    from fairmon.transforms.reo import reo_log_gradient
 
     Q, P = np.asarray(Q, float), np.asarray(P, float)
     g2 = reo_log_gradient(Q / P) ** 2

@@ -11,8 +11,8 @@ import datetime as dt
 
 import polars as pl
 
-from transforms.planning import random_traffic_required
-from transforms.reo_tables import MISSING_GROUP
+from fairmon.transforms.planning import random_traffic_required
+from fairmon.transforms.reo_tables import MISSING_GROUP
 
 TEXT_TRUE_FALSE = ("true", "false")
 
@@ -66,9 +66,8 @@ def group_counts_check_frame(counts: pl.DataFrame, traffic_totals: pl.DataFrame)
     groups) and ``n_traffic_total`` (rows staged for that traffic and arm,
     counted independently: ``traffic_totals`` has traffic, arm, n)."""
     sums = counts.group_by("traffic", "arm", "attribute").agg(pl.col("n").sum().alias("n_attribute_sum"))
-    return (
-        counts.join(sums, on=["traffic", "arm", "attribute"], how="left")
-        .join(traffic_totals.rename({"n": "n_traffic_total"}), on=["traffic", "arm"], how="left")
+    return counts.join(sums, on=["traffic", "arm", "attribute"], how="left").join(
+        traffic_totals.rename({"n": "n_traffic_total"}), on=["traffic", "arm"], how="left"
     )
 
 

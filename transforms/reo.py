@@ -235,10 +235,24 @@ def estimate_reo(
 
     if not U_defined:
         return REOEstimate(
-            groups, Q, P, U, nan_k.copy(), nan_k.copy(), nan_k.copy(), nan_k.copy(),
-            float("nan"), float("nan"), float("nan"), float("nan"),
-            int(n_rec), int(n_rand), ci_method, level,
-            "; ".join(reasons) or "undefined", tuple(group_reasons),
+            groups,
+            Q,
+            P,
+            U,
+            nan_k.copy(),
+            nan_k.copy(),
+            nan_k.copy(),
+            nan_k.copy(),
+            float("nan"),
+            float("nan"),
+            float("nan"),
+            float("nan"),
+            int(n_rec),
+            int(n_rand),
+            ci_method,
+            level,
+            "; ".join(reasons) or "undefined",
+            tuple(group_reasons),
         )
 
     dU = relative_utilities(U)
@@ -266,16 +280,39 @@ def estimate_reo(
     ci_high = reo + z * se_reo if np.isfinite(se_reo) else float("nan")
     lo_dU, hi_dU = dU - z * se_dU, dU + z * se_dU
     if ci_method.startswith("bootstrap") and not zero_q:
-        from transforms.bootstrap import single_arm_bootstrap
+        from fairmon.transforms.bootstrap import single_arm_bootstrap
 
-        boot = single_arm_bootstrap(a, int(n_rec), b, int(n_rand), method=ci_method, level=level, B=n_boot,
-                                    rng=rng if rng is not None else np.random.default_rng(0))
+        boot = single_arm_bootstrap(
+            a,
+            int(n_rec),
+            b,
+            int(n_rand),
+            method=ci_method,
+            level=level,
+            B=n_boot,
+            rng=rng if rng is not None else np.random.default_rng(0),
+        )
         ci_low, ci_high, se_reo = boot["reo"]
         lo_dU, hi_dU, se_dU = (np.array(x) for x in zip(*boot["delta_U"]))
     return REOEstimate(
-        groups, Q, P, U, dU, se_dU, lo_dU, hi_dU,
-        reo, se_reo, ci_low, ci_high, int(n_rec), int(n_rand), ci_method, level,
-        "; ".join(reasons) or None, tuple(group_reasons),
+        groups,
+        Q,
+        P,
+        U,
+        dU,
+        se_dU,
+        lo_dU,
+        hi_dU,
+        reo,
+        se_reo,
+        ci_low,
+        ci_high,
+        int(n_rec),
+        int(n_rand),
+        ci_method,
+        level,
+        "; ".join(reasons) or None,
+        tuple(group_reasons),
     )
 
 
@@ -294,9 +331,7 @@ def naive_reo_recommended_only(n_pos_rec: np.ndarray, n_group_rec: np.ndarray) -
     return reo_of_utilities(a / n)
 
 
-def naive_reo_missing_as_negative(
-    n_pos_rec: np.ndarray, n_rec: int, n_group_rand: np.ndarray, n_rand: int
-) -> float:
+def naive_reo_missing_as_negative(n_pos_rec: np.ndarray, n_rec: int, n_group_rand: np.ndarray, n_rand: int) -> float:
     """Diagnostic only: REO when labels of unshown pairs are taken as negative.
 
     The only known positives are those default traffic revealed, so group k's

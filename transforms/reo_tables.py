@@ -1,6 +1,6 @@
 """From the ``group_counts`` table to the ``reo_group`` and ``reo`` tables (Polars).
 
-Pure: no I/O, no Prefect. The estimators are in :mod:`transforms.reo`; this
+Pure: no I/O, no Prefect. The estimators are in :mod:`fairmon.transforms.reo`; this
 module only reshapes counts into their inputs and their results into the
 output schemas of DESIGN §3.
 """
@@ -13,8 +13,8 @@ import zlib
 import numpy as np
 import polars as pl
 
-from transforms.ab import ab_estimates
-from transforms.reo import (
+from fairmon.transforms.ab import ab_estimates
+from fairmon.transforms.reo import (
     CIMethod,
     estimate_reo,
     naive_reo_missing_as_negative,
@@ -137,7 +137,7 @@ def reo_tables(
     Degenerate cases give NaN with a ``reason``, never an exception.
     Raises ValueError when ``counts`` lacks a required column.
 
-    Source: seed 001 eqs. 3, 4, 7, 19, Algorithm 1 (see :func:`transforms.reo.estimate_reo`).
+    Source: seed 001 eqs. 3, 4, 7, 19, Algorithm 1 (see :func:`fairmon.transforms.reo.estimate_reo`).
     """
     missing = set(GROUP_COUNTS_SCHEMA) - set(counts.columns)
     if missing:
@@ -161,28 +161,55 @@ def reo_tables(
             groups = sorted((set(rec.get_column("group")) | set(rand.get_column("group"))) - {MISSING_GROUP})
             n_g_rec, a, n_rec = _by_group(rec, groups)
             n_g_rand, b, n_rand = _by_group(rand, groups)
-            est = estimate_reo(groups, a, n_rec, b, n_rand, ci_method=ci_method, level=level, n_boot=n_boot,
-                               rng=day_rng(seed, ds, attribute, arm))
+            est = estimate_reo(
+                groups,
+                a,
+                n_rec,
+                b,
+                n_rand,
+                ci_method=ci_method,
+                level=level,
+                n_boot=n_boot,
+                rng=day_rng(seed, ds, attribute, arm),
+            )
             for i, g in enumerate(groups):
                 group_rows.append(
                     {
-                        "ds": ds, "arm": arm, "attribute": attribute, "group": g,
-                        "n_rec": int(n_g_rec[i]), "n_rand": int(n_g_rand[i]),
-                        "n_pos_rec": int(a[i]), "n_pos_rand": int(b[i]),
-                        "P": float(est.P[i]), "Q": float(est.Q[i]), "U": float(est.U[i]),
-                        "delta_U": float(est.delta_U[i]), "se_delta_U": float(est.se_delta_U[i]),
-                        "ci_low": float(est.ci_low_delta_U[i]), "ci_high": float(est.ci_high_delta_U[i]),
+                        "ds": ds,
+                        "arm": arm,
+                        "attribute": attribute,
+                        "group": g,
+                        "n_rec": int(n_g_rec[i]),
+                        "n_rand": int(n_g_rand[i]),
+                        "n_pos_rec": int(a[i]),
+                        "n_pos_rand": int(b[i]),
+                        "P": float(est.P[i]),
+                        "Q": float(est.Q[i]),
+                        "U": float(est.U[i]),
+                        "delta_U": float(est.delta_U[i]),
+                        "se_delta_U": float(est.se_delta_U[i]),
+                        "ci_low": float(est.ci_low_delta_U[i]),
+                        "ci_high": float(est.ci_high_delta_U[i]),
                         "ci_method": ci_method,
                         "reason": est.group_reasons[i] if est.group_reasons else None,
                     }
                 )
             reo_rows.append(
                 {
-                    "ds": ds, "arm": arm, "attribute": attribute, "K": est.K,
-                    "reo": est.reo, "se": est.se, "ci_low": est.ci_low, "ci_high": est.ci_high,
-                    "n_rec": n_rec, "n_rand": n_rand,
-                    "rand_window_start": w_start, "rand_window_end": w_end,
-                    "ci_method": ci_method, "level": level,
+                    "ds": ds,
+                    "arm": arm,
+                    "attribute": attribute,
+                    "K": est.K,
+                    "reo": est.reo,
+                    "se": est.se,
+                    "ci_low": est.ci_low,
+                    "ci_high": est.ci_high,
+                    "n_rec": n_rec,
+                    "n_rand": n_rand,
+                    "rand_window_start": w_start,
+                    "rand_window_end": w_end,
+                    "ci_method": ci_method,
+                    "level": level,
                     "exceeds_80pct_rule": est.exceeds_80pct_rule if np.isfinite(est.reo) else None,
                     "reo_naive_recommended_only": naive_reo_recommended_only(a, n_g_rec),
                     "reo_naive_missing_as_negative": naive_reo_missing_as_negative(a, n_rec, n_g_rand, n_rand),
@@ -217,7 +244,7 @@ def reo_ab_table(
 ) -> pl.DataFrame:
     """The ``reo_ab`` table for one day: every (control, treatment) pair ×
     attribute × metric (REO, ΔU per group) × method (seed 001 Algorithms 2-4,
-    see :mod:`transforms.ab`). Both arms use the day's shared random-traffic
+    see :mod:`fairmon.transforms.ab`). Both arms use the day's shared random-traffic
     window. A pair whose arm has no traffic that day gives NaN rows with a
     reason. Returns a frame with :data:`REO_AB_SCHEMA`.
     """
@@ -233,19 +260,51 @@ def reo_ab_table(
             if control not in arms or treatment not in arms:
                 missing = [a for a in (control, treatment) if a not in arms]
                 for m in methods:
-                    rows.append({**base, "metric": "reo", "method": m,
-                                 "reason": f"no default traffic for arm(s) {', '.join(missing)}"})
+                    rows.append(
+                        {
+                            **base,
+                            "metric": "reo",
+                            "method": m,
+                            "reason": f"no default traffic for arm(s) {', '.join(missing)}",
+                        }
+                    )
                 continue
             c_attr = rec.filter((pl.col("attribute") == attribute) & (pl.col("arm") == control))
             t_attr = rec.filter((pl.col("attribute") == attribute) & (pl.col("arm") == treatment))
-            groups = sorted((set(c_attr.get_column("group")) | set(t_attr.get_column("group"))
-                             | set(r_attr.get_column("group"))) - {MISSING_GROUP})
+            groups = sorted(
+                (set(c_attr.get_column("group")) | set(t_attr.get_column("group")) | set(r_attr.get_column("group")))
+                - {MISSING_GROUP}
+            )
             _, a_C, n_C = _by_group(c_attr, groups)
             _, a_T, n_T = _by_group(t_attr, groups)
             _, b, n_rand = _by_group(r_attr, groups)
-            est = ab_estimates(groups, a_T, n_T, a_C, n_C, b, n_rand, methods=methods, level=level, folds=folds,
-                               n_boot=n_boot, rng=day_rng(seed, ds, attribute, control, treatment))
-            rows += [{**base, "metric": e.metric, "diff": e.diff, "se": e.se, "ci_low": e.ci_low,
-                      "ci_high": e.ci_high, "p_value": e.p_value, "method": e.method, "df": e.df,
-                      "reason": e.reason} for e in est]
+            est = ab_estimates(
+                groups,
+                a_T,
+                n_T,
+                a_C,
+                n_C,
+                b,
+                n_rand,
+                methods=methods,
+                level=level,
+                folds=folds,
+                n_boot=n_boot,
+                rng=day_rng(seed, ds, attribute, control, treatment),
+            )
+            rows += [
+                {
+                    **base,
+                    "metric": e.metric,
+                    "diff": e.diff,
+                    "se": e.se,
+                    "ci_low": e.ci_low,
+                    "ci_high": e.ci_high,
+                    "p_value": e.p_value,
+                    "method": e.method,
+                    "df": e.df,
+                    "reason": e.reason,
+                }
+                for e in est
+            ]
     return pl.DataFrame(rows, schema=REO_AB_SCHEMA)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from transforms.quality import excluded_days, published_days
+from fairmon.transforms.quality import excluded_days, published_days
 
 
 @dataclass(frozen=True)
@@ -31,9 +31,17 @@ class ReportData:
     threshold_prevalence: pl.DataFrame
     sdt: pl.DataFrame
 
-def report_data(reo: pl.DataFrame, reo_group: pl.DataFrame, dq: pl.DataFrame,
-                start: dt.date, end: dt.date, reo_ab: pl.DataFrame | None = None,
-                threshold_prevalence: pl.DataFrame | None = None, sdt: pl.DataFrame | None = None) -> ReportData:
+
+def report_data(
+    reo: pl.DataFrame,
+    reo_group: pl.DataFrame,
+    dq: pl.DataFrame,
+    start: dt.date,
+    end: dt.date,
+    reo_ab: pl.DataFrame | None = None,
+    threshold_prevalence: pl.DataFrame | None = None,
+    sdt: pl.DataFrame | None = None,
+) -> ReportData:
     """Keep only days whose dq_results are all successful (DESIGN §3) within
     [start, end]; list the others with their reasons. Inputs are the whole
     tables as read from the warehouse (possibly empty frames)."""
@@ -57,12 +65,19 @@ def report_data(reo: pl.DataFrame, reo_group: pl.DataFrame, dq: pl.DataFrame,
     never = [start + dt.timedelta(days=i) for i in range((end - start).days + 1)]
     never = [d for d in never if d not in seen]
     if never:
-        excluded = pl.concat([
-            excluded,
-            pl.DataFrame({"ds": never, "reasons": ["no data-quality record: the day was not run or failed "
-                                                   "before its checks"] * len(never)},
-                         schema={"ds": pl.Date, "reasons": pl.String}),
-        ]).sort("ds")
+        excluded = pl.concat(
+            [
+                excluded,
+                pl.DataFrame(
+                    {
+                        "ds": never,
+                        "reasons": ["no data-quality record: the day was not run or failed before its checks"]
+                        * len(never),
+                    },
+                    schema={"ds": pl.Date, "reasons": pl.String},
+                ),
+            ]
+        ).sort("ds")
     if dq.is_empty():
         summary = pl.DataFrame()
     else:
@@ -74,13 +89,28 @@ def report_data(reo: pl.DataFrame, reo_group: pl.DataFrame, dq: pl.DataFrame,
                 pl.col("n_expectations").sum().alias("expectations"),
                 (pl.col("n_failed") - pl.col("n_warnings")).sum().alias("failed_critical"),
                 pl.col("n_warnings").sum().alias("warnings"),
-                pl.col("failed_warning").filter(pl.col("failed_warning") != "").unique().sort().str.join(", ")
+                pl.col("failed_warning")
+                .filter(pl.col("failed_warning") != "")
+                .unique()
+                .sort()
+                .str.join(", ")
                 .alias("warning_names"),
             )
             .sort("ds", "suite")
         )
+
     def opt(frame: pl.DataFrame | None) -> pl.DataFrame:
         return keep(frame if frame is not None else pl.DataFrame())
 
-    return ReportData(start, end, keep(reo), keep(reo_group), excluded, summary, days, opt(reo_ab),
-                      opt(threshold_prevalence), opt(sdt))
+    return ReportData(
+        start,
+        end,
+        keep(reo),
+        keep(reo_group),
+        excluded,
+        summary,
+        days,
+        opt(reo_ab),
+        opt(threshold_prevalence),
+        opt(sdt),
+    )

@@ -72,8 +72,9 @@ def rates_from_sdt(t: float, d_prime: float) -> tuple[float, float]:
     return float(stats.norm.sf(t)), float(stats.norm.cdf(t - d_prime))
 
 
-def sdt_estimate(tp: int, fn: int, fp: int, tn: int, *, level: float = 0.95, min_pos: int = 10,
-                 min_neg: int = 10) -> SDTEstimate:
+def sdt_estimate(
+    tp: int, fn: int, fp: int, tn: int, *, level: float = 0.95, min_pos: int = 10, min_neg: int = 10
+) -> SDTEstimate:
     """SDT estimate with delta-method CIs from one confusion table against gold labels.
 
     Inputs: counts of (label, gold) = (1,1) tp, (0,1) fn, (1,0) fp, (0,0) tn.
@@ -85,8 +86,24 @@ def sdt_estimate(tp: int, fn: int, fp: int, tn: int, *, level: float = 0.95, min
     n_pos, n_neg = tp + fn, fp + tn
     nan = float("nan")
     if n_pos < min_pos or n_neg < min_neg:
-        return SDTEstimate(n_pos, n_neg, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, nan, False,
-                           f"n_pos = {n_pos}, n_neg = {n_neg} below the minimum ({min_pos}, {min_neg})")
+        return SDTEstimate(
+            n_pos,
+            n_neg,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            False,
+            f"n_pos = {n_pos}, n_neg = {n_neg} below the minimum ({min_pos}, {min_neg})",
+        )
     phi = n_pos / (n_pos + n_neg)
     corrected = fp in (0, n_neg) or fn in (0, n_pos)
     if corrected:  # log-linear correction (Hautus 1995)
@@ -101,8 +118,21 @@ def sdt_estimate(tp: int, fn: int, fp: int, tn: int, *, level: float = 0.95, min
     se_log_c = float(np.sqrt(t * t * var_t + zf * zf * var_z + var_logit_phi))
     zq = stats.norm.ppf(0.5 + level / 2)
     return SDTEstimate(
-        n_pos, n_neg, fpr, fnr, phi, t, float(np.sqrt(var_t)), d, float(np.sqrt(var_t + var_z)), tau, c, se_log_c,
-        float(c * np.exp(-zq * se_log_c)), float(c * np.exp(zq * se_log_c)), corrected,
+        n_pos,
+        n_neg,
+        fpr,
+        fnr,
+        phi,
+        t,
+        float(np.sqrt(var_t)),
+        d,
+        float(np.sqrt(var_t + var_z)),
+        tau,
+        c,
+        se_log_c,
+        float(c * np.exp(-zq * se_log_c)),
+        float(c * np.exp(zq * se_log_c)),
+        corrected,
         "log-linear correction applied (a rate was 0 or 1)" if corrected else None,
     )
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from transforms.reo import relative_utilities, reo_of_utilities
+from fairmon.transforms.reo import relative_utilities, reo_of_utilities
 
 TIKTOK_SIGNALS = ("like_video", "share", "follow", "finish", "download", "long_view")
 TIKTOK_ATTRIBUTE = "young_adult"
@@ -134,9 +134,21 @@ def truth_tables(spec: SimulationSpec) -> tuple[pl.DataFrame, pl.DataFrame]:
             U = Q / P
             dU = relative_utilities(U)
             for k in range(spec.K):
-                g_rows.append({"ds": ds, "arm": arm, "attribute": TIKTOK_ATTRIBUTE, "group": str(k),
-                               "Q": Q[k], "P": P[k], "U": U[k], "delta_U": dU[k]})
-            r_rows.append({"ds": ds, "arm": arm, "attribute": TIKTOK_ATTRIBUTE, "K": spec.K, "reo": reo_of_utilities(U)})
+                g_rows.append(
+                    {
+                        "ds": ds,
+                        "arm": arm,
+                        "attribute": TIKTOK_ATTRIBUTE,
+                        "group": str(k),
+                        "Q": Q[k],
+                        "P": P[k],
+                        "U": U[k],
+                        "delta_U": dU[k],
+                    }
+                )
+            r_rows.append(
+                {"ds": ds, "arm": arm, "attribute": TIKTOK_ATTRIBUTE, "K": spec.K, "reo": reo_of_utilities(U)}
+            )
     return pl.DataFrame(g_rows), pl.DataFrame(r_rows)
 
 

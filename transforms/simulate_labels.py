@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from transforms.sdt import rates_from_sdt, sdt_from_rates
+from fairmon.transforms.sdt import rates_from_sdt, sdt_from_rates
 
 GROUP_COLUMN = "producer_group"
 
@@ -30,11 +30,13 @@ class LabelingSpec:
     days: int = 7
     items_per_day: int = 20_000
     groups: dict[str, float] = field(default_factory=lambda: {"A": 0.10, "B": 0.20})
-    labelers: dict[str, dict[str, tuple[float, float]]] = field(default_factory=lambda: {
-        "L1": {"A": (2.0, 1.2), "B": (2.0, 1.2)},
-        "L2": {"A": (1.5, 0.8), "B": (1.5, 1.6)},   # stricter on group B
-        "L3": {"A": (2.5, 1.0), "B": (2.5, 1.0)},
-    })
+    labelers: dict[str, dict[str, tuple[float, float]]] = field(
+        default_factory=lambda: {
+            "L1": {"A": (2.0, 1.2), "B": (2.0, 1.2)},
+            "L2": {"A": (1.5, 0.8), "B": (1.5, 1.6)},  # stricter on group B
+            "L3": {"A": (2.5, 1.0), "B": (2.5, 1.0)},
+        }
+    )
     gold_rate: float = 1.0
     seed: int = 0
 
@@ -55,8 +57,19 @@ def labeling_truth(spec: LabelingSpec) -> pl.DataFrame:
         for g, (dp, t) in per.items():
             fpr, fnr = rates_from_sdt(t, dp)
             _, _, tau, c = sdt_from_rates(fpr, fnr, spec.groups[g])
-            rows.append({"labeler_id": lab, "group": g, "prevalence": spec.groups[g], "d_prime": dp,
-                         "criterion_t": t, "fpr": fpr, "fnr": fnr, "implied_threshold": tau, "cost_ratio": c})
+            rows.append(
+                {
+                    "labeler_id": lab,
+                    "group": g,
+                    "prevalence": spec.groups[g],
+                    "d_prime": dp,
+                    "criterion_t": t,
+                    "fpr": fpr,
+                    "fnr": fnr,
+                    "implied_threshold": tau,
+                    "cost_ratio": c,
+                }
+            )
     return pl.DataFrame(rows)
 
 
@@ -77,11 +90,13 @@ def simulate_labels_day(spec: LabelingSpec, day: int) -> pl.DataFrame:
     label = rng.normal(dp * gold, 1.0) > t
     reviewed = rng.random(n) < spec.gold_rate
     ds = spec.start + dt.timedelta(days=day)
-    return pl.DataFrame({
-        "ds": [ds] * n,
-        "item_id": [f"{ds}-{i}" for i in range(n)],
-        "labeler_id": np.array(labelers)[l_idx],
-        "label": label,
-        "gold_label": pl.Series(gold).set(pl.Series(~reviewed), None),
-        GROUP_COLUMN: np.array(groups)[g_idx],
-    })
+    return pl.DataFrame(
+        {
+            "ds": [ds] * n,
+            "item_id": [f"{ds}-{i}" for i in range(n)],
+            "labeler_id": np.array(labelers)[l_idx],
+            "label": label,
+            "gold_label": pl.Series(gold).set(pl.Series(~reviewed), None),
+            GROUP_COLUMN: np.array(groups)[g_idx],
+        }
+    )

@@ -75,7 +75,13 @@ def local_linear_at(x: np.ndarray, y: np.ndarray, w: np.ndarray, hc: str = "HC1"
 
 
 def prevalence_at_threshold(
-    score: np.ndarray, outcome: np.ndarray, t: float, d: float, *, level: float = 0.95, hc: str = "HC1",
+    score: np.ndarray,
+    outcome: np.ndarray,
+    t: float,
+    d: float,
+    *,
+    level: float = 0.95,
+    hc: str = "HC1",
     min_rows: int = 10,
 ) -> ThresholdPrevalence:
     """β0 = E[Y | s = t] by tricube-weighted local linear regression (seed 002 eqs. 8-11).
@@ -113,8 +119,19 @@ def prevalence_at_threshold(
     z = stats.norm.ppf(0.5 + level / 2)
     lo, hi = float(b0 - z * se), float(b0 + z * se)
     if not 0 < b0 < 1:
-        return ThresholdPrevalence(n, b0, se, lo, hi, nan, nan, nan, naive, float(beta[1]),
-                                   f"prevalence at the threshold {b0:.3g} is outside (0, 1): no implied cost ratio")
+        return ThresholdPrevalence(
+            n,
+            b0,
+            se,
+            lo,
+            hi,
+            nan,
+            nan,
+            nan,
+            naive,
+            float(beta[1]),
+            f"prevalence at the threshold {b0:.3g} is outside (0, 1): no implied cost ratio",
+        )
     c = (1 - b0) / b0
     c_lo = (1 - min(hi, 1.0)) / min(hi, 1.0)
     c_hi = (1 - lo) / lo if lo > 0 else float("inf")

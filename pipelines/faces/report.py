@@ -10,15 +10,15 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.dates as mdates  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import polars as pl  # noqa: E402
-from jinja2 import Environment  # noqa: E402
+import matplotlib.dates as mdates
+import matplotlib.pyplot as plt
+import polars as pl
+from jinja2 import Environment
 
-from pipelines.config import FairmonConfig  # noqa: E402
-from pipelines.warehouse import read_table  # noqa: E402
-from transforms.reo import EIGHTY_PERCENT_RULE_REO  # noqa: E402
-from transforms.report_data import ReportData, report_data  # noqa: E402
+from fairmon.pipelines.config import FairmonConfig
+from fairmon.pipelines.storage.warehouse import read_table
+from fairmon.transforms.reo import EIGHTY_PERCENT_RULE_REO
+from fairmon.transforms.report_data import ReportData, report_data
 
 plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False})
 MAX_GROUP_LINES = 6
@@ -29,7 +29,7 @@ def _svg(fig) -> str:
     fig.savefig(buf, format="svg", bbox_inches="tight")
     plt.close(fig)
     text = buf.getvalue()
-    return text[text.index("<svg"):]
+    return text[text.index("<svg") :]
 
 
 def _daily(frame: pl.DataFrame, start: dt.date, end: dt.date) -> pl.DataFrame:
@@ -61,15 +61,29 @@ def reo_figure(reo: pl.DataFrame, attribute: str, excluded: list[dt.date], start
         x = a.get_column("ds").to_list()
         ax.fill_between(x, a.get_column("ci_low").to_numpy(), a.get_column("ci_high").to_numpy(), alpha=0.2)
         y = a.get_column("reo").to_numpy()
-        line, = ax.plot(x, y, marker="o", ms=3, label=f"{arm}")
-        ax.errorbar(x, y, yerr=[y - a.get_column("ci_low").to_numpy(), a.get_column("ci_high").to_numpy() - y],
-                    fmt="none", ecolor=line.get_color(), elinewidth=0.8, capsize=2, alpha=0.7)
+        (line,) = ax.plot(x, y, marker="o", ms=3, label=f"{arm}")
+        ax.errorbar(
+            x,
+            y,
+            yerr=[y - a.get_column("ci_low").to_numpy(), a.get_column("ci_high").to_numpy() - y],
+            fmt="none",
+            ecolor=line.get_color(),
+            elinewidth=0.8,
+            capsize=2,
+            alpha=0.7,
+        )
     ax.axhline(EIGHTY_PERCENT_RULE_REO, color="crimson", ls="--", lw=1)
-    ax.annotate("80% rule: REO = 11.1%", xy=(0.01, EIGHTY_PERCENT_RULE_REO), xycoords=("axes fraction", "data"),
-                xytext=(0, 3), textcoords="offset points", color="crimson", fontsize=8)
+    ax.annotate(
+        "80% rule: REO = 11.1%",
+        xy=(0.01, EIGHTY_PERCENT_RULE_REO),
+        xycoords=("axes fraction", "data"),
+        xytext=(0, 3),
+        textcoords="offset points",
+        color="crimson",
+        fontsize=8,
+    )
     for i, d in enumerate(excluded):
-        ax.axvspan(*_span(d), color="#8a8f9c", alpha=0.3, lw=0,
-                   label="excluded day" if i == 0 else None)
+        ax.axvspan(*_span(d), color="#8a8f9c", alpha=0.3, lw=0, label="excluded day" if i == 0 else None)
     ax.set_ylim(0, max(ax.get_ylim()[1], 1.25 * EIGHTY_PERCENT_RULE_REO))
     ax.set_ylabel("REO (std/mean of U)")
     ax.set_title(f"Daily REO by arm, attribute '{attribute}' (band: 95% CI; grey: excluded day)", loc="left")
@@ -85,9 +99,14 @@ def delta_u_figure(group: pl.DataFrame, attribute: str, start: dt.date, end: dt.
     arms = sorted(set(sub.get_column("arm")))
     groups = sorted(set(sub.get_column("group")))
     many = len(groups) > MAX_GROUP_LINES
-    fig, axes = plt.subplots(1, len(arms), figsize=(7.5 if len(arms) == 1 else 4.2 * len(arms),
-                                                   0.28 * len(groups) + 1.2 if many else 2.8),
-                             squeeze=False, sharey=True, layout="constrained")
+    fig, axes = plt.subplots(
+        1,
+        len(arms),
+        figsize=(7.5 if len(arms) == 1 else 4.2 * len(arms), 0.28 * len(groups) + 1.2 if many else 2.8),
+        squeeze=False,
+        sharey=True,
+        layout="constrained",
+    )
     for ax, arm in zip(axes[0], arms):
         a = sub.filter(pl.col("arm") == arm)
         ax.axhline(0, color="black", lw=0.6) if not many else ax.axvline(0, color="black", lw=0.6)
@@ -106,16 +125,25 @@ def delta_u_figure(group: pl.DataFrame, attribute: str, start: dt.date, end: dt.
                 x = s.get_column("ds").to_list()
                 ax.fill_between(x, s.get_column("ci_low").to_numpy(), s.get_column("ci_high").to_numpy(), alpha=0.2)
                 y = s.get_column("delta_U").to_numpy()
-                line, = ax.plot(x, y, marker="o", ms=3, label=g)
-                ax.errorbar(x, y, yerr=[y - s.get_column("ci_low").to_numpy(), s.get_column("ci_high").to_numpy() - y],
-                            fmt="none", ecolor=line.get_color(), elinewidth=0.8, capsize=2, alpha=0.7)
+                (line,) = ax.plot(x, y, marker="o", ms=3, label=g)
+                ax.errorbar(
+                    x,
+                    y,
+                    yerr=[y - s.get_column("ci_low").to_numpy(), s.get_column("ci_high").to_numpy() - y],
+                    fmt="none",
+                    ecolor=line.get_color(),
+                    elinewidth=0.8,
+                    capsize=2,
+                    alpha=0.7,
+                )
             ax.set_title(f"arm {arm}", loc="left")
             ax.set_ylabel("ΔU (relative utility)")
             _date_axis(ax, start, end)
     if not many:
         axes[0][-1].legend(title=attribute, fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    fig.suptitle(f"Relative utility ΔU_k = U_k/mean(U) − 1 by group, '{attribute}' (95% CI)", x=0.01,
-                 ha="left", fontsize=10)
+    fig.suptitle(
+        f"Relative utility ΔU_k = U_k/mean(U) − 1 by group, '{attribute}' (95% CI)", x=0.01, ha="left", fontsize=10
+    )
     return _svg(fig)
 
 
@@ -128,13 +156,17 @@ def ab_figure(ab: pl.DataFrame, attribute: str, start: dt.date, end: dt.date) ->
     for (control, treatment), g in sorted(sub.group_by("control", "treatment"), key=lambda kv: kv[0]):
         s = _daily(g.select("ds", "diff", "ci_low", "ci_high"), start, end)
         y = s.get_column("diff").to_numpy()
-        line, = ax.plot(s.get_column("ds").to_list(), y, marker="o", ms=3, label=f"{treatment} − {control}")
-        ax.fill_between(s.get_column("ds").to_list(), s.get_column("ci_low").to_numpy(),
-                        s.get_column("ci_high").to_numpy(), alpha=0.2, color=line.get_color())
+        (line,) = ax.plot(s.get_column("ds").to_list(), y, marker="o", ms=3, label=f"{treatment} − {control}")
+        ax.fill_between(
+            s.get_column("ds").to_list(),
+            s.get_column("ci_low").to_numpy(),
+            s.get_column("ci_high").to_numpy(),
+            alpha=0.2,
+            color=line.get_color(),
+        )
     ax.axhline(0, color="black", lw=0.6)
     ax.set_ylabel("D_REO")
-    ax.set_title(f"D_REO = REO(treatment) − REO(control), '{attribute}' (band: 95% CI, method {method})",
-                 loc="left")
+    ax.set_title(f"D_REO = REO(treatment) − REO(control), '{attribute}' (band: 95% CI, method {method})", loc="left")
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     _date_axis(ax, start, end)
     return _svg(fig)
@@ -147,12 +179,18 @@ def model_threshold_figure(prev: pl.DataFrame) -> str:
     keys = sorted(set(last.select("model", "t", "d", "attribute").iter_rows()))
     fig, axes = plt.subplots(1, len(keys), figsize=(3.8 * len(keys), 2.6), squeeze=False, layout="constrained")
     for ax, (model, t, d, attribute) in zip(axes[0], keys):
-        sub = last.filter((pl.col("model") == model) & (pl.col("t") == t) & (pl.col("d") == d)
-                          & (pl.col("attribute") == attribute)).sort("group")
+        sub = last.filter(
+            (pl.col("model") == model) & (pl.col("t") == t) & (pl.col("d") == d) & (pl.col("attribute") == attribute)
+        ).sort("group")
         y = sub.get_column("prevalence_at_threshold").to_numpy()
         x = range(sub.height)
-        ax.errorbar(list(x), y, yerr=[y - sub.get_column("ci_low").to_numpy(), sub.get_column("ci_high").to_numpy() - y],
-                    fmt="o", capsize=3)
+        ax.errorbar(
+            list(x),
+            y,
+            yerr=[y - sub.get_column("ci_low").to_numpy(), sub.get_column("ci_high").to_numpy() - y],
+            fmt="o",
+            capsize=3,
+        )
         ax.set_xticks(list(x), sub.get_column("group").to_list(), rotation=30, ha="right", fontsize=8)
         ax.set_title(f"{model}, t = {t:g} ± {d:g}, by {attribute}", loc="left", fontsize=9)
         ax.set_ylabel("implied threshold P(Y=1 | s=t)")
@@ -174,9 +212,18 @@ def labeler_threshold_figure(sdt: pl.DataFrame) -> str:
             s = sub.filter(pl.col("labeler_id") == lab)
             xs = [groups.index(g) + (i - (len(labelers) - 1) / 2) * width for g in s.get_column("group")]
             y = s.get_column("implied_threshold").to_numpy()
-            ax.errorbar(xs, y, yerr=[y - s.get_column("implied_threshold_ci_low").to_numpy(),
-                                     s.get_column("implied_threshold_ci_high").to_numpy() - y],
-                        fmt="s" if lab == "*" else "o", ms=4, capsize=2, label="pool" if lab == "*" else lab)
+            ax.errorbar(
+                xs,
+                y,
+                yerr=[
+                    y - s.get_column("implied_threshold_ci_low").to_numpy(),
+                    s.get_column("implied_threshold_ci_high").to_numpy() - y,
+                ],
+                fmt="s" if lab == "*" else "o",
+                ms=4,
+                capsize=2,
+                label="pool" if lab == "*" else lab,
+            )
         ax.set_xticks(range(len(groups)), groups)
         ax.set_title(f"labelers by {attribute}", loc="left", fontsize=9)
         ax.set_ylabel("implied threshold")
@@ -276,8 +323,11 @@ def render_report(d: ReportData, config: str = "", docs: str | None = None) -> s
     excluded = d.excluded.get_column("ds").to_list()
     reo_figs = [(a, reo_figure(d.reo, a, excluded, d.start, d.end)) for a in attrs]
     du_figs = [(a, delta_u_figure(d.reo_group, a, d.start, d.end)) for a in attrs] if not d.reo_group.is_empty() else []
-    ab_figs = [(a, ab_figure(d.reo_ab, a, d.start, d.end)) for a in attrs
-               if not d.reo_ab.is_empty() and a in set(d.reo_ab.get_column("attribute"))]
+    ab_figs = [
+        (a, ab_figure(d.reo_ab, a, d.start, d.end))
+        for a in attrs
+        if not d.reo_ab.is_empty() and a in set(d.reo_ab.get_column("attribute"))
+    ]
     latest_day = d.reo.get_column("ds").max() if attrs else None
     latest = d.reo.filter(pl.col("ds") == latest_day).sort("attribute", "arm").to_dicts() if attrs else []
     flagged = int(d.reo.get_column("exceeds_80pct_rule").fill_null(False).sum()) if attrs else 0
@@ -287,30 +337,49 @@ def render_report(d: ReportData, config: str = "", docs: str | None = None) -> s
     if not d.sdt.is_empty():
         last = d.sdt.filter(pl.col("ds") == d.sdt.get_column("ds").max())
         pool = last.filter(pl.col("labeler_id") == "*").select("attribute", "group", pl.col("cost_ratio").alias("pool"))
-        outliers = (last.filter((pl.col("labeler_id") != "*") & (pl.col("p_vs_pool") < 0.05))
-                    .join(pool, on=["attribute", "group"], how="left").sort("p_vs_pool").to_dicts())
+        outliers = (
+            last.filter((pl.col("labeler_id") != "*") & (pl.col("p_vs_pool") < 0.05))
+            .join(pool, on=["attribute", "group"], how="left")
+            .sort("p_vs_pool")
+            .to_dicts()
+        )
     env = Environment(autoescape=True)
     env.globals["fmt"] = _fmt
     from markupsafe import Markup
 
     return env.from_string(TEMPLATE).render(
-        d=d, built=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), config=config,
-        reo_figs=[(a, Markup(s)) for a, s in reo_figs], du_figs=[(a, Markup(s)) for a, s in du_figs],
+        d=d,
+        built=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        config=config,
+        reo_figs=[(a, Markup(s)) for a, s in reo_figs],
+        du_figs=[(a, Markup(s)) for a, s in du_figs],
         ab_figs=[(a, Markup(s)) for a, s in ab_figs],
-        model_fig=Markup(model_fig) if model_fig else None, labeler_fig=Markup(labeler_fig) if labeler_fig else None,
+        model_fig=Markup(model_fig) if model_fig else None,
+        labeler_fig=Markup(labeler_fig) if labeler_fig else None,
         outliers=outliers,
-        latest=latest, latest_day=latest_day, flagged=flagged, docs=docs,
+        latest=latest,
+        latest_day=latest_day,
+        flagged=flagged,
+        docs=docs,
     )
 
 
-def build_report(cfg: FairmonConfig, start: dt.date, end: dt.date, out: Path | None = None,
-                 config_name: str = "") -> Path:
+def build_report(
+    cfg: FairmonConfig, start: dt.date, end: dt.date, out: Path | None = None, config_name: str = ""
+) -> Path:
     """Write the report for start..end to ``out`` (default
     ``<warehouse>/../report_<start>_<end>.html``) atomically; return its path."""
     wh = cfg.warehouse_path
-    d = report_data(read_table(wh, "reo"), read_table(wh, "reo_group"), read_table(wh, "dq_results"), start, end,
-                    reo_ab=read_table(wh, "reo_ab"), threshold_prevalence=read_table(wh, "threshold_prevalence"),
-                    sdt=read_table(wh, "sdt"))
+    d = report_data(
+        read_table(wh, "reo"),
+        read_table(wh, "reo_group"),
+        read_table(wh, "dq_results"),
+        start,
+        end,
+        reo_ab=read_table(wh, "reo_ab"),
+        threshold_prevalence=read_table(wh, "threshold_prevalence"),
+        sdt=read_table(wh, "sdt"),
+    )
     docs = cfg.gx_root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
     text = render_report(d, config_name, str(docs) if docs.exists() else None)
     out = out or wh.parent / f"report_{start}_{end}.html"

@@ -6,7 +6,7 @@ import datetime as dt
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -24,10 +24,25 @@ app = typer.Typer(
 console = Console(width=None if sys.stdout.isatty() else 130)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 130)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-BUNDLED_COAT = REPO_ROOT / "data" / "coat"
-
 ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="fairmon TOML config file.")]
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from fairmon import __version__
+
+        console.print(f"fairmon {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print fairmon's version and exit."),
+    ] = False,
+) -> None:
+    """fairmon: daily fairness metrics (REO with confidence intervals) from recommender logs."""
 
 
 def _prefect_env(verbose: bool = False) -> None:
@@ -47,7 +62,7 @@ def _parse_date(value: str, name: str) -> dt.date:
 
 
 def _load(config: Path):
-    from pipelines.config import ConfigError, load_config
+    from fairmon.pipelines.config import ConfigError, load_config
 
     try:
         return load_config(config)
@@ -69,9 +84,16 @@ def reo_table(rows: list[dict], title: str, truth: dict | None = None) -> Table:
     if truth is not None:
         t.add_column("true REO", justify="right")
     for r in rows:
-        cells = [str(r["ds"]), r["arm"], r["attribute"], _fmt(r["reo"]), _fmt(r["se"]),
-                 f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]", f"{r['n_rec']} / {r['n_rand']}",
-                 {True: "yes", False: "no"}.get(r["exceeds_80pct_rule"], "-")]
+        cells = [
+            str(r["ds"]),
+            r["arm"],
+            r["attribute"],
+            _fmt(r["reo"]),
+            _fmt(r["se"]),
+            f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]",
+            f"{r['n_rec']} / {r['n_rand']}",
+            {True: "yes", False: "no"}.get(r["exceeds_80pct_rule"], "-"),
+        ]
         if truth is not None:
             cells.append(_fmt(truth.get((str(r["ds"]), r["arm"], r["attribute"]))))
         t.add_row(*cells)
@@ -83,44 +105,98 @@ def reo_table(rows: list[dict], title: str, truth: dict | None = None) -> Table:
 def prevalence_table(rows: list[dict], title: str) -> Table:
     """Rich table of ``threshold_prevalence`` rows (seed 002 eqs. 6, 8-11)."""
     t = Table(title=title, title_justify="left")
-    for col in ("model", "attribute", "group", "t ± d", "n", "prev. at t", "95% CI", "naive mean", "cost ratio",
-                "cost-ratio CI"):
+    for col in (
+        "model",
+        "attribute",
+        "group",
+        "t ± d",
+        "n",
+        "prev. at t",
+        "95% CI",
+        "naive mean",
+        "cost ratio",
+        "cost-ratio CI",
+    ):
         t.add_column(col, justify="left" if col in ("model", "attribute", "group") else "right")
     for r in rows:
-        t.add_row(r["model"], r["attribute"], r["group"], f"{r['t']:g} ± {r['d']:g}", str(r["n_window"]),
-                  _fmt(r["prevalence_at_threshold"]), f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]",
-                  _fmt(r["naive_window_mean"]), _fmt(r["implied_cost_ratio"], 3),
-                  f"[{_fmt(r['cost_ratio_ci_low'], 3)}, {_fmt(r['cost_ratio_ci_high'], 3)}]"
-                  if r["reason"] is None else f"[yellow]{escape(r['reason'])}[/yellow]")
+        t.add_row(
+            r["model"],
+            r["attribute"],
+            r["group"],
+            f"{r['t']:g} ± {r['d']:g}",
+            str(r["n_window"]),
+            _fmt(r["prevalence_at_threshold"]),
+            f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]",
+            _fmt(r["naive_window_mean"]),
+            _fmt(r["implied_cost_ratio"], 3),
+            f"[{_fmt(r['cost_ratio_ci_low'], 3)}, {_fmt(r['cost_ratio_ci_high'], 3)}]"
+            if r["reason"] is None
+            else f"[yellow]{escape(r['reason'])}[/yellow]",
+        )
     return t
 
 
 def sdt_view(rows: list[dict], title: str) -> Table:
     """Rich table of ``sdt`` rows (seed 002 §5.3): pool (*) and labelers."""
     t = Table(title=title, title_justify="left")
-    for col in ("attribute", "group", "labeler", "n+ / n-", "FPR", "FNR", "t", "d'", "implied thr.", "cost ratio",
-                "95% CI", "p vs pool"):
+    for col in (
+        "attribute",
+        "group",
+        "labeler",
+        "n+ / n-",
+        "FPR",
+        "FNR",
+        "t",
+        "d'",
+        "implied thr.",
+        "cost ratio",
+        "95% CI",
+        "p vs pool",
+    ):
         t.add_column(col, justify="left" if col in ("attribute", "group", "labeler") else "right")
     for r in rows:
         p = r["p_vs_pool"]
-        t.add_row(r["attribute"], r["group"], r["labeler_id"], f"{r['n_pos']} / {r['n_neg']}", _fmt(r["fpr"], 3),
-                  _fmt(r["fnr"], 3), _fmt(r["criterion_t"], 3), _fmt(r["d_prime"], 3),
-                  _fmt(r["implied_threshold"], 3), _fmt(r["cost_ratio"], 3),
-                  f"[{_fmt(r['cost_ratio_ci_low'], 3)}, {_fmt(r['cost_ratio_ci_high'], 3)}]",
-                  "-" if p is None or p != p else (f"[red]{p:.2g}[/red]" if p < 0.05 else f"{p:.2g}"))
+        t.add_row(
+            r["attribute"],
+            r["group"],
+            r["labeler_id"],
+            f"{r['n_pos']} / {r['n_neg']}",
+            _fmt(r["fpr"], 3),
+            _fmt(r["fnr"], 3),
+            _fmt(r["criterion_t"], 3),
+            _fmt(r["d_prime"], 3),
+            _fmt(r["implied_threshold"], 3),
+            _fmt(r["cost_ratio"], 3),
+            f"[{_fmt(r['cost_ratio_ci_low'], 3)}, {_fmt(r['cost_ratio_ci_high'], 3)}]",
+            "-" if p is None or p != p else (f"[red]{p:.2g}[/red]" if p < 0.05 else f"{p:.2g}"),
+        )
     return t
 
 
-def _run_days(config: Path, days: list[dt.date], force_ingest: bool, show_progress: bool, concurrency: int = 1,
-              wait_seconds: float = 0.0, stats: dict | None = None) -> list[dict]:
+def _run_days(
+    config: Path,
+    days: list[dt.date],
+    force_ingest: bool,
+    show_progress: bool,
+    concurrency: int = 1,
+    wait_seconds: float = 0.0,
+    stats: dict | None = None,
+) -> list[dict]:
     """Run the daily flow for each day (``concurrency`` at a time); one failing
     day never stops the others. Returns one summary per day, in day order;
     ``stats``, when given, receives the range's prestage figures (bench/)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from pipelines.adapters import clear_prefetched
-    from pipelines.flows import (DayQuarantined, clear_range_counts, daily, docs_deferred, preload_gate,
-                                 prestage_impressions, start_api)
+    from fairmon.pipelines.flows import (
+        DayQuarantined,
+        clear_range_counts,
+        daily,
+        docs_deferred,
+        preload_gate,
+        prestage_impressions,
+        start_api,
+    )
+    from fairmon.pipelines.ingest.adapters import clear_prefetched
 
     def one(ds: dt.date) -> dict:
         state = daily(str(config), ds, force_ingest, wait_seconds, return_state=True)
@@ -131,11 +207,17 @@ def _run_days(config: Path, days: list[dt.date], force_ingest: bool, show_progre
         except Exception as e:  # the flow's own exception, re-raised by result()
             return {"ds": ds, "status": "failed", "error": f"{type(e).__name__}: {e}"}
 
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=console, disable=not show_progress)
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not show_progress,
+    )
     results: dict[dt.date, dict] = {}
-    from pipelines import db
-    from pipelines.locking import RunLockedError, run_lock
+    from fairmon.pipelines.storage import db
+    from fairmon.pipelines.storage.locking import RunLockedError, run_lock
 
     cfg = _load(config)
     path = cfg.duckdb_path
@@ -150,7 +232,8 @@ def _run_days(config: Path, days: list[dt.date], force_ingest: bool, show_progre
                 if show_progress and pre["files"]:
                     progress.console.print(
                         f"profiled {pre['files']} impressions file(s) in one scan, staged {pre['staged']}, counted "
-                        f"{len(days)} day(s) ({pre['ingest'] + pre['checks'] + pre['counts']:.1f}s)")
+                        f"{len(days)} day(s) ({pre['ingest'] + pre['checks'] + pre['counts']:.1f}s)"
+                    )
             job = progress.add_task(f"fairmon {len(days)} day(s)", total=len(days))
             with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
                 for r in pool.map(one, days):
@@ -176,7 +259,8 @@ def _summary(results: list[dict]) -> None:
         if ok:
             warn = [f"{d['suite']}: {d['failed_warning']}" for d in r.get("dq", []) if d.get("failed_warning")]
             detail = ", ".join(sorted(r.get("paths", {}))) + "".join(
-                f"\n[yellow]warning {escape(w)}[/yellow]" for w in warn)
+                f"\n[yellow]warning {escape(w)}[/yellow]" for w in warn
+            )
         else:
             detail = escape(r.get("error", ""))
         colour = {"published": "green", "quarantined": "yellow"}.get(r["status"], "red")
@@ -222,8 +306,8 @@ def ingest(
     _prefect_env()
     ds = _parse_date(date, "--date")
     cfg = _load(config)
-    from pipelines.flows import ingest as ingest_flow
-    from pipelines.locking import RunLockedError, run_lock
+    from fairmon.pipelines.flows import ingest as ingest_flow
+    from fairmon.pipelines.storage.locking import RunLockedError, run_lock
 
     try:
         with run_lock(cfg.duckdb_path):
@@ -244,10 +328,15 @@ def backfill(
     end: Annotated[str, typer.Option("--end", help="Last day (inclusive), YYYY-MM-DD.")],
     config: ConfigOpt = Path("fairmon.toml"),
     force_ingest: Annotated[bool, typer.Option(help="Re-stage input files even when unchanged.")] = False,
-    only_failed: Annotated[bool, typer.Option("--only-failed", help="Only days whose latest run did not publish "
-                                                                     "(quarantined, failed or never run).")] = False,
-    only_stale: Annotated[bool, typer.Option("--only-stale", help="Only days whose inputs changed after they were "
-                                                                   "computed (late data).")] = False,
+    only_failed: Annotated[
+        bool,
+        typer.Option(
+            "--only-failed", help="Only days whose latest run did not publish (quarantined, failed or never run)."
+        ),
+    ] = False,
+    only_stale: Annotated[
+        bool, typer.Option("--only-stale", help="Only days whose inputs changed after they were computed (late data).")
+    ] = False,
     concurrency: Annotated[int, typer.Option(min=1, help="Days run at the same time.")] = 1,
     wait: Annotated[float, typer.Option(help="Seconds to wait for another run on the same DuckDB file.")] = 0.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's per-stage logs.")] = False,
@@ -261,7 +350,7 @@ def backfill(
     if b < a:
         raise typer.BadParameter("--end is before --start", param_hint="--end")
     cfg = _load(config)
-    from pipelines.ops import days_to_run, detect_stale
+    from fairmon.pipelines.ops import days_to_run, detect_stale
 
     if only_stale:
         found = detect_stale(cfg)
@@ -280,11 +369,13 @@ def backfill(
 @app.command()
 def serve(
     config: ConfigOpt = Path("fairmon.toml"),
-    cron: Annotated[Optional[str], typer.Option(help="Cron expression (default: config [schedule].cron, "
-                                                     "'0 6 * * *').")] = None,
-    timezone: Annotated[Optional[str], typer.Option(help="Time zone of the cron (default UTC).")] = None,
-    lag_days: Annotated[Optional[int], typer.Option(help="Compute the day this many days before today "
-                                                         "(default 1: yesterday).")] = None,
+    cron: Annotated[
+        str | None, typer.Option(help="Cron expression (default: config [schedule].cron, '0 6 * * *').")
+    ] = None,
+    timezone: Annotated[str | None, typer.Option(help="Time zone of the cron (default UTC).")] = None,
+    lag_days: Annotated[
+        int | None, typer.Option(help="Compute the day this many days before today (default 1: yesterday).")
+    ] = None,
 ) -> None:
     """Register the daily job as a Prefect deployment with its cron schedule and
     serve it (blocks; Ctrl-C stops). Each run computes the lagged day and
@@ -293,13 +384,16 @@ def serve(
     cfg = _load(config)
     from prefect import serve as prefect_serve
 
-    from pipelines.ops import build_deployment
+    from fairmon.pipelines.ops import build_deployment
 
     sc = cfg.schedule
-    dep = build_deployment(config, cron or sc.cron, timezone or sc.timezone, sc.lag_days if lag_days is None
-                           else lag_days, sc.name)
-    console.print(f"serving deployment {dep.name}: cron {dep.schedules[0].schedule.cron} "
-                  f"({dep.schedules[0].schedule.timezone}), parameters {dep.parameters}")
+    dep = build_deployment(
+        config, cron or sc.cron, timezone or sc.timezone, sc.lag_days if lag_days is None else lag_days, sc.name
+    )
+    console.print(
+        f"serving deployment {dep.name}: cron {dep.schedules[0].schedule.cron} "
+        f"({dep.schedules[0].schedule.timezone}), parameters {dep.parameters}"
+    )
     prefect_serve(dep)
 
 
@@ -315,7 +409,7 @@ def schedule_show(
     """Print the deployment ``fairmon serve`` would register and its next runs."""
     _prefect_env()
     cfg = _load(config)
-    from pipelines.ops import build_deployment, next_runs
+    from fairmon.pipelines.ops import build_deployment, next_runs
 
     sc = cfg.schedule
     dep = build_deployment(config, sc.cron, sc.timezone, sc.lag_days, sc.name)
@@ -335,14 +429,16 @@ def report(
     start: Annotated[str, typer.Option("--start", help="First day, YYYY-MM-DD.")],
     end: Annotated[str, typer.Option("--end", help="Last day (inclusive), YYYY-MM-DD.")],
     config: ConfigOpt = Path("fairmon.toml"),
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="HTML file to write "
-                                                "(default: report_START_END.html beside the warehouse).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="HTML file to write (default: report_START_END.html beside the warehouse)."),
+    ] = None,
 ) -> None:
     """Build one self-contained HTML report (opens offline) for START..END from
     published days only: daily REO per attribute and arm with CI bands and the
     80%-rule line, ΔU per group with CIs, the data-quality summary and the
     excluded days with their reasons."""
-    from pipelines.report import build_report
+    from fairmon.pipelines.faces.report import build_report
 
     a, b = _parse_date(start, "--start"), _parse_date(end, "--end")
     if b < a:
@@ -355,24 +451,28 @@ def report(
 @app.command()
 def plan(
     config: ConfigOpt = Path("fairmon.toml"),
-    start: Annotated[Optional[str], typer.Option(help="First day of counts to plan from.")] = None,
-    end: Annotated[Optional[str], typer.Option(help="Last day of counts to plan from.")] = None,
+    start: Annotated[str | None, typer.Option(help="First day of counts to plan from.")] = None,
+    end: Annotated[str | None, typer.Option(help="Last day of counts to plan from.")] = None,
     epsilon: Annotated[float, typer.Option(help="Relative error ε.")] = 0.1,
     delta: Annotated[float, typer.Option(help="Failure probability δ.")] = 0.05,
-    target_se: Annotated[Optional[float], typer.Option(help="Also solve for this SE of REO.")] = None,
-    p: Annotated[Optional[str], typer.Option("--P", help="Given rates instead of counts: P_k, e.g. 0.01,0.05.")] = None,
-    q: Annotated[Optional[str], typer.Option("--Q", help="Given rates: Q_k, e.g. 0.1,0.25.")] = None,
-    n_rec: Annotated[Optional[int], typer.Option(help="Given rates: default rows per day.")] = None,
-    rand_per_day: Annotated[Optional[int], typer.Option(help="Given rates: random rows per day.")] = None,
+    target_se: Annotated[float | None, typer.Option(help="Also solve for this SE of REO.")] = None,
+    p: Annotated[str | None, typer.Option("--P", help="Given rates instead of counts: P_k, e.g. 0.01,0.05.")] = None,
+    q: Annotated[str | None, typer.Option("--Q", help="Given rates: Q_k, e.g. 0.1,0.25.")] = None,
+    n_rec: Annotated[int | None, typer.Option(help="Given rates: default rows per day.")] = None,
+    rand_per_day: Annotated[int | None, typer.Option(help="Given rates: random rows per day.")] = None,
 ) -> None:
     """How much random (and default) traffic a given accuracy needs (seed 001
     App. E, I.2): per group by Thm E.1, ⌈3 p_k⁻¹ ε⁻² ln(2/δ)⌉; for all U_k (and
     so ΔU_k, REO) jointly; the delta-method SE current volumes give; and the
     random volume for --target-se, in days of current random traffic. Uses the
     published group counts of START..END, or rates given with --P/--Q."""
-    from pipelines.audit import plan_from_counts
-    from transforms.planning import joint_volumes, random_traffic_required, random_volume_for_reo_se, \
-        reo_se_for_volume
+    from fairmon.pipelines.audit import plan_from_counts
+    from fairmon.transforms.planning import (
+        joint_volumes,
+        random_traffic_required,
+        random_volume_for_reo_se,
+        reo_se_for_volume,
+    )
 
     if p and q:
         import numpy as np
@@ -383,8 +483,10 @@ def plan(
         e1 = random_traffic_required(P, epsilon, delta)
         joint = joint_volumes(P, Q, epsilon, delta)
         console.print(f"Thm E.1 random rows per group (ε={epsilon}, δ={delta}): {[int(x) for x in e1]}")
-        console.print(f"all U_k within ε jointly: {joint['n_rand']} random rows and {joint['n_rec']} default rows "
-                      f"(each share within {joint['eps_share']:.4f} at δ/2K = {joint['delta_share']:.4g})")
+        console.print(
+            f"all U_k within ε jointly: {joint['n_rand']} random rows and {joint['n_rec']} default rows "
+            f"(each share within {joint['eps_share']:.4f} at δ/2K = {joint['delta_share']:.4g})"
+        )
         if n_rec and rand_per_day:
             se, _ = reo_se_for_volume(Q, P, n_rec, rand_per_day)
             console.print(f"SE(REO) with {n_rec} default and {rand_per_day} random rows: {se:.5f}")
@@ -401,17 +503,37 @@ def plan(
     except ValueError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
-    t = Table(title=f"Random-traffic plan (ε = {epsilon}, δ = {delta}), from counts of {table['ds'][0]}",
-              title_justify="left")
-    for c in ("arm", "attribute", "rand/day", "Thm E.1 rows", "days", "joint rand", "joint rec", "days",
-              "SE(REO) now", "rows for target SE", "days"):
+    t = Table(
+        title=f"Random-traffic plan (ε = {epsilon}, δ = {delta}), from counts of {table['ds'][0]}", title_justify="left"
+    )
+    for c in (
+        "arm",
+        "attribute",
+        "rand/day",
+        "Thm E.1 rows",
+        "days",
+        "joint rand",
+        "joint rec",
+        "days",
+        "SE(REO) now",
+        "rows for target SE",
+        "days",
+    ):
         t.add_column(c, justify="left" if c in ("arm", "attribute") else "right")
     for r in table.iter_rows(named=True):
-        t.add_row(r["arm"], r["attribute"], f"{r['rand_per_day']:.0f}", str(r["thm_e1_rand_max"]),
-                  f"{r['thm_e1_days']:.1f}", str(r["joint_rand"]), str(r["joint_rec"]), f"{r['joint_days']:.1f}",
-                  f"{r['se_reo_now']:.4f}", "-" if r["rand_for_target_se"] != r["rand_for_target_se"]
-                  else f"{r['rand_for_target_se']:.0f}", "-" if r["days_for_target_se"] != r["days_for_target_se"]
-                  else f"{r['days_for_target_se']:.1f}")
+        t.add_row(
+            r["arm"],
+            r["attribute"],
+            f"{r['rand_per_day']:.0f}",
+            str(r["thm_e1_rand_max"]),
+            f"{r['thm_e1_days']:.1f}",
+            str(r["joint_rand"]),
+            str(r["joint_rec"]),
+            f"{r['joint_days']:.1f}",
+            f"{r['se_reo_now']:.4f}",
+            "-" if r["rand_for_target_se"] != r["rand_for_target_se"] else f"{r['rand_for_target_se']:.0f}",
+            "-" if r["days_for_target_se"] != r["days_for_target_se"] else f"{r['days_for_target_se']:.1f}",
+        )
     console.print(t)
 
 
@@ -420,16 +542,16 @@ def audit_export(
     date: Annotated[str, typer.Option("--date", "-d", help="Last day of the score window, YYYY-MM-DD.")],
     attribute: Annotated[str, typer.Option(help="Group attribute of the release.")],
     config: ConfigOpt = Path("fairmon.toml"),
-    model: Annotated[Optional[str], typer.Option(help="Model (default: the first configured threshold's).")] = None,
+    model: Annotated[str | None, typer.Option(help="Model (default: the first configured threshold's).")] = None,
     epsilon: Annotated[float, typer.Option(help="Privacy budget of this release.")] = 0.5,
     survival: Annotated[bool, typer.Option(help="Release the survival form P*(a, >= y) (continuous scores).")] = False,
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Release file (JSON).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Release file (JSON).")] = None,
 ) -> None:
     """Release per-group score histograms of qualified individuals with Laplace
     noise (scale 1/ε, ε-differentially private; seed 000 §5), the noisy P*, the
     empirical fairness gap and the (α, δ, ε) decision of Theorem 1. The release
     is refused when it would overspend the data set's privacy budget."""
-    from pipelines.audit import BudgetExceeded, export_release
+    from fairmon.pipelines.audit import BudgetExceeded, export_release
 
     cfg = _load(config)
     ds = _parse_date(date, "--date")
@@ -447,10 +569,14 @@ def audit_export(
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
     colour = {"fair": "green", "unfair": "red"}.get(r["decision"], "yellow")
-    console.print(f"release {r['release_id']} of {r['model']} by {r['attribute']} ({r['window'][0]}..{r['window'][1]}),"
-                  f" ε = {epsilon} (spent {r['budget_spent']:g} of {r['budget_total']:g})")
-    console.print(f"groups {r['groups']}; smallest qualified group {r['min_group_n']} (Theorem 1 needs "
-                  f"{r['required_n']} at α = {r['alpha']}, δ = {r['delta']})")
+    console.print(
+        f"release {r['release_id']} of {r['model']} by {r['attribute']} ({r['window'][0]}..{r['window'][1]}),"
+        f" ε = {epsilon} (spent {r['budget_spent']:g} of {r['budget_total']:g})"
+    )
+    console.print(
+        f"groups {r['groups']}; smallest qualified group {r['min_group_n']} (Theorem 1 needs "
+        f"{r['required_n']} at α = {r['alpha']}, δ = {r['delta']})"
+    )
     console.print(f"empirical fairness gap EFG = {r['efg']:.4f} -> decision: [{colour}]{r['decision']}[/{colour}]")
     for c in r["conditions_failed"]:
         console.print(f"  [yellow]{escape(c)}[/yellow]")
@@ -466,11 +592,13 @@ def sample_size(
 ) -> None:
     """Minimum qualified individuals per group for an audit, private (seed 000
     eq. 7) and non-private (eq. 8), and their ratio (at most 4·ln3/ln2 ≈ 6.34)."""
-    from transforms.audit import min_sample_nonprivate, min_sample_private, sample_size_ratio
+    from fairmon.transforms.audit import min_sample_nonprivate, min_sample_private, sample_size_ratio
 
     a, b = min_sample_private(alpha, groups, levels, delta), min_sample_nonprivate(alpha, groups, levels, delta)
-    console.print(f"private (eq. 7): {a}   non-private (eq. 8): {b}   ratio {a / b:.2f} "
-                  f"(unrounded {sample_size_ratio(groups, levels, delta):.3f}; supremum 6.34)")
+    console.print(
+        f"private (eq. 7): {a}   non-private (eq. 8): {b}   ratio {a / b:.2f} "
+        f"(unrounded {sample_size_ratio(groups, levels, delta):.3f}; supremum 6.34)"
+    )
 
 
 def _parse_floats(value: str, name: str) -> tuple[float, ...]:
@@ -503,20 +631,28 @@ def simulate(
     rec_rate: Annotated[str, typer.Option(help="Positive rates per group in default traffic.")] = "0.30,0.36",
     rand_share: Annotated[str, typer.Option(help="Group shares in random traffic.")] = "0.5,0.5",
     rand_rate: Annotated[str, typer.Option(help="Positive rates per group in random traffic.")] = "0.25,0.28",
-    arm: Annotated[Optional[list[str]], typer.Option(
-        help="Arm as NAME or NAME=GROUP:WEIGHT,... (seed 001 §4.4 boosting weights), e.g. "
-        "'deboost=0:1.25'. Repeat for several arms. Default: one arm 'all'.")] = None,
-    regime: Annotated[Optional[str], typer.Option(
-        help="Seed 001 §4.1 regime (dense, sparse, very_sparse): P=(0.01,0.05), U∝(10,5), REO=1/3; "
-        "overrides shares, rates and the random volume.")] = None,
+    arm: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Arm as NAME or NAME=GROUP:WEIGHT,... (seed 001 §4.4 boosting weights), e.g. "
+            "'deboost=0:1.25'. Repeat for several arms. Default: one arm 'all'."
+        ),
+    ] = None,
+    regime: Annotated[
+        str | None,
+        typer.Option(
+            help="Seed 001 §4.1 regime (dense, sparse, very_sparse): P=(0.01,0.05), U∝(10,5), REO=1/3; "
+            "overrides shares, rates and the random volume."
+        ),
+    ] = None,
     pool_days: Annotated[int, typer.Option(min=1, help="Days per pooled random-traffic file.")] = 7,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     fmt: Annotated[str, typer.Option("--format", help="csv or parquet.")] = "csv",
 ) -> None:
     """Write simulated impressions in the TikTok layout with a known truth
     (true U, ΔU and REO per day and arm) and a config to run fairmon on them."""
-    from pipelines.simulate import write_simulation
-    from transforms.simulate import SimulationSpec, regime_spec
+    from fairmon.pipelines.simulate import write_simulation
+    from fairmon.transforms.simulate import SimulationSpec, regime_spec
 
     arms = dict(_parse_arm(a) for a in arm) if arm else {"all": {}}
     common = dict(start=_parse_date(start, "--start"), days=days, arms=arms, random_pool_days=pool_days, seed=seed)
@@ -525,9 +661,12 @@ def simulate(
             spec = regime_spec(regime, rows_per_day=rows_per_day, **common)
         else:
             spec = SimulationSpec(
-                rows_per_day=rows_per_day, random_rows_per_day=random_rows_per_day,
-                rec_share=_parse_floats(rec_share, "--rec-share"), rec_rate=_parse_floats(rec_rate, "--rec-rate"),
-                rand_share=_parse_floats(rand_share, "--rand-share"), rand_rate=_parse_floats(rand_rate, "--rand-rate"),
+                rows_per_day=rows_per_day,
+                random_rows_per_day=random_rows_per_day,
+                rec_share=_parse_floats(rec_share, "--rec-share"),
+                rec_rate=_parse_floats(rec_rate, "--rec-rate"),
+                rand_share=_parse_floats(rand_share, "--rand-share"),
+                rand_rate=_parse_floats(rand_rate, "--rand-rate"),
                 **common,
             )
         with Progress(TextColumn("simulate"), BarColumn(), MofNCompleteColumn(), console=console) as p:
@@ -553,12 +692,13 @@ def simulate_labels(
     """Write simulated labeling logs: content groups with known prevalence and
     labelers with known per-group d′ and criterion (seed 002 §5.3), the true
     implied thresholds and cost ratios (truth_labelers.csv), and a config."""
-    from pipelines.simulate import write_labeling_simulation
-    from transforms.simulate_labels import LabelingSpec
+    from fairmon.pipelines.simulate import write_labeling_simulation
+    from fairmon.transforms.simulate_labels import LabelingSpec
 
     try:
-        spec = LabelingSpec(start=_parse_date(start, "--start"), days=days, items_per_day=items_per_day,
-                            gold_rate=gold_rate, seed=seed)
+        spec = LabelingSpec(
+            start=_parse_date(start, "--start"), days=days, items_per_day=items_per_day, gold_rate=gold_rate, seed=seed
+        )
     except ValueError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
@@ -571,7 +711,8 @@ def simulate_labels(
 @app.command()
 def demo(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the demo's data and outputs.")] = Path(
-        "fairmon-demo"),
+        "fairmon-demo"
+    ),
 ) -> None:
     """Run everything on bundled and simulated data: 14 simulated days with a
     control and three treatment arms (daily REO with CIs beside the truth, and
@@ -579,7 +720,7 @@ def demo(
     COMPAS (prevalence at the threshold t = 5 and a private audit release) and
     simulated labelers (SDT cost ratios); print where tables and reports went."""
     _prefect_env()
-    from pipelines.demo import run_demo
+    from fairmon.pipelines.faces.demo import run_demo
 
     run_demo(out.resolve(), console)
 

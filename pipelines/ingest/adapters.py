@@ -2,7 +2,7 @@
 
 An *ingest unit* is one file (or the Coat directory) that is staged as a whole
 and replaced as a whole on re-ingest. The parsing rules live in
-:mod:`transforms.contract` and :mod:`transforms.coat`; this module does the I/O.
+:mod:`fairmon.transforms.contract` and :mod:`fairmon.transforms.coat`; this module does the I/O.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from pipelines import db, timing
-from pipelines.config import FairmonConfig
-from transforms.coat import coat_impressions
-from transforms.compas import compas_scores
-from transforms.contract import (
+from fairmon.pipelines import timing
+from fairmon.pipelines.config import FairmonConfig
+from fairmon.pipelines.storage import db
+from fairmon.transforms.coat import coat_impressions
+from fairmon.transforms.compas import compas_scores
+from fairmon.transforms.contract import (
     PROFILE_N,
     PROFILE_ROW,
     InputContractError,
@@ -60,7 +61,9 @@ def _tiktok_pools(cfg: FairmonConfig) -> list[tuple[Path, dt.date, dt.date]]:
     pools = [(cfg.resolve(p.path), p.start, p.end) for p in imp.random_pools]
     if imp.random_path:
         regex = re.escape(str(cfg.resolve(imp.random_path)))
-        regex = regex.replace(re.escape("{start}"), r"(\d{4}-\d{2}-\d{2})").replace(re.escape("{end}"), r"(\d{4}-\d{2}-\d{2})")
+        regex = regex.replace(re.escape("{start}"), r"(\d{4}-\d{2}-\d{2})").replace(
+            re.escape("{end}"), r"(\d{4}-\d{2}-\d{2})"
+        )
         for p in _matches(imp.random_path, cfg, start="*", end="*"):
             m = re.fullmatch(regex, str(p))
             if m:
@@ -96,7 +99,9 @@ def log_units_for_day(cfg: FairmonConfig, source: str, ds: dt.date) -> list[Inge
             raise InputContractError("COMPAS file not found", file=str(path))
         return [IngestUnit(path, dt.date.min, dt.date.max, "file")]
     first = window_start(ds, sc.window_days)
-    return [IngestUnit(f, d, d, "file") for d in days_between(first, ds) for f in _matches(sc.path, cfg, ds=d.isoformat())]
+    return [
+        IngestUnit(f, d, d, "file") for d in days_between(first, ds) for f in _matches(sc.path, cfg, ds=d.isoformat())
+    ]
 
 
 def read_log_unit(cfg: FairmonConfig, source: str, unit: IngestUnit) -> pl.DataFrame:
@@ -127,8 +132,9 @@ def units_for_day(cfg: FairmonConfig, ds: dt.date) -> list[IngestUnit]:
     w0 = window_start(ds, imp.random_window_days)
     if imp.format == "coat":
         if ds != imp.ds:
-            raise InputContractError(f"the Coat data set is configured as the single day {imp.ds}, not {ds}",
-                                     file=str(cfg.resolve(imp.path)))
+            raise InputContractError(
+                f"the Coat data set is configured as the single day {imp.ds}, not {ds}", file=str(cfg.resolve(imp.path))
+            )
         return [IngestUnit(cfg.resolve(imp.path), ds, ds, "all")]
 
     # No file for the day -> no unit: the day gate's default_traffic_present reports it.
@@ -219,8 +225,9 @@ def duplicate_ids(con: duckdb.DuckDBPyConnection, parts: Iterable, keys: list[st
         return db.query(con, "impressions_duplicate_ids_count").item()
 
 
-def profile_rows(con: duckdb.DuckDBPyConnection, raw, columns: list[str], file: str,
-                 duplicated: int | None = None) -> pl.DataFrame:
+def profile_rows(
+    con: duckdb.DuckDBPyConnection, raw, columns: list[str], file: str, duplicated: int | None = None
+) -> pl.DataFrame:
     """Distinct-value profile of impressions rows (sql/impressions_profile*.sql).
 
     ``raw``: a DuckDB relation or Polars frame of the rows with a 0-based
@@ -363,7 +370,7 @@ def rows_in(frame: pl.DataFrame) -> int:
 
 
 def normalize_unit(cfg: FairmonConfig, unit: IngestUnit, raw: pl.DataFrame) -> pl.DataFrame:
-    """Parse an adapted raw frame into staging rows (see transforms.contract).
+    """Parse an adapted raw frame into staging rows (see fairmon.transforms.contract).
 
     Raises :class:`InputContractError` naming file, column and row on bad input.
     """

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import polars as pl
 from rich.console import Console
-
 from rich.table import Table
 
-from pipelines.cli import BUNDLED_COAT, _fmt, _run_days, _summary, prevalence_table, reo_table, sdt_view
-from pipelines.audit import export_release
-from pipelines.config import load_config
-from pipelines.report import build_report
-from pipelines.simulate import write_labeling_simulation, write_simulation
-from transforms.simulate import SimulationSpec
-from transforms.simulate_labels import LabelingSpec
+from fairmon.pipelines.audit import export_release
+from fairmon.pipelines.config import load_config
+from fairmon.pipelines.faces.cli import _fmt, _run_days, _summary, prevalence_table, reo_table, sdt_view
+from fairmon.pipelines.faces.report import build_report
+from fairmon.pipelines.simulate import write_labeling_simulation, write_simulation
+from fairmon.resources import data_dir
+from fairmon.transforms.simulate import SimulationSpec
+from fairmon.transforms.simulate_labels import LabelingSpec
 
 DEMO_START = dt.date(2026, 1, 1)
 COAT_DS = dt.date(2016, 6, 19)  # Coat has no dates; the demo assigns this one day
@@ -68,8 +68,18 @@ EXPECTED = {"deboost_1.25": "lower", "deboost_2": "higher", "boost_2": "higher"}
 def ab_table(rows: list[dict], truth: dict) -> Table:
     """Seed 001 §4.4 table: D_REO per treatment, its CI by each method, expected and observed direction."""
     t = Table(title="A/B: D_REO = REO(treatment) − REO(control), last day (seed 001 §4.4)", title_justify="left")
-    for col in ("treatment", "truth", "D_REO", "CI delta", "p", "CI paper", "CI partition", "CI bootstrap",
-                "expected", "observed"):
+    for col in (
+        "treatment",
+        "truth",
+        "D_REO",
+        "CI delta",
+        "p",
+        "CI paper",
+        "CI partition",
+        "CI bootstrap",
+        "expected",
+        "observed",
+    ):
         t.add_column(col, justify="left" if col in ("treatment", "expected", "observed") else "right")
     reo_rows = [r for r in rows if r["metric"] == "reo"]
     for treatment in [a for a in ARMS if a != "control"]:
@@ -78,13 +88,23 @@ def ab_table(rows: list[dict], truth: dict) -> Table:
             continue
         d = by["delta"]
 
-        def ci(m):
+        def ci(m, by=by):
             return f"[{_fmt(by[m]['ci_low'])}, {_fmt(by[m]['ci_high'])}]" if m in by else "-"
+
         observed = "lower" if d["ci_high"] < 0 else "higher" if d["ci_low"] > 0 else "no change"
         ok = "green" if observed == EXPECTED[treatment] else "red"
-        t.add_row(treatment, _fmt(truth[treatment]), _fmt(d["diff"]), ci("delta"), f"{d['p_value']:.2g}",
-                  ci("delta_paper"), ci("partition"), ci("bootstrap"), EXPECTED[treatment],
-                  f"[{ok}]{observed}[/{ok}]")
+        t.add_row(
+            treatment,
+            _fmt(truth[treatment]),
+            _fmt(d["diff"]),
+            ci("delta"),
+            f"{d['p_value']:.2g}",
+            ci("delta_paper"),
+            ci("partition"),
+            ci("bootstrap"),
+            EXPECTED[treatment],
+            f"[{ok}]{observed}[/{ok}]",
+        )
     return t
 
 
@@ -97,13 +117,18 @@ def run_demo(out: Path, console: Console) -> None:
     days = [spec.start + dt.timedelta(days=i) for i in range(spec.days)]
     results = _run_days(paths["config"], days, force_ingest=False, show_progress=True)
     _summary(results)
-    truth = {(str(r["ds"]), r["arm"], r["attribute"]): r["reo"]
-             for r in pl.read_csv(paths["truth_reo"]).iter_rows(named=True)}
+    truth = {
+        (str(r["ds"]), r["arm"], r["attribute"]): r["reo"]
+        for r in pl.read_csv(paths["truth_reo"]).iter_rows(named=True)
+    }
     rows = [row for r in results if r["status"] == "published" for row in r["reo"] if row["arm"] == "control"]
     console.print(reo_table(rows, "Daily REO of the control arm (random traffic: trailing 7-day window)", truth))
     last = [r for r in results if r["status"] == "published"][-1]
-    true_d = {a: truth[(str(last["ds"]), a, "young_adult")] - truth[(str(last["ds"]), "control", "young_adult")]
-              for a in ARMS if a != "control"}
+    true_d = {
+        a: truth[(str(last["ds"]), a, "young_adult")] - truth[(str(last["ds"]), "control", "young_adult")]
+        for a in ARMS
+        if a != "control"
+    }
     console.print(ab_table(last["reo_ab"], true_d))
     sim_report = build_report(load_config(paths["config"]), days[0], days[-1], config_name=str(paths["config"]))
 
@@ -111,7 +136,7 @@ def run_demo(out: Path, console: Console) -> None:
     coat = out / "coat"
     coat.mkdir(parents=True, exist_ok=True)
     cfg = coat / "fairmon.toml"
-    cfg.write_text(COAT_CONFIG.format(coat_dir=BUNDLED_COAT.as_posix(), ds=COAT_DS.isoformat()))
+    cfg.write_text(COAT_CONFIG.format(coat_dir=data_dir("coat").as_posix(), ds=COAT_DS.isoformat()))
     coat_results = _run_days(cfg, [COAT_DS], force_ingest=False, show_progress=False)
     _summary(coat_results)
     if coat_results[0]["status"] == "published":
@@ -122,20 +147,28 @@ def run_demo(out: Path, console: Console) -> None:
     compas = out / "compas"
     compas.mkdir(parents=True, exist_ok=True)
     ccfg = compas / "fairmon.toml"
-    ccfg.write_text(COMPAS_CONFIG.format(compas=(BUNDLED_COAT.parent / "compas" / "compas_two_year.csv").as_posix()))
+    ccfg.write_text(COMPAS_CONFIG.format(compas=(data_dir("compas") / "compas_two_year.csv").as_posix()))
     compas_results = _run_days(ccfg, [COMPAS_DS], force_ingest=False, show_progress=False)
     _summary(compas_results)
     if compas_results[0]["status"] == "published":
         rows = [r for r in compas_results[0]["threshold_prevalence"] if r["attribute"] in ("race", "sex")]
-        console.print(prevalence_table(rows, "COMPAS: outcome rate at the decision threshold and implied cost "
-                                             "ratio c = (1 - p)/p, screenings 2013-2014"))
+        console.print(
+            prevalence_table(
+                rows,
+                "COMPAS: outcome rate at the decision threshold and implied cost "
+                "ratio c = (1 - p)/p, screenings 2013-2014",
+            )
+        )
     compas_report = build_report(load_config(ccfg), COMPAS_DS, COMPAS_DS, config_name=str(ccfg))
     if compas_results[0]["status"] == "published":
-        rel = export_release(load_config(ccfg), COMPAS_DS, "sex", "compas", 0.5,
-                             out=compas / "releases" / "compas_sex.json")
-        console.print(f"ε-DP audit release (ε = 0.5 of 1.0): score histograms of qualified people by sex, "
-                      f"EFG = {rel['efg']:.4f}, smallest group {rel['min_group_n']} (needs {rel['required_n']}) "
-                      f"-> decision at α = {rel['alpha']}: [bold]{rel['decision']}[/bold]; {compas / 'releases'}")
+        rel = export_release(
+            load_config(ccfg), COMPAS_DS, "sex", "compas", 0.5, out=compas / "releases" / "compas_sex.json"
+        )
+        console.print(
+            f"ε-DP audit release (ε = 0.5 of 1.0): score histograms of qualified people by sex, "
+            f"EFG = {rel['efg']:.4f}, smallest group {rel['min_group_n']} (needs {rel['required_n']}) "
+            f"-> decision at α = {rel['alpha']}: [bold]{rel['decision']}[/bold]; {compas / 'releases'}"
+        )
 
     console.rule("4. simulated labelers: known d' and criteria per content group (seed 002 §5.3)")
     labels = out / "labels"
@@ -145,18 +178,24 @@ def run_demo(out: Path, console: Console) -> None:
     label_results = _run_days(lpaths["config"], [lds], force_ingest=False, show_progress=False)
     _summary(label_results)
     if label_results[0]["status"] == "published":
-        truth_l = {(r["labeler_id"], r["group"]): r["cost_ratio"]
-                   for r in pl.read_csv(lpaths["truth"]).iter_rows(named=True)}
-        console.print(sdt_view(label_results[0]["sdt"], "Labelers over 7 days (p vs pool: red = cost ratio differs "
-                                                         "from the other labelers)"))
+        truth_l = {
+            (r["labeler_id"], r["group"]): r["cost_ratio"] for r in pl.read_csv(lpaths["truth"]).iter_rows(named=True)
+        }
+        console.print(
+            sdt_view(
+                label_results[0]["sdt"],
+                "Labelers over 7 days (p vs pool: red = cost ratio differs from the other labelers)",
+            )
+        )
         console.print("true cost ratios: " + ", ".join(f"{lab}/{g} {c:.2f}" for (lab, g), c in sorted(truth_l.items())))
     labels_report = build_report(load_config(lpaths["config"]), lds, lds, config_name=str(lpaths["config"]))
 
     console.rule("outputs")
     console.print(f"more reports: {compas_report}  {labels_report}")
     for name, c in (("simulation", sim), ("coat", coat), ("compas", compas), ("labels", labels)):
-        console.print(f"{name}: tables under {c / 'warehouse'} (ds=YYYY-MM-DD partitions), "
-                      f"DuckDB file {c / 'fairmon.duckdb'}")
+        console.print(
+            f"{name}: tables under {c / 'warehouse'} (ds=YYYY-MM-DD partitions), DuckDB file {c / 'fairmon.duckdb'}"
+        )
     console.print(f"reports (open offline in a browser): {sim_report}  {coat_report}")
     console.print(f"data-quality Data Docs: {sim / 'gx' / 'uncommitted' / 'data_docs' / 'local_site' / 'index.html'}")
     failed = [r for r in results + coat_results + compas_results + label_results if r["status"] != "published"]

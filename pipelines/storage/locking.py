@@ -53,7 +53,7 @@ def run_lock(duckdb_path: Path, wait_seconds: float = 0.0) -> Iterator[None]:
             entry[1] += 1
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fh = open(path, "a+")
+            fh = open(path, "a+")  # noqa: SIM115 -- held open for the run, closed in finally
             deadline = time.monotonic() + wait_seconds
             while True:
                 try:
@@ -69,8 +69,15 @@ def run_lock(duckdb_path: Path, wait_seconds: float = 0.0) -> Iterator[None]:
                     time.sleep(0.2)
             fh.seek(0)
             fh.truncate()
-            fh.write(json.dumps({"pid": os.getpid(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                                 "command": " ".join(os.sys.argv)}))
+            fh.write(
+                json.dumps(
+                    {
+                        "pid": os.getpid(),
+                        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                        "command": " ".join(os.sys.argv),
+                    }
+                )
+            )
             fh.flush()
             _state[path] = [fh, 1]
     try:

@@ -1,4 +1,4 @@
-"""DuckDB access: SQL statements are read from ``sql/*.sql`` (one statement per
+"""DuckDB access: SQL statements are read from ``sql/*.sql`` (package data ``fairmon.sql``) (one statement per
 file) and executed with bound parameters only."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+from fairmon.resources import sql_file
 
 
 class DatabaseBusyError(RuntimeError):
@@ -22,10 +22,10 @@ class DatabaseBusyError(RuntimeError):
 @functools.cache
 def sql_text(name: str) -> str:
     """The statement in ``sql/<name>.sql`` (name may contain a subfolder)."""
-    path = SQL_DIR / f"{name}.sql"
-    if not path.is_file():
-        raise FileNotFoundError(f"no SQL file {path}")
-    return path.read_text()
+    node = sql_file(name)
+    if not node.is_file():
+        raise FileNotFoundError(f"no SQL file {name}.sql in the fairmon package")
+    return node.read_text()
 
 
 _path_locks: dict[str, threading.RLock] = {}

@@ -19,12 +19,19 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from pipelines import db
-from pipelines.faults import fault_point
+from fairmon.pipelines.faults import fault_point
+from fairmon.pipelines.storage import db
 
 #: Tables with a ``<table>_published`` view in DuckDB (days whose dq_results all succeeded).
-GATED_TABLES = ("group_counts", "reo_group", "reo", "reo_ab", "threshold_prevalence", "threshold_prevalence_diff",
-                "sdt")
+GATED_TABLES = (
+    "group_counts",
+    "reo_group",
+    "reo",
+    "reo_ab",
+    "threshold_prevalence",
+    "threshold_prevalence_diff",
+    "sdt",
+)
 PART_FILE = "part-0.parquet"
 
 

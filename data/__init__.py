@@ -1,0 +1,1 @@
+"""Bundled public data sets for the demo and tests: Coat and COMPAS (package data; see fairmon.resources)."""

@@ -1,0 +1,1 @@
+"""SQL statements fairmon runs (package data; see fairmon.resources)."""
