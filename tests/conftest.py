@@ -16,6 +16,16 @@ SHARED_COAT = REPO.parent / "shared" / "data" / "coat"
 BUNDLED_COAT = REPO / "data" / "coat"
 
 
+def pytest_collection_modifyitems(config, items):
+    """Every test that needs Prefect's API (the ``prefect_harness`` fixture,
+    directly or through another fixture) runs flows end to end or starts
+    ``fairmon`` subprocesses: mark it ``slow`` so ``make test-fast``
+    (``-m "not slow"``) skips it."""
+    for item in items:
+        if "prefect_harness" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def prefect_harness():
     from prefect.testing.utilities import prefect_test_harness
