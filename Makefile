@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LOCK   := requirements.lock
 
-.PHONY: install demo test test-fast lint format wheel-check lock clean
+.PHONY: install demo test test-fast lint format wheel-check docs lock clean
 
 # Exactly the tested set from the lock file, then fairmon itself (editable, no dependency resolution).
 $(STAMP): pyproject.toml $(LOCK)
@@ -39,6 +39,10 @@ format: $(STAMP)
 # Build the wheel, install it with the lock file into a fresh virtualenv and run it from an empty folder.
 wheel-check: $(STAMP)
 	bash .ci/wheel-check
+
+# The data dictionary, generated from the table registry (a test fails when it is stale).
+docs: $(STAMP)
+	$(BIN)/python -m fairmon.pipelines.storage.tables --markdown > docs/tables.md
 
 lock:
 	rm -rf .lockenv

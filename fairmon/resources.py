@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 def sql_file(name: str) -> Traversable:
-    """``sql/<name>.sql`` (``name`` may hold one subfolder, e.g. ``outputs/reo_create``)."""
+    """``sql/<name>.sql`` (``name`` may hold a subfolder, ``a/b``)."""
     node = files("fairmon.sql")
     for part in f"{name}.sql".split("/"):
         node = node / part

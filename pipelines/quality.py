@@ -29,6 +29,7 @@ import polars as pl
 
 from fairmon.resources import suite_file
 from fairmon.transforms.contract import PROFILE_N, PROFILE_ROW
+from fairmon.transforms.tables import polars_schema
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 
@@ -92,19 +93,7 @@ class DQResult:
         return f"{self.suite} on {self.subject}: " + "; ".join(parts)
 
 
-DQ_SCHEMA = {
-    "ds": pl.Date,
-    "table": pl.String,
-    "suite": pl.String,
-    "subject": pl.String,
-    "success": pl.Boolean,
-    "n_expectations": pl.Int64,
-    "n_failed": pl.Int64,
-    "n_warnings": pl.Int64,
-    "failed_critical": pl.String,
-    "failed_warning": pl.String,
-    "details": pl.String,
-}
+DQ_SCHEMA = polars_schema("dq_results")
 
 
 def dq_frame(ds: dt.date, results: list[DQResult]) -> pl.DataFrame:

@@ -11,72 +11,14 @@ import polars as pl
 
 from fairmon.transforms.contract import ATTR_PREFIX
 from fairmon.transforms.sdt import compare_log_cost_ratio, sdt_estimate
+from fairmon.transforms.tables import polars_schema
 from fairmon.transforms.threshold import group_difference, prevalence_at_threshold
 
 ALL = "*"
 
-PREVALENCE_SCHEMA = {
-    "ds": pl.Date,
-    "model": pl.String,
-    "attribute": pl.String,
-    "group": pl.String,
-    "t": pl.Float64,
-    "d": pl.Float64,
-    "window_start": pl.Date,
-    "window_end": pl.Date,
-    "n_window": pl.Int64,
-    "prevalence_at_threshold": pl.Float64,
-    "se": pl.Float64,
-    "ci_low": pl.Float64,
-    "ci_high": pl.Float64,
-    "implied_cost_ratio": pl.Float64,
-    "cost_ratio_ci_low": pl.Float64,
-    "cost_ratio_ci_high": pl.Float64,
-    "naive_window_mean": pl.Float64,
-    "slope": pl.Float64,
-    "hc": pl.String,
-    "reason": pl.String,
-}
-PREVALENCE_DIFF_SCHEMA = {
-    "ds": pl.Date,
-    "model": pl.String,
-    "attribute": pl.String,
-    "group_a": pl.String,
-    "group_b": pl.String,
-    "t": pl.Float64,
-    "d": pl.Float64,
-    "diff": pl.Float64,
-    "se": pl.Float64,
-    "ci_low": pl.Float64,
-    "ci_high": pl.Float64,
-    "p_value": pl.Float64,
-}
-SDT_SCHEMA = {
-    "ds": pl.Date,
-    "attribute": pl.String,
-    "group": pl.String,
-    "labeler_id": pl.String,
-    "window_start": pl.Date,
-    "window_end": pl.Date,
-    "n_pos": pl.Int64,
-    "n_neg": pl.Int64,
-    "fpr": pl.Float64,
-    "fnr": pl.Float64,
-    "prevalence": pl.Float64,
-    "criterion_t": pl.Float64,
-    "se_t": pl.Float64,
-    "d_prime": pl.Float64,
-    "se_d_prime": pl.Float64,
-    "implied_threshold": pl.Float64,
-    "implied_threshold_ci_low": pl.Float64,
-    "implied_threshold_ci_high": pl.Float64,
-    "cost_ratio": pl.Float64,
-    "cost_ratio_ci_low": pl.Float64,
-    "cost_ratio_ci_high": pl.Float64,
-    "corrected": pl.Boolean,
-    "p_vs_pool": pl.Float64,
-    "reason": pl.String,
-}
+PREVALENCE_SCHEMA = polars_schema("threshold_prevalence")
+PREVALENCE_DIFF_SCHEMA = polars_schema("threshold_prevalence_diff")
+SDT_SCHEMA = polars_schema("sdt")
 
 
 def threshold_tables(

@@ -20,81 +20,19 @@ from fairmon.transforms.reo import (
     naive_reo_missing_as_negative,
     naive_reo_recommended_only,
 )
+from fairmon.transforms.tables import polars_schema
 
 #: Group label given to rows whose attribute value is null. Such rows count in
 #: the traffic totals |D_rec| and |D_rand| but are not a group of the REO.
 MISSING_GROUP = "(missing)"
 
-GROUP_COUNTS_SCHEMA: dict[str, pl.DataType] = {
-    "ds": pl.Date,
-    "source": pl.String,
-    "traffic": pl.String,
-    "arm": pl.String,
-    "attribute": pl.String,
-    "group": pl.String,
-    "n": pl.Int64,
-    "n_pos": pl.Int64,
-    "window_start": pl.Date,
-    "window_end": pl.Date,
-}
+GROUP_COUNTS_SCHEMA: dict[str, pl.DataType] = polars_schema("group_counts")
 
-REO_GROUP_SCHEMA: dict[str, pl.DataType] = {
-    "ds": pl.Date,
-    "arm": pl.String,
-    "attribute": pl.String,
-    "group": pl.String,
-    "n_rec": pl.Int64,
-    "n_rand": pl.Int64,
-    "n_pos_rec": pl.Int64,
-    "n_pos_rand": pl.Int64,
-    "P": pl.Float64,
-    "Q": pl.Float64,
-    "U": pl.Float64,
-    "delta_U": pl.Float64,
-    "se_delta_U": pl.Float64,
-    "ci_low": pl.Float64,
-    "ci_high": pl.Float64,
-    "ci_method": pl.String,
-    "reason": pl.String,
-}
+REO_GROUP_SCHEMA: dict[str, pl.DataType] = polars_schema("reo_group")
 
-REO_AB_SCHEMA: dict[str, pl.DataType] = {
-    "ds": pl.Date,
-    "attribute": pl.String,
-    "control": pl.String,
-    "treatment": pl.String,
-    "metric": pl.String,
-    "diff": pl.Float64,
-    "se": pl.Float64,
-    "ci_low": pl.Float64,
-    "ci_high": pl.Float64,
-    "p_value": pl.Float64,
-    "method": pl.String,
-    "df": pl.Float64,
-    "level": pl.Float64,
-    "reason": pl.String,
-}
+REO_AB_SCHEMA: dict[str, pl.DataType] = polars_schema("reo_ab")
 
-REO_SCHEMA: dict[str, pl.DataType] = {
-    "ds": pl.Date,
-    "arm": pl.String,
-    "attribute": pl.String,
-    "K": pl.Int64,
-    "reo": pl.Float64,
-    "se": pl.Float64,
-    "ci_low": pl.Float64,
-    "ci_high": pl.Float64,
-    "n_rec": pl.Int64,
-    "n_rand": pl.Int64,
-    "rand_window_start": pl.Date,
-    "rand_window_end": pl.Date,
-    "ci_method": pl.String,
-    "level": pl.Float64,
-    "exceeds_80pct_rule": pl.Boolean,
-    "reo_naive_recommended_only": pl.Float64,
-    "reo_naive_missing_as_negative": pl.Float64,
-    "reason": pl.String,
-}
+REO_SCHEMA: dict[str, pl.DataType] = polars_schema("reo")
 
 
 def _counts_by_group(frame: pl.DataFrame) -> dict[str, tuple[int, int]]:

@@ -21,17 +21,9 @@ import polars as pl
 
 from fairmon.pipelines.faults import fault_point
 from fairmon.pipelines.storage import db
+from fairmon.pipelines.storage import tables as ddl
+from fairmon.transforms.tables import GATED_TABLES
 
-#: Tables with a ``<table>_published`` view in DuckDB (days whose dq_results all succeeded).
-GATED_TABLES = (
-    "group_counts",
-    "reo_group",
-    "reo",
-    "reo_ab",
-    "threshold_prevalence",
-    "threshold_prevalence_diff",
-    "sdt",
-)
 PART_FILE = "part-0.parquet"
 
 
@@ -101,20 +93,22 @@ def sync_duckdb(con: duckdb.DuckDBPyConnection, ds: dt.date, tables: dict[str, p
     """Replace day ``ds`` of each table in the DuckDB file, all in one transaction.
 
     Also (re)creates the ``<table>_published`` views, which show only days
-    whose data-quality results are all successful.
+    whose data-quality results are all successful. DDL and statements come
+    from the table registry (:mod:`fairmon.pipelines.storage.tables`).
+    Raises KeyError for a table the registry does not declare.
     """
-    db.execute(con, "outputs/dq_results_create")
+    con.execute(ddl.create_sql("dq_results"))
     for name in tables:
-        db.execute(con, f"outputs/{name}_create")
+        con.execute(ddl.create_sql(name))
         if name in GATED_TABLES:
-            db.execute(con, f"outputs/{name}_published_view")
+            con.execute(ddl.published_view_sql(name))
     with db.transaction(con):
         for name, frame in tables.items():
             con.register("new_rows", frame)
             try:
-                db.execute(con, f"outputs/{name}_delete", ds=ds)
+                con.execute(ddl.delete_day_sql(name), {"ds": ds})
                 fault_point("duckdb_txn")
-                db.execute(con, f"outputs/{name}_insert")
+                con.execute(ddl.insert_sql(name, "new_rows"))
             finally:
                 con.unregister("new_rows")
 

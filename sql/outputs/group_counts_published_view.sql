@@ -1,4 +1,0 @@
--- group_counts restricted to published days: days whose latest data-quality results are all successful.
-CREATE OR REPLACE VIEW group_counts_published AS
-SELECT t.* FROM group_counts AS t
-WHERE t.ds IN (SELECT ds FROM dq_results GROUP BY ds HAVING bool_and(success))

@@ -1,2 +1,0 @@
--- Insert the day's new rows of reo from the registered frame `new_rows`.
-INSERT INTO reo BY NAME SELECT * FROM new_rows

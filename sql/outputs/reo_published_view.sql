@@ -1,4 +1,0 @@
--- reo restricted to published days: days whose latest data-quality results are all successful.
-CREATE OR REPLACE VIEW reo_published AS
-SELECT t.* FROM reo AS t
-WHERE t.ds IN (SELECT ds FROM dq_results GROUP BY ds HAVING bool_and(success))

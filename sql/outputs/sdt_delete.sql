@@ -1,2 +1,0 @@
--- Drop day $ds of sdt before its new rows are inserted (same transaction).
-DELETE FROM sdt WHERE ds = $ds

@@ -1,0 +1,340 @@
+"""The output-table registry: every table fairmon publishes, declared once.
+
+Each :class:`Table` names its key, every column with its Polars type, unit
+and meaning, the Great Expectations suite that gates it, and the paper or
+DESIGN section it comes from. Everything else is derived from here: the
+Polars schemas the estimators build their frames with (e.g.
+:data:`fairmon.transforms.reo_tables.REO_SCHEMA`), the DuckDB DDL, day
+replacement and ``<table>_published`` views
+(:mod:`fairmon.pipelines.storage.tables`), the gate's table list, and the data
+dictionary ``docs/tables.md``.
+
+Pure declarations (no I/O), so transforms may import it. Column order is the
+order the frames and files have. ``run_id`` (:data:`RUN_ID`) is added to every
+table's rows at publish time by the flow, not by the estimators.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import polars as pl
+
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: ``name`` (an SQL identifier), Polars ``dtype``, ``unit``
+    (``-`` for labels and flags) and ``meaning`` (one sentence)."""
+
+    name: str
+    dtype: pl.DataType
+    unit: str
+    meaning: str
+
+
+@dataclass(frozen=True)
+class Table:
+    """One output table, Hive-partitioned by ``ds`` (DESIGN §3).
+
+    ``columns`` are those the estimators produce (``ds`` first); ``key`` is
+    the set of columns that identify a row within the whole table; ``suite``
+    is the expectation suite in ``expectations/`` that gates the day's rows;
+    ``published_view`` says whether DuckDB exposes ``<name>_published``.
+    """
+
+    name: str
+    description: str
+    source: str
+    key: tuple[str, ...]
+    columns: tuple[Column, ...]
+    suite: str
+    published_view: bool = True
+
+    def __post_init__(self) -> None:
+        names = [c.name for c in self.columns]
+        for ident in (self.name, *names):
+            if not IDENTIFIER.fullmatch(ident):
+                raise ValueError(f"table {self.name!r}: {ident!r} is not an identifier [A-Za-z_][A-Za-z0-9_]*")
+        if len(set(names)) != len(names):
+            raise ValueError(f"table {self.name!r}: duplicate column names")
+        if names[:1] != ["ds"]:
+            raise ValueError(f"table {self.name!r}: the first column must be ds (the partition)")
+        if not set(self.key) <= set(names):
+            raise ValueError(f"table {self.name!r}: key {self.key} names unknown columns")
+
+    @property
+    def schema(self) -> dict[str, pl.DataType]:
+        """{column: Polars dtype} of the rows the estimators produce (without ``run_id``)."""
+        return {c.name: c.dtype for c in self.columns}
+
+    @property
+    def stored_columns(self) -> tuple[Column, ...]:
+        """The columns as stored: the estimators' columns plus :data:`RUN_ID`."""
+        return (*self.columns, RUN_ID)
+
+
+def _c(name: str, dtype: pl.DataType, unit: str, meaning: str) -> Column:
+    return Column(name, dtype, unit, meaning)
+
+
+S, I, F, B, D = pl.String, pl.Int64, pl.Float64, pl.Boolean, pl.Date
+
+#: Added to every row at publish time: the run that wrote it.
+RUN_ID = _c(
+    "run_id", S, "-", "The run that wrote the row; a day is consistent when every table carries the same run_id."
+)
+
+_DS = _c("ds", D, "date (UTC)", "The log day the row describes (the partition).")
+_ARM = _c("arm", S, "-", "Experiment arm of default traffic; `all` without an experiment.")
+_ATTR = _c("attribute", S, "-", "Sensitive attribute defining the grouping (a configured attribute column).")
+_GROUP = _c("group", S, "-", "Value of the attribute; `(missing)` for rows whose value is null.")
+_REASON = _c("reason", S, "-", "Why a value is NaN or flagged (null when every value is defined).")
+_CI_LOW = _c("ci_low", F, "as the estimate", "Lower bound of the confidence interval at `level`.")
+_CI_HIGH = _c("ci_high", F, "as the estimate", "Upper bound of the confidence interval at `level`.")
+_LEVEL = _c("level", F, "probability", "Confidence level of the interval (config `estimation.confidence_level`).")
+_WIN_START = _c("window_start", D, "date", "First day of the rows the row was computed from.")
+_WIN_END = _c("window_end", D, "date", "Last day of the rows the row was computed from.")
+_MODEL = _c("model", S, "-", "Model name/version of the score log.")
+_T = _c("t", F, "score", "Decision threshold of the model (config `scores.thresholds`).")
+_BANDWIDTH = _c("d", F, "score", "Bandwidth: rows with |s − t| < d enter the local regression.")
+
+TABLES: dict[str, Table] = {
+    t.name: t
+    for t in (
+        Table(
+            "group_counts",
+            "Per-group counts of logged user-item pairs and positives, per traffic and arm.",
+            "DESIGN §3; seed 001 §3 (Q_k, P_k are n_pos shares of these counts)",
+            ("ds", "source", "traffic", "arm", "attribute", "group"),
+            (
+                _DS,
+                _c("source", S, "-", "Input the counts come from (`impressions`)."),
+                _c("traffic", S, "-", "Traffic: `default`, `random` or another named stage such as `post_recall`."),
+                _c("arm", S, "-", "Experiment arm; `all` for random traffic, which every arm shares."),
+                _ATTR,
+                _GROUP,
+                _c("n", I, "user-item pairs", "Logged pairs of the group in this traffic (and window, for random)."),
+                _c(
+                    "n_pos",
+                    I,
+                    "user-item pairs",
+                    "Of those, pairs with label Y = 1 (`label_rule` over the signals).",
+                ),
+                _c("window_start", D, "date", "First day of the rows counted (random traffic: its trailing window)."),
+                _c("window_end", D, "date", "Last day of the rows counted."),
+            ),
+            "group_counts",
+        ),
+        Table(
+            "reo_group",
+            "Per-group RTPR utility U_k and relative utility ΔU_k with a confidence interval.",
+            "seed 001 eqs. 3, 4, 7; Algorithm 1 (delta method)",
+            ("ds", "arm", "attribute", "group"),
+            (
+                _DS,
+                _ARM,
+                _ATTR,
+                _GROUP,
+                _c("n_rec", I, "user-item pairs", "Default-traffic pairs of the arm in the group."),
+                _c("n_rand", I, "user-item pairs", "Random-traffic pairs of the group in the window."),
+                _c("n_pos_rec", I, "user-item pairs", "Positive default-traffic pairs of the group."),
+                _c("n_pos_rand", I, "user-item pairs", "Positive random-traffic pairs of the group."),
+                _c("P", F, "share", "P_k = positives of the group in random traffic / |D_rand| (seed 001 eq. 4)."),
+                _c("Q", F, "share", "Q_k = positives of the group in default traffic / |D_rec| (seed 001 eq. 4)."),
+                _c("U", F, "ratio", "RTPR utility U_k = Q_k / P_k (seed 001 eq. 4)."),
+                _c("delta_U", F, "ratio", "Relative utility ΔU_k = U_k / mean(U) − 1 (seed 001 eqs. 3, 7)."),
+                _c("se_delta_U", F, "ratio", "Standard error of ΔU_k by `ci_method`."),
+                _CI_LOW,
+                _CI_HIGH,
+                _c("ci_method", S, "-", "Interval method: delta, delta_paper or a bootstrap (config)."),
+                _REASON,
+            ),
+            "reo_group",
+        ),
+        Table(
+            "reo",
+            "Ranking-based Equal Opportunity per attribute and arm, with a confidence interval.",
+            "seed 001 eq. 19, Algorithm 1; DESIGN §4.1",
+            ("ds", "arm", "attribute"),
+            (
+                _DS,
+                _ARM,
+                _ATTR,
+                _c("K", I, "groups", "Number of groups of the attribute entering the REO."),
+                _c("reo", F, "ratio", "REO = std(U)/mean(U), population std (seed 001 eq. 19)."),
+                _c("se", F, "ratio", "Standard error of REO by `ci_method`."),
+                _CI_LOW,
+                _CI_HIGH,
+                _c("n_rec", I, "user-item pairs", "Default-traffic pairs of the arm, |D_rec|."),
+                _c("n_rand", I, "user-item pairs", "Random-traffic pairs in the window, |D_rand|."),
+                _c("rand_window_start", D, "date", "First day of the random traffic actually used."),
+                _c("rand_window_end", D, "date", "Last day of the random traffic actually used."),
+                _c("ci_method", S, "-", "Interval method: delta, delta_paper or a bootstrap (config)."),
+                _LEVEL,
+                _c("exceeds_80pct_rule", B, "-", "Point estimate REO > 1/9, the 80 % rule's line for K = 2."),
+                _c("reo_naive_recommended_only", F, "ratio", "Diagnostic: REO from default traffic alone (biased)."),
+                _c("reo_naive_missing_as_negative", F, "ratio", "Diagnostic: REO treating unshown pairs as negatives."),
+                _REASON,
+            ),
+            "reo",
+        ),
+        Table(
+            "reo_ab",
+            "A/B differences of REO and of ΔU_k between a treatment and its control, by method.",
+            "seed 001 §3.4, Algorithms 2–4; DESIGN §4.1 (joint delta method)",
+            ("ds", "attribute", "control", "treatment", "metric", "method"),
+            (
+                _DS,
+                _ATTR,
+                _c("control", S, "-", "Control arm."),
+                _c("treatment", S, "-", "Treatment arm."),
+                _c("metric", S, "-", "`reo`, or `delta_U:<group>` for a group's relative utility."),
+                _c("diff", F, "ratio", "metric(treatment) − metric(control)."),
+                _c("se", F, "ratio", "Standard error of the difference by `method`."),
+                _CI_LOW,
+                _CI_HIGH,
+                _c("p_value", F, "probability", "Two-sided p-value of no difference."),
+                _c("method", S, "-", "delta (joint), delta_paper, partition or bootstrap."),
+                _c("df", F, "degrees of freedom", "Degrees of freedom of the t reference (partition); NaN otherwise."),
+                _LEVEL,
+                _REASON,
+            ),
+            "reo_ab",
+        ),
+        Table(
+            "threshold_prevalence",
+            "Outcome rate at a model's decision threshold per group, and the implied cost ratio.",
+            "seed 002 eqs. 6, 8–11; DESIGN §4.2",
+            ("ds", "model", "attribute", "group", "t", "d"),
+            (
+                _DS,
+                _MODEL,
+                _ATTR,
+                _GROUP,
+                _T,
+                _BANDWIDTH,
+                _WIN_START,
+                _WIN_END,
+                _c("n_window", I, "rows", "Scored rows with |s − t| < d and a known outcome."),
+                _c(
+                    "prevalence_at_threshold",
+                    F,
+                    "probability",
+                    "β0 = E[Y | s = t], tricube-weighted local linear fit.",
+                ),
+                _c("se", F, "probability", "Heteroskedasticity-robust (HC) standard error of β0."),
+                _CI_LOW,
+                _CI_HIGH,
+                _c("implied_cost_ratio", F, "ratio", "c = (1 − β0)/β0 (seed 002 eq. 6)."),
+                _c("cost_ratio_ci_low", F, "ratio", "Lower bound of c's interval (β0's bounds carried through)."),
+                _c("cost_ratio_ci_high", F, "ratio", "Upper bound of c's interval."),
+                _c("naive_window_mean", F, "probability", "Mean outcome in the window, unweighted (seed 002 eq. 9)."),
+                _c("slope", F, "probability per score unit", "β1, the local slope of the outcome rate at t."),
+                _c("hc", S, "-", "Which HC variance estimator gave `se`."),
+                _REASON,
+            ),
+            "threshold_prevalence",
+        ),
+        Table(
+            "threshold_prevalence_diff",
+            "Differences in prevalence at the threshold between pairs of groups.",
+            "seed 002 §5.1; DESIGN §4.2",
+            ("ds", "model", "attribute", "group_a", "group_b", "t", "d"),
+            (
+                _DS,
+                _MODEL,
+                _ATTR,
+                _c("group_a", S, "-", "First group of the pair."),
+                _c("group_b", S, "-", "Second group of the pair."),
+                _T,
+                _BANDWIDTH,
+                _c("diff", F, "probability", "Prevalence at the threshold of group_a minus that of group_b."),
+                _c("se", F, "probability", "Standard error of the difference (independent groups)."),
+                _CI_LOW,
+                _CI_HIGH,
+                _c("p_value", F, "probability", "Two-sided p-value of no difference."),
+            ),
+            "threshold_prevalence_diff",
+        ),
+        Table(
+            "sdt",
+            "Labelers' signal-detection parameters against gold labels, per group (pooled `*` and per labeler).",
+            "seed 002 §5.3, eq. 12; DESIGN §4.3",
+            ("ds", "attribute", "group", "labeler_id"),
+            (
+                _DS,
+                _ATTR,
+                _GROUP,
+                _c("labeler_id", S, "-", "Labeler, or `*` for all labelers pooled."),
+                _WIN_START,
+                _WIN_END,
+                _c("n_pos", I, "items", "Gold-positive (violating) items labeled."),
+                _c("n_neg", I, "items", "Gold-negative items labeled."),
+                _c("fpr", F, "probability", "False-positive rate among gold negatives."),
+                _c("fnr", F, "probability", "False-negative rate among gold positives."),
+                _c("prevalence", F, "probability", "φ = mean gold label."),
+                _c("criterion_t", F, "standard deviations", "Criterion t = Φ⁻¹(1 − FPR)."),
+                _c("se_t", F, "standard deviations", "Standard error of t (delta method)."),
+                _c("d_prime", F, "standard deviations", "d′ = t − Φ⁻¹(FNR)."),
+                _c("se_d_prime", F, "standard deviations", "Standard error of d′ (delta method)."),
+                _c("implied_threshold", F, "probability", "1/(1 + ((1−φ)/φ)·exp(−t·d′ + d′²/2)) (seed 002 eq. 12)."),
+                _c("implied_threshold_ci_low", F, "probability", "Lower bound of the implied threshold's interval."),
+                _c("implied_threshold_ci_high", F, "probability", "Upper bound of the implied threshold's interval."),
+                _c("cost_ratio", F, "ratio", "c = ((1−φ)/φ)·exp(−t·d′ + d′²/2) (seed 002 eq. 12)."),
+                _c("cost_ratio_ci_low", F, "ratio", "Lower bound of the cost ratio's interval."),
+                _c("cost_ratio_ci_high", F, "ratio", "Upper bound of the cost ratio's interval."),
+                _c("corrected", B, "-", "A rate was 0 or 1 and the log-linear correction (+0.5 per cell) was used."),
+                _c(
+                    "p_vs_pool",
+                    F,
+                    "probability",
+                    "p-value: labeler's log cost ratio vs the other labelers'.",
+                ),
+                _REASON,
+            ),
+            "sdt",
+        ),
+        Table(
+            "dq_results",
+            "Data-quality results of the day: one row per suite and subject (file or table).",
+            "DESIGN §3; expectations/README.md",
+            ("ds", "table", "suite", "subject"),
+            (
+                _DS,
+                _c("table", S, "-", "Input or output table the suite validates."),
+                _c("suite", S, "-", "Expectation suite (expectations/<suite>.json)."),
+                _c("subject", S, "-", "What was validated: a file path or a table name."),
+                _c("success", B, "-", "No critical expectation failed."),
+                _c("n_expectations", I, "expectations", "Expectations evaluated."),
+                _c("n_failed", I, "expectations", "Expectations that failed, critical or warning."),
+                _c("n_warnings", I, "expectations", "Failed expectations of severity warning."),
+                _c("failed_critical", S, "-", "Names of the failed critical expectations, comma-separated."),
+                _c("failed_warning", S, "-", "Names of the failed warnings, comma-separated."),
+                _c("details", S, "JSON", "Each failure with its unexpected count, sample values and file rows."),
+            ),
+            "dq_results",
+            published_view=False,
+        ),
+    )
+}
+
+
+def table(name: str) -> Table:
+    """The registry entry of ``name``. Raises KeyError naming the known tables."""
+    try:
+        return TABLES[name]
+    except KeyError:
+        raise KeyError(f"no output table {name!r}; known: {', '.join(TABLES)}") from None
+
+
+def polars_schema(name: str) -> dict[str, pl.DataType]:
+    """{column: dtype} of the rows the estimators produce for table ``name``
+    (without ``run_id``). Raises KeyError for an unknown table."""
+    return table(name).schema
+
+
+#: Tables with a ``<table>_published`` view (days whose data-quality results all passed).
+GATED_TABLES: tuple[str, ...] = tuple(n for n, t in TABLES.items() if t.published_view)
