@@ -91,8 +91,10 @@ def fairmon_counts(files: list[Path], work: Path) -> tuple[pl.DataFrame, dict[st
     DuckDB file. Returns the counts and the summed stage seconds."""
     from fairmon.pipelines import timing
     from fairmon.pipelines.config import load_config
-    from fairmon.pipelines.flows import count_groups, prestage_impressions, stage_unit
+    from fairmon.pipelines.flows import count_groups
     from fairmon.pipelines.ingest.adapters import units_for_day
+    from fairmon.pipelines.ingest.staging import prestage_impressions, stage_unit
+    from fairmon.pipelines.run import Run, run_scope
     from fairmon.pipelines.storage import db
 
     for old in (work / "fairmon.duckdb", work / "fairmon.duckdb.wal", work / "warehouse"):
@@ -101,20 +103,21 @@ def fairmon_counts(files: list[Path], work: Path) -> tuple[pl.DataFrame, dict[st
     totals: dict[str, float] = dict.fromkeys(timing.STAGES, 0.0)
     out = []
     days = [START + dt.timedelta(days=d) for d in range(len(files))]
-    with Stopwatch() as w, db.session(cfg.duckdb_path):  # as a backfill: one connection, one scan for the range
+    # as a backfill: one run, one connection, one scan for the range
+    with Stopwatch() as w, run_scope(Run(cfg)), db.session(cfg.duckdb_path):
         pre = prestage_impressions(cfg, days)  # as `fairmon backfill` does before running the days
         for k in ("ingest", "checks", "counts"):
             totals[k] += pre[k]
         for d in range(len(files)):
             ds = START + dt.timedelta(days=d)
-            timing.start(cfg.duckdb_path, ds)
+            timing.start(ds)
             for unit in units_for_day(cfg, ds):
                 dq = stage_unit.fn(cfg, "impressions", unit, str(ds))
                 if not dq.success:
                     raise SystemExit(f"fairmon rejected {unit.file}: {dq.summary()}")
             counts, _ = count_groups.fn(cfg, ds)
             out.append(counts)
-            for k, v in timing.take(cfg.duckdb_path, ds).items():
+            for k, v in timing.take(ds).items():
                 totals[k] += v
     totals["wall"] = w.seconds
     counts = pl.concat(out).filter(pl.col("traffic").is_in(["default", "random"]))

@@ -80,8 +80,9 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA / "daily")
     args = ap.parse_args()
     quiet_prefect()
-    from fairmon.pipelines.faces.cli import _run_days
+    from fairmon.pipelines.config import load_config
     from fairmon.pipelines.flows import daily
+    from fairmon.pipelines.runner import run_days
     from fairmon.transforms.simulate import SimulationSpec
 
     with Stopwatch() as w:
@@ -106,11 +107,11 @@ def main() -> None:
     fresh(args.data)
     stats: dict = {}
     with Stopwatch() as w:
-        results = _run_days(config, days, False, show_progress=False, stats=stats)
+        results = run_days(load_config(config), days, config_path=str(config), on_prestage=stats.update)
     bad = [r for r in results if r["status"] != "published"]
     if bad:
         raise SystemExit(f"backfill failed: {bad[0]}")
-    pre = stats.get("prestage", {})
+    pre = stats
     print(
         f"{args.days}-day backfill:          "
         f"{split(w.seconds, [r['timings'] for r in results], {k: pre.get(k, 0.0) for k in PRESTAGED})}"

@@ -11,6 +11,7 @@ from prefect import flow, get_run_logger
 
 from fairmon.pipelines.config import FairmonConfig, load_config
 from fairmon.pipelines.ingest.adapters import days_between, file_fingerprint
+from fairmon.pipelines.runner import run_days
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import run_lock
 
@@ -82,27 +83,21 @@ def days_to_run(
 @flow(name="fairmon-scheduled")
 def scheduled(config_path: str, lag_days: int = 1, wait_seconds: float = 600.0) -> list[dict]:
     """The scheduled job: compute the day ``lag_days`` before today (UTC), and
-    recompute every day that late data made stale. Returns one summary per day."""
-    from fairmon.pipelines.flows import DayQuarantined, daily
-
+    recompute every day that late data made stale, through the runner's day
+    loop (config loaded once). Returns one summary per day."""
     cfg = load_config(config_path)
     target = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=lag_days)
     with run_lock(cfg.duckdb_path, wait_seconds):
         detect_stale(cfg)
         with db.connect(cfg.duckdb_path) as con:
             stale = db.query(con, "stale_list", start=dt.date(1900, 1, 1), end=target).get_column("ds").to_list()
-        out = []
-        for d in sorted(set(stale) | {target}):
-            state = daily(config_path, d, return_state=True)
-            try:
-                state.result()
-                out.append({"ds": str(d), "status": "published"})
-            except DayQuarantined as e:
-                out.append({"ds": str(d), "status": "quarantined", "detail": str(e)})
-            except Exception as e:
-                out.append({"ds": str(d), "status": "failed", "detail": f"{type(e).__name__}: {e}"})
-        get_run_logger().info("scheduled run: %s", out)
-        return out
+        days = sorted(set(stale) | {target})
+        results = run_days(cfg, days, config_path=config_path, wait_seconds=wait_seconds)
+    out = [
+        {"ds": str(r["ds"]), "status": r["status"], **({"detail": r["error"]} if "error" in r else {})} for r in results
+    ]
+    get_run_logger().info("scheduled run: %s", out)
+    return out
 
 
 def build_deployment(config_path: Path, cron: str, timezone: str, lag_days: int, name: str = "fairmon-daily"):

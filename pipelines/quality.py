@@ -27,6 +27,8 @@ from pathlib import Path
 
 import polars as pl
 
+from fairmon.pipelines.config import FairmonConfig
+from fairmon.pipelines.run import active_run
 from fairmon.resources import suite_file
 from fairmon.transforms.contract import PROFILE_N, PROFILE_ROW
 from fairmon.transforms.tables import polars_schema
@@ -282,3 +284,40 @@ class QualityGate:
                 }
             )
         return DQResult(spec["table"], suite, subject, len(vr.results), failures)
+
+
+# GX contexts are a process-wide cache by nature: creating one costs seconds, and
+# two contexts on one folder would race on its file stores (GX's stores are not
+# thread-safe). One per project folder, shared by every run of this process.
+_GATES: dict[Path, QualityGate] = {}
+_GATES_LOCK = threading.Lock()  # held while a gate is created: a second thread waits for it
+
+
+def gate_for(cfg: FairmonConfig) -> QualityGate:
+    """The GX gate of ``cfg``'s project folder (created on first use), with
+    ``cfg``'s severity overrides."""
+    root = cfg.gx_root.resolve()
+    with _GATES_LOCK:
+        if root not in _GATES:
+            _GATES[root] = QualityGate(root)
+        gate = _GATES[root]
+        gate.severity = dict(cfg.quality.severity)
+        return gate
+
+
+def build_docs(cfg: FairmonConfig) -> Path:
+    """Render the validations run so far into GX Data Docs, unless the current
+    run defers them to its end (a backfill; see
+    :func:`fairmon.pipelines.runner.docs_deferred`). Returns the Data Docs index page."""
+    gate = gate_for(cfg)
+    run = active_run()
+    return gate.data_docs_index if run is not None and run.docs_deferred else gate.build_docs()
+
+
+def preload_gate(cfg: FairmonConfig) -> threading.Thread:
+    """Create the GX gate in a background thread (importing GX takes seconds)
+    while the caller starts Prefect; :func:`gate_for` then finds it. Returns
+    the started thread."""
+    t = threading.Thread(target=gate_for, args=(cfg,), name="fairmon-gx-preload", daemon=True)
+    t.start()
+    return t

@@ -11,10 +11,10 @@ import pytest
 
 from fairmon.pipelines import timing
 from fairmon.pipelines.config import load_config
-from fairmon.pipelines.flows import build_docs, docs_deferred, gate_for
-from fairmon.pipelines.ingest import adapters
 from fairmon.pipelines.ingest.adapters import prefetch_profiles, read_unit, units_for_day
-from fairmon.pipelines.quality import QualityGate
+from fairmon.pipelines.quality import QualityGate, build_docs, gate_for
+from fairmon.pipelines.run import Run, run_scope
+from fairmon.pipelines.runner import docs_deferred
 from fairmon.pipelines.storage import db
 from fairmon.transforms.quality import raw_check_frame
 
@@ -67,6 +67,11 @@ def _expected_profile(frame):
 
 def test_prefetched_profiles_equal_per_file_profiles_and_the_rows(three_days):
     cfg, days, frames = three_days
+    with run_scope(Run(cfg)) as run:  # prefetched profiles wait in the run
+        _check_prefetch(cfg, days, frames, run)
+
+
+def _check_prefetch(cfg, days, frames, run):
     units = [u for d in days for u in units_for_day(cfg, d)]
     per_file = [read_unit(cfg, u) for u in units]
     assert prefetch_profiles(cfg, [u.file for u in units]) == 3
@@ -81,7 +86,7 @@ def test_prefetched_profiles_equal_per_file_profiles_and_the_rows(three_days):
         )
         assert merged.get_column("__n").to_list() == exp.get_column("__n").to_list()
         assert merged.get_column("__first_row").to_list() == exp.get_column("first").to_list()
-    assert not adapters._prefetched  # every profile was taken
+    assert not run.prefetched  # every profile was taken
     # only the second day has duplicated ids: 3 keys, 6 rows, each profile row says how many copies
     dup = per_file[1].filter(pl.col("id_copies") > 1)
     assert dup.get_column("__n").sum() == 6 and set(dup.get_column("id_copies")) == {2}
@@ -91,11 +96,11 @@ def test_prefetched_profiles_equal_per_file_profiles_and_the_rows(three_days):
 def test_a_file_changed_after_prefetch_is_read_again(three_days):
     cfg, days, _ = three_days
     unit = units_for_day(cfg, days[0])[0]
-    prefetch_profiles(cfg, [unit.file])
-    time.sleep(0.01)
-    _day(unit.file.parent.parent, days[0], 700, np.random.default_rng(1))
-    assert read_unit(cfg, unit).get_column("__n").sum() == 700
-    adapters.clear_prefetched()
+    with run_scope(Run(cfg)):
+        prefetch_profiles(cfg, [unit.file])
+        time.sleep(0.01)
+        _day(unit.file.parent.parent, days[0], 700, np.random.default_rng(1))
+        assert read_unit(cfg, unit).get_column("__n").sum() == 700
 
 
 def test_gx_sees_the_profile_and_names_file_rows(three_days, tmp_path):
@@ -114,17 +119,18 @@ def test_gx_sees_the_profile_and_names_file_rows(three_days, tmp_path):
 
 
 def test_nested_clocks_count_each_second_once(tmp_path):
-    timing.start(tmp_path, D0)
-    with timing.clock(tmp_path, D0, "ingest"):
-        time.sleep(0.05)
-        with timing.within("checks"):
-            time.sleep(0.1)
-    book = timing.take(tmp_path, D0)
+    with run_scope(Run(None)):  # books live in the run
+        timing.start(D0)
+        with timing.clock(D0, "ingest"):
+            time.sleep(0.05)
+            with timing.within("checks"):
+                time.sleep(0.1)
+        book = timing.take(D0)
     assert 0.1 <= book["checks"] < 0.2 and 0.05 <= book["ingest"] < 0.1
     assert book["counts"] == book["estimators"] == book["writes"] == 0.0
     with timing.within("checks"):  # outside any run: nothing to record, no error
         pass
-    with pytest.raises(ValueError, match="unknown stage"), timing.clock(tmp_path, D0, "parsing"):
+    with pytest.raises(ValueError, match="unknown stage"), timing.clock(D0, "parsing"):
         pass
 
 
@@ -163,7 +169,7 @@ def test_data_docs_are_built_once_per_deferred_block(three_days):
     real = gate.ctx.build_data_docs
     gate.ctx.build_data_docs = lambda **kw: calls.append(kw) or real(**kw)
     try:
-        with docs_deferred(cfg):
+        with run_scope(Run(cfg)) as run, docs_deferred(run):
             for _ in range(3):
                 gate.validate("dq_results", frame, {}, "dq_results", str(D0))
                 build_docs(cfg)
@@ -202,10 +208,11 @@ def test_suites_are_stored_once_per_process_unless_they_change(tmp_path):
 
 
 def test_prestaged_range_counts_serve_the_days_until_something_is_staged(three_days):
-    from fairmon.pipelines.flows import count_groups, prestage_impressions, stage_unit
+    from fairmon.pipelines.flows import count_groups
+    from fairmon.pipelines.ingest.staging import prestage_impressions, stage_unit
 
     cfg, days, _ = three_days
-    with db.session(cfg.duckdb_path):
+    with run_scope(Run(cfg)), db.session(cfg.duckdb_path):  # range counts wait in the run
         out = prestage_impressions(cfg, days)
         # day 2 has duplicated ids: its file fails ids_unique and is left to its day's run
         assert out["files"] == 3 and out["staged"] == 2

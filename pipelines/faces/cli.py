@@ -11,8 +11,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
+
+from fairmon.pipelines.faces.views import prevalence_table, reo_table, run_summary, sdt_view
 
 app = typer.Typer(
     help="fairmon: daily fairness metrics (REO with confidence intervals) from recommender logs.",
@@ -45,6 +47,20 @@ def _root(
     """fairmon: daily fairness metrics (REO with confidence intervals) from recommender logs."""
 
 
+def _run(cfg, config: Path, days: list[dt.date], show_progress: bool = True, **options) -> list[dict]:
+    """The runner over ``days`` with a progress bar; a held run lock ends the command (exit 1)."""
+    from fairmon.pipelines.faces.views import run_days_with_progress
+    from fairmon.pipelines.storage.locking import RunLockedError
+
+    try:
+        return run_days_with_progress(
+            console, cfg, days, config_path=str(config), show_progress=show_progress, **options
+        )
+    except RunLockedError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(1) from None
+
+
 def _prefect_env(verbose: bool = False) -> None:
     """Quiet, local Prefect defaults (overridable from the environment)."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -71,203 +87,6 @@ def _load(config: Path):
         raise typer.Exit(2) from None
 
 
-def _fmt(x: float | None, digits: int = 4) -> str:
-    return "nan" if x is None or x != x else f"{x:.{digits}f}"
-
-
-def reo_table(rows: list[dict], title: str, truth: dict | None = None) -> Table:
-    """A compact Rich table of ``reo`` rows (dicts with the REO_SCHEMA columns);
-    ``truth`` maps (ds, arm, attribute) to the true REO when known."""
-    t = Table(title=title, title_justify="left")
-    for col in ("ds", "arm", "attribute", "REO", "SE", "95% CI", "n_rec / n_rand", "> 1/9"):
-        t.add_column(col, justify="left" if col in ("ds", "arm", "attribute") else "right")
-    if truth is not None:
-        t.add_column("true REO", justify="right")
-    for r in rows:
-        cells = [
-            str(r["ds"]),
-            r["arm"],
-            r["attribute"],
-            _fmt(r["reo"]),
-            _fmt(r["se"]),
-            f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]",
-            f"{r['n_rec']} / {r['n_rand']}",
-            {True: "yes", False: "no"}.get(r["exceeds_80pct_rule"], "-"),
-        ]
-        if truth is not None:
-            cells.append(_fmt(truth.get((str(r["ds"]), r["arm"], r["attribute"]))))
-        t.add_row(*cells)
-        if r.get("reason"):
-            t.add_row("", "", f"[yellow]{escape(r['reason'])}[/yellow]", *[""] * (len(t.columns) - 3))
-    return t
-
-
-def prevalence_table(rows: list[dict], title: str) -> Table:
-    """Rich table of ``threshold_prevalence`` rows (seed 002 eqs. 6, 8-11)."""
-    t = Table(title=title, title_justify="left")
-    for col in (
-        "model",
-        "attribute",
-        "group",
-        "t ± d",
-        "n",
-        "prev. at t",
-        "95% CI",
-        "naive mean",
-        "cost ratio",
-        "cost-ratio CI",
-    ):
-        t.add_column(col, justify="left" if col in ("model", "attribute", "group") else "right")
-    for r in rows:
-        t.add_row(
-            r["model"],
-            r["attribute"],
-            r["group"],
-            f"{r['t']:g} ± {r['d']:g}",
-            str(r["n_window"]),
-            _fmt(r["prevalence_at_threshold"]),
-            f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]",
-            _fmt(r["naive_window_mean"]),
-            _fmt(r["implied_cost_ratio"], 3),
-            f"[{_fmt(r['cost_ratio_ci_low'], 3)}, {_fmt(r['cost_ratio_ci_high'], 3)}]"
-            if r["reason"] is None
-            else f"[yellow]{escape(r['reason'])}[/yellow]",
-        )
-    return t
-
-
-def sdt_view(rows: list[dict], title: str) -> Table:
-    """Rich table of ``sdt`` rows (seed 002 §5.3): pool (*) and labelers."""
-    t = Table(title=title, title_justify="left")
-    for col in (
-        "attribute",
-        "group",
-        "labeler",
-        "n+ / n-",
-        "FPR",
-        "FNR",
-        "t",
-        "d'",
-        "implied thr.",
-        "cost ratio",
-        "95% CI",
-        "p vs pool",
-    ):
-        t.add_column(col, justify="left" if col in ("attribute", "group", "labeler") else "right")
-    for r in rows:
-        p = r["p_vs_pool"]
-        t.add_row(
-            r["attribute"],
-            r["group"],
-            r["labeler_id"],
-            f"{r['n_pos']} / {r['n_neg']}",
-            _fmt(r["fpr"], 3),
-            _fmt(r["fnr"], 3),
-            _fmt(r["criterion_t"], 3),
-            _fmt(r["d_prime"], 3),
-            _fmt(r["implied_threshold"], 3),
-            _fmt(r["cost_ratio"], 3),
-            f"[{_fmt(r['cost_ratio_ci_low'], 3)}, {_fmt(r['cost_ratio_ci_high'], 3)}]",
-            "-" if p is None or p != p else (f"[red]{p:.2g}[/red]" if p < 0.05 else f"{p:.2g}"),
-        )
-    return t
-
-
-def _run_days(
-    config: Path,
-    days: list[dt.date],
-    force_ingest: bool,
-    show_progress: bool,
-    concurrency: int = 1,
-    wait_seconds: float = 0.0,
-    stats: dict | None = None,
-) -> list[dict]:
-    """Run the daily flow for each day (``concurrency`` at a time); one failing
-    day never stops the others. Returns one summary per day, in day order;
-    ``stats``, when given, receives the range's prestage figures (bench/)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from fairmon.pipelines.flows import (
-        DayQuarantined,
-        clear_range_counts,
-        daily,
-        docs_deferred,
-        preload_gate,
-        prestage_impressions,
-        start_api,
-    )
-    from fairmon.pipelines.ingest.adapters import clear_prefetched
-
-    def one(ds: dt.date) -> dict:
-        state = daily(str(config), ds, force_ingest, wait_seconds, return_state=True)
-        try:
-            return {"ds": ds, "status": "published", **state.result()}
-        except DayQuarantined as e:
-            return {"ds": ds, "status": "quarantined", "error": str(e)}
-        except Exception as e:  # the flow's own exception, re-raised by result()
-            return {"ds": ds, "status": "failed", "error": f"{type(e).__name__}: {e}"}
-
-    progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        disable=not show_progress,
-    )
-    results: dict[dt.date, dict] = {}
-    from fairmon.pipelines.storage import db
-    from fairmon.pipelines.storage.locking import RunLockedError, run_lock
-
-    cfg = _load(config)
-    path = cfg.duckdb_path
-    try:  # the whole range holds the run lock and one connection (a day would otherwise open and close it)
-        with run_lock(path, wait_seconds), db.session(path), docs_deferred(cfg), progress:
-            preload_gate(cfg)  # GX imports while Prefect's API starts
-            start_api()
-            if len(days) > 1:  # one scan, one staging transaction and one count for the whole range
-                pre = prestage_impressions(cfg, days, force_ingest)
-                if stats is not None:
-                    stats["prestage"] = pre
-                if show_progress and pre["files"]:
-                    progress.console.print(
-                        f"profiled {pre['files']} impressions file(s) in one scan, staged {pre['staged']}, counted "
-                        f"{len(days)} day(s) ({pre['ingest'] + pre['checks'] + pre['counts']:.1f}s)"
-                    )
-            job = progress.add_task(f"fairmon {len(days)} day(s)", total=len(days))
-            with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-                for r in pool.map(one, days):
-                    results[r["ds"]] = r
-                    progress.update(job, description=f"fairmon {r['ds']} {r['status']}")
-                    progress.advance(job)
-    except RunLockedError as e:
-        err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(1) from None
-    finally:
-        clear_prefetched()
-        clear_range_counts()
-    return [results[d] for d in days]
-
-
-def _summary(results: list[dict]) -> None:
-    t = Table(title="Run summary", title_justify="left")
-    t.add_column("ds")
-    t.add_column("status")
-    t.add_column("detail", overflow="fold")
-    for r in results:
-        ok = r["status"] == "published"
-        if ok:
-            warn = [f"{d['suite']}: {d['failed_warning']}" for d in r.get("dq", []) if d.get("failed_warning")]
-            detail = ", ".join(sorted(r.get("paths", {}))) + "".join(
-                f"\n[yellow]warning {escape(w)}[/yellow]" for w in warn
-            )
-        else:
-            detail = escape(r.get("error", ""))
-        colour = {"published": "green", "quarantined": "yellow"}.get(r["status"], "red")
-        t.add_row(str(r["ds"]), f"[{colour}]{r['status']}[/{colour}]", detail)
-    console.print(t)
-
-
 @app.command()
 def run(
     date: Annotated[str, typer.Option("--date", "-d", help="The log day to compute, YYYY-MM-DD (UTC).")],
@@ -280,9 +99,8 @@ def run(
     CIs and publish the day's partitions (replacing any earlier run of it)."""
     _prefect_env(verbose)
     ds = _parse_date(date, "--date")
-    _load(config)
-    results = _run_days(config, [ds], force_ingest, show_progress=False, wait_seconds=wait)
-    r = results[0]
+    cfg = _load(config)
+    r = _run(cfg, config, [ds], show_progress=False, force_ingest=force_ingest, wait_seconds=wait)[0]
     if r["status"] != "published":
         err.print(f"[red]{r['status']}:[/red] {escape(r['error'])}")
         raise typer.Exit(1)
@@ -311,7 +129,7 @@ def ingest(
 
     try:
         with run_lock(cfg.duckdb_path):
-            results = ingest_flow(str(config), ds, force)
+            results = ingest_flow(cfg, ds, force)
     except RunLockedError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from None
@@ -360,8 +178,8 @@ def backfill(
     if not days:
         console.print("nothing to run: every selected day is up to date")
         return
-    results = _run_days(config, days, force_ingest, show_progress=True, concurrency=concurrency, wait_seconds=wait)
-    _summary(results)
+    results = _run(cfg, config, days, force_ingest=force_ingest, concurrency=concurrency, wait_seconds=wait)
+    console.print(run_summary(results))
     if any(r["status"] != "published" for r in results):
         raise typer.Exit(1)
 

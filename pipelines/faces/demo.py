@@ -11,8 +11,15 @@ from rich.table import Table
 
 from fairmon.pipelines.audit import export_release
 from fairmon.pipelines.config import load_config
-from fairmon.pipelines.faces.cli import _fmt, _run_days, _summary, prevalence_table, reo_table, sdt_view
 from fairmon.pipelines.faces.report import build_report
+from fairmon.pipelines.faces.views import (
+    fmt,
+    prevalence_table,
+    reo_table,
+    run_days_with_progress,
+    run_summary,
+    sdt_view,
+)
 from fairmon.pipelines.simulate import write_labeling_simulation, write_simulation
 from fairmon.resources import data_dir
 from fairmon.transforms.simulate import SimulationSpec
@@ -89,14 +96,14 @@ def ab_table(rows: list[dict], truth: dict) -> Table:
         d = by["delta"]
 
         def ci(m, by=by):
-            return f"[{_fmt(by[m]['ci_low'])}, {_fmt(by[m]['ci_high'])}]" if m in by else "-"
+            return f"[{fmt(by[m]['ci_low'])}, {fmt(by[m]['ci_high'])}]" if m in by else "-"
 
         observed = "lower" if d["ci_high"] < 0 else "higher" if d["ci_low"] > 0 else "no change"
         ok = "green" if observed == EXPECTED[treatment] else "red"
         t.add_row(
             treatment,
-            _fmt(truth[treatment]),
-            _fmt(d["diff"]),
+            fmt(truth[treatment]),
+            fmt(d["diff"]),
             ci("delta"),
             f"{d['p_value']:.2g}",
             ci("delta_paper"),
@@ -108,6 +115,14 @@ def ab_table(rows: list[dict], truth: dict) -> Table:
     return t
 
 
+def _run(console: Console, config_path: Path, days: list[dt.date], show_progress: bool = False):
+    """Load one demo config once, run its days, print the run summary. Returns (config, summaries)."""
+    cfg = load_config(config_path)
+    results = run_days_with_progress(console, cfg, days, config_path=str(config_path), show_progress=show_progress)
+    console.print(run_summary(results))
+    return cfg, results
+
+
 def run_demo(out: Path, console: Console) -> None:
     """Write and run the demo under ``out``; print REO tables and output paths."""
     spec = SimulationSpec(start=DEMO_START, days=14, arms=ARMS, seed=7)
@@ -115,8 +130,7 @@ def run_demo(out: Path, console: Console) -> None:
     console.rule("1. simulated TikTok-format traffic: 14 days, a control arm and three treatments (seed 001 §4.4)")
     paths = write_simulation(spec, sim, "parquet")
     days = [spec.start + dt.timedelta(days=i) for i in range(spec.days)]
-    results = _run_days(paths["config"], days, force_ingest=False, show_progress=True)
-    _summary(results)
+    sim_cfg, results = _run(console, paths["config"], days, show_progress=True)
     truth = {
         (str(r["ds"]), r["arm"], r["attribute"]): r["reo"]
         for r in pl.read_csv(paths["truth_reo"]).iter_rows(named=True)
@@ -130,26 +144,24 @@ def run_demo(out: Path, console: Console) -> None:
         if a != "control"
     }
     console.print(ab_table(last["reo_ab"], true_d))
-    sim_report = build_report(load_config(paths["config"]), days[0], days[-1], config_name=str(paths["config"]))
+    sim_report = build_report(sim_cfg, days[0], days[-1], config_name=str(paths["config"]))
 
     console.rule("2. Coat: self-selected ratings = default traffic, random ratings = random traffic")
     coat = out / "coat"
     coat.mkdir(parents=True, exist_ok=True)
     cfg = coat / "fairmon.toml"
     cfg.write_text(COAT_CONFIG.format(coat_dir=data_dir("coat").as_posix(), ds=COAT_DS.isoformat()))
-    coat_results = _run_days(cfg, [COAT_DS], force_ingest=False, show_progress=False)
-    _summary(coat_results)
+    coat_cfg, coat_results = _run(console, cfg, [COAT_DS])
     if coat_results[0]["status"] == "published":
         console.print(reo_table(coat_results[0]["reo"], "Coat REO (label: rating >= 4)"))
-    coat_report = build_report(load_config(cfg), COAT_DS, COAT_DS, config_name=str(cfg))
+    coat_report = build_report(coat_cfg, COAT_DS, COAT_DS, config_name=str(cfg))
 
     console.rule("3. COMPAS: prevalence at the threshold t = 5 (d = 3), ProPublica filter on (seed 002 §5.1)")
     compas = out / "compas"
     compas.mkdir(parents=True, exist_ok=True)
     ccfg = compas / "fairmon.toml"
     ccfg.write_text(COMPAS_CONFIG.format(compas=(data_dir("compas") / "compas_two_year.csv").as_posix()))
-    compas_results = _run_days(ccfg, [COMPAS_DS], force_ingest=False, show_progress=False)
-    _summary(compas_results)
+    compas_cfg, compas_results = _run(console, ccfg, [COMPAS_DS])
     if compas_results[0]["status"] == "published":
         rows = [r for r in compas_results[0]["threshold_prevalence"] if r["attribute"] in ("race", "sex")]
         console.print(
@@ -159,11 +171,9 @@ def run_demo(out: Path, console: Console) -> None:
                 "ratio c = (1 - p)/p, screenings 2013-2014",
             )
         )
-    compas_report = build_report(load_config(ccfg), COMPAS_DS, COMPAS_DS, config_name=str(ccfg))
+    compas_report = build_report(compas_cfg, COMPAS_DS, COMPAS_DS, config_name=str(ccfg))
     if compas_results[0]["status"] == "published":
-        rel = export_release(
-            load_config(ccfg), COMPAS_DS, "sex", "compas", 0.5, out=compas / "releases" / "compas_sex.json"
-        )
+        rel = export_release(compas_cfg, COMPAS_DS, "sex", "compas", 0.5, out=compas / "releases" / "compas_sex.json")
         console.print(
             f"ε-DP audit release (ε = 0.5 of 1.0): score histograms of qualified people by sex, "
             f"EFG = {rel['efg']:.4f}, smallest group {rel['min_group_n']} (needs {rel['required_n']}) "
@@ -175,8 +185,7 @@ def run_demo(out: Path, console: Console) -> None:
     lspec = LabelingSpec(start=DEMO_START, days=7, items_per_day=20_000, gold_rate=0.8, seed=3)
     lpaths = write_labeling_simulation(lspec, labels)
     lds = DEMO_START + dt.timedelta(days=6)
-    label_results = _run_days(lpaths["config"], [lds], force_ingest=False, show_progress=False)
-    _summary(label_results)
+    labels_cfg, label_results = _run(console, lpaths["config"], [lds])
     if label_results[0]["status"] == "published":
         truth_l = {
             (r["labeler_id"], r["group"]): r["cost_ratio"] for r in pl.read_csv(lpaths["truth"]).iter_rows(named=True)
@@ -188,7 +197,7 @@ def run_demo(out: Path, console: Console) -> None:
             )
         )
         console.print("true cost ratios: " + ", ".join(f"{lab}/{g} {c:.2f}" for (lab, g), c in sorted(truth_l.items())))
-    labels_report = build_report(load_config(lpaths["config"]), lds, lds, config_name=str(lpaths["config"]))
+    labels_report = build_report(labels_cfg, lds, lds, config_name=str(lpaths["config"]))
 
     console.rule("outputs")
     console.print(f"more reports: {compas_report}  {labels_report}")

@@ -21,6 +21,7 @@ import polars as pl
 
 from fairmon.pipelines import timing
 from fairmon.pipelines.config import FairmonConfig
+from fairmon.pipelines.run import active_run
 from fairmon.pipelines.storage import db
 from fairmon.transforms.coat import coat_impressions
 from fairmon.transforms.compas import compas_scores
@@ -196,7 +197,7 @@ def read_coat(folder: Path, min_rating: int) -> pl.DataFrame:
 
 
 ID_KEY = ("ds", "traffic", "request_id", "item_id")
-_local = threading.local()
+_local = threading.local()  # per thread by nature: an in-memory DuckDB scratch connection, no run state
 
 
 def _scratch() -> duckdb.DuckDBPyConnection:
@@ -294,19 +295,19 @@ def profile_parquet(con: duckdb.DuckDBPyConnection, files: list[str], columns: l
     return {f: prof.filter(pl.col("__file") == i).drop("__file") for i, f in enumerate(files)}
 
 
-_prefetched: dict[tuple[str, int, int], pl.DataFrame] = {}
-_prefetched_lock = threading.Lock()
-
-
 def prefetch_profiles(cfg: FairmonConfig, files: list[Path]) -> int:
     """Profile many impressions files ahead of their days' runs (a backfill):
     Parquet files are grouped by schema and each group is scanned once by
     DuckDB, with all cores, instead of one query per file. The profiles wait
-    in memory (a few thousand rows each) until :func:`read_unit` takes them;
-    a file changed since is read again. Files that are not Parquet, or
+    in the current run (:class:`fairmon.pipelines.run.Run`, a few thousand
+    rows each) until :func:`read_unit` takes them; a file changed since is
+    read again. Outside a run there is nowhere to keep them: nothing is done. Files that are not Parquet, or
     cannot be read, are left to :func:`read_unit` (which reports them).
     Returns the number of files profiled.
     """
+    run = active_run()
+    if run is None:
+        return 0
     con = _scratch()
     columns = ["ds", "traffic", "arm", *cfg.impressions.signals, *cfg.impressions.attributes]
     groups: dict[tuple, list[str]] = {}
@@ -325,17 +326,11 @@ def prefetch_profiles(cfg: FairmonConfig, files: list[Path]) -> int:
             profiles = profile_parquet(con, group, columns)
         except InputContractError:
             continue
-        with _prefetched_lock:
+        with run.lock:
             for f, prof in profiles.items():
-                _prefetched[(f, *stats[f])] = prof
+                run.prefetched[(f, *stats[f])] = prof
         done += len(group)
     return done
-
-
-def clear_prefetched() -> None:
-    """Drop profiles that no run took (end of a backfill)."""
-    with _prefetched_lock:
-        _prefetched.clear()
 
 
 def read_unit(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
@@ -352,8 +347,11 @@ def read_unit(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
     columns = ["ds", "traffic", "arm", *imp.signals, *imp.attributes]
     path, file = unit.file, str(unit.file)
     if _is_parquet(cfg, path):
-        with _prefetched_lock:
-            profile = _prefetched.pop((file, *file_fingerprint(path)), None)
+        run = active_run()
+        profile = None
+        if run is not None:
+            with run.lock:
+                profile = run.prefetched.pop((file, *file_fingerprint(path)), None)
         if profile is None:
             profile = profile_parquet(_scratch(), [file], columns)[file]
     else:

@@ -28,6 +28,9 @@ def sql_text(name: str) -> str:
     return node.read_text()
 
 
+# Process-wide by nature: DuckDB lets one process hold a file read-write once, so
+# the threads of this process share one connection per file (a session) and take
+# turns on it. These tables say which connection is open and who holds its turn.
 _path_locks: dict[str, threading.RLock] = {}
 _path_locks_guard = threading.Lock()
 _sessions: dict[str, list] = {}  # resolved path -> [open connection, number of open sessions]

@@ -23,6 +23,7 @@ class RunLockedError(RuntimeError):
     """Another fairmon process is running against the same DuckDB file."""
 
 
+# Process-wide by nature: flock belongs to the process, so re-entrancy is counted per process.
 _state: dict[Path, list] = {}  # lock path -> [file object, depth]
 _guard = threading.Lock()
 

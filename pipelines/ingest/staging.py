@@ -1,0 +1,320 @@
+"""Staging: each input file is checked by its raw suite and, when it passes,
+its parsed rows replace the file's earlier rows in the DuckDB staging table
+of its input (``impressions``, ``scores``, ``labels``), recorded in
+``ingest_log`` with its fingerprint. A backfill profiles and stages all its
+impressions files ahead (:func:`prestage_impressions`) and counts the range
+in one statement; the counts wait in the current run
+(:class:`fairmon.pipelines.run.Run`) until a day takes them, valid while
+nothing has been staged since.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+from prefect.exceptions import MissingContextError
+
+from fairmon.pipelines import timing
+from fairmon.pipelines.config import FairmonConfig
+from fairmon.pipelines.ingest.adapters import (
+    IngestUnit,
+    file_fingerprint,
+    log_units_for_day,
+    normalize_log_unit,
+    normalize_unit,
+    prefetch_profiles,
+    read_log_unit,
+    read_unit,
+    rows_in,
+    units_for_day,
+)
+from fairmon.pipelines.quality import DQResult, gate_for
+from fairmon.pipelines.run import active_run
+from fairmon.pipelines.storage import db
+from fairmon.transforms.contract import InputContractError
+from fairmon.transforms.quality import raw_check_frame
+
+
+def run_logger() -> logging.Logger | logging.LoggerAdapter:
+    """Prefect's run logger inside a flow or task run; the ``fairmon`` logger
+    when a task's function is called directly (``task.fn``, as bench/ does)."""
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger("fairmon")
+
+
+@dataclass(frozen=True)
+class InputSource:
+    """How one input (impressions, scores or labels) is read, checked and staged."""
+
+    name: str  # staging table and sql/<name>_*.sql prefix
+    suite: str
+    params: dict
+    text_columns: list[str]
+    read: Callable[[IngestUnit], pl.DataFrame]
+    normalize: Callable[[IngestUnit, pl.DataFrame], pl.DataFrame]
+    delete_params: Callable[[IngestUnit], dict]
+
+
+def input_source(cfg: FairmonConfig, name: str) -> InputSource:
+    """The :class:`InputSource` of ``name`` under ``cfg``. Raises ValueError for an unknown name."""
+    if name == "impressions":
+        imp = cfg.impressions
+        return InputSource(
+            "impressions",
+            "impressions_raw",
+            {
+                "required_columns": ["ds", "traffic", "arm", *imp.signals, *imp.attributes],
+                "signals": imp.signals,
+                "attributes": imp.attributes,
+                "traffic_values": ["default", "random", *imp.traffic_stages],
+            },
+            ["ds", "traffic", *imp.signals],
+            lambda u: read_unit(cfg, u),
+            lambda u, raw: normalize_unit(cfg, u, raw),
+            lambda u: {"ds_start": u.ds_start, "ds": u.ds_end, "scope": u.scope},
+        )
+    if name in ("scores", "labels"):
+        sc = getattr(cfg, name)
+        cols = (
+            ["ds", "model", "item_id", "score", "outcome"]
+            if name == "scores"
+            else ["ds", "item_id", "labeler_id", "label", "gold_label"]
+        )
+        text = ["ds", "score", "outcome"] if name == "scores" else ["ds", "label", "gold_label"]
+        return InputSource(
+            name,
+            f"{name}_raw",
+            {"required_columns": [*cols, *sc.attributes], "attributes": sc.attributes},
+            text,
+            lambda u: read_log_unit(cfg, name, u),
+            lambda u, raw: normalize_log_unit(cfg, name, u, raw),
+            lambda u: {"file": str(u.file)},
+        )
+    raise ValueError(f"unknown input {name!r}")
+
+
+def raw_suite(cfg: FairmonConfig, src: InputSource, unit: IngestUnit, raw: pl.DataFrame, run_name: str) -> DQResult:
+    """The input's raw suite on one file as read (or its profile). Returns its :class:`DQResult`."""
+    return gate_for(cfg).validate(
+        src.suite, raw_check_frame(raw, src.text_columns), src.params, str(unit.file), run_name
+    )
+
+
+def unchanged(cfg: FairmonConfig, file: Path) -> dict | None:
+    """The file's ingest_log row when it was staged as it is now (same size,
+    mtime and config), else None."""
+    with db.connect(cfg.duckdb_path) as con:
+        db.execute(con, "ingest_log_create")
+        seen = db.query(con, "ingest_log_lookup", file=str(file))
+    if not seen.height:
+        return None
+    row = seen.row(0, named=True)
+    same = (row["size"], row["mtime_ns"], row["config_fp"]) == (*file_fingerprint(file), cfg.fingerprint())
+    return row if same else None
+
+
+@dataclass(frozen=True)
+class Staged:
+    """One unit ready to stage: its parsed rows, file rows, fingerprint and raw-suite result."""
+
+    unit: IngestUnit
+    staged: pl.DataFrame
+    rows: int
+    size: int
+    mtime: int
+    dq: DQResult
+
+
+def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> None:
+    """Replace the staged rows of every unit in ``batch`` and record their
+    fingerprints and file rows, in one transaction (one insert for all)."""
+    if not batch:
+        return
+    staged = pl.concat([b.staged for b in batch], how="vertical_relaxed")
+    fp = cfg.fingerprint()
+    with db.connect(cfg.duckdb_path) as con:
+        con.register("staged", staged)
+        db.execute(con, "ingest_log_create")  # also on a first run with force_ingest
+        db.execute(con, f"{src.name}_create")
+        have = db.relation(con, f"{src.name}_head").columns
+        if have != staged.columns:
+            raise InputContractError(
+                f"the staging table {src.name} in {cfg.duckdb_path} has columns {have}, but this config gives "
+                f"{staged.columns} (a different set of attributes, or a file from an earlier fairmon version): "
+                f"use a separate duckdb path",
+                file=str(batch[0].unit.file),
+            )
+        with db.transaction(con):
+            for b in batch:
+                db.execute(con, f"{src.name}_delete_unit", **src.delete_params(b.unit))
+            db.execute(con, f"{src.name}_insert")
+            for b in batch:
+                u = b.unit
+                db.execute(
+                    con,
+                    "ingest_log_upsert",
+                    file=str(u.file),
+                    source=src.name,
+                    size=b.size,
+                    mtime_ns=b.mtime,
+                    config_fp=fp,
+                    ds_start=u.ds_start,
+                    ds=u.ds_end,
+                    scope=u.scope,
+                    rows=b.rows,
+                    dq=json.dumps({"n_expectations": b.dq.n_expectations, "failures": b.dq.failures}, default=str),
+                )
+        con.unregister("staged")
+    run = active_run()
+    if run is not None:  # counts computed before this write no longer hold
+        with run.lock:
+            run.generation += 1
+
+
+def count_range(cfg: FairmonConfig, days: list[dt.date]) -> None:
+    """Count every day of ``days`` in one statement each (group counts and
+    traffic totals over min..max) and keep them for :func:`count_groups`,
+    valid until the next staging write. Outside a run there is nowhere to
+    keep them, and nothing is counted."""
+    run = active_run()
+    if run is None:
+        return
+    with db.connect(cfg.duckdb_path) as con:
+        if db.query(con, "impressions_exists").item() == 0:
+            return
+        rng = {"first": min(days), "last": max(days), "window_days": cfg.impressions.random_window_days}
+        counts = db.query(con, "group_counts", **rng)
+        with timing.within("checks"):  # the totals exist to check the counts
+            totals = db.query(con, "traffic_totals", **rng)
+    with run.lock:
+        for ds in days:
+            run.range_counts[ds] = (
+                run.generation,
+                counts.filter(pl.col("ds") == ds),
+                totals.filter(pl.col("ds") == ds).drop("ds"),
+            )
+
+
+def take_range_counts(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    """Day ``ds``'s (group counts, traffic totals) counted ahead by
+    :func:`count_range` in the current run, if nothing was staged since;
+    else None. A day takes its counts once."""
+    run = active_run()
+    if run is None:
+        return None
+    with run.lock:
+        hit = run.range_counts.pop(ds, None)
+        return hit[1:] if hit and hit[0] == run.generation else None
+
+
+def prestage_impressions(cfg: FairmonConfig, days: list[dt.date], force: bool = False) -> dict:
+    """Before a backfill of ``days``: profile every impressions file those
+    days need (new or changed; all with ``force``) in one DuckDB scan per
+    schema, check each with its raw suite, stage the good ones in one
+    transaction and count all the days in one statement. Each day's run then
+    finds its files staged and its counts ready; if anything is staged in
+    between, the day counts again. Files that cannot be read or fail their
+    suite are left to the days' own runs, which report them.
+
+    Returns {files, staged, ingest, checks, counts}: files profiled, files
+    staged, and wall seconds per stage.
+    """
+    out = {"files": 0, "staged": 0, "ingest": 0.0, "checks": 0.0, "counts": 0.0}
+    if cfg.impressions is None or not days:
+        return out
+    units: dict[Path, IngestUnit] = {}
+    for ds in days:
+        try:
+            units.update({u.file: u for u in units_for_day(cfg, ds)})
+        except InputContractError:
+            continue
+    todo = [u for f, u in units.items() if force or not unchanged(cfg, f)]
+    src = input_source(cfg, "impressions")
+    timing.start("prestage")
+    with timing.clock("prestage", "ingest"):
+        out["files"] = prefetch_profiles(cfg, [u.file for u in todo])
+        batch = []
+        for u in todo:
+            try:
+                raw = src.read(u)
+                size, mtime = file_fingerprint(u.file)
+                with timing.within("checks"):
+                    dq = raw_suite(cfg, src, u, raw, f"{min(days)}_{max(days)}")
+                if dq.success:
+                    batch.append(Staged(u, src.normalize(u, raw), rows_in(raw), size, mtime, dq))
+            except InputContractError:
+                continue
+        replace_units(cfg, src, batch)
+        out["staged"] = len(batch)
+    with timing.clock("prestage", "counts"):
+        count_range(cfg, days)
+    return out | {k: v for k, v in timing.take("prestage").items() if k in out}
+
+
+@task(name="stage-unit", cache_policy=NO_CACHE)
+def stage_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, run_name: str, force: bool = False) -> DQResult:
+    """Validate one file of input ``source`` with its raw suite and, if no
+    critical expectation failed, stage it into the DuckDB table of that name
+    (replacing the file's previous rows). An unchanged file (same size, mtime
+    and config) is not read again; its recorded result is returned.
+
+    Returns the file's :class:`DQResult`. Raises :class:`InputContractError`
+    when a file that passed the suite still cannot be parsed.
+    """
+    log = run_logger()
+    src = input_source(cfg, source)
+    t0 = time.perf_counter()
+    with timing.clock(run_name, "ingest"):
+        size, mtime = file_fingerprint(unit.file)
+        seen = None if force else unchanged(cfg, unit.file)
+        if seen:
+            log.info(
+                "ingest %s: unchanged since staged (%d rows), skipped, %.2fs",
+                unit.file,
+                seen["rows"],
+                time.perf_counter() - t0,
+            )
+            prev = json.loads(seen["dq"] or "{}")
+            return DQResult(source, src.suite, str(unit.file), prev.get("n_expectations", 0), prev.get("failures", []))
+        raw = src.read(unit)
+    with timing.clock(run_name, "checks"):
+        dq = raw_suite(cfg, src, unit, raw, run_name)
+    if not dq.success:
+        log.warning("ingest %s: %d rows in, not staged: %s", unit.file, rows_in(raw), dq.summary())
+        return dq
+    with timing.clock(run_name, "ingest"):
+        staged = src.normalize(unit, raw)
+        replace_units(cfg, src, [Staged(unit, staged, rows_in(raw), size, mtime, dq)])
+    log.info(
+        "ingest %s: %d rows in, %d staged, %.2fs", unit.file, rows_in(raw), staged.height, time.perf_counter() - t0
+    )
+    return dq
+
+
+def units_for(cfg: FairmonConfig, source: str, ds: dt.date) -> list[IngestUnit]:
+    """The files of input ``source`` that day ``ds`` needs (a warning when no
+    default-traffic file matches). Raises :class:`InputContractError` as
+    :func:`units_for_day` does."""
+    if source == "impressions":
+        units = units_for_day(cfg, ds)
+        if not any(u.scope != "random" for u in units):
+            run_logger().warning("%s: no default-traffic file matches %s", ds, cfg.resolve(cfg.impressions.path))
+        return units
+    return log_units_for_day(cfg, source, ds)
+
+
+def ingest_source(cfg: FairmonConfig, source: str, ds: dt.date, force: bool) -> list[DQResult]:
+    """Stage every file of input ``source`` that day ``ds`` needs (:func:`stage_unit` each).
+    Returns one :class:`DQResult` per file."""
+    return [stage_unit(cfg, source, u, str(ds), force) for u in units_for(cfg, source, ds)]

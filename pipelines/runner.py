@@ -1,0 +1,100 @@
+"""The runner: the one loop that runs days (``fairmon run``, ``fairmon
+backfill``, the demo, the scheduled job and bench/ all use it).
+
+For a list of days it opens one run (:class:`fairmon.pipelines.run.Run`,
+config loaded once), holds the DuckDB file's run lock and one connection for
+the whole range, creates the GX gate while Prefect's API starts, profiles,
+stages and counts a multi-day range ahead (:func:`prestage_impressions`),
+then runs the daily flow for each day (``concurrency`` at a time; one failing
+day never stops the others) and builds Data Docs once at the end. It knows
+nothing of terminals: progress goes to the callbacks the caller passes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
+from fairmon.pipelines.config import FairmonConfig
+from fairmon.pipelines.flows import DayQuarantined, daily
+from fairmon.pipelines.ingest.staging import prestage_impressions
+from fairmon.pipelines.quality import gate_for, preload_gate
+from fairmon.pipelines.run import Run, in_run, run_scope
+from fairmon.pipelines.storage import db
+from fairmon.pipelines.storage.locking import run_lock
+
+
+def start_api() -> None:
+    """Reach the Prefect API from the calling thread, starting Prefect's
+    temporary local server when no PREFECT_API_URL is set. Called from the
+    main thread before days run in worker threads: threads that each start
+    the server race, and the loser's server outlives the process."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        client.api_healthcheck()
+
+
+@contextmanager
+def docs_deferred(run: Run) -> Iterator[None]:
+    """Build Data Docs once when the block ends (a backfill) instead of once
+    per day: each build re-renders the index, about 0.35 s a day."""
+    run.docs_deferred = True
+    try:
+        yield
+    finally:
+        run.docs_deferred = False
+        gate_for(run.cfg).build_docs()
+
+
+def day_summary(run: Run, ds: dt.date, force_ingest: bool, wait_seconds: float) -> dict:
+    """Run the daily flow for ``ds`` in ``run`` and summarise it:
+    {ds, status: published | quarantined | failed, ...the flow's result, or error}."""
+    state = daily(run.cfg, ds, force_ingest, wait_seconds, return_state=True)
+    try:
+        return {"ds": ds, "status": "published", **state.result()}
+    except DayQuarantined as e:
+        return {"ds": ds, "status": "quarantined", "error": str(e)}
+    except Exception as e:  # the flow's own exception, re-raised by result()
+        return {"ds": ds, "status": "failed", "error": f"{type(e).__name__}: {e}"}
+
+
+def run_days(
+    cfg: FairmonConfig,
+    days: list[dt.date],
+    *,
+    config_path: str = "",
+    force_ingest: bool = False,
+    concurrency: int = 1,
+    wait_seconds: float = 0.0,
+    on_prestage: Callable[[dict], None] | None = None,
+    on_day: Callable[[dict], None] | None = None,
+) -> list[dict]:
+    """Run the daily flow for each of ``days`` in one run of ``cfg``.
+
+    ``on_prestage`` receives the range's prestage figures ({files, staged,
+    ingest, checks, counts}; ranges of more than one day); ``on_day`` each
+    day's summary as it finishes. Returns one summary per day, in day order
+    (see :func:`day_summary`). Raises
+    :class:`fairmon.pipelines.storage.locking.RunLockedError` when another
+    process holds the DuckDB file longer than ``wait_seconds``.
+    """
+    run = Run(cfg, config_path)
+    path = cfg.duckdb_path
+    results: dict[dt.date, dict] = {}
+    with run_scope(run), run_lock(path, wait_seconds), db.session(path), docs_deferred(run):
+        preload_gate(cfg)  # GX imports while Prefect's API starts
+        start_api()
+        if len(days) > 1:  # one scan, one staging transaction and one count for the whole range
+            pre = prestage_impressions(cfg, days, force_ingest)
+            if on_prestage is not None:
+                on_prestage(pre)
+        one = in_run(lambda ds: day_summary(run, ds, force_ingest, wait_seconds))
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            for r in pool.map(one, days):
+                results[r["ds"]] = r
+                if on_day is not None:
+                    on_day(r)
+    return [results[d] for d in days]

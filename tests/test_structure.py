@@ -1,0 +1,139 @@
+"""The package's structure (DESIGN §1, issue 12): one namespace, no import
+cycle, no private name used across modules, pure transforms, and a config
+loaded once per run."""
+
+import ast
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE_DIRS = {"fairmon": "fairmon", "pipelines": "fairmon.pipelines", "transforms": "fairmon.transforms"}
+
+
+def _modules() -> dict[str, Path]:
+    """{dotted module name: file} of every module of the installed namespace."""
+    out = {}
+    for folder, dotted in PACKAGE_DIRS.items():
+        for f in (REPO / folder).rglob("*.py"):
+            rel = f.relative_to(REPO / folder).with_suffix("")
+            parts = [p for p in rel.parts if p != "__init__"]
+            out[".".join([dotted, *parts])] = f
+    return out
+
+
+def _imports(tree: ast.AST) -> list[tuple[str, list[str]]]:
+    """(module, names) of every import statement, at any depth."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(a.name, []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.module, [a.name for a in node.names]))
+    return found
+
+
+def test_no_import_cycle_among_fairmon_modules():
+    mods = _modules()
+    graph = {m: set() for m in mods}
+    for m, f in mods.items():
+        for target, names in _imports(ast.parse(f.read_text())):
+            for cand in [f"{target}.{n}" for n in names] + [target]:
+                if cand in mods and cand != m:
+                    graph[m].add(cand)
+                    break
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(m):
+        state[m] = 1
+        path.append(m)
+        for n in graph[m]:
+            if state.get(n) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(path[path.index(n) :] + [n]))
+            if n not in state:
+                visit(n)
+        path.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+
+
+def test_no_private_name_is_used_across_modules():
+    files = [*_modules().values(), *(REPO / "tests").glob("*.py"), *(REPO / "bench").glob("*.py")]
+    offences = []
+    for f in files:
+        tree = ast.parse(f.read_text())
+        fairmon_aliases = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fairmon"):
+                for a in node.names:
+                    if a.name.startswith("_") and not a.name.startswith("__"):
+                        offences.append(f"{f.name}: from {node.module} import {a.name}")
+                    fairmon_aliases.add(a.asname or a.name)
+            elif isinstance(node, ast.Import):
+                fairmon_aliases |= {
+                    (a.asname or a.name).split(".")[0] for a in node.names if a.name.startswith("fairmon")
+                }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in fairmon_aliases
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+            ):
+                offences.append(f"{f.name}: {node.value.id}.{node.attr}")
+    assert offences == []
+
+
+def test_transforms_stay_pure():
+    for m, f in _modules().items():
+        if not m.startswith("fairmon.transforms"):
+            continue
+        for target, _ in _imports(ast.parse(f.read_text())):
+            root = target.split(".")[0]
+            assert root not in {"prefect", "duckdb", "great_expectations", "typer", "rich"}, (m, target)
+            assert not target.startswith("fairmon.pipelines"), (m, target)
+
+
+def test_the_installed_namespace_is_fairmon_alone():
+    import tomllib
+
+    cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert {p.split(".")[0] for p in cfg["packages"]} == {"fairmon"}
+    assert set(cfg["package-dir"]) == set(cfg["packages"]) - {
+        "fairmon.pipelines.faces",
+        "fairmon.pipelines.ingest",
+        "fairmon.pipelines.storage",
+    }
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_backfill_reads_its_config_once_and_ignores_edits_mid_run(tmp_path, monkeypatch):
+    from fairmon.pipelines import config as config_module
+    from fairmon.pipelines.config import load_config
+    from fairmon.pipelines.runner import run_days
+    from fairmon.pipelines.simulate import write_simulation
+    from fairmon.transforms.simulate import SimulationSpec
+
+    start = dt.date(2026, 5, 1)
+    spec = SimulationSpec(start=start, days=3, rows_per_day=3000, random_rows_per_day=1500, random_pool_days=3, seed=2)
+    path = write_simulation(spec, tmp_path / "sim", "csv")["config"]
+    reads = []
+    real = config_module.tomllib.loads
+    monkeypatch.setattr(config_module.tomllib, "loads", lambda text: reads.append(1) or real(text))
+    cfg = load_config(path)
+    days = [start + dt.timedelta(days=i) for i in range(3)]
+
+    def edit_after_first_day(summary):
+        if summary["ds"] == days[0]:  # a user edits the config while the backfill runs
+            path.write_text(path.read_text().replace("confidence_level = 0.95", "confidence_level = 0.5"))
+
+    results = run_days(cfg, days, config_path=str(path), on_day=edit_after_first_day)
+    assert [r["status"] for r in results] == ["published"] * 3
+    assert len(reads) == 1  # loaded once, by the caller; no hop reads it again
+    assert {row["level"] for r in results for row in r["reo"]} == {0.95}
