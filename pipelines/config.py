@@ -230,10 +230,12 @@ class FairmonConfig(_Strict):
 
     @property
     def warehouse_path(self) -> Path:
+        """The Parquet warehouse folder, resolved against the config's folder."""
         return self.resolve(self.warehouse)
 
     @property
     def duckdb_path(self) -> Path:
+        """The DuckDB file (staging, run records, ledger), resolved against the config's folder."""
         return self.resolve(self.duckdb)
 
     @model_validator(mode="after")

@@ -55,14 +55,17 @@ class DQResult:
 
     @property
     def failed_critical(self) -> list[str]:
+        """Names of the failed critical expectations."""
         return [f["name"] for f in self.failures if f["severity"] == "critical"]
 
     @property
     def failed_warning(self) -> list[str]:
+        """Names of the failed warning expectations."""
         return [f["name"] for f in self.failures if f["severity"] == "warning"]
 
     @property
     def success(self) -> bool:
+        """True when no critical expectation failed."""
         return not self.failed_critical
 
     def row(self, ds: dt.date) -> dict:
@@ -179,6 +182,7 @@ class QualityGate:
 
     @property
     def data_docs_index(self) -> Path:
+        """The Data Docs index page (``gx/uncommitted/data_docs/local_site/index.html``)."""
         return self.root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
 
     def build_docs(self) -> Path:

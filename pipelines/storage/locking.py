@@ -29,6 +29,7 @@ _guard = threading.Lock()
 
 
 def lock_path(duckdb_path: Path) -> Path:
+    """The run-lock file of a DuckDB file: ``<file>.lock`` beside it."""
     return duckdb_path.with_name(duckdb_path.name + ".lock")
 
 
