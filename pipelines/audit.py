@@ -13,8 +13,9 @@ import polars as pl
 
 from fairmon.pipelines.config import FairmonConfig
 from fairmon.pipelines.ingest.adapters import window_start
+from fairmon.pipelines.ingest.staging import current_files
 from fairmon.pipelines.storage import db
-from fairmon.pipelines.storage.locking import run_lock
+from fairmon.pipelines.storage.locking import project_lock
 from fairmon.pipelines.storage.warehouse import read_table
 from fairmon.transforms.audit import audit_decision, fairness_gap, laplace_release, score_distribution, score_histograms
 from fairmon.transforms.contract import ATTR_PREFIX
@@ -62,9 +63,10 @@ def export_release(
     a = cfg.audit
     w0 = window_start(ds, cfg.scores.window_days)
     dataset = f"{cfg.resolve(cfg.scores.path)}#{model}"
-    with run_lock(cfg.duckdb_path):
+    with project_lock(cfg.duckdb_path, cfg.warehouse_path):
         with db.connect(cfg.duckdb_path) as con:
-            rows = db.query(con, "scores_window", ds=ds, window_start=w0).filter(pl.col("model") == model)
+            files = current_files(cfg, "scores", ds)  # rows of the files the day needs now, nothing older
+            rows = db.query(con, "scores_window", ds=ds, window_start=w0, files=files).filter(pl.col("model") == model)
         col = ATTR_PREFIX + attribute
         rows = rows.filter(pl.col(col).is_not_null())
         qualified = rows.get_column("outcome").to_numpy() == a.qualified_outcome

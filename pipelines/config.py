@@ -87,6 +87,9 @@ class ImpressionsConfig(_Strict):
 
     @model_validator(mode="after")
     def _format_fields(self) -> ImpressionsConfig:
+        check_template(self.path, {"ds"}, "path")
+        if self.random_path is not None:
+            check_template(self.random_path, {"start", "end"}, "random_path")
         if self.format in ("contract", "tiktok") and "{ds}" not in self.path:
             raise ValueError("path must contain {ds} for format " + self.format)
         if self.format == "coat" and self.ds is None:
@@ -94,6 +97,24 @@ class ImpressionsConfig(_Strict):
         if self.random_path is not None and not ("{start}" in self.random_path and "{end}" in self.random_path):
             raise ValueError("random_path must contain {start} and {end}")
         return self
+
+
+def check_template(template: str, allowed: set[str], key: str) -> str:
+    """Refuse a path template whose ``{...}`` fields are not all in ``allowed``
+    (or whose braces do not parse), naming the config key and the field."""
+    import string
+
+    try:
+        fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+    except ValueError as e:
+        raise ValueError(f"{key} {template!r}: {e}; only {', '.join(sorted('{' + a + '}' for a in allowed))}") from None
+    unknown = sorted(fields - allowed)
+    if unknown:
+        raise ValueError(
+            f"{key} {template!r} has the field {{{unknown[0]}}}; it may use only "
+            + ", ".join(sorted("{" + a + "}" for a in allowed))
+        )
+    return template
 
 
 class ThresholdSpec(_Strict):
@@ -128,6 +149,8 @@ class ScoresConfig(_LogInput):
 
     @model_validator(mode="after")
     def _template(self) -> ScoresConfig:
+        if self.format == "contract":
+            check_template(self.path, {"ds"}, "path")
         if self.format == "contract" and "{ds}" not in self.path:
             raise ValueError("path must contain {ds} for format contract")
         return self
@@ -142,6 +165,7 @@ class LabelsConfig(_LogInput):
 
     @model_validator(mode="after")
     def _template(self) -> LabelsConfig:
+        check_template(self.path, {"ds"}, "path")
         if "{ds}" not in self.path:
             raise ValueError("path must contain {ds}")
         return self

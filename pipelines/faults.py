@@ -4,7 +4,7 @@ exactly like an OOM kill or a pulled plug. Points:
 
 * ``parquet_write``: new partition files written aside, none swapped in yet;
 * ``parquet_swap``: the first of a day's partitions swapped in, the rest not;
-* ``duckdb_txn``: inside the DuckDB transaction, old rows deleted, new not committed.
+* ``publish_record``: every partition of the day swapped in, the run not yet recorded as published.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import signal
 
-POINTS = ("parquet_write", "parquet_swap", "duckdb_txn")
+POINTS = ("parquet_write", "parquet_swap", "publish_record")
 
 
 def fault_point(name: str) -> None:

@@ -26,13 +26,14 @@ from prefect.cache_policies import NO_CACHE
 
 from fairmon.pipelines import timing
 from fairmon.pipelines.config import FairmonConfig, load_config
-from fairmon.pipelines.ingest.adapters import window_start
-from fairmon.pipelines.ingest.staging import ingest_source, run_logger, take_range_counts
+from fairmon.pipelines.faults import fault_point
+from fairmon.pipelines.ingest.adapters import current_inputs, window_start
+from fairmon.pipelines.ingest.staging import count_days, current_files, ingest_source, run_logger, take_range_counts
 from fairmon.pipelines.quality import DQResult, build_docs, dq_frame, gate_for
 from fairmon.pipelines.run import ensure_run
 from fairmon.pipelines.storage import db
-from fairmon.pipelines.storage.locking import run_lock
-from fairmon.pipelines.storage.warehouse import sync_duckdb, write_partitions
+from fairmon.pipelines.storage.locking import project_lock
+from fairmon.pipelines.storage.warehouse import clean_tmp, refresh_views, remove_partitions, write_partitions
 from fairmon.transforms.contract import InputContractError
 from fairmon.transforms.decision_tables import sdt_table, threshold_tables
 from fairmon.transforms.quality import day_check_frame, group_counts_check_frame, reo_check_frame
@@ -70,23 +71,19 @@ def configured_inputs(cfg: FairmonConfig) -> list[str]:
 @task(name="count-groups", cache_policy=NO_CACHE)
 def count_groups(cfg: FairmonConfig, ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Per-group counts of day ``ds`` (sql/group_counts.sql) and, counted
-    independently, the staged rows per traffic and arm (sql/traffic_totals.sql);
-    taken from :func:`prestage_impressions` when its backfill counted them and
-    nothing was staged since."""
+    independently, the staged rows per traffic and arm (sql/traffic_totals.sql),
+    from the rows of the files the day needs now; taken from
+    :func:`prestage_impressions` when its backfill counted them and nothing
+    was staged since."""
     log = run_logger()
     t0 = time.perf_counter()
     ready = take_range_counts(ds)
-    with timing.clock(ds, "counts"), db.connect(cfg.duckdb_path) as con:
+    with timing.clock(ds, "counts"):
         if ready is not None:  # counted with its backfill's range, nothing staged since
             counts, totals = ready
-        elif db.query(con, "impressions_exists").item() == 0:
-            counts = pl.DataFrame(schema=GROUP_COUNTS_SCHEMA)
-            totals = pl.DataFrame(schema={"traffic": pl.String, "arm": pl.String, "n": pl.Int64})
         else:
-            rng = {"first": ds, "last": ds, "window_days": cfg.impressions.random_window_days}
-            counts = db.query(con, "group_counts", **rng)
-            with timing.within("checks"):  # the totals exist to check the counts
-                totals = db.query(con, "traffic_totals", **rng).drop("ds")
+            counts, totals = count_days(cfg, [ds])
+            totals = totals.drop("ds")
     counts = counts.cast(GROUP_COUNTS_SCHEMA).select(list(GROUP_COUNTS_SCHEMA))
     log.info(
         "counts %s: %d staged rows in, %d group rows out, %.2fs",
@@ -198,6 +195,7 @@ def estimate_threshold(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFram
                 },
                 ds=ds,
                 window_start=w0,
+                files=current_files(cfg, "scores", ds),
             )
         prev, diff = threshold_tables(
             rows,
@@ -245,6 +243,7 @@ def estimate_sdt(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
                 },
                 ds=ds,
                 window_start=w0,
+                files=current_files(cfg, "labels", ds),
             )
         out = sdt_table(
             conf.filter(pl.col("group") != "(missing)"),
@@ -261,14 +260,21 @@ def estimate_sdt(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
 
 
 @task(name="publish-day", cache_policy=NO_CACHE)
-def publish(cfg: FairmonConfig, ds: dt.date, tables: dict[str, pl.DataFrame]) -> dict[str, str]:
-    """Atomically replace the day's partitions, then mirror them into DuckDB."""
+def publish(cfg: FairmonConfig, ds: dt.date, tables: dict[str, pl.DataFrame], complete: bool = True) -> dict[str, str]:
+    """Atomically replace the day's partitions of ``tables``; when the run
+    ``complete``-ly publishes the day, also remove the day's partitions of
+    tables it no longer produces. Then refresh the DuckDB views over the
+    warehouse. Returns {table: partition path}."""
     log = run_logger()
     t0 = time.perf_counter()
     with timing.clock(ds, "writes"):
         paths = write_partitions(cfg.warehouse_path, ds, tables)
+        if complete:
+            removed = remove_partitions(cfg.warehouse_path, ds, set(tables))
+            if removed:
+                log.info("publish %s: removed partitions of tables this run does not produce: %s", ds, removed)
         with db.connect(cfg.duckdb_path) as con:
-            sync_duckdb(con, ds, tables)
+            refresh_views(con, cfg.warehouse_path)
     log.info(
         "publish %s: %d rows out (%s), %.2fs",
         ds,
@@ -291,7 +297,8 @@ def _dq_table(cfg: FairmonConfig, ds: dt.date, results: list[DQResult]) -> pl.Da
 
 def _quarantine(cfg: FairmonConfig, ds: dt.date, results: list[DQResult], stage: str, run_id: str) -> None:
     """Record why the day failed its checks (dq_results only) and end the run failed."""
-    publish(cfg, ds, {"dq_results": _dq_table(cfg, ds, results).with_columns(pl.lit(run_id).alias("run_id"))})
+    dq = _dq_table(cfg, ds, results).with_columns(pl.lit(run_id).alias("run_id"))
+    publish(cfg, ds, {"dq_results": dq}, complete=False)
     with timing.clock(ds, "checks"):
         build_docs(cfg)
     failed = "; ".join(r.summary() for r in results if not r.success)
@@ -313,8 +320,31 @@ def _impressions_stage(cfg: FairmonConfig, ds: dt.date, force: bool, results: li
     counts, totals = count_groups(cfg, ds)
     _gate(results, [check_day(cfg, ds, counts)])
     tables = {"group_counts": counts, **estimate(cfg, counts, ds)}
+    results += _ab_config_check(cfg, counts)
     _gate(results, check_outputs(cfg, ds, tables, totals))
     return tables
+
+
+def _ab_config_check(cfg: FairmonConfig, counts: pl.DataFrame) -> list[DQResult]:
+    """A warning (in dq_results and the run summary) when ``[ab] control`` or a
+    configured pair names an arm the day's default traffic does not have: the
+    A/B comparison it asks for cannot be made, and must not vanish silently."""
+    arms = set(counts.filter(pl.col("traffic") == "default").get_column("arm").to_list())
+    wanted = ([cfg.ab.control] if cfg.ab.control else []) + [a for p in cfg.ab.pairs for a in p]
+    missing = sorted({a for a in wanted if a not in arms})
+    if not missing or not arms:
+        return []
+    failure = {
+        "name": "ab_arm_present",
+        "severity": "warning",
+        "type": "config",
+        "column": "arm",
+        "unexpected_count": len(missing),
+        "rows": [],
+        "sample": missing,
+        "error": f"[ab] names arm(s) {missing} that the day's default traffic does not have (arms: {sorted(arms)})",
+    }
+    return [DQResult("reo_ab", "ab_config", "[ab] control/pairs", 1, [failure])]
 
 
 def _scores_stage(cfg: FairmonConfig, ds: dt.date, force: bool, results: list[DQResult]) -> dict:
@@ -334,37 +364,45 @@ def _labels_stage(cfg: FairmonConfig, ds: dt.date, force: bool, results: list[DQ
 STAGES = {"impressions": _impressions_stage, "scores": _scores_stage, "labels": _labels_stage}
 
 
-def _record_run(
-    cfg: FairmonConfig,
-    config_path: str,
-    run_id: str,
-    ds: dt.date,
-    started: dt.datetime,
-    status: str,
-    detail: str,
-    params: dict,
-    files: list[str],
-    outputs: dict[str, int],
-    timings: dict,
+def _start_run(
+    cfg: FairmonConfig, config_path: str, run_id: str, ds: dt.date, started: dt.datetime, params: dict
 ) -> None:
-    """Append the run to the ``runs`` table; a published day is no longer stale."""
+    """Record the run as 'running' with the inputs the day needs now (file
+    identities and fingerprints, :func:`fairmon.pipelines.ingest.adapters.current_inputs`)."""
     with db.connect(cfg.duckdb_path) as con:
         db.execute(con, "runs_create")
         db.execute(con, "runs_migrate")
-        db.execute(con, "stale_create")
-        db.execute(con, "ingest_log_create")
-        inputs = db.query(con, "ingest_log_for_days", files=files).to_dicts() if files else []
         db.execute(
             con,
-            "runs_insert",
+            "runs_start",
             run_id=run_id,
             ds=ds,
             started_at=started,
-            status=status,
-            detail=detail,
             config_path=str(config_path),
             config_fp=cfg.fingerprint(),
             params=json.dumps(params, default=str),
+            inputs=json.dumps(current_inputs(cfg, ds), default=str),
+        )
+
+
+def _finish_run(
+    cfg: FairmonConfig, run_id: str, ds: dt.date, status: str, detail: str, outputs: dict[str, int], timings: dict
+) -> None:
+    """Close the run's record (status, detail, outputs, timings; its inputs
+    gain the file rows each staged); a published day is no longer stale."""
+    with db.connect(cfg.duckdb_path) as con:
+        db.execute(con, "stale_create")
+        db.execute(con, "ingest_log_create")
+        recorded = db.query(con, "runs_inputs", run_id=run_id)
+        inputs = json.loads(recorded.item() or "[]") if recorded.height else []
+        staged = dict(db.query(con, "ingest_log_rows", files=[i["file"] for i in inputs]).iter_rows())
+        inputs = [{**i, "rows": staged.get(i["file"])} for i in inputs]
+        db.execute(
+            con,
+            "runs_finish",
+            run_id=run_id,
+            status=status,
+            detail=detail,
             inputs=json.dumps(inputs, default=str),
             outputs=json.dumps(outputs),
             timings=json.dumps(timings),
@@ -412,8 +450,11 @@ def _daily(cfg: FairmonConfig, config_path: str, ds: dt.date, force_ingest: bool
     results: list[DQResult] = []
     tables: dict[str, pl.DataFrame] = {}
     status, detail = "failed", ""
-    with run_lock(cfg.duckdb_path, wait_seconds), db.session(cfg.duckdb_path):
+    with project_lock(cfg.duckdb_path, cfg.warehouse_path, wait_seconds) as fresh, db.session(cfg.duckdb_path):
+        if fresh:  # nothing else writes this warehouse now: a killed run's leftovers can go
+            clean_tmp(cfg.warehouse_path, older_than_s=0)
         timing.start(ds)
+        _start_run(cfg, config_path, run_id, ds, started, params)
         try:
             for name in configured_inputs(cfg):
                 try:
@@ -428,6 +469,7 @@ def _daily(cfg: FairmonConfig, config_path: str, ds: dt.date, force_ingest: bool
                 k: v.with_columns(pl.lit(run_id).alias("run_id")) for k, v in {**tables, "dq_results": dq}.items()
             }
             paths = publish(cfg, ds, stamped)  # metrics first, dq_results last
+            fault_point("publish_record")
             with timing.clock(ds, "checks"):
                 docs = build_docs(cfg)
             status = "published"
@@ -451,16 +493,4 @@ def _daily(cfg: FairmonConfig, config_path: str, ds: dt.date, force_ingest: bool
             run_logger().error("%s: run failed: %s", ds, detail)
             raise
         finally:
-            _record_run(
-                cfg,
-                config_path,
-                run_id,
-                ds,
-                started,
-                status,
-                detail,
-                params,
-                sorted({r.subject for r in results if r.suite.endswith("_raw")}),
-                {k: v.height for k, v in tables.items()},
-                timing.take(ds),
-            )
+            _finish_run(cfg, run_id, ds, status, detail, {k: v.height for k, v in tables.items()}, timing.take(ds))

@@ -4,58 +4,38 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 from pathlib import Path
 
 import polars as pl
 from prefect import flow, get_run_logger
 
 from fairmon.pipelines.config import FairmonConfig, load_config
-from fairmon.pipelines.ingest.adapters import days_between, file_fingerprint
+from fairmon.pipelines.ingest.adapters import current_inputs, days_between
 from fairmon.pipelines.runner import run_days
 from fairmon.pipelines.storage import db
-from fairmon.pipelines.storage.locking import run_lock
-
-
-def affected_days(
-    cfg: FairmonConfig, source: str, scope: str, ds_start: dt.date, ds: dt.date, run_days: list[dt.date]
-) -> list[dt.date]:
-    """Days whose results depend on a staged file, among the days that were run.
-
-    An impressions file of day D feeds D; a pooled random-traffic range a..b
-    (or a contract file, which may hold random rows) also feeds every day whose
-    trailing window reaches back into it (up to b + W − 1); a score or labeling
-    file of day D feeds D .. D + window − 1; the COMPAS file feeds every day.
-    """
-    if scope == "file" and ds_start == dt.date.min:
-        return list(run_days)
-    if source == "impressions":
-        w = cfg.impressions.random_window_days if cfg.impressions else 1
-        last = ds if scope == "nonrandom" else ds + dt.timedelta(days=w - 1)
-    else:
-        sc = getattr(cfg, source, None)
-        last = ds + dt.timedelta(days=(sc.window_days if sc else 1) - 1)
-    return [d for d in run_days if ds_start <= d <= last]
+from fairmon.pipelines.storage.locking import project_lock
 
 
 def detect_stale(cfg: FairmonConfig) -> pl.DataFrame:
-    """Compare every staged file with the file system and mark the days that
-    depend on a changed or removed file as stale (table ``stale_days``).
+    """Compare, for every day that has run, the inputs its latest run used
+    with the files the day needs now (resolved afresh: a changed, removed or
+    *new* file, such as a late random pool, counts) and mark the days that
+    differ as stale (table ``stale_days``, one row per differing file).
 
     Returns the newly found (ds, file) pairs.
     """
     found = []
     with db.connect(cfg.duckdb_path) as con:
-        for name in ("ingest_log_create", "runs_create", "stale_create"):
+        for name in ("runs_create", "runs_migrate", "stale_create"):
             db.execute(con, name)
-        log = db.query(con, "ingest_log_all")
-        run_days = db.query(con, "runs_days").get_column("ds").to_list()
-        for r in log.iter_rows(named=True):
-            path = Path(r["file"])
-            if path.exists() and file_fingerprint(path) == (r["size"], r["mtime_ns"]):
-                continue
-            for d in affected_days(cfg, r["source"] or "impressions", r["scope"], r["ds_start"], r["ds"], run_days):
-                db.execute(con, "stale_insert", ds=d, file=r["file"])
-                found.append({"ds": d, "file": r["file"]})
+        latest = db.query(con, "runs_latest")
+        for r in latest.iter_rows(named=True):
+            used = {(i["file"], i["size"], i["mtime_ns"]) for i in json.loads(r["inputs"] or "[]")}
+            now = {(i["file"], i["size"], i["mtime_ns"]) for i in current_inputs(cfg, r["ds"])}
+            for file in sorted({f for f, *_ in used ^ now}):
+                db.execute(con, "stale_insert", ds=r["ds"], file=file)
+                found.append({"ds": r["ds"], "file": file})
     return pl.DataFrame(found, schema={"ds": pl.Date, "file": pl.String})
 
 
@@ -87,7 +67,7 @@ def scheduled(config_path: str, lag_days: int = 1, wait_seconds: float = 600.0) 
     loop (config loaded once). Returns one summary per day."""
     cfg = load_config(config_path)
     target = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=lag_days)
-    with run_lock(cfg.duckdb_path, wait_seconds):
+    with project_lock(cfg.duckdb_path, cfg.warehouse_path, wait_seconds):
         detect_stale(cfg)
         with db.connect(cfg.duckdb_path) as con:
             stale = db.query(con, "stale_list", start=dt.date(1900, 1, 1), end=target).get_column("ds").to_list()

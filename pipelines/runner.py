@@ -20,21 +20,26 @@ from contextlib import contextmanager
 from fairmon.pipelines.config import FairmonConfig
 from fairmon.pipelines.flows import DayQuarantined, daily
 from fairmon.pipelines.ingest.staging import prestage_impressions
+from fairmon.pipelines.prefect_guard import guard_temporary_server
 from fairmon.pipelines.quality import gate_for, preload_gate
 from fairmon.pipelines.run import Run, in_run, run_scope
 from fairmon.pipelines.storage import db
-from fairmon.pipelines.storage.locking import run_lock
+from fairmon.pipelines.storage.locking import project_lock
+from fairmon.pipelines.storage.warehouse import clean_tmp
 
 
 def start_api() -> None:
     """Reach the Prefect API from the calling thread, starting Prefect's
     temporary local server when no PREFECT_API_URL is set. Called from the
     main thread before days run in worker threads: threads that each start
-    the server race, and the loser's server outlives the process."""
+    the server race, and the loser's server outlives the process. A server
+    it started is stopped when this process dies, however it dies
+    (:mod:`fairmon.pipelines.prefect_guard`)."""
     from prefect.client.orchestration import get_client
 
     with get_client(sync_client=True) as client:
         client.api_healthcheck()
+    guard_temporary_server()
 
 
 @contextmanager
@@ -84,7 +89,10 @@ def run_days(
     run = Run(cfg, config_path)
     path = cfg.duckdb_path
     results: dict[dt.date, dict] = {}
-    with run_scope(run), run_lock(path, wait_seconds), db.session(path), docs_deferred(run):
+    lock = project_lock(path, cfg.warehouse_path, wait_seconds)
+    with run_scope(run), lock as fresh, db.session(path), docs_deferred(run):
+        if fresh:  # nothing else writes this warehouse now: a killed run's leftovers can go
+            clean_tmp(cfg.warehouse_path, older_than_s=0)
         preload_gate(cfg)  # GX imports while Prefect's API starts
         start_api()
         if len(days) > 1:  # one scan, one staging transaction and one count for the whole range

@@ -1,23 +1,25 @@
--- Per-group counts n and n_pos (Y = 1) for every day ds in $first..$last,
+-- Per-group counts n and n_pos (Y = 1) for every day of the registered frame
+-- `day_files` (day DATE, file VARCHAR: the files each day needs, resolved now),
 -- one row per ds x traffic x arm x attribute x group (DESIGN §3 group_counts).
+-- Only rows of a day's own current files count (DESIGN §2 "Input identity"):
+-- rows staged from a file no longer resolved never reach a count.
 -- Default and other named stages: rows of the day, by arm.
 -- Random traffic: every pooled range overlapping the day's trailing window of
 -- $window_days days, shared by all arms (arm = 'all').
 -- Staged rows carry n, the logged pairs they stand for (transforms/contract.py).
 -- Rows are first aggregated over all attribute columns at once (one scan),
 -- then unpivoted: attribute columns are the staging columns named attr__*.
--- A null attribute value is counted as the group '(missing)'. One day is the
--- range $first = $last; a backfill counts its whole range in one statement.
-WITH days AS (
-    SELECT unnest(generate_series($first::DATE, $last::DATE, INTERVAL 1 DAY))::DATE AS day
-),
-src AS (
-    SELECT d.day, i.traffic, i.arm, i.y, i.n, i.ds_start, i.ds, COLUMNS('^attr__')
-    FROM impressions AS i JOIN days AS d ON i.ds = d.day AND i.ds_start = d.day
+-- A null attribute value is counted as the group '(missing)'. A backfill
+-- counts its whole range in one statement.
+WITH src AS (
+    SELECT f.day, i.traffic, i.arm, i.y, i.n, i.ds_start, i.ds, COLUMNS('^attr__')
+    FROM impressions AS i JOIN day_files AS f
+      ON i.src_file = f.file AND i.ds = f.day AND i.ds_start = f.day
     WHERE i.traffic <> 'random'
     UNION ALL BY NAME
-    SELECT d.day, i.traffic, 'all' AS arm, i.y, i.n, i.ds_start, i.ds, COLUMNS('^attr__')
-    FROM impressions AS i JOIN days AS d ON i.ds_start <= d.day AND i.ds >= d.day - ($window_days - 1)
+    SELECT f.day, i.traffic, 'all' AS arm, i.y, i.n, i.ds_start, i.ds, COLUMNS('^attr__')
+    FROM impressions AS i JOIN day_files AS f
+      ON i.src_file = f.file AND i.ds_start <= f.day AND i.ds >= f.day - ($window_days - 1)
     WHERE i.traffic = 'random'
 ),
 pre AS (

@@ -1,8 +1,5 @@
--- Remove one ingest unit before it is re-inserted, so re-ingesting replaces it.
--- A unit is a day (ds_start = ds) or a pooled random range (ds_start..ds);
--- $scope picks which traffic it owns: 'all', 'random' or 'nonrandom'.
-DELETE FROM impressions
-WHERE ds_start = $ds_start AND ds = $ds
-  AND ($scope = 'all'
-       OR ($scope = 'random' AND traffic = 'random')
-       OR ($scope = 'nonrandom' AND traffic <> 'random'))
+-- Remove one staged file's rows before they are re-inserted, so re-ingesting
+-- replaces it. $file is the file's identity (its path relative to the config's
+-- folder, pipelines/ingest/adapters.py unit_key): each file is its own unit,
+-- so a day split over several files keeps every file's rows.
+DELETE FROM impressions WHERE src_file = $file

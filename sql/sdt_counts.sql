@@ -4,7 +4,7 @@
 WITH src AS (
     SELECT labeler_id, label, gold_label, COLUMNS('^attr__')
     FROM labels
-    WHERE ds BETWEEN $window_start AND $ds AND gold_label IS NOT NULL AND label IS NOT NULL
+    WHERE ds BETWEEN $window_start AND $ds AND list_contains($files, src_file) AND gold_label IS NOT NULL AND label IS NOT NULL
 ),
 long AS (
     SELECT labeler_id, label, gold_label, attribute, grp

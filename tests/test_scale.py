@@ -209,7 +209,7 @@ def test_suites_are_stored_once_per_process_unless_they_change(tmp_path):
 
 def test_prestaged_range_counts_serve_the_days_until_something_is_staged(three_days):
     from fairmon.pipelines.flows import count_groups
-    from fairmon.pipelines.ingest.staging import prestage_impressions, stage_unit
+    from fairmon.pipelines.ingest.staging import count_days, prestage_impressions, stage_unit
 
     cfg, days, _ = three_days
     with run_scope(Run(cfg)), db.session(cfg.duckdb_path):  # range counts wait in the run
@@ -217,8 +217,7 @@ def test_prestaged_range_counts_serve_the_days_until_something_is_staged(three_d
         # day 2 has duplicated ids: its file fails ids_unique and is left to its day's run
         assert out["files"] == 3 and out["staged"] == 2
         first, _ = count_groups.fn(cfg, days[0])  # from the range count
-        with db.connect(cfg.duckdb_path) as con:
-            alone = db.query(con, "group_counts", first=days[0], last=days[0], window_days=1)
+        alone, _ = count_days(cfg, [days[0]])
         assert first.equals(alone.cast(first.schema))
         assert first.get_column("n").sum() == 5000  # every row of the day, default and random
         # staging anything makes the range counts stale: day 3, rewritten and staged again, is counted again

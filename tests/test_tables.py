@@ -12,7 +12,7 @@ import pytest
 
 from fairmon.pipelines.quality import DQResult, dq_frame, load_spec
 from fairmon.pipelines.storage import tables as ddl
-from fairmon.pipelines.storage.warehouse import sync_duckdb
+from fairmon.pipelines.storage.warehouse import refresh_views, write_partitions
 from fairmon.transforms.decision_tables import sdt_table, threshold_tables
 from fairmon.transforms.quality import group_counts_check_frame, reo_check_frame
 from fairmon.transforms.reo_tables import reo_ab_table, reo_tables
@@ -88,34 +88,66 @@ def test_every_output_table_is_declared_and_frames_match_the_registry():
         assert dict(frame.schema) == TABLES[name].schema, name
 
 
-def test_created_duckdb_schemas_equal_the_registry(tmp_path):
+def _record(con, run_id, ds, status, minute):
+    from fairmon.pipelines.storage import db
+
+    db.execute(con, "runs_create")
+    con.execute(
+        "INSERT INTO runs (run_id, ds, started_at, status) VALUES (?, ?, ?, ?)",
+        [run_id, ds, dt.datetime(2026, 1, 1, 0, minute), status],
+    )
+
+
+def test_duckdb_views_have_the_registry_schema_and_read_the_files(tmp_path):
+    wh = tmp_path / "wh"
     con = duckdb.connect(str(tmp_path / "t.duckdb"))
-    frames = {k: v.with_columns(pl.lit("r1").alias("run_id")) for k, v in _frames().items()}
-    sync_duckdb(con, D, frames)
+    refresh_views(con, wh)  # no partition yet: empty, typed views
     for name, t in TABLES.items():
         described = con.sql(f'DESCRIBE "{name}"').pl()
         assert described.get_column("column_name").to_list() == [c.name for c in t.stored_columns], name
         assert described.get_column("column_type").to_list() == [ddl.duckdb_type(c.dtype) for c in t.stored_columns]
-        n = con.sql(f'SELECT count(*) FROM "{name}" WHERE ds = $d', params={"d": D}).fetchall()[0][0]
-        assert n == frames[name].height
-    # a second sync of the day replaces, never appends
-    sync_duckdb(con, D, frames)
-    assert con.sql('SELECT count(*) FROM "reo"').fetchall()[0][0] == frames["reo"].height
+    frames = {k: v.with_columns(pl.lit("r1").alias("run_id")) for k, v in _frames().items()}
+    write_partitions(wh, D, frames)
+    refresh_views(con, wh)
+    for name, t in TABLES.items():
+        described = con.sql(f'DESCRIBE "{name}"').pl()
+        assert described.get_column("column_name").to_list() == [c.name for c in t.stored_columns], name
+        assert described.get_column("column_type").to_list() == [ddl.duckdb_type(c.dtype) for c in t.stored_columns]
+        rows = con.sql(f'SELECT * FROM "{name}"').pl()
+        assert rows.drop("run_id").equals(frames[name].drop("run_id")), name
+    # the view reads the files: a re-written partition shows at once, never appended
+    write_partitions(wh, D, {"reo": frames["reo"].with_columns(pl.lit("r2").alias("run_id"))})
+    assert con.sql('SELECT DISTINCT run_id FROM "reo"').fetchall() == [("r2",)]
     con.close()
 
 
-def test_published_views_show_only_days_whose_checks_all_passed(tmp_path):
+def test_published_views_show_only_the_latest_published_run_of_each_day(tmp_path):
+    wh = tmp_path / "wh"
     con = duckdb.connect(str(tmp_path / "t.duckdb"))
-    good, bad = D, D + dt.timedelta(days=1)
-    for day, ok in ((good, True), (bad, False)):
-        reo = _frames()["reo"].with_columns(pl.lit(day).alias("ds"), pl.lit("r").alias("run_id"))
-        failures = [] if ok else [{"name": "x", "severity": "critical"}]
-        dq = dq_frame(day, [DQResult("reo", "reo", "reo", 1, failures)]).with_columns(pl.lit("r").alias("run_id"))
-        sync_duckdb(con, day, {"reo": reo, "dq_results": dq})
-    days = con.sql("SELECT DISTINCT ds FROM reo_published").pl().get_column("ds").to_list()
-    assert days == [good]
+    days = [D + dt.timedelta(days=i) for i in range(4)]
+    reo = _frames()["reo"]
+    for i, day in enumerate(days):
+        write_partitions(wh, day, {"reo": reo.with_columns(pl.lit(day).alias("ds"), pl.lit(f"r{i}").alias("run_id"))})
+    _record(con, "r0", days[0], "published", 1)  # published
+    _record(con, "r1", days[1], "published", 1)  # published, then a later run failed
+    _record(con, "x1", days[1], "failed", 2)
+    _record(con, "r2", days[2], "quarantined", 1)
+    _record(con, "old", days[3], "published", 1)  # the latest published run is not the one whose rows are there
+    _record(con, "r3", days[3], "running", 2)  # ... and a killed run is the latest anyway
+    refresh_views(con, wh)
+    assert con.sql("SELECT DISTINCT ds FROM reo_published").pl().get_column("ds").to_list() == [days[0]]
     assert set(GATED_TABLES) == {n for n, t in TABLES.items() if t.published_view}
     assert "dq_results" not in GATED_TABLES
+    con.close()
+
+
+def test_a_duckdb_file_that_mirrored_the_outputs_is_migrated_to_views(tmp_path):
+    con = duckdb.connect(str(tmp_path / "t.duckdb"))
+    con.execute("CREATE TABLE reo (ds DATE, reo DOUBLE)")  # what fairmon 0.1 kept
+    con.execute("INSERT INTO reo VALUES (DATE '2020-01-01', 0.5)")
+    refresh_views(con, tmp_path / "wh")
+    kinds = dict(con.sql("SELECT table_name, table_type FROM information_schema.tables").fetchall())
+    assert kinds["reo"] == "VIEW" and con.sql('SELECT count(*) FROM "reo"').fetchall() == [(0,)]
     con.close()
 
 

@@ -41,11 +41,19 @@ def report_data(
     reo_ab: pl.DataFrame | None = None,
     threshold_prevalence: pl.DataFrame | None = None,
     sdt: pl.DataFrame | None = None,
+    latest_runs: pl.DataFrame | None = None,
 ) -> ReportData:
     """Keep only days whose dq_results are all successful (DESIGN §3) within
     [start, end]; list the others with their reasons. Inputs are the whole
-    tables as read from the warehouse (possibly empty frames)."""
+    tables as read from the warehouse (possibly empty frames).
+
+    ``latest_runs`` (ds, run_id, status, detail: each day's latest run) makes
+    the day's latest run the only source: rows of earlier runs are ignored, so
+    a day whose latest run failed or never finished is excluded (with that
+    run's reason) whatever an earlier run published."""
     dq = dq.filter(pl.col("ds").is_between(start, end)) if not dq.is_empty() else dq
+    if latest_runs is not None and not dq.is_empty() and "run_id" in dq.columns:
+        dq = dq.join(latest_runs.select("ds", "run_id"), on=["ds", "run_id"], how="semi")
     days = published_days(dq, start, end)
 
     # a day's rows count only when they come from the run whose checks dq_results holds
@@ -65,14 +73,23 @@ def report_data(
     never = [start + dt.timedelta(days=i) for i in range((end - start).days + 1)]
     never = [d for d in never if d not in seen]
     if never:
+        why = {}
+        if latest_runs is not None:
+            for r in latest_runs.iter_rows(named=True):
+                if r["status"] == "running":
+                    why[r["ds"]] = "its latest run did not finish (killed, or still running)"
+                elif r["status"] == "failed":
+                    why[r["ds"]] = f"its latest run failed: {r['detail']}"
         excluded = pl.concat(
             [
                 excluded,
                 pl.DataFrame(
                     {
                         "ds": never,
-                        "reasons": ["no data-quality record: the day was not run or failed before its checks"]
-                        * len(never),
+                        "reasons": [
+                            why.get(d, "no data-quality record: the day was not run or failed before its checks")
+                            for d in never
+                        ],
                     },
                     schema={"ds": pl.Date, "reasons": pl.String},
                 ),

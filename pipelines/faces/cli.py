@@ -125,10 +125,10 @@ def ingest(
     ds = _parse_date(date, "--date")
     cfg = _load(config)
     from fairmon.pipelines.flows import ingest as ingest_flow
-    from fairmon.pipelines.storage.locking import RunLockedError, run_lock
+    from fairmon.pipelines.storage.locking import RunLockedError, project_lock
 
     try:
-        with run_lock(cfg.duckdb_path):
+        with project_lock(cfg.duckdb_path, cfg.warehouse_path):
             results = ingest_flow(cfg, ds, force)
     except RunLockedError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
@@ -169,12 +169,18 @@ def backfill(
         raise typer.BadParameter("--end is before --start", param_hint="--end")
     cfg = _load(config)
     from fairmon.pipelines.ops import days_to_run, detect_stale
+    from fairmon.pipelines.storage.locking import RunLockedError, project_lock
 
-    if only_stale:
-        found = detect_stale(cfg)
-        if found.height:
-            console.print(f"late data: {found.height} (day, file) pair(s) marked stale")
-    days = days_to_run(cfg, a, b, only_failed=only_failed, only_stale=only_stale)
+    try:  # choosing the days reads the DuckDB file: queue behind another run like the run itself
+        with project_lock(cfg.duckdb_path, cfg.warehouse_path, wait):
+            if only_stale:
+                found = detect_stale(cfg)
+                if found.height:
+                    console.print(f"late data: {found.height} (day, file) pair(s) marked stale")
+            days = days_to_run(cfg, a, b, only_failed=only_failed, only_stale=only_stale)
+    except RunLockedError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(1) from None
     if not days:
         console.print("nothing to run: every selected day is up to date")
         return

@@ -16,7 +16,7 @@ import polars as pl
 from jinja2 import Environment
 
 from fairmon.pipelines.config import FairmonConfig
-from fairmon.pipelines.storage.warehouse import read_table
+from fairmon.pipelines.storage.warehouse import latest_runs, read_table
 from fairmon.transforms.reo import EIGHTY_PERCENT_RULE_REO
 from fairmon.transforms.report_data import ReportData, report_data
 
@@ -379,6 +379,7 @@ def build_report(
         reo_ab=read_table(wh, "reo_ab"),
         threshold_prevalence=read_table(wh, "threshold_prevalence"),
         sdt=read_table(wh, "sdt"),
+        latest_runs=latest_runs(cfg.duckdb_path),
     )
     docs = cfg.gx_root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
     text = render_report(d, config_name, str(docs) if docs.exists() else None)

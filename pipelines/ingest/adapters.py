@@ -47,6 +47,40 @@ class IngestUnit:
     traffic: str | None = None  # fills the traffic column when the file has none
 
 
+def unit_key(cfg: FairmonConfig, path: Path) -> str:
+    """A staged file's identity (DESIGN §2 "Input identity"): its path relative
+    to the config's folder (POSIX form), or its absolute path when it lies
+    outside; so moving the whole project folder changes no identity."""
+    base = cfg.base_dir.resolve()
+    try:
+        return Path(path).resolve().relative_to(base).as_posix()
+    except ValueError:
+        return Path(path).resolve().as_posix()
+
+
+def current_inputs(cfg: FairmonConfig, ds: dt.date) -> list[dict]:
+    """Every input file day ``ds`` needs under ``cfg`` *now*: {file (its
+    :func:`unit_key`), source, size, mtime_ns}, sorted by file; what a run of
+    the day records and late-data detection compares. Files that vanish
+    between the listing and the stat are left out; a format that cannot serve
+    the day (Coat on another day) contributes nothing."""
+    out = []
+    for source in ("impressions", "scores", "labels"):
+        if getattr(cfg, source) is None:
+            continue
+        try:
+            units = units_for_day(cfg, ds) if source == "impressions" else log_units_for_day(cfg, source, ds)
+        except InputContractError:
+            continue
+        for u in units:
+            try:
+                size, mtime = file_fingerprint(u.file)
+            except OSError:
+                continue
+            out.append({"file": unit_key(cfg, u.file), "source": source, "size": size, "mtime_ns": mtime})
+    return sorted(out, key=lambda r: (r["source"], r["file"]))
+
+
 def window_start(ds: dt.date, days: int) -> dt.date:
     """First day of the trailing random-traffic window of ``days`` days ending at ds."""
     return ds - dt.timedelta(days=days - 1)

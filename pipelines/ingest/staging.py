@@ -35,6 +35,7 @@ from fairmon.pipelines.ingest.adapters import (
     read_log_unit,
     read_unit,
     rows_in,
+    unit_key,
     units_for_day,
 )
 from fairmon.pipelines.quality import DQResult, gate_for
@@ -42,6 +43,7 @@ from fairmon.pipelines.run import active_run
 from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import InputContractError
 from fairmon.transforms.quality import raw_check_frame
+from fairmon.transforms.tables import polars_schema
 
 
 def run_logger() -> logging.Logger | logging.LoggerAdapter:
@@ -63,7 +65,7 @@ class InputSource:
     text_columns: list[str]
     read: Callable[[IngestUnit], pl.DataFrame]
     normalize: Callable[[IngestUnit, pl.DataFrame], pl.DataFrame]
-    delete_params: Callable[[IngestUnit], dict]
+    delete_params: Callable[[IngestUnit], dict]  # binds $file: the unit's identity (adapters.unit_key)
 
 
 def input_source(cfg: FairmonConfig, name: str) -> InputSource:
@@ -82,7 +84,7 @@ def input_source(cfg: FairmonConfig, name: str) -> InputSource:
             ["ds", "traffic", *imp.signals],
             lambda u: read_unit(cfg, u),
             lambda u, raw: normalize_unit(cfg, u, raw),
-            lambda u: {"ds_start": u.ds_start, "ds": u.ds_end, "scope": u.scope},
+            lambda u: {"file": unit_key(cfg, u.file)},
         )
     if name in ("scores", "labels"):
         sc = getattr(cfg, name)
@@ -99,7 +101,7 @@ def input_source(cfg: FairmonConfig, name: str) -> InputSource:
             text,
             lambda u: read_log_unit(cfg, name, u),
             lambda u, raw: normalize_log_unit(cfg, name, u, raw),
-            lambda u: {"file": str(u.file)},
+            lambda u: {"file": unit_key(cfg, u.file)},
         )
     raise ValueError(f"unknown input {name!r}")
 
@@ -116,7 +118,7 @@ def unchanged(cfg: FairmonConfig, file: Path) -> dict | None:
     mtime and config), else None."""
     with db.connect(cfg.duckdb_path) as con:
         db.execute(con, "ingest_log_create")
-        seen = db.query(con, "ingest_log_lookup", file=str(file))
+        seen = db.query(con, "ingest_log_lookup", file=unit_key(cfg, file))
     if not seen.height:
         return None
     row = seen.row(0, named=True)
@@ -141,7 +143,11 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
     fingerprints and file rows, in one transaction (one insert for all)."""
     if not batch:
         return
-    staged = pl.concat([b.staged for b in batch], how="vertical_relaxed")
+    # rows carry their file's identity (path relative to the config's folder), not where it lies now
+    staged = pl.concat(
+        [b.staged.with_columns(pl.lit(unit_key(cfg, b.unit.file)).alias("src_file")) for b in batch],
+        how="vertical_relaxed",
+    )
     fp = cfg.fingerprint()
     with db.connect(cfg.duckdb_path) as con:
         con.register("staged", staged)
@@ -164,7 +170,7 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
                 db.execute(
                     con,
                     "ingest_log_upsert",
-                    file=str(u.file),
+                    file=unit_key(cfg, u.file),
                     source=src.name,
                     size=b.size,
                     mtime_ns=b.mtime,
@@ -182,21 +188,55 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
             run.generation += 1
 
 
+def day_files(cfg: FairmonConfig, days: list[dt.date]) -> pl.DataFrame:
+    """(day, file) for every impressions file each of ``days`` needs, resolved
+    now (file = :func:`unit_key`): the only staged rows a day may count. A day
+    whose files cannot be resolved contributes no rows."""
+    rows = []
+    for ds in days:
+        try:
+            rows += [(ds, unit_key(cfg, u.file)) for u in units_for_day(cfg, ds)]
+        except InputContractError:
+            continue
+    return pl.DataFrame(rows, schema={"day": pl.Date, "file": pl.String}, orient="row")
+
+
+def current_files(cfg: FairmonConfig, source: str, ds: dt.date) -> list[str]:
+    """Identities (:func:`unit_key`) of the ``scores`` or ``labels`` files day
+    ``ds`` needs now: the only staged rows its estimates may use."""
+    return [unit_key(cfg, u.file) for u in log_units_for_day(cfg, source, ds)]
+
+
+def count_days(cfg: FairmonConfig, days: list[dt.date]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Group counts (sql/group_counts.sql) and, counted independently, staged
+    rows per traffic and arm (sql/traffic_totals.sql) of every day of ``days``
+    in one statement each, from the rows of each day's current files only.
+    Returns (counts with a ds column, totals with a ds column); empty frames
+    when nothing was ever staged."""
+    with db.connect(cfg.duckdb_path) as con:
+        if db.query(con, "impressions_exists").item() == 0:
+            empty = pl.DataFrame(schema=polars_schema("group_counts"))
+            return empty, pl.DataFrame(schema={"ds": pl.Date, "traffic": pl.String, "arm": pl.String, "n": pl.Int64})
+        con.register("day_files", day_files(cfg, days))
+        try:
+            window = {"window_days": cfg.impressions.random_window_days}
+            counts = db.query(con, "group_counts", **window)
+            with timing.within("checks"):  # the totals exist to check the counts
+                totals = db.query(con, "traffic_totals", **window)
+        finally:
+            con.unregister("day_files")
+    return counts, totals
+
+
 def count_range(cfg: FairmonConfig, days: list[dt.date]) -> None:
-    """Count every day of ``days`` in one statement each (group counts and
-    traffic totals over min..max) and keep them for :func:`count_groups`,
-    valid until the next staging write. Outside a run there is nowhere to
-    keep them, and nothing is counted."""
+    """Count every day of ``days`` at once (:func:`count_days`) and keep the
+    counts in the current run for :func:`take_range_counts`, valid until the
+    next staging write. Outside a run there is nowhere to keep them, and
+    nothing is counted."""
     run = active_run()
     if run is None:
         return
-    with db.connect(cfg.duckdb_path) as con:
-        if db.query(con, "impressions_exists").item() == 0:
-            return
-        rng = {"first": min(days), "last": max(days), "window_days": cfg.impressions.random_window_days}
-        counts = db.query(con, "group_counts", **rng)
-        with timing.within("checks"):  # the totals exist to check the counts
-            totals = db.query(con, "traffic_totals", **rng)
+    counts, totals = count_days(cfg, days)
     with run.lock:
         for ds in days:
             run.range_counts[ds] = (

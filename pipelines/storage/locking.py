@@ -42,15 +42,17 @@ def _holder(path: Path) -> str:
 
 
 @contextmanager
-def run_lock(duckdb_path: Path, wait_seconds: float = 0.0) -> Iterator[None]:
-    """Hold the run lock of ``duckdb_path`` (re-entrant within the process).
+def file_lock(path: Path, wait_seconds: float, owns: str) -> Iterator[bool]:
+    """Hold the exclusive lock file ``path`` (re-entrant within the process);
+    ``owns`` names what it protects, for the message. Yields True when this
+    call acquired it (no other holder in this process), False when nested.
 
-    Raises :class:`RunLockedError` when another process keeps it longer than
-    ``wait_seconds``.
+    Raises :class:`RunLockedError` naming the holder (pid, start, command)
+    when another process keeps it longer than ``wait_seconds``.
     """
-    path = lock_path(duckdb_path.resolve())
     with _guard:
         entry = _state.get(path)
+        fresh = entry is None
         if entry is not None:
             entry[1] += 1
         else:
@@ -65,7 +67,7 @@ def run_lock(duckdb_path: Path, wait_seconds: float = 0.0) -> Iterator[None]:
                     if time.monotonic() >= deadline:
                         fh.close()
                         raise RunLockedError(
-                            f"another fairmon run holds {path} ({_holder(path)}); it owns {duckdb_path} until it "
+                            f"another fairmon run holds {path} ({_holder(path)}); it owns {owns} until it "
                             f"ends. Wait for it, or pass --wait SECONDS to queue behind it."
                         ) from None
                     time.sleep(0.2)
@@ -83,7 +85,7 @@ def run_lock(duckdb_path: Path, wait_seconds: float = 0.0) -> Iterator[None]:
             fh.flush()
             _state[path] = [fh, 1]
     try:
-        yield
+        yield fresh
     finally:
         with _guard:
             entry = _state[path]
@@ -92,3 +94,31 @@ def run_lock(duckdb_path: Path, wait_seconds: float = 0.0) -> Iterator[None]:
                 fcntl.flock(entry[0].fileno(), fcntl.LOCK_UN)
                 entry[0].close()
                 del _state[path]
+
+
+@contextmanager
+def run_lock(duckdb_path: Path, wait_seconds: float = 0.0) -> Iterator[bool]:
+    """Hold the run lock of ``duckdb_path`` (``<file>.lock``; re-entrant
+    within the process). Yields whether this call acquired it. Raises
+    :class:`RunLockedError` when another process keeps it longer than
+    ``wait_seconds``."""
+    with file_lock(lock_path(duckdb_path.resolve()), wait_seconds, str(duckdb_path)) as fresh:
+        yield fresh
+
+
+def warehouse_lock_path(warehouse: Path) -> Path:
+    """The lock file of a warehouse folder: ``<warehouse>/.fairmon.lock``."""
+    return warehouse.resolve() / ".fairmon.lock"
+
+
+@contextmanager
+def project_lock(duckdb_path: Path, warehouse: Path, wait_seconds: float = 0.0) -> Iterator[bool]:
+    """Hold both the DuckDB file's run lock and the warehouse's lock, so two
+    configs that share a warehouse (or a DuckDB file) never run at once.
+    Yields True when this call acquired them (nothing else of this process
+    is writing). Raises :class:`RunLockedError` naming the holder."""
+    with (
+        run_lock(duckdb_path, wait_seconds) as fresh,
+        file_lock(warehouse_lock_path(warehouse), wait_seconds, str(warehouse)) as fresh_wh,
+    ):
+        yield fresh and fresh_wh

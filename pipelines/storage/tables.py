@@ -1,9 +1,13 @@
 """SQL and documentation generated from the output-table registry
 (:mod:`fairmon.transforms.tables`, DESIGN §1 "Tables are declared once").
 
-Identifiers come only from the registry and are checked against
-``[A-Za-z_][A-Za-z0-9_]*`` (and double-quoted); every value is a bound
-parameter. ``python -m fairmon.pipelines.storage.tables --markdown`` prints
+The DuckDB file exposes the Parquet warehouse through views (one view per
+table over its partitions, and ``<table>_published``): there is no second
+copy of the outputs that could disagree with the files. Identifiers come only
+from the registry and are checked against ``[A-Za-z_][A-Za-z0-9_]*`` (and
+double-quoted); values are bound parameters, except the warehouse path inside
+a view definition, which DuckDB cannot bind and which is quoted as a literal.
+``python -m fairmon.pipelines.storage.tables --markdown`` prints
 the data dictionary that ``docs/tables.md`` holds (``make docs``).
 """
 
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import polars as pl
 
@@ -42,34 +47,58 @@ def duckdb_type(dtype: pl.DataType) -> str:
         raise KeyError(f"no DuckDB type declared for {dtype}") from None
 
 
-def create_sql(name: str) -> str:
-    """``CREATE TABLE IF NOT EXISTS`` for table ``name``: its columns plus ``run_id``."""
+def sql_string(value: str) -> str:
+    """``value`` as an SQL string literal (quotes doubled). Only for what DuckDB
+    cannot bind: the warehouse path inside a view definition."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def parquet_glob(warehouse: Path, name: str) -> str:
+    """The glob of every partition file of table ``name``."""
+    return str(warehouse.resolve() / table(name).name / "ds=*" / "part-0.parquet")
+
+
+def table_view_sql(name: str, warehouse: Path, present: dict[str, str] | None) -> str:
+    """The DuckDB view ``name`` over the table's Parquet partitions (the one
+    copy of the outputs, DESIGN §1), with the registry's columns, order and
+    types (``ds`` from the partition path; a column missing from every file,
+    e.g. one added after older partitions were written, reads as NULL).
+    ``present`` maps the columns the files have to their DuckDB types, or is
+    None when the table has no partition yet (an empty, typed view)."""
     t = table(name)
-    cols = ",\n    ".join(f"{ident(c.name)} {duckdb_type(c.dtype)}" for c in t.stored_columns)
-    return f"CREATE TABLE IF NOT EXISTS {ident(t.name)} (\n    {cols}\n)"
+    if present is None:
+        cols = ", ".join(f"NULL::{duckdb_type(c.dtype)} AS {ident(c.name)}" for c in t.stored_columns)
+        return f"CREATE OR REPLACE VIEW {ident(t.name)} AS SELECT {cols} WHERE false"
+    cols = ", ".join(
+        f"CAST({ident(c.name)} AS {duckdb_type(c.dtype)}) AS {ident(c.name)}"
+        if c.name in present
+        else f"NULL::{duckdb_type(c.dtype)} AS {ident(c.name)}"
+        for c in t.stored_columns
+    )
+    return f"CREATE OR REPLACE VIEW {ident(t.name)} AS SELECT {cols} FROM {read_parquet_sql(warehouse, name)}"
 
 
-def delete_day_sql(name: str) -> str:
-    """Delete one day of table ``name`` (bind ``$ds``) before its new rows are inserted."""
-    return f"DELETE FROM {ident(table(name).name)} WHERE ds = $ds"
-
-
-def insert_sql(name: str, frame: str = "new_rows") -> str:
-    """Insert the rows of the registered frame ``frame`` into table ``name``, matched by column name."""
-    return f"INSERT INTO {ident(table(name).name)} BY NAME SELECT * FROM {ident(frame)}"
+def read_parquet_sql(warehouse: Path, name: str) -> str:
+    """``read_parquet(...)`` of table ``name``'s partitions, ``ds`` typed DATE from the path."""
+    return (
+        f"read_parquet({sql_string(parquet_glob(warehouse, name))}, hive_partitioning = true, "
+        "hive_types = {'ds': DATE}, union_by_name = true)"
+    )
 
 
 def published_view_sql(name: str) -> str:
-    """``<name>_published``: the table restricted to days whose data-quality
-    results (``dq_results``) are all successful. Raises ValueError for a table
-    declared without a published view."""
+    """``<name>_published``: the rows of days whose latest run (by start time)
+    published, and only the rows that run wrote (same ``run_id``): a day whose
+    latest run failed, was quarantined or was killed is not published, and a
+    day whose tables disagree on the run is not either (DESIGN §3).
+    Raises ValueError for a table declared without a published view."""
     t = table(name)
     if not t.published_view:
         raise ValueError(f"table {name!r} has no published view")
     return (
         f"CREATE OR REPLACE VIEW {ident(t.name + '_published')} AS\n"
-        f"SELECT t.* FROM {ident(t.name)} AS t\n"
-        f"WHERE t.ds IN (SELECT ds FROM {ident('dq_results')} GROUP BY ds HAVING bool_and(success))"
+        f"SELECT t.* FROM {ident(t.name)} AS t JOIN {ident('published_runs')} AS r\n"
+        "  ON t.ds = r.ds AND t.run_id = r.run_id"
     )
 
 
@@ -111,15 +140,15 @@ def tables_markdown() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m fairmon.pipelines.storage.tables --markdown``: print the data dictionary;
-    ``--sql NAME``: print table NAME's generated DDL."""
+    ``--sql NAME``: print table NAME's generated view."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--markdown", action="store_true", help="print docs/tables.md")
-    ap.add_argument("--sql", metavar="TABLE", help="print the table's generated DDL")
+    ap.add_argument("--sql", metavar="TABLE", help="print the table's generated view")
     args = ap.parse_args(argv)
     if args.markdown:
         sys.stdout.write(tables_markdown())
     if args.sql:
-        print(create_sql(args.sql))
+        print(table_view_sql(args.sql, Path("<warehouse>"), {c.name: "" for c in table(args.sql).stored_columns}))
     return 0
 
 

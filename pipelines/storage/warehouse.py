@@ -1,5 +1,5 @@
-"""Publishing a day's output tables: Hive-partitioned Parquet, replaced atomically,
-mirrored into the DuckDB file.
+"""Publishing a day's output tables: Hive-partitioned Parquet, replaced
+atomically; the DuckDB file reads them through views (:func:`refresh_views`).
 
 Layout: ``<warehouse>/<table>/ds=YYYY-MM-DD/part-0.parquet`` (the ``ds`` column
 lives in the path, not in the file). A day is replaced by writing every new
@@ -22,7 +22,7 @@ import polars as pl
 from fairmon.pipelines.faults import fault_point
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage import tables as ddl
-from fairmon.transforms.tables import GATED_TABLES
+from fairmon.transforms.tables import GATED_TABLES, TABLES
 
 PART_FILE = "part-0.parquet"
 
@@ -89,28 +89,43 @@ def clean_tmp(warehouse: Path, older_than_s: float = 3600.0) -> None:
             p.unlink(missing_ok=True)
 
 
-def sync_duckdb(con: duckdb.DuckDBPyConnection, ds: dt.date, tables: dict[str, pl.DataFrame]) -> None:
-    """Replace day ``ds`` of each table in the DuckDB file, all in one transaction.
+def refresh_views(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
+    """(Re)create the DuckDB views over the warehouse: one per registry table
+    (empty and typed until it has a partition) and ``<table>_published``
+    (DESIGN §1 "one copy of the outputs", §3). A DuckDB file from an earlier
+    fairmon version, which mirrored the outputs into tables, has those tables
+    dropped: the Parquet files are the outputs. Cheap (metadata only); called
+    after every publish."""
+    db.execute(con, "runs_create")
+    db.execute(con, "runs_migrate")
+    kinds = dict(db.query(con, "catalog_objects").iter_rows())
+    for name in TABLES:
+        if kinds.get(name) == "BASE TABLE":
+            con.execute(f"DROP TABLE {ddl.ident(name)}")
+        files = list((warehouse / name).glob(f"ds=*/{PART_FILE}"))
+        present = None
+        if files:
+            described = con.sql(f"DESCRIBE SELECT * FROM {ddl.read_parquet_sql(warehouse, name)}").pl()
+            present = dict(described.select("column_name", "column_type").iter_rows())
+        con.execute(ddl.table_view_sql(name, warehouse, present))
+    db.execute(con, "published_runs_view")
+    for name in GATED_TABLES:
+        con.execute(ddl.published_view_sql(name))
 
-    Also (re)creates the ``<table>_published`` views, which show only days
-    whose data-quality results are all successful. DDL and statements come
-    from the table registry (:mod:`fairmon.pipelines.storage.tables`).
-    Raises KeyError for a table the registry does not declare.
-    """
-    con.execute(ddl.create_sql("dq_results"))
-    for name in tables:
-        con.execute(ddl.create_sql(name))
-        if name in GATED_TABLES:
-            con.execute(ddl.published_view_sql(name))
-    with db.transaction(con):
-        for name, frame in tables.items():
-            con.register("new_rows", frame)
-            try:
-                con.execute(ddl.delete_day_sql(name), {"ds": ds})
-                fault_point("duckdb_txn")
-                con.execute(ddl.insert_sql(name, "new_rows"))
-            finally:
-                con.unregister("new_rows")
+
+def remove_partitions(warehouse: Path, ds: dt.date, keep: set[str]) -> list[str]:
+    """Remove day ``ds``'s partitions of every registry table not in ``keep``
+    (tables the day's latest run no longer produces, e.g. ``reo_ab`` after
+    ``[ab]`` was removed). Returns the tables whose partition was removed."""
+    removed = []
+    for name in TABLES:
+        part = partition_path(warehouse, name, ds)
+        if name not in keep and part.exists():
+            part.unlink()
+            _fsync_dir(part.parent)
+            part.parent.rmdir()
+            removed.append(name)
+    return removed
 
 
 def read_table(warehouse: Path, table: str) -> pl.DataFrame:
@@ -124,3 +139,15 @@ def read_table(warehouse: Path, table: str) -> pl.DataFrame:
         .select("ds", pl.exclude("ds"))
         .sort("ds")
     )
+
+
+def latest_runs(duckdb_path: Path) -> pl.DataFrame:
+    """Each day's latest run (ds, run_id, status, detail) from the ``runs``
+    table; an empty frame when the DuckDB file or the table does not exist."""
+    schema = {"ds": pl.Date, "run_id": pl.String, "status": pl.String, "detail": pl.String}
+    if not duckdb_path.exists():
+        return pl.DataFrame(schema=schema)
+    with db.connect(duckdb_path) as con:
+        db.execute(con, "runs_create")
+        db.execute(con, "runs_migrate")
+        return db.query(con, "runs_latest").select(list(schema)).cast(schema)

@@ -1,0 +1,270 @@
+"""Published numbers come from exactly the current inputs (issue 13; DESIGN §1 "one copy of
+the outputs", §2 "Input identity", §3 last paragraph). Each case runs real files through the
+CLI: what is published must be a function of the current files and the config alone."""
+
+import datetime as dt
+import shutil
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from fairmon.pipelines.config import load_config
+from fairmon.pipelines.faces.cli import app
+from fairmon.pipelines.ops import days_to_run, detect_stale
+from fairmon.pipelines.simulate import write_labeling_simulation, write_simulation
+from fairmon.pipelines.storage.warehouse import partition_path, read_table
+from fairmon.transforms.simulate import SimulationSpec
+from fairmon.transforms.simulate_labels import LabelingSpec
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+D0 = dt.date(2026, 3, 1)
+
+
+def _cli(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def _published(db_path, table, ds):
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        return con.sql(f"SELECT * FROM {table}_published WHERE ds = $d", params={"d": ds}).pl()
+    finally:
+        con.close()
+
+
+def _sim(tmp_path, days=3, pool_days=3, fmt="csv", arms=None):
+    spec = SimulationSpec(
+        start=D0,
+        days=days,
+        rows_per_day=3000,
+        random_rows_per_day=1500,
+        random_pool_days=pool_days,
+        arms=arms or {"all": {}},
+        seed=5,
+    )
+    return write_simulation(spec, tmp_path / "sim", fmt)["config"]
+
+
+def test_a_deleted_random_pool_is_never_counted(tmp_path):
+    cfg = _sim(tmp_path, days=3, pool_days=3)
+    assert _cli("run", "-c", cfg, "--date", D0).exit_code == 0
+    pool = next((tmp_path / "sim" / "random").iterdir())
+    pool.unlink()
+    r = _cli("run", "-c", cfg, "--date", D0)
+    assert r.exit_code != 0  # quarantined, as on a fresh warehouse with the same files
+    assert "random_traffic_present" in r.output
+    assert _published(tmp_path / "sim" / "fairmon.duckdb", "reo", D0).is_empty()
+    # late-data detection selects the day and its re-run does not clear the flag by publishing staged rows
+    detect_stale(load_config(cfg))
+    assert D0 in days_to_run(load_config(cfg), D0, D0, only_failed=True)
+
+
+def test_a_day_split_over_files_keeps_every_file(tmp_path):
+    root = tmp_path / "p"
+    (root / "default").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for arm in ("control", "treatment"):
+        n = 800
+        pl.DataFrame(
+            {
+                "ds": [D0] * n,
+                "traffic": ["default"] * (n - 300) + ["random"] * 300,
+                "arm": arm,
+                "s1": (rng.random(n) < 0.3).astype(int),
+                "grp": rng.choice(["a", "b"], n),
+            }
+        ).write_csv(root / "default" / f"{D0}_{arm}.csv")
+    (root / "f.toml").write_text(
+        'warehouse = "wh"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\n'
+        'path = "default/{ds}_*.csv"\nsignals = ["s1"]\nattributes = ["grp"]\nrandom_window_days = 1\n'
+        "[quality]\nsufficiency_epsilon = 0.9\n"
+    )
+    assert _cli("run", "-c", root / "f.toml", "--date", D0).exit_code == 0
+    before = read_table(root / "wh", "group_counts").sort("traffic", "arm", "group")
+    f = root / "default" / f"{D0}_control.csv"
+    f.write_text(f.read_text())  # touched: same rows, new mtime
+    for extra in ([], ["--force-ingest"]):
+        assert _cli("run", "-c", root / "f.toml", "--date", D0, *extra).exit_code == 0
+        after = read_table(root / "wh", "group_counts").sort("traffic", "arm", "group")
+        assert after.drop("run_id").equals(before.drop("run_id"))
+        assert set(after.get_column("arm")) == {"control", "treatment", "all"}
+
+
+def test_moving_the_project_folder_changes_nothing(tmp_path):
+    paths = write_labeling_simulation(LabelingSpec(start=D0, days=2, items_per_day=2000, seed=1), tmp_path / "a")
+    last = D0 + dt.timedelta(days=1)
+    assert _cli("run", "-c", paths["config"], "--date", last).exit_code == 0
+    before = read_table(tmp_path / "a" / "warehouse", "sdt").sort("attribute", "group", "labeler_id")
+    shutil.move(tmp_path / "a", tmp_path / "b")
+    assert _cli("run", "-c", tmp_path / "b" / paths["config"].name, "--date", last).exit_code == 0
+    after = read_table(tmp_path / "b" / "warehouse", "sdt").sort("attribute", "group", "labeler_id")
+    assert after.select("n_pos", "n_neg").equals(before.select("n_pos", "n_neg"))
+
+
+def test_a_new_file_a_pattern_now_matches_makes_the_day_stale(tmp_path):
+    cfg = _sim(tmp_path, days=4, pool_days=2)
+    days = [D0 + dt.timedelta(days=i) for i in range(4)]
+    assert _cli("backfill", "-c", cfg, "--start", days[0], "--end", days[-1]).exit_code == 0
+    pools = sorted((tmp_path / "sim" / "random").iterdir())
+    late = pools[0].with_name(f"random_{days[3]}_{days[3]}.csv")
+    pl.read_csv(pools[0]).head(500).write_csv(late)  # a late pool for day 4
+    detect_stale(load_config(cfg))
+    assert days_to_run(load_config(cfg), days[0], days[-1], only_stale=True) == [days[3]]
+
+
+def test_a_failed_latest_run_unpublishes_the_day(tmp_path):
+    cfg = _sim(tmp_path, days=1, fmt="parquet")
+    assert _cli("run", "-c", cfg, "--date", D0).exit_code == 0
+    (tmp_path / "sim" / "default" / f"{D0}.parquet").write_bytes(b"not parquet")
+    r = _cli("run", "-c", cfg, "--date", D0)
+    assert r.exit_code != 0
+    db = tmp_path / "sim" / "fairmon.duckdb"
+    assert _published(db, "reo", D0).is_empty()
+    assert D0 in days_to_run(load_config(cfg), D0, D0, only_failed=True)
+
+
+def test_tables_the_latest_run_did_not_write_are_removed(tmp_path):
+    cfg = _sim(tmp_path, days=1, arms={"control": {}, "boost": {1: 2.0}})
+    assert _cli("run", "-c", cfg, "--date", D0).exit_code == 0
+    assert partition_path(tmp_path / "sim" / "warehouse", "reo_ab", D0).exists()
+    text = cfg.read_text()
+    cfg.write_text(text[: text.index("[ab]")])
+    assert _cli("run", "-c", cfg, "--date", D0).exit_code == 0
+    assert not partition_path(tmp_path / "sim" / "warehouse", "reo_ab", D0).exists()
+    assert _published(tmp_path / "sim" / "fairmon.duckdb", "reo_ab", D0).is_empty()
+
+
+def test_a_path_template_with_an_unknown_field_is_a_config_error(tmp_path):
+    cfg = _sim(tmp_path, days=1)
+    cfg.write_text(cfg.read_text().replace('path = "default/{ds}.csv"', 'path = "default/{ds}_{hour}.csv"'))
+    r = _cli("run", "-c", cfg, "--date", D0)
+    assert r.exit_code == 2
+    assert "{hour}" in r.output and "Traceback" not in r.output
+
+
+# --- process hygiene ----------------------------------------------------------------------
+
+
+def _holder(lock_file):
+    """Another process holding ``lock_file`` (flock) until killed."""
+    import subprocess
+    import sys
+
+    code = (
+        "import fcntl, sys, time\n"
+        f"f = open({str(lock_file)!r}, 'a+')\n"
+        "fcntl.flock(f.fileno(), fcntl.LOCK_EX)\n"
+        'f.write(\'{"pid": 1, "command": "other fairmon"}\'); f.flush()\n'
+        "print('held', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_two_configs_sharing_a_warehouse_never_run_at_once(tmp_path):
+    from fairmon.pipelines.storage.locking import warehouse_lock_path
+
+    cfg = _sim(tmp_path, days=1)
+    holder = _holder(warehouse_lock_path(tmp_path / "sim" / "warehouse"))
+    try:
+        r = _cli("run", "-c", cfg, "--date", D0)
+        assert r.exit_code == 1 and "another fairmon run holds" in r.output and "Traceback" not in r.output
+        r = _cli("backfill", "-c", cfg, "--start", D0, "--end", D0, "--only-failed", "--wait", "0.5")
+        assert r.exit_code == 1 and "another fairmon run holds" in r.output and "Traceback" not in r.output
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not (tmp_path / "sim" / "warehouse" / "reo").exists()  # the refused runs wrote nothing
+
+
+def test_a_killed_runs_temporary_files_are_removed_by_the_next_run(tmp_path):
+    cfg = _sim(tmp_path, days=1)
+    junk = tmp_path / "sim" / "warehouse" / "_tmp" / "reo-2026-03-01-dead.parquet"
+    junk.parent.mkdir(parents=True)
+    junk.write_bytes(b"left by a killed run a minute ago")
+    assert _cli("run", "-c", cfg, "--date", D0).exit_code == 0
+    assert not junk.exists()
+
+
+def test_a_killed_run_leaves_no_prefect_server_behind(tmp_path):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    cfg = _sim(tmp_path, days=1)
+    home = tmp_path / "prefect-home"
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update(
+        {"PREFECT_HOME": str(home), "FAIRMON_FAULT": "publish_record", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "fairmon", "run", "-c", str(cfg), "--date", str(D0)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == -9, run.stderr  # killed itself at the fault point, after its server started
+
+    def servers():
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+                environ = Path(f"/proc/{pid}/environ").read_bytes()
+            except OSError:
+                continue
+            if b"prefect.server.api.server" in cmd and f"PREFECT_HOME={home}".encode() in environ:
+                found.append(int(pid))
+        return found
+
+    deadline = time.monotonic() + 20
+    while servers() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert servers() == []
+
+
+def test_an_ab_control_that_matches_no_arm_is_a_named_warning(tmp_path):
+    cfg = _sim(tmp_path, days=1, arms={"a": {}, "b": {1: 1.5}})
+    text = cfg.read_text()
+    cfg.write_text(
+        text[: text.index("[ab]")] + '[ab]\ncontrol = "ctl"\n' if "[ab]" in text else text + '\n[ab]\ncontrol = "ctl"\n'
+    )
+    r = _cli("run", "-c", cfg, "--date", D0)
+    assert r.exit_code == 0  # a warning: the day still publishes its REO
+    dq = read_table(tmp_path / "sim" / "warehouse", "dq_results")
+    row = dq.filter(pl.col("suite") == "ab_config").row(0, named=True)
+    assert row["failed_warning"] == "ab_arm_present" and row["success"]
+    assert "ctl" in row["details"]
+    assert not partition_path(tmp_path / "sim" / "warehouse", "reo_ab", D0).exists()
+
+
+def test_a_group_value_equal_to_the_missing_sentinel_is_refused(tmp_path):
+    root = tmp_path / "p"
+    (root / "in").mkdir(parents=True)
+    n = 600
+    rng = np.random.default_rng(4)
+    pl.DataFrame(
+        {
+            "ds": [D0] * n,
+            "traffic": ["default"] * 400 + ["random"] * 200,
+            "arm": "all",
+            "s1": (rng.random(n) < 0.3).astype(int),
+            "grp": ["(missing)" if i % 7 == 0 else ("a" if i % 2 else None) for i in range(n)],
+        }
+    ).write_csv(root / "in" / f"{D0}.csv")
+    (root / "f.toml").write_text(
+        'warehouse = "wh"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\n'
+        'path = "in/{ds}.csv"\nsignals = ["s1"]\nattributes = ["grp"]\nrandom_window_days = 1\n'
+    )
+    r = _cli("run", "-c", root / "f.toml", "--date", D0)
+    assert r.exit_code == 1 and "attribute_not_reserved[grp]" in r.output  # quarantined, named
