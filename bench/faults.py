@@ -36,6 +36,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from fairmon.pipelines.prefect_guard import temporary_servers
 from fairmon.pipelines.simulate import write_simulation
 from fairmon.pipelines.storage.warehouse import read_table
 from fairmon.transforms.simulate import SimulationSpec
@@ -126,20 +127,6 @@ def check_state(root: Path, after_kill: bool) -> list[str]:
     return problems
 
 
-def servers(home: Path) -> list[int]:
-    """Prefect servers started with this Prefect home that are still alive."""
-    out = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            env = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
-            continue
-        if b"prefect.server.api.server" in cmd and f"PREFECT_HOME={home}".encode() in env:
-            out.append(int(pid))
-    return out
-
-
 def same_as_clean(root: Path, clean: dict[str, pl.DataFrame]) -> list[str]:
     """Tables equal to the clean run's, except run_id (rows sorted by key)."""
     problems = []
@@ -177,9 +164,9 @@ def main() -> None:
         code, _ = backfill(root / "fairmon.toml", home, kill_after=delay)
         problems = [f"after kill: {p}" for p in check_state(root, after_kill=True)]
         deadline = time.monotonic() + 20
-        while servers(home) and time.monotonic() < deadline:
+        while temporary_servers(home) and time.monotonic() < deadline:
             time.sleep(0.2)
-        if servers(home):
+        if temporary_servers(home):
             problems.append("a Prefect server outlived the killed run")
         code2, _ = backfill(root / "fairmon.toml", home, "--only-failed")
         if code2 != 0:
@@ -189,7 +176,7 @@ def main() -> None:
         tmp = root / "warehouse" / "_tmp"
         if tmp.is_dir() and any(tmp.iterdir()):
             problems.append("temporary files left in warehouse/_tmp")
-        if servers(home):
+        if temporary_servers(home):
             problems.append("a Prefect server outlived the completing run")
         status = "killed" if code == -signal.SIGKILL else f"finished ({code}) before the kill"
         print(f"trial {i:2d}: kill at {delay:5.1f}s, {status}; {'ok' if not problems else '; '.join(problems)}")

@@ -8,8 +8,10 @@ guard finds nothing to do.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 # The guard: wait for EOF on stdin (the parent's end closes when it dies), then
 # stop the server if it is still the Prefect server it was started for.
@@ -52,3 +54,18 @@ def guard_temporary_server() -> int | None:
             close_fds=True,
         )
     return proc.pid
+
+
+def temporary_servers(prefect_home: Path) -> list[int]:
+    """Pids of live Prefect API servers started under ``PREFECT_HOME=prefect_home``
+    (Linux ``/proc``): how tests and bench/faults.py check that none outlives its run."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if b"prefect.server.api.server" in cmd and f"PREFECT_HOME={prefect_home}".encode() in env:
+            found.append(int(pid))
+    return found

@@ -4,7 +4,6 @@ CLI: what is published must be a function of the current files and the config al
 
 import datetime as dt
 import shutil
-from pathlib import Path
 
 import duckdb
 import numpy as np
@@ -15,6 +14,7 @@ from typer.testing import CliRunner
 from fairmon.pipelines.config import load_config
 from fairmon.pipelines.faces.cli import app
 from fairmon.pipelines.ops import days_to_run, detect_stale
+from fairmon.pipelines.prefect_guard import temporary_servers
 from fairmon.pipelines.simulate import write_labeling_simulation, write_simulation
 from fairmon.pipelines.storage.warehouse import partition_path, read_table
 from fairmon.transforms.simulate import SimulationSpec
@@ -215,22 +215,10 @@ def test_a_killed_run_leaves_no_prefect_server_behind(tmp_path):
     )
     assert run.returncode == -9, run.stderr  # killed itself at the fault point, after its server started
 
-    def servers():
-        found = []
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-                environ = Path(f"/proc/{pid}/environ").read_bytes()
-            except OSError:
-                continue
-            if b"prefect.server.api.server" in cmd and f"PREFECT_HOME={home}".encode() in environ:
-                found.append(int(pid))
-        return found
-
     deadline = time.monotonic() + 20
-    while servers() and time.monotonic() < deadline:
+    while temporary_servers(home) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert servers() == []
+    assert temporary_servers(home) == []
 
 
 def test_an_ab_control_that_matches_no_arm_is_a_named_warning(tmp_path):
