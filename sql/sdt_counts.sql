@@ -1,10 +1,13 @@
 -- Confusion counts of labels against gold labels in the window $window_start..$ds,
 -- per attribute x group x labeler and for all labelers together (labeler_id '*').
--- Rows without a gold label are excluded (DESIGN §2 labels); attribute columns are attr__*.
+-- Rows without a gold label count in no cell (DESIGN §2 labels), but their group and labeler
+-- still get a row: all-zero cells, so a window without gold labels gives NaN rows with a
+-- reason rather than nothing. Only rows of the files the day needs now ($files). Attribute
+-- columns are attr__*.
 WITH src AS (
     SELECT labeler_id, label, gold_label, COLUMNS('^attr__')
     FROM labels
-    WHERE ds BETWEEN $window_start AND $ds AND list_contains($files, src_file) AND gold_label IS NOT NULL AND label IS NOT NULL
+    WHERE ds BETWEEN $window_start AND $ds AND list_contains($files, src_file) AND label IS NOT NULL
 ),
 long AS (
     SELECT labeler_id, label, gold_label, attribute, grp

@@ -256,3 +256,14 @@ def test_a_group_value_equal_to_the_missing_sentinel_is_refused(tmp_path):
     )
     r = _cli("run", "-c", root / "f.toml", "--date", D0)
     assert r.exit_code == 1 and "attribute_not_reserved[grp]" in r.output  # quarantined, named
+
+
+def test_labels_without_any_gold_label_give_nan_rows_with_a_reason(tmp_path):
+    paths = write_labeling_simulation(LabelingSpec(start=D0, days=1, items_per_day=2000, seed=1), tmp_path / "a")
+    f = next((tmp_path / "a" / "labels").iterdir())
+    pl.read_csv(f).with_columns(pl.lit(None, dtype=pl.String).alias("gold_label")).write_csv(f)
+    assert _cli("run", "-c", paths["config"], "--date", D0).exit_code == 0
+    sdt = read_table(tmp_path / "a" / "warehouse", "sdt")
+    assert sdt.height > 0  # a row per group and labeler, not an empty partition
+    assert sdt.get_column("cost_ratio").is_nan().all()
+    assert sdt.get_column("reason").str.contains("n_pos = 0, n_neg = 0").all()
