@@ -122,3 +122,15 @@ def test_missing_traffic_column_without_adapter_default():
         normalize_impressions(raw().drop("traffic"), **KW)
     out = normalize_impressions(raw().drop("traffic"), **KW, traffic="random")
     assert set(out.get_column("traffic")) == {"random"}
+
+
+def test_a_pooled_file_whose_rows_carry_their_own_day_keeps_each_rows_day():
+    start = DS - dt.timedelta(days=6)
+    days = [str(start), str(DS - dt.timedelta(days=2)), str(DS)]
+    out = normalize_impressions(raw(ds=days), **{**KW, "ds_start": start})
+    # each row is windowed by its own day: ds_start = ds = the row's day
+    assert out.get_column("ds").cast(pl.String).to_list() == days
+    assert out.get_column("ds_start").to_list() == out.get_column("ds").to_list()
+    late = [str(start), str(DS + dt.timedelta(days=1)), str(DS)]
+    with pytest.raises(InputContractError, match=r"column 'ds', row 2: row dated 2026-01-06 outside the pool's range"):
+        normalize_impressions(raw(ds=late), **{**KW, "ds_start": start})

@@ -146,7 +146,10 @@ def normalize_impressions(
     (any dtypes; unknown columns are ignored). ``ds``/``traffic`` fill the
     column when the file has none (adapters for formats without them); when
     ``ds`` is given and the file has a ds column, every row must equal it.
-    ``ds_start`` marks a pooled file's first day (default: ``ds``).
+    ``ds_start`` marks a pooled file's first day (default: ``ds``); a pooled
+    file (``ds_start`` < ``ds``) whose rows carry their own ds keeps each row's
+    day (it must lie in ``ds_start``..``ds``), so the random-traffic window
+    takes exactly the rows of its days (DESIGN §2).
 
     ``raw`` may also be a profile (columns ``__n`` and ``__first_row``, see the
     module docstring); rows are then weighted by ``__n`` and errors name
@@ -206,9 +209,21 @@ def _normalize_impressions(
         if c not in cols:
             raise InputContractError("required column is missing", file=file, column=c)
 
+    own_days = False  # a pooled file whose rows carry their own day: each row is windowed by it (DESIGN §2)
     if "ds" in cols:
         ds_col = parse_date(raw.get_column("ds"), file=file, column="ds")
-        if ds is not None:
+        if ds is not None and ds_start is not None and ds_start < ds:
+            own_days = True
+            off = (ds_col < ds_start) | (ds_col > ds)
+            if off.any():
+                i = _first_bad_row(off)
+                raise InputContractError(
+                    f"row dated {ds_col[i - 1]} outside the pool's range {ds_start}..{ds}",
+                    file=file,
+                    column="ds",
+                    row=i,
+                )
+        elif ds is not None:
             off = ds_col != ds
             if off.any():
                 i = _first_bad_row(off)
@@ -248,7 +263,9 @@ def _normalize_impressions(
 
     out = {
         "ds": ds_col.alias("ds"),
-        "ds_start": (pl.Series([ds_start] * raw.height, dtype=pl.Date) if ds_start else ds_col).alias("ds_start"),
+        "ds_start": (pl.Series([ds_start] * raw.height, dtype=pl.Date) if ds_start and not own_days else ds_col).alias(
+            "ds_start"
+        ),
         "traffic": tr.alias("traffic"),
         "arm": arm.alias("arm"),
         "y": y.alias("y"),
