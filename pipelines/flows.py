@@ -453,6 +453,8 @@ def _daily(cfg: FairmonConfig, config_path: str, ds: dt.date, force_ingest: bool
     with project_lock(cfg.duckdb_path, cfg.warehouse_path, wait_seconds) as fresh, db.session(cfg.duckdb_path):
         if fresh:  # nothing else writes this warehouse now: a killed run's leftovers can go
             clean_tmp(cfg.warehouse_path, older_than_s=0)
+            with db.connect(cfg.duckdb_path) as con:  # views over what the warehouse holds now
+                refresh_views(con, cfg.warehouse_path)
         timing.start(ds)
         _start_run(cfg, config_path, run_id, ds, started, params)
         try:

@@ -25,7 +25,7 @@ from fairmon.pipelines.quality import gate_for, preload_gate
 from fairmon.pipelines.run import Run, in_run, run_scope
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock
-from fairmon.pipelines.storage.warehouse import clean_tmp
+from fairmon.pipelines.storage.warehouse import clean_tmp, refresh_views
 
 
 def start_api() -> None:
@@ -93,6 +93,8 @@ def run_days(
     with run_scope(run), lock as fresh, db.session(path), docs_deferred(run):
         if fresh:  # nothing else writes this warehouse now: a killed run's leftovers can go
             clean_tmp(cfg.warehouse_path, older_than_s=0)
+            with db.connect(path) as con:  # views over what the warehouse holds now
+                refresh_views(con, cfg.warehouse_path)
         preload_gate(cfg)  # GX imports while Prefect's API starts
         start_api()
         if len(days) > 1:  # one scan, one staging transaction and one count for the whole range
