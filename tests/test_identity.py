@@ -267,3 +267,33 @@ def test_labels_without_any_gold_label_give_nan_rows_with_a_reason(tmp_path):
     assert sdt.height > 0  # a row per group and labeler, not an empty partition
     assert sdt.get_column("cost_ratio").is_nan().all()
     assert sdt.get_column("reason").str.contains("n_pos = 0, n_neg = 0").all()
+
+
+def test_an_attribute_added_to_the_config_is_counted_from_then_on(tmp_path):
+    root = tmp_path / "p"
+    (root / "in").mkdir(parents=True)
+    n = 900
+    rng = np.random.default_rng(8)
+    pl.DataFrame(
+        {
+            "ds": [D0] * n,
+            "traffic": ["default"] * 600 + ["random"] * 300,
+            "arm": "all",
+            "s1": (rng.random(n) < 0.4).astype(int),
+            "grp": rng.choice(["a", "b"], n),
+            "region": rng.choice(["n", "s"], n),
+        }
+    ).write_csv(root / "in" / f"{D0}.csv")
+    text = (
+        'warehouse = "wh"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\n'
+        'path = "in/{ds}.csv"\nsignals = ["s1"]\nattributes = ATTRS\nrandom_window_days = 1\n'
+        "[quality]\nsufficiency_epsilon = 0.9\n"
+    )
+    (root / "f.toml").write_text(text.replace("ATTRS", '["grp"]'))
+    assert _cli("run", "-c", root / "f.toml", "--date", D0).exit_code == 0
+    (root / "f.toml").write_text(text.replace("ATTRS", '["grp", "region"]'))
+    r = _cli("run", "-c", root / "f.toml", "--date", D0)
+    assert r.exit_code == 0, r.output
+    gc = read_table(root / "wh", "group_counts").filter(pl.col("attribute") == "region")
+    assert sorted(gc.filter(pl.col("traffic") == "default").get_column("group").to_list()) == ["n", "s"]
+    assert gc.filter(pl.col("traffic") == "default").get_column("n").sum() == 600  # no '(missing)' left over

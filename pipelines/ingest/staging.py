@@ -41,7 +41,8 @@ from fairmon.pipelines.ingest.adapters import (
 from fairmon.pipelines.quality import DQResult, gate_for
 from fairmon.pipelines.run import active_run
 from fairmon.pipelines.storage import db
-from fairmon.transforms.contract import InputContractError
+from fairmon.pipelines.storage.tables import ident
+from fairmon.transforms.contract import ATTR_PREFIX, InputContractError
 from fairmon.transforms.quality import raw_check_frame
 from fairmon.transforms.tables import polars_schema
 
@@ -154,13 +155,16 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
         db.execute(con, "ingest_log_create")  # also on a first run with force_ingest
         db.execute(con, f"{src.name}_create")
         have = db.relation(con, f"{src.name}_head").columns
-        if have != staged.columns:
+        added = [c for c in staged.columns if c not in have and c.startswith(ATTR_PREFIX)]
+        if set(have) != set(staged.columns) - set(added):
             raise InputContractError(
                 f"the staging table {src.name} in {cfg.duckdb_path} has columns {have}, but this config gives "
-                f"{staged.columns} (a different set of attributes, or a file from an earlier fairmon version): "
+                f"{staged.columns} (an attribute was removed, or the file is from an earlier fairmon version): "
                 f"use a separate duckdb path",
                 file=str(batch[0].unit.file),
             )
+        for col in added:  # an attribute added to the config: every file is re-staged with it (new config)
+            con.execute(f"ALTER TABLE {ident(src.name)} ADD COLUMN {ident(col)} VARCHAR")
         with db.transaction(con):
             for b in batch:
                 db.execute(con, f"{src.name}_delete_unit", **src.delete_params(b.unit))
