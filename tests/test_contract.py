@@ -134,3 +134,10 @@ def test_a_pooled_file_whose_rows_carry_their_own_day_keeps_each_rows_day():
     late = [str(start), str(DS + dt.timedelta(days=1)), str(DS)]
     with pytest.raises(InputContractError, match=r"column 'ds', row 2: row dated 2026-01-06 outside the pool's range"):
         normalize_impressions(raw(ds=late), **{**KW, "ds_start": start})
+
+
+def test_a_pool_without_per_row_dates_covers_its_declared_range():
+    start = DS - dt.timedelta(days=6)
+    out = normalize_impressions(raw(ds=[str(DS)] * 3), **{**KW, "ds_start": start})  # ds filled with the range end
+    assert out.get_column("ds_start").to_list() == [start] * 3
+    assert out.get_column("ds").to_list() == [DS] * 3

@@ -213,7 +213,8 @@ def _normalize_impressions(
     if "ds" in cols:
         ds_col = parse_date(raw.get_column("ds"), file=file, column="ds")
         if ds is not None and ds_start is not None and ds_start < ds:
-            own_days = True
+            # rows all on the range's end: a pool without per-row dates (its ds filled by the adapter)
+            own_days = bool((ds_col != ds).any())
             off = (ds_col < ds_start) | (ds_col > ds)
             if off.any():
                 i = _first_bad_row(off)
