@@ -128,6 +128,30 @@ def _fill(value, params: dict, item: str | None):
     return value
 
 
+#: HTML's special characters and their entities (``&`` first).
+_HTML = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;"), ("'", "&#x27;"))
+
+
+def html_safe(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with HTML's special characters escaped in every text column.
+
+    GX Data Docs render unexpected values raw into HTML, so an input cell such
+    as ``<script>`` would run in the page fairmon links to. Only the copy GX
+    sees is escaped: the checks fairmon's suites make on text (value sets of
+    known words, dates, not-null) decide the same on the escaped values, and
+    failure samples read as escaped text."""
+    text = [c for c, dtype in frame.schema.items() if dtype == pl.String]
+    if not text:
+        return frame
+    exprs = []
+    for c in text:
+        e = pl.col(c)
+        for raw, entity in _HTML:
+            e = e.str.replace_all(raw, entity, literal=True)
+        exprs.append(e.alias(c))
+    return frame.with_columns(exprs)
+
+
 def expand_spec(spec: dict, params: dict, columns: list[str], severity: dict[str, str]) -> list[dict]:
     """Concrete expectation entries: placeholders filled, ``for_each`` expanded,
     entries on absent columns dropped, severities overridden by name.
@@ -250,7 +274,7 @@ class QualityGate:
         entries = expand_spec(spec, params, frame.columns, self.severity)
         result_format = {"result_format": "COMPLETE" if profile else "SUMMARY", "partial_unexpected_count": 5}
         with _LOCK:  # GX's file stores are not thread-safe: every context operation under one lock
-            data = {"dataframe": frame.to_pandas()}
+            data = {"dataframe": html_safe(frame).to_pandas()}
             run_id = gx.RunIdentifier(run_name=f"{run_name}_{re.sub(r'[^A-Za-z0-9_.-]', '_', subject)[-80:]}")
             try:
                 run = self._checkpoint(suite, entries, result_format).run(batch_parameters=data, run_id=run_id)

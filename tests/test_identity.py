@@ -297,3 +297,30 @@ def test_an_attribute_added_to_the_config_is_counted_from_then_on(tmp_path):
     gc = read_table(root / "wh", "group_counts").filter(pl.col("attribute") == "region")
     assert sorted(gc.filter(pl.col("traffic") == "default").get_column("group").to_list()) == ["n", "s"]
     assert gc.filter(pl.col("traffic") == "default").get_column("n").sum() == 600  # no '(missing)' left over
+
+
+def test_no_raw_input_value_reaches_the_data_docs_html(tmp_path):
+    root = tmp_path / "p"
+    (root / "in").mkdir(parents=True)
+    n = 300
+    traffic = ["default"] * 200 + ["random"] * 99 + ["<script>alert(1)</script>"]
+    pl.DataFrame(
+        {
+            "ds": [D0] * n,
+            "traffic": traffic,
+            "arm": "all",
+            "s1": [i % 3 == 0 for i in range(n)],
+            "grp": ["<img src=x onerror=alert(2)>" if i % 2 else "b" for i in range(n)],
+        }
+    ).write_csv(root / "in" / f"{D0}.csv")
+    (root / "f.toml").write_text(
+        'warehouse = "wh"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\n'
+        'path = "in/{ds}.csv"\nsignals = ["s1"]\nattributes = ["grp"]\nrandom_window_days = 1\n'
+    )
+    r = _cli("run", "-c", root / "f.toml", "--date", D0)
+    assert r.exit_code == 1 and "traffic_known" in r.output  # the bad value is caught and named
+    pages = list((root / "gx" / "uncommitted" / "data_docs").rglob("*.html"))
+    assert pages
+    for page in pages:
+        html = page.read_text(errors="replace")
+        assert "<script>alert(1)" not in html and "<img src=x" not in html, page
