@@ -13,47 +13,73 @@ import subprocess
 import sys
 from pathlib import Path
 
-# The guard: wait for EOF on stdin (the parent's end closes when it dies), then
-# stop the server if it is still the Prefect server it was started for.
+# The guard: until its stdin closes (the parent's end closes when the parent dies,
+# however it dies), note every Prefect server the parent has started (polling
+# /proc every 0.1 s); then stop those still alive.
 _GUARD = r"""
-import os, signal, sys, time
-pid = int(sys.argv[1])
-sys.stdin.buffer.read()
-try:
-    with open(f"/proc/{pid}/cmdline", "rb") as fh:
-        if b"prefect.server.api.server" not in fh.read():
-            sys.exit(0)
-    os.kill(pid, signal.SIGTERM)
-    for _ in range(50):
+import os, select, signal, sys, time
+parent = int(sys.argv[1])
+seen = set()
+
+def scan():
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+            if ppid != parent:
+                continue
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if b"prefect.server.api.server" in fh.read():
+                    seen.add(int(pid))
+        except (OSError, ValueError, IndexError):
+            pass
+
+while True:
+    scan()
+    ready, _, _ = select.select([sys.stdin], [], [], 0.1)
+    if ready and not os.read(sys.stdin.fileno(), 1024):
+        break
+for pid in seen:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        pass
+deadline = time.monotonic() + 5
+for pid in seen:
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            break
         time.sleep(0.1)
-        os.kill(pid, 0)
-    os.kill(pid, signal.SIGKILL)
-except (OSError, ProcessLookupError):
-    pass
+    else:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 """
 
-# Process-wide by nature: one temporary server per process, one guard for it.
-_guards: dict[int, subprocess.Popen] = {}
+# Process-wide by nature: one guard per fairmon process.
+_guard: list[subprocess.Popen] = []
 
 
-def guard_temporary_server() -> int | None:
-    """Tie Prefect's temporary server of this process (if it started one) to
-    this process's life. Returns the server's pid, or None when there is none
-    (an API URL is configured). Idempotent."""
-    from prefect.server.api.server import SubprocessASGIServer
+def guard_temporary_server() -> None:
+    """Start (once per process) the guard that stops any Prefect server this
+    process starts when this process dies, SIGKILL included. Call it before
+    the first flow run, so a server is noted from the moment it exists.
+    Does nothing when ``PREFECT_API_URL`` is set (no temporary server)."""
+    from prefect.settings import PREFECT_API_URL
 
-    server = SubprocessASGIServer()  # Prefect keeps one instance per port; this is the ephemeral one
-    proc = server.server_process
-    if proc is None or proc.poll() is not None:
-        return None
-    if proc.pid not in _guards:
-        _guards[proc.pid] = subprocess.Popen(
-            [sys.executable, "-c", _GUARD, str(proc.pid)],
+    if _guard or PREFECT_API_URL.value():
+        return
+    _guard.append(
+        subprocess.Popen(
+            [sys.executable, "-c", _GUARD, str(os.getpid())],
             stdin=subprocess.PIPE,
-            start_new_session=True,  # a Ctrl-C to fairmon's group must not kill the guard first
+            start_new_session=True,  # a Ctrl-C to fairmon's group must not stop the guard first
             close_fds=True,
         )
-    return proc.pid
+    )
 
 
 def temporary_servers(prefect_home: Path) -> list[int]:

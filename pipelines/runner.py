@@ -37,9 +37,9 @@ def start_api() -> None:
     (:mod:`fairmon.pipelines.prefect_guard`)."""
     from prefect.client.orchestration import get_client
 
+    guard_temporary_server()  # before the server exists: no window in which it could be orphaned
     with get_client(sync_client=True) as client:
         client.api_healthcheck()
-    guard_temporary_server()
 
 
 @contextmanager
