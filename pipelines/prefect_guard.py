@@ -19,6 +19,7 @@ from pathlib import Path
 _GUARD = r"""
 import os, select, signal, sys, time
 parent = int(sys.argv[1])
+SERVER = b"prefect.server" + b".api.server"  # split: this script's own command line must not match
 seen = set()
 
 def scan():
@@ -29,7 +30,7 @@ def scan():
             if ppid != parent:
                 continue
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if b"prefect.server.api.server" in fh.read():
+                if SERVER in fh.read():
                     seen.add(int(pid))
         except (OSError, ValueError, IndexError):
             pass
