@@ -11,53 +11,42 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
-# The guard: until its stdin closes (the parent's end closes when the parent dies,
-# however it dies), note every Prefect server the parent has started (polling
-# /proc every 0.1 s); then stop those still alive.
+# The guard: wait until its stdin closes (the parent's end closes when the parent
+# dies, however it dies), then stop every Prefect server that carries the
+# parent's token in its environment (servers inherit the parent's environment,
+# so a server started a moment before a kill is found too).
 _GUARD = r"""
-import os, select, signal, sys, time
-parent = int(sys.argv[1])
+import os, signal, sys, time
+token = ("FAIRMON_RUN_TOKEN=" + sys.argv[1]).encode()
 SERVER = b"prefect.server" + b".api.server"  # split: this script's own command line must not match
-seen = set()
+sys.stdin.buffer.read()
 
-def scan():
+def servers():
+    found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
-            if ppid != parent:
-                continue
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if SERVER in fh.read():
-                    seen.add(int(pid))
-        except (OSError, ValueError, IndexError):
+                if SERVER not in fh.read():
+                    continue
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                if token in fh.read().split(b"\0"):
+                    found.append(int(pid))
+        except OSError:
             pass
+    return found
 
-while True:
-    scan()
-    ready, _, _ = select.select([sys.stdin], [], [], 0.1)
-    if ready and not os.read(sys.stdin.fileno(), 1024):
-        break
-for pid in seen:
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except OSError:
-        pass
-deadline = time.monotonic() + 5
-for pid in seen:
-    while time.monotonic() < deadline:
+for sig in (signal.SIGTERM, signal.SIGKILL):
+    for pid in servers():
         try:
-            os.kill(pid, 0)
-        except OSError:
-            break
-        time.sleep(0.1)
-    else:
-        try:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, sig)
         except OSError:
             pass
+    deadline = time.monotonic() + 5
+    while servers() and time.monotonic() < deadline:
+        time.sleep(0.1)
 """
 
 # Process-wide by nature: one guard per fairmon process.
@@ -66,17 +55,22 @@ _guard: list[subprocess.Popen] = []
 
 def guard_temporary_server() -> None:
     """Start (once per process) the guard that stops any Prefect server this
-    process starts when this process dies, SIGKILL included. Call it before
-    the first flow run, so a server is noted from the moment it exists.
-    Does nothing when ``PREFECT_API_URL`` is set (no temporary server)."""
+    process starts when this process dies, SIGKILL included: the process's
+    environment gets a token (``FAIRMON_RUN_TOKEN``) that its servers inherit,
+    and the guard stops the servers carrying it. Call it before the first flow
+    run. Does nothing when ``PREFECT_API_URL`` is set (no temporary server)."""
     from prefect.settings import PREFECT_API_URL
 
     if _guard or PREFECT_API_URL.value():
         return
+    token = uuid.uuid4().hex
+    os.environ["FAIRMON_RUN_TOKEN"] = token
     _guard.append(
         subprocess.Popen(
-            [sys.executable, "-c", _GUARD, str(os.getpid())],
+            [sys.executable, "-c", _GUARD, token],
             stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             start_new_session=True,  # a Ctrl-C to fairmon's group must not stop the guard first
             close_fds=True,
         )
