@@ -178,6 +178,17 @@ class EstimationConfig(_Strict):
     ci_method: Literal["delta", "delta_paper", "bootstrap_percentile", "bootstrap_normal", "bootstrap_bca"] = "delta"
     bootstrap_resamples: int = Field(default=1000, ge=50, description="B for the bootstrap ci_methods")
     seed: int = Field(default=0, description="seed of every resampling (fixed per day, so re-runs agree)")
+    reo_threshold: float = Field(
+        default=1 / 9,
+        gt=0,
+        description="REO line of the verdict for attributes with K > 2 groups (K = 2 uses 1/9, the 80 % rule)",
+    )
+    min_expected_positives: float = Field(
+        default=30,
+        ge=0,
+        description="a group with fewer positives in default or random traffic is a small group: "
+        "its day's verdict is inconclusive at best",
+    )
 
 
 class ABConfig(_Strict):
@@ -189,7 +200,7 @@ class ABConfig(_Strict):
         default_factory=lambda: ["delta"], min_length=1, description="first = the headline method"
     )
     partition_folds: int = Field(default=10, ge=2, description="M of Algorithm 3")
-    bootstrap_resamples: int = Field(default=200, ge=20, description="B of Algorithm 4")
+    bootstrap_resamples: int = Field(default=1000, ge=100, description="B of Algorithm 4 (≥ 1000 recommended)")
 
 
 class QualityConfig(_Strict):

@@ -121,6 +121,8 @@ def estimate(cfg: FairmonConfig, counts: pl.DataFrame, ds: dt.date) -> dict[str,
             level=est.confidence_level,
             n_boot=est.bootstrap_resamples,
             seed=est.seed,
+            reo_threshold=est.reo_threshold,
+            min_expected_positives=est.min_expected_positives,
         )
         out = {"reo_group": group, "reo": overall}
         arms = sorted(set(overall.get_column("arm").to_list()))

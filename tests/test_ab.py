@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from fairmon.transforms.ab import ab_estimates, split_counts, welch
+from fairmon.transforms.ab import ab_estimates, split_counts
 from fairmon.transforms.bootstrap import (
     bca_acceleration,
     bootstrap_interval,
@@ -58,16 +58,7 @@ def test_hand_computed_delta_difference():
     assert p.se == pytest.approx(np.sqrt(vT + vC), rel=1e-12)
 
 
-def test_welch_matches_scipy():
-    rng = np.random.default_rng(3)
-    x, y = rng.normal(0.2, 0.05, 10), rng.normal(0.1, 0.11, 7)
-    se, nu = welch(x, y)
-    res = stats.ttest_ind(x, y, equal_var=False)
-    assert nu == pytest.approx(res.df, rel=1e-12)
-    assert (x.mean() - y.mean()) / se == pytest.approx(res.statistic, rel=1e-12)
-
-
-def test_partition_uses_welch_on_fold_estimates():
+def test_partition_is_a_paired_t_on_fold_differences():
     est = ab_estimates(
         ["0", "1"],
         aT * 30,
@@ -87,8 +78,11 @@ def test_partition_uses_welch_on_fold_estimates():
     fC, nC = split_counts(aC * 30, N * 30, 6, rng)
     fR, nR = split_counts(b * 30, N * 30, 6, rng)
     x, y = reo_rows(utilities(fT, nT, fR, nR)), reo_rows(utilities(fC, nC, fR, nR))
-    se, nu = welch(x, y)
-    assert d.se == pytest.approx(se) and d.df == pytest.approx(nu)
+    res = stats.ttest_rel(x, y)  # fold m of both arms shares random-traffic fold m
+    nu = res.df
+    se = (x - y).mean() / res.statistic
+    assert nu == 5 and d.df == pytest.approx(nu)
+    assert d.se == pytest.approx(se, rel=1e-12)
     assert d.ci_high - d.diff == pytest.approx(stats.t.ppf(0.975, nu) * se)
     assert d.p_value == pytest.approx(2 * stats.t.sf(abs(d.diff) / se, nu))
 

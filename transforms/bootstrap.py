@@ -156,7 +156,9 @@ def single_arm_bootstrap(
     """Bootstrap CIs of REO and every ΔU_k for one arm (seed 001 §4.3, Fig. 7).
 
     Resamples default and random traffic independently (multinomial on the
-    count tables). Returns {"reo": (lo, hi, se), "delta_U": [(lo, hi, se)] * K}.
+    count tables). Returns {"reo": (lo, hi, se), "delta_U": [(lo, hi, se)] * K,
+    "undefined": reason or None}; the intervals are NaN when some resample is
+    undefined (a P_k = 0 draw), and "undefined" says how many.
     Raises ValueError on an unknown method.
     """
     if method not in BOOTSTRAP_METHODS:
@@ -172,7 +174,14 @@ def single_arm_bootstrap(
         acc = bca_acceleration(grouped_jackknife(stat, samples)) if method == "bootstrap_bca" else 0.0
         return bootstrap_interval(theta_hat, theta_b, method, level, acc)
 
-    out = {"reo": interval(float(reo_rows(U)), reo_rows(U_b), lambda p, q, n, m: reo_rows(utilities(p, n, q, m)))}
+    bad = int(np.count_nonzero(~np.isfinite(reo_rows(U_b))))
+    out: dict = {
+        "undefined": f"{bad} of {B} bootstrap resamples have P_k = 0 or no default positives (U or REO undefined): "
+        "bootstrap interval undefined"
+        if bad
+        else None
+    }
+    out["reo"] = interval(float(reo_rows(U)), reo_rows(U_b), lambda p, q, n, m: reo_rows(utilities(p, n, q, m)))
     dU, dU_b = delta_u_rows(U), delta_u_rows(U_b)
     out["delta_U"] = [
         interval(float(dU[k]), dU_b[:, k], lambda p, q, n, m, k=k: delta_u_rows(utilities(p, n, q, m))[:, k])

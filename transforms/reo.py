@@ -41,6 +41,12 @@ CI_METHODS: tuple[str, ...] = ("delta", "delta_paper", "bootstrap_percentile", "
 #: REO of U = (0.8, 1): the 80 % rule expressed as an REO threshold (seed 001 §4.3).
 EIGHTY_PERCENT_RULE_REO = 1.0 / 9.0
 
+#: Default ``min_expected_positives``: a group with fewer positives than this in
+#: default or random traffic is a small group (DESIGN §4.1).
+MIN_EXPECTED_POSITIVES = 30
+
+Verdict = Literal["exceeds", "within", "inconclusive", "undefined"]
+
 
 @dataclass(frozen=True)
 class REOEstimate:
@@ -48,6 +54,8 @@ class REOEstimate:
 
     Arrays have shape (K,), ordered like the input groups. Undefined values are
     NaN and ``reason`` says why (``None`` when everything is defined).
+    ``reo_bc``, ``parity_*``, ``verdict`` (against ``threshold``) and the
+    per-group ``small_group`` flags and reasons are those of DESIGN §4.1.
     """
 
     groups: tuple[str, ...]
@@ -68,16 +76,19 @@ class REOEstimate:
     level: float
     reason: str | None = None
     group_reasons: tuple[str | None, ...] = field(default_factory=tuple)
+    reo_bc: float = float("nan")
+    parity_stat: float = float("nan")
+    parity_df: int = 0
+    parity_p_value: float = float("nan")
+    verdict: str = "undefined"
+    threshold: float = EIGHTY_PERCENT_RULE_REO
+    small_group: tuple[bool, ...] = field(default_factory=tuple)
+    small_group_reasons: tuple[str | None, ...] = field(default_factory=tuple)
 
     @property
     def K(self) -> int:
         """Number of groups."""
         return len(self.groups)
-
-    @property
-    def exceeds_80pct_rule(self) -> bool:
-        """True when REO > 1/9, the REO of the 80 % rule's U = (0.8, 1) (seed 001 §4.3)."""
-        return bool(np.isfinite(self.reo) and self.reo > EIGHTY_PERCENT_RULE_REO)
 
 
 def reo_of_utilities(U: np.ndarray) -> float:
@@ -161,6 +172,187 @@ def z_value(level: float) -> float:
     return float(stats.norm.ppf(0.5 + level / 2.0))
 
 
+def delta_u_covariance(U: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Σ = A diag(v) Aᵀ, the delta-method covariance of ΔÛ, shape (K, K).
+
+    Inputs: utilities U (K,) and the per-group variances v (K,) of log Û_j
+    (:func:`log_utility_variance`); A is :func:`delta_u_log_jacobian`. Rank
+    K − 1 (ΔU sums to zero). Source: seed 001 Algorithm 1 (Σ = GᵀΓG) with the
+    full multinomial Γ of DESIGN §4.1.
+    """
+    A = delta_u_log_jacobian(U)
+    return (A * np.asarray(v, dtype=float)) @ A.T
+
+
+def parity_test(U: np.ndarray, v: np.ndarray) -> tuple[float, int, float]:
+    """Wald test of parity (all U_k equal, i.e. ΔU = 0, REO = 0) on K − 1 df.
+
+    Inputs: U (K,) positive utilities, v (K,) finite variances of log Û_j.
+    The statistic is ΔÛᵀ Σ⁺ ΔÛ (DESIGN §4.1) evaluated on the log scale,
+    where the delta method is most accurate: with x = log Û and w = 1/v,
+    W = Σ_j w_j (x_j − x̄_w)², x̄_w the w-weighted mean — the Wald statistic of
+    the K − 1 contrasts of log U (a contrast-invariant form, so Σ⁺ needs no
+    numerical pseudo-inverse). Returns (W, K − 1, p = P(χ²_{K−1} ≥ W)); NaNs
+    and df 0 when K < 2 or a U_k or v_j is not positive and finite.
+    Source: seed 001 eq. 19 (REO = 0 ⇔ parity) and Algorithm 1's covariance.
+    """
+    U = np.asarray(U, dtype=float)
+    v = np.asarray(v, dtype=float)
+    K = U.size
+    if K < 2 or not (np.isfinite(U).all() and (U > 0).all() and np.isfinite(v).all() and (v > 0).all()):
+        return float("nan"), 0, float("nan")
+    x, w = np.log(U), 1.0 / v
+    W = float(np.sum(w * (x - np.sum(w * x) / w.sum()) ** 2))
+    return W, K - 1, float(stats.chi2.sf(W, K - 1))
+
+
+def quadratic_form_cdf(t: float, cov_eig: np.ndarray, proj: np.ndarray, s: float) -> float:
+    """P(‖X‖² ≤ t) for X ~ N(s·u, Σ), by Liu, Tang & Zhang (2009)'s noncentral χ² approximation.
+
+    Inputs: ``cov_eig`` (K,) eigenvalues λ_i of Σ (≥ 0), ``proj`` (K,) the
+    squared coordinates (e_iᵀu)² of the unit mean direction u in Σ's
+    eigenbasis, the mean's length ``s`` ≥ 0 and the threshold t. Uses the
+    cumulants c_k = Σλ_i^k + k s² Σλ_i^(k−1)(e_iᵀu)² (k = 1..4) matched to a
+    noncentral χ²_l(δ) by skewness (and kurtosis when possible); exact when
+    Σ has one non-zero eigenvalue. Source: Liu, Tang, Zhang, Comput. Stat.
+    Data Anal. 53 (2009) 853–856, eqs. for the LTZ approximation.
+    """
+    lam = np.asarray(cov_eig, dtype=float)
+    c = [float(np.sum(lam**k) + k * s * s * np.sum(lam ** (k - 1) * proj)) for k in (1, 2, 3, 4)]
+    if c[1] <= 0:
+        return float(t >= c[0])
+    s1, s2 = c[2] / c[1] ** 1.5, c[3] / c[1] ** 2
+    if s1 * s1 > s2:
+        a = 1.0 / (s1 - np.sqrt(s1 * s1 - s2))
+        delta = s1 * a**3 - a * a
+        df = a * a - 2 * delta
+    else:
+        a = 1.0 / s1
+        delta = 0.0
+        df = 1.0 / (s1 * s1)
+    mu_chi, sd_chi = df + delta, np.sqrt(2.0) * a
+    x = (t - c[0]) / np.sqrt(2.0 * c[1]) * sd_chi + mu_chi
+    if delta <= 1e-12:
+        return float(stats.chi2.cdf(x, df))
+    return float(stats.ncx2.cdf(x, df, delta))
+
+
+def reo_interval_near_zero(dU: np.ndarray, cov: np.ndarray, level: float) -> tuple[float, float]:
+    """CI for REO = ‖ΔU‖/√K that stays valid at and near parity (DESIGN §4.1).
+
+    Inputs: ΔÛ (K,) and its delta covariance Σ (K, K) (:func:`delta_u_covariance`).
+    Model ΔÛ ~ N(μ, Σ) with μ = s·u along the observed direction u = ΔÛ/‖ΔÛ‖;
+    the interval inverts the distribution of T = ‖ΔÛ‖² (a quadratic form whose
+    mean ‖μ‖² + tr Σ carries the norm's upward bias): the lower bound is the
+    s with P_s(T ≥ T_obs) = α/2 (0 when parity is not rejected by T), the
+    upper bound the s with P_s(T ≤ T_obs) = α/2. When T_obs is below the
+    median of T under parity the upper bound uses that median (conservative:
+    a too-good fit never yields a zero-width interval). Far from 0 it reduces
+    to the delta interval REO ± z·SE. Returns (low, high) in REO units;
+    NaNs when the inputs are not finite. Raises ValueError for level outside (0, 1).
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"confidence level must be in (0, 1), got {level}")
+    dU = np.asarray(dU, dtype=float)
+    cov = np.asarray(cov, dtype=float)
+    K = dU.size
+    if K < 2 or not (np.isfinite(dU).all() and np.isfinite(cov).all()):
+        return float("nan"), float("nan")
+    lam, vec = np.linalg.eigh((cov + cov.T) / 2)
+    lam = np.clip(lam, 0.0, None)
+    norm = float(np.linalg.norm(dU))
+    u = dU / norm if norm > 0 else vec[:, -1]
+    proj = (vec.T @ u) ** 2
+    alpha = 1.0 - level
+    T = norm * norm
+
+    def cdf(s: float, t: float = T) -> float:
+        return quadratic_form_cdf(t, lam, proj, s)
+
+    scale = float(np.sqrt(lam.max())) if lam.max() > 0 else 1.0
+
+    def solve(target: float, t: float) -> float:
+        # cdf(s, t) decreases in s; find s with cdf = target.
+        hi = norm + scale
+        while cdf(hi, t) > target:
+            hi = 2 * hi + scale
+        from scipy.optimize import brentq
+
+        return float(brentq(lambda s: cdf(s, t) - target, 0.0, hi, xtol=1e-10 * (hi + 1), rtol=1e-10))
+
+    lo = 0.0 if cdf(0.0) <= 1 - alpha / 2 else solve(1 - alpha / 2, T)
+    t_up = T
+    if cdf(0.0) < 0.5:  # T_obs below parity's median: use the median (never a zero-width interval)
+        t_up = _quantile_at_zero(lam, proj, 0.5)
+    hi = solve(alpha / 2, t_up)
+    return lo / np.sqrt(K), hi / np.sqrt(K)
+
+
+def _quantile_at_zero(lam: np.ndarray, proj: np.ndarray, q: float) -> float:
+    from scipy.optimize import brentq
+
+    top = float(np.sum(lam)) * 10 + 1e-300
+    while quadratic_form_cdf(top, lam, proj, 0.0) < q:
+        top *= 2
+    return float(brentq(lambda t: quadratic_form_cdf(t, lam, proj, 0.0) - q, 0.0, top))
+
+
+def reo_bias_corrected(reo: float, cov: np.ndarray) -> float:
+    """reo_bc = sqrt(max(0, REO² − (1/K) Σ_k Var̂(ΔÛ_k))) (DESIGN §4.1).
+
+    E‖ΔÛ‖² = ‖ΔU‖² + tr Σ, and REO² = ‖ΔU‖²/K, so subtracting tr Σ / K removes
+    the plug-in's upward bias to first order. Inputs: REO (ratio), Σ (K, K).
+    NaN when either is not finite.
+    """
+    cov = np.asarray(cov, dtype=float)
+    if not (np.isfinite(reo) and np.isfinite(cov).all()):
+        return float("nan")
+    return float(np.sqrt(max(0.0, reo * reo - np.trace(cov) / cov.shape[0])))
+
+
+def verdict_80pct(
+    ci_low: float, ci_high: float, threshold: float = EIGHTY_PERCENT_RULE_REO, *, small: bool = False
+) -> str:
+    """The verdict against the REO line from the CI, never the point estimate (DESIGN §4.1).
+
+    ``exceeds`` when ci_low > threshold, ``within`` when ci_high ≤ threshold,
+    otherwise ``inconclusive``; ``undefined`` when a bound is NaN. A day with a
+    small group (``small``) is ``inconclusive`` at best. The default threshold
+    1/9 is the 80 % rule for K = 2 (seed 001 §4.3); for K > 2 it is the
+    configured ``reo_threshold``.
+    """
+    if not (np.isfinite(ci_low) and np.isfinite(ci_high)):
+        return "undefined"
+    if small:
+        return "inconclusive"
+    if ci_low > threshold:
+        return "exceeds"
+    if ci_high <= threshold:
+        return "within"
+    return "inconclusive"
+
+
+def small_groups(
+    groups: tuple[str, ...], n_pos_rec: np.ndarray, n_pos_rand: np.ndarray, minimum: float
+) -> tuple[tuple[bool, ...], tuple[str | None, ...]]:
+    """Which groups are small: expected positives n_rec·Q̂_k (= positives in
+    default traffic) or n_rand·P̂_k (in random traffic) below ``minimum``
+    (config ``min_expected_positives``, DESIGN §4.1). Shapes (K,). Returns
+    (flags, reasons) per group; at ~10 expected positives per group the
+    delta intervals cover only 0.89–0.92 and REO is biased up."""
+    flags, reasons = [], []
+    for g, a, b in zip(groups, np.asarray(n_pos_rec), np.asarray(n_pos_rand)):
+        small = bool(a < minimum or b < minimum)
+        flags.append(small)
+        reasons.append(
+            f"small group {g!r}: {int(a)} positives in default, {int(b)} in random traffic "
+            f"(min_expected_positives = {minimum:g})"
+            if small
+            else None
+        )
+    return tuple(flags), tuple(reasons)
+
+
 def estimate_reo(
     groups: list[str] | tuple[str, ...],
     n_pos_rec: np.ndarray,
@@ -172,6 +364,8 @@ def estimate_reo(
     level: float = 0.95,
     n_boot: int = 1000,
     rng: np.random.Generator | None = None,
+    threshold: float = EIGHTY_PERCENT_RULE_REO,
+    min_expected_positives: float = MIN_EXPECTED_POSITIVES,
 ) -> REOEstimate:
     """REO, U, ΔU and their standard errors and CIs from per-group counts.
 
@@ -184,6 +378,15 @@ def estimate_reo(
     (Algorithm 1's diagonal Γ), or "bootstrap_percentile" / "bootstrap_normal"
     / "bootstrap_bca" (seed 001 §4.3: ``n_boot`` multinomial resamples of the
     count tables drawn with ``rng``; SE = bootstrap sd).
+
+    Near parity (DESIGN §4.1): ``reo_bc`` (bias-corrected REO), the parity
+    Wald test (:func:`parity_test`), and for the delta methods a REO interval
+    that inverts the distribution of ‖ΔÛ‖² (:func:`reo_interval_near_zero`);
+    with every method the lower bound is 0 when parity is not rejected at
+    1 − ``level``. ``verdict`` compares the CI with ``threshold`` (1/9, the
+    80 % rule, for K = 2; config ``reo_threshold`` for K > 2); groups with
+    fewer than ``min_expected_positives`` positives in either traffic are
+    ``small_group`` and make the verdict ``inconclusive`` at best.
 
     Returns an :class:`REOEstimate`. Never raises for degenerate data: P_k = 0
     makes U_k (and REO) NaN; Q_k = 0 or REO = 0 keep the point estimate but make
@@ -214,6 +417,7 @@ def estimate_reo(
         Q = a / n_rec if n_rec > 0 else nan_k.copy()
         P = b / n_rand if n_rand > 0 else nan_k.copy()
         U = np.where(P > 0, Q / P, np.nan)
+    small, small_reasons = small_groups(groups, a, b, min_expected_positives)
     group_reasons: list[str | None] = [None] * K
     if n_rec == 0:
         reasons.append("no default traffic")
@@ -253,6 +457,9 @@ def estimate_reo(
             level,
             "; ".join(reasons) or "undefined",
             tuple(group_reasons),
+            threshold=threshold,
+            small_group=small,
+            small_group_reasons=small_reasons,
         )
 
     dU = relative_utilities(U)
@@ -262,22 +469,24 @@ def estimate_reo(
     se_reo = float("nan")
     zero_q = [g for g, q in zip(groups, Q) if q == 0]
     se_dU = nan_k.copy()
+    reo_bc = ci_low = ci_high = float("nan")
+    parity = (float("nan"), 0, float("nan"))
     if zero_q:
         reasons.append(f"Q_k = 0 for group(s) {', '.join(zero_q)}: delta-method SE undefined")
         for i, q in enumerate(Q):
             if q == 0:
                 group_reasons[i] = "Q_k = 0"
     else:
-        A = delta_u_log_jacobian(U)
-        se_dU = np.sqrt((A**2) @ v)
+        cov = delta_u_covariance(U, v)
+        se_dU = np.sqrt(np.diag(cov))
+        reo_bc = reo_bias_corrected(reo, cov)
+        parity = parity_test(U, v)
+        ci_low, ci_high = reo_interval_near_zero(dU, cov, level)
         if reo == 0:
             reasons.append("REO = 0: std/mean is not differentiable there, SE undefined")
         else:
             g = reo_log_gradient(U)
             se_reo = float(np.sqrt(np.sum(g**2 * v)))
-
-    ci_low = max(0.0, reo - z * se_reo) if np.isfinite(se_reo) else float("nan")
-    ci_high = reo + z * se_reo if np.isfinite(se_reo) else float("nan")
     lo_dU, hi_dU = dU - z * se_dU, dU + z * se_dU
     if ci_method.startswith("bootstrap") and not zero_q:
         from fairmon.transforms.bootstrap import single_arm_bootstrap
@@ -294,6 +503,20 @@ def estimate_reo(
         )
         ci_low, ci_high, se_reo = boot["reo"]
         lo_dU, hi_dU, se_dU = (np.array(x) for x in zip(*boot["delta_U"]))
+        if boot["undefined"]:
+            reasons.append(boot["undefined"])
+            for i in range(K):
+                if not np.isfinite(lo_dU[i]):
+                    group_reasons[i] = "; ".join(r for r in (group_reasons[i], "bootstrap undefined") if r)
+    if np.isfinite(ci_low) and np.isfinite(parity[2]) and parity[2] >= 1.0 - level:
+        ci_low = 0.0  # parity not rejected: the interval reaches REO = 0
+    if any(small):
+        names = [gr for gr, f in zip(groups, small) if f]
+        reasons.append(
+            f"small group(s) {', '.join(names)} (< {min_expected_positives:g} positives in default or random "
+            "traffic): intervals may under-cover, verdict inconclusive at best"
+        )
+    verdict = verdict_80pct(ci_low, ci_high, threshold, small=any(small))
     return REOEstimate(
         groups,
         Q,
@@ -313,6 +536,14 @@ def estimate_reo(
         level,
         "; ".join(reasons) or None,
         tuple(group_reasons),
+        reo_bc=reo_bc,
+        parity_stat=parity[0],
+        parity_df=parity[1],
+        parity_p_value=parity[2],
+        verdict=verdict,
+        threshold=threshold,
+        small_group=small,
+        small_group_reasons=small_reasons,
     )
 
 

@@ -14,7 +14,10 @@ import numpy as np
 import polars as pl
 
 from fairmon.transforms.ab import ab_estimates
+from fairmon.transforms.multiplicity import bh_q_values
 from fairmon.transforms.reo import (
+    EIGHTY_PERCENT_RULE_REO,
+    MIN_EXPECTED_POSITIVES,
     CIMethod,
     estimate_reo,
     naive_reo_missing_as_negative,
@@ -59,6 +62,8 @@ def reo_tables(
     level: float = 0.95,
     n_boot: int = 1000,
     seed: int = 0,
+    reo_threshold: float = EIGHTY_PERCENT_RULE_REO,
+    min_expected_positives: float = MIN_EXPECTED_POSITIVES,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Compute ``reo_group`` and ``reo`` for one day from its group counts.
 
@@ -70,6 +75,9 @@ def reo_tables(
     default-traffic arms of the day.
 
     Bootstrap ``ci_method``s draw ``n_boot`` resamples from :func:`day_rng`.
+    The verdict line is 1/9 (the 80 % rule) for K = 2 and ``reo_threshold``
+    for K > 2; ``min_expected_positives`` marks small groups (DESIGN §4.1).
+    ``look_ahead`` is true when the random rows' span ends after ``ds``.
 
     Returns two frames with :data:`REO_GROUP_SCHEMA` and :data:`REO_SCHEMA`.
     Degenerate cases give NaN with a ``reason``, never an exception.
@@ -109,6 +117,8 @@ def reo_tables(
                 level=level,
                 n_boot=n_boot,
                 rng=day_rng(seed, ds, attribute, arm),
+                threshold=EIGHTY_PERCENT_RULE_REO if len(groups) <= 2 else reo_threshold,
+                min_expected_positives=min_expected_positives,
             )
             for i, g in enumerate(groups):
                 group_rows.append(
@@ -130,6 +140,12 @@ def reo_tables(
                         "ci_high": float(est.ci_high_delta_U[i]),
                         "ci_method": ci_method,
                         "reason": est.group_reasons[i] if est.group_reasons else None,
+                        "small_group": est.small_group[i],
+                        "small_group_reason": (
+                            f"arm {arm}, {attribute}: {est.small_group_reasons[i]}"
+                            if est.small_group_reasons[i]
+                            else None
+                        ),
                     }
                 )
             reo_rows.append(
@@ -148,10 +164,17 @@ def reo_tables(
                     "rand_window_end": w_end,
                     "ci_method": ci_method,
                     "level": level,
-                    "exceeds_80pct_rule": est.exceeds_80pct_rule if np.isfinite(est.reo) else None,
                     "reo_naive_recommended_only": naive_reo_recommended_only(a, n_g_rec),
                     "reo_naive_missing_as_negative": naive_reo_missing_as_negative(a, n_rec, n_g_rand, n_rand),
                     "reason": est.reason,
+                    "reo_bc": est.reo_bc,
+                    "parity_stat": est.parity_stat,
+                    "parity_df": est.parity_df,
+                    "parity_p_value": est.parity_p_value,
+                    "reo_threshold": est.threshold,
+                    "verdict_80pct": est.verdict,
+                    "n_small_groups": int(sum(est.small_group)),
+                    "look_ahead": bool(w_end is not None and w_end > ds),
                 }
             )
     return (
@@ -177,14 +200,15 @@ def reo_ab_table(
     methods: tuple[str, ...] = ("delta",),
     level: float = 0.95,
     folds: int = 10,
-    n_boot: int = 200,
+    n_boot: int = 1000,
     seed: int = 0,
 ) -> pl.DataFrame:
     """The ``reo_ab`` table for one day: every (control, treatment) pair ×
     attribute × metric (REO, ΔU per group) × method (seed 001 Algorithms 2-4,
     see :mod:`fairmon.transforms.ab`). Both arms use the day's shared random-traffic
     window. A pair whose arm has no traffic that day gives NaN rows with a
-    reason. Returns a frame with :data:`REO_AB_SCHEMA`.
+    reason. ``q_value``: Benjamini–Hochberg over the day's p-values of one
+    method (DESIGN §4.1). Returns a frame with :data:`REO_AB_SCHEMA`.
     """
     day = counts.filter(pl.col("ds") == ds)
     rec = day.filter(pl.col("traffic") == "default")
@@ -245,4 +269,12 @@ def reo_ab_table(
                 }
                 for e in est
             ]
-    return pl.DataFrame(rows, schema=REO_AB_SCHEMA)
+    out = pl.DataFrame(rows, schema=REO_AB_SCHEMA)
+    if out.height:  # one BH family per method: the day's tests of every pair, attribute and metric
+        out = out.with_columns(
+            pl.col("p_value")
+            .map_batches(lambda p: pl.Series(bh_q_values(p.to_numpy()), dtype=pl.Float64))
+            .over("method")
+            .alias("q_value")
+        )
+    return out.select(list(REO_AB_SCHEMA))

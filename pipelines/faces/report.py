@@ -52,6 +52,31 @@ def _date_axis(ax, start: dt.date, end: dt.date) -> None:
     ax.set_xlim(_span(start, 0.7)[0], _span(end, 0.7)[1])
 
 
+def ci_label(frame: pl.DataFrame) -> str:
+    """``95% CI (delta)``: the interval label from the rows' own ``level`` and
+    ``ci_method`` (config), never hard-coded."""
+    if frame.is_empty() or "level" not in frame.columns:
+        return "CI"
+    level = frame.get_column("level").drop_nulls()
+    method = (
+        frame.get_column("ci_method").drop_nulls() if "ci_method" in frame.columns else pl.Series([], dtype=pl.String)
+    )
+    text = f"{100 * level[-1]:g}% CI" if level.len() else "CI"
+    return f"{text} ({method[-1]})" if method.len() else text
+
+
+def verdict_line(reo: pl.DataFrame) -> tuple[float, str]:
+    """The REO line of one attribute's rows and its label: the 80 % rule (1/9)
+    for K = 2, the configured ``reo_threshold`` for K > 2 (DESIGN §4.1)."""
+    if reo.is_empty() or "reo_threshold" not in reo.columns:
+        return EIGHTY_PERCENT_RULE_REO, "80% rule: REO = 11.1%"
+    line = float(reo.get_column("reo_threshold").drop_nulls().max() or EIGHTY_PERCENT_RULE_REO)
+    K = int(reo.get_column("K").max() or 2)
+    if K <= 2:
+        return line, f"80% rule: REO = {100 * line:.1f}%"
+    return line, f"configured reo_threshold = {100 * line:.1f}% (K = {K}; the 80% rule is for 2 groups)"
+
+
 def reo_figure(reo: pl.DataFrame, attribute: str, excluded: list[dt.date], start: dt.date, end: dt.date) -> str:
     """Daily REO per arm with its CI band and the 80 %-rule line (REO = 1/9), as SVG."""
     fig, ax = plt.subplots(figsize=(7.5, 3.0), layout="constrained")
@@ -72,10 +97,11 @@ def reo_figure(reo: pl.DataFrame, attribute: str, excluded: list[dt.date], start
             capsize=2,
             alpha=0.7,
         )
-    ax.axhline(EIGHTY_PERCENT_RULE_REO, color="crimson", ls="--", lw=1)
+    line_at, line_label = verdict_line(sub)
+    ax.axhline(line_at, color="crimson", ls="--", lw=1)
     ax.annotate(
-        "80% rule: REO = 11.1%",
-        xy=(0.01, EIGHTY_PERCENT_RULE_REO),
+        line_label,
+        xy=(0.01, line_at),
         xycoords=("axes fraction", "data"),
         xytext=(0, 3),
         textcoords="offset points",
@@ -84,9 +110,9 @@ def reo_figure(reo: pl.DataFrame, attribute: str, excluded: list[dt.date], start
     )
     for i, d in enumerate(excluded):
         ax.axvspan(*_span(d), color="#8a8f9c", alpha=0.3, lw=0, label="excluded day" if i == 0 else None)
-    ax.set_ylim(0, max(ax.get_ylim()[1], 1.25 * EIGHTY_PERCENT_RULE_REO))
+    ax.set_ylim(0, max(ax.get_ylim()[1], 1.25 * line_at))
     ax.set_ylabel("REO (std/mean of U)")
-    ax.set_title(f"Daily REO by arm, attribute '{attribute}' (band: 95% CI; grey: excluded day)", loc="left")
+    ax.set_title(f"Daily REO by arm, attribute '{attribute}' (band: {ci_label(sub)}; grey: excluded day)", loc="left")
     ax.legend(title="arm", fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     _date_axis(ax, start, end)
     return _svg(fig)
@@ -251,25 +277,35 @@ figure { margin: .8rem 0 1.4rem; } svg { max-width: 100%; height: auto; }
 <div>
  <span class="kpi"><b>{{ d.published|length }}</b>days published</span>
  <span class="kpi"><b class="{{ 'bad' if d.excluded.height else 'ok' }}">{{ d.excluded.height }}</b>days excluded</span>
- {% if reo_figs %}<span class="kpi"><b>{{ flagged }}</b>day × arm × attribute above the 80% rule</span>{% endif %}
+ {% if reo_figs %}<span class="kpi"><b class="{{ 'bad' if verdicts.exceeds else 'ok' }}">{{ verdicts.exceeds }}</b>day × arm × attribute
+ whose whole {{ ci }} lies above the line</span>
+ <span class="kpi"><b class="{{ 'warn' if verdicts.inconclusive else 'ok' }}">{{ verdicts.inconclusive }}</b>inconclusive</span>
+ <span class="kpi"><b>{{ verdicts.within }}</b>within the line</span>{% endif %}
 </div>
 {% if reo_figs %}<p>REO = std(U)/mean(U) of the RTPR utilities U_k (Dong et al. 2024, eq. 19), estimated from default
-traffic and a trailing window of random traffic, with delta-method 95% confidence intervals. Only days
-whose data passed every critical data-quality check are shown. The dashed line is REO = 1/9 ≈ 11.1%, the
-80% rule for two groups.</p>{% endif %}
+traffic and a trailing window of random traffic, with {{ ci }} intervals that stay valid near parity. Only days
+whose data passed every critical data-quality check are shown. Verdicts come from the interval, never from the
+point estimate: <b>exceeds</b> when the whole interval lies above the line, <b>within</b> when it lies at or
+below it, <b>inconclusive</b> otherwise or when a group has too few positives to trust the interval. The dashed
+line is REO = 1/9 ≈ 11.1%, the 80% rule for two groups; attributes with more groups use the configured
+<code>reo_threshold</code>, labeled as such.</p>{% endif %}
 
 {% if reo_figs or not (model_fig or labeler_fig) %}<h2>Daily REO</h2>
 {% for attr, svg in reo_figs %}<figure>{{ svg }}</figure>{% else %}<p>No published REO in range.</p>{% endfor %}{% endif %}
 
 {% if latest %}
 <h3>Latest published day ({{ latest_day }})</h3>
-<table><tr><th>arm</th><th>attribute</th><th class="num">K</th><th class="num">REO</th><th class="num">SE</th>
-<th>95% CI</th><th class="num">n_rec</th><th class="num">n_rand</th><th>&gt; 1/9</th><th>note</th></tr>
+<table><tr><th>arm</th><th>attribute</th><th class="num">K</th><th class="num">REO</th>
+<th class="num">REO (bias-corrected)</th><th>{{ ci }}</th><th class="num">parity p</th><th class="num">n_rec</th>
+<th class="num">n_rand</th><th class="num">line</th><th>verdict</th><th>note</th></tr>
 {% for r in latest %}<tr><td>{{ r.arm }}</td><td>{{ r.attribute }}</td><td class="num">{{ r.K }}</td>
-<td class="num">{{ fmt(r.reo) }}</td><td class="num">{{ fmt(r.se) }}</td>
-<td>[{{ fmt(r.ci_low) }}, {{ fmt(r.ci_high) }}]</td><td class="num">{{ r.n_rec }}</td>
-<td class="num">{{ r.n_rand }}</td><td class="{{ 'bad' if r.exceeds_80pct_rule else 'ok' }}">
-{{ 'yes' if r.exceeds_80pct_rule else 'no' }}</td><td class="muted">{{ r.reason or '' }}</td></tr>{% endfor %}
+<td class="num">{{ fmt(r.reo) }}</td><td class="num">{{ fmt(r.reo_bc) }}</td>
+<td>[{{ fmt(r.ci_low) }}, {{ fmt(r.ci_high) }}]</td><td class="num">{{ pfmt(r.parity_p_value) }}</td>
+<td class="num">{{ r.n_rec }}</td><td class="num">{{ r.n_rand }}</td>
+<td class="num">{{ fmt(r.reo_threshold) }}{% if r.K > 2 %} (reo_threshold){% else %} (80% rule){% endif %}</td>
+<td class="{{ {'exceeds': 'bad', 'within': 'ok', 'inconclusive': 'warn'}.get(r.verdict_80pct, 'muted') }}">
+{{ r.verdict_80pct }}</td><td class="muted">{% if r.look_ahead %}<span class="warn">random traffic from after
+this day (pool_policy = overlap)</span> {% endif %}{{ r.reason or '' }}</td></tr>{% endfor %}
 </table>{% endif %}
 
 {% if ab_figs %}<h2>A/B tests: change in REO by treatment</h2>
@@ -317,6 +353,10 @@ def _fmt(x) -> str:
     return "nan" if x is None or x != x else f"{x:.4f}"
 
 
+def _pfmt(x) -> str:
+    return "nan" if x is None or x != x else f"{x:.2g}"
+
+
 def render_report(d: ReportData, config: str = "", docs: str | None = None) -> str:
     """The report's HTML text for prepared :class:`ReportData`."""
     attrs = sorted(set(d.reo.get_column("attribute"))) if not d.reo.is_empty() else []
@@ -330,7 +370,10 @@ def render_report(d: ReportData, config: str = "", docs: str | None = None) -> s
     ]
     latest_day = d.reo.get_column("ds").max() if attrs else None
     latest = d.reo.filter(pl.col("ds") == latest_day).sort("attribute", "arm").to_dicts() if attrs else []
-    flagged = int(d.reo.get_column("exceeds_80pct_rule").fill_null(False).sum()) if attrs else 0
+    counts = d.reo.get_column("verdict_80pct").value_counts() if attrs else None
+    verdicts = {v: 0 for v in ("exceeds", "within", "inconclusive", "undefined")}
+    if counts is not None:
+        verdicts.update({v: int(n) for v, n in counts.iter_rows()})
     model_fig = model_threshold_figure(d.threshold_prevalence) if not d.threshold_prevalence.is_empty() else None
     labeler_fig = labeler_threshold_figure(d.sdt) if not d.sdt.is_empty() else None
     outliers = []
@@ -345,6 +388,7 @@ def render_report(d: ReportData, config: str = "", docs: str | None = None) -> s
         )
     env = Environment(autoescape=True)
     env.globals["fmt"] = _fmt
+    env.globals["pfmt"] = _pfmt
     from markupsafe import Markup
 
     return env.from_string(TEMPLATE).render(
@@ -359,7 +403,8 @@ def render_report(d: ReportData, config: str = "", docs: str | None = None) -> s
         outliers=outliers,
         latest=latest,
         latest_day=latest_day,
-        flagged=flagged,
+        verdicts=verdicts,
+        ci=ci_label(d.reo) if attrs else "CI",
         docs=docs,
     )
 

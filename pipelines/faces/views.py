@@ -19,30 +19,63 @@ def fmt(x: float | None, digits: int = 4) -> str:
     return "nan" if x is None or x != x else f"{x:.{digits}f}"
 
 
+VERDICT_STYLE = {"exceeds": "bold red", "within": "green", "inconclusive": "yellow", "undefined": "dim"}
+
+
+def ci_header(rows: list[dict]) -> str:
+    """``95% CI``: the interval's label from the rows' ``level`` (config), not hard-coded."""
+    levels = [r.get("level") for r in rows if r.get("level") is not None]
+    return f"{100 * levels[-1]:g}% CI" if levels else "CI"
+
+
 def reo_table(rows: list[dict], title: str, truth: dict | None = None) -> Table:
     """A compact Rich table of ``reo`` rows (dicts with the REO_SCHEMA columns);
-    ``truth`` maps (ds, arm, attribute) to the true REO when known."""
+    ``truth`` maps (ds, arm, attribute) to the true REO when known. The verdict
+    column comes from the CI against the row's line (1/9 for K = 2, the
+    configured ``reo_threshold`` for K > 2, marked ``*``), never from the point estimate."""
     t = Table(title=title, title_justify="left")
-    for col in ("ds", "arm", "attribute", "REO", "SE", "95% CI", "n_rec / n_rand", "> 1/9"):
-        t.add_column(col, justify="left" if col in ("ds", "arm", "attribute") else "right")
+    for col in (
+        "ds",
+        "arm",
+        "attribute",
+        "REO",
+        "REO bc",
+        ci_header(rows),
+        "parity p",
+        "n_rec / n_rand",
+        "line",
+        "verdict",
+    ):
+        t.add_column(col, justify="left" if col in ("ds", "arm", "attribute", "verdict") else "right")
     if truth is not None:
         t.add_column("true REO", justify="right")
     for r in rows:
+        verdict = r.get("verdict_80pct") or "undefined"
+        line = r.get("reo_threshold")
         cells = [
             str(r["ds"]),
             r["arm"],
             r["attribute"],
             fmt(r["reo"]),
-            fmt(r["se"]),
+            fmt(r.get("reo_bc")),
             f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
+            "nan"
+            if r.get("parity_p_value") is None or r["parity_p_value"] != r["parity_p_value"]
+            else f"{r['parity_p_value']:.2g}",
             f"{r['n_rec']} / {r['n_rand']}",
-            {True: "yes", False: "no"}.get(r["exceeds_80pct_rule"], "-"),
+            (fmt(line, 3) + ("*" if (r.get("K") or 0) > 2 else "")) if line is not None else "-",
+            f"[{VERDICT_STYLE.get(verdict, '')}]{verdict}[/]",
         ]
         if truth is not None:
             cells.append(fmt(truth.get((str(r["ds"]), r["arm"], r["attribute"]))))
         t.add_row(*cells)
-        if r.get("reason"):
-            t.add_row("", "", f"[yellow]{escape(r['reason'])}[/yellow]", *[""] * (len(t.columns) - 3))
+        notes = [r["reason"]] if r.get("reason") else []
+        if r.get("look_ahead"):
+            notes.append("random traffic from after ds (pool_policy = overlap)")
+        if notes:
+            t.add_row("", "", f"[yellow]{escape('; '.join(notes))}[/yellow]", *[""] * (len(t.columns) - 3))
+    if any((r.get("K") or 0) > 2 for r in rows):
+        t.caption = "line: 1/9 is the 80% rule for 2 groups; * = the configured reo_threshold for K > 2"
     return t
 
 
