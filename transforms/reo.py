@@ -237,6 +237,19 @@ def quadratic_form_cdf(t: float, cov_eig: np.ndarray, proj: np.ndarray, s: float
     return float(stats.ncx2.cdf(x, df, delta))
 
 
+#: Draws of the fixed-seed Monte Carlo used for lower-tail probabilities of ‖ΔÛ‖².
+LOWER_TAIL_DRAWS = 20_000
+_NORMALS: dict[int, np.ndarray] = {}
+
+
+def _standard_normals(K: int) -> np.ndarray:
+    """(LOWER_TAIL_DRAWS, K) standard normals from a fixed seed (the same for every call:
+    intervals are deterministic functions of the counts)."""
+    if K not in _NORMALS:
+        _NORMALS[K] = np.random.default_rng(20240101 + K).standard_normal((LOWER_TAIL_DRAWS, K))
+    return _NORMALS[K]
+
+
 def reo_interval_near_zero(dU: np.ndarray, cov: np.ndarray, level: float) -> tuple[float, float]:
     """CI for REO = ‖ΔU‖/√K that stays valid at and near parity (DESIGN §4.1).
 
@@ -248,8 +261,17 @@ def reo_interval_near_zero(dU: np.ndarray, cov: np.ndarray, level: float) -> tup
     upper bound the s with P_s(T ≤ T_obs) = α/2. When T_obs is below the
     median of T under parity the upper bound uses that median (conservative:
     a too-good fit never yields a zero-width interval). Far from 0 it reduces
-    to the delta interval REO ± z·SE. Returns (low, high) in REO units;
-    NaNs when the inputs are not finite. Raises ValueError for level outside (0, 1).
+    to the delta interval REO ± z·SE; for K = 2 it is the exact folded-normal
+    interval.
+
+    Upper-tail probabilities use :func:`quadratic_form_cdf` (accurate there);
+    lower-tail ones, where that approximation fails when one eigenvalue of Σ
+    dominates, use T_s = s² + 2s·A + B over a fixed set of 20,000 normal draws
+    (A = Σ_i w_i √λ_i Z_i, B = Σ_i λ_i Z_i², w = Σ's eigenbasis coordinates of
+    u; the upper bound is then a quantile of the draws' roots), except when Σ
+    has rank 1 (K = 2), where the approximation is exact.
+    Returns (low, high) in REO units; NaNs when the inputs are not finite.
+    Raises ValueError for level outside (0, 1).
     """
     if not 0.0 < level < 1.0:
         raise ValueError(f"confidence level must be in (0, 1), got {level}")
@@ -258,43 +280,54 @@ def reo_interval_near_zero(dU: np.ndarray, cov: np.ndarray, level: float) -> tup
     K = dU.size
     if K < 2 or not (np.isfinite(dU).all() and np.isfinite(cov).all()):
         return float("nan"), float("nan")
+    from scipy.optimize import brentq
+
     lam, vec = np.linalg.eigh((cov + cov.T) / 2)
     lam = np.clip(lam, 0.0, None)
     norm = float(np.linalg.norm(dU))
     u = dU / norm if norm > 0 else vec[:, -1]
-    proj = (vec.T @ u) ** 2
+    w = vec.T @ u
+    proj = w**2
     alpha = 1.0 - level
     T = norm * norm
-
-    def cdf(s: float, t: float = T) -> float:
-        return quadratic_form_cdf(t, lam, proj, s)
-
     scale = float(np.sqrt(lam.max())) if lam.max() > 0 else 1.0
+    rank_one = int(np.sum(lam > 1e-12 * lam.max())) <= 1
 
-    def solve(target: float, t: float) -> float:
-        # cdf(s, t) decreases in s; find s with cdf = target.
+    def upper_tail(s: float) -> float:  # P_s(T >= T_obs)
+        return 1.0 - quadratic_form_cdf(T, lam, proj, s)
+
+    def solve(f, target: float) -> float:
+        # f decreases from f(0) > target as s grows: find f(s) = target
         hi = norm + scale
-        while cdf(hi, t) > target:
+        while f(hi) > target:
             hi = 2 * hi + scale
-        from scipy.optimize import brentq
+        return float(brentq(lambda s: f(s) - target, 0.0, hi, xtol=1e-10 * (hi + 1), rtol=1e-10))
 
-        return float(brentq(lambda s: cdf(s, t) - target, 0.0, hi, xtol=1e-10 * (hi + 1), rtol=1e-10))
-
-    lo = 0.0 if cdf(0.0) <= 1 - alpha / 2 else solve(1 - alpha / 2, T)
+    lo = 0.0 if upper_tail(0.0) >= alpha / 2 else solve(lambda s: -upper_tail(s), -alpha / 2)
     t_up = T
-    if cdf(0.0) < 0.5:  # T_obs below parity's median: use the median (never a zero-width interval)
-        t_up = _quantile_at_zero(lam, proj, 0.5)
-    hi = solve(alpha / 2, t_up)
+    if quadratic_form_cdf(T, lam, proj, 0.0) < 0.5:  # T_obs below parity's median: use the median
+        t_up = _median_at_zero(lam, proj)
+    if rank_one:
+        hi = solve(lambda s: quadratic_form_cdf(t_up, lam, proj, s), alpha / 2)
+    else:
+        # Draw j has T_s <= t_up exactly for s in [l_j, r_j], the roots of s² + 2sA_j + B_j = t_up;
+        # P_s(T <= t_up) = α/2 at the upper bound, i.e. s_hi = the (1 − α/2) quantile of r_j
+        # (a draw with l_j > s_hi is counted as covering: conservative, and rare there).
+        Z = _standard_normals(K)
+        A, B = Z @ (w * np.sqrt(lam)), (Z * Z) @ lam
+        disc = A * A - B + t_up
+        r = np.where(disc >= 0, -A + np.sqrt(np.clip(disc, 0.0, None)), -np.inf)
+        hi = max(float(np.quantile(r, 1.0 - alpha / 2)), 0.0)
     return lo / np.sqrt(K), hi / np.sqrt(K)
 
 
-def _quantile_at_zero(lam: np.ndarray, proj: np.ndarray, q: float) -> float:
+def _median_at_zero(lam: np.ndarray, proj: np.ndarray) -> float:
     from scipy.optimize import brentq
 
     top = float(np.sum(lam)) * 10 + 1e-300
-    while quadratic_form_cdf(top, lam, proj, 0.0) < q:
+    while quadratic_form_cdf(top, lam, proj, 0.0) < 0.5:
         top *= 2
-    return float(brentq(lambda t: quadratic_form_cdf(t, lam, proj, 0.0) - q, 0.0, top))
+    return float(brentq(lambda t: quadratic_form_cdf(t, lam, proj, 0.0) - 0.5, 0.0, top))
 
 
 def reo_bias_corrected(reo: float, cov: np.ndarray) -> float:
@@ -438,6 +471,8 @@ def estimate_reo(
         U_defined = False
 
     if not U_defined:
+        overall = "; ".join(reasons) or "undefined"
+        group_reasons = [r or overall for r in group_reasons]
         return REOEstimate(
             groups,
             Q,
@@ -455,7 +490,7 @@ def estimate_reo(
             int(n_rand),
             ci_method,
             level,
-            "; ".join(reasons) or "undefined",
+            overall,
             tuple(group_reasons),
             threshold=threshold,
             small_group=small,
@@ -517,6 +552,9 @@ def estimate_reo(
             "traffic): intervals may under-cover, verdict inconclusive at best"
         )
     verdict = verdict_80pct(ci_low, ci_high, threshold, small=any(small))
+    for i in range(K):  # a group's NaN always carries a reason: its own, else the REO's
+        if group_reasons[i] is None and not (np.isfinite(se_dU[i]) and np.isfinite(lo_dU[i])):
+            group_reasons[i] = "; ".join(reasons) or "undefined"
     return REOEstimate(
         groups,
         Q,
