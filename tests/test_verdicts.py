@@ -47,7 +47,7 @@ def coat_counts(coat_dir) -> dict[str, tuple]:
         rec, rand = raw.filter(pl.col("traffic") == "default"), raw.filter(pl.col("traffic") == "random")
         groups = sorted(g for g in raw.get_column(attr).unique().to_list() if g is not None)
 
-        def pos(frame):
+        def pos(frame, attr=attr, groups=groups):
             c = frame.filter(pl.col("liked")).group_by(attr).len()
             m = dict(c.iter_rows())
             return np.array([m.get(g, 0) for g in groups])
