@@ -71,6 +71,11 @@ class ImpressionsConfig(_Strict):
     signals: list[str] = Field(min_length=1, description="boolean signal columns; label Y = rule over them")
     label_rule: Literal["any", "all"] = "any"
     attributes: list[str] = Field(min_length=1, description="sensitive attribute columns, one grouping each")
+    intersections: list[list[str]] = Field(
+        default_factory=list,
+        description="intersectional groupings, e.g. [['young_adult', 'region']]: each adds the attribute "
+        "young_adult×region with groups such as 1×north, counted in the same scan",
+    )
     traffic_stages: list[str] = Field(
         default_factory=list, description="extra traffic values allowed besides default and random"
     )
@@ -84,6 +89,20 @@ class ImpressionsConfig(_Strict):
     @classmethod
     def _identifiers(cls, v: list[str]) -> list[str]:
         return _check_identifiers(v)
+
+    @model_validator(mode="after")
+    def _intersections(self) -> ImpressionsConfig:
+        seen = set()
+        for names in self.intersections:
+            if len(names) < 2 or len(set(names)) != len(names):
+                raise ValueError(f"intersections: {names} must name at least two different attributes")
+            unknown = [a for a in names if a not in self.attributes]
+            if unknown:
+                raise ValueError(f"intersections: {unknown} not in attributes {self.attributes}")
+            if tuple(names) in seen:
+                raise ValueError(f"intersections: {names} is listed twice")
+            seen.add(tuple(names))
+        return self
 
     @model_validator(mode="after")
     def _format_fields(self) -> ImpressionsConfig:

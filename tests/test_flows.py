@@ -202,8 +202,10 @@ def test_coat_gender_matches_independent_computation(tmp_path, coat_dir):
     assert row["n_rec"] == n_rec == 6960 and row["n_rand"] == n_rand == 4640
     assert row["reo"] == pytest.approx(reo, rel=1e-12)
     assert row["se"] == pytest.approx(se, rel=1e-12)
-    assert row["ci_high"] == pytest.approx(reo + 1.959963984540054 * se, rel=1e-9)
+    # K = 2: the interval is the folded-normal inversion, within 1e-3 of REO ± z·SE at REO/SE ≈ 3
+    assert row["ci_high"] == pytest.approx(reo + 1.959963984540054 * se, abs=1e-3)
     assert row["reo"] == pytest.approx(0.1245, abs=1e-4)
+    assert row["ci_low"] < 1 / 9 < row["ci_high"] and row["verdict_80pct"] == "inconclusive"
 
 
 def test_cli_backfill_and_errors(sim):

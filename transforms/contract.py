@@ -29,6 +29,8 @@ import datetime as dt
 import polars as pl
 
 ATTR_PREFIX = "attr__"
+#: Joins the attribute names and the values of an intersectional grouping: ``young_adult×region``, ``1×north``.
+INTERSECTION_SEP = "×"
 PROFILE_N = "__n"  # rows a profile row stands for
 PROFILE_ROW = "__first_row"  # first (1-based) file row of a profile row
 BASE_TRAFFIC = ("default", "random")
@@ -298,6 +300,34 @@ def parse_float(s: pl.Series, *, file: str, column: str) -> pl.Series:
         i = _first_bad_row(bad)
         raise InputContractError(f"expected a number, got {s[i - 1]!r}", file=file, column=column, row=i)
     return out
+
+
+def intersection_name(attributes: list[str] | tuple[str, ...]) -> str:
+    """The attribute name of an intersectional grouping: ``young_adult×region`` (DESIGN §2)."""
+    return INTERSECTION_SEP.join(attributes)
+
+
+def add_intersections(staged: pl.DataFrame, intersections: list[list[str]]) -> pl.DataFrame:
+    """Add one grouping column per intersection to staged rows (DESIGN §2 ``intersections``).
+
+    Input: staged rows with ``attr__<a>`` columns (:data:`ATTR_PREFIX`) for
+    every attribute named in ``intersections`` (lists of ≥ 2 attribute names).
+    Adds ``attr__a×b`` whose value is ``<a value>×<b value>`` (e.g. ``1×north``),
+    null when any part is null (counted as the group ``(missing)``), so the
+    count stage counts intersections in the same scan as single attributes.
+    Raises KeyError naming an attribute that is not staged.
+    """
+    cols = []
+    for names in intersections:
+        missing = [a for a in names if ATTR_PREFIX + a not in staged.columns]
+        if missing:
+            raise KeyError(f"intersection {intersection_name(names)}: attribute(s) {missing} are not staged")
+        cols.append(
+            pl.concat_str([pl.col(ATTR_PREFIX + a) for a in names], separator=INTERSECTION_SEP).alias(
+                ATTR_PREFIX + intersection_name(names)
+            )
+        )
+    return staged.with_columns(cols) if cols else staged
 
 
 def _attrs_and_source(raw: pl.DataFrame, attributes: list[str], file: str) -> list[pl.Series]:

@@ -11,6 +11,7 @@ import datetime as dt
 
 import polars as pl
 
+from fairmon.transforms.contract import INTERSECTION_SEP
 from fairmon.transforms.planning import random_traffic_required
 from fairmon.transforms.reo_tables import MISSING_GROUP
 
@@ -42,14 +43,21 @@ def day_check_frame(counts: pl.DataFrame, epsilon: float, delta: float) -> pl.Da
     """Rows of the day's group counts that the ``impressions_day`` suite checks.
 
     Input: group_counts of one day (all attributes). Output: default and
-    random rows without the '(missing)' group, with ``rate`` = n_pos/n and,
+    random rows without the '(missing)' group and without intersectional
+    groupings (``a×b``: their small cells are the estimator's small groups,
+    NaN or inconclusive with a reason, not a defect of the day's data), with
+    ``rate`` = n_pos/n and,
     on random rows, ``rand_sufficiency`` = |D_rand| / required volume of
     seed 001 Thm E.1 for P_k = n_pos/|D_rand| (null on other rows).
     """
     totals = counts.group_by("traffic", "arm", "attribute").agg(pl.col("n").sum().alias("_total"))
     out = (
         counts.join(totals, on=["traffic", "arm", "attribute"])
-        .filter(pl.col("traffic").is_in(["default", "random"]) & (pl.col("group") != MISSING_GROUP))
+        .filter(
+            pl.col("traffic").is_in(["default", "random"])
+            & (pl.col("group") != MISSING_GROUP)
+            & ~pl.col("attribute").str.contains(INTERSECTION_SEP, literal=True)
+        )
         .with_columns((pl.col("n_pos") / pl.col("n")).alias("rate"))
     )
     P = (out.get_column("n_pos") / out.get_column("_total")).to_numpy()

@@ -63,6 +63,7 @@ ds = {ds}
 min_rating = 4
 signals = ["liked"]
 attributes = ["gender", "jackettype", "user_gender"]
+intersections = [["gender", "user_gender"]]   # coat gender × shopper gender: small cells, flagged as such
 random_window_days = 1
 """
 
@@ -81,6 +82,7 @@ def ab_table(rows: list[dict], truth: dict) -> Table:
         "D_REO",
         "CI delta",
         "p",
+        "q",
         "CI paper",
         "CI partition",
         "CI bootstrap",
@@ -106,6 +108,7 @@ def ab_table(rows: list[dict], truth: dict) -> Table:
             fmt(d["diff"]),
             ci("delta"),
             f"{d['p_value']:.2g}",
+            f"{d['q_value']:.2g}" if d.get("q_value") is not None else "-",
             ci("delta_paper"),
             ci("partition"),
             ci("bootstrap"),

@@ -192,7 +192,9 @@ def ab_figure(ab: pl.DataFrame, attribute: str, start: dt.date, end: dt.date) ->
         )
     ax.axhline(0, color="black", lw=0.6)
     ax.set_ylabel("D_REO")
-    ax.set_title(f"D_REO = REO(treatment) − REO(control), '{attribute}' (band: 95% CI, method {method})", loc="left")
+    level = sub.get_column("level").drop_nulls()
+    band = f"{100 * level[-1]:g}% CI" if level.len() else "CI"
+    ax.set_title(f"D_REO = REO(treatment) − REO(control), '{attribute}' (band: {band}, method {method})", loc="left")
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     _date_axis(ax, start, end)
     return _svg(fig)
@@ -311,7 +313,17 @@ this day (pool_policy = overlap)</span> {% endif %}{{ r.reason or '' }}</td></tr
 {% if ab_figs %}<h2>A/B tests: change in REO by treatment</h2>
 <p>Below zero: the treatment is fairer than the control. Intervals use the joint delta method through the
 shared random traffic unless configured otherwise.</p>
-{% for attr, svg in ab_figs %}<figure>{{ svg }}</figure>{% endfor %}{% endif %}
+{% for attr, svg in ab_figs %}<figure>{{ svg }}</figure>{% endfor %}
+{% if ab_latest %}<h3>Latest day ({{ ab_day }}): every A/B test, by q-value</h3>
+<p class="muted">q = Benjamini–Hochberg q-value over the day's tests of the same method (all pairs, attributes
+and metrics). Bold: q &lt; 0.05, a change that survives the multiple comparisons; a small p alone is not.</p>
+<table><tr><th>attribute</th><th>control → treatment</th><th>metric</th><th>method</th><th class="num">difference</th>
+<th>interval</th><th class="num">p</th><th class="num">q</th><th>note</th></tr>
+{% for r in ab_latest %}<tr class="{{ 'bad' if r.q_value is not none and r.q_value == r.q_value and r.q_value < 0.05 else '' }}">
+<td>{{ r.attribute }}</td><td>{{ r.control }} → {{ r.treatment }}</td><td>{{ r.metric }}</td><td>{{ r.method }}</td>
+<td class="num">{{ fmt(r.diff) }}</td><td>[{{ fmt(r.ci_low) }}, {{ fmt(r.ci_high) }}]</td>
+<td class="num">{{ pfmt(r.p_value) }}</td><td class="num">{{ pfmt(r.q_value) }}</td>
+<td class="muted">{{ r.reason or '' }}</td></tr>{% endfor %}</table>{% endif %}{% endif %}
 
 {% if du_figs %}<h2>Relative utility ΔU by group</h2>
 {% for attr, svg in du_figs %}<figure>{{ svg }}</figure>{% endfor %}{% endif %}
@@ -368,6 +380,12 @@ def render_report(d: ReportData, config: str = "", docs: str | None = None) -> s
         for a in attrs
         if not d.reo_ab.is_empty() and a in set(d.reo_ab.get_column("attribute"))
     ]
+    ab_day = d.reo_ab.get_column("ds").max() if not d.reo_ab.is_empty() else None
+    ab_latest = (
+        d.reo_ab.filter(pl.col("ds") == ab_day).sort("q_value", "p_value", nulls_last=True).to_dicts()
+        if ab_day is not None and "q_value" in d.reo_ab.columns
+        else []
+    )
     latest_day = d.reo.get_column("ds").max() if attrs else None
     latest = d.reo.filter(pl.col("ds") == latest_day).sort("attribute", "arm").to_dicts() if attrs else []
     counts = d.reo.get_column("verdict_80pct").value_counts() if attrs else None
@@ -404,6 +422,8 @@ def render_report(d: ReportData, config: str = "", docs: str | None = None) -> s
         latest=latest,
         latest_day=latest_day,
         verdicts=verdicts,
+        ab_latest=ab_latest,
+        ab_day=ab_day,
         ci=ci_label(d.reo) if attrs else "CI",
         docs=docs,
     )

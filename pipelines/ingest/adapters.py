@@ -30,6 +30,7 @@ from fairmon.transforms.contract import (
     PROFILE_ROW,
     InputContractError,
     adapt_impressions,
+    add_intersections,
     normalize_impressions,
     normalize_labels,
     normalize_scores,
@@ -407,7 +408,7 @@ def normalize_unit(cfg: FairmonConfig, unit: IngestUnit, raw: pl.DataFrame) -> p
     Raises :class:`InputContractError` naming file, column and row on bad input.
     """
     imp = cfg.impressions
-    return normalize_impressions(
+    staged = normalize_impressions(
         raw,
         file=str(unit.file),
         signals=imp.signals,
@@ -419,3 +420,4 @@ def normalize_unit(cfg: FairmonConfig, unit: IngestUnit, raw: pl.DataFrame) -> p
         traffic=unit.traffic,
         default_arm=imp.default_arm,
     )
+    return add_intersections(staged, imp.intersections)
