@@ -80,9 +80,10 @@ def test_intersections_are_counted_in_the_same_scan(tmp_path):
         )
         exp.append(g)
     exp = pl.concat(exp).sort("traffic", "group")
-    assert got.select("traffic", "group", "n", "n_pos").to_dicts() == exp.select(
-        "traffic", "group", pl.col("n").cast(pl.Int64), pl.col("n_pos").cast(pl.Int64)
-    ).to_dicts()
+    assert (
+        got.select("traffic", "group", "n", "n_pos").to_dicts()
+        == exp.select("traffic", "group", pl.col("n").cast(pl.Int64), pl.col("n_pos").cast(pl.Int64)).to_dicts()
+    )
     assert set(got.get_column("group")) >= {"1×north", "0×east"}
     # the day gate checks the single attributes only; the estimator reports the crossed groups
     gate = day_check_frame(counts, 0.1, 0.05)
@@ -91,6 +92,9 @@ def test_intersections_are_counted_in_the_same_scan(tmp_path):
     row = reo.filter(pl.col("attribute") == "young_adult×region").to_dicts()[0]
     assert row["K"] == 6
     small = group.filter((pl.col("attribute") == "young_adult×region") & pl.col("small_group"))
-    assert small.height == group.filter(
-        (pl.col("attribute") == "young_adult×region") & ((pl.col("n_pos_rec") < 30) | (pl.col("n_pos_rand") < 30))
-    ).height
+    assert (
+        small.height
+        == group.filter(
+            (pl.col("attribute") == "young_adult×region") & ((pl.col("n_pos_rec") < 30) | (pl.col("n_pos_rand") < 30))
+        ).height
+    )

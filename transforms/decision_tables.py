@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 
 from fairmon.transforms.contract import ATTR_PREFIX
+from fairmon.transforms.multiplicity import bh_q_values
 from fairmon.transforms.sdt import compare_log_cost_ratio, sdt_estimate
 from fairmon.transforms.tables import polars_schema
 from fairmon.transforms.threshold import group_difference, prevalence_at_threshold
@@ -33,7 +34,9 @@ def threshold_tables(
     min_rows: int = 10,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Prevalence at the threshold per model threshold × attribute × group
-    (plus group "*" = everyone), and every pair of groups' difference.
+    (plus group "*" = everyone), and every pair of groups' difference with
+    its Benjamini–Hochberg ``q_value`` over the day's pairs and a ``reason``
+    when it is NaN.
 
     ``rows``: model, score (float), outcome (bool, known), attr__<a> columns
     for the window's days. ``thresholds``: (model, t, d). Rows with a null
@@ -84,6 +87,12 @@ def threshold_tables(
                 )
             for ga, gb in itertools.combinations(groups, 2):
                 diff, se, lo, hi, p = group_difference(est[ga], est[gb], level)
+                why = None
+                if not np.isfinite(p):
+                    why = (
+                        "; ".join(f"{g}: {est[g].reason}" for g in (ga, gb) if est[g].reason)
+                        or "difference undefined (zero SE)"
+                    )
                 diffs.append(
                     {
                         "ds": ds,
@@ -98,8 +107,12 @@ def threshold_tables(
                         "ci_low": lo,
                         "ci_high": hi,
                         "p_value": p,
+                        "reason": why,
                     }
                 )
+    q = bh_q_values([r["p_value"] for r in diffs])  # one family: the day's group pairs
+    for r, qv in zip(diffs, q):
+        r["q_value"] = float(qv)
     return pl.DataFrame(prev, schema=PREVALENCE_SCHEMA), pl.DataFrame(diffs, schema=PREVALENCE_DIFF_SCHEMA)
 
 
@@ -115,7 +128,8 @@ def sdt_table(
     """SDT per attribute × group for the pool of labelers (labeler_id "*") and
     per labeler, with ``p_vs_pool``: the two-sided p-value of the labeler's log
     cost ratio against the pool of the *other* labelers (leave-one-out, so the
-    two estimates are independent).
+    two estimates are independent), and its Benjamini–Hochberg ``q_value``
+    over the day's labeler tests (DESIGN §4.3, §4.1 "every family of p-values").
 
     ``confusion``: attribute, group, labeler_id ("*" = all), tp, fn, fp, tn
     against gold labels. Source: seed 002 §5.3, eq. 12.
@@ -168,4 +182,7 @@ def sdt_table(
                 "reason": e.reason,
             }
         )
+    q = bh_q_values([r["p_vs_pool"] for r in rows])  # one family: the day's labeler-vs-pool tests
+    for r, qv in zip(rows, q):
+        r["q_value"] = float(qv)
     return pl.DataFrame(rows, schema=SDT_SCHEMA)

@@ -196,7 +196,7 @@ def run_demo(out: Path, console: Console) -> None:
         console.print(
             sdt_view(
                 label_results[0]["sdt"],
-                "Labelers over 7 days (p vs pool: red = cost ratio differs from the other labelers)",
+                "Labelers over 7 days (q: Benjamini–Hochberg; red = q < 0.05, differs from the other labelers)",
             )
         )
         console.print("true cost ratios: " + ", ".join(f"{lab}/{g} {c:.2f}" for (lab, g), c in sorted(truth_l.items())))

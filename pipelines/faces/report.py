@@ -334,12 +334,14 @@ c = (1 − τ)/τ (Lum et al., seed 002, eq. 6 and eq. 12). Different thresholds
 different trade-offs between false positives and false negatives. Latest published day.</p>
 {% if model_fig %}<h3>Model decisions: prevalence at the threshold</h3><figure>{{ model_fig }}</figure>{% endif %}
 {% if labeler_fig %}<h3>Human labelers (signal detection)</h3><figure>{{ labeler_fig }}</figure>
-<h3>Labelers whose cost ratio for a group differs from the other labelers (p &lt; 0.05)</h3>
+<h3>Labelers whose cost ratio for a group differs from the other labelers (q &lt; 0.05)</h3>
+<p class="muted">q = Benjamini–Hochberg q-value over the day's labeler × group tests.</p>
 {% if outliers %}<table><tr><th>attribute</th><th>group</th><th>labeler</th><th class="num">cost ratio</th>
-<th>95% CI</th><th class="num">pool cost ratio</th><th class="num">p</th></tr>
+<th>{{ sdt_ci }}</th><th class="num">pool cost ratio</th><th class="num">p</th><th class="num">q</th></tr>
 {% for r in outliers %}<tr><td>{{ r.attribute }}</td><td>{{ r.group }}</td><td>{{ r.labeler_id }}</td>
 <td class="num">{{ fmt(r.cost_ratio) }}</td><td>[{{ fmt(r.cost_ratio_ci_low) }}, {{ fmt(r.cost_ratio_ci_high) }}]</td>
-<td class="num">{{ fmt(r.pool) }}</td><td class="num bad">{{ '%.2g' % r.p_vs_pool }}</td></tr>{% endfor %}</table>
+<td class="num">{{ fmt(r.pool) }}</td><td class="num">{{ pfmt(r.p_vs_pool) }}</td>
+<td class="num bad">{{ pfmt(r.q_value) }}</td></tr>{% endfor %}</table>
 {% else %}<p class="ok">None.</p>{% endif %}{% endif %}{% endif %}
 
 <h2>Excluded days</h2>
@@ -399,9 +401,9 @@ def render_report(d: ReportData, config: str = "", docs: str | None = None) -> s
         last = d.sdt.filter(pl.col("ds") == d.sdt.get_column("ds").max())
         pool = last.filter(pl.col("labeler_id") == "*").select("attribute", "group", pl.col("cost_ratio").alias("pool"))
         outliers = (
-            last.filter((pl.col("labeler_id") != "*") & (pl.col("p_vs_pool") < 0.05))
+            last.filter((pl.col("labeler_id") != "*") & (pl.col("q_value") < 0.05))
             .join(pool, on=["attribute", "group"], how="left")
-            .sort("p_vs_pool")
+            .sort("q_value")
             .to_dicts()
         )
     env = Environment(autoescape=True)
@@ -423,6 +425,9 @@ def render_report(d: ReportData, config: str = "", docs: str | None = None) -> s
         latest_day=latest_day,
         verdicts=verdicts,
         ab_latest=ab_latest,
+        sdt_ci=f"{100 * float(d.sdt.get_column('level').max()):g}% CI"
+        if not d.sdt.is_empty() and "level" in d.sdt.columns
+        else "CI",
         ab_day=ab_day,
         ci=ci_label(d.reo) if attrs else "CI",
         docs=docs,

@@ -127,12 +127,13 @@ def sdt_view(rows: list[dict], title: str) -> Table:
         "d'",
         "implied thr.",
         "cost ratio",
-        "95% CI",
+        ci_header(rows),
         "p vs pool",
+        "q",
     ):
         t.add_column(col, justify="left" if col in ("attribute", "group", "labeler") else "right")
     for r in rows:
-        p = r["p_vs_pool"]
+        p, q = r["p_vs_pool"], r.get("q_value")
         t.add_row(
             r["attribute"],
             r["group"],
@@ -145,7 +146,8 @@ def sdt_view(rows: list[dict], title: str) -> Table:
             fmt(r["implied_threshold"], 3),
             fmt(r["cost_ratio"], 3),
             f"[{fmt(r['cost_ratio_ci_low'], 3)}, {fmt(r['cost_ratio_ci_high'], 3)}]",
-            "-" if p is None or p != p else (f"[red]{p:.2g}[/red]" if p < 0.05 else f"{p:.2g}"),
+            "-" if p is None or p != p else f"{p:.2g}",
+            "-" if q is None or q != q else (f"[red]{q:.2g}[/red]" if q < 0.05 else f"{q:.2g}"),
         )
     return t
 
