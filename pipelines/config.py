@@ -15,7 +15,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -163,8 +163,13 @@ class ScoresConfig(_LogInput):
     path: str = Field(description="contract: file per day, template with {ds}; compas: the COMPAS CSV")
     thresholds: list[ThresholdSpec] = Field(min_length=1)
     propublica_filter: bool = Field(default=True, description="compas: keep the usual ProPublica rows only")
-    hc: Literal["HC0", "HC1"] = "HC1"
-    min_rows: int = Field(default=10, ge=3, description="rows within d of t needed per group")
+    hc: Literal["HC0", "HC1", "HC3"] = Field(default="HC1", description="robust SE of β0 (HC3: small windows)")
+    min_window_rows: int = Field(
+        default=100,
+        ge=3,
+        validation_alias=AliasChoices("min_window_rows", "min_rows"),
+        description="rows within d of t needed per group; fewer give NaN with a reason (DESIGN §4.2)",
+    )
 
     @model_validator(mode="after")
     def _template(self) -> ScoresConfig:

@@ -207,7 +207,7 @@ def estimate_threshold(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFram
             sc.attributes,
             level=cfg.estimation.confidence_level,
             hc=sc.hc,
-            min_rows=sc.min_rows,
+            min_rows=sc.min_window_rows,
         )
     log.info(
         "estimators %s: %d scored rows in, threshold_prevalence=%d, diffs=%d, %.3fs",

@@ -42,7 +42,7 @@ def test_tricube_weights():
     )
 
 
-@pytest.mark.parametrize("hc", ["HC0", "HC1"])
+@pytest.mark.parametrize("hc", ["HC0", "HC1", "HC3"])
 def test_tricube_wls_matches_statsmodels(hc):
     rng = np.random.default_rng(0)
     s = rng.uniform(0, 10, 3000)
@@ -68,23 +68,49 @@ def test_tricube_wls_matches_statsmodels(hc):
 def test_linear_truth_is_recovered_exactly_without_noise():
     s = np.linspace(0, 1, 201)
     y = 0.1 + 0.6 * s  # E[Y|s] linear, no noise
-    e = prevalence_at_threshold(s, y, 0.4, 0.25)
+    e = prevalence_at_threshold(s, y, 0.4, 0.25, min_rows=10)
     assert e.prevalence_at_threshold == pytest.approx(0.1 + 0.6 * 0.4, abs=1e-12)
     assert e.slope == pytest.approx(0.6, abs=1e-12)
     assert e.se == pytest.approx(0.0, abs=1e-12)
     # the naive window mean is biased where E[Y|s] is curved; local linear is not (eq. 9 vs 10)
     yq = 0.1 + 0.6 * s**2
-    q = prevalence_at_threshold(s, yq, 0.8, 0.2)
+    q = prevalence_at_threshold(s, yq, 0.8, 0.2, min_rows=10)
     assert abs(q.prevalence_at_threshold - (0.1 + 0.6 * 0.64)) < abs(q.naive_window_mean - (0.1 + 0.6 * 0.64))
 
 
 def test_prevalence_undefined_cases():
     e = prevalence_at_threshold(np.array([1.0, 2, 3]), np.array([0.0, 1, 0]), 2, 5)
-    assert np.isnan(e.prevalence_at_threshold) and "minimum" in e.reason
-    e = prevalence_at_threshold(np.full(50, 2.0), np.ones(50) * 0.5, 2, 1)
+    assert np.isnan(e.prevalence_at_threshold) and "min_window_rows = 100" in e.reason
+    e = prevalence_at_threshold(np.full(50, 2.0), np.ones(50) * 0.5, 2, 1, min_rows=10)
     assert np.isnan(e.se) and "singular" in e.reason
     with pytest.raises(ValueError):
         prevalence_at_threshold(np.ones(3), np.ones(3), 1, 0)
+
+
+def test_all_equal_window_gets_a_wilson_interval_not_zero_width():
+    s = np.linspace(-1, 1, 400)
+    e = prevalence_at_threshold(s, np.ones(400), 0.0, 0.5)
+    assert e.prevalence_at_threshold == pytest.approx(1.0) and e.se == pytest.approx(0.0, abs=1e-12)
+    w = tricube(s[np.abs(s) < 0.5] / 0.5)
+    n_eff = w.sum() ** 2 / (w**2).sum()
+    z = stats.norm.ppf(0.975)
+    assert e.ci_high == 1.0 and e.ci_low == pytest.approx(n_eff / (n_eff + z * z), rel=1e-9)  # Wilson at p = 1
+    assert 0 < e.ci_low < 1 and "Wilson" in e.reason
+
+
+def test_ci_stays_inside_0_1_and_bandwidth_flag_fires_on_a_biased_fit():
+    rng = np.random.default_rng(2)
+    s = rng.uniform(-3, 3, 20_000)
+    p = 1 / (1 + np.exp(-(-3.0 + 2.5 * s)))  # strongly curved near t = 0
+    y = (rng.random(s.size) < p).astype(float)
+    wide = prevalence_at_threshold(s, y, 0.0, 3.0)
+    assert 0 <= wide.ci_low <= wide.ci_high <= 1
+    assert wide.bandwidth_flag and "bandwidth" in wide.reason  # d = 3 is far too wide for this curvature
+    assert abs(wide.prevalence_half_d - 1 / (1 + np.exp(3))) < abs(wide.prevalence_at_threshold - 1 / (1 + np.exp(3)))
+    narrow = prevalence_at_threshold(s, y, 0.0, 0.3)
+    assert narrow.bandwidth_flag is False
+    tiny = prevalence_at_threshold(s[:200], (s[:200] > 5).astype(float), 0.0, 3.0)  # all outcomes 0
+    assert tiny.ci_low == 0.0 and tiny.ci_high > 0
 
 
 def test_group_difference():

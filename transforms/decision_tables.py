@@ -31,7 +31,7 @@ def threshold_tables(
     *,
     level: float = 0.95,
     hc: str = "HC1",
-    min_rows: int = 10,
+    min_rows: int = 100,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Prevalence at the threshold per model threshold × attribute × group
     (plus group "*" = everyone), and every pair of groups' difference with
@@ -83,6 +83,8 @@ def threshold_tables(
                         "slope": e.slope,
                         "hc": hc,
                         "reason": e.reason,
+                        "prevalence_half_d": e.prevalence_half_d,
+                        "bandwidth_flag": e.bandwidth_flag,
                     }
                 )
             for ga, gb in itertools.combinations(groups, 2):

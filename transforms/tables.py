@@ -285,6 +285,13 @@ TABLES: dict[str, Table] = {
                 _c("slope", F, "probability per score unit", "β1, the local slope of the outcome rate at t."),
                 _c("hc", S, "-", "Which HC variance estimator gave `se`."),
                 _REASON,
+                _c("prevalence_half_d", F, "probability", "β0 refitted at bandwidth d/2 (bandwidth diagnostic)."),
+                _c(
+                    "bandwidth_flag",
+                    B,
+                    "-",
+                    "β0 at d and d/2 differ by more than the SE of their difference: the fit may be biased.",
+                ),
             ),
             "threshold_prevalence",
         ),
