@@ -168,6 +168,39 @@ def test_simulated_labelers_are_recovered_with_nominal_coverage():
             assert 0.92 <= v / reps <= 0.98, (dp, t, phi, k, v / reps)
 
 
+def test_near_zero_rates_use_exact_bounds_and_cover():
+    """FNR = 0.001 with 20 gold positives covered 0.000 with the delta method (issue 14)."""
+    rng = np.random.default_rng(11)
+    for fnr, n_pos in ((0.001, 20), (0.01, 200), (0.001, 2000)):
+        fpr, phi = 0.05, 0.2
+        n_neg = int(n_pos * (1 - phi) / phi)
+        c = sdt_from_rates(fpr, fnr, phi)[3]
+        hits = []
+        for _ in range(300):
+            fn, fp = rng.binomial(n_pos, fnr), rng.binomial(n_neg, fpr)
+            e = sdt_estimate(n_pos - fn, fn, fp, n_neg - fp)
+            hits.append(e.cost_ratio_ci_low <= c <= e.cost_ratio_ci_high)
+            if min(fn, n_pos - fn) < 5:
+                assert np.isnan(e.se_log_cost_ratio) and "exact" in e.reason
+        assert np.mean(hits) >= 0.93, (fnr, n_pos, np.mean(hits))
+
+
+def test_exact_cost_ratio_interval_is_the_range_over_the_box():
+    from fairmon.transforms.sdt import exact_cost_ratio_interval
+
+    fp, n_neg, fn, n_pos, level = 3, 400, 1, 60, 0.95
+    lo, hi = exact_cost_ratio_interval(fp, n_neg, fn, n_pos, level)
+    a = (1 - level) / 3
+    box = [
+        stats.binomtest(k, n).proportion_ci(1 - a, method="exact")
+        for k, n in ((fp, n_neg), (fn, n_pos), (n_pos, n_neg + n_pos))
+    ]
+    grid = [np.linspace(b.low, b.high, 41) for b in box]
+    F, M, P = np.meshgrid(*grid, indexing="ij")
+    c = (1 - P) / P * np.exp(-(stats.norm.ppf(1 - F) ** 2) / 2 + stats.norm.ppf(M) ** 2 / 2)
+    assert lo == pytest.approx(c.min(), rel=1e-9) and hi == pytest.approx(c.max(), rel=1e-9)
+
+
 def test_compare_log_cost_ratio():
     a, b = sdt_estimate(400, 100, 300, 3000), sdt_estimate(400, 100, 300, 3000)
     z, p = compare_log_cost_ratio(a, b)

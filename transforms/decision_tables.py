@@ -155,6 +155,12 @@ def sdt_table(
             rest = np.subtract(pools[(a, g)], (tp, fn, fp, tn))
             other = sdt_estimate(*map(int, rest), level=level, min_pos=min_pos, min_neg=min_neg)
             p_pool = compare_log_cost_ratio(e, other)[1]
+        reason = e.reason
+        if lab != ALL and not np.isfinite(p_pool) and np.isfinite(e.cost_ratio):
+            why = "p_vs_pool undefined: " + (
+                other.reason if (a, g) in pools and other.reason else "no pool of the other labelers"
+            )
+            reason = "; ".join(r for r in (reason, why) if r)
         lo, hi = e.implied_threshold_ci
         rows.append(
             {
@@ -181,7 +187,7 @@ def sdt_table(
                 "cost_ratio_ci_high": e.cost_ratio_ci_high,
                 "corrected": e.corrected,
                 "p_vs_pool": p_pool,
-                "reason": e.reason,
+                "reason": reason,
             }
         )
     q = bh_q_values([r["p_vs_pool"] for r in rows])  # one family: the day's labeler-vs-pool tests

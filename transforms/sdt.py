@@ -72,16 +72,65 @@ def rates_from_sdt(t: float, d_prime: float) -> tuple[float, float]:
     return float(stats.norm.sf(t)), float(stats.norm.cdf(t - d_prime))
 
 
+def _exact(k: int, n: int, level: float) -> tuple[float, float]:
+    ci = stats.binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def _square_range(a: float, b: float) -> tuple[float, float]:
+    """min and max of x² for x in [a, b] (a ≤ b, infinities allowed)."""
+    lo = 0.0 if a <= 0 <= b else min(a * a, b * b)
+    return lo, max(a * a, b * b)
+
+
+def exact_cost_ratio_interval(fp: int, n_neg: int, fn: int, n_pos: int, level: float) -> tuple[float, float]:
+    """Cost-ratio interval from exact binomial bounds, valid near rates of 0 or 1 (DESIGN §4.3).
+
+    Clopper–Pearson intervals for FPR (fp of n_neg), FNR (fn of n_pos) and the
+    prevalence φ (n_pos of n_pos + n_neg), each at level 1 − α/3 so that all
+    three hold at once with probability ≥ ``level`` (Bonferroni), carried
+    through log c = log((1 − φ)/φ) + (z² − t²)/2 with t = Φ⁻¹(1 − FPR),
+    z = Φ⁻¹(FNR) (seed 002 eq. 12): its range over that box, since the terms
+    are separable and each is monotone in |z|, |t| and φ. Returns (low, high)
+    of c; 0 or inf where a rate's bound reaches 0 or 1. Conservative by design.
+    """
+    a = (1 - level) / 3
+    f_lo, f_hi = _exact(fp, n_neg, 1 - a)
+    m_lo, m_hi = _exact(fn, n_pos, 1 - a)
+    p_lo, p_hi = _exact(n_pos, n_pos + n_neg, 1 - a)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t2 = _square_range(float(stats.norm.ppf(1 - f_hi)), float(stats.norm.ppf(1 - f_lo)))
+        z2 = _square_range(float(stats.norm.ppf(m_lo)), float(stats.norm.ppf(m_hi)))
+        odds_lo = np.log((1 - p_hi) / p_hi) if p_hi > 0 else np.inf
+        odds_hi = np.log((1 - p_lo) / p_lo) if p_lo > 0 else np.inf
+        lc_lo = odds_lo + z2[0] / 2 - t2[1] / 2
+        lc_hi = odds_hi + z2[1] / 2 - t2[0] / 2
+        return float(np.exp(lc_lo)), float(np.exp(lc_hi))
+
+
 def sdt_estimate(
-    tp: int, fn: int, fp: int, tn: int, *, level: float = 0.95, min_pos: int = 10, min_neg: int = 10
+    tp: int,
+    fn: int,
+    fp: int,
+    tn: int,
+    *,
+    level: float = 0.95,
+    min_pos: int = 10,
+    min_neg: int = 10,
+    near_errors: int = 5,
 ) -> SDTEstimate:
     """SDT estimate with delta-method CIs from one confusion table against gold labels.
 
     Inputs: counts of (label, gold) = (1,1) tp, (0,1) fn, (1,0) fp, (0,0) tn.
     Fewer than ``min_pos`` gold positives or ``min_neg`` gold negatives give
     NaN with a reason. A rate of exactly 0 or 1 applies the log-linear
-    correction to all four cells and sets ``corrected``. Source: seed 002
-    §5.3 (eq. 12); delta method as in this module's docstring.
+    correction to all four cells and sets ``corrected``. Near 0 or 1 — fewer
+    than ``near_errors`` in any of the cells fp, tn, fn, tp — the delta method
+    fails (FNR = 0.001 with ~20 gold positives covered 0.000), so the
+    cost-ratio interval comes from exact binomial bounds
+    (:func:`exact_cost_ratio_interval`) and ``se_log_cost_ratio`` is NaN (no
+    delta-method comparison), with a reason. Source: seed 002 §5.3 (eq. 12);
+    delta method as in this module's docstring.
     """
     n_pos, n_neg = tp + fn, fp + tn
     nan = float("nan")
@@ -117,6 +166,16 @@ def sdt_estimate(
     var_logit_phi = 1 / ((n_pos + n_neg) * phi * (1 - phi))
     se_log_c = float(np.sqrt(t * t * var_t + zf * zf * var_z + var_logit_phi))
     zq = stats.norm.ppf(0.5 + level / 2)
+    c_lo, c_hi = float(c * np.exp(-zq * se_log_c)), float(c * np.exp(zq * se_log_c))
+    notes = ["log-linear correction applied (a rate was 0 or 1)"] if corrected else []
+    fewest = min(fp, tn, fn, tp)
+    if fewest < near_errors:
+        c_lo, c_hi = exact_cost_ratio_interval(fp, n_neg, fn, n_pos, level)
+        se_log_c = float("nan")
+        notes.append(
+            f"a rate is near 0 or 1 ({fewest} < {near_errors} in a cell): cost-ratio interval from exact "
+            "Clopper–Pearson bounds (each at 1 − α/3), no delta-method test"
+        )
     return SDTEstimate(
         n_pos,
         n_neg,
@@ -130,10 +189,10 @@ def sdt_estimate(
         tau,
         c,
         se_log_c,
-        float(c * np.exp(-zq * se_log_c)),
-        float(c * np.exp(zq * se_log_c)),
+        c_lo,
+        c_hi,
         corrected,
-        "log-linear correction applied (a rate was 0 or 1)" if corrected else None,
+        "; ".join(notes) or None,
     )
 
 
