@@ -80,6 +80,12 @@ class ImpressionsConfig(_Strict):
         default_factory=list, description="extra traffic values allowed besides default and random"
     )
     random_window_days: int = Field(default=7, ge=1, le=366)
+    pool_policy: Literal["contained", "overlap"] = Field(
+        default="contained",
+        description="tiktok pools (random files with a declared range, no per-row dates): contained = only "
+        "pools whose range lies inside the day's window; overlap = every pool overlapping it (backfilling a "
+        "published data set; the reo rows then say look_ahead when a pool ends after the day)",
+    )
     default_arm: str = "all"
     # coat only
     ds: dt.date | None = Field(default=None, description="coat: the day assigned to the whole set")

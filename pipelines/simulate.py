@@ -55,6 +55,10 @@ signals = [{signals}]
 label_rule = "any"
 attributes = ["{TIKTOK_ATTRIBUTE}"]
 random_window_days = {random_window_days}
+# The simulated random traffic comes in pools of several days, like the published TikTok data:
+# "overlap" lets every day use the pools overlapping its window (reo.look_ahead says when a pool
+# ends after the day); "contained" would leave most days without random traffic.
+pool_policy = "overlap"
 
 [estimation]
 confidence_level = 0.95

@@ -97,6 +97,18 @@ def reo_figure(reo: pl.DataFrame, attribute: str, excluded: list[dt.date], start
             capsize=2,
             alpha=0.7,
         )
+    if "look_ahead" in sub.columns and sub.get_column("look_ahead").fill_null(False).any():
+        ahead = sub.filter(pl.col("look_ahead").fill_null(False))
+        ax.scatter(
+            ahead.get_column("ds").to_list(),
+            ahead.get_column("reo").to_numpy(),
+            s=60,
+            facecolors="none",
+            edgecolors="#a15c07",
+            lw=1,
+            label="uses random traffic from after the day",
+            zorder=3,
+        )
     line_at, line_label = verdict_line(sub)
     ax.axhline(line_at, color="crimson", ls="--", lw=1)
     ax.annotate(

@@ -182,10 +182,33 @@ def units_for_day(cfg: FairmonConfig, ds: dt.date) -> list[IngestUnit]:
         return units
     # tiktok
     units = [IngestUnit(f, ds, ds, "nonrandom", traffic="default") for f in day_files]
-    for path, a, b in _tiktok_pools(cfg):
-        if a <= ds and b >= w0:
-            units.append(IngestUnit(path, a, b, "random", traffic="random"))
+    for path, a, b in pools_for_day(cfg, ds)[0]:
+        units.append(IngestUnit(path, a, b, "random", traffic="random"))
     return units
+
+
+def pools_for_day(
+    cfg: FairmonConfig, ds: dt.date
+) -> tuple[list[tuple[Path, dt.date, dt.date]], list[tuple[Path, dt.date, dt.date]]]:
+    """(admitted, refused) pooled random files for day ``ds`` under ``pool_policy`` (DESIGN §2).
+
+    A pool covers its declared range [a, b]. The day's window is
+    [ds − random_window_days + 1, ds]. ``contained`` admits a pool only when
+    [a, b] lies inside the window (no random row can come from after ds);
+    ``overlap`` admits every pool overlapping the window. ``refused`` lists
+    the overlapping pools the policy left out (for the day's message).
+    """
+    imp = cfg.impressions
+    w0 = window_start(ds, imp.random_window_days)
+    admitted, refused = [], []
+    for path, a, b in _tiktok_pools(cfg):
+        if not (a <= ds and b >= w0):
+            continue
+        if imp.pool_policy == "overlap" or (a >= w0 and b <= ds):
+            admitted.append((path, a, b))
+        else:
+            refused.append((path, a, b))
+    return admitted, refused
 
 
 def read_table(path: Path) -> pl.DataFrame:

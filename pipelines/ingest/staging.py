@@ -31,6 +31,7 @@ from fairmon.pipelines.ingest.adapters import (
     log_units_for_day,
     normalize_log_unit,
     normalize_unit,
+    pools_for_day,
     prefetch_profiles,
     read_log_unit,
     read_unit,
@@ -354,6 +355,18 @@ def units_for(cfg: FairmonConfig, source: str, ds: dt.date) -> list[IngestUnit]:
         units = units_for_day(cfg, ds)
         if not any(u.scope != "random" for u in units):
             run_logger().warning("%s: no default-traffic file matches %s", ds, cfg.resolve(cfg.impressions.path))
+        if cfg.impressions.format == "tiktok" and not any(u.scope == "random" for u in units):
+            refused = pools_for_day(cfg, ds)[1]
+            run_logger().warning(
+                "%s: no random-traffic pool lies inside the %d-day window (pool_policy = contained)%s",
+                ds,
+                cfg.impressions.random_window_days,
+                "; overlapping but not contained: "
+                + ", ".join(f"{p.name} ({a}..{b})" for p, a, b in refused)
+                + " — set pool_policy = 'overlap' (look-ahead) or widen random_window_days"
+                if refused
+                else "",
+            )
         return units
     return log_units_for_day(cfg, source, ds)
 
