@@ -64,6 +64,18 @@ def test_error_shrinks_like_one_over_sqrt_n():
         assert 0.85 <= rmse[n] / se[n] <= 1.2
 
 
+def test_section_4_1_regimes_scale_p_as_the_paper():
+    for regime, scale in (("dense", 1), ("sparse", 0.1), ("very_sparse", 0.01)):
+        spec = regime_spec(regime, days=1)
+        Q, P = spec.true_QP("all")
+        p = np.array([0.01, 0.05]) * scale
+        assert P == pytest.approx(p, rel=1e-12) and Q == pytest.approx([10 * p[0], 5 * p[1]], rel=1e-12)
+        # complements P(Y = 0, S = k) = (0.25, 0.75)(1 - p1 - p2)
+        neg = np.asarray(spec.rand_share) * (1 - np.asarray(spec.rand_rate))
+        assert neg == pytest.approx([0.25 * (1 - p.sum()), 0.75 * (1 - p.sum())], rel=1e-12)
+        assert spec.random_rows_per_day == spec.rows_per_day
+
+
 def test_section_4_1_regimes_converge_to_one_third():
     # Same truth (REO = 1/3); less random traffic -> larger error, never a biased centre.
     errors = {}

@@ -12,10 +12,11 @@ Hence the truth: Q_k = π^a_k q_k, P_k = ρ_k p_k, U_k = Q_k/P_k (seed 001 eq. 4
 ΔU and REO from U (eqs. 3, 7, 19). When Y = 1 the six TikTok signals are a
 uniformly drawn non-empty subset, so "Y = any signal" reproduces Y exactly.
 
-The three sparse regimes follow seed 001 §4.1: P = (0.01, 0.05) and
-Q = (10·P_1, 5·P_2), so U ∝ (10, 5) and REO = 1/3, with the random traffic at
-100 %, 10 % and 1 % of the default traffic's volume (our reading of the
-regimes: the same truth measured with less and less random traffic).
+The three regimes follow seed 001 §4.1: on random traffic the joint shares
+p_k = P(Y = 1, S = k) are (0.01, 0.05), (0.001, 0.005) or (0.0001, 0.0005);
+on default traffic q = (10·p_1, 5·p_2), so U ∝ (10, 5) and REO = 1/3 in every
+regime; the complements are P(Y = 0, S = k) = (0.25, 0.75)·(1 − p_1 − p_2),
+and likewise for q. Both traffics have the same volume n per day.
 """
 
 from __future__ import annotations
@@ -31,20 +32,32 @@ from fairmon.transforms.reo import relative_utilities, reo_of_utilities
 TIKTOK_SIGNALS = ("like_video", "share", "follow", "finish", "download", "long_view")
 TIKTOK_ATTRIBUTE = "young_adult"
 
-#: Seed 001 §4.1 regimes: (share of each group, positive rate) for default and
-#: random traffic giving P = (0.01, 0.05), Q = (0.10, 0.25), and the random
-#: traffic volume as a fraction of the default traffic per day.
+#: Seed 001 §4.1 regimes: the joint shares p = P(Y = 1, S = k) on random traffic.
 REGIMES: dict[str, dict] = {
-    "dense": {"random_fraction": 1.0},
-    "sparse": {"random_fraction": 0.1},
-    "very_sparse": {"random_fraction": 0.01},
+    "dense": {"p": (0.01, 0.05)},
+    "sparse": {"p": (0.001, 0.005)},
+    "very_sparse": {"p": (0.0001, 0.0005)},
 }
-REGIME_RATES = {
-    "rec_share": (0.5, 0.5),
-    "rec_rate": (0.2, 0.5),
-    "rand_share": (0.5, 0.5),
-    "rand_rate": (0.02, 0.10),
-}
+
+
+def regime_rates(p: tuple[float, float]) -> dict[str, tuple[float, float]]:
+    """Group shares and positive rates of seed 001 §4.1 for random-traffic joint shares ``p``.
+
+    q = (10 p_1, 5 p_2) on default traffic; complements P(Y = 0, S = k) =
+    (0.25, 0.75)·(1 − Σp) (and likewise for q). Returns the SimulationSpec
+    fields rec_share, rec_rate, rand_share, rand_rate (shapes (2,)); the joint
+    shares are share × rate. Raises ValueError when q does not fit in [0, 1].
+    """
+    q = (10 * p[0], 5 * p[1])
+    if sum(q) >= 1:
+        raise ValueError(f"q = {q} does not leave room for its complements")
+    out = {}
+    for name, pos in (("rec", q), ("rand", p)):
+        rest = 1 - sum(pos)
+        share = (pos[0] + 0.25 * rest, pos[1] + 0.75 * rest)
+        out[f"{name}_share"] = share
+        out[f"{name}_rate"] = (pos[0] / share[0], pos[1] / share[1])
+    return out
 
 
 @dataclass(frozen=True)
@@ -116,8 +129,9 @@ def regime_spec(regime: str, **overrides) -> SimulationSpec:
     if regime not in REGIMES:
         raise ValueError(f"unknown regime {regime!r}; expected one of {sorted(REGIMES)}")
     rows = overrides.pop("rows_per_day", 50_000)
-    frac = REGIMES[regime]["random_fraction"]
-    return SimulationSpec(rows_per_day=rows, random_rows_per_day=max(1, int(rows * frac)), **REGIME_RATES, **overrides)
+    return SimulationSpec(
+        rows_per_day=rows, random_rows_per_day=rows, **regime_rates(REGIMES[regime]["p"]), **overrides
+    )
 
 
 def truth_tables(spec: SimulationSpec) -> tuple[pl.DataFrame, pl.DataFrame]:

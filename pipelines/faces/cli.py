@@ -465,8 +465,9 @@ def simulate(
     regime: Annotated[
         str | None,
         typer.Option(
-            help="Seed 001 §4.1 regime (dense, sparse, very_sparse): P=(0.01,0.05), U∝(10,5), REO=1/3; "
-            "overrides shares, rates and the random volume."
+            help="Seed 001 §4.1 regime (dense, sparse, very_sparse): P=(0.01,0.05) scaled by 1, 1/10, 1/100, "
+            "Q=(10·P1, 5·P2), so U∝(10,5) and REO=1/3; random volume = default volume. "
+            "Overrides shares, rates and the random volume."
         ),
     ] = None,
     pool_days: Annotated[int, typer.Option(min=1, help="Days per pooled random-traffic file.")] = 7,
