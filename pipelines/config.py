@@ -15,7 +15,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -163,19 +163,38 @@ class _LogInput(_Strict):
 
 
 class ScoresConfig(_LogInput):
-    """Model score logs (DESIGN §2 scores) and prevalence at the threshold (§4.2)."""
+    """Model score logs (DESIGN §2 scores) and prevalence at the threshold (§4.2; seed 002 eqs. 6, 8-11)."""
 
     format: Literal["contract", "compas"] = "contract"
     path: str = Field(description="contract: file per day, template with {ds}; compas: the COMPAS CSV")
     thresholds: list[ThresholdSpec] = Field(min_length=1)
     propublica_filter: bool = Field(default=True, description="compas: keep the usual ProPublica rows only")
-    hc: Literal["HC0", "HC1", "HC3"] = Field(default="HC1", description="robust SE of β0 (HC3: small windows)")
+    hc: Literal["HC0", "HC1", "HC3"] = Field(
+        default="HC1",
+        description="heteroskedasticity-robust variance of the local fit, as statsmodels' WLS cov_type "
+        "(HC3 is the safer choice in small windows)",
+    )
     min_window_rows: int = Field(
         default=100,
-        ge=3,
-        validation_alias=AliasChoices("min_window_rows", "min_rows"),
-        description="rows within d of t needed per group; fewer give NaN with a reason (DESIGN §4.2)",
+        ge=1,
+        description="windows (rows with |s - t| < d, per group) with fewer rows get a Wilson interval on the "
+        "effective n instead of the normal one; below 10 rows the estimate is NaN with a reason",
     )
+    ci: Literal["robust", "conventional"] = Field(
+        default="robust",
+        description="robust: interval around the bias-corrected (local quadratic) fit, holding its level "
+        "where the local linear fit is biased; conventional: around the local linear fit (narrower)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: object) -> object:
+        if isinstance(data, dict) and "min_rows" in data:
+            raise ValueError(
+                "min_rows was replaced by min_window_rows (default 100): smaller windows now get a "
+                "small-sample interval instead of NaN; below 10 rows the estimate is NaN"
+            )
+        return data
 
     @model_validator(mode="after")
     def _template(self) -> ScoresConfig:
@@ -187,11 +206,17 @@ class ScoresConfig(_LogInput):
 
 
 class LabelsConfig(_LogInput):
-    """Human labeling logs (DESIGN §2 labels) and signal-detection metrics (§4.3)."""
+    """Human labeling logs (DESIGN §2 labels) and signal-detection metrics (§4.3; seed 002 §5.3)."""
 
     path: str = Field(description="file per day, template with {ds}")
     min_pos: int = Field(default=10, ge=1, description="gold positives needed per cell")
     min_neg: int = Field(default=10, ge=1, description="gold negatives needed per cell")
+    min_errors: int = Field(
+        default=5,
+        ge=0,
+        description="a confusion cell (tp, fn, fp, tn) with fewer counts switches the intervals from the "
+        "delta method to exact Clopper-Pearson bounds carried through",
+    )
 
     @model_validator(mode="after")
     def _template(self) -> LabelsConfig:

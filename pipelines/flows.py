@@ -207,7 +207,8 @@ def estimate_threshold(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFram
             sc.attributes,
             level=cfg.estimation.confidence_level,
             hc=sc.hc,
-            min_rows=sc.min_window_rows,
+            min_window_rows=sc.min_window_rows,
+            ci=sc.ci,
         )
     log.info(
         "estimators %s: %d scored rows in, threshold_prevalence=%d, diffs=%d, %.3fs",
@@ -254,6 +255,7 @@ def estimate_sdt(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
             level=cfg.estimation.confidence_level,
             min_pos=lc.min_pos,
             min_neg=lc.min_neg,
+            min_errors=lc.min_errors,
         )
     log.info(
         "estimators %s: %d confusion rows in, sdt=%d, %.3fs", ds, conf.height, out.height, time.perf_counter() - t0

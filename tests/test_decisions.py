@@ -42,7 +42,7 @@ def test_tricube_weights():
     )
 
 
-@pytest.mark.parametrize("hc", ["HC0", "HC1", "HC3"])
+@pytest.mark.parametrize("hc", ["HC0", "HC1"])
 def test_tricube_wls_matches_statsmodels(hc):
     rng = np.random.default_rng(0)
     s = rng.uniform(0, 10, 3000)
@@ -68,49 +68,23 @@ def test_tricube_wls_matches_statsmodels(hc):
 def test_linear_truth_is_recovered_exactly_without_noise():
     s = np.linspace(0, 1, 201)
     y = 0.1 + 0.6 * s  # E[Y|s] linear, no noise
-    e = prevalence_at_threshold(s, y, 0.4, 0.25, min_rows=10)
+    e = prevalence_at_threshold(s, y, 0.4, 0.25)
     assert e.prevalence_at_threshold == pytest.approx(0.1 + 0.6 * 0.4, abs=1e-12)
     assert e.slope == pytest.approx(0.6, abs=1e-12)
     assert e.se == pytest.approx(0.0, abs=1e-12)
     # the naive window mean is biased where E[Y|s] is curved; local linear is not (eq. 9 vs 10)
     yq = 0.1 + 0.6 * s**2
-    q = prevalence_at_threshold(s, yq, 0.8, 0.2, min_rows=10)
+    q = prevalence_at_threshold(s, yq, 0.8, 0.2)
     assert abs(q.prevalence_at_threshold - (0.1 + 0.6 * 0.64)) < abs(q.naive_window_mean - (0.1 + 0.6 * 0.64))
 
 
 def test_prevalence_undefined_cases():
     e = prevalence_at_threshold(np.array([1.0, 2, 3]), np.array([0.0, 1, 0]), 2, 5)
-    assert np.isnan(e.prevalence_at_threshold) and "min_window_rows = 100" in e.reason
-    e = prevalence_at_threshold(np.full(50, 2.0), np.ones(50) * 0.5, 2, 1, min_rows=10)
+    assert np.isnan(e.prevalence_at_threshold) and "minimum" in e.reason
+    e = prevalence_at_threshold(np.full(50, 2.0), np.ones(50) * 0.5, 2, 1)
     assert np.isnan(e.se) and "singular" in e.reason
     with pytest.raises(ValueError):
         prevalence_at_threshold(np.ones(3), np.ones(3), 1, 0)
-
-
-def test_all_equal_window_gets_a_wilson_interval_not_zero_width():
-    s = np.linspace(-1, 1, 400)
-    e = prevalence_at_threshold(s, np.ones(400), 0.0, 0.5)
-    assert e.prevalence_at_threshold == pytest.approx(1.0) and e.se == pytest.approx(0.0, abs=1e-12)
-    w = tricube(s[np.abs(s) < 0.5] / 0.5)
-    n_eff = w.sum() ** 2 / (w**2).sum()
-    z = stats.norm.ppf(0.975)
-    assert e.ci_high == 1.0 and e.ci_low == pytest.approx(n_eff / (n_eff + z * z), rel=1e-9)  # Wilson at p = 1
-    assert 0 < e.ci_low < 1 and "Wilson" in e.reason
-
-
-def test_ci_stays_inside_0_1_and_bandwidth_flag_fires_on_a_biased_fit():
-    rng = np.random.default_rng(2)
-    s = rng.uniform(-3, 3, 20_000)
-    p = 1 / (1 + np.exp(-(-3.0 + 2.5 * s)))  # strongly curved near t = 0
-    y = (rng.random(s.size) < p).astype(float)
-    wide = prevalence_at_threshold(s, y, 0.0, 3.0)
-    assert 0 <= wide.ci_low <= wide.ci_high <= 1
-    assert wide.bandwidth_flag and "bandwidth" in wide.reason  # d = 3 is far too wide for this curvature
-    assert abs(wide.prevalence_half_d - 1 / (1 + np.exp(3))) < abs(wide.prevalence_at_threshold - 1 / (1 + np.exp(3)))
-    narrow = prevalence_at_threshold(s, y, 0.0, 0.3)
-    assert narrow.bandwidth_flag is False
-    tiny = prevalence_at_threshold(s[:200], (s[:200] > 5).astype(float), 0.0, 3.0)  # all outcomes 0
-    assert tiny.ci_low == 0.0 and tiny.ci_high > 0
 
 
 def test_group_difference():
@@ -166,39 +140,6 @@ def test_simulated_labelers_are_recovered_with_nominal_coverage():
             hits["c"] += e.cost_ratio_ci_low <= c <= e.cost_ratio_ci_high
         for k, v in hits.items():
             assert 0.92 <= v / reps <= 0.98, (dp, t, phi, k, v / reps)
-
-
-def test_near_zero_rates_use_exact_bounds_and_cover():
-    """FNR = 0.001 with 20 gold positives covered 0.000 with the delta method (issue 14)."""
-    rng = np.random.default_rng(11)
-    for fnr, n_pos in ((0.001, 20), (0.01, 200), (0.001, 2000)):
-        fpr, phi = 0.05, 0.2
-        n_neg = int(n_pos * (1 - phi) / phi)
-        c = sdt_from_rates(fpr, fnr, phi)[3]
-        hits = []
-        for _ in range(300):
-            fn, fp = rng.binomial(n_pos, fnr), rng.binomial(n_neg, fpr)
-            e = sdt_estimate(n_pos - fn, fn, fp, n_neg - fp)
-            hits.append(e.cost_ratio_ci_low <= c <= e.cost_ratio_ci_high)
-            if min(fn, n_pos - fn) < 5:
-                assert np.isnan(e.se_log_cost_ratio) and "exact" in e.reason
-        assert np.mean(hits) >= 0.93, (fnr, n_pos, np.mean(hits))
-
-
-def test_exact_cost_ratio_interval_is_the_range_over_the_box():
-    from fairmon.transforms.sdt import exact_cost_ratio_interval
-
-    fp, n_neg, fn, n_pos, level = 3, 400, 1, 60, 0.95
-    lo, hi = exact_cost_ratio_interval(fp, n_neg, fn, n_pos, level)
-    a = (1 - level) / 3
-    box = [
-        stats.binomtest(k, n).proportion_ci(1 - a, method="exact")
-        for k, n in ((fp, n_neg), (fn, n_pos), (n_pos, n_neg + n_pos))
-    ]
-    grid = [np.linspace(b.low, b.high, 41) for b in box]
-    F, M, P = np.meshgrid(*grid, indexing="ij")
-    c = (1 - P) / P * np.exp(-(stats.norm.ppf(1 - F) ** 2) / 2 + stats.norm.ppf(M) ** 2 / 2)
-    assert lo == pytest.approx(c.min(), rel=1e-9) and hi == pytest.approx(c.max(), rel=1e-9)
 
 
 def test_compare_log_cost_ratio():

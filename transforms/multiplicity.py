@@ -26,5 +26,6 @@ def bh_q_values(p_values) -> np.ndarray:
     if ok.any():
         if ((p[ok] < 0) | (p[ok] > 1)).any():
             raise ValueError("p-values must lie in [0, 1]")
-        q[ok] = stats.false_discovery_control(p[ok], method="bh")
+        # max with p only guards against a rounding ulp: BH q-values are never below their p-values
+        q[ok] = np.maximum(stats.false_discovery_control(p[ok], method="bh"), p[ok])
     return q

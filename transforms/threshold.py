@@ -1,16 +1,60 @@
-"""Prevalence at the threshold for model decisions (seed 002 §4-5.1, eqs. 6, 8-11).
+"""Prevalence at the threshold for model decisions (seed 002 §4-5.1, eqs. 6, 8-11; DESIGN §4.2).
 
 A model that acts on score s at threshold t, where the outcome rate at the
 threshold is β0 = E[Y | s = t], behaves as if it weighed false positives
 against false negatives with the implied cost ratio c = (1 − β0)/β0 (eq. 6):
-the implied threshold on the probability scale is 1/(1 + c) = β0. Comparing
-β0 between groups compares the trade-offs applied to them.
+the implied threshold on the probability scale is 1/(1 + c) = β0 (eqs. 4, 8).
+Comparing β0 between groups compares the trade-offs applied to them.
 
 β0 is estimated by local linear regression at t (eqs. 10-11): weighted least
 squares of Y on (s − t) over the window |s − t| < d with tricube weights
 w = (1 − (|s − t|/d)³)³; the intercept estimates E[Y | s = t]. Its standard
-error is heteroskedasticity-robust (HC0/HC1, as statsmodels computes them for
-WLS). The naive estimate (eq. 9) is the plain mean of Y in the window.
+error is heteroskedasticity-robust (HC0, HC1 or HC3, as statsmodels'
+``WLS(...).fit(cov_type=hc)`` computes them). The naive estimate (eq. 9) is
+the plain mean of Y in the window.
+
+Intervals (DESIGN §4.2: inside [0, 1], never of zero width). Each estimate
+below is linear in the outcomes, β0 = Σ lᵢ yᵢ (l its equivalent-kernel
+weights, Σ l = 1), and gets one of two intervals:
+
+* ``hc_normal``: β0 ± z·SE with the HC SE, clipped to [0, 1]; used when the
+  window has at least ``min_window_rows`` rows, the SE is positive and the
+  fit has at least :data:`MIN_EFFECTIVE_EVENTS` effective events and
+  non-events (n_eff·min(β0, 1 − β0)).
+* ``wilson_neff``: otherwise (small windows, windows whose outcomes are all
+  equal, β0 at 0 or 1, rare events). For 0/1 outcomes whose rate is near β0
+  across the window, Var(β0) = β0(1 − β0)·Σ lᵢ², so β0 is treated as a
+  proportion observed on n_eff = 1/Σ lᵢ² trials — the Kish effective sample
+  size of the weights l, which is (Σw)²/Σw² for a plain local mean — and gets
+  the Wilson score interval: inside [0, 1] and of positive width at β0 = 0 or 1.
+
+``ci = "conventional"`` reports that interval around the local linear fit
+(the paper's estimator). ``ci = "robust"`` reports robust bias-corrected
+inference (Calonico, Cattaneo and Titiunik 2014, Econometrica 82(6), with
+the pilot bandwidth equal to d, in which case the bias-corrected local
+linear estimate is the local quadratic one at d and its robust variance is
+that fit's): the same kind of interval around the local quadratic fit at the
+same d and kernel, widened where needed to contain the local linear point
+estimate, which stays the reported value. The local linear fit's leading
+bias is proportional to the curvature of E[Y | s] times d², and it does not
+shrink as the window fills, so with many rows in the window the conventional
+interval misses the truth more often than its level says
+(``bench/coverage_decisions.py``: 20,000 rows within d = 0.5 of t on a
+logistic curve cover 0.91, within d = 1 about 0.5); the robust interval
+keeps coverage near the level at about 1.4 times the width.
+
+Windows with fewer than :data:`MIN_FIT_ROWS` rows, or a single distinct
+score, give NaN with a reason.
+
+Bandwidth diagnostic (DESIGN §4.2): β0 is also estimated at d/2
+(``prevalence_half_d``). The local linear bias grows like d², so a
+half-bandwidth estimate that moves by more than the noise says d is too wide
+for the point estimate. The flag fires when |β0(d) − β0(d/2)| exceeds the
+larger of the two estimates' SEs, each being the SE behind its own
+conventional interval (the HC SE for ``hc_normal``, the 95 % Wilson
+half-width / 1.96 for ``wilson_neff``). The larger is the d/2 one in
+practice; with no bias the difference's own SD is about 0.75 of it, so the
+flag also fires by chance in roughly one window in ten (measured in the bench).
 """
 
 from __future__ import annotations
@@ -18,14 +62,76 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 HC_TYPES = ("HC0", "HC1", "HC3")
+CI_TYPES = ("robust", "conventional")
+#: Fewest rows within d of t for any estimate (a line through fewer points is noise).
+MIN_FIT_ROWS = 10
+#: Fewest effective events (and non-events), n_eff·min(β0, 1 − β0), for the normal interval.
+MIN_EFFECTIVE_EVENTS = 5.0
+
+
+@dataclass(frozen=True)
+class LocalFit:
+    """A tricube-weighted local polynomial fit at t (seed 002 eq. 10 for degree 1).
+
+    ``beta`` (degree + 1,): intercept β0, slope β1, …; ``cov`` (degree + 1,
+    degree + 1): the HC covariance; ``weights0`` (n,): the intercept's
+    equivalent-kernel weights l (β0 = l·y, Σ l = 1); ``n``: rows with w > 0.
+    """
+
+    beta: np.ndarray
+    cov: np.ndarray
+    weights0: np.ndarray
+    n: int
+
+    @property
+    def n_eff(self) -> float:
+        """Kish effective sample size of the intercept, 1/Σ lᵢ² (rows)."""
+        return float(1.0 / np.sum(self.weights0**2))
+
+
+@dataclass(frozen=True)
+class IntervalPart:
+    """One estimate behind an interval: ``method`` (``hc_normal`` or
+    ``wilson_neff``), the ``estimate`` clipped to [0, 1] (probability), its HC
+    ``se`` and effective rows ``n_eff``."""
+
+    method: str
+    estimate: float
+    se: float
+    n_eff: float
+
+    def at(self, level: float) -> tuple[float, float]:
+        """(low, high) at confidence ``level``, inside [0, 1]."""
+        if self.method == "hc_normal":
+            z = float(stats.norm.ppf(0.5 + level / 2))
+            return float(max(0.0, self.estimate - z * self.se)), float(min(1.0, self.estimate + z * self.se))
+        return wilson_interval(self.estimate, self.n_eff, level)
+
+    @property
+    def interval_se(self) -> float:
+        """The SE behind the interval: the HC SE, or the 95 % Wilson half-width / z."""
+        if self.method == "hc_normal":
+            return self.se
+        lo, hi = wilson_interval(self.estimate, self.n_eff, 0.95)
+        return float((hi - lo) / (2 * stats.norm.ppf(0.975)))
 
 
 @dataclass(frozen=True)
 class ThresholdPrevalence:
-    """Prevalence at the threshold for one model × group (NaN + reason when undefined)."""
+    """Prevalence at the threshold for one model × group (seed 002 eqs. 6, 8-11).
+
+    Probabilities: ``prevalence_at_threshold`` (the local linear β0 clipped to
+    [0, 1]), ``se`` (its HC SE), ``ci_*``, ``naive_window_mean``,
+    ``prevalence_half_d``, ``se_half_d``; the cost ratio and its bounds are
+    ratios; ``slope`` is probability per score unit; ``n_eff`` rows. NaN values
+    come with a ``reason``, which also names a small-sample interval, clipping
+    and a bandwidth flag. ``parts`` holds the fit the interval is built around
+    (the local linear one for ``conventional``, the local quadratic one for
+    ``robust``); the interval is its interval widened to contain the point.
+    """
 
     n_window: int
     prevalence_at_threshold: float
@@ -38,64 +144,130 @@ class ThresholdPrevalence:
     naive_window_mean: float
     slope: float
     reason: str | None = None
+    ci_method: str | None = None
+    n_eff: float = float("nan")
     prevalence_half_d: float = float("nan")
-    bandwidth_flag: bool | None = None
+    se_half_d: float = float("nan")
+    bandwidth_flag: bool = False
+    raw_intercept: float = float("nan")
+    parts: tuple[IntervalPart, ...] = ()
+
+    def interval(self, level: float) -> tuple[float, float]:
+        """The interval at another confidence ``level`` by the same method: the
+        hull of the parts' intervals and the point estimate; (NaN, NaN) when undefined."""
+        if not self.parts:
+            return float("nan"), float("nan")
+        return _hull(self.parts, self.prevalence_at_threshold, level)
 
 
 def tricube(u: np.ndarray) -> np.ndarray:
-    """w = (1 − |u|³)³ for |u| < 1, else 0 (seed 002 eq. 11). u = (s − t)/d."""
+    """w = (1 − |u|³)³ for |u| < 1, else 0 (seed 002 eq. 11). u = (s − t)/d, any shape."""
     u = np.abs(np.asarray(u, dtype=float))
     return np.where(u < 1, (1 - u**3) ** 3, 0.0)
 
 
-def local_linear_at(x: np.ndarray, y: np.ndarray, w: np.ndarray, hc: str = "HC1") -> tuple[np.ndarray, np.ndarray]:
-    """WLS of y on [1, x] with weights w; returns (β (2,), robust covariance (2, 2)).
+def local_linear_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, hc: str = "HC1", degree: int = 1) -> LocalFit:
+    """WLS of y on [1, x, …, x^degree] with weights w (seed 002 eq. 10 for
+    degree 1) and its heteroskedasticity-robust covariance.
 
-    Robust covariance on the whitened design X* = √w X, e* = √w e:
-    (X*ᵀX*)⁻¹ X*ᵀ diag(e*²) X* (X*ᵀX*)⁻¹, times n/(n − 2) for HC1 (n = rows
-    with w > 0), or with e*² divided by (1 − h_ii)² for HC3 (h_ii the leverage
-    of the whitened design; better in small windows), as statsmodels'
-    WLS(...).fit(cov_type=hc). Raises ValueError on an unknown hc or a
-    singular design.
+    x = s − t (score units), y outcomes (0/1 or any real), w ≥ 0 weights, all
+    shape (n,); rows with w = 0 are dropped. With the whitened design
+    X* = √w X, residuals e* = √w e and k = degree + 1 columns the covariance
+    is (X*ᵀX*)⁻¹ X*ᵀ diag(ωᵢ e*ᵢ²) X* (X*ᵀX*)⁻¹ with ωᵢ = 1 (HC0), n/(n − k)
+    (HC1) or 1/(1 − hᵢ)² (HC3, hᵢ the leverage of row i in X*), as statsmodels'
+    ``WLS(...).fit(cov_type=hc)``. HC3 with a row of leverage 1, or HC1 with
+    n = k, gives a NaN covariance. Raises ValueError on an unknown ``hc``,
+    degree < 0, or a singular design (fewer than degree + 1 distinct x).
     """
     if hc not in HC_TYPES:
         raise ValueError(f"hc must be one of {HC_TYPES}, got {hc!r}")
+    if degree < 0:
+        raise ValueError(f"degree must be >= 0, got {degree}")
+    x, y, w = (np.asarray(a, dtype=float) for a in (x, y, w))
     keep = w > 0
     x, y, w = x[keep], y[keep], w[keep]
-    X = np.column_stack([np.ones_like(x), x])
+    k = degree + 1
+    X = np.vander(x, k, increasing=True)
     sw = np.sqrt(w)
     Xs, ys = X * sw[:, None], y * sw
     XtX = Xs.T @ Xs
-    if np.linalg.matrix_rank(XtX) < 2:
-        raise ValueError("singular design: the window needs at least two distinct scores")
+    if x.size < k or np.unique(x).size < k or np.linalg.matrix_rank(XtX) < k:
+        raise ValueError(f"singular design: the window needs at least {k} distinct scores")
     inv = np.linalg.inv(XtX)
-    beta = inv @ Xs.T @ ys
+    proj = inv @ Xs.T  # (k, n): β = proj @ y*
+    beta = proj @ ys
     e = ys - Xs @ beta
-    if hc == "HC3":
-        h = np.einsum("ij,jk,ik->i", Xs, inv, Xs)
-        e = e / np.clip(1.0 - h, 1e-12, None)
-    meat = (Xs * (e**2)[:, None]).T @ Xs
-    cov = inv @ meat @ inv
+    omega = e**2
     if hc == "HC1":
-        cov = cov * x.size / (x.size - 2)
-    return beta, cov
+        omega = omega * x.size / (x.size - k) if x.size > k else np.full_like(omega, np.nan)
+    elif hc == "HC3":
+        h = np.einsum("ij,ji->i", Xs, proj)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            omega = np.where(h < 1 - 1e-10, omega / (1 - h) ** 2, np.nan)
+    cov = (proj * omega) @ proj.T
+    return LocalFit(beta, cov, proj[0] * sw, int(x.size))
 
 
-def wilson_interval(p: float, n: float, level: float) -> tuple[float, float]:
-    """Wilson score interval for a proportion p on n (possibly effective, non-integer)
-    trials: inside [0, 1] and of positive width even at p = 0 or 1 (Wilson 1927)."""
+def local_linear_at(x: np.ndarray, y: np.ndarray, w: np.ndarray, hc: str = "HC1") -> tuple[np.ndarray, np.ndarray]:
+    """(β (2,), robust covariance (2, 2)) of the local linear :func:`local_linear_fit`
+    (seed 002 eq. 10). Raises ValueError on an unknown hc or a singular design."""
+    fit = local_linear_fit(x, y, w, hc)
+    return fit.beta, fit.cov
+
+
+def wilson_interval(p: float, n: float, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a proportion ``p`` ∈ [0, 1] observed on ``n`` > 0
+    (possibly fractional, effective) trials at confidence ``level``: inside
+    [0, 1] and of positive width for every p (DESIGN §4.2: small and
+    all-equal windows). Raises ValueError when p is outside [0, 1] or n ≤ 0."""
+    if not (0 <= p <= 1 and n > 0):
+        raise ValueError(f"need 0 <= p <= 1 and n > 0, got p={p}, n={n}")
     z = float(stats.norm.ppf(0.5 + level / 2))
-    den = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / den
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    z2n = z * z / n
+    centre = (p + z2n / 2) / (1 + z2n)
+    half = z / (1 + z2n) * np.sqrt(p * (1 - p) / n + z2n / (4 * n))
     return float(max(0.0, centre - half)), float(min(1.0, centre + half))
 
 
-def _fit(s: np.ndarray, y: np.ndarray, t: float, d: float, hc: str):
+def _part(fit: LocalFit, min_window_rows: int, constant: float | None = None) -> tuple[IntervalPart, str | None]:
+    """The interval part of a fit and, for ``wilson_neff``, why the normal interval was not used.
+    ``constant``: the common value when all outcomes in the window are equal (the fit is then
+    exactly that value; its HC SE is 0 up to rounding)."""
+    b0 = float(np.clip(fit.beta[0], 0.0, 1.0)) if constant is None else float(np.clip(constant, 0.0, 1.0))
+    se = float(np.sqrt(fit.cov[0, 0])) if constant is None else 0.0
+    n_eff = fit.n_eff
+    events = n_eff * min(b0, 1 - b0)
+    if constant is not None:
+        why = f"all outcomes in the window are {constant:g}"
+    elif fit.n < min_window_rows:
+        why = f"{fit.n} rows within d (< min_window_rows = {min_window_rows})"
+    elif not (np.isfinite(se) and se > 0):
+        why = "no finite positive HC SE"
+    elif events < MIN_EFFECTIVE_EVENTS:
+        why = f"{events:.1f} effective events (< {MIN_EFFECTIVE_EVENTS:g})"
+    else:
+        return IntervalPart("hc_normal", b0, se, n_eff), None
+    return IntervalPart("wilson_neff", b0, se, n_eff), why
+
+
+def _hull(parts: tuple[IntervalPart, ...], point: float, level: float) -> tuple[float, float]:
+    bounds = [p.at(level) for p in parts]
+    return min(point, *(b[0] for b in bounds)), max(point, *(b[1] for b in bounds))
+
+
+def _fit_window(
+    s: np.ndarray, y: np.ndarray, t: float, d: float, hc: str, degree: int = 1
+) -> tuple[int, LocalFit | str]:
+    """Rows within d of t and their fit, or the reason there is none."""
     u = (s - t) / d
     inside = np.abs(u) < 1
-    beta, cov = local_linear_at(s[inside] - t, y[inside], tricube(u[inside]), hc)
-    return beta, cov, tricube(u[inside])
+    n = int(inside.sum())
+    if n < MIN_FIT_ROWS:
+        return n, f"{n} rows within d = {d:g} of t (fewer than {MIN_FIT_ROWS}, the minimum for any estimate)"
+    try:
+        return n, local_linear_fit(s[inside] - t, y[inside], tricube(u[inside]), hc, degree)
+    except ValueError as e:
+        return n, str(e)
 
 
 def prevalence_at_threshold(
@@ -106,25 +278,32 @@ def prevalence_at_threshold(
     *,
     level: float = 0.95,
     hc: str = "HC1",
-    min_rows: int = 100,
+    min_window_rows: int = 100,
+    ci: str = "conventional",
 ) -> ThresholdPrevalence:
-    """β0 = E[Y | s = t] by tricube-weighted local linear regression (seed 002 eqs. 8-11).
+    """β0 = E[Y | s = t] by tricube-weighted local linear regression (seed 002
+    eqs. 8-11), with an interval inside [0, 1] and a bandwidth diagnostic (DESIGN §4.2).
 
-    Inputs: scores and 0/1 outcomes of one model and group, shapes (n,), any
-    score scale; threshold t and half-width d > 0 in score units. Returns the
-    estimate, robust SE (``hc``: HC0, HC1 or HC3), a normal CI kept inside
-    [0, 1], the implied cost ratio c = (1 − β0)/β0 (eq. 6) with the CI mapped
-    through that monotone function, the naive window mean (eq. 9), the local
-    slope, and the bandwidth diagnostic (DESIGN §4.2): β0 refitted at d/2
-    (``prevalence_half_d``) and ``bandwidth_flag`` when the two differ by
-    more than the SE of their difference (√|se(d/2)² − se(d)²|, the nested
-    estimators' variance difference), a sign that the local line is biased
-    at this bandwidth. A window whose outcomes are all equal has a zero
-    robust SE: its CI is the Wilson interval on the tricube-effective sample
-    size (Kish, (Σw)²/Σw²), never zero-width. Fewer than ``min_rows``
-    (config ``min_window_rows``) rows in the window, a single distinct score,
-    or β0 outside (0, 1) give NaN with a reason. Raises ValueError when
-    d <= 0 or shapes differ.
+    Inputs: scores (any scale) and outcomes (0/1, or rates in [0, 1]) of one
+    model and group, shapes (n,); threshold t and half-width d > 0 in score
+    units; ``level`` the confidence level; ``hc`` one of :data:`HC_TYPES`;
+    windows with fewer than ``min_window_rows`` rows get the ``wilson_neff``
+    interval; ``ci`` ``"conventional"`` (around the paper's fit, the default
+    here) or ``"robust"`` (bias-corrected, the pipeline's default) — see the
+    module docstring.
+
+    Returns the local linear β0 clipped to [0, 1] (the reason says when
+    clipping happened), the HC standard error of the fitted intercept, the
+    interval, ``ci_method`` (``hc_normal`` or ``wilson_neff``, prefixed
+    ``robust_`` when built around the local quadratic fit),
+    the implied cost ratio c = (1 − β0)/β0 (eq. 6; NaN when β0 is 0 or 1) with
+    the interval carried through that decreasing map (upper bound inf when the
+    lower prevalence bound is 0), the naive window mean (eq. 9), the slope,
+    the d/2 estimate and the bandwidth flag. Fewer than :data:`MIN_FIT_ROWS`
+    rows in the window or a single distinct score give NaN with a reason.
+
+    Raises ValueError when d ≤ 0, shapes differ, ``hc`` or ``ci`` is unknown,
+    or ``min_window_rows`` < 1.
     """
     s = np.asarray(score, dtype=float)
     y = np.asarray(outcome, dtype=float)
@@ -132,85 +311,176 @@ def prevalence_at_threshold(
         raise ValueError("score and outcome must have the same shape")
     if not d > 0:
         raise ValueError(f"bandwidth d must be > 0, got {d}")
-    inside = np.abs((s - t) / d) < 1
-    n = int(inside.sum())
+    if hc not in HC_TYPES:
+        raise ValueError(f"hc must be one of {HC_TYPES}, got {hc!r}")
+    if ci not in CI_TYPES:
+        raise ValueError(f"ci must be one of {CI_TYPES}, got {ci!r}")
+    if min_window_rows < 1:
+        raise ValueError(f"min_window_rows must be >= 1, got {min_window_rows}")
     nan = float("nan")
-    naive = float(y[inside].mean()) if n else nan
-
-    def undefined(reason: str) -> ThresholdPrevalence:
+    n, fit = _fit_window(s, y, t, d, hc)
+    naive = float(y[np.abs(s - t) < d].mean()) if n else nan
+    if isinstance(fit, str):
+        reason = fit if n else f"{fit}; no naive window mean"
         return ThresholdPrevalence(n, nan, nan, nan, nan, nan, nan, nan, naive, nan, reason)
 
-    if n < min_rows:
-        return undefined(f"{n} rows within d of t (min_window_rows = {min_rows}): too few for the local fit")
-    try:
-        beta, cov, w = _fit(s, y, t, d, hc)
-    except ValueError as e:
-        return undefined(str(e))
-    b0, se = float(beta[0]), float(np.sqrt(cov[0, 0]))
-    z = stats.norm.ppf(0.5 + level / 2)
-    notes = []
-    if se == 0 or np.unique(y[inside]).size == 1:
-        n_eff = float(w.sum() ** 2 / np.sum(w * w))
-        lo, hi = wilson_interval(float(np.clip(b0, 0, 1)), n_eff, level)
-        notes.append(f"all outcomes in the window are equal: Wilson interval on effective n = {n_eff:.0f}")
+    reasons: list[str] = []
+    window_y = y[np.abs(s - t) < d]
+    constant = float(window_y[0]) if np.ptp(window_y) == 0 else None
+    raw = float(fit.beta[0])
+    b0 = float(np.clip(raw if constant is None else constant, 0.0, 1.0))
+    if constant is None and b0 != raw:
+        reasons.append(f"local linear intercept {raw:.3g} clipped to {b0:g}")
+    se = float(np.sqrt(fit.cov[0, 0])) if constant is None else 0.0
+    if not np.isfinite(se):
+        reasons.append(f"{hc} standard error undefined (a row has leverage 1)")
+    main, why = _part(fit, min_window_rows, constant)
+    parts = (main,)
+    if why:
+        reasons.append(f"{why}: Wilson interval on the effective n = {fit.n_eff:.1f}")
+    if ci == "robust":
+        _, quad = _fit_window(s, y, t, d, hc, degree=2)
+        if isinstance(quad, str):
+            reasons.append(f"no bias-corrected (local quadratic) fit: {quad}; conventional interval")
+        else:
+            part, why_q = _part(quad, min_window_rows, constant)
+            parts = (part,)
+            if why_q and not why:
+                reasons.append(f"bias-corrected fit: {why_q}: Wilson interval on its effective n = {quad.n_eff:.1f}")
+    method = ("robust_" if parts[0] is not main else "") + parts[0].method
+    lo, hi = _hull(parts, b0, level)
+
+    if 0 < b0 < 1:
+        c = (1 - b0) / b0
     else:
-        lo, hi = float(max(0.0, b0 - z * se)), float(min(1.0, b0 + z * se))
-    half, flag = nan, None
-    try:
-        if int((np.abs((s - t) / (d / 2)) < 1).sum()) >= 3:
-            beta_h, cov_h, _ = _fit(s, y, t, d / 2, hc)
-            half = float(beta_h[0])
-            se_diff = float(np.sqrt(abs(cov_h[0, 0] - cov[0, 0])))
-            flag = bool(se_diff > 0 and abs(half - b0) > se_diff)
-            if flag:
-                notes.append(
-                    f"bandwidth: β0 at d/2 = {half:.3g} differs from {b0:.3g} by more than its SE "
-                    f"({se_diff:.2g}): the fit may be biased at this d"
-                )
-    except ValueError:
-        pass
-    reason = "; ".join(notes) or None
-    if not 0 < b0 < 1:
-        return ThresholdPrevalence(
-            n,
-            b0,
-            se,
-            lo,
-            hi,
-            nan,
-            nan,
-            nan,
-            naive,
-            float(beta[1]),
-            "; ".join([*notes, f"prevalence at the threshold {b0:.3g} is outside (0, 1): no implied cost ratio"]),
-            half,
-            flag,
-        )
-    c = (1 - b0) / b0
+        c = nan
+        reasons.append(f"prevalence at the threshold is {b0:g}: no implied cost ratio")
     c_lo = (1 - hi) / hi if hi > 0 else float("inf")
     c_hi = (1 - lo) / lo if lo > 0 else float("inf")
-    return ThresholdPrevalence(n, b0, se, lo, hi, c, c_lo, c_hi, naive, float(beta[1]), reason, half, flag)
+
+    half_b0 = half_se = nan
+    flag = False
+    _, fit_half = _fit_window(s, y, t, d / 2, hc)
+    if isinstance(fit_half, str):
+        reasons.append(f"no d/2 estimate: {fit_half}")
+    else:
+        half, _ = _part(fit_half, min_window_rows, constant)
+        half_b0, half_se = half.estimate, half.interval_se
+        bar = max(main.interval_se, half_se)
+        if abs(b0 - half_b0) > bar:
+            flag = True
+            reasons.append(
+                f"bandwidth: the d/2 estimate {half_b0:.3g} differs from {b0:.3g} by more than"
+                f" the larger SE ({bar:.2g}); the point estimate may be biased, d may be too wide"
+            )
+    return ThresholdPrevalence(
+        n,
+        b0,
+        se,
+        lo,
+        hi,
+        float(c),
+        float(c_lo),
+        float(c_hi),
+        naive,
+        float(fit.beta[1]),
+        "; ".join(reasons) or None,
+        method,
+        fit.n_eff,
+        half_b0,
+        half_se,
+        flag,
+        raw,
+        parts,
+    )
 
 
 def implied_threshold(cost_ratio: float | np.ndarray) -> float | np.ndarray:
     """τ = 1/(1 + c): the probability above which acting is optimal for cost ratio c
-    (seed 002 §4.1: c = 4 -> 0.2, c = 0.1 -> 0.909)."""
+    (seed 002 eq. 4, §4.1: c = 4 -> 0.2, c = 0.1 -> 0.909)."""
     return 1.0 / (1.0 + np.asarray(cost_ratio, dtype=float))
 
 
 def cost_ratio_from_threshold(tau: float | np.ndarray) -> float | np.ndarray:
-    """c = (1 − τ)/τ, the inverse of :func:`implied_threshold` (seed 002 §4.1:
-    τ = 0.25 -> 3, τ = 0.16 -> 5.25)."""
+    """c = (1 − τ)/τ, the inverse of :func:`implied_threshold` (seed 002 eq. 6,
+    §4.4: τ = 0.25 -> 3, τ = 0.16 -> 5.25)."""
     tau = np.asarray(tau, dtype=float)
     return (1.0 - tau) / tau
 
 
-def group_difference(a: ThresholdPrevalence, b: ThresholdPrevalence, level: float = 0.95) -> tuple[float, ...]:
-    """β0_a − β0_b with SE = √(se_a² + se_b²) (independent groups), normal CI and
-    two-sided p-value: (diff, se, ci_low, ci_high, p_value)."""
-    diff = a.prevalence_at_threshold - b.prevalence_at_threshold
+@dataclass(frozen=True)
+class PrevalenceDifference:
+    """β0_a − β0_b between two groups (probability), its SE, interval, p-value, and
+    why any of them is NaN (``reason``)."""
+
+    diff: float
+    se: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    reason: str | None = None
+
+
+def _mover(a: IntervalPart, b: IntervalPart, level: float) -> tuple[float, float]:
+    """MOVER interval of a − b around the parts' own estimates at ``level``."""
+    la, ha = a.at(level)
+    lb, hb = b.at(level)
+    diff = a.estimate - b.estimate
+    down = float(np.hypot(a.estimate - la, hb - b.estimate))
+    return diff - down, diff + float(np.hypot(ha - a.estimate, b.estimate - lb))
+
+
+def prevalence_difference(a: ThresholdPrevalence, b: ThresholdPrevalence, level: float = 0.95) -> PrevalenceDifference:
+    """β0_a − β0_b for two independent groups (seed 002 §5.1: differences in the
+    prevalence at the threshold between groups; DESIGN §4.2).
+
+    Inputs: two :class:`ThresholdPrevalence` of disjoint groups, built with the
+    same ``ci``. ``diff`` is the difference of the local linear estimates and
+    ``se`` = √(se_a² + se_b²) from their HC SEs. The interval combines the
+    intervals of the fits each group's interval is built around (local linear
+    for ``conventional``, local quadratic for ``robust``) by the method of
+    variance estimates recovery (MOVER; Newcombe 1998 method 10, Zou and
+    Donner 2008): with those fits' estimates p′ and bounds l′, u′,
+    (p′a − p′b) ∓ √((p′a − l′a)² + (u′b − p′b)²) / √((u′a − p′a)² + (p′b − l′b)²),
+    then widened where needed to contain ``diff``. For two ``hc_normal``
+    groups that is the normal interval of p′a − p′b with the parts' HC SEs
+    (diff ± z·se when ``conventional``); with a Wilson group it inherits the
+    score interval's behaviour near 0 and 1. The two-sided p-value inverts the
+    MOVER interval: the α at which its level-(1 − α) version has 0 on an edge
+    (for two ``hc_normal`` parts, 2·(1 − Φ(|p′a − p′b| / √(se′a² + se′b²)))).
+    NaN with a ``reason`` when either group has no estimate. Raises nothing.
+    """
+    nan = float("nan")
+    for name, e in (("group_a", a), ("group_b", b)):
+        if not e.parts:
+            return PrevalenceDifference(nan, nan, nan, nan, nan, f"{name} has no estimate ({e.reason})")
+    diff = float(a.prevalence_at_threshold - b.prevalence_at_threshold)
     se = float(np.hypot(a.se, b.se))
-    z = stats.norm.ppf(0.5 + level / 2)
-    if not (np.isfinite(diff) and np.isfinite(se) and se > 0):
-        return diff, se, float("nan"), float("nan"), float("nan")
-    return float(diff), se, float(diff - z * se), float(diff + z * se), float(2 * stats.norm.sf(abs(diff) / se))
+    reason = None if np.isfinite(se) else "an HC SE is undefined (a row of leverage 1); interval and p-value still hold"
+    pa, pb = a.parts[0], b.parts[0]
+    lo, hi = _mover(pa, pb, level)
+    lo, hi = min(lo, diff), max(hi, diff)
+    centre = pa.estimate - pb.estimate
+    if pa.method == pb.method == "hc_normal":
+        return PrevalenceDifference(
+            diff, se, lo, hi, float(2 * stats.norm.sf(abs(centre) / np.hypot(pa.se, pb.se))), reason
+        )
+
+    def edge(conf: float) -> float:  # > 0 when the level-conf interval excludes 0
+        lo_, hi_ = _mover(pa, pb, conf)
+        return lo_ if centre > 0 else -hi_
+
+    eps = 1e-12
+    if centre == 0 or edge(eps) <= 0:
+        p = 1.0
+    elif edge(1 - eps) > 0:
+        p = eps
+    else:
+        p = 1 - optimize.brentq(edge, eps, 1 - eps, xtol=1e-14)
+    return PrevalenceDifference(diff, se, lo, hi, float(p), reason)
+
+
+def group_difference(a: ThresholdPrevalence, b: ThresholdPrevalence, level: float = 0.95) -> tuple[float, ...]:
+    """(diff, se, ci_low, ci_high, p_value) of :func:`prevalence_difference`."""
+    r = prevalence_difference(a, b, level)
+    return r.diff, r.se, r.ci_low, r.ci_high, r.p_value

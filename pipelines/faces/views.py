@@ -89,7 +89,7 @@ def prevalence_table(rows: list[dict], title: str) -> Table:
         "t ± d",
         "n",
         "prev. at t",
-        "95% CI",
+        "CI",
         "naive mean",
         "cost ratio",
         "cost-ratio CI",
@@ -106,10 +106,12 @@ def prevalence_table(rows: list[dict], title: str) -> Table:
             f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
             fmt(r["naive_window_mean"]),
             fmt(r["implied_cost_ratio"], 3),
-            f"[{fmt(r['cost_ratio_ci_low'], 3)}, {fmt(r['cost_ratio_ci_high'], 3)}]"
-            if r["reason"] is None
-            else f"[yellow]{escape(r['reason'])}[/yellow]",
+            f"[{fmt(r['cost_ratio_ci_low'], 3)}, {fmt(r['cost_ratio_ci_high'], 3)}]",
         )
+        if r.get("reason"):  # flags and NaN reasons on their own line, the numbers stay visible
+            t.add_row("", "", f"[yellow]{escape(r['reason'])}[/yellow]", *[""] * (len(t.columns) - 3))
+    if rows and rows[0].get("ci_method"):
+        t.caption = f"CI method: {', '.join(sorted({str(r.get('ci_method')) for r in rows}))}"
     return t
 
 
