@@ -20,8 +20,7 @@ from fairmon.pipelines.storage.warehouse import read_table
 from fairmon.transforms.audit import audit_decision, fairness_gap, laplace_release, score_distribution, score_histograms
 from fairmon.transforms.contract import ATTR_PREFIX
 from fairmon.transforms.planning import (
-    joint_volumes,
-    random_traffic_required,
+    plan_volumes,
     random_volume_for_reo_se,
     reo_se_for_volume,
 )
@@ -124,34 +123,55 @@ def export_release(
 
 
 def plan_from_counts(
-    cfg: FairmonConfig, start: dt.date, end: dt.date, epsilon: float, delta: float, target_se: float | None
-) -> pl.DataFrame:
+    cfg: FairmonConfig,
+    start: dt.date,
+    end: dt.date,
+    epsilon: float,
+    delta: float,
+    target_se: float | None,
+    rec_rate: float | None = None,
+) -> tuple[pl.DataFrame, list[dict]]:
     """Traffic planning from published group counts in start..end (latest day per
-    arm × attribute): Thm E.1 volumes per group, the joint volumes for all U_k
-    (and so ΔU, REO) within ε, the SE the current volumes give, and the random
-    volume for ``target_se``; also in days of current random traffic."""
+    arm × attribute), seed 001 App. E (DESIGN §4.5).
+
+    Returns (summary, volumes). ``summary``: one row per arm × attribute with
+    the volumes the window holds, random rows per day (over the span the
+    random rows actually cover, not ``random_window_days``), the delta-method
+    SE of REO now, and the random volume for ``target_se`` (with why it is
+    infinite when the default-traffic term alone exceeds the target).
+    ``volumes``: per arm × attribute × method of
+    :data:`fairmon.transforms.planning.PLAN_METHODS`, n_rec and n_rand and the
+    days of current traffic each needs. Raises ValueError when there are no counts.
+    """
     counts = read_table(cfg.warehouse_path, "group_counts")
     if counts.is_empty():
         raise ValueError(f"no group_counts under {cfg.warehouse_path}; run the pipeline first")
     counts = counts.filter(pl.col("ds").is_between(start, end) & (pl.col("group") != "(missing)"))
     if counts.is_empty():
         raise ValueError(f"no group_counts between {start} and {end}")
-    W = cfg.impressions.random_window_days if cfg.impressions else 1
     day = counts.get_column("ds").max()
     today = counts.filter(pl.col("ds") == day)
-    rows = []
+    rows, volumes = [], []
     for (arm, attribute), rec in today.filter(pl.col("traffic") == "default").group_by("arm", "attribute"):
         rand = today.filter((pl.col("traffic") == "random") & (pl.col("attribute") == attribute))
         groups = sorted(set(rec.get_column("group")) & set(rand.get_column("group")))
+        if not groups:
+            continue
         n_rec = int(rec.get_column("n").sum())
         n_rand = int(rand.get_column("n").sum())
+        span = (rand.get_column("window_end").max() - rand.get_column("window_start").min()).days + 1
         Q = np.array([rec.filter(pl.col("group") == g).get_column("n_pos").sum() / n_rec for g in groups])
         P = np.array([rand.filter(pl.col("group") == g).get_column("n_pos").sum() / n_rand for g in groups])
-        per_day = n_rand / W
-        e1 = random_traffic_required(P, epsilon, delta)
-        joint = joint_volumes(P, Q, epsilon, delta)
+        per_day = n_rand / span
         se_now, _ = reo_se_for_volume(Q, P, n_rec, n_rand)
         need = random_volume_for_reo_se(Q, P, n_rec, target_se) if target_se else float("nan")
+        why = None
+        if target_se and not np.isfinite(need):
+            floor, _ = reo_se_for_volume(Q, P, n_rec, float("inf"))
+            why = (
+                f"SE(REO) = {target_se} is out of reach with {n_rec} default rows: with unlimited random "
+                f"traffic the SE is still {floor:.4f}; more default traffic is needed"
+            )
         rows.append(
             {
                 "ds": day,
@@ -160,15 +180,22 @@ def plan_from_counts(
                 "groups": ", ".join(groups),
                 "n_rec": n_rec,
                 "n_rand_window": n_rand,
+                "rand_span_days": span,
                 "rand_per_day": per_day,
-                "thm_e1_rand_max": int(e1.max()),
-                "thm_e1_days": float(e1.max() / per_day),
-                "joint_rand": joint["n_rand"],
-                "joint_rec": joint["n_rec"],
-                "joint_days": joint["n_rand"] / per_day,
                 "se_reo_now": se_now,
                 "rand_for_target_se": need,
                 "days_for_target_se": need / per_day,
+                "target_se_note": why,
             }
         )
-    return pl.DataFrame(rows).sort("attribute", "arm")
+        for v in plan_volumes(P, Q, epsilon, delta, rec_rate):
+            volumes.append(
+                {
+                    "arm": arm,
+                    "attribute": attribute,
+                    **v,
+                    "rand_days": v["n_rand"] / per_day if v["n_rand"] is not None else None,
+                    "rec_days": v["n_rec"] / n_rec if v["n_rec"] is not None else None,
+                }
+            )
+    return pl.DataFrame(rows).sort("attribute", "arm"), volumes

@@ -23,12 +23,6 @@ from fairmon.transforms.audit import (
     score_distribution,
     score_histograms,
 )
-from fairmon.transforms.planning import (
-    joint_volumes,
-    random_traffic_required,
-    random_volume_for_reo_se,
-    reo_se_for_volume,
-)
 
 # --- DESIGN §5, seed 000 §5.2 -------------------------------------------------------------
 
@@ -127,45 +121,3 @@ def test_compas_audit_export_and_ledger(tmp_path):
         app, ["audit-export", "-c", str(cfg_path), "--date", str(ds), "--attribute", "sex", "--epsilon", "0.01"]
     )
     assert res.exit_code == 3 and "refused" in res.output
-
-
-# --- planning ------------------------------------------------------------------------------
-
-
-def test_thm_e1_and_joint_volumes():
-    assert random_traffic_required(0.01, 0.1, 0.05) == 110_667
-    P, Q = np.array([0.01, 0.05]), np.array([0.1, 0.25])
-    j = joint_volumes(P, Q, 0.1, 0.05)
-    eps_s = 0.1 / 2.1
-    assert (1 + eps_s) / (1 - eps_s) == pytest.approx(1.1)
-    assert j["n_rand"] == math.ceil(3 / 0.01 / eps_s**2 * math.log(2 / (0.05 / 4)))
-    assert j["n_rec"] == math.ceil(3 / 0.1 / eps_s**2 * math.log(2 / (0.05 / 4)))
-
-
-def test_se_inversion_round_trip():
-    Q, P = np.array([0.135, 0.198]), np.array([0.125, 0.14])
-    n = random_volume_for_reo_se(Q, P, 50_000, 0.015)
-    se, se_du = reo_se_for_volume(Q, P, 50_000, n)
-    assert se == pytest.approx(0.015, rel=1e-3) and se <= 0.015
-    assert random_volume_for_reo_se(Q, P, 100, 0.001) == float("inf")  # default traffic alone is too noisy
-    assert se_du.shape == (2,)
-
-
-def test_cli_plan_with_rates():
-    res = CliRunner().invoke(
-        app,
-        [
-            "plan",
-            "--P",
-            "0.01,0.05",
-            "--Q",
-            "0.1,0.25",
-            "--n-rec",
-            "50000",
-            "--rand-per-day",
-            "6000",
-            "--target-se",
-            "0.02",
-        ],
-    )
-    assert res.exit_code == 0 and "110667" in res.output and "days" in res.output

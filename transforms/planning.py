@@ -24,17 +24,16 @@ def random_traffic_required(p_k: float | np.ndarray, epsilon: float, delta: floa
         return np.ceil(3.0 / p * epsilon**-2 * math.log(2.0 / delta))
 
 
-def joint_volumes(P: np.ndarray, Q: np.ndarray, eps_u: float, delta: float) -> dict:
-    """Random and default traffic needed so that every U_k = Q_k/P_k is within
-    relative error ``eps_u`` of the truth, for all groups at once, with
-    probability at least 1 − δ.
+def union_bound_volumes(P: np.ndarray, Q: np.ndarray, eps_u: float, delta: float) -> dict:
+    """fairmon's own non-asymptotic bound (not one of seed 001's theorems): random
+    and default traffic so that every U_k = Q_k/P_k is within relative error
+    ``eps_u`` of the truth, for all groups at once, with probability ≥ 1 − δ.
 
-    Derivation (a union-bound consequence of Thm E.1, our reading of seed 001
-    Thm E.3-E.4 and Remark E.5): if each of the 2K shares P̂_k, Q̂_k is within
-    relative error ε' = eps_u/(2 + eps_u) — so that (1 + ε')/(1 − ε') ≤ 1 + eps_u —
-    with failure probability δ/(2K) each, all K ratios are within eps_u
-    together. Then every 1 + ΔU_k = U_k/mean(U) is within a factor
-    (1 + eps_u)/(1 − eps_u) of its truth.
+    Derivation: Thm E.1 (multiplicative Chernoff) for each of the 2K shares
+    P̂_k, Q̂_k at relative error ε' = eps_u/(2 + eps_u) — so that
+    (1 + ε')/(1 − ε') ≤ 1 + eps_u — and failure probability δ/(2K) each, then a
+    union bound. Every 1 + ΔU_k is then within a factor (1 + eps_u)/(1 − eps_u).
+    Its ε is a *relative* error on U_k, not the absolute ε of Thms E.2–E.4.
 
     Inputs: P, Q shape (K,) joint shares (positives of group k per row).
     Returns {"n_rand", "n_rec" (ints), "per_group_rand", "per_group_rec" (K,),
@@ -55,6 +54,138 @@ def joint_volumes(P: np.ndarray, Q: np.ndarray, eps_u: float, delta: float) -> d
         "delta_share": d_s,
         "delta_u_factor": (1 + eps_u) / (1 - eps_u),
     }
+
+
+def _check(epsilon: float, delta: float) -> None:
+    if not epsilon > 0 or not 0 < delta < 1:
+        raise ValueError(f"need epsilon > 0 and 0 < delta < 1, got {epsilon}, {delta}")
+
+
+def eq8_volumes(n: float, U: np.ndarray, P: np.ndarray, Q: np.ndarray) -> tuple[int, int]:
+    """Traffic sizes from the sample-size parameter n by seed 001 eq. 8:
+    |D_rec| = n · max_k U_k² (1 − q_k)/q_k and |D_rand| = n · max_k U_k² (1 − p_k)/p_k
+    (each term of Var(Û_k) = U_k²((1−q)/(q|D_rec|) + (1−p)/(p|D_rand|)) then is
+    at most 1/n). Shapes (K,). Returns (n_rec, n_rand), rounded up."""
+    U, P, Q = (np.asarray(x, float) for x in (U, P, Q))
+
+    def up(x: float) -> int:  # round up, ignoring a last-bit excess (1199 · 9.000000000000002)
+        return int(math.ceil(x * (1 - 1e-12)))
+
+    return up(n * np.max(U**2 * (1 - Q) / Q)), up(n * np.max(U**2 * (1 - P) / P))
+
+
+def thm_e2_volumes(P: np.ndarray, Q: np.ndarray, epsilon: float, delta: float, rec_rate: float) -> dict:
+    """Seed 001 Thm E.2 as printed: n = ⌈4 ε⁻² ln(1/δ)⌉ so that Û_k (rescaled)
+    is within absolute ε of the RTPR U_k with probability ≥ 1 − δ; volumes by
+    eq. 8. U_k = P(R = 1 | Y = 1, S = k) = C·Q_k/P_k needs the overall
+    recommendation rate C = P(R = 1) (``rec_rate``, in (0, 1]). Shapes (K,).
+    Returns {"n", "n_rec", "n_rand"}. Raises ValueError on bad ε, δ or C.
+    """
+    _check(epsilon, delta)
+    if not 0 < rec_rate <= 1:
+        raise ValueError(f"rec_rate must be in (0, 1], got {rec_rate}")
+    P, Q = np.asarray(P, float), np.asarray(Q, float)
+    n = math.ceil(4 / epsilon**2 * math.log(1 / delta))
+    n_rec, n_rand = eq8_volumes(n, rec_rate * Q / P, P, Q)
+    return {"n": n, "n_rec": n_rec, "n_rand": n_rand}
+
+
+def thm_e34_volumes(
+    P: np.ndarray, Q: np.ndarray, epsilon: float, delta: float, theorem: str, constant: float = 4.0
+) -> dict:
+    """Seed 001 Thm E.3 (every ΔU_k within absolute ε) or E.4 (REO within ε):
+    n = c·K²/((Σ_k U_k)² ε²) · ln(K/δ) (E.3) or ln(1/δ) (E.4), volumes by eq. 8.
+
+    ``constant`` c = 4 is the theorems as printed; the paper's own Gaussian
+    tail argument (P(|Z| ≥ x) ≤ exp(−x²/2) applied to Var = 2/n) gives 8, so
+    c = 8 is the corrected constant (DESIGN §4.5). n·U_k² depends only on the
+    ratios U_k/ΣU, so U = Q/P at any scale serves. Eq. 13's bound on the
+    covariance fails for K ≥ 4 with a dominant group, so treat both as
+    indicative there. Shapes (K,). Returns {"n", "n_rec", "n_rand"}.
+    Raises ValueError on bad ε, δ or theorem.
+    """
+    _check(epsilon, delta)
+    if theorem not in ("E.3", "E.4"):
+        raise ValueError(f"theorem must be 'E.3' or 'E.4', got {theorem!r}")
+    P, Q = np.asarray(P, float), np.asarray(Q, float)
+    U = Q / P
+    K = U.size
+    log_term = math.log(K / delta) if theorem == "E.3" else math.log(1 / delta)
+    n = constant * K**2 / (U.sum() ** 2 * epsilon**2) * log_term
+    n_rec, n_rand = eq8_volumes(n, U, P, Q)
+    return {"n": n, "n_rec": n_rec, "n_rand": n_rand}
+
+
+PLAN_METHODS = ("thm_e1", "thm_e2", "thm_e3", "thm_e4", "thm_e3_corrected", "thm_e4_corrected", "union_bound")
+
+
+def plan_volumes(
+    P: np.ndarray, Q: np.ndarray, epsilon: float, delta: float, rec_rate: float | None = None
+) -> list[dict]:
+    """Every planner's volumes for shares P, Q (shapes (K,)): one dict per
+    method of :data:`PLAN_METHODS` with keys method, n_rec, n_rand (ints, or
+    None where the method does not size that traffic or cannot be computed),
+    target (what ε bounds) and note (why a value is missing, or a caveat).
+    Sources: seed 001 Thms E.1–E.4 and eq. 8; ``union_bound`` is
+    :func:`union_bound_volumes` (fairmon's own). Raises ValueError on bad ε, δ.
+    """
+    _check(epsilon, delta)
+    P, Q = np.asarray(P, float), np.asarray(Q, float)
+    out = [
+        {
+            "method": "thm_e1",
+            "n_rec": None,
+            "n_rand": int(random_traffic_required(P, epsilon, delta).max()),
+            "target": "each P_k within relative ε",
+            "note": "random traffic only",
+        }
+    ]
+    if rec_rate is None:
+        out.append(
+            {
+                "method": "thm_e2",
+                "n_rec": None,
+                "n_rand": None,
+                "target": "each U_k within absolute ε",
+                "note": "needs the overall recommendation rate P(R = 1) (--rec-rate)",
+            }
+        )
+    else:
+        e2 = thm_e2_volumes(P, Q, epsilon, delta, rec_rate)
+        out.append(
+            {
+                "method": "thm_e2",
+                "n_rec": e2["n_rec"],
+                "n_rand": e2["n_rand"],
+                "target": "each U_k within absolute ε",
+                "note": f"n = {e2['n']}",
+            }
+        )
+    caveat = "as printed (constant 4)" + ("; eq. 13 fails for K ≥ 4 with a dominant group" if P.size >= 4 else "")
+    for thm, target in (("E.3", "every ΔU_k within absolute ε"), ("E.4", "REO within absolute ε")):
+        for suffix, c, note in (("", 4.0, caveat), ("_corrected", 8.0, "constant 8 from the paper's own tail bound")):
+            v = thm_e34_volumes(P, Q, epsilon, delta, thm, c)
+            out.append(
+                {
+                    "method": f"thm_e{thm[-1]}{suffix}",
+                    "n_rec": v["n_rec"],
+                    "n_rand": v["n_rand"],
+                    "target": target,
+                    "note": note,
+                }
+            )
+    u = union_bound_volumes(P, Q, epsilon, delta)
+    out.append(
+        {
+            "method": "union_bound",
+            "n_rec": u["n_rec"],
+            "n_rand": u["n_rand"],
+            "target": "every U_k within relative ε (fairmon's union bound over Thm E.1)",
+            "note": "",
+        }
+    )
+    order = {m: i for i, m in enumerate(PLAN_METHODS)}
+    return sorted(out, key=lambda r: order[r["method"]])
 
 
 def reo_se_for_volume(Q: np.ndarray, P: np.ndarray, n_rec: float, n_rand: float) -> tuple[float, np.ndarray]:

@@ -277,88 +277,137 @@ def plan(
     config: ConfigOpt = Path("fairmon.toml"),
     start: Annotated[str | None, typer.Option(help="First day of counts to plan from.")] = None,
     end: Annotated[str | None, typer.Option(help="Last day of counts to plan from.")] = None,
-    epsilon: Annotated[float, typer.Option(help="Relative error ε.")] = 0.1,
+    epsilon: Annotated[
+        float, typer.Option(help="Accuracy ε (relative for E.1 and the union bound, else absolute).")
+    ] = 0.1,
     delta: Annotated[float, typer.Option(help="Failure probability δ.")] = 0.05,
     target_se: Annotated[float | None, typer.Option(help="Also solve for this SE of REO.")] = None,
+    rec_rate: Annotated[
+        float | None, typer.Option(help="Overall recommendation rate P(R = 1), needed by Thm E.2.")
+    ] = None,
     p: Annotated[str | None, typer.Option("--P", help="Given rates instead of counts: P_k, e.g. 0.01,0.05.")] = None,
     q: Annotated[str | None, typer.Option("--Q", help="Given rates: Q_k, e.g. 0.1,0.25.")] = None,
     n_rec: Annotated[int | None, typer.Option(help="Given rates: default rows per day.")] = None,
     rand_per_day: Annotated[int | None, typer.Option(help="Given rates: random rows per day.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON ({'volumes': [...]}) instead of tables.")] = False,
 ) -> None:
-    """How much random (and default) traffic a given accuracy needs (seed 001
-    App. E, I.2): per group by Thm E.1, ⌈3 p_k⁻¹ ε⁻² ln(2/δ)⌉; for all U_k (and
-    so ΔU_k, REO) jointly; the delta-method SE current volumes give; and the
-    random volume for --target-se, in days of current random traffic. Uses the
-    published group counts of START..END, or rates given with --P/--Q."""
+    """How much random (and default) traffic a given accuracy needs (seed 001 App. E).
+
+    Methods: thm_e1 (each P_k within relative ε), thm_e2 (each U_k within ε; needs
+    --rec-rate), thm_e3 / thm_e4 (every ΔU_k / REO within ε, as printed) and their
+    corrected constants, and fairmon's own union bound. Uses the published group
+    counts of START..END, or rates given with --P/--Q.
+    """
+    import json as _json
+
+    import numpy as np
+
     from fairmon.pipelines.audit import plan_from_counts
-    from fairmon.transforms.planning import (
-        joint_volumes,
-        random_traffic_required,
-        random_volume_for_reo_se,
-        reo_se_for_volume,
-    )
+    from fairmon.transforms.planning import plan_volumes, random_volume_for_reo_se, reo_se_for_volume
 
     if p and q:
-        import numpy as np
-
         P, Q = np.array(_parse_floats(p, "--P")), np.array(_parse_floats(q, "--Q"))
         if P.shape != Q.shape:
             raise typer.BadParameter("--P and --Q need one value per group", param_hint="--Q")
-        e1 = random_traffic_required(P, epsilon, delta)
-        joint = joint_volumes(P, Q, epsilon, delta)
-        console.print(f"Thm E.1 random rows per group (ε={epsilon}, δ={delta}): {[int(x) for x in e1]}")
-        console.print(
-            f"all U_k within ε jointly: {joint['n_rand']} random rows and {joint['n_rec']} default rows "
-            f"(each share within {joint['eps_share']:.4f} at δ/2K = {joint['delta_share']:.4g})"
-        )
+        volumes = plan_volumes(P, Q, epsilon, delta, rec_rate)
+        for v in volumes:
+            v["rand_days"] = v["n_rand"] / rand_per_day if rand_per_day and v["n_rand"] is not None else None
+            v["rec_days"] = v["n_rec"] / n_rec if n_rec and v["n_rec"] is not None else None
+        extra = {}
         if n_rec and rand_per_day:
-            se, _ = reo_se_for_volume(Q, P, n_rec, rand_per_day)
-            console.print(f"SE(REO) with {n_rec} default and {rand_per_day} random rows: {se:.5f}")
-            console.print(f"Thm E.1 in days of random traffic: {e1.max() / rand_per_day:.1f}")
+            extra["se_reo"] = reo_se_for_volume(Q, P, n_rec, rand_per_day)[0]
             if target_se:
-                need = random_volume_for_reo_se(Q, P, n_rec, target_se)
-                console.print(f"random rows for SE(REO) = {target_se}: {need:.0f} ({need / rand_per_day:.1f} days)")
+                extra["rand_for_target_se"] = random_volume_for_reo_se(Q, P, n_rec, target_se)
+        if as_json:
+            print(_json.dumps({"epsilon": epsilon, "delta": delta, "volumes": volumes, **extra}, default=str))
+            return
+        console.print(_volumes_table(volumes, f"Traffic plan (ε = {epsilon}, δ = {delta}) for P = {p}, Q = {q}"))
+        if "se_reo" in extra:
+            console.print(f"SE(REO) with {n_rec} default and {rand_per_day} random rows: {extra['se_reo']:.5f}")
+        if "rand_for_target_se" in extra:
+            need = extra["rand_for_target_se"]
+            console.print(
+                f"random rows for SE(REO) = {target_se}: {need:.0f} ({need / rand_per_day:.1f} days)"
+                if np.isfinite(need)
+                else f"SE(REO) = {target_se} is out of reach with {n_rec} default rows: add default traffic"
+            )
         return
     cfg = _load(config)
     a = _parse_date(start, "--start") if start else dt.date.min
     b = _parse_date(end, "--end") if end else dt.date.max
     try:
-        table = plan_from_counts(cfg, a, b, epsilon, delta, target_se)
+        table, volumes = plan_from_counts(cfg, a, b, epsilon, delta, target_se, rec_rate)
     except ValueError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
-    t = Table(
-        title=f"Random-traffic plan (ε = {epsilon}, δ = {delta}), from counts of {table['ds'][0]}", title_justify="left"
-    )
+    if as_json:
+        print(
+            _json.dumps(
+                {"epsilon": epsilon, "delta": delta, "volumes": volumes, "summary": table.to_dicts()}, default=str
+            )
+        )
+        return
+    t = Table(title=f"Traffic now (counts of {table['ds'][0]})", title_justify="left")
     for c in (
         "arm",
         "attribute",
-        "rand/day",
-        "Thm E.1 rows",
-        "days",
-        "joint rand",
-        "joint rec",
-        "days",
+        "random rows/day",
+        "over days",
         "SE(REO) now",
-        "rows for target SE",
-        "days",
+        "random rows for target SE",
+        "days of random traffic",
     ):
         t.add_column(c, justify="left" if c in ("arm", "attribute") else "right")
     for r in table.iter_rows(named=True):
+        need = r["rand_for_target_se"]
         t.add_row(
             r["arm"],
             r["attribute"],
             f"{r['rand_per_day']:.0f}",
-            str(r["thm_e1_rand_max"]),
-            f"{r['thm_e1_days']:.1f}",
-            str(r["joint_rand"]),
-            str(r["joint_rec"]),
-            f"{r['joint_days']:.1f}",
+            str(r["rand_span_days"]),
             f"{r['se_reo_now']:.4f}",
-            "-" if r["rand_for_target_se"] != r["rand_for_target_se"] else f"{r['rand_for_target_se']:.0f}",
-            "-" if r["days_for_target_se"] != r["days_for_target_se"] else f"{r['days_for_target_se']:.1f}",
+            "-" if need != need else (f"{need:.0f}" if need != float("inf") else "out of reach"),
+            "-" if need != need or need == float("inf") else f"{r['days_for_target_se']:.1f}",
         )
     console.print(t)
+    for r in table.iter_rows(named=True):
+        if r["target_se_note"]:
+            console.print(
+                f"[yellow]{escape(r['arm'])} / {escape(r['attribute'])}: {escape(r['target_se_note'])}[/yellow]"
+            )
+    console.print(_volumes_table(volumes, f"Volumes needed (ε = {epsilon}, δ = {delta})", by_arm=True))
+
+
+def _volumes_table(volumes: list[dict], title: str, by_arm: bool = False) -> Table:
+    """Rich table of planner volumes (one row per method, and arm × attribute)."""
+    t = Table(title=title, title_justify="left")
+    cols = (["arm", "attribute"] if by_arm else []) + [
+        "method",
+        "ε bounds",
+        "default rows",
+        "days of default",
+        "random rows",
+        "days of random",
+        "note",
+    ]
+    for c in cols:
+        t.add_column(c, justify="right" if "rows" in c or "days" in c else "left")
+
+    def num(x, fmt="{:.0f}"):
+        return "-" if x is None else fmt.format(x)
+
+    for v in volumes:
+        t.add_row(
+            *([v["arm"], v["attribute"]] if by_arm else []),
+            v["method"],
+            v["target"],
+            num(v["n_rec"]),
+            num(v.get("rec_days"), "{:.1f}"),
+            num(v["n_rand"]),
+            num(v.get("rand_days"), "{:.1f}"),
+            v["note"],
+        )
+    return t
 
 
 @app.command("audit-export")

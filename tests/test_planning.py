@@ -1,0 +1,133 @@
+"""Traffic planning (seed 001 App. E, DESIGN §4.5): Thms E.1–E.4 against hand
+computations from the printed formulas, the union bound, per-day volumes over
+the span the random rows cover, and ``fairmon plan --json``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from fairmon.pipelines.faces.cli import app
+from fairmon.transforms.planning import (
+    PLAN_METHODS,
+    plan_volumes,
+    random_traffic_required,
+    random_volume_for_reo_se,
+    reo_se_for_volume,
+    thm_e2_volumes,
+    thm_e34_volumes,
+    union_bound_volumes,
+)
+
+SETTINGS = [
+    # (P, Q, ε, δ)
+    (np.array([0.01, 0.05]), np.array([0.1, 0.25]), 0.1, 0.05),
+    (np.array([0.02, 0.03, 0.05]), np.array([0.05, 0.04, 0.2]), 0.05, 0.01),
+]
+
+
+def _eq8(n, U, P, Q):
+    """Seed 001 eq. 8 by hand: |D_rec| = n max U²(1−q)/q, |D_rand| = n max U²(1−p)/p."""
+    rec = max(n * u * u * (1 - q) / q for u, q in zip(U, Q))
+    rand = max(n * u * u * (1 - p) / p for u, p in zip(U, P))
+    return math.ceil(rec - 1e-6), math.ceil(rand - 1e-6)
+
+
+def test_thm_e1_reference_value():
+    assert random_traffic_required(0.01, 0.1, 0.05) == 110_667  # ⌈3/0.01 · 100 · ln 40⌉
+
+
+@pytest.mark.parametrize(("P", "Q", "eps", "delta"), SETTINGS)
+def test_thm_e2_as_printed(P, Q, eps, delta):
+    C = 0.08
+    v = thm_e2_volumes(P, Q, eps, delta, C)
+    n = math.ceil(4 / eps**2 * math.log(1 / delta))
+    assert v["n"] == n
+    assert (v["n_rec"], v["n_rand"]) == _eq8(n, [C * q / p for p, q in zip(P, Q)], P, Q)
+
+
+@pytest.mark.parametrize(("P", "Q", "eps", "delta"), SETTINGS)
+def test_thm_e3_e4_as_printed_and_corrected(P, Q, eps, delta):
+    U = [q / p for p, q in zip(P, Q)]
+    K, S = len(U), sum(U)
+    for thm, log in (("E.3", math.log(K / delta)), ("E.4", math.log(1 / delta))):
+        for c in (4, 8):
+            n = c * K * K / (S * S * eps * eps) * log
+            v = thm_e34_volumes(P, Q, eps, delta, thm, c)
+            assert v["n"] == pytest.approx(n, rel=1e-12)
+            assert (v["n_rec"], v["n_rand"]) == _eq8(n, U, P, Q)
+    # scale-free: only U_k/ΣU enters
+    a = thm_e34_volumes(P, Q, eps, delta, "E.4")
+    b = thm_e34_volumes(P, 3 * Q, eps, delta, "E.4")
+    assert a["n_rand"] == pytest.approx(b["n_rand"], rel=1e-6, abs=2)
+
+
+def test_union_bound_is_named_as_such():
+    P, Q = SETTINGS[0][:2]
+    j = union_bound_volumes(P, Q, 0.1, 0.05)
+    eps_s = 0.1 / 2.1
+    assert (1 + eps_s) / (1 - eps_s) == pytest.approx(1.1)
+    assert j["n_rand"] == math.ceil(3 / 0.01 / eps_s**2 * math.log(2 / (0.05 / 4)))
+    methods = [v["method"] for v in plan_volumes(P, Q, 0.1, 0.05)]
+    assert tuple(methods) == PLAN_METHODS
+    e2 = next(v for v in plan_volumes(P, Q, 0.1, 0.05) if v["method"] == "thm_e2")
+    assert e2["n_rand"] is None and "recommendation rate" in e2["note"]
+
+
+def test_se_inversion_round_trip():
+    Q, P = np.array([0.135, 0.198]), np.array([0.125, 0.14])
+    n = random_volume_for_reo_se(Q, P, 50_000, 0.015)
+    se, se_du = reo_se_for_volume(Q, P, 50_000, n)
+    assert se == pytest.approx(0.015, rel=1e-3) and se <= 0.015
+    assert random_volume_for_reo_se(Q, P, 100, 0.001) == float("inf")  # default traffic alone is too noisy
+    assert se_du.shape == (2,)
+
+
+def test_cli_plan_json_with_rates():
+    res = CliRunner().invoke(
+        app,
+        ["plan", "--P", "0.01,0.05", "--Q", "0.1,0.25", "--rand-per-day", "6000", "--n-rec", "50000", "--json"],
+    )
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    by = {v["method"]: v for v in out["volumes"]}
+    assert set(by) == set(PLAN_METHODS)
+    assert by["thm_e1"]["n_rand"] == 110_667 and by["thm_e1"]["rand_days"] == pytest.approx(110_667 / 6000)
+    assert by["thm_e3"]["n_rec"] == thm_e34_volumes(*SETTINGS[0], "E.3")["n_rec"]
+    res = CliRunner().invoke(app, ["plan", "--P", "0.01,0.05", "--Q", "0.1,0.25", "--rec-rate", "0.1"])
+    assert res.exit_code == 0 and "thm_e2" in res.output and "union_bound" in res.output
+
+
+def test_per_day_volume_uses_the_span_the_random_rows_cover(monkeypatch, tmp_path):
+    """3,000 random rows a day in a 7-day window whose pools cover only 2 days: 3,000/day, not 857."""
+    from fairmon.pipelines import audit
+    from fairmon.pipelines.config import load_config
+
+    ds = dt.date(2026, 1, 8)
+    rows = []
+    for traffic, n, pos, ws in (
+        ("default", 50_000, (5_000, 12_500), ds),
+        ("random", 6_000, (60, 300), ds - dt.timedelta(days=1)),
+    ):
+        for g, p in zip("ab", pos):
+            rows.append((ds, "impressions", traffic, "all", "s", g, n // 2, p, ws, ds))
+    cols = ["ds", "source", "traffic", "arm", "attribute", "group", "n", "n_pos", "window_start", "window_end"]
+    frame = pl.DataFrame(rows, schema=cols, orient="row")
+    monkeypatch.setattr(audit, "read_table", lambda *a, **k: frame)
+    cfgp = tmp_path / "f.toml"
+    cfgp.write_text(
+        'warehouse = "wh"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\npath = "d/{ds}.csv"\n'
+        'signals = ["s1"]\nattributes = ["s"]\nrandom_window_days = 7\n'
+    )
+    table, volumes = audit.plan_from_counts(load_config(cfgp), dt.date.min, dt.date.max, 0.1, 0.05, 0.0001)
+    row = table.to_dicts()[0]
+    assert row["rand_span_days"] == 2 and row["rand_per_day"] == pytest.approx(3_000)
+    e1 = next(v for v in volumes if v["method"] == "thm_e1")
+    assert e1["rand_days"] == pytest.approx(e1["n_rand"] / 3_000)
+    assert row["rand_for_target_se"] == float("inf") and "out of reach" in row["target_se_note"]
