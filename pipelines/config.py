@@ -238,6 +238,17 @@ class EstimationConfig(_Strict):
         gt=0,
         description="REO line of the verdict for attributes with K > 2 groups (K = 2 uses 1/9, the 80 % rule)",
     )
+    rsp: bool = Field(default=False, description="also write the rsp table (seed 001 App. H.1: exposure parity)")
+    user_attributes: list[str] = Field(
+        default_factory=list,
+        description="attributes of users, not items: the user_precision table (seed 001 App. H.2) for each; "
+        "they are left out of rsp",
+    )
+    stage_traffic: str = Field(
+        default="post_recall",
+        description="traffic stage of forced-inserted post-recall rows: when present, the reo_stage table "
+        "(seed 001 App. I.4)",
+    )
     min_expected_positives: float = Field(
         default=30,
         ge=0,

@@ -38,6 +38,7 @@ from fairmon.transforms.contract import InputContractError
 from fairmon.transforms.decision_tables import sdt_table, threshold_tables
 from fairmon.transforms.quality import day_check_frame, group_counts_check_frame, reo_check_frame
 from fairmon.transforms.reo_tables import GROUP_COUNTS_SCHEMA, ab_pairs, reo_ab_table, reo_tables
+from fairmon.transforms.stage_tables import reo_stage_table, rsp_table, user_precision_table
 
 
 class DayFailed(RuntimeError):
@@ -109,7 +110,8 @@ def check_day(cfg: FairmonConfig, ds: dt.date, counts: pl.DataFrame) -> DQResult
 @task(name="estimate-reo", cache_policy=NO_CACHE)
 def estimate(cfg: FairmonConfig, counts: pl.DataFrame, ds: dt.date) -> dict[str, pl.DataFrame]:
     """REO per group and overall, and the A/B differences between arms, from
-    the counts (transforms.reo_tables). Returns {reo_group, reo[, reo_ab]}."""
+    the counts (transforms.reo_tables), and when configured or present the seed 001
+    extras (transforms.stage_tables). Returns {reo_group, reo[, reo_ab, reo_stage, rsp, user_precision]}."""
     log = run_logger()
     t0 = time.perf_counter()
     est, ab = cfg.estimation, cfg.ab
@@ -125,6 +127,13 @@ def estimate(cfg: FairmonConfig, counts: pl.DataFrame, ds: dt.date) -> dict[str,
             min_expected_positives=est.min_expected_positives,
         )
         out = {"reo_group": group, "reo": overall}
+        stages = reo_stage_table(counts, ds, level=est.confidence_level, stage_traffic=est.stage_traffic)
+        if stages.height:
+            out["reo_stage"] = stages
+        if est.rsp:
+            out["rsp"] = rsp_table(counts, ds, level=est.confidence_level, exclude=tuple(est.user_attributes))
+        if est.user_attributes:
+            out["user_precision"] = user_precision_table(counts, ds, est.user_attributes, level=est.confidence_level)
         arms = sorted(set(overall.get_column("arm").to_list()))
         pairs = ab_pairs(arms, ab.control, ab.pairs)
         if pairs:

@@ -16,6 +16,7 @@ from fairmon.pipelines.storage.warehouse import refresh_views, write_partitions
 from fairmon.transforms.decision_tables import sdt_table, threshold_tables
 from fairmon.transforms.quality import group_counts_check_frame, reo_check_frame
 from fairmon.transforms.reo_tables import reo_ab_table, reo_tables
+from fairmon.transforms.stage_tables import reo_stage_table, rsp_table, user_precision_table
 from fairmon.transforms.tables import GATED_TABLES, TABLES, Column, Table
 
 D = dt.date(2026, 2, 3)
@@ -28,6 +29,7 @@ def _counts() -> pl.DataFrame:
         ("default", "control", (4000, 6000), (600, 1200)),
         ("default", "treatment", (4000, 6000), (700, 1100)),
         ("random", "all", (2000, 2000), (200, 260)),
+        ("post_recall", "control", (3000, 3000), (400, 500)),
     ]:
         for g, ng, pg in zip(("a", "b"), n, pos, strict=True):
             rows.append(("impressions", traffic, arm, "grp", g, ng, pg, D, D))
@@ -68,6 +70,9 @@ def _frames() -> dict[str, pl.DataFrame]:
     )
     sdt = sdt_table(conf, D, (D, D))
     dq = dq_frame(D, [DQResult("reo", "reo", "reo", 5, [])])
+    stage = reo_stage_table(counts, D)
+    rsp = rsp_table(counts, D)
+    precision = user_precision_table(counts, D, ["grp"])
     return {
         "group_counts": counts,
         "reo_group": group,
@@ -77,6 +82,9 @@ def _frames() -> dict[str, pl.DataFrame]:
         "threshold_prevalence_diff": diff,
         "sdt": sdt,
         "dq_results": dq,
+        "reo_stage": stage,
+        "rsp": rsp,
+        "user_precision": precision,
     }
 
 

@@ -30,6 +30,7 @@ class ReportData:
     reo_ab: pl.DataFrame
     threshold_prevalence: pl.DataFrame
     sdt: pl.DataFrame
+    extras: dict[str, pl.DataFrame] | None = None  # reo_stage, rsp, user_precision (seed 001 §4.4), published days
 
 
 def report_data(
@@ -42,6 +43,7 @@ def report_data(
     threshold_prevalence: pl.DataFrame | None = None,
     sdt: pl.DataFrame | None = None,
     latest_runs: pl.DataFrame | None = None,
+    extras: dict[str, pl.DataFrame] | None = None,
 ) -> ReportData:
     """Keep only days whose dq_results are all successful (DESIGN §3) within
     [start, end]; list the others with their reasons. Inputs are the whole
@@ -130,4 +132,5 @@ def report_data(
         opt(reo_ab),
         opt(threshold_prevalence),
         opt(sdt),
+        {name: opt(frame) for name, frame in (extras or {}).items()},
     )

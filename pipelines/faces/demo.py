@@ -65,6 +65,10 @@ signals = ["liked"]
 attributes = ["gender", "jackettype", "user_gender"]
 intersections = [["gender", "user_gender"]]   # coat gender × shopper gender: small cells, flagged as such
 random_window_days = 1
+
+[estimation]
+rsp = true                         # exposure parity (seed 001 App. H.1)
+user_attributes = ["user_gender"]  # user-side precision (App. H.2); not an item attribute for rsp
 """
 
 

@@ -340,6 +340,13 @@ and metrics). Bold: q &lt; 0.05, a change that survives the multiple comparisons
 {% if du_figs %}<h2>Relative utility ΔU by group</h2>
 {% for attr, svg in du_figs %}<figure>{{ svg }}</figure>{% endfor %}{% endif %}
 
+{% if extras %}<h2>Where the disparity comes from (seed 001 App. H, I.4), latest published day</h2>
+{% for title, rows in extras %}<h3>{{ title }}</h3>
+{% for line in rows.readings %}<p>{{ line }}</p>{% endfor %}
+<table><tr>{% for c in rows.columns %}<th>{{ c }}</th>{% endfor %}</tr>
+{% for r in rows.rows %}<tr>{% for v in r %}<td class="num">{{ v }}</td>{% endfor %}</tr>{% endfor %}</table>
+{% endfor %}{% endif %}
+
 {% if model_fig or labeler_fig %}<h2>Decision trade-offs by group (implied thresholds)</h2>
 <p>The implied threshold is the outcome probability at which a decision maker acts; its cost ratio is
 c = (1 − τ)/τ (Lum et al., seed 002, eq. 6 and eq. 12). Different thresholds for different groups mean
@@ -383,6 +390,107 @@ def _pfmt(x) -> str:
     return "nan" if x is None or x != x else f"{x:.2g}"
 
 
+def _ci(lo, hi) -> str:
+    return f"[{_fmt(lo)}, {_fmt(hi)}]"
+
+
+def extra_sections(extras: dict[str, pl.DataFrame]) -> list[tuple[str, dict]]:
+    """Tables and one-line readings of reo_stage, rsp and user_precision for the
+    latest published day (seed 001 App. I.4, H.1, H.2)."""
+    out = []
+    stage = extras.get("reo_stage")
+    if stage is not None and not stage.is_empty():
+        last = stage.filter(pl.col("ds") == stage.get_column("ds").max())
+        per = last.unique(["arm", "attribute", "stage"]).sort("attribute", "arm", "stage")
+        readings = []
+        for (arm, attr), g in per.group_by(["arm", "attribute"], maintain_order=True):
+            by = {r["stage"]: r for r in g.iter_rows(named=True)}
+            if "recall" in by and "ranking" in by:
+                worse = max(("recall", "ranking"), key=lambda s: by[s]["reo"] if by[s]["reo"] == by[s]["reo"] else -1)
+                readings.append(
+                    f"arm {arm}, {attr}: REO {_fmt(by['recall']['reo'])} at recall, {_fmt(by['ranking']['reo'])} "
+                    f"at ranking — the {worse} stage contributes more of the system's disparity "
+                    f"(U^sys = U^recall · U^rank)."
+                )
+        rows = [
+            [r["arm"], r["attribute"], r["stage"], _fmt(r["reo"]), _ci(r["reo_ci_low"], r["reo_ci_high"])]
+            for r in per.iter_rows(named=True)
+        ]
+        out.append(
+            (
+                "Stage-wise REO",
+                {"columns": ["arm", "attribute", "stage", "REO", "CI"], "rows": rows, "readings": readings},
+            )
+        )
+    rsp = extras.get("rsp")
+    if rsp is not None and not rsp.is_empty():
+        last = rsp.filter(pl.col("ds") == rsp.get_column("ds").max()).sort("attribute", "arm", "group")
+        rows = [
+            [
+                r["arm"],
+                r["attribute"],
+                r["group"],
+                _fmt(r["share_rec"]),
+                _fmt(r["share_pool"]),
+                _fmt(r["delta_U"]),
+                _fmt(r["rsp"]),
+                _ci(r["ci_low"], r["ci_high"]),
+            ]
+            for r in last.iter_rows(named=True)
+        ]
+        readings = [
+            "RSP compares exposure shares with the candidate pool's, without labels: 0 is parity; it says who is shown, "
+            "not whether they are shown to users who want them (that is REO)."
+        ]
+        out.append(
+            (
+                "Exposure parity (RSP)",
+                {
+                    "columns": [
+                        "arm",
+                        "attribute",
+                        "group",
+                        "share in recs",
+                        "share in pool",
+                        "ΔU (additive)",
+                        "RSP",
+                        "CI",
+                    ],
+                    "rows": rows,
+                    "readings": readings,
+                },
+            )
+        )
+    prec = extras.get("user_precision")
+    if prec is not None and not prec.is_empty():
+        last = prec.filter(pl.col("ds") == prec.get_column("ds").max()).sort("attribute", "arm", "group")
+        rows = [
+            [
+                r["arm"],
+                r["attribute"],
+                r["group"],
+                str(r["n"]),
+                _fmt(r["precision"]),
+                _ci(r["ci_low"], r["ci_high"]),
+                _fmt(r["disparity"]),
+                _ci(r["disparity_ci_low"], r["disparity_ci_high"]),
+            ]
+            for r in last.iter_rows(named=True)
+        ]
+        readings = ["User-side precision: the share of recommended items each user group engages with."]
+        out.append(
+            (
+                "User-side precision",
+                {
+                    "columns": ["arm", "attribute", "group", "n", "precision", "CI", "disparity", "CI"],
+                    "rows": rows,
+                    "readings": readings,
+                },
+            )
+        )
+    return out
+
+
 def render_report(d: ReportData, config: str = "", docs: str | None = None) -> str:
     """The report's HTML text for prepared :class:`ReportData`."""
     attrs = sorted(set(d.reo.get_column("attribute"))) if not d.reo.is_empty() else []
@@ -418,6 +526,7 @@ def render_report(d: ReportData, config: str = "", docs: str | None = None) -> s
             .sort("q_value")
             .to_dicts()
         )
+    extras = extra_sections(d.extras or {})
     env = Environment(autoescape=True)
     env.globals["fmt"] = _fmt
     env.globals["pfmt"] = _pfmt
@@ -441,6 +550,7 @@ def render_report(d: ReportData, config: str = "", docs: str | None = None) -> s
         if not d.sdt.is_empty() and "level" in d.sdt.columns
         else "CI",
         ab_day=ab_day,
+        extras=extras,
         ci=ci_label(d.reo) if attrs else "CI",
         docs=docs,
     )
@@ -462,6 +572,7 @@ def build_report(
         threshold_prevalence=read_table(wh, "threshold_prevalence"),
         sdt=read_table(wh, "sdt"),
         latest_runs=latest_runs(cfg.duckdb_path),
+        extras={t: read_table(wh, t) for t in ("reo_stage", "rsp", "user_precision")},
     )
     docs = cfg.gx_root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
     text = render_report(d, config_name, str(docs) if docs.exists() else None)
