@@ -177,6 +177,8 @@ def ab_regime(args: tuple) -> list[dict]:
 
 def judge(r: dict) -> bool:
     """Whether a regime passes (module docstring)."""
+    if "ok" in r:  # bench/coverage_decisions.py judges its own regimes by the same rule
+        return bool(r["ok"])
     cov = r["coverage"]
     if r.get("documented"):  # delta_paper is reported for comparison; its behaviour is documented, not promised
         return True
@@ -228,7 +230,8 @@ def main() -> None:
         passed += ok
         print(
             f"{r['family']:7} {r['regime']:32} {r['coverage']:8.3f} ± {r['mc_se']:.3f} {r['mean_width']:8.4f} "
-            f"{r.get('bias', float('nan')):+8.3f} {r.get('bias_bc', float('nan')):+8.3f} {r['answered']:8.2f} "
+            f"{r.get('bias', float('nan')):+8.3f} {r.get('bias_bc', float('nan')):+8.3f} "
+            f"{r.get('answered', r.get('nan_share', float('nan'))):8.2f} "
             f"{r.get('du_coverage', float('nan')):7.3f} {'yes' if r.get('conservative') else '':>6} "
             f"{'yes' if ok else 'NO':>5}"
             + (f"  reject D_REO={r['reject_reo']:.3f}" if "reject_reo" in r else "")
