@@ -129,7 +129,8 @@ def plan_from_counts(
     """Traffic planning from published group counts in start..end (latest day per
     arm × attribute): Thm E.1 volumes per group, the joint volumes for all U_k
     (and so ΔU, REO) within ε, the SE the current volumes give, and the random
-    volume for ``target_se``; also in days of current random traffic."""
+    volume for ``target_se``; also in days of current random traffic (the day's
+    random rows over the days they span, ``window_start``..``window_end``)."""
     counts = read_table(cfg.warehouse_path, "group_counts")
     if counts.is_empty():
         raise ValueError(f"no group_counts under {cfg.warehouse_path}; run the pipeline first")
@@ -147,7 +148,10 @@ def plan_from_counts(
         n_rand = int(rand.get_column("n").sum())
         Q = np.array([rec.filter(pl.col("group") == g).get_column("n_pos").sum() / n_rec for g in groups])
         P = np.array([rand.filter(pl.col("group") == g).get_column("n_pos").sum() / n_rand for g in groups])
-        per_day = n_rand / W
+        # the random rows counted span window_start..window_end: the window, or more under pool_policy = "overlap"
+        ends = (rand.get_column("window_start").min(), rand.get_column("window_end").max())
+        span = (ends[1] - ends[0]).days + 1 if None not in ends else W
+        per_day = n_rand / span
         e1 = random_traffic_required(P, epsilon, delta)
         joint = joint_volumes(P, Q, epsilon, delta)
         se_now, _ = reo_se_for_volume(Q, P, n_rec, n_rand)

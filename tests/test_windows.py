@@ -25,7 +25,7 @@ import polars as pl
 import pytest
 
 from fairmon.pipelines.config import ConfigError, ImpressionsConfig, load_config
-from fairmon.pipelines.flows import _start_run, check_day
+from fairmon.pipelines.flows import check_day
 from fairmon.pipelines.ingest.adapters import (
     current_inputs,
     normalize_unit,
@@ -100,6 +100,24 @@ def _random(counts: pl.DataFrame, ds: dt.date) -> dict:
         "window_start": r.get_column("window_start")[0],
         "window_end": r.get_column("window_end")[0],
     }
+
+
+def _record_run(cfg, run_id: str, ds: dt.date) -> None:
+    """A run of day ``ds`` recorded with the inputs the day needs now (as the daily flow records them)."""
+    with db.connect(cfg.duckdb_path) as con:
+        db.execute(con, "runs_create")
+        db.execute(con, "runs_migrate")
+        db.execute(
+            con,
+            "runs_start",
+            run_id=run_id,
+            ds=ds,
+            started_at=dt.datetime(2026, 3, 10),
+            config_path="",
+            config_fp=cfg.fingerprint(),
+            params="{}",
+            inputs=json.dumps(current_inputs(cfg, ds), default=str),
+        )
 
 
 def _random_files(units) -> list[str]:
@@ -288,12 +306,12 @@ def test_the_sql_applies_the_policy_too(pools):
 def test_a_late_pool_makes_a_day_stale_only_if_its_policy_admits_it(pools, tmp_path):
     cfg = pools["contained"]
     D = day(3)  # window day 0..3; uses P1
-    _start_run(cfg, "", "r1", D, dt.datetime(2026, 3, 10), {})
+    _record_run(cfg, "r1", D)
     late_overlapping = tmp_path / "random" / f"random_{day(3)}_{day(4)}.csv"  # meets the window, not inside
     _rows(10, 1).write_csv(late_overlapping)
     assert detect_stale(cfg).is_empty()
     assert detect_stale(pools["overlap"]).is_empty()  # its own DuckDB file: no run of day 3 there
-    _start_run(pools["overlap"], "", "r2", D, dt.datetime(2026, 3, 10), {})  # uses P1, P2
+    _record_run(pools["overlap"], "r2", D)  # uses P1, P2
     _rows(10, 1).write_csv(late_overlapping.with_name(f"random_{day(2)}_{day(4)}.csv"))
     assert detect_stale(pools["overlap"]).get_column("file").to_list() == [f"random/random_{day(2)}_{day(4)}.csv"]
     late_inside = tmp_path / "random" / f"random_{day(1)}_{day(3)}.csv"
@@ -437,3 +455,18 @@ def test_runs_follow_the_policy_end_to_end(pools, tmp_path, prefect_harness):
     (gate,) = [d for d in r["dq"] if d["suite"] == "impressions_day"]
     assert gate["failed_warning"] == "random_traffic_present"
     assert 'pool_policy = "contained"' in json.loads(gate["details"])[0]["note"]
+
+
+def test_plan_counts_random_traffic_per_day_over_the_span_used(pools):
+    # day 4 under overlap used P1, P2, P3: 700 random rows over day 0..8 (9 days), not over the 4-day window
+    from fairmon.pipelines.audit import plan_from_counts
+    from fairmon.pipelines.storage.warehouse import write_partitions
+
+    cfg = pools["overlap"]
+    D = day(4)
+    _stage(cfg, [D])
+    counts, _ = count_days(cfg, [D])
+    write_partitions(cfg.warehouse_path, D, {"group_counts": counts.cast(GROUP_COUNTS_SCHEMA)})
+    plan = plan_from_counts(cfg, D, D, 0.1, 0.05, None)
+    assert plan.get_column("n_rand_window").to_list() == [700]
+    assert plan.get_column("rand_per_day").to_list() == pytest.approx([700 / 9])
