@@ -79,12 +79,20 @@ class ImpressionsConfig(_Strict):
     traffic_stages: list[str] = Field(
         default_factory=list, description="extra traffic values allowed besides default and random"
     )
-    random_window_days: int = Field(default=7, ge=1, le=366)
+    random_window_days: int = Field(
+        default=7,
+        ge=1,
+        le=366,
+        description="days of random traffic a day's REO uses: ds - random_window_days + 1 .. ds (DESIGN §2)",
+    )
     pool_policy: Literal["contained", "overlap"] = Field(
         default="contained",
-        description="tiktok pools (random files with a declared range, no per-row dates): contained = only "
-        "pools whose range lies inside the day's window; overlap = every pool overlapping it (backfilling a "
-        "published data set; the reo rows then say look_ahead when a pool ends after the day)",
+        description="tiktok: which pooled random files (no per-row dates) a day uses. contained: only pools "
+        "whose declared range lies inside the day's window, so no row can come from after ds (a day with none "
+        "has no random traffic and is quarantined); overlap: every pool overlapping the window, e.g. to "
+        "backfill a published data set whose pools span several days (reo.look_ahead then marks days whose "
+        "pools reach past ds). Rows that carry their own ds are always windowed by it; the policy decides "
+        "whether a pool file is read for the day at all",
     )
     default_arm: str = "all"
     # coat only
@@ -352,8 +360,10 @@ class FairmonConfig(_Strict):
 
     def fingerprint(self) -> str:
         """Hash of the settings that change staged rows (used to decide re-ingest)."""
+        # pool_policy picks which staged files a day counts, not what is staged: changing it re-stages nothing
+        exclude = {"impressions": {"pool_policy"}}
         inputs = {
-            k: getattr(self, k).model_dump(mode="json") if getattr(self, k) else None
+            k: getattr(self, k).model_dump(mode="json", exclude=exclude.get(k)) if getattr(self, k) else None
             for k in ("impressions", "scores", "labels")
         }
         return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]

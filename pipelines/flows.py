@@ -27,7 +27,7 @@ from prefect.cache_policies import NO_CACHE
 from fairmon.pipelines import timing
 from fairmon.pipelines.config import FairmonConfig, load_config
 from fairmon.pipelines.faults import fault_point
-from fairmon.pipelines.ingest.adapters import current_inputs, window_start
+from fairmon.pipelines.ingest.adapters import current_inputs, random_window_note, window_start
 from fairmon.pipelines.ingest.staging import count_days, current_files, ingest_source, run_logger, take_range_counts
 from fairmon.pipelines.quality import DQResult, build_docs, dq_frame, gate_for
 from fairmon.pipelines.run import ensure_run
@@ -104,7 +104,21 @@ def check_day(cfg: FairmonConfig, ds: dt.date, counts: pl.DataFrame) -> DQResult
     frame = day_check_frame(counts, q.sufficiency_epsilon, q.sufficiency_delta)
     params = {"positive_rate_min": q.positive_rate_min, "positive_rate_max": q.positive_rate_max}
     with timing.clock(ds, "checks"):
-        return gate_for(cfg).validate("impressions_day", frame, params, f"impressions {ds}", str(ds))
+        result = gate_for(cfg).validate("impressions_day", frame, params, f"impressions {ds}", str(ds))
+    return explain_random_traffic(cfg, ds, result)
+
+
+def explain_random_traffic(cfg: FairmonConfig, ds: dt.date, result: DQResult) -> DQResult:
+    """Give a failed ``random_traffic_present`` the reason (``note``, shown in
+    the quarantine message and dq_results details): the day's window, the
+    pool policy and the pools it left out (DESIGN §2 "Random-traffic windows")."""
+    for f in result.failures:
+        if f["name"] == "random_traffic_present":
+            try:
+                f["note"] = random_window_note(cfg, ds)
+            except InputContractError as e:
+                f["note"] = str(e)
+    return result
 
 
 @task(name="estimate-reo", cache_policy=NO_CACHE)
@@ -460,6 +474,11 @@ def _daily(cfg: FairmonConfig, config_path: str, ds: dt.date, force_ingest: bool
         "ab": cfg.ab.model_dump(),
         "quality": cfg.quality.model_dump(),
     }
+    if cfg.impressions is not None:  # which random traffic the day used (DESIGN §2 "Random-traffic windows")
+        params["random_window"] = {
+            "random_window_days": cfg.impressions.random_window_days,
+            "pool_policy": cfg.impressions.pool_policy,
+        }
     results: list[DQResult] = []
     tables: dict[str, pl.DataFrame] = {}
     status, detail = "failed", ""

@@ -94,7 +94,8 @@ class DQResult:
             if f.get("unexpected_count"):
                 rows = f", rows {', '.join(map(str, f['rows']))}" if f.get("rows") else ""
                 extra = f" ({f['unexpected_count']} unexpected{rows}: {f['sample']})"
-            parts.append(f"{f['name']}{extra}")
+            note = f": {f['note']}" if f.get("note") else ""  # why, when fairmon knows (e.g. the pool policy)
+            parts.append(f"{f['name']}{extra}{note}")
         return f"{self.suite} on {self.subject}: " + "; ".join(parts)
 
 

@@ -34,9 +34,29 @@ def _write(frame: pl.DataFrame, path: Path, fmt: str) -> None:
     tmp.replace(path)
 
 
-def config_toml(out: Path, fmt: str, random_window_days: int, control: str | None = None) -> str:
+#: The simulator writes the published TikTok layout: each random file pools
+#: ``random_pool_days`` days and is the only random traffic of those days, and
+#: the window equals the pool length. Under ``contained`` only a pool's last day
+#: would contain it (12 of 14 days without random traffic), so the simulator
+#: writes ``overlap``, as for the published data set: a day uses the pools
+#: meeting its window, and ``reo.look_ahead`` marks the days whose pool reaches
+#: past them. (The simulated random traffic is stationary, so its truth is the
+#: same either way.)
+SIMULATION_POOL_POLICY = "overlap"
+
+
+def config_toml(
+    out: Path,
+    fmt: str,
+    random_window_days: int,
+    control: str | None = None,
+    pool_policy: str = SIMULATION_POOL_POLICY,
+) -> str:
     """TOML text of a config reading the simulated files under ``out``; with
-    ``control``, A/B tests of every other arm against it (all four methods)."""
+    ``control``, A/B tests of every other arm against it (all four methods).
+    ``pool_policy``: see :data:`SIMULATION_POOL_POLICY`."""
+    if pool_policy not in ("contained", "overlap"):
+        raise ValueError(f"pool_policy must be contained or overlap, got {pool_policy!r}")
     signals = ", ".join(f'"{s}"' for s in TIKTOK_SIGNALS)
     ab = (
         f'\n[ab]\ncontrol = "{control}"\nmethods = ["delta", "delta_paper", "partition", "bootstrap"]\n'
@@ -55,10 +75,10 @@ signals = [{signals}]
 label_rule = "any"
 attributes = ["{TIKTOK_ATTRIBUTE}"]
 random_window_days = {random_window_days}
-# The simulated random traffic comes in pools of several days, like the published TikTok data:
-# "overlap" lets every day use the pools overlapping its window (reo.look_ahead says when a pool
-# ends after the day); "contained" would leave most days without random traffic.
-pool_policy = "overlap"
+# the random files pool several days each (the published TikTok layout): "overlap" uses every
+# pool meeting a day's window (reo.look_ahead marks pools reaching past the day); "contained"
+# only pools inside the window
+pool_policy = "{pool_policy}"
 
 [estimation]
 confidence_level = 0.95
@@ -66,12 +86,21 @@ ci_method = "delta"
 {ab}"""
 
 
-def write_simulation(spec: SimulationSpec, out: Path, fmt: str = "csv", progress=None) -> dict[str, Path]:
+def write_simulation(
+    spec: SimulationSpec,
+    out: Path,
+    fmt: str = "csv",
+    progress=None,
+    pool_policy: str = SIMULATION_POOL_POLICY,
+) -> dict[str, Path]:
     """Write a simulation to ``out`` (see module docstring). ``progress(i, n)``
-    is called after each file when given. Returns the main paths written.
-    Raises ValueError on an unknown format."""
+    is called after each file when given; ``pool_policy`` goes into the
+    config (:data:`SIMULATION_POOL_POLICY`). Returns the main paths written.
+    Raises ValueError on an unknown format or pool policy."""
     if fmt not in ("csv", "parquet"):
         raise ValueError(f"format must be csv or parquet, got {fmt!r}")
+    if pool_policy not in ("contained", "overlap"):
+        raise ValueError(f"pool_policy must be contained or overlap, got {pool_policy!r}")
     (out / "default").mkdir(parents=True, exist_ok=True)
     (out / "random").mkdir(parents=True, exist_ok=True)
     pools = spec.pools()
@@ -93,7 +122,7 @@ def write_simulation(spec: SimulationSpec, out: Path, fmt: str = "csv", progress
     reo.write_csv(out / "truth_reo.csv")
     cfg = out / "fairmon.toml"
     control = "control" if "control" in spec.arms and len(spec.arms) > 1 else None
-    cfg.write_text(config_toml(out, fmt, spec.random_pool_days, control))
+    cfg.write_text(config_toml(out, fmt, spec.random_pool_days, control, pool_policy))
     return {"config": cfg, "truth_reo": out / "truth_reo.csv", "truth_groups": out / "truth_groups.csv"}
 
 

@@ -4,8 +4,15 @@
 -- Only rows of a day's own current files count (DESIGN §2 "Input identity"):
 -- rows staged from a file no longer resolved never reach a count.
 -- Default and other named stages: rows of the day, by arm.
--- Random traffic: every pooled range overlapping the day's trailing window of
--- $window_days days, shared by all arms (arm = 'all').
+-- Random traffic (DESIGN §2 "Random-traffic windows"), shared by all arms
+-- (arm = 'all'), from the day's trailing window w0 = day - $window_days + 1 .. day:
+-- a staged row covers ds_start..ds (a row with its own date: ds_start = ds; a
+-- pool without per-row dates: its declared range). $pool_policy 'contained'
+-- takes rows whose range lies inside the window, 'overlap' rows whose range
+-- meets it; for dated rows both mean exactly w0 <= ds <= day. day_files lists
+-- only the pools the policy admits; the condition here says the same.
+-- window_start/window_end: the span of the rows used (min ds_start, max ds),
+-- so window_end > ds means rows that may come from after the day.
 -- Staged rows carry n, the logged pairs they stand for (transforms/contract.py).
 -- Rows are first aggregated over all attribute columns at once (one scan),
 -- then unpivoted: attribute columns are the staging columns named attr__*.
@@ -21,6 +28,7 @@ WITH src AS (
     FROM impressions AS i JOIN day_files AS f
       ON i.src_file = f.file AND i.ds_start <= f.day AND i.ds >= f.day - ($window_days - 1)
     WHERE i.traffic = 'random'
+      AND ($pool_policy = 'overlap' OR (i.ds_start >= f.day - ($window_days - 1) AND i.ds <= f.day))
 ),
 pre AS (
     SELECT day, traffic, arm, COLUMNS('^attr__'),

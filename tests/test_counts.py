@@ -32,12 +32,14 @@ def _frame(rng, n, traffic, arms, ds, ds_start=None):
     )
 
 
-def _query(con, name, days, window_days):
-    """sql/<name>.sql for ``days``, every staged file current for every day (day_files)."""
+def _query(con, name, days, window_days, pool_policy="overlap"):
+    """sql/<name>.sql for ``days``, every staged file current for every day
+    (day_files). These tests check the ``overlap`` policy, under which the
+    pool D-8..D-2 meets the window D-6..D; ``contained`` is in test_windows.py."""
     files = con.sql("SELECT DISTINCT src_file FROM impressions").pl().get_column("src_file").to_list()
     con.register("day_files", pl.DataFrame({"day": [d for d in days for _ in files], "file": files * len(days)}))
     try:
-        return db.query(con, name, window_days=window_days)
+        return db.query(con, name, window_days=window_days, pool_policy=pool_policy)
     finally:
         con.unregister("day_files")
 

@@ -1,90 +1,493 @@
-"""Random-traffic windows (issue 14 item 6, DESIGN §2): pooled files by
-``pool_policy``, rows with their own ds windowed exactly, ``look_ahead``."""
+"""Random-traffic windows (DESIGN §2 "Random-traffic windows", "Input identity"; issue 14).
 
-from __future__ import annotations
+Every expected value here is written out by hand from the files the test
+makes (which days, which pools, how many rows), not computed by fairmon:
+- rows that carry their own ds count for day ds exactly when
+  ds - window + 1 <= row ds <= ds;
+- a pool without per-row dates counts as a whole: under ``contained`` when its
+  declared range lies inside that window, under ``overlap`` when it meets it;
+- group_counts' random window_start/window_end are the span of what was used;
+- a day with no admitted random traffic gives NaN and a gate that says why;
+- the seed 001 §4.1 regimes scale p.
+
+Staging here bypasses the raw GX suites (the files are clean by
+construction): :func:`_stage` parses each file the days need and stages it
+as a run would. Only the last test runs flows (slow).
+"""
 
 import datetime as dt
+import json
+import math
+from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
-from fairmon.pipelines.config import load_config
-from fairmon.pipelines.ingest.adapters import pools_for_day, units_for_day
-from fairmon.transforms.reo_tables import reo_tables
-
-CONFIG = """
-warehouse = "wh"
-duckdb = "f.duckdb"
-[impressions]
-format = "tiktok"
-path = "default/{{ds}}.csv"
-random_path = "random/random_{{start}}_{{end}}.csv"
-signals = ["like_video"]
-attributes = ["young_adult"]
-random_window_days = 7
-pool_policy = "{policy}"
-"""
-
-POOLS = [("2026-01-01", "2026-01-07"), ("2026-01-08", "2026-01-14"), ("2026-01-15", "2026-01-21")]
-
-
-def _cfg(tmp_path, policy):
-    (tmp_path / "random").mkdir(exist_ok=True)
-    (tmp_path / "default").mkdir(exist_ok=True)
-    for a, b in POOLS:
-        (tmp_path / "random" / f"random_{a}_{b}.csv").write_text("x\n")
-    p = tmp_path / f"{policy}.toml"
-    p.write_text(CONFIG.format(policy=policy))
-    return load_config(p)
-
-
-def _ranges(pools):
-    return [(a.isoformat(), b.isoformat()) for _, a, b in pools]
-
-
-@pytest.mark.parametrize(
-    ("day", "contained", "overlap"),
-    [
-        # window [ds-6, ds]; a pool is contained when its whole range lies inside
-        ("2026-01-01", [], [POOLS[0]]),  # day 1 would see six days after it
-        ("2026-01-07", [POOLS[0]], [POOLS[0]]),
-        ("2026-01-10", [], [POOLS[0], POOLS[1]]),  # 14 days of random traffic under overlap
-        ("2026-01-14", [POOLS[1]], [POOLS[1]]),
-        ("2026-01-21", [POOLS[2]], [POOLS[2]]),
-    ],
+from fairmon.pipelines.config import ConfigError, ImpressionsConfig, load_config
+from fairmon.pipelines.flows import check_day
+from fairmon.pipelines.ingest.adapters import (
+    current_inputs,
+    normalize_unit,
+    pool_admitted,
+    random_window_note,
+    read_unit,
+    rows_in,
+    unit_key,
+    units_for_day,
 )
-def test_pool_policy_admits_pools_as_documented(tmp_path, day, contained, overlap):
-    ds = dt.date.fromisoformat(day)
-    c_admit, c_refused = pools_for_day(_cfg(tmp_path, "contained"), ds)
-    o_admit, o_refused = pools_for_day(_cfg(tmp_path, "overlap"), ds)
-    assert _ranges(c_admit) == contained and _ranges(o_admit) == overlap
-    assert o_refused == [] and _ranges(c_refused) == [r for r in overlap if r not in contained]
-    # the day's ingest units (and so its day_files and recorded inputs) follow the policy
-    random_units = [
-        (u.ds_start.isoformat(), u.ds_end.isoformat()) for u in units_for_day(_cfg(tmp_path, "contained"), ds)
-    ]
-    assert random_units == contained
+from fairmon.pipelines.ingest.staging import Staged, count_days, input_source, replace_units
+from fairmon.pipelines.ops import detect_stale
+from fairmon.pipelines.quality import DQResult
+from fairmon.pipelines.simulate import config_toml, write_simulation
+from fairmon.pipelines.storage import db
+from fairmon.transforms.contract import InputContractError
+from fairmon.transforms.reo_tables import GROUP_COUNTS_SCHEMA, reo_tables
+from fairmon.transforms.simulate import REGIMES, SimulationSpec, regime_spec, truth_tables
+
+D0 = dt.date(2026, 3, 1)
 
 
-def test_contained_is_the_default(tmp_path):
-    p = tmp_path / "d.toml"
-    p.write_text(CONFIG.replace('pool_policy = "{policy}"\n', ""))
-    assert load_config(p).impressions.pool_policy == "contained"
+def day(i: int) -> dt.date:
+    return D0 + dt.timedelta(days=i)
+
+
+# --- helpers ------------------------------------------------------------------
+
+
+def _rows(n: int, n_pos: int) -> pl.DataFrame:
+    """``n`` rows, groups alternating "a"/"b", the first ``n_pos`` positive."""
+    return pl.DataFrame(
+        {"grp": ["a" if i % 2 == 0 else "b" for i in range(n)], "s1": [int(i < n_pos) for i in range(n)]}
+    )
+
+
+def _config(root: Path, impressions: str, window: int, policy: str | None, name: str = "f") -> Path:
+    """A config ``<name>.toml`` in ``root`` (warehouse and DuckDB file ``<name>.duckdb`` beside it)."""
+    pol = f'pool_policy = "{policy}"\n' if policy else ""
+    path = root / f"{name}.toml"
+    path.write_text(
+        f'warehouse = "wh-{name}"\nduckdb = "{name}.duckdb"\n[impressions]\n{impressions}'
+        f'signals = ["s1"]\nattributes = ["grp"]\nrandom_window_days = {window}\n{pol}'
+    )
+    return path
+
+
+TIKTOK = 'format = "tiktok"\npath = "default/{ds}.csv"\nrandom_path = "random/random_{start}_{end}.csv"\n'
+
+
+def _stage(cfg, days: list[dt.date]) -> None:
+    """Stage every impressions file any of ``days`` needs (as a run does, minus the raw suite)."""
+    src = input_source(cfg, "impressions")
+    units = {u.file: u for d in days for u in units_for_day(cfg, d)}
+    ok = DQResult("impressions", "impressions_raw", "test", 0, [])
+    batch = []
+    for u in units.values():
+        raw = read_unit(cfg, u)
+        batch.append(Staged(u, normalize_unit(cfg, u, raw), rows_in(raw), 0, 0, ok))
+    replace_units(cfg, src, batch)
+
+
+def _random(counts: pl.DataFrame, ds: dt.date) -> dict:
+    """{n, n_pos, window_start, window_end} of the day's random traffic (attribute grp), or {} when none."""
+    r = counts.filter((pl.col("ds") == ds) & (pl.col("traffic") == "random") & (pl.col("attribute") == "grp"))
+    if r.is_empty():
+        return {}
+    assert r.get_column("window_start").n_unique() == 1 and r.get_column("window_end").n_unique() == 1
+    return {
+        "n": int(r.get_column("n").sum()),
+        "n_pos": int(r.get_column("n_pos").sum()),
+        "window_start": r.get_column("window_start")[0],
+        "window_end": r.get_column("window_end")[0],
+    }
+
+
+def _record_run(cfg, run_id: str, ds: dt.date) -> None:
+    """A run of day ``ds`` recorded with the inputs the day needs now (as the daily flow records them)."""
+    with db.connect(cfg.duckdb_path) as con:
+        db.execute(con, "runs_create")
+        db.execute(con, "runs_migrate")
+        db.execute(
+            con,
+            "runs_start",
+            run_id=run_id,
+            ds=ds,
+            started_at=dt.datetime(2026, 3, 10),
+            config_path="",
+            config_fp=cfg.fingerprint(),
+            params="{}",
+            inputs=json.dumps(current_inputs(cfg, ds), default=str),
+        )
+
+
+def _random_files(units) -> list[str]:
+    return sorted(u.file.name for u in units if u.scope == "random")
+
+
+# --- rows with their own ds: contract format, window exact --------------------
+
+# contract layout: in/<day>/default.csv and in/<day>/random.csv, every row dated its day.
+# Random rows per day: 10·(i+1) for day index i (positives: i+1), so every window has its own sum.
+CONTRACT_DAYS = range(0, 9)
+W_CONTRACT = 3
+
+
+@pytest.fixture()
+def contract(tmp_path):
+    for i in CONTRACT_DAYS:
+        folder = tmp_path / "in" / str(day(i))
+        folder.mkdir(parents=True)
+        for traffic, n, n_pos in (("default", 40, 20), ("random", 10 * (i + 1), i + 1)):
+            _rows(n, n_pos).with_columns(pl.lit(str(day(i))).alias("ds"), pl.lit(traffic).alias("traffic")).write_csv(
+                folder / f"{traffic}.csv"
+            )
+    return load_config(_config(tmp_path, 'format = "contract"\npath = "in/{ds}/*.csv"\n', W_CONTRACT, None))
+
+
+def test_contract_rows_are_windowed_by_their_own_ds_exactly(contract):
+    cfg = contract
+    D = day(5)  # window: day(3), day(4), day(5)
+    files = sorted(unit_key(cfg, u.file) for u in units_for_day(cfg, D))
+    assert files == sorted(f"in/{day(i)}/{t}.csv" for i in (3, 4, 5) for t in ("default", "random"))
+    assert [i["file"] for i in current_inputs(cfg, D)] == files
+    # stage the days around it too: day(6)'s rows (ds + 1) and day(2)'s (ds - window) are in the staging table
+    _stage(cfg, [day(4), D, day(6)])
+    counts, totals = count_days(cfg, [D])
+    # 40 + 50 + 60 random rows (days 3, 4, 5), 4 + 5 + 6 positives; day 6 (70) and day 2 (30) never count
+    assert _random(counts, D) == {"n": 150, "n_pos": 15, "window_start": day(3), "window_end": D}
+    assert totals.filter(pl.col("traffic") == "random").get_column("n").to_list() == [150]
+    rec = counts.filter((pl.col("traffic") == "default") & (pl.col("attribute") == "grp"))
+    assert rec.get_column("n").sum() == 40 and set(rec.get_column("window_end")) == {D}
+
+
+def test_contract_window_rule_holds_in_sql_even_for_files_registered_for_the_day(contract):
+    # sql/group_counts.sql on its own: every staged file (days 2..6) registered for D,
+    # as if identity had let them through: rows dated D+1 or D-window still do not count.
+    cfg, D = contract, day(5)
+    _stage(cfg, [day(4), D, day(6)])
+    with db.connect(cfg.duckdb_path) as con:
+        files = con.sql("SELECT DISTINCT src_file FROM impressions").pl().get_column("src_file").to_list()
+        assert len(files) == 10  # days 2..6, default + random
+        con.register("day_files", pl.DataFrame({"day": [D] * len(files), "file": files}))
+        for policy in ("contained", "overlap"):
+            counts = db.query(con, "group_counts", window_days=W_CONTRACT, pool_policy=policy)
+            assert _random(counts, D) == {"n": 150, "n_pos": 15, "window_start": day(3), "window_end": D}
+        con.unregister("day_files")
+
+
+def test_contract_file_cannot_carry_a_row_of_another_day(contract):
+    cfg, D = contract, day(5)
+    f = cfg.resolve(f"in/{D}/random.csv")
+    rows = pl.read_csv(f, infer_schema=False)
+    rows.with_columns(
+        pl.when(pl.int_range(pl.len()) == 3).then(pl.lit(str(day(6)))).otherwise("ds").alias("ds")
+    ).write_csv(f)
+    unit = next(u for u in units_for_day(cfg, D) if u.file == f)
+    with pytest.raises(InputContractError, match=rf"row dated {day(6)} in a file for {D}"):
+        normalize_unit(cfg, unit, read_unit(cfg, unit))
+
+
+# --- a pool whose rows carry their own ds (TikTok layout) ----------------------
+
+
+def test_pool_with_per_row_dates_counts_only_rows_of_the_window(tmp_path):
+    # random_<day 2>_<day 7>.csv: rows dated day 2..7, 100·(i-1) rows on day i, i positives
+    (tmp_path / "default").mkdir()
+    (tmp_path / "random").mkdir()
+    parts = [_rows(100 * (i - 1), i).with_columns(pl.lit(str(day(i))).alias("ds")) for i in range(2, 8)]
+    pl.concat(parts).write_csv(tmp_path / "random" / f"random_{day(2)}_{day(7)}.csv")
+    D = day(5)
+    _rows(40, 10).write_csv(tmp_path / "default" / f"{D}.csv")
+    cfg = load_config(_config(tmp_path, TIKTOK, 3, "overlap"))
+    _stage(cfg, [D])
+    counts, _ = count_days(cfg, [D])
+    # window day 3..5: 200 + 300 + 400 rows, 3 + 4 + 5 positives; rows of day 6, 7 (after ds) and day 2 do not count;
+    # the span is that of the rows used, not the pool's declared range
+    assert _random(counts, D) == {"n": 900, "n_pos": 12, "window_start": day(3), "window_end": D}
+    # contained decides on the declared range (a file is admitted before it is read): this pool is not inside
+    cfg_c = load_config(_config(tmp_path, TIKTOK, 3, "contained"))
+    assert _random_files(units_for_day(cfg_c, D)) == []
+    assert _random(count_days(cfg_c, [D])[0], D) == {}
+
+
+# --- pools without per-row dates: contained vs overlap -------------------------
+
+# Three pools (TikTok layout, no per-row dates), window 4 days:
+#   P1 = day 0..2 (100 rows, 10 positives), P2 = day 3..5 (200 rows, 20), P3 = day 4..8 (400 rows, 40).
+POOLS = {"P1": (0, 2, 100, 10), "P2": (3, 5, 200, 20), "P3": (4, 8, 400, 40)}
+W_POOLS = 4
+# day index -> pools used, worked out by hand from the window [day - 3, day]:
+#   day 0 [-3, 0]: meets P1, contains none      day 5 [2, 5]: meets P1 P2 P3, contains P2
+#   day 1 [-2, 1]: meets P1, contains none      day 6 [3, 6]: meets P2 P3, contains P2
+#   day 2 [-1, 2]: meets P1, contains P1        day 7 [4, 7]: meets P2 P3, contains none
+#   day 3 [0, 3]:  meets P1 P2, contains P1     day 8 [5, 8]: meets P2 P3, contains none
+#   day 4 [1, 4]:  meets P1 P2 P3, contains none
+OVERLAP = {0: "P1", 1: "P1", 2: "P1", 3: "P1 P2", 4: "P1 P2 P3", 5: "P1 P2 P3", 6: "P2 P3", 7: "P2 P3", 8: "P2 P3"}
+CONTAINED = {0: "", 1: "", 2: "P1", 3: "P1", 4: "", 5: "P2", 6: "P2", 7: "", 8: ""}
+
+
+def _pool_file(name: str) -> str:
+    a, b, *_ = POOLS[name]
+    return f"random_{day(a)}_{day(b)}.csv"
+
+
+@pytest.fixture()
+def pools(tmp_path):
+    (tmp_path / "default").mkdir()
+    (tmp_path / "random").mkdir()
+    for i in range(9):
+        _rows(60, 30).write_csv(tmp_path / "default" / f"{day(i)}.csv")
+    for name, (_, _, n, n_pos) in POOLS.items():
+        _rows(n, n_pos).write_csv(tmp_path / "random" / _pool_file(name))
+    return {p: load_config(_config(tmp_path, TIKTOK, W_POOLS, p, name=p)) for p in ("contained", "overlap")}
+
+
+def test_pool_admission_rule():
+    D = day(6)  # window day 3..6
+    assert pool_admitted(day(3), day(6), D, 4, "contained") and pool_admitted(day(3), day(6), D, 4, "overlap")
+    assert not pool_admitted(day(2), day(6), D, 4, "contained") and pool_admitted(day(2), day(6), D, 4, "overlap")
+    assert not pool_admitted(day(3), day(7), D, 4, "contained") and pool_admitted(day(3), day(7), D, 4, "overlap")
+    assert not pool_admitted(day(7), day(9), D, 4, "overlap")  # starts after ds
+    assert not pool_admitted(day(0), day(2), D, 4, "overlap")  # ends before the window
+    with pytest.raises(ValueError, match="pool_policy"):
+        pool_admitted(day(3), day(6), D, 4, "any")
+
+
+@pytest.mark.parametrize("policy,expected", [("contained", CONTAINED), ("overlap", OVERLAP)])
+def test_each_day_uses_the_pools_its_policy_admits(pools, policy, expected):
+    cfg = pools[policy]
+    days = [day(i) for i in range(9)]
+    for i, d in enumerate(days):
+        want = sorted(_pool_file(p) for p in expected[i].split())
+        assert _random_files(units_for_day(cfg, d)) == want, d
+        # what a run records as its inputs (and late-data detection compares) follows the policy
+        recorded = [r["file"] for r in current_inputs(cfg, d)]
+        assert recorded == sorted([f"default/{d}.csv", *(f"random/{f}" for f in want)]), d
+    _stage(cfg, days)
+    counts, totals = count_days(cfg, days)  # a backfill counts the range in one statement
+    for i, d in enumerate(days):
+        used = expected[i].split()
+        got = _random(counts, d)
+        if not used:
+            assert got == {}, d
+            continue
+        assert got == {
+            "n": sum(POOLS[p][2] for p in used),
+            "n_pos": sum(POOLS[p][3] for p in used),
+            "window_start": day(min(POOLS[p][0] for p in used)),  # the used pools' declared ranges
+            "window_end": day(max(POOLS[p][1] for p in used)),
+        }, d
+        tot = totals.filter((pl.col("ds") == d) & (pl.col("traffic") == "random")).get_column("n").to_list()
+        assert tot == [got["n"]], d
+    if policy == "contained":  # never a random row from after the day
+        rand = counts.filter(pl.col("traffic") == "random")
+        assert (rand.get_column("window_end") <= rand.get_column("ds")).all()
+        assert (rand.get_column("window_start") >= rand.get_column("ds") - dt.timedelta(days=W_POOLS - 1)).all()
+    else:  # look-ahead is visible: day 4's pools reach day 8
+        assert _random(counts, day(4))["window_end"] == day(8)
+
+
+def test_the_sql_applies_the_policy_too(pools):
+    # every staged pool registered for day 6 (window day 3..6): contained still takes only P2,
+    # overlap P2 and P3 (P1 ends on day 2)
+    cfg = pools["overlap"]
+    _stage(cfg, [day(i) for i in range(9)])
+    D = day(6)
+    with db.connect(cfg.duckdb_path) as con:
+        files = con.sql("SELECT DISTINCT src_file FROM impressions").pl().get_column("src_file").to_list()
+        con.register("day_files", pl.DataFrame({"day": [D] * len(files), "file": files}))
+        contained = _random(db.query(con, "group_counts", window_days=W_POOLS, pool_policy="contained"), D)
+        overlap = _random(db.query(con, "group_counts", window_days=W_POOLS, pool_policy="overlap"), D)
+        con.unregister("day_files")
+    assert contained == {"n": 200, "n_pos": 20, "window_start": day(3), "window_end": day(5)}
+    assert overlap == {"n": 600, "n_pos": 60, "window_start": day(3), "window_end": day(8)}
+
+
+def test_a_late_pool_makes_a_day_stale_only_if_its_policy_admits_it(pools, tmp_path):
+    cfg = pools["contained"]
+    D = day(3)  # window day 0..3; uses P1
+    _record_run(cfg, "r1", D)
+    late_overlapping = tmp_path / "random" / f"random_{day(3)}_{day(4)}.csv"  # meets the window, not inside
+    _rows(10, 1).write_csv(late_overlapping)
+    assert detect_stale(cfg).is_empty()
+    assert detect_stale(pools["overlap"]).is_empty()  # its own DuckDB file: no run of day 3 there
+    _record_run(pools["overlap"], "r2", D)  # uses P1, P2
+    _rows(10, 1).write_csv(late_overlapping.with_name(f"random_{day(2)}_{day(4)}.csv"))
+    assert detect_stale(pools["overlap"]).get_column("file").to_list() == [f"random/random_{day(2)}_{day(4)}.csv"]
+    late_inside = tmp_path / "random" / f"random_{day(1)}_{day(3)}.csv"
+    _rows(10, 1).write_csv(late_inside)
+    assert detect_stale(cfg).get_column("file").to_list() == [f"random/{late_inside.name}"]
+
+
+# --- a day with no admitted pool ------------------------------------------------
+
+
+def test_no_contained_pool_gives_nan_and_a_gate_that_names_the_policy(pools):
+    cfg = pools["contained"]
+    D = day(4)  # window day 1..4 meets P1, P2 and P3, contains none
+    _stage(cfg, [D])
+    counts, _ = count_days(cfg, [D])
+    counts = counts.cast(GROUP_COUNTS_SCHEMA)
+    assert set(counts.get_column("traffic")) == {"default"}
+    _, reo = reo_tables(counts, D)
+    row = reo.row(0, named=True)
+    assert math.isnan(row["reo"]) and row["n_rand"] == 0
+    assert "no random traffic in the window" in row["reason"]
+    assert row["rand_window_start"] is None and row["rand_window_end"] is None
+
+    note = random_window_note(cfg, D)
+    assert f"window {day(1)}..{D}" in note and 'pool_policy = "contained"' in note
+    for p in ("P1", "P2", "P3"):
+        a, b, *_ = POOLS[p]
+        assert f"random/{_pool_file(p)} ({day(a)}..{day(b)})" in note
+    assert 'pool_policy = "overlap"' in note and "random_window_days" in note
+
+    # the day's gate: random_traffic_present fails and says why
+    dq = check_day.fn(cfg, D, counts)
+    assert dq.failed_critical == ["random_traffic_present"]
+    assert 'pool_policy = "contained"' in dq.summary() and _pool_file("P1") in dq.summary()
+    (failure,) = json.loads(dq.row(D)["details"])  # dq_results keeps the reason
+    assert failure["note"] == note
+
+
+def test_note_without_any_overlapping_pool(pools):
+    cfg = pools["contained"]
+    D = day(20)  # no pool near
+    assert _random_files(units_for_day(cfg, D)) == []
+    assert random_window_note(cfg, D).endswith("no pooled random file overlaps it")
+
+
+# --- config ---------------------------------------------------------------------
+
+
+def test_pool_policy_config(tmp_path):
+    field = ImpressionsConfig.model_fields["pool_policy"]
+    assert field.default == "contained" and "contained" in field.description and "overlap" in field.description
+    assert load_config(_config(tmp_path, TIKTOK, 7, None)).impressions.pool_policy == "contained"
+    with pytest.raises(ConfigError, match="impressions.pool_policy"):
+        load_config(_config(tmp_path, TIKTOK, 7, "partial"))
+    # the policy picks staged files, it does not change them: switching it re-stages nothing
+    a = load_config(_config(tmp_path, TIKTOK, 7, "contained")).fingerprint()
+    assert load_config(_config(tmp_path, TIKTOK, 7, "overlap")).fingerprint() == a
+
+
+def test_simulator_config_uses_overlap(tmp_path):
+    spec = SimulationSpec(start=D0, days=2, rows_per_day=200, random_rows_per_day=100, random_pool_days=7)
+    cfg = load_config(write_simulation(spec, tmp_path / "sim")["config"])
+    assert cfg.impressions.pool_policy == "overlap"
+    assert 'pool_policy = "contained"' in config_toml(tmp_path, "csv", 7, pool_policy="contained")
+    with pytest.raises(ValueError, match="pool_policy"):
+        config_toml(tmp_path, "csv", 7, pool_policy="any")
+
+
+# --- seed 001 §4.1 regimes -----------------------------------------------------
+
+
+def test_regimes_scale_p_as_the_paper_does():
+    # DESIGN §5: p = (0.01, 0.05), (0.001, 0.005), (0.0001, 0.0005); q = (10 p1, 5 p2);
+    # complements p~1 = 0.25 (1 - p1 - p2), p~2 = 0.75 (1 - p1 - p2), the same for q~.
+    paper = {"dense": (0.01, 0.05), "sparse": (0.001, 0.005), "very_sparse": (0.0001, 0.0005)}
+    assert {k: v["p"] for k, v in REGIMES.items()} == paper
+    for regime, (p1, p2) in paper.items():
+        spec = regime_spec(regime, rows_per_day=10_000, days=1)
+        q1, q2 = 10 * p1, 5 * p2
+        Q, P = spec.true_QP("all")
+        assert P == pytest.approx([p1, p2], rel=1e-12) and Q == pytest.approx([q1, q2], rel=1e-12)
+        rand_neg = [s * (1 - r) for s, r in zip(spec.rand_share, spec.rand_rate)]
+        rec_neg = [s * (1 - r) for s, r in zip(spec.rec_share, spec.rec_rate)]
+        assert rand_neg == pytest.approx([0.25 * (1 - p1 - p2), 0.75 * (1 - p1 - p2)], rel=1e-12)
+        assert rec_neg == pytest.approx([0.25 * (1 - q1 - q2), 0.75 * (1 - q1 - q2)], rel=1e-12)
+        assert spec.random_rows_per_day == spec.rows_per_day == 10_000  # one n for both, as in the paper
+        # truth: U = (10, 5), mean 7.5, population std 2.5 -> REO = 1/3
+        _, reo = truth_tables(spec)
+        assert reo.get_column("reo").to_list() == pytest.approx([1 / 3], abs=1e-12)
+    assert regime_spec("sparse", rows_per_day=1000, random_rows_per_day=300).random_rows_per_day == 300
+
+
+def test_regime_rows_have_the_regime_p():
+    # the simulator's random rows follow the regime: positives of each group ~ Binomial(n, p_k)
+    from fairmon.transforms.simulate import simulate_random_pool
+
+    spec = regime_spec("dense", rows_per_day=200_000, days=1, seed=3)
+    rows = simulate_random_pool(spec, spec.start, spec.start)
+    y = pl.any_horizontal(pl.exclude("request_id", "item_id", "young_adult").cast(pl.Boolean))
+    for k, p in enumerate((0.01, 0.05)):
+        got = rows.filter(y & (pl.col("young_adult") == k)).height
+        assert abs(got - 200_000 * p) < 4 * np.sqrt(200_000 * p * (1 - p))
+
+
+# --- end to end (slow): the run does not crash, the gate says why ---------------
+
+
+def test_runs_follow_the_policy_end_to_end(pools, tmp_path, prefect_harness):
+    import duckdb
+
+    from fairmon.pipelines.runner import run_days
+
+    cfg = pools["contained"]
+    days = [day(i) for i in range(9)]
+    results = {r["ds"]: r for r in run_days(cfg, days)}
+    for i, d in enumerate(days):
+        if CONTAINED[i]:
+            assert results[d]["status"] == "published", results[d].get("error")
+            row = results[d]["reo"][0]
+            assert row["rand_window_end"] <= d and row["n_rand"] == sum(POOLS[p][2] for p in CONTAINED[i].split())
+        else:
+            assert results[d]["status"] == "quarantined"
+            err = results[d]["error"]
+            assert "random_traffic_present" in err and 'pool_policy = "contained"' in err, err
+    con = duckdb.connect(str(cfg.duckdb_path), read_only=True)
+    try:
+        runs = con.sql("SELECT ds, inputs, params FROM runs").pl()
+    finally:
+        con.close()
+    for ds, inputs, params in runs.iter_rows():
+        files = sorted(i["file"] for i in json.loads(inputs) if i["file"].startswith("random/"))
+        assert files == sorted(f"random/{_pool_file(p)}" for p in CONTAINED[(ds - D0).days].split())
+        assert json.loads(params)["random_window"] == {"random_window_days": W_POOLS, "pool_policy": "contained"}
+
+    # with random_traffic_present a warning, the day publishes its REO as NaN with the reason
+    path = tmp_path / "contained.toml"
+    path.write_text(path.read_text() + '[quality.severity]\nrandom_traffic_present = "warning"\n')
+    (r,) = run_days(load_config(path), [day(0)])
+    assert r["status"] == "published", r.get("error")
+    assert math.isnan(r["reo"][0]["reo"]) and "no random traffic in the window" in r["reo"][0]["reason"]
+    (gate,) = [d for d in r["dq"] if d["suite"] == "impressions_day"]
+    assert gate["failed_warning"] == "random_traffic_present"
+    assert 'pool_policy = "contained"' in json.loads(gate["details"])[0]["note"]
+
+
+def test_plan_counts_random_traffic_per_day_over_the_span_used(pools):
+    # day 4 under overlap used P1, P2, P3: 700 random rows over day 0..8 (9 days), not over the 4-day window
+    from fairmon.pipelines.audit import plan_from_counts
+    from fairmon.pipelines.storage.warehouse import write_partitions
+
+    cfg = pools["overlap"]
+    D = day(4)
+    _stage(cfg, [D])
+    counts, _ = count_days(cfg, [D])
+    write_partitions(cfg.warehouse_path, D, {"group_counts": counts.cast(GROUP_COUNTS_SCHEMA)})
+    plan, _ = plan_from_counts(cfg, D, D, 0.1, 0.05, None)
+    assert plan.get_column("n_rand_window").to_list() == [700]
+    assert plan.get_column("rand_per_day").to_list() == pytest.approx([700 / 9])
 
 
 def test_look_ahead_follows_the_random_span():
+    """reo.look_ahead is true exactly when the random rows' span ends after ds."""
+    from fairmon.transforms.reo_tables import reo_tables
+
     ds = dt.date(2026, 1, 3)
     rows = []
-    for traffic, arm, pos, ws, we in (
-        ("default", "all", (300, 200), ds, ds),
-        ("random", "all", (200, 200), dt.date(2026, 1, 1), dt.date(2026, 1, 7)),  # a pool ending after ds
+    for traffic, pos, ws, we in (
+        ("default", (300, 200), ds, ds),
+        ("random", (200, 200), dt.date(2026, 1, 1), dt.date(2026, 1, 7)),  # a pool ending after ds
     ):
         for g, p in zip("ab", pos):
-            rows.append((ds, "impressions", traffic, arm, "s", g, 10_000, p, ws, we))
+            rows.append((ds, "impressions", traffic, "all", "s", g, 10_000, p, ws, we))
     cols = ["ds", "source", "traffic", "arm", "attribute", "group", "n", "n_pos", "window_start", "window_end"]
     counts = pl.DataFrame(rows, schema=cols, orient="row")
     _, reo = reo_tables(counts, ds)
     assert reo.get_column("look_ahead").to_list() == [True]
-    assert reo.get_column("rand_window_end").to_list() == [dt.date(2026, 1, 7)]
-    _, later = reo_tables(counts.with_columns(pl.lit(dt.date(2026, 1, 7)).alias("ds")), dt.date(2026, 1, 7))
-    assert later.get_column("look_ahead").to_list() == [False]
+    later = dt.date(2026, 1, 7)
+    _, reo7 = reo_tables(counts.with_columns(pl.lit(later).alias("ds")), later)
+    assert reo7.get_column("look_ahead").to_list() == [False]

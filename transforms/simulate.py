@@ -12,11 +12,12 @@ Hence the truth: Q_k = π^a_k q_k, P_k = ρ_k p_k, U_k = Q_k/P_k (seed 001 eq. 4
 ΔU and REO from U (eqs. 3, 7, 19). When Y = 1 the six TikTok signals are a
 uniformly drawn non-empty subset, so "Y = any signal" reproduces Y exactly.
 
-The three regimes follow seed 001 §4.1: on random traffic the joint shares
-p_k = P(Y = 1, S = k) are (0.01, 0.05), (0.001, 0.005) or (0.0001, 0.0005);
-on default traffic q = (10·p_1, 5·p_2), so U ∝ (10, 5) and REO = 1/3 in every
-regime; the complements are P(Y = 0, S = k) = (0.25, 0.75)·(1 − p_1 − p_2),
-and likewise for q. Both traffics have the same volume n per day.
+The three regimes follow seed 001 §4.1 (DESIGN §5): the joint shares of
+positives in random traffic are p = (0.01, 0.05), (0.001, 0.005) and
+(0.0001, 0.0005), in default traffic q = (10·p_1, 5·p_2), so U ∝ (10, 5) and
+REO = 1/3 in all three; the negatives take the complements
+p̃_1 = P(Y=0, S=1) = 0.25·(1 − p_1 − p_2), p̃_2 = 0.75·(1 − p_1 − p_2) (the same
+for q̃). Default and random traffic have the same volume n, as in the paper.
 """
 
 from __future__ import annotations
@@ -32,32 +33,36 @@ from fairmon.transforms.reo import relative_utilities, reo_of_utilities
 TIKTOK_SIGNALS = ("like_video", "share", "follow", "finish", "download", "long_view")
 TIKTOK_ATTRIBUTE = "young_adult"
 
-#: Seed 001 §4.1 regimes: the joint shares p = P(Y = 1, S = k) on random traffic.
+#: Seed 001 §4.1 regimes: p = (P(Y=1, S=1), P(Y=1, S=2)) in random traffic;
+#: each scales the first by 1/10 and 1/100 (DESIGN §5).
 REGIMES: dict[str, dict] = {
     "dense": {"p": (0.01, 0.05)},
     "sparse": {"p": (0.001, 0.005)},
     "very_sparse": {"p": (0.0001, 0.0005)},
 }
+#: q = (10·p_1, 5·p_2) in default traffic (seed 001 §4.1), hence U ∝ (10, 5).
+REGIME_Q_OVER_P = (10.0, 5.0)
+#: Split of the negatives between the groups: p̃_k = share_k·(1 − p_1 − p_2) (seed 001 §4.1).
+REGIME_NEGATIVE_SPLIT = (0.25, 0.75)
 
 
-def regime_rates(p: tuple[float, float]) -> dict[str, tuple[float, float]]:
-    """Group shares and positive rates of seed 001 §4.1 for random-traffic joint shares ``p``.
+def regime_rates(p: tuple[float, ...]) -> dict[str, tuple[float, ...]]:
+    """Group shares and positive rates of default and random traffic for the
+    seed 001 §4.1 joint shares ``p`` (random) and q = (10·p_1, 5·p_2) (default):
+    with the complements p̃_k = (0.25, 0.75)_k·(1 − Σp), the probability vector
+    (p_1, p_2, p̃_1, p̃_2) gives share_k = p_k + p̃_k and rate_k = p_k / share_k
+    (likewise for q). Returns {rec_share, rec_rate, rand_share, rand_rate}."""
 
-    q = (10 p_1, 5 p_2) on default traffic; complements P(Y = 0, S = k) =
-    (0.25, 0.75)·(1 − Σp) (and likewise for q). Returns the SimulationSpec
-    fields rec_share, rec_rate, rand_share, rand_rate (shapes (2,)); the joint
-    shares are share × rate. Raises ValueError when q does not fit in [0, 1].
-    """
-    q = (10 * p[0], 5 * p[1])
-    if sum(q) >= 1:
-        raise ValueError(f"q = {q} does not leave room for its complements")
-    out = {}
-    for name, pos in (("rec", q), ("rand", p)):
-        rest = 1 - sum(pos)
-        share = (pos[0] + 0.25 * rest, pos[1] + 0.75 * rest)
-        out[f"{name}_share"] = share
-        out[f"{name}_rate"] = (pos[0] / share[0], pos[1] / share[1])
-    return out
+    def split(joint: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        neg = np.asarray(REGIME_NEGATIVE_SPLIT) * (1.0 - joint.sum())
+        share = joint + neg
+        return tuple(share.tolist()), tuple((joint / share).tolist())
+
+    p = np.asarray(p, dtype=float)
+    q = np.asarray(REGIME_Q_OVER_P) * p
+    rec_share, rec_rate = split(q)
+    rand_share, rand_rate = split(p)
+    return {"rec_share": rec_share, "rec_rate": rec_rate, "rand_share": rand_share, "rand_rate": rand_rate}
 
 
 @dataclass(frozen=True)
@@ -125,12 +130,16 @@ class SimulationSpec:
 
 
 def regime_spec(regime: str, **overrides) -> SimulationSpec:
-    """A :class:`SimulationSpec` for one of the seed 001 §4.1 regimes (see :data:`REGIMES`)."""
+    """A :class:`SimulationSpec` for one of the seed 001 §4.1 regimes (see
+    :data:`REGIMES`, :func:`regime_rates`): the regime's p and q, and as much
+    random as default traffic per day (``rows_per_day``, default 50,000; the
+    paper draws both from one n). Other fields come from ``overrides``."""
     if regime not in REGIMES:
         raise ValueError(f"unknown regime {regime!r}; expected one of {sorted(REGIMES)}")
     rows = overrides.pop("rows_per_day", 50_000)
+    rand_rows = overrides.pop("random_rows_per_day", rows)
     return SimulationSpec(
-        rows_per_day=rows, random_rows_per_day=rows, **regime_rates(REGIMES[regime]["p"]), **overrides
+        rows_per_day=rows, random_rows_per_day=rand_rows, **regime_rates(REGIMES[regime]["p"]), **overrides
     )
 
 

@@ -514,12 +514,20 @@ def simulate(
     regime: Annotated[
         str | None,
         typer.Option(
-            help="Seed 001 §4.1 regime (dense, sparse, very_sparse): P=(0.01,0.05) scaled by 1, 1/10, 1/100, "
-            "Q=(10·P1, 5·P2), so U∝(10,5) and REO=1/3; random volume = default volume. "
-            "Overrides shares, rates and the random volume."
+            help="Seed 001 §4.1 regime: dense p=(0.01,0.05), sparse p=(0.001,0.005), very_sparse "
+            "p=(0.0001,0.0005) (p = P(Y=1,S=k) in random traffic), q=(10p1,5p2), U∝(10,5), REO=1/3; "
+            "overrides shares and rates; random traffic gets --rows-per-day rows per day, as default traffic."
         ),
     ] = None,
     pool_days: Annotated[int, typer.Option(min=1, help="Days per pooled random-traffic file.")] = 7,
+    pool_policy: Annotated[
+        str,
+        typer.Option(
+            help="pool_policy of the written config: overlap (every pool meeting a day's window, as for the "
+            "published data set; reo.look_ahead marks pools reaching past the day) or contained (only pools "
+            "inside the window: most days then have no random traffic unless the window is longer than a pool)."
+        ),
+    ] = "overlap",
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     fmt: Annotated[str, typer.Option("--format", help="csv or parquet.")] = "csv",
 ) -> None:
@@ -545,7 +553,9 @@ def simulate(
             )
         with Progress(TextColumn("simulate"), BarColumn(), MofNCompleteColumn(), console=console) as p:
             job = p.add_task("files", total=None)
-            paths = write_simulation(spec, out, fmt, progress=lambda i, n: p.update(job, completed=i, total=n))
+            paths = write_simulation(
+                spec, out, fmt, progress=lambda i, n: p.update(job, completed=i, total=n), pool_policy=pool_policy
+            )
     except ValueError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None

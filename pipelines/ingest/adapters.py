@@ -87,6 +87,55 @@ def window_start(ds: dt.date, days: int) -> dt.date:
     return ds - dt.timedelta(days=days - 1)
 
 
+def pool_admitted(start: dt.date, end: dt.date, ds: dt.date, window_days: int, policy: str) -> bool:
+    """Whether a pooled random-traffic file declared for ``start``..``end`` (no
+    per-row dates) serves day ``ds`` with a trailing window of ``window_days``
+    (DESIGN §2 "Random-traffic windows"): ``contained`` when the range lies
+    inside ds - window_days + 1 .. ds, ``overlap`` when it meets that window."""
+    w0 = window_start(ds, window_days)
+    if policy == "contained":
+        return w0 <= start and end <= ds
+    if policy == "overlap":
+        return start <= ds and end >= w0
+    raise ValueError(f"unknown pool_policy {policy!r}; expected 'contained' or 'overlap'")
+
+
+def pools_left_out(cfg: FairmonConfig, ds: dt.date) -> list[tuple[Path, dt.date, dt.date]]:
+    """The pools (path, start, end) that overlap day ``ds``'s window but that
+    ``pool_policy`` does not admit (it admits every overlapping pool under
+    ``overlap``); none for formats without pools."""
+    imp = cfg.impressions
+    if imp is None or imp.format != "tiktok":
+        return []
+    w = imp.random_window_days
+    return [
+        (path, a, b)
+        for path, a, b in _tiktok_pools(cfg)
+        if pool_admitted(a, b, ds, w, "overlap") and not pool_admitted(a, b, ds, w, imp.pool_policy)
+    ]
+
+
+def random_window_note(cfg: FairmonConfig, ds: dt.date) -> str:
+    """Why day ``ds`` may have no random traffic, for the day's gate and log:
+    its window, the pool policy and the pools that overlap the window but lie
+    partly outside it (with what to change)."""
+    imp = cfg.impressions
+    w0 = window_start(ds, imp.random_window_days)
+    where = f"no random traffic in the window {w0}..{ds} (random_window_days = {imp.random_window_days}"
+    if imp.format != "tiktok":
+        return where + "): no random rows dated in it were staged from the day's files"
+    left = pools_left_out(cfg, ds)
+    where += f', pool_policy = "{imp.pool_policy}")'
+    if not left:
+        return where + ": no pooled random file overlaps it"
+    names = ", ".join(f"{unit_key(cfg, path)} ({a}..{b})" for path, a, b in left)
+    return (
+        f"{where}: pool(s) {names} overlap the window but are not contained in it; set [impressions] "
+        f'pool_policy = "overlap" (their rows may then come from after {ds}: reo.look_ahead) '
+        "or widen random_window_days to cover a whole pool"
+    )
+
+
 def _matches(template: str, cfg: FairmonConfig, **fields: str) -> list[Path]:
     pattern = str(cfg.resolve(template.format(**fields)))
     return sorted(Path(p) for p in glob.glob(pattern))
@@ -159,8 +208,12 @@ def normalize_log_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, raw: p
 
 
 def units_for_day(cfg: FairmonConfig, ds: dt.date) -> list[IngestUnit]:
-    """The ingest units that day ``ds`` needs: its default traffic and every
-    random-traffic source overlapping its trailing window.
+    """The ingest units that day ``ds`` needs: its default traffic and the
+    random traffic of its trailing window (DESIGN §2 "Random-traffic
+    windows"): for ``contract`` the files of the window's days (their rows
+    carry their own ds); for ``tiktok`` the pools ``pool_policy`` admits
+    (:func:`pool_admitted`). What a run records as its inputs, what late-data
+    detection compares and the only files whose rows the day counts.
 
     Raises :class:`InputContractError` for a Coat config asked for another day.
     """
@@ -182,33 +235,10 @@ def units_for_day(cfg: FairmonConfig, ds: dt.date) -> list[IngestUnit]:
         return units
     # tiktok
     units = [IngestUnit(f, ds, ds, "nonrandom", traffic="default") for f in day_files]
-    for path, a, b in pools_for_day(cfg, ds)[0]:
-        units.append(IngestUnit(path, a, b, "random", traffic="random"))
-    return units
-
-
-def pools_for_day(
-    cfg: FairmonConfig, ds: dt.date
-) -> tuple[list[tuple[Path, dt.date, dt.date]], list[tuple[Path, dt.date, dt.date]]]:
-    """(admitted, refused) pooled random files for day ``ds`` under ``pool_policy`` (DESIGN §2).
-
-    A pool covers its declared range [a, b]. The day's window is
-    [ds − random_window_days + 1, ds]. ``contained`` admits a pool only when
-    [a, b] lies inside the window (no random row can come from after ds);
-    ``overlap`` admits every pool overlapping the window. ``refused`` lists
-    the overlapping pools the policy left out (for the day's message).
-    """
-    imp = cfg.impressions
-    w0 = window_start(ds, imp.random_window_days)
-    admitted, refused = [], []
     for path, a, b in _tiktok_pools(cfg):
-        if not (a <= ds and b >= w0):
-            continue
-        if imp.pool_policy == "overlap" or (a >= w0 and b <= ds):
-            admitted.append((path, a, b))
-        else:
-            refused.append((path, a, b))
-    return admitted, refused
+        if pool_admitted(a, b, ds, imp.random_window_days, imp.pool_policy):
+            units.append(IngestUnit(path, a, b, "random", traffic="random"))
+    return units
 
 
 def read_table(path: Path) -> pl.DataFrame:

@@ -31,8 +31,8 @@ from fairmon.pipelines.ingest.adapters import (
     log_units_for_day,
     normalize_log_unit,
     normalize_unit,
-    pools_for_day,
     prefetch_profiles,
+    random_window_note,
     read_log_unit,
     read_unit,
     rows_in,
@@ -224,7 +224,8 @@ def count_days(cfg: FairmonConfig, days: list[dt.date]) -> tuple[pl.DataFrame, p
             return empty, pl.DataFrame(schema={"ds": pl.Date, "traffic": pl.String, "arm": pl.String, "n": pl.Int64})
         con.register("day_files", day_files(cfg, days))
         try:
-            window = {"window_days": cfg.impressions.random_window_days}
+            imp = cfg.impressions
+            window = {"window_days": imp.random_window_days, "pool_policy": imp.pool_policy}
             counts = db.query(con, "group_counts", **window)
             with timing.within("checks"):  # the totals exist to check the counts
                 totals = db.query(con, "traffic_totals", **window)
@@ -356,17 +357,7 @@ def units_for(cfg: FairmonConfig, source: str, ds: dt.date) -> list[IngestUnit]:
         if not any(u.scope != "random" for u in units):
             run_logger().warning("%s: no default-traffic file matches %s", ds, cfg.resolve(cfg.impressions.path))
         if cfg.impressions.format == "tiktok" and not any(u.scope == "random" for u in units):
-            refused = pools_for_day(cfg, ds)[1]
-            run_logger().warning(
-                "%s: no random-traffic pool lies inside the %d-day window (pool_policy = contained)%s",
-                ds,
-                cfg.impressions.random_window_days,
-                "; overlapping but not contained: "
-                + ", ".join(f"{p.name} ({a}..{b})" for p, a, b in refused)
-                + " — set pool_policy = 'overlap' (look-ahead) or widen random_window_days"
-                if refused
-                else "",
-            )
+            run_logger().warning("%s: %s", ds, random_window_note(cfg, ds))
         return units
     return log_units_for_day(cfg, source, ds)
 
