@@ -6,12 +6,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from fairmon.pipelines.config import ConfigError, FairmonConfig
+from fairmon.pipelines.config import AuditConfig, ConfigError, FairmonConfig
 from fairmon.pipelines.ingest.adapters import window_start
 from fairmon.pipelines.ingest.staging import current_files
 from fairmon.pipelines.storage import db
@@ -80,58 +81,39 @@ def export_release(
     if not epsilon > 0:
         raise ValueError(f"epsilon must be > 0, got {epsilon}")
     a = cfg.audit
-    edges, labels = a.score_bins()
-    groups, public_sizes = a.release_groups(attribute)
+    a.score_bins(), a.release_groups(attribute)  # refuse undeclared bins/groups before touching data
     w0 = window_start(ds, cfg.scores.window_days)
     dataset = f"{cfg.resolve(cfg.scores.path)}#{model}"
-    col = ATTR_PREFIX + attribute
     with project_lock(cfg.duckdb_path, cfg.warehouse_path):
         with db.connect(cfg.duckdb_path) as con:
             files = current_files(cfg, "scores", ds)  # rows of the files the day needs now, nothing older
             rows = db.query(con, "scores_audit_window", ds=ds, window_start=w0, files=files, model=model)
-        rows, n_dup = dedupe_latest(rows)
-        g = rows.get_column(col).to_numpy()
-        qualified = rows.get_column("outcome").to_numpy() == a.qualified_outcome
-        counts = score_histograms(rows.get_column("score").to_numpy(), g, qualified, np.array(edges), groups)
-        outside = int((qualified & ~np.isin(g, groups)).sum())
-        if public_sizes is not None and counts.sum(axis=1).tolist() != public_sizes:
-            raise ConfigError(
-                f"audit.public_group_sizes.{attribute}: the window's qualified individuals per group do not "
-                "match the declared public sizes; fix the declaration or declare audit.groups instead "
-                "(noisy sizes). Nothing was released."
-            )
-        hist_scale = histogram_scale(epsilon, public_sizes is not None)
-        parts = [("bins", epsilon)] if public_sizes is not None else [("bins", epsilon / 2), ("sizes", epsilon / 2)]
         release_id = uuid.uuid4().hex
-        what = f"{model} by {attribute}, {w0}..{ds}, {n_dup} duplicate item rows dropped"
-        with db.connect(cfg.duckdb_path) as con:
-            db.execute(con, "ledger_create")
-            with db.transaction(con):
-                spent = db.query(con, "ledger_spent", dataset=dataset).item()
-                if spent + epsilon > a.total_epsilon + 1e-12:
-                    raise BudgetExceeded(
-                        f"release refused: data set {dataset} has spent ε = {spent:g} of {a.total_epsilon:g}; "
-                        f"this release asks for {epsilon:g}"
-                    )
-                for part, eps in parts:
-                    db.execute(
-                        con,
-                        "ledger_insert",
-                        dataset=dataset,
-                        release_id=f"{release_id}:{part}",
-                        epsilon=eps,
-                        description=f"{what}: noisy {part}",
-                    )
-        noisy = laplace_release(counts, hist_scale)
-        if public_sizes is None:
-            size_scale = 2.0 / epsilon  # ε/2 on a sensitivity-1 count vector (add/remove one individual)
-            sizes = laplace_release(counts.sum(axis=1), size_scale)
-        else:
-            size_scale, sizes = None, np.array(public_sizes)
-    P = score_distribution(noisy, sizes)
-    bound = cell_error_bound(sizes, hist_scale, len(labels), a.delta, size_scale)
-    efg = fairness_gap(P) if np.isfinite(P).any() else float("nan")
-    decision = audit_decision(efg, bound["t"], a.alpha)
+        spent = 0.0
+
+        def record(parts: list[tuple[str, float]], n_dup: int) -> None:
+            nonlocal spent
+            what = f"{model} by {attribute}, {w0}..{ds}, {n_dup} duplicate item rows dropped"
+            with db.connect(cfg.duckdb_path) as con:
+                db.execute(con, "ledger_create")
+                with db.transaction(con):
+                    spent = db.query(con, "ledger_spent", dataset=dataset).item()
+                    if spent + epsilon > a.total_epsilon + 1e-12:
+                        raise BudgetExceeded(
+                            f"release refused: data set {dataset} has spent ε = {spent:g} of "
+                            f"{a.total_epsilon:g}; this release asks for {epsilon:g}"
+                        )
+                    for part, eps in parts:
+                        db.execute(
+                            con,
+                            "ledger_insert",
+                            dataset=dataset,
+                            release_id=f"{release_id}:{part}",
+                            epsilon=eps,
+                            description=f"{what}: noisy {part}",
+                        )
+
+        core, platform = private_release(a, rows, attribute, epsilon, survival=survival, before_noise=record)
     release = {
         "release_id": release_id,
         "dataset": dataset,
@@ -141,6 +123,66 @@ def export_release(
         "epsilon": epsilon,
         "budget_spent": spent + epsilon,
         "budget_total": a.total_epsilon,
+        **core,
+    }
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(json.dumps(release, indent=2))
+        tmp.replace(out)
+    return {**release, "platform_only": platform}
+
+
+def _rounded(P: np.ndarray) -> list[list[float | None]]:
+    return [[round(float(x), 6) if np.isfinite(x) else None for x in row] for row in P]
+
+
+def private_release(
+    a: AuditConfig,
+    rows: pl.DataFrame,
+    attribute: str,
+    epsilon: float,
+    *,
+    survival: bool = False,
+    before_noise: Callable[[list[tuple[str, float]], int], None] | None = None,
+) -> tuple[dict, dict]:
+    """The ε-DP release of one window's score rows (columns item_id, score,
+    outcome, ``attr__<attribute>``; oldest first), without I/O.
+
+    De-duplicates on item_id keeping the last row, builds n_{a,y} over the
+    declared bins and groups, calls ``before_noise(parts, n_duplicates)``
+    (the ledger: ``parts`` lists (name, ε) spent) and only then draws the noise.
+    Returns (the release's fields, platform-only diagnostics). Every number in
+    the first is declared (config, request), noised, or computed from those
+    alone. Raises ConfigError for undeclared bins/groups or for public sizes
+    that do not match the window's (de-duplicated) qualified counts."""
+    edges, labels = a.score_bins()
+    groups, public_sizes = a.release_groups(attribute)
+    rows, n_dup = dedupe_latest(rows)
+    g = rows.get_column(ATTR_PREFIX + attribute).to_numpy()
+    qualified = rows.get_column("outcome").to_numpy() == a.qualified_outcome
+    counts = score_histograms(rows.get_column("score").to_numpy(), g, qualified, np.array(edges), groups)
+    outside = int((qualified & ~np.isin(g, groups)).sum())
+    if public_sizes is not None and counts.sum(axis=1).tolist() != public_sizes:
+        raise ConfigError(
+            f"audit.public_group_sizes.{attribute}: the window's qualified individuals per group do not "
+            "match the declared public sizes; fix the declaration or declare audit.groups instead "
+            "(noisy sizes). Nothing was released."
+        )
+    hist_scale = histogram_scale(epsilon, public_sizes is not None)
+    parts = [("bins", epsilon)] if public_sizes is not None else [("bins", epsilon / 2), ("sizes", epsilon / 2)]
+    if before_noise is not None:
+        before_noise(parts, n_dup)
+    noisy = laplace_release(counts, hist_scale)
+    if public_sizes is None:
+        size_scale = 2.0 / epsilon  # ε/2 on a sensitivity-1 count vector (add/remove one individual)
+        sizes = laplace_release(counts.sum(axis=1), size_scale)
+    else:
+        size_scale, sizes = None, np.array(public_sizes)
+    P = score_distribution(noisy, sizes)
+    bound = cell_error_bound(sizes, hist_scale, len(labels), a.delta, size_scale)
+    efg = fairness_gap(P) if np.isfinite(P).any() else float("nan")
+    core = {
         "privacy": {
             "mechanism": "discrete Laplace, OpenDP make_laplace",
             "neighbours": "one individual's score changes"
@@ -157,9 +199,9 @@ def export_release(
         "group_sizes": "public (config)" if public_sizes is not None else "noisy",
         "n_q": [int(x) for x in sizes],
         "noisy_counts": noisy.tolist(),
-        "P": [[round(float(x), 6) if np.isfinite(x) else None for x in row] for row in P],
+        "P": _rounded(P),
         "P_formula": "noisy bin / n_q (seed 000 eq. 4)",
-        **decision,
+        **audit_decision(efg, bound["t"], a.alpha),
         "alpha": a.alpha,
         "delta": a.delta,
         "n_min_for_bound": bound["n_min"],
@@ -168,18 +210,9 @@ def export_release(
             bound["n_min"], a.alpha, a.delta, hist_scale, len(groups), len(labels)
         ),
     }
-    if survival:
-        # eq. 5's survival form, post-processing of the same release; not used in the decision
-        release["P_survival"] = [
-            [round(float(x), 6) if np.isfinite(x) else None for x in row] for row in survival_distribution(P)
-        ]
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(json.dumps(release, indent=2))
-        tmp.replace(out)
-    release["platform_only"] = {"duplicate_rows_dropped": n_dup, "qualified_rows_outside_declared_groups": outside}
-    return release
+    if survival:  # eq. 5's survival form, post-processing of the same release; not used in the decision
+        core["P_survival"] = _rounded(survival_distribution(P))
+    return core, {"duplicate_rows_dropped": n_dup, "qualified_rows_outside_declared_groups": outside}
 
 
 def plan_from_counts(
