@@ -6,18 +6,31 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from fairmon.pipelines.config import FairmonConfig
+from fairmon.pipelines.config import AuditConfig, ConfigError, FairmonConfig
 from fairmon.pipelines.ingest.adapters import window_start
 from fairmon.pipelines.ingest.staging import current_files
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock
 from fairmon.pipelines.storage.warehouse import read_table
-from fairmon.transforms.audit import audit_decision, fairness_gap, laplace_release, score_distribution, score_histograms
+from fairmon.transforms.audit import (
+    audit_decision,
+    cell_error_bound,
+    dedupe_latest,
+    fairness_gap,
+    histogram_scale,
+    laplace_release,
+    min_sample_private,
+    score_distribution,
+    score_histograms,
+    seed_conditions,
+    survival_distribution,
+)
 from fairmon.transforms.contract import ATTR_PREFIX
 from fairmon.transforms.planning import (
     plan_volumes,
@@ -30,14 +43,6 @@ class BudgetExceeded(RuntimeError):
     """A release would spend more privacy budget than the data set has left."""
 
 
-def _bins(scores: np.ndarray, n_bins: int) -> np.ndarray:
-    if n_bins == 0:  # one bin per distinct (discrete) score
-        levels = np.unique(scores)
-        mids = (levels[:-1] + levels[1:]) / 2
-        return np.concatenate([[levels[0] - 0.5], mids, [levels[-1] + 0.5]])
-    return np.linspace(scores.min(), scores.max(), n_bins + 1)
-
-
 def export_release(
     cfg: FairmonConfig,
     ds: dt.date,
@@ -47,56 +52,67 @@ def export_release(
     *,
     survival: bool = False,
     out: Path | None = None,
-    rng: np.random.Generator | None = None,
 ) -> dict:
     """Release noisy per-group score histograms of qualified individuals for the
-    score window ending at ``ds``, record the spent ε in the ledger, and write
-    the release as JSON. Raises :class:`BudgetExceeded` (nothing released) when
-    ε would overspend ``audit.total_epsilon`` for this data set, ValueError when
-    scores are not configured or the window holds no qualified individuals.
+    score window ending at ``ds`` (seed 000 §4.3.3, §5.1; DESIGN §4.6), record
+    every ε spent in the ledger, and write the release as JSON.
+
+    The score set comes from ``[audit] score_values | bins | edges`` and the
+    groups from ``[audit] public_group_sizes.<attribute>`` (public n_{a,q},
+    all of ε on the bins) or ``[audit] groups.<attribute>`` (n_{a,q} released
+    with noise: ε/2 bins, ε/2 sizes, two ledger rows). Rows are de-duplicated
+    on item_id over the window, keeping each item's latest row, so one
+    individual is one row. Every number in the JSON is either declared (config,
+    request) or noised, or computed from those alone; the returned dict adds a
+    ``platform_only`` entry (duplicate rows dropped, rows outside the declared
+    groups) that is not written to the release file.
+
+    Raises :class:`BudgetExceeded` (nothing released) when ε would overspend
+    ``audit.total_epsilon`` for this data set; ConfigError when the score set
+    or the attribute's groups are not declared, or when the window's qualified
+    counts differ from declared public sizes (the message does not say by
+    how much); ValueError when scores are not configured.
     """
     if cfg.scores is None:
         raise ValueError("audit-export needs a [scores] section")
     if attribute not in cfg.scores.attributes:
         raise ValueError(f"attribute {attribute!r} is not one of {cfg.scores.attributes}")
+    if not epsilon > 0:
+        raise ValueError(f"epsilon must be > 0, got {epsilon}")
     a = cfg.audit
+    a.score_bins(), a.release_groups(attribute)  # refuse undeclared bins/groups before touching data
     w0 = window_start(ds, cfg.scores.window_days)
     dataset = f"{cfg.resolve(cfg.scores.path)}#{model}"
     with project_lock(cfg.duckdb_path, cfg.warehouse_path):
         with db.connect(cfg.duckdb_path) as con:
             files = current_files(cfg, "scores", ds)  # rows of the files the day needs now, nothing older
-            rows = db.query(con, "scores_window", ds=ds, window_start=w0, files=files).filter(pl.col("model") == model)
-        col = ATTR_PREFIX + attribute
-        rows = rows.filter(pl.col(col).is_not_null())
-        qualified = rows.get_column("outcome").to_numpy() == a.qualified_outcome
-        if not qualified.any():
-            raise ValueError(f"no qualified individuals for model {model!r} in {w0}..{ds}")
-        scores = rows.get_column("score").to_numpy()
-        groups = sorted(rows.get_column(col).unique().to_list())
-        edges = _bins(scores, a.bins)
-        counts = score_histograms(scores, rows.get_column(col).to_numpy(), qualified, edges, groups)
+            rows = db.query(con, "scores_audit_window", ds=ds, window_start=w0, files=files, model=model)
         release_id = uuid.uuid4().hex
-        with db.connect(cfg.duckdb_path) as con:
-            db.execute(con, "ledger_create")
-            with db.transaction(con):
-                spent = db.query(con, "ledger_spent", dataset=dataset).item()
-                if spent + epsilon > a.total_epsilon + 1e-12:
-                    raise BudgetExceeded(
-                        f"release refused: data set {dataset} has spent ε = {spent:g} of {a.total_epsilon:g}; "
-                        f"this release asks for {epsilon:g}"
-                    )
-                db.execute(
-                    con,
-                    "ledger_insert",
-                    dataset=dataset,
-                    release_id=release_id,
-                    epsilon=epsilon,
-                    description=f"{model} by {attribute}, {w0}..{ds}, {'survival' if survival else 'pmf'}",
-                )
-        noisy = laplace_release(counts, epsilon, rng or np.random.default_rng())
-    P = score_distribution(noisy, survival=survival)
-    n_min = int(counts.sum(axis=1).min())  # eq. 7 concerns the true group sizes
-    decision = audit_decision(fairness_gap(P), n_min, a.alpha, a.delta, epsilon, len(groups), len(edges) - 1)
+        spent = 0.0
+
+        def record(parts: list[tuple[str, float]], n_dup: int) -> None:
+            nonlocal spent
+            what = f"{model} by {attribute}, {w0}..{ds}, {n_dup} duplicate item rows dropped"
+            with db.connect(cfg.duckdb_path) as con:
+                db.execute(con, "ledger_create")
+                with db.transaction(con):
+                    spent = db.query(con, "ledger_spent", dataset=dataset).item()
+                    if spent + epsilon > a.total_epsilon + 1e-12:
+                        raise BudgetExceeded(
+                            f"release refused: data set {dataset} has spent ε = {spent:g} of "
+                            f"{a.total_epsilon:g}; this release asks for {epsilon:g}"
+                        )
+                    for part, eps in parts:
+                        db.execute(
+                            con,
+                            "ledger_insert",
+                            dataset=dataset,
+                            release_id=f"{release_id}:{part}",
+                            epsilon=eps,
+                            description=f"{what}: noisy {part}",
+                        )
+
+        core, platform = private_release(a, rows, attribute, epsilon, survival=survival, before_noise=record)
     release = {
         "release_id": release_id,
         "dataset": dataset,
@@ -106,20 +122,96 @@ def export_release(
         "epsilon": epsilon,
         "budget_spent": spent + epsilon,
         "budget_total": a.total_epsilon,
-        "qualified_outcome": a.qualified_outcome,
-        "bin_edges": edges.tolist(),
-        "groups": groups,
-        "noisy_counts": noisy.round(6).tolist(),
-        "distribution": "survival P*(a, >= y) (eq. 5)" if survival else "P*(a, y) (eq. 4)",
-        "P": np.nan_to_num(P).round(6).tolist(),
-        **decision,
+        **core,
     }
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(out.name + ".tmp")
         tmp.write_text(json.dumps(release, indent=2))
         tmp.replace(out)
-    return release
+    return {**release, "platform_only": platform}
+
+
+def _rounded(P: np.ndarray) -> list[list[float | None]]:
+    return [[round(float(x), 6) if np.isfinite(x) else None for x in row] for row in P]
+
+
+def private_release(
+    a: AuditConfig,
+    rows: pl.DataFrame,
+    attribute: str,
+    epsilon: float,
+    *,
+    survival: bool = False,
+    before_noise: Callable[[list[tuple[str, float]], int], None] | None = None,
+) -> tuple[dict, dict]:
+    """The ε-DP release of one window's score rows (columns item_id, score,
+    outcome, ``attr__<attribute>``; oldest first), without I/O.
+
+    De-duplicates on item_id keeping the last row, builds n_{a,y} over the
+    declared bins and groups, calls ``before_noise(parts, n_duplicates)``
+    (the ledger: ``parts`` lists (name, ε) spent) and only then draws the noise.
+    Returns (the release's fields, platform-only diagnostics). Every number in
+    the first is declared (config, request), noised, or computed from those
+    alone. Raises ConfigError for undeclared bins/groups or for public sizes
+    that do not match the window's (de-duplicated) qualified counts."""
+    edges, labels = a.score_bins()
+    groups, public_sizes = a.release_groups(attribute)
+    rows, n_dup = dedupe_latest(rows)
+    g = rows.get_column(ATTR_PREFIX + attribute).to_numpy()
+    qualified = rows.get_column("outcome").to_numpy() == a.qualified_outcome
+    counts = score_histograms(rows.get_column("score").to_numpy(), g, qualified, np.array(edges), groups)
+    outside = int((qualified & ~np.isin(g, groups)).sum())
+    if public_sizes is not None and counts.sum(axis=1).tolist() != public_sizes:
+        raise ConfigError(
+            f"audit.public_group_sizes.{attribute}: the window's qualified individuals per group do not "
+            "match the declared public sizes; fix the declaration or declare audit.groups instead "
+            "(noisy sizes). Nothing was released."
+        )
+    hist_scale = histogram_scale(epsilon, public_sizes is not None)
+    parts = [("bins", epsilon)] if public_sizes is not None else [("bins", epsilon / 2), ("sizes", epsilon / 2)]
+    if before_noise is not None:
+        before_noise(parts, n_dup)
+    noisy = laplace_release(counts, hist_scale)
+    if public_sizes is None:
+        size_scale = 2.0 / epsilon  # ε/2 on a sensitivity-1 count vector (add/remove one individual)
+        sizes = laplace_release(counts.sum(axis=1), size_scale)
+    else:
+        size_scale, sizes = None, np.array(public_sizes)
+    P = score_distribution(noisy, sizes)
+    bound = cell_error_bound(sizes, hist_scale, len(labels), a.delta, size_scale)
+    efg = fairness_gap(P) if np.isfinite(P).any() else float("nan")
+    core = {
+        "privacy": {
+            "mechanism": "discrete Laplace, OpenDP make_laplace",
+            "neighbours": "one individual's score changes"
+            + (" (group sizes public)" if public_sizes is not None else "; or one individual added or removed"),
+            "bins_epsilon": parts[0][1],
+            "bins_scale": hist_scale,
+            "sizes_epsilon": None if public_sizes is not None else parts[1][1],
+            "sizes_scale": size_scale,
+        },
+        "qualified_outcome": a.qualified_outcome,
+        "score_bins": labels,
+        "bin_edges_declared": edges,
+        "groups": groups,
+        "group_sizes": "public (config)" if public_sizes is not None else "noisy",
+        "n_q": [int(x) for x in sizes],
+        "noisy_counts": noisy.tolist(),
+        "P": _rounded(P),
+        "P_formula": "noisy bin / n_q (seed 000 eq. 4)",
+        **audit_decision(efg, bound["t"], a.alpha),
+        "alpha": a.alpha,
+        "delta": a.delta,
+        "n_min_for_bound": bound["n_min"],
+        "required_n": min_sample_private(a.alpha, len(groups), len(labels), a.delta),
+        "seed_conditions_failed": seed_conditions(
+            bound["n_min"], a.alpha, a.delta, hist_scale, len(groups), len(labels)
+        ),
+    }
+    if survival:  # eq. 5's survival form, post-processing of the same release; not used in the decision
+        core["P_survival"] = _rounded(survival_distribution(P))
+    return core, {"duplicate_rows_dropped": n_dup, "qualified_rows_outside_declared_groups": outside}
 
 
 def plan_from_counts(

@@ -305,7 +305,91 @@ class AuditConfig(_Strict):
     )
     alpha: float = Field(default=0.2, gt=0, lt=1)
     delta: float = Field(default=0.05, gt=0, lt=1)
-    bins: int = Field(default=0, ge=0, description="0: one bin per distinct score; N: N equal-width bins")
+    # The score set Y is declared, never derived from the data (DESIGN §4.6): exactly one of these.
+    score_values: list[float] | None = Field(
+        default=None, min_length=2, description="discrete scores, e.g. [1, 2, ..., 10]: one bin per value"
+    )
+    bins: list[float] | None = Field(
+        default=None, description="[lo, hi, n]: n equal-width bins from lo to hi (outer bins open-ended)"
+    )
+    edges: list[float] | None = Field(
+        default=None, min_length=3, description="explicit increasing bin edges (outer bins open-ended)"
+    )
+    public_group_sizes: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="per attribute, the declared public number of qualified individuals per group "
+        "(seed 000's setting); attributes not listed get noisy group sizes at half the release's epsilon",
+    )
+    groups: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="per attribute without public sizes, the declared group names of the release",
+    )
+
+    @field_validator("bins", mode="before")
+    @classmethod
+    def _bins_declared(cls, v: object) -> object:
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            raise ValueError(
+                "bins is now the declared [lo, hi, n] (edges were derived from the data, which leaks their "
+                "min, max and distinct values); or declare score_values = [...] or edges = [...]"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _score_set(self) -> AuditConfig:
+        given = [k for k in ("score_values", "bins", "edges") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError(f"declare one of score_values, bins, edges (got {', '.join(given)})")
+        if self.bins is not None:
+            if len(self.bins) != 3 or not self.bins[1] > self.bins[0] or self.bins[2] != int(self.bins[2]):
+                raise ValueError("bins must be [lo, hi, n] with hi > lo and an integer n >= 1")
+            if self.bins[2] < 1:
+                raise ValueError("bins must be [lo, hi, n] with hi > lo and an integer n >= 1")
+        for k in ("score_values", "edges"):
+            v = getattr(self, k)
+            if v is not None and any(b <= a for a, b in zip(v, v[1:], strict=False)):
+                raise ValueError(f"{k} must be strictly increasing")
+        for attr, sizes in self.public_group_sizes.items():
+            if not sizes or any(n < 1 for n in sizes.values()):
+                raise ValueError(f"public_group_sizes.{attr}: give at least one group, each with n >= 1")
+        for attr, names in self.groups.items():
+            if not names or len(set(names)) != len(names):
+                raise ValueError(f"groups.{attr}: give unique group names")
+        return self
+
+    def score_bins(self) -> tuple[list[float], list[str]]:
+        """The declared bin edges (outer bins open-ended in use) and a label per
+        bin. Raises :class:`ConfigError` naming the keys when none is declared."""
+        if self.score_values is not None:
+            v = self.score_values
+            mids = [(a + b) / 2 for a, b in zip(v, v[1:], strict=False)]
+            return [v[0] - 0.5, *mids, v[-1] + 0.5], [f"{x:g}" for x in v]
+        if self.bins is not None:
+            lo, hi, n = self.bins[0], self.bins[1], int(self.bins[2])
+            e = [lo + (hi - lo) * i / n for i in range(n + 1)]
+        elif self.edges is not None:
+            e = list(self.edges)
+        else:
+            raise ConfigError(
+                "audit.score_values / audit.bins / audit.edges: audit-export needs the score set declared "
+                "in advance (e.g. score_values = [1, 2, ..., 10] or bins = [0.0, 1.0, 20]); "
+                "edges are never derived from the data"
+            )
+        return e, [f"[{a:g}, {b:g})" for a, b in zip(e, e[1:], strict=False)]
+
+    def release_groups(self, attribute: str) -> tuple[list[str], list[int] | None]:
+        """The declared groups of ``attribute`` and their public sizes (None: sizes
+        are released with noise). Raises :class:`ConfigError` naming the keys when
+        the attribute's groups are not declared."""
+        if attribute in self.public_group_sizes:
+            sizes = self.public_group_sizes[attribute]
+            return list(sizes), list(sizes.values())
+        if attribute in self.groups:
+            return list(self.groups[attribute]), None
+        raise ConfigError(
+            f"audit.public_group_sizes.{attribute} / audit.groups.{attribute}: declare the groups of "
+            f"{attribute!r} (with public sizes, or names only for noisy sizes); they are never taken from the data"
+        )
 
 
 class ScheduleConfig(_Strict):

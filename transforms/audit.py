@@ -1,20 +1,36 @@
-"""Differentially private fairness audits of score logs (seed 000 §5).
+"""Differentially private fairness audits of score logs (seed 000 §4.3, §5; DESIGN §4.6).
 
-An auditor receives, per group a, the histogram of scores among qualified
-individuals, n_{a,q,y} (y = score bin), with Laplace noise of scale 1/ε added
-to every bin. Each person falls in exactly one bin, so the whole histogram
-has L1 sensitivity 1 and the release is ε-differentially private. From it:
+The platform releases, per group a, the histogram n_{a,y} of scores among
+qualified individuals over a score set Y that is *declared in advance*
+(config; never derived from the data), each bin plus discrete Laplace noise
+from OpenDP's vetted sampler. Each individual (one per item_id, de-duplicated
+upstream) falls in exactly one bin.
 
-* P*_{a,y} = ñ_{a,q,y} / Σ_y ñ_{a,q,y} (eq. 4; negative noisy counts clipped
-  to 0 first, which is post-processing and keeps ε-DP);
-* for continuous scores, the survival form P*_{a,≥y} (eq. 5);
-* the empirical fairness gap EFG = max_y max_{a,a'} |P*_{a,y} − P*_{a',y}|.
+Neighbouring data sets and the noise scale. The seed (§4.3.3, Def. 4.1)
+adds or removes one individual, under which the histogram has L1 sensitivity
+1. In the seed's own setting (§5.1, text after eq. 3) the group sizes n_{a,q}
+are public, so the private part of an individual is the score: neighbours
+differ in one individual's score, which moves two bins and gives L1
+sensitivity 2. To be ε-DP for that relation the bins get scale b = 2/ε
+(:func:`histogram_scale`). When the group sizes are not public they are
+released with noise from the same budget: ε/2 for the bins (scale 2/ε) and
+ε/2 for the sizes (scale 2/ε); under add/remove this composes to ε, and under
+a change of one score the sizes do not move and the bins cost 2·ε/2 = ε.
 
-Theorem 1's conditions for an (α, δ, ε)-fair decision: min_a n_{a,q} ≥
-(8/α²) ln(3|A||Y|/δ) (eq. 7) and ε > α/2. Without privacy the minimum is
-(2/α²) ln(2|A||Y|/δ) (eq. 8). DESIGN §5: α = 0.2, |A| = 2, |Y| = 100,
+From the release (post-processing, no further privacy cost):
+
+* P*_{a,y} = ñ_{a,y} / n_{a,q} (eq. 4), n_{a,q} public or noisy, never clipped;
+* EFG = max_y max_{a,a'} |P*_{a,y} − P*_{a',y}| (§5.1, after eq. 4);
+* a per-cell error bound t with Pr[∃(a,y): |P*_{a,y} − P_{a,y}| > t] ≤ δ, from
+  the proof of Lemma 5.2 (Hoeffding for sampling, Laplace tails for noise,
+  a union bound over cells; eq. 10 and the display after it); hence
+  FG ∈ [EFG − 2t, EFG + 2t], and at the seed's sample size (eqs. 6, 8) with
+  1/b > α/2, t ≤ α/2 so the interval is [EFG − α, EFG + α] as in DESIGN §4.6.
+
+Sample sizes: private (8/α²) ln(3|A||Y|/δ) (eqs. 6, 8), non-private
+(2/α²) ln(2|A||Y|/δ) (eq. 7). DESIGN §5: α = 0.2, |A| = 2, |Y| = 100,
 δ = 0.05 give 1,879 and 450 (ratio 4.18; the paper prints 4.17×); the ratio
-is below 4·ln 3/ln 2 = 6.34, approached as |A||Y|/δ → 1.
+is below 4·ln 3/ln 2 = 6.34 (eq. 11), approached as |A||Y|/δ → 1.
 """
 
 from __future__ import annotations
@@ -22,82 +38,184 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import polars as pl
 
 
 def min_sample_private(alpha: float, n_groups: int, n_levels: int, delta: float) -> int:
-    """⌈(8/α²) ln(3|A||Y|/δ)⌉ qualified individuals per group (seed 000 eq. 7)."""
+    """⌈(8/α²) ln(3|A||Y|/δ)⌉ qualified individuals per group (seed 000 eqs. 6, 8)."""
     return math.ceil(8 / alpha**2 * math.log(3 * n_groups * n_levels / delta))
 
 
 def min_sample_nonprivate(alpha: float, n_groups: int, n_levels: int, delta: float) -> int:
-    """⌈(2/α²) ln(2|A||Y|/δ)⌉ qualified individuals per group without noise (seed 000 eq. 8)."""
+    """⌈(2/α²) ln(2|A||Y|/δ)⌉ qualified individuals per group without noise (seed 000 eq. 7)."""
     return math.ceil(2 / alpha**2 * math.log(2 * n_groups * n_levels / delta))
 
 
 def sample_size_ratio(n_groups: int, n_levels: int, delta: float) -> float:
-    """Private / non-private minimum (without rounding): 4 ln(3x)/ln(2x), x = |A||Y|/δ;
-    its supremum over x ≥ 1 is 4 ln 3/ln 2 ≈ 6.34 (at x = 1)."""
+    """Private / non-private minimum (without rounding, seed 000 eq. 11): 4 ln(3x)/ln(2x),
+    x = |A||Y|/δ; its supremum over x ≥ 1 is 4 ln 3/ln 2 ≈ 6.34 (at x = 1)."""
     x = n_groups * n_levels / delta
     return 4 * math.log(3 * x) / math.log(2 * x)
 
 
+# --- the data the histogram is built from ---------------------------------------------------
+
+
+def dedupe_latest(rows: pl.DataFrame, key: str = "item_id") -> tuple[pl.DataFrame, int]:
+    """One row per ``key`` (DESIGN §2 scores: one individual per item_id): the
+    last row in the frame's order wins (callers sort by ds, then load order, so
+    the latest score counts). Returns the rows kept and how many were dropped."""
+    kept = rows.unique(subset=key, keep="last", maintain_order=True)
+    return kept, rows.height - kept.height
+
+
 def score_histograms(
-    scores: np.ndarray, groups: np.ndarray, qualified: np.ndarray, bins: np.ndarray, group_names: list[str]
+    scores: np.ndarray, groups: np.ndarray, qualified: np.ndarray, edges: np.ndarray, group_names: list[str]
 ) -> np.ndarray:
-    """n_{a,q,y}: counts of qualified individuals per group (rows, in
-    ``group_names`` order) and score bin (columns; ``bins`` are the bin edges,
-    right-open, last bin closed). Shape (|A|, |Y|)."""
-    out = np.zeros((len(group_names), len(bins) - 1), dtype=np.int64)
+    """n_{a,y} (seed 000 eq. 3's numerator): counts of qualified individuals per
+    group (rows, in ``group_names`` order) and declared score bin (columns).
+    ``edges`` are the declared bin edges; bins are right-open [e_i, e_{i+1})
+    and the two outer bins are open-ended, so every score lands in exactly one
+    bin whatever its value (no data-dependent clipping or dropping). Rows whose
+    group is not in ``group_names`` are not counted. Shape (|A|, |Y|)."""
+    edges = np.asarray(edges, float)
+    idx = np.searchsorted(edges[1:-1], np.asarray(scores, float), side="right")
+    out = np.zeros((len(group_names), len(edges) - 1), dtype=np.int64)
     for i, g in enumerate(group_names):
         sel = (groups == g) & qualified
-        out[i] = np.histogram(scores[sel], bins=bins)[0]
+        out[i] = np.bincount(idx[sel], minlength=len(edges) - 1)
     return out
 
 
-def laplace_release(counts: np.ndarray, epsilon: float, rng: np.random.Generator) -> np.ndarray:
-    """Counts plus i.i.d. Laplace(0, 1/ε) noise per bin (sensitivity 1 -> ε-DP).
-    Raises ValueError unless ε > 0."""
+# --- the mechanism ----------------------------------------------------------------------------
+
+
+def histogram_scale(epsilon: float, public_sizes: bool) -> float:
+    """Laplace scale b of each histogram bin for an ε-DP release (module docstring):
+    2/ε in both settings (public sizes: sensitivity 2 at the full ε; noisy sizes:
+    sensitivity 1 at ε/2 under add/remove, 2 at ε/2·2 under a changed score)."""
     if not epsilon > 0:
         raise ValueError(f"epsilon must be > 0, got {epsilon}")
-    return counts + rng.laplace(0.0, 1.0 / epsilon, size=np.shape(counts))
+    return 2.0 / epsilon
 
 
-def score_distribution(noisy: np.ndarray, survival: bool = False) -> np.ndarray:
-    """P*_{a,y} (eq. 4), or with ``survival`` P*_{a,≥y} (eq. 5), per group row.
-    Negative noisy counts are clipped to 0; a group with no mass gives NaN."""
-    c = np.clip(np.asarray(noisy, float), 0, None)
-    tot = c.sum(axis=1, keepdims=True)
+def _laplace_measurement(scale: float):
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    return dp.m.make_laplace(dp.vector_domain(dp.atom_domain(T="i64")), dp.l1_distance(T="i64"), scale=scale)
+
+
+def privacy_loss(scale: float, l1_sensitivity: int) -> float:
+    """ε that OpenDP's privacy map certifies for integer vectors with noise of
+    scale ``scale`` whose neighbours differ by ``l1_sensitivity`` in L1."""
+    return float(_laplace_measurement(scale).map(l1_sensitivity))
+
+
+def laplace_release(counts: np.ndarray, scale: float) -> np.ndarray:
+    """Integer counts plus i.i.d. discrete Laplace noise of scale ``scale``
+    (P(r = k) ∝ exp(−|k|/b)), drawn by OpenDP's ``make_laplace`` (vetted,
+    exact sampler; not floating-point numpy noise). Same shape as ``counts``,
+    integer. Raises ValueError unless scale > 0."""
+    if not scale > 0:
+        raise ValueError(f"scale must be > 0, got {scale}")
+    c = np.asarray(counts, dtype=np.int64)
+    noisy = _laplace_measurement(scale)(c.ravel().tolist())
+    return np.asarray(noisy, dtype=np.int64).reshape(c.shape)
+
+
+def discrete_laplace_bound(scale: float, p: float) -> int:
+    """Smallest integer R with Pr[|r| > R] ≤ p for discrete Laplace r of scale b:
+    Pr[|r| ≥ k] = 2e^{−k/b}/(1 + e^{−1/b}) for k ≥ 1 (the discrete analogue of
+    the continuous tail e^{−x/b} used in the proof of seed 000 Lemma 5.2)."""
+    k = math.ceil(scale * math.log(2 / (p * (1 + math.exp(-1 / scale)))))
+    return max(k - 1, 0)
+
+
+# --- estimators on the release (post-processing) --------------------------------------------
+
+
+def score_distribution(noisy: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """P*_{a,y} = ñ_{a,y} / n_{a,q} (seed 000 eq. 4) per group row, with n_{a,q}
+    public or itself noisy. Not clipped (clipping would bias it); a size ≤ 0
+    gives NaN for that group."""
+    n = np.asarray(sizes, float)[:, None]
     with np.errstate(invalid="ignore", divide="ignore"):
-        p = c / tot
-    return np.flip(np.cumsum(np.flip(p, axis=1), axis=1), axis=1) if survival else p
+        return np.where(n > 0, np.asarray(noisy, float) / n, np.nan)
+
+
+def survival_distribution(P: np.ndarray) -> np.ndarray:
+    """P*_{a,≥y} = Σ_{y' ≥ y} P*_{a,y'} (the survival form of seed 000 eq. 5).
+    Informational only: its noise is a sum of up to |Y| Laplace draws, so the
+    per-cell bound of :func:`cell_error_bound` does not cover it and the decision
+    never uses it."""
+    return np.flip(np.cumsum(np.flip(P, axis=1), axis=1), axis=1)
 
 
 def fairness_gap(P: np.ndarray) -> float:
-    """EFG = max over bins of the largest difference between groups, max_y (max_a P − min_a P)."""
+    """EFG = max_y (max_a P*_{a,y} − min_a P*_{a,y}) (seed 000 §5.1, after eq. 4)."""
     return float(np.nanmax(np.nanmax(P, axis=0) - np.nanmin(P, axis=0)))
 
 
-def audit_decision(
-    efg: float, n_min: int, alpha: float, delta: float, epsilon: float, n_groups: int, n_levels: int
+def cell_error_bound(
+    sizes: np.ndarray, hist_scale: float, n_levels: int, delta: float, size_scale: float | None = None
 ) -> dict:
-    """The (α, δ, ε) decision (seed 000 Theorem 1, as we apply it): when
-    min_a n_{a,q} meets eq. 7 and ε > α/2, the release supports "fair" if
-    EFG ≤ α and "unfair" otherwise, each with confidence 1 − δ; if a condition
-    fails the audit is "inconclusive" and says which."""
+    """t with Pr[∃ a, y: |P*_{a,y} − P_{a,y}| > t] ≤ δ, following the proof of
+    seed 000 Lemma 5.2 (eq. 10: triangle inequality, Hoeffding for the sampling
+    error, the Laplace tail for the noise, union bound over all cells).
+
+    Public sizes (``size_scale`` None; ``sizes`` are the true n_{a,q}): δ is
+    split as in the seed's "3" = 2 + 1, 2δ/3 to Hoeffding (2|A||Y| one-sided
+    tails) and δ/3 to the |A||Y| bin noises, so per group
+    t_a = sqrt(ln(3|A||Y|/δ) / (2 n_a)) + R / n_a with R the discrete Laplace
+    bound at δ/(3|A||Y|). At n_a from eqs. 6/8 and 1/b > α/2 this is ≤ α/2.
+
+    Noisy sizes m_a = n_a + s_a: since ñ_{a,y}/m_a − n_{a,y}/n_a =
+    (r − P̄ s)/m_a, |P* − P̄| ≤ (R + S)/m_a; and n_a ≥ m_a − S bounds the
+    Hoeffding term. δ is split δ/2 (Hoeffding), δ/4 (bins), δ/4 (sizes).
+
+    Returns t (max over groups; inf when a lower bound on n_a is ≤ 0), the
+    smallest n_a the bound relies on (public, or the noisy lower bound
+    m_a − S), R and S."""
+    m = np.asarray(sizes, float)
+    k = len(m) * n_levels
+    if size_scale is None:
+        d_h, d_r, S = 2 * delta / 3, delta / 3, 0
+    else:
+        d_h, d_r = delta / 2, delta / 4
+        S = discrete_laplace_bound(size_scale, delta / 4 / len(m))
+    R = discrete_laplace_bound(hist_scale, d_r / k)
+    n_low = m - S
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tau = np.where(n_low > 0, np.sqrt(math.log(2 * k / d_h) / (2 * np.maximum(n_low, 1))), np.inf)
+        noise = np.where(m > 0, (R + S) / np.maximum(m, 1), np.inf)
+    t = float(np.max(tau + noise))
+    return {"t": t, "n_min": float(n_low.min()), "noise_bound_bins": R, "noise_bound_sizes": S}
+
+
+def audit_decision(efg: float, t: float, alpha: float) -> dict:
+    """The decision on FG from the release (DESIGN §4.6): with every cell within
+    t of the truth (probability ≥ 1 − δ, :func:`cell_error_bound`),
+    FG ∈ [EFG − 2t, EFG + 2t] (clipped to [0, 1]). "fair" only when the whole
+    interval is ≤ α, "unfair" only when it is > α, else "inconclusive". So a
+    "fair" verdict needs margin, EFG ≤ α − 2t (seed 000 Lemma 5.2 with
+    n ≥ (2/t²) ln(3|A||Y|/δ) and noise 1/b > t), and the chance of "fair" when
+    FG > α, or "unfair" when FG ≤ α, is at most δ."""
+    lo, hi = max(0.0, efg - 2 * t), min(1.0, efg + 2 * t)
+    if not math.isfinite(t):
+        lo, hi = 0.0, 1.0
+    decision = "fair" if hi <= alpha else ("unfair" if lo > alpha else "inconclusive")
+    return {"decision": decision, "efg": efg, "fg_interval": [lo, hi], "cell_error_t": t}
+
+
+def seed_conditions(n_min: float, alpha: float, delta: float, hist_scale: float, n_groups: int, n_levels: int) -> list:
+    """The conditions of seed 000 Theorem 1 (eqs. 6/8: min_a n_{a,q} ≥
+    (8/α²) ln(3|A||Y|/δ); noise 1/b > α/2, the seed's ε > α/2 for b = 1/ε)
+    that fail, as sentences; informational, the decision uses the interval."""
     need = min_sample_private(alpha, n_groups, n_levels, delta)
-    problems = []
+    out = []
     if n_min < need:
-        problems.append(f"smallest group has {n_min} qualified individuals, Theorem 1 needs {need}")
-    if not epsilon > alpha / 2:
-        problems.append(f"epsilon {epsilon} is not above alpha/2 = {alpha / 2}")
-    decision = "inconclusive" if problems else ("fair" if efg <= alpha else "unfair")
-    return {
-        "decision": decision,
-        "efg": efg,
-        "alpha": alpha,
-        "delta": delta,
-        "epsilon": epsilon,
-        "min_group_n": n_min,
-        "required_n": need,
-        "conditions_failed": problems,
-    }
+        out.append(f"smallest group size used is {n_min:g}; Theorem 1 (eqs. 6/8) asks for {need}")
+    if not 1 / hist_scale > alpha / 2:
+        out.append(f"noise scale {hist_scale:g} per bin: 1/b = {1 / hist_scale:g} is not above alpha/2 = {alpha / 2:g}")
+    return out

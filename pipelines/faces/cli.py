@@ -417,13 +417,19 @@ def audit_export(
     config: ConfigOpt = Path("fairmon.toml"),
     model: Annotated[str | None, typer.Option(help="Model (default: the first configured threshold's).")] = None,
     epsilon: Annotated[float, typer.Option(help="Privacy budget of this release.")] = 0.5,
-    survival: Annotated[bool, typer.Option(help="Release the survival form P*(a, >= y) (continuous scores).")] = False,
+    survival: Annotated[
+        bool, typer.Option(help="Also show the survival form P*(a, >= y) (eq. 5; not used in the decision).")
+    ] = False,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Release file (JSON).")] = None,
 ) -> None:
-    """Release per-group score histograms of qualified individuals with Laplace
-    noise (scale 1/ε, ε-differentially private; seed 000 §5), the noisy P*, the
-    empirical fairness gap and the (α, δ, ε) decision of Theorem 1. The release
-    is refused when it would overspend the data set's privacy budget."""
+    """Release per-group histograms of qualified individuals' scores over the
+    declared score set ([audit] score_values, bins or edges) with discrete
+    Laplace noise from OpenDP, ε-differentially private (seed 000 §4.3.3, §5.1;
+    DESIGN §4.6). Group sizes are declared public ([audit] public_group_sizes)
+    or released with noise at ε/2 ([audit] groups). Prints P* (eq. 4), the
+    empirical fairness gap, the interval for FG and the decision: fair only
+    when the interval lies at or below α, unfair only when above, else
+    inconclusive. Refused when it would overspend the data set's budget."""
     from fairmon.pipelines.audit import BudgetExceeded, export_release
 
     cfg = _load(config)
@@ -447,12 +453,20 @@ def audit_export(
         f" ε = {epsilon} (spent {r['budget_spent']:g} of {r['budget_total']:g})"
     )
     console.print(
-        f"groups {r['groups']}; smallest qualified group {r['min_group_n']} (Theorem 1 needs "
-        f"{r['required_n']} at α = {r['alpha']}, δ = {r['delta']})"
+        f"groups {r['groups']}, sizes {r['group_sizes']} {r['n_q']}; |Y| = {len(r['score_bins'])} declared bins"
     )
-    console.print(f"empirical fairness gap EFG = {r['efg']:.4f} -> decision: [{colour}]{r['decision']}[/{colour}]")
-    for c in r["conditions_failed"]:
+    lo, hi = r["fg_interval"]
+    console.print(
+        f"EFG = {r['efg']:.4f}, per-cell error t = {r['cell_error_t']:.4f} (δ = {r['delta']}) -> "
+        f"FG in [{lo:.4f}, {hi:.4f}] vs α = {r['alpha']} -> decision: [{colour}]{r['decision']}[/{colour}]"
+    )
+    for c in r["seed_conditions_failed"]:
         console.print(f"  [yellow]{escape(c)}[/yellow]")
+    p = r["platform_only"]
+    console.print(
+        f"platform only (not in the release): {p['duplicate_rows_dropped']} duplicate item rows dropped "
+        f"(latest kept), {p['qualified_rows_outside_declared_groups']} qualified rows outside the declared groups"
+    )
     console.print(f"written: {out}")
 
 
@@ -464,12 +478,12 @@ def sample_size(
     delta: Annotated[float, typer.Option(help="Failure probability δ.")] = 0.05,
 ) -> None:
     """Minimum qualified individuals per group for an audit, private (seed 000
-    eq. 7) and non-private (eq. 8), and their ratio (at most 4·ln3/ln2 ≈ 6.34)."""
+    eqs. 6, 8) and non-private (eq. 7), and their ratio (at most 4·ln3/ln2 ≈ 6.34)."""
     from fairmon.transforms.audit import min_sample_nonprivate, min_sample_private, sample_size_ratio
 
     a, b = min_sample_private(alpha, groups, levels, delta), min_sample_nonprivate(alpha, groups, levels, delta)
     console.print(
-        f"private (eq. 7): {a}   non-private (eq. 8): {b}   ratio {a / b:.2f} "
+        f"private (eqs. 6, 8): {a}   non-private (eq. 7): {b}   ratio {a / b:.2f} "
         f"(unrounded {sample_size_ratio(groups, levels, delta):.3f}; supremum 6.34)"
     )
 

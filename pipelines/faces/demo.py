@@ -50,6 +50,8 @@ total_epsilon = 1.0
 qualified_outcome = false    # qualified = not re-arrested within two years
 alpha = 0.3
 delta = 0.05
+score_values = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]   # the declared score set Y: COMPAS deciles
+groups = {{ sex = ["Female", "Male"] }}          # group sizes released with noise (epsilon/2)
 """
 
 COAT_CONFIG = """# fairmon config for the Coat data set (Schnabel et al., ICML 2016)
@@ -191,7 +193,7 @@ def run_demo(out: Path, console: Console) -> None:
         rel = export_release(compas_cfg, COMPAS_DS, "sex", "compas", 0.5, out=compas / "releases" / "compas_sex.json")
         console.print(
             f"ε-DP audit release (ε = 0.5 of 1.0): score histograms of qualified people by sex, "
-            f"EFG = {rel['efg']:.4f}, smallest group {rel['min_group_n']} (needs {rel['required_n']}) "
+            f"EFG = {rel['efg']:.4f}, FG in [{rel['fg_interval'][0]:.3f}, {rel['fg_interval'][1]:.3f}] "
             f"-> decision at α = {rel['alpha']}: [bold]{rel['decision']}[/bold]; {compas / 'releases'}"
         )
 
