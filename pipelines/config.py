@@ -79,6 +79,12 @@ class ImpressionsConfig(_Strict):
     traffic_stages: list[str] = Field(
         default_factory=list, description="extra traffic values allowed besides default and random"
     )
+    stage_paths: dict[str, str] = Field(
+        default_factory=dict,
+        description="tiktok: per-day files of another traffic stage, e.g. {post_recall = "
+        "'post_recall/{ds}.csv'} (forced-inserted post-recall rows, seed 001 App. I.4); their rows get "
+        "traffic = the key, which is then an allowed traffic value",
+    )
     random_window_days: int = Field(
         default=7,
         ge=1,
@@ -129,7 +135,22 @@ class ImpressionsConfig(_Strict):
             raise ValueError("ds is required for format coat (Coat has no dates)")
         if self.random_path is not None and not ("{start}" in self.random_path and "{end}" in self.random_path):
             raise ValueError("random_path must contain {start} and {end}")
+        if self.stage_paths and self.format != "tiktok":
+            raise ValueError("stage_paths is for format tiktok; contract files carry their own traffic column")
+        for stage, template in self.stage_paths.items():
+            _check_identifiers([stage])
+            if stage in ("default", "random", "swap"):
+                raise ValueError(f"stage_paths: {stage!r} is not an extra stage; use path or random_path")
+            check_template(template, {"ds"}, f"stage_paths.{stage}")
+            if "{ds}" not in template:
+                raise ValueError(f"stage_paths.{stage} must contain {{ds}}")
         return self
+
+    @property
+    def stages(self) -> list[str]:
+        """Traffic values allowed besides default and random: ``traffic_stages``
+        and the keys of ``stage_paths``, in that order, without repeats."""
+        return list(dict.fromkeys([*self.traffic_stages, *self.stage_paths]))
 
 
 def check_template(template: str, allowed: set[str], key: str) -> str:
@@ -435,6 +456,18 @@ class FairmonConfig(_Strict):
     def _some_source(self) -> FairmonConfig:
         if self.impressions is None and self.scores is None and self.labels is None:
             raise ValueError("configure at least one of [impressions], [scores], [labels]")
+        return self
+
+    @model_validator(mode="after")
+    def _user_attributes_known(self) -> FairmonConfig:
+        users = self.estimation.user_attributes
+        if users and self.impressions is not None:
+            unknown = [a for a in users if a not in self.impressions.attributes]
+            if unknown:
+                raise ValueError(
+                    f"estimation.user_attributes: {unknown} not in impressions.attributes "
+                    f"{self.impressions.attributes}; a user attribute must also be counted"
+                )
         return self
 
     @property

@@ -4,7 +4,9 @@ Layout under ``out``::
 
     default/<ds>.<fmt>                 default traffic, one file per day (all arms)
     random/random_<start>_<end>.<fmt>  pooled random traffic with its declared range
+    post_recall/<ds>.<fmt>             forced-inserted post-recall traffic, when simulated
     truth_reo.csv, truth_groups.csv    true REO and true U, ΔU per day and arm
+    truth_stages.csv                   true recall/ranking/system U, ΔU, REO (with post-recall)
     fairmon.toml                       a config that runs fairmon on these files
 """
 
@@ -20,7 +22,9 @@ from fairmon.transforms.simulate import (
     TIKTOK_SIGNALS,
     SimulationSpec,
     simulate_day,
+    simulate_post_recall_day,
     simulate_random_pool,
+    stage_truth_table,
     truth_tables,
 )
 
@@ -51,16 +55,24 @@ def config_toml(
     random_window_days: int,
     control: str | None = None,
     pool_policy: str = SIMULATION_POOL_POLICY,
+    post_recall: bool = False,
 ) -> str:
     """TOML text of a config reading the simulated files under ``out``; with
     ``control``, A/B tests of every other arm against it (all four methods).
-    ``pool_policy``: see :data:`SIMULATION_POOL_POLICY`."""
+    ``pool_policy``: see :data:`SIMULATION_POOL_POLICY`; ``post_recall``:
+    read the post_recall/<ds> files as the post-recall stage (seed 001 App. I.4)."""
     if pool_policy not in ("contained", "overlap"):
         raise ValueError(f"pool_policy must be contained or overlap, got {pool_policy!r}")
     signals = ", ".join(f'"{s}"' for s in TIKTOK_SIGNALS)
     ab = (
         f'\n[ab]\ncontrol = "{control}"\nmethods = ["delta", "delta_paper", "partition", "bootstrap"]\n'
         if control
+        else ""
+    )
+    stages = (
+        f"# forced-inserted post-recall rows (seed 001 App. I.4): the reo_stage table\n"
+        f'stage_paths = {{ post_recall = "post_recall/{{ds}}.{fmt}" }}\n'
+        if post_recall
         else ""
     )
     return f"""# fairmon config for simulated TikTok-format data (written by `fairmon simulate`)
@@ -79,7 +91,7 @@ random_window_days = {random_window_days}
 # pool meeting a day's window (reo.look_ahead marks pools reaching past the day); "contained"
 # only pools inside the window
 pool_policy = "{pool_policy}"
-
+{stages}
 [estimation]
 confidence_level = 0.95
 ci_method = "delta"
@@ -104,12 +116,17 @@ def write_simulation(
     (out / "default").mkdir(parents=True, exist_ok=True)
     (out / "random").mkdir(parents=True, exist_ok=True)
     pools = spec.pools()
-    n = spec.days + len(pools)
+    staged = bool(spec.post_recall_rows_per_day)
+    if staged:
+        (out / "post_recall").mkdir(parents=True, exist_ok=True)
+    n = spec.days * (1 + staged) + len(pools)
     done = 0
     for d in range(spec.days):
         ds = spec.start + dt.timedelta(days=d)
         _write(simulate_day(spec, d), out / "default" / f"{ds.isoformat()}.{fmt}", fmt)
-        done += 1
+        if staged:
+            _write(simulate_post_recall_day(spec, d), out / "post_recall" / f"{ds.isoformat()}.{fmt}", fmt)
+        done += 1 + staged
         if progress:
             progress(done, n)
     for a, b in pools:
@@ -120,10 +137,14 @@ def write_simulation(
     groups, reo = truth_tables(spec)
     groups.write_csv(out / "truth_groups.csv")
     reo.write_csv(out / "truth_reo.csv")
+    paths = {"truth_reo": out / "truth_reo.csv", "truth_groups": out / "truth_groups.csv"}
+    if staged:
+        stage_truth_table(spec).write_csv(out / "truth_stages.csv")
+        paths["truth_stages"] = out / "truth_stages.csv"
     cfg = out / "fairmon.toml"
     control = "control" if "control" in spec.arms and len(spec.arms) > 1 else None
-    cfg.write_text(config_toml(out, fmt, spec.random_pool_days, control, pool_policy))
-    return {"config": cfg, "truth_reo": out / "truth_reo.csv", "truth_groups": out / "truth_groups.csv"}
+    cfg.write_text(config_toml(out, fmt, spec.random_pool_days, control, pool_policy, post_recall=staged))
+    return {"config": cfg, **paths}
 
 
 LABELS_CONFIG = """# fairmon config for simulated labeling logs (written by `fairmon simulate-labels`)

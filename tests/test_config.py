@@ -66,3 +66,19 @@ def test_toml_syntax_and_missing_file(tmp_path):
         load_config(write(tmp_path, "warehouse = \n"))
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "nope.toml")
+
+
+def test_stage_paths_and_user_attributes(tmp_path):
+    cfg = load_config(
+        write(tmp_path, GOOD.replace("[impressions]", "[impressions]\nstage_paths = { post_recall = 'pr/{ds}.csv' }"))
+    )
+    assert cfg.impressions.stages == ["post_recall"]
+    for bad, msg in (
+        ("stage_paths = { post_recall = 'pr.csv' }", "must contain {ds}"),
+        ("stage_paths = { random = 'r/{ds}.csv' }", "not an extra stage"),
+        ("stage_paths = { 'post recall' = 'r/{ds}.csv' }", "post recall"),
+    ):
+        with pytest.raises(ConfigError, match=msg):
+            load_config(write(tmp_path, GOOD.replace("[impressions]", "[impressions]\n" + bad)))
+    with pytest.raises(ConfigError, match=r"user_attributes: \['user_gender'\] not in impressions.attributes"):
+        load_config(write(tmp_path, GOOD + "[estimation]\nuser_attributes = ['user_gender']\n"))

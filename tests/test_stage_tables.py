@@ -106,3 +106,94 @@ def test_user_precision_and_disparity_by_hand():
     assert t.get_column("disparity").to_list() == pytest.approx([0.2, 0.2])
     assert user_precision_table(counts, DS, []).height == 0
     assert precision_disparity(np.array([0, 5]), np.array([10, 10]))[4]  # NaN SE with a reason
+
+
+# --- the simulator's post-recall stage (seed 001 App. I.4) --------------------------------------
+
+STAGED = dict(post_recall_rows_per_day=40_000, recall_share=(0.4, 0.6), recall_rate=(0.3, 0.2))
+
+
+def test_simulated_stage_truth_by_hand():
+    from fairmon.transforms.simulate import SimulationSpec, stage_truth_table
+
+    spec = SimulationSpec(days=2, arms={"c": {}, "t": {0: 2.0}}, **STAGED)
+    # default rec_share (0.45, 0.55), rec_rate (0.30, 0.36); random (0.5, 0.5) x (0.25, 0.28)
+    P = np.array([0.125, 0.14])
+    Qpr = np.array([0.4 * 0.3, 0.6 * 0.2])  # 0.12 both: recall U = (0.96, 0.857)
+    U = spec.true_stage_utilities("c")
+    assert U["recall"] == pytest.approx(Qpr / P, rel=1e-15)
+    Q_t = np.array([0.9, 0.55]) / 1.45 * np.array([0.30, 0.36])  # arm t doubles group 0's weight
+    assert spec.true_stage_utilities("t")["ranking"] == pytest.approx(Q_t / Qpr, rel=1e-15)
+    for arm in ("c", "t"):
+        u = spec.true_stage_utilities(arm)
+        assert u["system"] == pytest.approx(u["recall"] * u["ranking"], rel=1e-15)
+    t = stage_truth_table(spec)
+    assert t.height == 2 * 2 * 3 * 2  # days x arms x stages x groups
+    recall = t.filter((pl.col("stage") == "recall") & (pl.col("arm") == "t")).get_column("reo").unique()
+    assert recall.to_list() == [pytest.approx(reo_of_utilities(Qpr / P))]  # the recall stage is shared by arms
+    with pytest.raises(ValueError, match="recall_share"):
+        SimulationSpec(post_recall_rows_per_day=10)
+    assert stage_truth_table(SimulationSpec(days=1)).height == 0
+
+
+def test_simulated_post_recall_rows_follow_the_spec():
+    from fairmon.transforms.simulate import TIKTOK_SIGNALS, SimulationSpec, simulate_post_recall_day
+
+    spec = SimulationSpec(days=1, arms={"c": {}, "t": {0: 2.0}}, seed=5, **STAGED)
+    rows = simulate_post_recall_day(spec, 0)
+    assert rows.height == 2 * 40_000 and sorted(rows.get_column("arm").unique()) == ["c", "t"]
+    assert rows.get_column("request_id").n_unique() == rows.height
+    y = pl.any_horizontal([pl.col(s) == 1 for s in TIKTOK_SIGNALS])
+    for arm in ("c", "t"):  # the same recall distribution in both arms, within 4 binomial SEs
+        r = rows.filter(pl.col("arm") == arm)
+        share0 = (r.get_column("young_adult") == 0).mean()
+        assert abs(share0 - 0.4) < 4 * np.sqrt(0.24 / 40_000)
+        for k, rate in ((0, 0.3), (1, 0.2)):
+            g = r.filter(pl.col("young_adult") == k)
+            assert abs(g.select(y.mean()).item() - rate) < 4 * np.sqrt(rate * (1 - rate) / g.height)
+
+
+@pytest.mark.slow
+def test_backfill_publishes_stage_tables_that_cover_the_truth(tmp_path, prefect_harness):
+    """`fairmon simulate` with a post-recall stage -> daily runs -> reo_stage: the
+    factorisation holds to 1e-12, the stage intervals cover their truths, and
+    the table tells the stages apart (recall at parity, ranking creating the disparity)."""
+    from fairmon.pipelines.config import load_config
+    from fairmon.pipelines.flows import daily
+    from fairmon.pipelines.simulate import write_simulation
+    from fairmon.pipelines.storage.warehouse import read_table
+    from fairmon.transforms.simulate import SimulationSpec
+
+    spec = SimulationSpec(
+        start=DS,
+        days=3,
+        rows_per_day=30_000,
+        random_rows_per_day=10_000,
+        random_pool_days=1,
+        seed=11,
+        post_recall_rows_per_day=30_000,
+        recall_share=(0.5, 0.5),
+        recall_rate=(0.275, 0.308),  # recall U = (1.1, 1.1): parity
+    )
+    paths = write_simulation(spec, tmp_path / "sim", "parquet")
+    assert "stage_paths" in paths["config"].read_text()
+    for d in range(spec.days):
+        daily(str(paths["config"]), DS + dt.timedelta(days=d))
+    cfg = load_config(paths["config"])
+    t = read_table(cfg.warehouse_path, "reo_stage")
+    truth = pl.read_csv(paths["truth_stages"], try_parse_dates=True)
+    assert t.height == spec.days * 3 * 2
+    covered = 0
+    for (ds,), day in t.group_by("ds"):
+        U = {(r["stage"], r["group"]): r["U"] for r in day.iter_rows(named=True)}
+        for g in ("0", "1"):
+            assert U[("system", g)] == pytest.approx(U[("recall", g)] * U[("ranking", g)], rel=1e-12)
+        for stage in ("recall", "ranking", "system"):
+            r = day.filter(pl.col("stage") == stage).row(0, named=True)
+            true = truth.filter((pl.col("ds") == ds) & (pl.col("stage") == stage)).get_column("reo")[0]
+            covered += r["reo_ci_low"] <= true <= r["reo_ci_high"]
+        recall = day.filter(pl.col("stage") == "recall").row(0, named=True)
+        ranking = day.filter(pl.col("stage") == "ranking").row(0, named=True)
+        assert recall["reo_ci_low"] == 0.0 and ranking["reo_ci_low"] > 0  # the ranking stage creates it
+    # 9 nominal-95 % intervals: 3 or more misses has probability 0.008 (coverage itself: test_stage_reo_intervals_cover)
+    assert covered >= 7, covered

@@ -84,6 +84,11 @@ class SimulationSpec:
     arms: dict[str, dict[int, float]] = field(default_factory=lambda: {"all": {}})
     random_pool_days: int = 7
     seed: int = 0
+    #: Forced-inserted post-recall traffic (seed 001 App. I.4): rows per day and
+    #: arm (0 = none), group shares after the recall stage and positive rates.
+    post_recall_rows_per_day: int = 0
+    recall_share: tuple[float, ...] | None = None
+    recall_rate: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         K = len(self.rec_share)
@@ -99,6 +104,16 @@ class SimulationSpec:
                 raise ValueError(f"{name} must be in [0, 1], got {tuple(v)}")
         if self.days < 1 or self.rows_per_day < 1 or self.random_rows_per_day < 1 or self.random_pool_days < 1:
             raise ValueError("days, rows_per_day, random_rows_per_day and random_pool_days must be >= 1")
+        if self.post_recall_rows_per_day < 0:
+            raise ValueError("post_recall_rows_per_day must be >= 0")
+        if self.post_recall_rows_per_day:
+            if self.recall_share is None or self.recall_rate is None:
+                raise ValueError("post_recall_rows_per_day > 0 needs recall_share and recall_rate")
+            share, rate = np.asarray(self.recall_share), np.asarray(self.recall_rate)
+            if len(share) != K or len(rate) != K:
+                raise ValueError("recall_share and recall_rate must have one value per group")
+            if (share < 0).any() or not np.isclose(share.sum(), 1.0) or (rate < 0).any() or (rate > 1).any():
+                raise ValueError("recall_share must be a distribution and recall_rate in [0, 1]")
         for arm, w in self.arms.items():
             if any(k < 0 or k >= K or x <= 0 for k, x in w.items()):
                 raise ValueError(f"arm {arm!r}: boosting weights need group indices in 0..{K - 1} and weights > 0")
@@ -118,6 +133,18 @@ class SimulationSpec:
         Q = self.arm_share(arm) * np.asarray(self.rec_rate)
         P = np.asarray(self.rand_share) * np.asarray(self.rand_rate)
         return Q, P
+
+    def true_stage_utilities(self, arm: str) -> dict[str, np.ndarray]:
+        """True U per stage of seed 001 App. I.4, shapes (K,): recall
+        Q^pr/P, ranking Q^rec/Q^pr and system Q^rec/P, with the joint
+        post-recall share Q^pr_k = recall_share_k · recall_rate_k (the recall
+        stage is shared by the arms; the arms' boosting acts at ranking).
+        Raises ValueError when the spec has no post-recall stage."""
+        if not self.post_recall_rows_per_day:
+            raise ValueError("the spec has no post-recall stage (post_recall_rows_per_day = 0)")
+        Q, P = self.true_QP(arm)
+        Qpr = np.asarray(self.recall_share) * np.asarray(self.recall_rate)
+        return {"recall": Qpr / P, "ranking": Q / Qpr, "system": Q / P}
 
     def pools(self) -> list[tuple[dt.date, dt.date]]:
         """Consecutive pooled random-traffic ranges covering the simulated days."""
@@ -175,6 +202,35 @@ def truth_tables(spec: SimulationSpec) -> tuple[pl.DataFrame, pl.DataFrame]:
     return pl.DataFrame(g_rows), pl.DataFrame(r_rows)
 
 
+def stage_truth_table(spec: SimulationSpec) -> pl.DataFrame:
+    """True stage-wise values (seed 001 App. I.4) for every simulated day and
+    arm: ds, arm, attribute, stage, group, U, delta_U, reo — the columns of
+    ``reo_stage`` that have a truth. Empty when the spec has no post-recall
+    stage. Source: seed 001 eqs. 3, 7 and App. I.4."""
+    if not spec.post_recall_rows_per_day:
+        return pl.DataFrame()
+    rows = []
+    for d in range(spec.days):
+        ds = spec.start + dt.timedelta(days=d)
+        for arm in spec.arms:
+            for stage, U in spec.true_stage_utilities(arm).items():
+                dU, reo = relative_utilities(U), reo_of_utilities(U)
+                rows += [
+                    {
+                        "ds": ds,
+                        "arm": arm,
+                        "attribute": TIKTOK_ATTRIBUTE,
+                        "stage": stage,
+                        "group": str(k),
+                        "U": U[k],
+                        "delta_U": dU[k],
+                        "reo": reo,
+                    }
+                    for k in range(spec.K)
+                ]
+    return pl.DataFrame(rows)
+
+
 def simulate_counts(
     Q: np.ndarray, P: np.ndarray, n_rec: int, n_rand: int, size: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -213,6 +269,23 @@ def simulate_day(spec: SimulationSpec, day: int) -> pl.DataFrame:
         frames.append(f.with_columns(pl.lit(arm).alias("arm")))
     out = pl.concat(frames)
     return _with_ids(out, f"{ds}-d", rng)
+
+
+def simulate_post_recall_day(spec: SimulationSpec, day: int) -> pl.DataFrame:
+    """Forced-inserted post-recall rows of one day (seed 001 App. I.4), every
+    arm, TikTok layout as :func:`simulate_day`: ``post_recall_rows_per_day``
+    rows per arm with group shares ``recall_share`` and rates ``recall_rate``.
+    Deterministic in (spec.seed, day). Raises ValueError without a post-recall stage."""
+    if not spec.post_recall_rows_per_day:
+        raise ValueError("the spec has no post-recall stage (post_recall_rows_per_day = 0)")
+    rng = np.random.default_rng([spec.seed, day, 2])
+    ds = spec.start + dt.timedelta(days=day)
+    share, rate = np.asarray(spec.recall_share), np.asarray(spec.recall_rate)
+    frames = [
+        _rows(spec.post_recall_rows_per_day, share, rate, rng).with_columns(pl.lit(arm).alias("arm"))
+        for arm in spec.arms
+    ]
+    return _with_ids(pl.concat(frames), f"{ds}-p", rng)
 
 
 def simulate_random_pool(spec: SimulationSpec, start: dt.date, end: dt.date) -> pl.DataFrame:

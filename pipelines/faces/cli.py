@@ -542,6 +542,16 @@ def simulate(
             "inside the window: most days then have no random traffic unless the window is longer than a pool)."
         ),
     ] = "overlap",
+    post_recall_rows_per_day: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Forced-inserted post-recall rows per day and arm (seed 001 App. I.4); 0: no post-recall "
+            "stage. With it the config gets stage_paths and the run the reo_stage table.",
+        ),
+    ] = 0,
+    recall_share: Annotated[str, typer.Option(help="Group shares after the recall stage.")] = "0.5,0.5",
+    recall_rate: Annotated[str, typer.Option(help="Positive rates per group after the recall stage.")] = "0.27,0.33",
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     fmt: Annotated[str, typer.Option("--format", help="csv or parquet.")] = "csv",
 ) -> None:
@@ -552,6 +562,12 @@ def simulate(
 
     arms = dict(_parse_arm(a) for a in arm) if arm else {"all": {}}
     common = dict(start=_parse_date(start, "--start"), days=days, arms=arms, random_pool_days=pool_days, seed=seed)
+    if post_recall_rows_per_day:
+        common |= dict(
+            post_recall_rows_per_day=post_recall_rows_per_day,
+            recall_share=_parse_floats(recall_share, "--recall-share"),
+            recall_rate=_parse_floats(recall_rate, "--recall-rate"),
+        )
     try:
         if regime:
             spec = regime_spec(regime, rows_per_day=rows_per_day, **common)

@@ -124,6 +124,31 @@ def ab_table(rows: list[dict], truth: dict) -> Table:
     return t
 
 
+def stage_lines(cfg, ds, truth_path: Path) -> str:
+    """One line per stage of the control arm on day ``ds``: the published
+    stage REO with its CI (reo_stage, seed 001 App. I.4) beside the truth, and
+    which stage's interval excludes parity."""
+    from fairmon.pipelines.storage.warehouse import read_table
+
+    t = read_table(cfg.warehouse_path, "reo_stage")
+    t = t.filter((pl.col("ds") == ds) & (pl.col("arm") == "control")).unique("stage")
+    truth = {
+        r["stage"]: r["reo"] for r in pl.read_csv(truth_path).filter(pl.col("arm") == "control").iter_rows(named=True)
+    }
+    lines = [f"Stage-wise REO of the control arm on {ds} (post-recall traffic, seed 001 App. I.4):"]
+    for stage in ("recall", "ranking", "system"):
+        r = t.filter(pl.col("stage") == stage).row(0, named=True) if stage in t.get_column("stage") else None
+        if r is None:
+            lines.append(f"  {stage:8s} not published")
+            continue
+        side = "excludes parity" if r["reo_ci_low"] > 0 else "consistent with parity"
+        lines.append(
+            f"  {stage:8s} REO {r['reo']:.3f} [{r['reo_ci_low']:.3f}, {r['reo_ci_high']:.3f}] "
+            f"(truth {truth[stage]:.3f}): {side}"
+        )
+    return "\n".join(lines)
+
+
 def _run(console: Console, config_path: Path, days: list[dt.date], show_progress: bool = False):
     """Load one demo config once, run its days, print the run summary. Returns (config, summaries)."""
     cfg = load_config(config_path)
@@ -134,7 +159,17 @@ def _run(console: Console, config_path: Path, days: list[dt.date], show_progress
 
 def run_demo(out: Path, console: Console) -> None:
     """Write and run the demo under ``out``; print REO tables and output paths."""
-    spec = SimulationSpec(start=DEMO_START, days=14, arms=ARMS, seed=7)
+    # A post-recall stage at parity (recall U = 1.1 for both groups): the ranking stage creates the
+    # disparity, and the reo_stage table (seed 001 App. I.4) says so.
+    spec = SimulationSpec(
+        start=DEMO_START,
+        days=14,
+        arms=ARMS,
+        seed=7,
+        post_recall_rows_per_day=20_000,
+        recall_share=(0.5, 0.5),
+        recall_rate=(0.275, 0.308),
+    )
     sim = out / "sim"
     console.rule("1. simulated TikTok-format traffic: 14 days, a control arm and three treatments (seed 001 §4.4)")
     # pools of 7 days, as in the published TikTok data set: every pool meeting a day's window counts
@@ -161,6 +196,7 @@ def run_demo(out: Path, console: Console) -> None:
         if a != "control"
     }
     console.print(ab_table(last["reo_ab"], true_d))
+    console.print(stage_lines(sim_cfg, last["ds"], paths["truth_stages"]))
     sim_report = build_report(sim_cfg, days[0], days[-1], config_name=str(paths["config"]))
 
     console.rule("2. Coat: self-selected ratings = default traffic, random ratings = random traffic")

@@ -235,6 +235,8 @@ def units_for_day(cfg: FairmonConfig, ds: dt.date) -> list[IngestUnit]:
         return units
     # tiktok
     units = [IngestUnit(f, ds, ds, "nonrandom", traffic="default") for f in day_files]
+    for stage, template in imp.stage_paths.items():  # e.g. post_recall (seed 001 App. I.4)
+        units += [IngestUnit(f, ds, ds, "nonrandom", traffic=stage) for f in _matches(template, cfg, ds=ds.isoformat())]
     for path, a, b in _tiktok_pools(cfg):
         if pool_admitted(a, b, ds, imp.random_window_days, imp.pool_policy):
             units.append(IngestUnit(path, a, b, "random", traffic="random"))
@@ -467,7 +469,7 @@ def normalize_unit(cfg: FairmonConfig, unit: IngestUnit, raw: pl.DataFrame) -> p
         signals=imp.signals,
         attributes=imp.attributes,
         label_rule=imp.label_rule,
-        traffic_stages=imp.traffic_stages,
+        traffic_stages=imp.stages,
         ds=unit.ds_end,
         ds_start=unit.ds_start,
         traffic=unit.traffic,

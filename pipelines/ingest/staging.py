@@ -81,7 +81,7 @@ def input_source(cfg: FairmonConfig, name: str) -> InputSource:
                 "required_columns": ["ds", "traffic", "arm", *imp.signals, *imp.attributes],
                 "signals": imp.signals,
                 "attributes": imp.attributes,
-                "traffic_values": ["default", "random", *imp.traffic_stages],
+                "traffic_values": ["default", "random", *imp.stages],
             },
             ["ds", "traffic", *imp.signals],
             lambda u: read_unit(cfg, u),
@@ -354,7 +354,7 @@ def units_for(cfg: FairmonConfig, source: str, ds: dt.date) -> list[IngestUnit]:
     :func:`units_for_day` does."""
     if source == "impressions":
         units = units_for_day(cfg, ds)
-        if not any(u.scope != "random" for u in units):
+        if not any(u.scope == "all" or u.traffic == "default" for u in units):
             run_logger().warning("%s: no default-traffic file matches %s", ds, cfg.resolve(cfg.impressions.path))
         if cfg.impressions.format == "tiktok" and not any(u.scope == "random" for u in units):
             run_logger().warning("%s: %s", ds, random_window_note(cfg, ds))
