@@ -197,3 +197,17 @@ def test_backfill_publishes_stage_tables_that_cover_the_truth(tmp_path, prefect_
         assert recall["reo_ci_low"] == 0.0 and ranking["reo_ci_low"] > 0  # the ranking stage creates it
     # 9 nominal-95 % intervals: 3 or more misses has probability 0.008 (coverage itself: test_stage_reo_intervals_cover)
     assert covered >= 7, covered
+
+
+def test_report_reading_uses_the_intervals_not_the_point_estimates():
+    from fairmon.pipelines.faces.report import stage_reading
+
+    def r(reo, lo, hi):
+        return {"reo": reo, "reo_ci_low": lo, "reo_ci_high": hi}
+
+    # recall's point estimate is the larger, but only ranking's interval excludes parity
+    assert "the ranking stage creates the disparity" in stage_reading(r(0.2, 0.0, 0.5), r(0.1, 0.02, 0.18))
+    assert "the recall stage creates" in stage_reading(r(0.1, 0.05, 0.15), r(0.3, 0.0, 0.6))
+    assert "both stages" in stage_reading(r(0.1, 0.05, 0.15), r(0.1, 0.01, 0.2))
+    assert "neither stage" in stage_reading(r(0.1, 0.0, 0.15), r(0.1, 0.0, 0.2))
+    assert "no reading" in stage_reading(r(float("nan"), float("nan"), float("nan")), r(0.1, 0.01, 0.2))

@@ -394,6 +394,24 @@ def _ci(lo, hi) -> str:
     return f"[{_fmt(lo)}, {_fmt(hi)}]"
 
 
+def stage_reading(recall: dict, ranking: dict) -> str:
+    """One sentence on which stage creates the disparity, from the two stage
+    rows of ``reo_stage`` (seed 001 App. I.4): a stage counts only when its
+    REO interval excludes parity (ci_low > 0), never by point estimates alone."""
+    both = f"REO {_fmt(recall['reo'])} {_ci(recall['reo_ci_low'], recall['reo_ci_high'])} at recall, " + (
+        f"{_fmt(ranking['reo'])} {_ci(ranking['reo_ci_low'], ranking['reo_ci_high'])} at ranking"
+    )
+    if not all(r["reo_ci_low"] == r["reo_ci_low"] for r in (recall, ranking)):
+        return both + ": a stage's interval is undefined (see the table's reasons); no reading."
+    excl = [s for s, r in (("recall", recall), ("ranking", ranking)) if r["reo_ci_low"] > 0]
+    if len(excl) == 1:
+        other = "ranking" if excl[0] == "recall" else "recall"
+        return both + f": the {excl[0]} stage creates the disparity; the {other} stage is consistent with parity."
+    if len(excl) == 2:
+        return both + ": both stages depart from parity (U^sys = U^recall · U^rank)."
+    return both + ": neither stage is distinguishable from parity."
+
+
 def extra_sections(extras: dict[str, pl.DataFrame]) -> list[tuple[str, dict]]:
     """Tables and one-line readings of reo_stage, rsp and user_precision for the
     latest published day (seed 001 App. I.4, H.1, H.2)."""
@@ -406,12 +424,7 @@ def extra_sections(extras: dict[str, pl.DataFrame]) -> list[tuple[str, dict]]:
         for (arm, attr), g in per.group_by(["arm", "attribute"], maintain_order=True):
             by = {r["stage"]: r for r in g.iter_rows(named=True)}
             if "recall" in by and "ranking" in by:
-                worse = max(("recall", "ranking"), key=lambda s: by[s]["reo"] if by[s]["reo"] == by[s]["reo"] else -1)
-                readings.append(
-                    f"arm {arm}, {attr}: REO {_fmt(by['recall']['reo'])} at recall, {_fmt(by['ranking']['reo'])} "
-                    f"at ranking — the {worse} stage contributes more of the system's disparity "
-                    f"(U^sys = U^recall · U^rank)."
-                )
+                readings.append(f"arm {arm}, {attr}: " + stage_reading(by["recall"], by["ranking"]))
         rows = [
             [r["arm"], r["attribute"], r["stage"], _fmt(r["reo"]), _ci(r["reo_ci_low"], r["reo_ci_high"])]
             for r in per.iter_rows(named=True)
