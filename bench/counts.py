@@ -115,7 +115,7 @@ def fairmon_counts(files: list[Path], work: Path) -> tuple[pl.DataFrame, dict[st
                 dq = stage_unit.fn(cfg, "impressions", unit, str(ds))
                 if not dq.success:
                     raise SystemExit(f"fairmon rejected {unit.file}: {dq.summary()}")
-            counts, _ = count_groups.fn(cfg, ds)
+            counts, _, _ = count_groups.fn(cfg, ds)
             out.append(counts)
             for k, v in timing.take(ds).items():
                 totals[k] += v

@@ -284,6 +284,18 @@ class EstimationConfig(_Strict):
         description="a group with fewer positives in default or random traffic is a small group: "
         "its day's verdict is inconclusive at best",
     )
+    cluster_by: Literal["auto", "request_id", "user_id", "none"] = Field(
+        default="auto",
+        description="rows sharing this id are one cluster for the cluster-robust (sandwich) variance; auto = "
+        "request_id where the impressions files have it, else none (independent rows)",
+    )
+    cluster_buckets: int = Field(
+        default=128,
+        ge=16,
+        le=65536,
+        description="cluster ids are hashed into this many buckets in the count stage; the robust variance "
+        "has buckets - 1 degrees of freedom",
+    )
 
 
 class ABConfig(_Strict):
@@ -483,6 +495,8 @@ class FairmonConfig(_Strict):
             k: getattr(self, k).model_dump(mode="json", exclude=exclude.get(k)) if getattr(self, k) else None
             for k in ("impressions", "scores", "labels")
         }
+        # the count stage's cluster buckets are staged with the rows (transforms/cluster.py)
+        inputs["cluster"] = [self.estimation.cluster_by, self.estimation.cluster_buckets]
         return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -70,10 +70,11 @@ def configured_inputs(cfg: FairmonConfig) -> list[str]:
 
 
 @task(name="count-groups", cache_policy=NO_CACHE)
-def count_groups(cfg: FairmonConfig, ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Per-group counts of day ``ds`` (sql/group_counts.sql) and, counted
-    independently, the staged rows per traffic and arm (sql/traffic_totals.sql),
-    from the rows of the files the day needs now; taken from
+def count_groups(cfg: FairmonConfig, ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Per-group counts of day ``ds`` (sql/group_counts.sql), counted
+    independently the staged rows per traffic and arm (sql/traffic_totals.sql),
+    and the per-bucket counts of the cluster-robust variance (empty without
+    clustering), from the rows of the files the day needs now; taken from
     :func:`prestage_impressions` when its backfill counted them and nothing
     was staged since."""
     log = run_logger()
@@ -81,9 +82,9 @@ def count_groups(cfg: FairmonConfig, ds: dt.date) -> tuple[pl.DataFrame, pl.Data
     ready = take_range_counts(ds)
     with timing.clock(ds, "counts"):
         if ready is not None:  # counted with its backfill's range, nothing staged since
-            counts, totals = ready
+            counts, totals, buckets = ready
         else:
-            counts, totals = count_days(cfg, [ds])
+            counts, totals, buckets = count_days(cfg, [ds])
             totals = totals.drop("ds")
     counts = counts.cast(GROUP_COUNTS_SCHEMA).select(list(GROUP_COUNTS_SCHEMA))
     log.info(
@@ -93,7 +94,7 @@ def count_groups(cfg: FairmonConfig, ds: dt.date) -> tuple[pl.DataFrame, pl.Data
         counts.height,
         time.perf_counter() - t0,
     )
-    return counts, totals
+    return counts, totals, buckets
 
 
 @task(name="check-day", cache_policy=NO_CACHE)
@@ -122,10 +123,14 @@ def explain_random_traffic(cfg: FairmonConfig, ds: dt.date, result: DQResult) ->
 
 
 @task(name="estimate-reo", cache_policy=NO_CACHE)
-def estimate(cfg: FairmonConfig, counts: pl.DataFrame, ds: dt.date) -> dict[str, pl.DataFrame]:
+def estimate(
+    cfg: FairmonConfig, counts: pl.DataFrame, ds: dt.date, buckets: pl.DataFrame | None = None
+) -> dict[str, pl.DataFrame]:
     """REO per group and overall, and the A/B differences between arms, from
     the counts (transforms.reo_tables), and when configured or present the seed 001
-    extras (transforms.stage_tables). Returns {reo_group, reo[, reo_ab, reo_stage, rsp, user_precision]}."""
+    extras (transforms.stage_tables). ``buckets``: the count stage's per-bucket
+    counts when rows are clustered (cluster-robust intervals, transforms/cluster.py).
+    Returns {reo_group, reo[, reo_ab, reo_stage, rsp, user_precision]}."""
     log = run_logger()
     t0 = time.perf_counter()
     est, ab = cfg.estimation, cfg.ab
@@ -139,6 +144,8 @@ def estimate(cfg: FairmonConfig, counts: pl.DataFrame, ds: dt.date) -> dict[str,
             seed=est.seed,
             reo_threshold=est.reo_threshold,
             min_expected_positives=est.min_expected_positives,
+            buckets=buckets,
+            cluster_by=cluster_name(cfg),
         )
         out = {"reo_group": group, "reo": overall}
         stages = reo_stage_table(counts, ds, level=est.confidence_level, stage_traffic=est.stage_traffic)
@@ -160,6 +167,8 @@ def estimate(cfg: FairmonConfig, counts: pl.DataFrame, ds: dt.date) -> dict[str,
                 folds=ab.partition_folds,
                 n_boot=ab.bootstrap_resamples,
                 seed=est.seed,
+                buckets=buckets,
+                cluster_by=cluster_name(cfg),
             )
     log.info(
         "estimators %s: %d count rows in, %s out, %.3fs",
@@ -169,6 +178,12 @@ def estimate(cfg: FairmonConfig, counts: pl.DataFrame, ds: dt.date) -> dict[str,
         time.perf_counter() - t0,
     )
     return out
+
+
+def cluster_name(cfg: FairmonConfig) -> str:
+    """The id that makes a cluster under ``[estimation] cluster_by`` (``auto``: request_id)."""
+    by = cfg.estimation.cluster_by
+    return "request_id" if by == "auto" else by
 
 
 @task(name="check-outputs", cache_policy=NO_CACHE)
@@ -344,9 +359,9 @@ def _gate(results: list[DQResult], new: list[DQResult]) -> None:
 
 def _impressions_stage(cfg: FairmonConfig, ds: dt.date, force: bool, results: list[DQResult]) -> dict:
     _gate(results, ingest_source(cfg, "impressions", ds, force))
-    counts, totals = count_groups(cfg, ds)
+    counts, totals, buckets = count_groups(cfg, ds)
     _gate(results, [check_day(cfg, ds, counts)])
-    tables = {"group_counts": counts, **estimate(cfg, counts, ds)}
+    tables = {"group_counts": counts, **estimate(cfg, counts, ds, buckets)}
     results += _ab_config_check(cfg, counts)
     _gate(results, check_outputs(cfg, ds, tables, totals))
     return tables

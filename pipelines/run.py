@@ -52,7 +52,7 @@ class Run:
     config_path: str = ""
     docs_deferred: bool = False
     generation: int = 0
-    range_counts: dict[dt.date, tuple[int, pl.DataFrame, pl.DataFrame]] = field(default_factory=dict)
+    range_counts: dict[dt.date, tuple[int, pl.DataFrame, pl.DataFrame, pl.DataFrame]] = field(default_factory=dict)
     prefetched: dict[tuple[str, int, int], pl.DataFrame] = field(default_factory=dict)
     books: dict[str, dict[str, float]] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)

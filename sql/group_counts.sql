@@ -18,20 +18,24 @@
 -- then unpivoted: attribute columns are the staging columns named attr__*.
 -- A null attribute value is counted as the group '(missing)'. A backfill
 -- counts its whole range in one statement.
+-- cbucket: the hash bucket of the rows' cluster id when the count stage
+-- clusters (transforms/cluster.py), else null; the rows come out per bucket
+-- (at most [estimation] cluster_buckets per group) and count_days sums them
+-- for group_counts and keeps the per-bucket sums for the robust variance.
 WITH src AS (
-    SELECT f.day, i.traffic, i.arm, i.y, i.n, i.ds_start, i.ds, COLUMNS('^attr__')
+    SELECT f.day, i.traffic, i.arm, i.y, i.n, i.ds_start, i.ds, i.cbucket, COLUMNS('^attr__')
     FROM impressions AS i JOIN day_files AS f
       ON i.src_file = f.file AND i.ds = f.day AND i.ds_start = f.day
     WHERE i.traffic <> 'random'
     UNION ALL BY NAME
-    SELECT f.day, i.traffic, 'all' AS arm, i.y, i.n, i.ds_start, i.ds, COLUMNS('^attr__')
+    SELECT f.day, i.traffic, 'all' AS arm, i.y, i.n, i.ds_start, i.ds, i.cbucket, COLUMNS('^attr__')
     FROM impressions AS i JOIN day_files AS f
       ON i.src_file = f.file AND i.ds_start <= f.day AND i.ds >= f.day - ($window_days - 1)
     WHERE i.traffic = 'random'
       AND ($pool_policy = 'overlap' OR (i.ds_start >= f.day - ($window_days - 1) AND i.ds <= f.day))
 ),
 pre AS (
-    SELECT day, traffic, arm, COLUMNS('^attr__'),
+    SELECT day, traffic, arm, cbucket, COLUMNS('^attr__'),
            sum(n) AS n, coalesce(sum(n) FILTER (WHERE y), 0) AS n_pos,
            min(ds_start) AS ws, max(ds) AS we
     FROM src
@@ -43,7 +47,7 @@ spans AS (
     GROUP BY day, traffic, arm
 ),
 long AS (
-    SELECT day, traffic, arm, attribute, grp, n, n_pos
+    SELECT day, traffic, arm, cbucket, attribute, grp, n, n_pos
     FROM pre UNPIVOT INCLUDE NULLS (grp FOR attribute IN (COLUMNS('^attr__')))
 )
 SELECT l.day AS ds,
@@ -52,10 +56,11 @@ SELECT l.day AS ds,
        l.arm,
        regexp_replace(l.attribute, '^attr__', '') AS attribute,
        coalesce(l.grp, '(missing)') AS "group",
+       l.cbucket,
        sum(l.n)::BIGINT AS n,
        sum(l.n_pos)::BIGINT AS n_pos,
        any_value(s.window_start) AS window_start,
        any_value(s.window_end) AS window_end
 FROM long AS l JOIN spans AS s USING (day, traffic, arm)
-GROUP BY l.day, l.traffic, l.arm, l.attribute, coalesce(l.grp, '(missing)')
-ORDER BY ds, l.traffic, l.arm, attribute, "group"
+GROUP BY l.day, l.traffic, l.arm, l.attribute, coalesce(l.grp, '(missing)'), l.cbucket
+ORDER BY ds, l.traffic, l.arm, attribute, "group", l.cbucket

@@ -25,7 +25,7 @@ def raw(**over):
 
 def test_normalizes_to_staging_layout():
     out = normalize_impressions(raw(), **KW)
-    assert out.columns == ["ds", "ds_start", "traffic", "arm", "y", "attr__grp", "n", "src_file", "src_row"]
+    assert out.columns == ["ds", "ds_start", "traffic", "arm", "y", "attr__grp", "cbucket", "n", "src_file", "src_row"]
     assert out.get_column("y").to_list() == [True, False, True]
     assert out.get_column("arm").to_list() == ["all"] * 3
     assert out.get_column("attr__grp").to_list() == ["a", "b", None]

@@ -216,8 +216,8 @@ def test_prestaged_range_counts_serve_the_days_until_something_is_staged(three_d
         out = prestage_impressions(cfg, days)
         # day 2 has duplicated ids: its file fails ids_unique and is left to its day's run
         assert out["files"] == 3 and out["staged"] == 2
-        first, _ = count_groups.fn(cfg, days[0])  # from the range count
-        alone, _ = count_days(cfg, [days[0]])
+        first, _, _ = count_groups.fn(cfg, days[0])  # from the range count
+        alone, _, _ = count_days(cfg, [days[0]])
         assert first.equals(alone.cast(first.schema))
         assert first.get_column("n").sum() == 5000  # every row of the day, default and random
         # staging anything makes the range counts stale: day 3, rewritten and staged again, is counted again
@@ -225,5 +225,5 @@ def test_prestaged_range_counts_serve_the_days_until_something_is_staged(three_d
         _day(cfg.resolve("."), days[2], 700, np.random.default_rng(2))
         unit = units_for_day(cfg, days[2])[0]
         assert stage_unit.fn(cfg, "impressions", unit, str(days[2])).success
-        third, _ = count_groups.fn(cfg, days[2])
+        third, _, _ = count_groups.fn(cfg, days[2])
         assert third.get_column("n").sum() == 700

@@ -152,7 +152,7 @@ def test_contract_rows_are_windowed_by_their_own_ds_exactly(contract):
     assert [i["file"] for i in current_inputs(cfg, D)] == files
     # stage the days around it too: day(6)'s rows (ds + 1) and day(2)'s (ds - window) are in the staging table
     _stage(cfg, [day(4), D, day(6)])
-    counts, totals = count_days(cfg, [D])
+    counts, totals, _ = count_days(cfg, [D])
     # 40 + 50 + 60 random rows (days 3, 4, 5), 4 + 5 + 6 positives; day 6 (70) and day 2 (30) never count
     assert _random(counts, D) == {"n": 150, "n_pos": 15, "window_start": day(3), "window_end": D}
     assert totals.filter(pl.col("traffic") == "random").get_column("n").to_list() == [150]
@@ -200,7 +200,7 @@ def test_pool_with_per_row_dates_counts_only_rows_of_the_window(tmp_path):
     _rows(40, 10).write_csv(tmp_path / "default" / f"{D}.csv")
     cfg = load_config(_config(tmp_path, TIKTOK, 3, "overlap"))
     _stage(cfg, [D])
-    counts, _ = count_days(cfg, [D])
+    counts, _, _ = count_days(cfg, [D])
     # window day 3..5: 200 + 300 + 400 rows, 3 + 4 + 5 positives; rows of day 6, 7 (after ds) and day 2 do not count;
     # the span is that of the rows used, not the pool's declared range
     assert _random(counts, D) == {"n": 900, "n_pos": 12, "window_start": day(3), "window_end": D}
@@ -264,7 +264,7 @@ def test_each_day_uses_the_pools_its_policy_admits(pools, policy, expected):
         recorded = [r["file"] for r in current_inputs(cfg, d)]
         assert recorded == sorted([f"default/{d}.csv", *(f"random/{f}" for f in want)]), d
     _stage(cfg, days)
-    counts, totals = count_days(cfg, days)  # a backfill counts the range in one statement
+    counts, totals, _ = count_days(cfg, days)  # a backfill counts the range in one statement
     for i, d in enumerate(days):
         used = expected[i].split()
         got = _random(counts, d)
@@ -326,7 +326,7 @@ def test_no_contained_pool_gives_nan_and_a_gate_that_names_the_policy(pools):
     cfg = pools["contained"]
     D = day(4)  # window day 1..4 meets P1, P2 and P3, contains none
     _stage(cfg, [D])
-    counts, _ = count_days(cfg, [D])
+    counts, _, _ = count_days(cfg, [D])
     counts = counts.cast(GROUP_COUNTS_SCHEMA)
     assert set(counts.get_column("traffic")) == {"default"}
     _, reo = reo_tables(counts, D)
@@ -465,7 +465,7 @@ def test_plan_counts_random_traffic_per_day_over_the_span_used(pools):
     cfg = pools["overlap"]
     D = day(4)
     _stage(cfg, [D])
-    counts, _ = count_days(cfg, [D])
+    counts, _, _ = count_days(cfg, [D])
     write_partitions(cfg.warehouse_path, D, {"group_counts": counts.cast(GROUP_COUNTS_SCHEMA)})
     plan, _ = plan_from_counts(cfg, D, D, 0.1, 0.05, None)
     assert plan.get_column("n_rand_window").to_list() == [700]

@@ -28,12 +28,13 @@ differ in SE, CI and p-value. Normal CIs use z, Welch CIs use t_ν.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats
 
 from fairmon.transforms.bootstrap import delta_u_rows, reo_rows, resample_counts, utilities
+from fairmon.transforms.cluster import BucketSums
 from fairmon.transforms.reo import delta_u_log_jacobian, log_utility_variance, reo_log_gradient, z_value
 
 AB_METHODS = ("delta", "delta_paper", "partition", "bootstrap")
@@ -52,6 +53,7 @@ class ABEstimate:
     method: str
     df: float = float("nan")
     reason: str | None = None
+    design_effect: float = 1.0
 
 
 def _metrics(U: np.ndarray) -> np.ndarray:
@@ -120,6 +122,8 @@ def ab_estimates(
     folds: int = 10,
     n_boot: int = 1000,
     rng: np.random.Generator | None = None,
+    clusters: tuple[BucketSums | None, BucketSums | None, BucketSums | None] = (None, None, None),
+    cluster_note: str | None = None,
 ) -> list[ABEstimate]:
     """D_REO and D_k for one (control, treatment) pair with every requested method.
 
@@ -128,6 +132,13 @@ def ab_estimates(
     window ``b`` (of n_rand); shapes (K,). Returns one :class:`ABEstimate` per
     method and metric (REO first, then ΔU of each group in ``groups`` order).
     Undefined inputs (P_k = 0, Q_k = 0, K < 2) give NaN rows with a reason.
+    Clustered rows (transforms/cluster.py): ``clusters`` = per-bucket sums of
+    (treatment, control, random) samples, each or None. ``delta`` then uses
+    the cluster-robust covariances, ``partition`` assigns whole buckets to
+    folds, ``bootstrap`` resamples buckets, ``delta_paper`` is NaN with a
+    reason; every row carries ``design_effect`` = robust ÷ multinomial
+    variance of its difference (delta method). ``cluster_note`` (no robust
+    variance can be formed) makes every row's interval NaN with that reason.
     Raises ValueError for an unknown method.
     Source: seed 001 Algorithms 2-4; joint delta method per DESIGN §4.1.
     """
@@ -149,30 +160,56 @@ def ab_estimates(
         reason = "Q_k = 0 in an arm: SE undefined"
     elif reo_rows(U_T) == 0 or reo_rows(U_C) == 0:
         reason = "REO = 0 in an arm: not differentiable"
+    elif cluster_note:
+        reason = cluster_note
+    elif any(c is not None and c.G < folds for c in clusters) and "partition" in methods:
+        few = min(c.G for c in clusters if c is not None)
+        reason = f"{few} non-empty cluster buckets: fewer than the {folds} partition folds"
     diff = _metrics(U_T) - _metrics(U_C) if K >= 1 else np.array([])
     if reason:
         nan = float("nan")
         return [
-            ABEstimate(m, float(d) if np.isfinite(d) else nan, nan, nan, nan, nan, meth, reason=reason)
+            ABEstimate(
+                m,
+                float(d) if np.isfinite(d) else nan,
+                *[nan] * 4,
+                meth,
+                reason=reason,
+                design_effect=nan if any(c is not None for c in clusters) else 1.0,
+            )
             for meth in methods
             for m, d in zip(names, np.atleast_1d(diff))
         ]
 
     Q_T, Q_C, P = a_T / n_T, a_C / n_C, b / n_rand
+    c_T, c_C, c_R = clusters
+    clustered = any(c is not None for c in clusters)
+    G_T, G_C = _gradients(U_T), _gradients(U_C)
+    var_mult = (G_T**2) @ (1 / (Q_T * n_T)) + (G_C**2) @ (1 / (Q_C * n_C)) + ((G_T - G_C) ** 2) @ (1 / (P * n_rand))
+    var, deff = var_mult, np.ones(len(names))
+    if clustered:
+
+        def quad(G: np.ndarray, c: BucketSums | None, share: np.ndarray, n: int) -> np.ndarray:
+            V = c.log_share_covariance() if c is not None else np.diag(1 / (share * n))
+            return np.einsum("mk,kl,ml->m", G, V, G)
+
+        var = quad(G_T, c_T, Q_T, n_T) + quad(G_C, c_C, Q_C, n_C) + quad(G_T - G_C, c_R, P, n_rand)
+        deff = var / var_mult
     out: list[ABEstimate] = []
     for method in methods:
         if method == "delta":
-            G_T, G_C = _gradients(U_T), _gradients(U_C)
-            var = (G_T**2) @ (1 / (Q_T * n_T)) + (G_C**2) @ (1 / (Q_C * n_C)) + ((G_T - G_C) ** 2) @ (1 / (P * n_rand))
             out += [_normal(m, d, s, level, method) for m, d, s in zip(names, diff, np.sqrt(var))]
+        elif method == "delta_paper" and clustered:
+            nan, why = float("nan"), "delta_paper assumes independent rows: undefined when rows are clustered"
+            out += [ABEstimate(m, float(d), nan, nan, nan, nan, method, reason=why) for m, d in zip(names, diff)]
         elif method == "delta_paper":
             se_T = np.sqrt((_gradients(U_T) ** 2) @ log_utility_variance(Q_T, P, n_T, n_rand, "delta_paper"))
             se_C = np.sqrt((_gradients(U_C) ** 2) @ log_utility_variance(Q_C, P, n_C, n_rand, "delta_paper"))
             out += [_normal(m, d, s, level, method) for m, d, s in zip(names, diff, np.hypot(se_T, se_C))]
         elif method == "partition":
-            fT, nT = split_counts(a_T, n_T, folds, rng)
-            fC, nC = split_counts(a_C, n_C, folds, rng)
-            fR, nR = split_counts(b, n_rand, folds, rng)
+            fT, nT = c_T.folds(folds, rng) if c_T is not None else split_counts(a_T, n_T, folds, rng)
+            fC, nC = c_C.folds(folds, rng) if c_C is not None else split_counts(a_C, n_C, folds, rng)
+            fR, nR = c_R.folds(folds, rng) if c_R is not None else split_counts(b, n_rand, folds, rng)
             mT, mC = _metrics(utilities(fT, nT, fR, nR)), _metrics(utilities(fC, nC, fR, nR))
             for j, (m, d) in enumerate(zip(names, diff)):
                 x, y = mT[:, j], mC[:, j]
@@ -188,11 +225,14 @@ def ab_estimates(
                 p = float(2 * stats.t.sf(abs(d) / se, nu)) if se > 0 else float("nan")
                 out.append(ABEstimate(m, float(d), se, float(d - t * se), float(d + t * se), p, method, df=nu))
         elif method == "bootstrap":
-            bT = resample_counts(a_T, n_T, n_boot, rng)
-            bC = resample_counts(a_C, n_C, n_boot, rng)
-            bR = resample_counts(b, n_rand, n_boot, rng)  # shared by both arms in each replicate
-            B = np.full(n_boot, 1)
-            d_b = _metrics(utilities(bT, B * n_T, bR, B * n_rand)) - _metrics(utilities(bC, B * n_C, bR, B * n_rand))
+
+            def draw(c: BucketSums | None, pos: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+                return c.resample(n_boot, rng) if c is not None else (resample_counts(pos, n, n_boot, rng), n)
+
+            (bT, nT), (bC, nC) = draw(c_T, a_T, n_T), draw(c_C, a_C, n_C)
+            bR, nR = draw(c_R, b, n_rand)  # shared by both arms in each replicate
+            ones = np.ones(n_boot)
+            d_b = _metrics(utilities(bT, ones * nT, bR, ones * nR)) - _metrics(utilities(bC, ones * nC, bR, ones * nR))
             for j, (m, d) in enumerate(zip(names, diff)):
                 col = d_b[:, j]
                 if not np.isfinite(col).all():
@@ -202,4 +242,7 @@ def ab_estimates(
                 lo, hi = np.quantile(col, [(1 - level) / 2, (1 + level) / 2])
                 p = float(2 * stats.norm.sf(abs(d) / se)) if se > 0 else float("nan")
                 out.append(ABEstimate(m, float(d), se, float(lo), float(hi), p, method))
+    if clustered:  # the design effect is the data's, the same on every method's row of a metric
+        by_metric = dict(zip(names, deff))
+        out = [replace(e, design_effect=float(by_metric[e.metric])) for e in out]
     return out

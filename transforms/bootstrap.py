@@ -152,11 +152,15 @@ def single_arm_bootstrap(
     level: float,
     B: int,
     rng: np.random.Generator,
+    clusters: tuple = (None, None),
 ) -> dict:
     """Bootstrap CIs of REO and every ΔU_k for one arm (seed 001 §4.3, Fig. 7).
 
     Resamples default and random traffic independently (multinomial on the
-    count tables). Returns {"reo": (lo, hi, se), "delta_U": [(lo, hi, se)] * K,
+    count tables). ``clusters``: the (default, random) per-bucket sums
+    (:class:`fairmon.transforms.cluster.BucketSums`, or None): a clustered
+    sample is resampled by whole buckets, and BCa's acceleration takes its
+    leave-one-bucket-out jackknife. Returns {"reo": (lo, hi, se), "delta_U": [(lo, hi, se)] * K,
     "undefined": reason or None}; the intervals are NaN when some resample is
     undefined (a P_k = 0 draw), and "undefined" says how many.
     Raises ValueError on an unknown method.
@@ -164,14 +168,33 @@ def single_arm_bootstrap(
     if method not in BOOTSTRAP_METHODS:
         raise ValueError(f"unknown bootstrap method {method!r}; expected one of {BOOTSTRAP_METHODS}")
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
-    ab = resample_counts(a, n_rec, B, rng)
-    bb = resample_counts(b, n_rand, B, rng)
-    U_b = utilities(ab, np.full(B, n_rec), bb, np.full(B, n_rand))
+    c_rec, c_rand = clusters
+    ab, nb_rec = c_rec.resample(B, rng) if c_rec is not None else (resample_counts(a, n_rec, B, rng), np.full(B, n_rec))
+    bb, nb_rand = (
+        c_rand.resample(B, rng) if c_rand is not None else (resample_counts(b, n_rand, B, rng), np.full(B, n_rand))
+    )
+    U_b = utilities(ab, nb_rec, bb, nb_rand)
     U = utilities(a[None], np.array([n_rec]), b[None], np.array([n_rand]))[0]
     samples = [(a, n_rec), (b, n_rand)]
 
+    def jackknife(stat):
+        if c_rec is None and c_rand is None:
+            return grouped_jackknife(stat, samples)
+        out = []  # leave one bucket (clustered sample) or one row (else) out of each sample in turn
+        for j, cl in enumerate((c_rec, c_rand)):
+            if cl is None:
+                out.append(grouped_jackknife(stat, samples)[j])
+                continue
+            pos, n = cl.leave_one_out()
+            other_pos, other_n = samples[1 - j]
+            rep_pos = np.repeat(np.asarray(other_pos)[None, :], cl.G, axis=0)
+            rep_n = np.full(cl.G, other_n)
+            args = (pos, rep_pos, n, rep_n) if j == 0 else (rep_pos, pos, rep_n, n)
+            out.append((np.asarray(stat(*args), float), np.ones(cl.G)))
+        return out
+
     def interval(theta_hat, theta_b, stat):
-        acc = bca_acceleration(grouped_jackknife(stat, samples)) if method == "bootstrap_bca" else 0.0
+        acc = bca_acceleration(jackknife(stat)) if method == "bootstrap_bca" else 0.0
         return bootstrap_interval(theta_hat, theta_b, method, level, acc)
 
     bad = int(np.count_nonzero(~np.isfinite(reo_rows(U_b))))

@@ -5,14 +5,16 @@ Staging layout (one row per distinct ds × traffic × arm × label × groups of 
 file, with its number of logged user-item pairs ``n``)::
 
     ds DATE, ds_start DATE, traffic VARCHAR, arm VARCHAR, y BOOLEAN,
-    attr__<attribute> VARCHAR ..., n BIGINT, src_file VARCHAR, src_row BIGINT
+    attr__<attribute> VARCHAR ..., cbucket INTEGER, n BIGINT, src_file VARCHAR, src_row BIGINT
 
 Every estimator downstream works on counts, so the rows themselves are not
 staged: at 10^8 rows a day that keeps the staging table a few thousand rows.
 ``src_row`` is the first file row of the combination. ``ds_start`` equals
 ``ds`` for daily rows; a pooled random-traffic file covering several days has
 ``ds_start``..``ds`` = its declared range. The label ``y`` is the configured
-rule (any/all) over the signal columns. Attribute values are kept as strings
+rule (any/all) over the signal columns. ``cbucket`` is the hash bucket of the
+rows' cluster id when the count stage clusters (transforms/cluster.py), else
+null. Attribute values are kept as strings
 (booleans become "true"/"false"); nulls stay null.
 
 The input may be the rows themselves or a *profile* of them (one row per
@@ -33,6 +35,7 @@ ATTR_PREFIX = "attr__"
 INTERSECTION_SEP = "×"
 PROFILE_N = "__n"  # rows a profile row stands for
 PROFILE_ROW = "__first_row"  # first (1-based) file row of a profile row
+CLUSTER_BUCKET = "__cbucket"  # hash bucket of a profile row's cluster id (transforms/cluster.py)
 BASE_TRAFFIC = ("default", "random")
 _TRUE = {"true", "1", "t", "1.0"}
 _FALSE = {"false", "0", "f", "0.0"}
@@ -275,6 +278,11 @@ def _normalize_impressions(
     }
     for a in attributes:
         out[ATTR_PREFIX + a] = raw.get_column(a).cast(pl.String).alias(ATTR_PREFIX + a)
+    out["cbucket"] = (
+        (raw.get_column(CLUSTER_BUCKET) if CLUSTER_BUCKET in cols else pl.Series([None] * raw.height))
+        .cast(pl.Int32)
+        .alias("cbucket")
+    )
     out["src_file"] = pl.Series("src_file", [file] * raw.height, dtype=pl.String)
     out["n"] = (
         (raw.get_column(PROFILE_N) if PROFILE_N in cols else pl.Series([1] * raw.height)).cast(pl.Int64).alias("n")
@@ -285,6 +293,21 @@ def _normalize_impressions(
         .alias("src_row")
     )
     return pl.DataFrame(list(out.values()))
+
+
+def without_buckets(profile: pl.DataFrame) -> pl.DataFrame:
+    """A profile split by cluster bucket (``__cbucket``) summed back to one row
+    per distinct combination (``__n`` added, first ``__first_row`` kept), as
+    the input's raw suite checks it; other frames are returned unchanged."""
+    if CLUSTER_BUCKET not in profile.columns:
+        return profile
+    keys = [c for c in profile.columns if c not in (CLUSTER_BUCKET, PROFILE_N, PROFILE_ROW)]
+    return (
+        profile.group_by(keys, maintain_order=True)
+        .agg(pl.col(PROFILE_N).sum(), pl.col(PROFILE_ROW).min())
+        .sort(PROFILE_ROW)
+        .select([c for c in profile.columns if c != CLUSTER_BUCKET])
+    )
 
 
 def parse_float(s: pl.Series, *, file: str, column: str) -> pl.Series:

@@ -35,6 +35,8 @@ from typing import Literal
 import numpy as np
 from scipy import stats
 
+from fairmon.transforms.cluster import BucketSums
+
 CIMethod = Literal["delta", "delta_paper", "bootstrap_percentile", "bootstrap_normal", "bootstrap_bca"]
 CI_METHODS: tuple[str, ...] = ("delta", "delta_paper", "bootstrap_percentile", "bootstrap_normal", "bootstrap_bca")
 
@@ -56,6 +58,8 @@ class REOEstimate:
     NaN and ``reason`` says why (``None`` when everything is defined).
     ``reo_bc``, ``parity_*``, ``verdict`` (against ``threshold``) and the
     per-group ``small_group`` flags and reasons are those of DESIGN §4.1.
+    ``design_effect``: robust ÷ multinomial variance of REO (of tr Σ_ΔU when
+    REO's SE is undefined) when rows are clustered; 1 without clustering.
     """
 
     groups: tuple[str, ...]
@@ -84,6 +88,7 @@ class REOEstimate:
     threshold: float = EIGHTY_PERCENT_RULE_REO
     small_group: tuple[bool, ...] = field(default_factory=tuple)
     small_group_reasons: tuple[str | None, ...] = field(default_factory=tuple)
+    design_effect: float = float("nan")
 
     @property
     def K(self) -> int:
@@ -176,18 +181,24 @@ def delta_u_covariance(U: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Σ = A diag(v) Aᵀ, the delta-method covariance of ΔÛ, shape (K, K).
 
     Inputs: utilities U (K,) and the per-group variances v (K,) of log Û_j
-    (:func:`log_utility_variance`); A is :func:`delta_u_log_jacobian`. Rank
+    (:func:`log_utility_variance`), or a full covariance V (K, K) of log Û
+    (the cluster-robust one, giving A V Aᵀ); A is :func:`delta_u_log_jacobian`. Rank
     K − 1 (ΔU sums to zero). Source: seed 001 Algorithm 1 (Σ = GᵀΓG) with the
     full multinomial Γ of DESIGN §4.1.
     """
     A = delta_u_log_jacobian(U)
-    return (A * np.asarray(v, dtype=float)) @ A.T
+    v = np.asarray(v, dtype=float)
+    if v.ndim == 2:  # a full covariance of log Û (cluster-robust, transforms/cluster.py)
+        return A @ v @ A.T
+    return (A * v) @ A.T
 
 
 def parity_test(U: np.ndarray, v: np.ndarray) -> tuple[float, int, float]:
     """Wald test of parity (all U_k equal, i.e. ΔU = 0, REO = 0) on K − 1 df.
 
-    Inputs: U (K,) positive utilities, v (K,) finite variances of log Û_j.
+    Inputs: U (K,) positive utilities, v (K,) finite variances of log Û_j,
+    or V (K, K) a full covariance of log Û (cluster-robust): then the Wald
+    statistic of the contrasts log U_k − log U_K with covariance C V Cᵀ.
     The statistic is ΔÛᵀ Σ⁺ ΔÛ (DESIGN §4.1) evaluated on the log scale,
     where the delta method is most accurate: with x = log Û and w = 1/v,
     W = Σ_j w_j (x_j − x̄_w)², x̄_w the w-weighted mean — the Wald statistic of
@@ -199,6 +210,18 @@ def parity_test(U: np.ndarray, v: np.ndarray) -> tuple[float, int, float]:
     U = np.asarray(U, dtype=float)
     v = np.asarray(v, dtype=float)
     K = U.size
+    if v.ndim == 2:  # full covariance of log Û: W = (Cx)ᵀ (C V Cᵀ)⁻¹ (Cx), C the K − 1 contrasts with the last group
+        if K < 2 or not (np.isfinite(U).all() and (U > 0).all() and np.isfinite(v).all()):
+            return float("nan"), 0, float("nan")
+        C = np.hstack([np.eye(K - 1), -np.ones((K - 1, 1))])
+        d = C @ np.log(U)
+        try:
+            W = float(d @ np.linalg.solve(C @ v @ C.T, d))
+        except np.linalg.LinAlgError:
+            return float("nan"), 0, float("nan")
+        if not np.isfinite(W) or W < 0:
+            return float("nan"), 0, float("nan")
+        return W, K - 1, float(stats.chi2.sf(W, K - 1))
     if K < 2 or not (np.isfinite(U).all() and (U > 0).all() and np.isfinite(v).all() and (v > 0).all()):
         return float("nan"), 0, float("nan")
     x, w = np.log(U), 1.0 / v
@@ -399,6 +422,9 @@ def estimate_reo(
     rng: np.random.Generator | None = None,
     threshold: float = EIGHTY_PERCENT_RULE_REO,
     min_expected_positives: float = MIN_EXPECTED_POSITIVES,
+    clusters_rec: BucketSums | None = None,
+    clusters_rand: BucketSums | None = None,
+    cluster_note: str | None = None,
 ) -> REOEstimate:
     """REO, U, ΔU and their standard errors and CIs from per-group counts.
 
@@ -421,6 +447,16 @@ def estimate_reo(
     fewer than ``min_expected_positives`` positives in either traffic are
     ``small_group`` and make the verdict ``inconclusive`` at best.
 
+    Clustered rows (DESIGN §4.1, transforms/cluster.py): ``clusters_rec`` /
+    ``clusters_rand`` are the per-bucket sums of the default / random sample
+    (their totals must equal the counts). The delta method then uses the
+    cluster-robust covariance of log Q̂ and log P̂ in place of the
+    multinomial one, the bootstraps resample buckets, and ``delta_paper``
+    (independent rows by construction) is NaN with a reason. ``cluster_note``
+    (the robust variance cannot be formed, e.g. some rows lack the cluster id)
+    makes every interval NaN with that reason rather than fall back to the
+    multinomial model.
+
     Returns an :class:`REOEstimate`. Never raises for degenerate data: P_k = 0
     makes U_k (and REO) NaN; Q_k = 0 or REO = 0 keep the point estimate but make
     the SE NaN (the delta method is undefined there); each with a reason.
@@ -442,6 +478,9 @@ def estimate_reo(
         raise ValueError("positive counts exceed the traffic totals")
     if ci_method not in CI_METHODS:
         raise ValueError(f"unknown ci_method {ci_method!r}; expected one of {CI_METHODS}")
+    for name, cl, pos, n in (("clusters_rec", clusters_rec, a, n_rec), ("clusters_rand", clusters_rand, b, n_rand)):
+        if cl is not None and (cl.pos.shape[1] != K or not np.allclose(cl.pos.sum(axis=0), pos) or cl.n != n):
+            raise ValueError(f"{name}: bucket sums do not add up to the counts")
     z = z_value(level)
 
     nan_k = np.full(K, np.nan)
@@ -500,8 +539,25 @@ def estimate_reo(
     dU = relative_utilities(U)
     reo = reo_of_utilities(U)
     v = log_utility_variance(Q, P, n_rec, n_rand, "delta_paper" if ci_method == "delta_paper" else "delta")
+    clustered = clusters_rec is not None or clusters_rand is not None
+    v_mult = v
+    if cluster_note:
+        reasons.append(cluster_note)
+    elif clustered and ci_method == "delta_paper":
+        cluster_note = "delta_paper assumes independent rows: undefined when rows are clustered"
+        reasons.append(cluster_note)
+    elif clustered:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            V = np.zeros((K, K))
+            for cl, share, n in ((clusters_rec, Q, n_rec), (clusters_rand, P, n_rand)):
+                V = V + (cl.log_share_covariance() if cl is not None else np.diag(1.0 / (share * n)))
+        if cl_few := [c.G for c in (clusters_rec, clusters_rand) if c is not None and c.G < 2]:
+            cluster_note = f"{min(cl_few)} non-empty cluster bucket(s): the cluster-robust variance is undefined"
+            reasons.append(cluster_note)
+        v = V
 
     se_reo = float("nan")
+    design_effect = 1.0 if not clustered else float("nan")
     zero_q = [g for g, q in zip(groups, Q) if q == 0]
     se_dU = nan_k.copy()
     reo_bc = ci_low = ci_high = float("nan")
@@ -511,19 +567,24 @@ def estimate_reo(
         for i, q in enumerate(Q):
             if q == 0:
                 group_reasons[i] = "Q_k = 0"
-    else:
+    elif not cluster_note:
         cov = delta_u_covariance(U, v)
         se_dU = np.sqrt(np.diag(cov))
         reo_bc = reo_bias_corrected(reo, cov)
         parity = parity_test(U, v)
         ci_low, ci_high = reo_interval_near_zero(dU, cov, level)
+        g = reo_log_gradient(U)
         if reo == 0:
             reasons.append("REO = 0: std/mean is not differentiable there, SE undefined")
         else:
-            g = reo_log_gradient(U)
-            se_reo = float(np.sqrt(np.sum(g**2 * v)))
+            se_reo = float(np.sqrt(g @ v @ g if v.ndim == 2 else np.sum(g**2 * v)))
+        if clustered:
+            cov_mult = delta_u_covariance(U, v_mult)
+            design_effect = (
+                float(se_reo**2 / np.sum(g**2 * v_mult)) if reo > 0 else float(np.trace(cov) / np.trace(cov_mult))
+            )
     lo_dU, hi_dU = dU - z * se_dU, dU + z * se_dU
-    if ci_method.startswith("bootstrap") and not zero_q:
+    if ci_method.startswith("bootstrap") and not zero_q and not cluster_note:
         from fairmon.transforms.bootstrap import single_arm_bootstrap
 
         boot = single_arm_bootstrap(
@@ -535,6 +596,7 @@ def estimate_reo(
             level=level,
             B=n_boot,
             rng=rng if rng is not None else np.random.default_rng(0),
+            clusters=(clusters_rec, clusters_rand),
         )
         ci_low, ci_high, se_reo = boot["reo"]
         lo_dU, hi_dU, se_dU = (np.array(x) for x in zip(*boot["delta_U"]))
@@ -582,6 +644,7 @@ def estimate_reo(
         threshold=threshold,
         small_group=small,
         small_group_reasons=small_reasons,
+        design_effect=design_effect,
     )
 
 

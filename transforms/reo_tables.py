@@ -14,6 +14,7 @@ import numpy as np
 import polars as pl
 
 from fairmon.transforms.ab import ab_estimates
+from fairmon.transforms.cluster import BucketSums
 from fairmon.transforms.multiplicity import bh_q_values
 from fairmon.transforms.reo import (
     EIGHTY_PERCENT_RULE_REO,
@@ -54,6 +55,39 @@ def _by_group(frame: pl.DataFrame, groups: list[str]) -> tuple[np.ndarray, np.nd
     return n, pos, sum(v[0] for v in c.values())
 
 
+def bucket_sums(
+    buckets: pl.DataFrame | None, traffic: str, arm: str, attribute: str, groups: list[str], n_total: int
+) -> tuple[BucketSums | None, str | None]:
+    """The per-bucket sums of one sample (transforms/cluster.py) from the
+    per-bucket counts of the count stage (columns traffic, arm, attribute,
+    group, cbucket, n, n_pos; one day). ``groups`` orders the columns of
+    ``pos`` ('(missing)' counts in the bucket rows only); ``n_total`` is the
+    sample's row count from group_counts.
+
+    Returns (sums, None); (None, None) when the sample's rows carry no cluster
+    bucket (independent rows); (None, reason) when only some do (some input
+    files lack the cluster id): no robust variance can be formed then.
+    """
+    if buckets is None or buckets.is_empty():
+        return None, None
+    sel = buckets.filter((pl.col("traffic") == traffic) & (pl.col("arm") == arm) & (pl.col("attribute") == attribute))
+    if sel.is_empty():
+        return None, None
+    ids, inv = np.unique(sel.get_column("cbucket").to_numpy(), return_inverse=True)
+    rows = np.bincount(inv, weights=sel.get_column("n").to_numpy(), minlength=ids.size)
+    if int(round(rows.sum())) != n_total:
+        return None, (
+            f"{traffic} traffic: {int(rows.sum())} of {n_total} rows carry a cluster id (some input files lack it): "
+            "the cluster-robust variance is undefined"
+        )
+    col = {g: i for i, g in enumerate(groups)}
+    k = np.array([col.get(g, -1) for g in sel.get_column("group").to_list()])
+    pos = np.zeros((ids.size, len(groups)))
+    keep = k >= 0
+    np.add.at(pos, (inv[keep], k[keep]), sel.get_column("n_pos").to_numpy()[keep])
+    return BucketSums(pos, rows), None
+
+
 def reo_tables(
     counts: pl.DataFrame,
     ds: dt.date,
@@ -64,6 +98,8 @@ def reo_tables(
     seed: int = 0,
     reo_threshold: float = EIGHTY_PERCENT_RULE_REO,
     min_expected_positives: float = MIN_EXPECTED_POSITIVES,
+    buckets: pl.DataFrame | None = None,
+    cluster_by: str = "none",
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Compute ``reo_group`` and ``reo`` for one day from its group counts.
 
@@ -78,6 +114,10 @@ def reo_tables(
     The verdict line is 1/9 (the 80 % rule) for K = 2 and ``reo_threshold``
     for K > 2; ``min_expected_positives`` marks small groups (DESIGN §4.1).
     ``look_ahead`` is true when the random rows' span ends after ``ds``.
+    ``buckets``: the count stage's per-bucket counts of the day when rows
+    are clustered by ``cluster_by`` (:func:`bucket_sums`): the intervals are
+    then cluster-robust and ``reo`` records ``cluster_by`` and the
+    ``design_effect``; rows without buckets are independent (``none``).
 
     Returns two frames with :data:`REO_GROUP_SCHEMA` and :data:`REO_SCHEMA`.
     Degenerate cases give NaN with a ``reason``, never an exception.
@@ -107,6 +147,8 @@ def reo_tables(
             groups = sorted((set(rec.get_column("group")) | set(rand.get_column("group"))) - {MISSING_GROUP})
             n_g_rec, a, n_rec = _by_group(rec, groups)
             n_g_rand, b, n_rand = _by_group(rand, groups)
+            c_rec, note_rec = bucket_sums(buckets, "default", arm, attribute, groups, n_rec)
+            c_rand, note_rand = bucket_sums(buckets, "random", "all", attribute, groups, n_rand)
             est = estimate_reo(
                 groups,
                 a,
@@ -119,7 +161,11 @@ def reo_tables(
                 rng=day_rng(seed, ds, attribute, arm),
                 threshold=EIGHTY_PERCENT_RULE_REO if len(groups) <= 2 else reo_threshold,
                 min_expected_positives=min_expected_positives,
+                clusters_rec=c_rec,
+                clusters_rand=c_rand,
+                cluster_note=note_rec or note_rand,
             )
+            clustered = c_rec is not None or c_rand is not None or bool(note_rec or note_rand)
             for i, g in enumerate(groups):
                 group_rows.append(
                     {
@@ -175,6 +221,8 @@ def reo_tables(
                     "verdict_80pct": est.verdict,
                     "n_small_groups": int(sum(est.small_group)),
                     "look_ahead": bool(w_end is not None and w_end > ds),
+                    "cluster_by": cluster_by if clustered else "none",
+                    "design_effect": est.design_effect,
                 }
             )
     return (
@@ -202,13 +250,17 @@ def reo_ab_table(
     folds: int = 10,
     n_boot: int = 1000,
     seed: int = 0,
+    buckets: pl.DataFrame | None = None,
+    cluster_by: str = "none",
 ) -> pl.DataFrame:
     """The ``reo_ab`` table for one day: every (control, treatment) pair ×
     attribute × metric (REO, ΔU per group) × method (seed 001 Algorithms 2-4,
     see :mod:`fairmon.transforms.ab`). Both arms use the day's shared random-traffic
     window. A pair whose arm has no traffic that day gives NaN rows with a
     reason. ``q_value``: Benjamini–Hochberg over the day's p-values of one
-    method (DESIGN §4.1). Returns a frame with :data:`REO_AB_SCHEMA`.
+    method (DESIGN §4.1). ``buckets``/``cluster_by`` as in :func:`reo_tables`:
+    cluster-robust intervals, with ``cluster_by`` and ``design_effect`` per row.
+    Returns a frame with :data:`REO_AB_SCHEMA`.
     """
     day = counts.filter(pl.col("ds") == ds)
     rec = day.filter(pl.col("traffic") == "default")
@@ -240,6 +292,12 @@ def reo_ab_table(
             _, a_C, n_C = _by_group(c_attr, groups)
             _, a_T, n_T = _by_group(t_attr, groups)
             _, b, n_rand = _by_group(r_attr, groups)
+            sums = [
+                bucket_sums(buckets, tr, arm, attribute, groups, n)
+                for tr, arm, n in (("default", treatment, n_T), ("default", control, n_C), ("random", "all", n_rand))
+            ]
+            notes = [note for _, note in sums if note]
+            clustered = bool(notes) or any(c is not None for c, _ in sums)
             est = ab_estimates(
                 groups,
                 a_T,
@@ -253,6 +311,8 @@ def reo_ab_table(
                 folds=folds,
                 n_boot=n_boot,
                 rng=day_rng(seed, ds, attribute, control, treatment),
+                clusters=tuple(c for c, _ in sums),
+                cluster_note=notes[0] if notes else None,
             )
             rows += [
                 {
@@ -266,6 +326,8 @@ def reo_ab_table(
                     "method": e.method,
                     "df": e.df,
                     "reason": e.reason,
+                    "cluster_by": cluster_by if clustered else "none",
+                    "design_effect": e.design_effect,
                 }
                 for e in est
             ]

@@ -94,6 +94,19 @@ _GROUP = _c("group", S, "-", "Value of the attribute; `(missing)` for rows whose
 _REASON = _c("reason", S, "-", "Why a value is NaN or flagged (null when every value is defined).")
 _CI_LOW = _c("ci_low", F, "as the estimate", "Lower bound of the confidence interval at `level`.")
 _CI_HIGH = _c("ci_high", F, "as the estimate", "Upper bound of the confidence interval at `level`.")
+_CLUSTER_BY = _c(
+    "cluster_by",
+    S,
+    "-",
+    "Rows sharing this id are one cluster in the interval (`request_id`, `user_id`); `none`: independent rows "
+    "(config `estimation.cluster_by`).",
+)
+_DESIGN_EFFECT = _c(
+    "design_effect",
+    F,
+    "ratio",
+    "Cluster-robust ÷ multinomial variance of the estimate (delta method); 1 for independent rows.",
+)
 _LEVEL = _c("level", F, "probability", "Confidence level of the interval (config `estimation.confidence_level`).")
 _WIN_START = _c("window_start", D, "date", "First day of the rows the row was computed from.")
 _WIN_END = _c("window_end", D, "date", "Last day of the rows the row was computed from.")
@@ -232,6 +245,8 @@ TABLES: dict[str, Table] = {
                 _c("reo_naive_recommended_only", F, "ratio", "Diagnostic: REO from default traffic alone (biased)."),
                 _c("reo_naive_missing_as_negative", F, "ratio", "Diagnostic: REO treating unshown pairs as negatives."),
                 _REASON,
+                _CLUSTER_BY,
+                _DESIGN_EFFECT,
             ),
             "reo",
         ),
@@ -261,6 +276,8 @@ TABLES: dict[str, Table] = {
                     "probability",
                     "Benjamini–Hochberg q-value over the day's p-values of one method (pairs, attributes, metrics).",
                 ),
+                _CLUSTER_BY,
+                _DESIGN_EFFECT,
             ),
             "reo_ab",
         ),

@@ -26,6 +26,7 @@ from fairmon.pipelines.storage import db
 from fairmon.transforms.coat import coat_impressions
 from fairmon.transforms.compas import compas_scores
 from fairmon.transforms.contract import (
+    CLUSTER_BUCKET,
     PROFILE_N,
     PROFILE_ROW,
     InputContractError,
@@ -316,8 +317,37 @@ def duplicate_ids(con: duckdb.DuckDBPyConnection, parts: Iterable, keys: list[st
         return db.query(con, "impressions_duplicate_ids_count").item()
 
 
+def cluster_column(cfg: FairmonConfig) -> tuple[str, bool] | None:
+    """The id whose rows form one cluster for the robust variance (config
+    ``[estimation] cluster_by``), and whether a file must have it: ``auto``
+    takes request_id where present; ``none`` gives None."""
+    by = cfg.estimation.cluster_by
+    if by == "none":
+        return None
+    return ("request_id", False) if by == "auto" else (by, True)
+
+
+def _cluster_arg(cfg: FairmonConfig) -> tuple[str, int] | None:
+    """(id column, buckets) for :func:`profile_rows`, or None without clustering."""
+    cluster = cluster_column(cfg)
+    return None if cluster is None else (cluster[0], cfg.estimation.cluster_buckets)
+
+
+def _bucketed(con: duckdb.DuckDBPyConnection, raw, cluster: tuple[str, int] | None, file: str):
+    """``raw`` with the __cbucket column of sql/impressions_bucket.sql when it has the cluster column."""
+    if cluster is None or cluster[0] not in raw.columns:
+        return raw
+    con.register("raw_in", raw)
+    return db.relation(con, "impressions_bucket", cluster_col=cluster[0], buckets=cluster[1])
+
+
 def profile_rows(
-    con: duckdb.DuckDBPyConnection, raw, columns: list[str], file: str, duplicated: int | None = None
+    con: duckdb.DuckDBPyConnection,
+    raw,
+    columns: list[str],
+    file: str,
+    duplicated: int | None = None,
+    cluster: tuple[str, int] | None = None,
 ) -> pl.DataFrame:
     """Distinct-value profile of impressions rows (sql/impressions_profile*.sql).
 
@@ -330,7 +360,10 @@ def profile_rows(
     ``__first_row`` and, when the rows have request_id and item_id,
     ``id_copies`` (rows sharing the row's id key); sorted by ``__first_row``.
     Its size is the number of distinct combinations (a few thousand for six
-    signals and two attributes), not the number of rows.
+    signals and two attributes), not the number of rows. With ``cluster`` =
+    (id column, buckets) and that column present, every combination is also
+    split by ``__cbucket``, the hash bucket of the row's cluster id
+    (sql/impressions_bucket.sql, transforms/cluster.py).
     Raises :class:`InputContractError` (naming ``file``) when the engine cannot read the rows.
     """
     present = set(raw.columns)
@@ -339,6 +372,9 @@ def profile_rows(
     try:
         if ids and duplicated is None:
             duplicated = duplicate_ids(con, [raw], [c for c in ("__file", *ID_KEY) if c in present])
+        if cluster is not None and cluster[0] in present:
+            raw = _bucketed(con, raw, cluster, file)
+            cols.append(CLUSTER_BUCKET)
         con.register("raw", raw)
         try:
             if not cols:
@@ -352,6 +388,8 @@ def profile_rows(
                     profile = profile.with_columns(pl.lit(1, pl.Int64).alias("id_copies"))
         finally:
             con.unregister("raw")
+            if CLUSTER_BUCKET in cols:
+                con.unregister("raw_in")
         return profile.sort(PROFILE_ROW)
     except duckdb.Error as e:
         raise InputContractError(f"cannot read file: {e}", file=file) from None
@@ -365,7 +403,9 @@ def _parquet_rows(con: duckdb.DuckDBPyConnection, files: list[str], first_index:
     return db.relation(con, "impressions_raw_parquet", files=files, first_index=first_index)
 
 
-def profile_parquet(con: duckdb.DuckDBPyConnection, files: list[str], columns: list[str]) -> dict[str, pl.DataFrame]:
+def profile_parquet(
+    con: duckdb.DuckDBPyConnection, files: list[str], columns: list[str], cluster: tuple[str, int] | None = None
+) -> dict[str, pl.DataFrame]:
     """Profiles (:func:`profile_rows`) of Parquet files with one schema, from
     one DuckDB scan over all of them (the duplicate-id check scans the id
     columns file by file). Returns {file: profile}.
@@ -379,7 +419,7 @@ def profile_parquet(con: duckdb.DuckDBPyConnection, files: list[str], columns: l
         if {"request_id", "item_id"} <= set(schema):
             keys = [c for c in ("__file", *ID_KEY) if c == "__file" or c in schema]
             duplicated = duplicate_ids(con, (_parquet_rows(con, [f], i) for i, f in enumerate(files)), keys)
-        prof = profile_rows(con, _parquet_rows(con, files), columns, where, duplicated)
+        prof = profile_rows(con, _parquet_rows(con, files), columns, where, duplicated, cluster)
     except duckdb.Error as e:
         raise InputContractError(f"cannot read file: {e}", file=where) from None
     return {f: prof.filter(pl.col("__file") == i).drop("__file") for i, f in enumerate(files)}
@@ -413,7 +453,7 @@ def prefetch_profiles(cfg: FairmonConfig, files: list[Path]) -> int:
     for group in groups.values():
         stats = {f: file_fingerprint(Path(f)) for f in group}
         try:
-            profiles = profile_parquet(con, group, columns)
+            profiles = profile_parquet(con, group, columns, _cluster_arg(cfg))
         except InputContractError:
             continue
         with run.lock:
@@ -443,12 +483,20 @@ def read_unit(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
             with run.lock:
                 profile = run.prefetched.pop((file, *file_fingerprint(path)), None)
         if profile is None:
-            profile = profile_parquet(_scratch(), [file], columns)[file]
+            profile = profile_parquet(_scratch(), [file], columns, _cluster_arg(cfg))[file]
     else:
         rows = read_coat(path, imp.min_rating) if imp.format == "coat" else read_table(path)
         if rows.width == 0:
             return rows
-        profile = profile_rows(_scratch(), rows.with_row_index("__row"), columns, file)
+        profile = profile_rows(_scratch(), rows.with_row_index("__row"), columns, file, cluster=_cluster_arg(cfg))
+    cluster = cluster_column(cfg)
+    if cluster is not None and cluster[1] and CLUSTER_BUCKET not in profile.columns:
+        raise InputContractError(
+            f"[estimation] cluster_by = {cluster[0]!r}, but the file has no such column "
+            "(set cluster_by = 'auto' or 'none' to count its rows as independent)",
+            file=file,
+            column=cluster[0],
+        )
     return adapt_impressions(profile, ds=unit.ds_end, traffic=unit.traffic, default_arm=imp.default_arm)
 
 

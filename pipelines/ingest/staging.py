@@ -43,7 +43,7 @@ from fairmon.pipelines.quality import DQResult, gate_for
 from fairmon.pipelines.run import active_run
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.tables import ident
-from fairmon.transforms.contract import ATTR_PREFIX, InputContractError
+from fairmon.transforms.contract import ATTR_PREFIX, InputContractError, without_buckets
 from fairmon.transforms.quality import raw_check_frame
 from fairmon.transforms.tables import polars_schema
 
@@ -111,7 +111,7 @@ def input_source(cfg: FairmonConfig, name: str) -> InputSource:
 def raw_suite(cfg: FairmonConfig, src: InputSource, unit: IngestUnit, raw: pl.DataFrame, run_name: str) -> DQResult:
     """The input's raw suite on one file as read (or its profile). Returns its :class:`DQResult`."""
     return gate_for(cfg).validate(
-        src.suite, raw_check_frame(raw, src.text_columns), src.params, str(unit.file), run_name
+        src.suite, raw_check_frame(without_buckets(raw), src.text_columns), src.params, str(unit.file), run_name
     )
 
 
@@ -156,7 +156,7 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
         db.execute(con, "ingest_log_create")  # also on a first run with force_ingest
         db.execute(con, f"{src.name}_create")
         have = db.relation(con, f"{src.name}_head").columns
-        added = [c for c in staged.columns if c not in have and c.startswith(ATTR_PREFIX)]
+        added = [c for c in staged.columns if c not in have and (c.startswith(ATTR_PREFIX) or c == "cbucket")]
         if set(have) != set(staged.columns) - set(added):
             raise InputContractError(
                 f"the staging table {src.name} in {cfg.duckdb_path} has columns {have}, but this config gives "
@@ -164,8 +164,9 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
                 f"use a separate duckdb path",
                 file=str(batch[0].unit.file),
             )
-        for col in added:  # an attribute added to the config: every file is re-staged with it (new config)
-            con.execute(f"ALTER TABLE {ident(src.name)} ADD COLUMN {ident(col)} VARCHAR")
+        for col in added:  # an attribute (or the cluster bucket) added: every file is re-staged with it (new config)
+            kind = "INTEGER" if col == "cbucket" else "VARCHAR"
+            con.execute(f"ALTER TABLE {ident(src.name)} ADD COLUMN {ident(col)} {kind}")
         with db.transaction(con):
             for b in batch:
                 db.execute(con, f"{src.name}_delete_unit", **src.delete_params(b.unit))
@@ -212,26 +213,50 @@ def current_files(cfg: FairmonConfig, source: str, ds: dt.date) -> list[str]:
     return [unit_key(cfg, u.file) for u in log_units_for_day(cfg, source, ds)]
 
 
-def count_days(cfg: FairmonConfig, days: list[dt.date]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def count_days(cfg: FairmonConfig, days: list[dt.date]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Group counts (sql/group_counts.sql) and, counted independently, staged
     rows per traffic and arm (sql/traffic_totals.sql) of every day of ``days``
     in one statement each, from the rows of each day's current files only.
-    Returns (counts with a ds column, totals with a ds column); empty frames
-    when nothing was ever staged."""
+    Returns (counts with a ds column, totals with a ds column, per-bucket
+    counts): the third frame holds, when rows carry a cluster bucket, the
+    rows and positives per (ds, traffic, arm, attribute, group, cbucket)
+    that the cluster-robust variance needs (transforms/cluster.py); it is
+    empty without clustering. Empty frames when nothing was ever staged."""
     with db.connect(cfg.duckdb_path) as con:
         if db.query(con, "impressions_exists").item() == 0:
             empty = pl.DataFrame(schema=polars_schema("group_counts"))
-            return empty, pl.DataFrame(schema={"ds": pl.Date, "traffic": pl.String, "arm": pl.String, "n": pl.Int64})
+            totals = pl.DataFrame(schema={"ds": pl.Date, "traffic": pl.String, "arm": pl.String, "n": pl.Int64})
+            return empty, totals, pl.DataFrame(schema=BUCKET_SCHEMA)
         con.register("day_files", day_files(cfg, days))
         try:
             imp = cfg.impressions
             window = {"window_days": imp.random_window_days, "pool_policy": imp.pool_policy}
-            counts = db.query(con, "group_counts", **window)
+            by_bucket = db.query(con, "group_counts", **window)
             with timing.within("checks"):  # the totals exist to check the counts
                 totals = db.query(con, "traffic_totals", **window)
         finally:
             con.unregister("day_files")
-    return counts, totals
+    keys = ["ds", "source", "traffic", "arm", "attribute", "group"]
+    counts = (
+        by_bucket.group_by(keys, maintain_order=True)
+        .agg(pl.col("n").sum(), pl.col("n_pos").sum(), pl.col("window_start").min(), pl.col("window_end").max())
+        .select([c for c in by_bucket.columns if c != "cbucket"])
+    )
+    buckets = by_bucket.filter(pl.col("cbucket").is_not_null()).select(list(BUCKET_SCHEMA)).cast(BUCKET_SCHEMA)
+    return counts, totals, buckets
+
+
+#: Per-bucket counts of :func:`count_days` (cluster-robust variance, transforms/cluster.py).
+BUCKET_SCHEMA = {
+    "ds": pl.Date,
+    "traffic": pl.String,
+    "arm": pl.String,
+    "attribute": pl.String,
+    "group": pl.String,
+    "cbucket": pl.Int32,
+    "n": pl.Int64,
+    "n_pos": pl.Int64,
+}
 
 
 def count_range(cfg: FairmonConfig, days: list[dt.date]) -> None:
@@ -242,18 +267,19 @@ def count_range(cfg: FairmonConfig, days: list[dt.date]) -> None:
     run = active_run()
     if run is None:
         return
-    counts, totals = count_days(cfg, days)
+    counts, totals, buckets = count_days(cfg, days)
     with run.lock:
         for ds in days:
             run.range_counts[ds] = (
                 run.generation,
                 counts.filter(pl.col("ds") == ds),
                 totals.filter(pl.col("ds") == ds).drop("ds"),
+                buckets.filter(pl.col("ds") == ds),
             )
 
 
-def take_range_counts(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame] | None:
-    """Day ``ds``'s (group counts, traffic totals) counted ahead by
+def take_range_counts(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:
+    """Day ``ds``'s (group counts, traffic totals, per-bucket counts) counted ahead by
     :func:`count_range` in the current run, if nothing was staged since;
     else None. A day takes its counts once."""
     run = active_run()

@@ -1,0 +1,136 @@
+"""Cluster-robust (sandwich) covariance of the positive shares Q̂ and P̂ when
+logged rows share a request or a user (DESIGN §4.1 "Clustered rows").
+
+The multinomial model of DESIGN §4.1 treats the n logged user–item pairs of
+one traffic as independent. A request shows several items to one user and a
+user returns all day, so positives cluster and the multinomial variance is too
+small by the design effect. With clusters c = 1..C, a_{c,k} positives of group
+k and n_c rows in cluster c, Q̂_k = Σ_c a_{c,k} / Σ_c n_c is a ratio estimator;
+linearised, Q̂_k − Q_k ≈ (1/n) Σ_c (a_{c,k} − Q_k n_c), so the sandwich
+(Liang & Zeger 1986; Cameron & Miller 2015 §2.3) is::
+
+    Ĉov(Q̂_j, Q̂_k) = C/(C−1) · (1/n²) Σ_c e_{c,j} e_{c,k},  e_{c,k} = a_{c,k} − Q̂_k n_c
+
+It needs only Σ_c a_{c,j} a_{c,k} (K×K), Σ_c a_{c,k} n_c (K) and Σ_c n_c².
+fairmon's count stage hashes each cluster id into one of G buckets
+(``[estimation] cluster_buckets``) and sums rows and positives per bucket and
+group in the same scan that profiles the file, so the engine returns at most
+G×K numbers per traffic, arm and attribute, never one row per cluster.
+Buckets are unions of whole clusters, so the sum over buckets of e_b e_bᵀ
+adds only cross products of distinct independent clusters, whose expectation
+is zero: the bucketed sandwich is unbiased to first order with G − 1 degrees
+of freedom, and G/(G−1) is its small-sample factor.
+
+With one row per cluster (n_c = 1, a_{c,k} ∈ {0, 1}, one group per row) the
+sandwich is (diag(Q) − QQᵀ)/n times n/(n−1): the multinomial covariance.
+
+The cluster bootstrap resamples buckets with replacement (Davison & Hinkley
+1997 §3.8); the partition method of the A/B test assigns whole buckets to
+folds; the BCa acceleration takes the leave-one-bucket-out jackknife.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Default number of hash buckets for cluster ids (``[estimation] cluster_buckets``).
+DEFAULT_BUCKETS = 512
+
+
+@dataclass(frozen=True)
+class BucketSums:
+    """Per-bucket sums of one sample (one traffic × arm × attribute).
+
+    ``pos``: shape (G, K), positives of group k among the rows whose cluster
+    hashed to bucket g; ``rows``: shape (G,), rows in bucket g (all groups,
+    so ``rows.sum()`` is the sample's n). Only non-empty buckets are kept.
+    Raises ValueError on shape mismatch or negative counts.
+    """
+
+    pos: np.ndarray
+    rows: np.ndarray
+
+    def __post_init__(self) -> None:
+        pos = np.asarray(self.pos, dtype=float)
+        rows = np.asarray(self.rows, dtype=float)
+        if pos.ndim != 2 or rows.shape != (pos.shape[0],):
+            raise ValueError(f"pos must be (G, K) and rows (G,), got {pos.shape} and {rows.shape}")
+        if (pos < 0).any() or (rows < 0).any() or (pos.sum(axis=1) > rows + 1e-9).any():
+            raise ValueError("bucket sums must be non-negative with positives ≤ rows")
+        keep = rows > 0
+        object.__setattr__(self, "pos", pos[keep])
+        object.__setattr__(self, "rows", rows[keep])
+
+    @property
+    def G(self) -> int:
+        """Number of non-empty buckets."""
+        return int(self.rows.size)
+
+    @property
+    def n(self) -> float:
+        """Rows in the sample."""
+        return float(self.rows.sum())
+
+    def share_covariance(self) -> np.ndarray:
+        """Cluster-robust Ĉov(Q̂) of the positive shares, shape (K, K) (module
+        docstring). NaN when fewer than 2 buckets are non-empty."""
+        K = self.pos.shape[1]
+        if self.G < 2 or self.n == 0:
+            return np.full((K, K), np.nan)
+        share = self.pos.sum(axis=0) / self.n
+        e = self.pos - np.outer(self.rows, share)
+        return self.G / (self.G - 1) * (e.T @ e) / self.n**2
+
+    def log_share_covariance(self) -> np.ndarray:
+        """Ĉov(log Q̂) = D⁻¹ Ĉov(Q̂) D⁻¹ with D = diag(Q̂), shape (K, K); inf/NaN
+        entries where a Q̂_k is 0 (the delta method is undefined there)."""
+        share = self.pos.sum(axis=0) / self.n if self.n else np.full(self.pos.shape[1], np.nan)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self.share_covariance() / np.outer(share, share)
+
+    def resample(self, B: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """B cluster-bootstrap replicates: buckets drawn with replacement.
+        Returns (positives (B, K), rows (B,))."""
+        idx = rng.integers(0, self.G, size=(B, self.G))
+        return self.pos[idx].sum(axis=1), self.rows[idx].sum(axis=1)
+
+    def folds(self, M: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Whole buckets split at random into M folds of near-equal bucket
+        count (the A/B partition method on clustered rows). Returns
+        (positives (M, K), rows (M,)). Raises ValueError when G < M."""
+        if self.G < M:
+            raise ValueError(f"{self.G} non-empty buckets cannot fill {M} folds")
+        fold = rng.permutation(self.G) % M
+        pos = np.zeros((M, self.pos.shape[1]))
+        rows = np.zeros(M)
+        np.add.at(pos, fold, self.pos)
+        np.add.at(rows, fold, self.rows)
+        return pos, rows
+
+    def leave_one_out(self) -> tuple[np.ndarray, np.ndarray]:
+        """Leave-one-bucket-out totals for the jackknife: (positives (G, K), rows (G,))."""
+        return self.pos.sum(axis=0)[None, :] - self.pos, self.n - self.rows
+
+
+def multinomial_log_share_variance(share: np.ndarray, n: float) -> np.ndarray:
+    """Diagonal 1/(Q_k n) of the multinomial Ĉov(log Q̂) after the common
+    −1/n term (which every contrast of log U cancels, DESIGN §4.1) is dropped.
+    Shape (K,) -> (K,); inf where Q_k = 0."""
+    share = np.asarray(share, dtype=float)
+    with np.errstate(divide="ignore"):
+        return 1.0 / (share * n)
+
+
+def contrast_covariance(V: np.ndarray) -> np.ndarray:
+    """V with the common component removed: (I − J/K) V (I − J/K), shape (K, K).
+
+    Every quantity fairmon derives from log U (REO, ΔU, the parity contrasts)
+    is invariant to adding a constant to all log U_k, so only this part of the
+    covariance matters; it makes robust and multinomial covariances comparable
+    entry by entry."""
+    V = np.asarray(V, dtype=float)
+    K = V.shape[0]
+    H = np.eye(K) - np.full((K, K), 1.0 / K)
+    return H @ V @ H
