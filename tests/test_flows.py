@@ -18,6 +18,7 @@ from fairmon.pipelines.faces.report import build_report
 from fairmon.pipelines.flows import DayQuarantined, daily
 from fairmon.pipelines.simulate import write_simulation
 from fairmon.pipelines.storage.warehouse import partition_path, read_table
+from fairmon.transforms.cluster import BucketSums, sums_from_rows
 from fairmon.transforms.reo import estimate_reo
 from fairmon.transforms.simulate import TIKTOK_SIGNALS, SimulationSpec
 
@@ -41,8 +42,16 @@ def sim(tmp_path):
     return tmp_path / "sim", paths["config"]
 
 
-def independent_reo(sim_dir, ds, arm):
-    """REO for one day/arm straight from the CSV files (no fairmon SQL)."""
+def _sums(frame: pl.DataFrame, y: pl.Expr, buckets: int = 128) -> BucketSums:
+    """Per-bucket sums of the rows: request ids hashed as sql/impressions_bucket.sql says, from the CSV rows."""
+    b = duckdb.sql(f"SELECT (hash(request_id) % {buckets})::INTEGER AS b FROM frame").pl().get_column("b").to_numpy()
+    return sums_from_rows(b, frame.get_column("young_adult").to_numpy(), frame.select(y).to_series().to_numpy(), 2)
+
+
+def independent_reo(sim_dir, ds, arm, clustered=True):
+    """REO for one day/arm straight from the CSV files (no fairmon SQL); by
+    default with the cluster-robust variance of ``cluster_by = auto``
+    (request_id is present: every row is its own request here)."""
     y = pl.any_horizontal([pl.col(s) == 1 for s in TIKTOK_SIGNALS])
     rec = pl.read_csv(sim_dir / "default" / f"{ds}.csv").filter(pl.col("arm") == arm)
     w0 = ds - dt.timedelta(days=1)  # window of 2 days (random_pool_days)
@@ -54,7 +63,8 @@ def independent_reo(sim_dir, ds, arm):
     rand = pl.concat([pl.read_csv(p) for p in pools])
     a = [rec.filter(y & (pl.col("young_adult") == k)).height for k in (0, 1)]
     b = [rand.filter(y & (pl.col("young_adult") == k)).height for k in (0, 1)]
-    return estimate_reo(["0", "1"], np.array(a), rec.height, np.array(b), rand.height), len(pools)
+    clusters = {"clusters_rec": _sums(rec, y), "clusters_rand": _sums(rand, y)} if clustered else {}
+    return estimate_reo(["0", "1"], np.array(a), rec.height, np.array(b), rand.height, **clusters), len(pools)
 
 
 def test_daily_flow_matches_independent_computation(sim):
@@ -68,6 +78,10 @@ def test_daily_flow_matches_independent_computation(sim):
         assert row["reo"] == pytest.approx(e.reo, rel=1e-12)
         assert row["se"] == pytest.approx(e.se, rel=1e-12)
         assert row["ci_low"] == pytest.approx(e.ci_low, rel=1e-12)
+        assert row["cluster_by"] == "request_id" and row["design_effect"] == pytest.approx(e.design_effect, rel=1e-9)
+        # one row per request: robust and multinomial variances agree within the 127-df sandwich's noise
+        multinomial, _ = independent_reo(sim_dir, DAY3, arm, clustered=False)
+        assert 0.6 < (e.se / multinomial.se) ** 2 < 1.5
         assert row["n_rec"] == SPEC.rows_per_day and row["n_rand"] == 4 * SPEC.random_rows_per_day
         assert row["rand_window_start"] == SPEC.start and row["rand_window_end"] == SPEC.start + dt.timedelta(3)
     wh = sim_dir / "warehouse"
@@ -197,13 +211,36 @@ def test_coat_gender_matches_independent_computation(tmp_path, coat_dir):
     U = Q / P
     r = U[0] / U[1]
     reo = abs(r - 1) / (r + 1)  # K = 2 closed form of std/mean
-    se = 2 * r / (1 + r) ** 2 * np.sqrt(np.sum(1 / (Q * n_rec) + 1 / (P * n_rand)))
+    se_mult = 2 * r / (1 + r) ** 2 * np.sqrt(np.sum(1 / (Q * n_rec) + 1 / (P * n_rand)))
+
+    # Coat's request_id is the user: cluster_by = auto clusters a user's ratings. By hand, K = 2:
+    # Var(log r) = cᵀ V c over both samples, V = sandwich Cov(Q̂)/(Q Qᵀ) from per-bucket sums, c = (1, -1).
+    def var_log_ratio(mat, share):
+        users = np.nonzero(mat)[0]
+        ids = [f"u{x}" for x in sorted(set(users))]
+        bucket = dict(duckdb.sql(f"SELECT id, hash(id) % 128 FROM (SELECT unnest({ids}) AS id)").fetchall())
+        b = np.array([bucket[f"u{x}"] for x in range(mat.shape[0])])  # users without ratings never enter
+        liked = mat >= 4
+        e = np.zeros((128, 2))
+        for k, cols in enumerate((men, ~men)):
+            np.add.at(e[:, k], b, liked[:, cols].sum(axis=1))
+        rows = np.bincount(b, weights=(mat > 0).sum(axis=1), minlength=128)
+        e -= np.outer(rows, share)
+        G = int((rows > 0).sum())
+        cov = G / (G - 1) * (e.T @ e) / rows.sum() ** 2
+        c = np.array([1 / share[0], -1 / share[1]])
+        return c @ cov @ c
+
+    se = 2 * r / (1 + r) ** 2 * np.sqrt(var_log_ratio(train, Q) + var_log_ratio(test, P))
     assert row["attribute"] == "gender" and row["K"] == 2
     assert row["n_rec"] == n_rec == 6960 and row["n_rand"] == n_rand == 4640
     assert row["reo"] == pytest.approx(reo, rel=1e-12)
-    assert row["se"] == pytest.approx(se, rel=1e-12)
-    # K = 2: the interval is the folded-normal inversion, within 1e-3 of REO ± z·SE at REO/SE ≈ 3
-    assert row["ci_high"] == pytest.approx(reo + 1.959963984540054 * se, abs=1e-3)
+    assert row["cluster_by"] == "request_id"
+    assert row["se"] == pytest.approx(se, rel=1e-9)
+    assert row["design_effect"] == pytest.approx((se / se_mult) ** 2, rel=1e-9)
+    assert row["design_effect"] > 2  # a user's ratings are far from independent draws
+    # K = 2: the interval is the folded-normal inversion, near REO ± z·SE
+    assert row["ci_high"] == pytest.approx(reo + 1.959963984540054 * se, abs=1e-2)
     assert row["reo"] == pytest.approx(0.1245, abs=1e-4)
     assert row["ci_low"] < 1 / 9 < row["ci_high"] and row["verdict_80pct"] == "inconclusive"
 

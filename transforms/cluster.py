@@ -134,3 +134,17 @@ def contrast_covariance(V: np.ndarray) -> np.ndarray:
     K = V.shape[0]
     H = np.eye(K) - np.full((K, K), 1.0 / K)
     return H @ V @ H
+
+
+def sums_from_rows(bucket: np.ndarray, group: np.ndarray, y: np.ndarray, K: int) -> BucketSums:
+    """:class:`BucketSums` of row-level data, the sums the count stage makes in
+    SQL (tests and benches). Inputs, shape (n,): ``bucket`` non-negative
+    integer bucket of each row's cluster, ``group`` in 0..K−1 (−1: a row of
+    no listed group, counted in the bucket's rows only), ``y`` the 0/1 label."""
+    bucket, group, y = (np.asarray(x) for x in (bucket, group, y))
+    ids, inv = np.unique(bucket, return_inverse=True)
+    rows = np.bincount(inv, minlength=ids.size).astype(float)
+    pos = np.zeros((ids.size, K))
+    hit = (y.astype(bool)) & (group >= 0)
+    np.add.at(pos, (inv[hit], group[hit]), 1.0)
+    return BucketSums(pos, rows)

@@ -89,6 +89,16 @@ class SimulationSpec:
     post_recall_rows_per_day: int = 0
     recall_share: tuple[float, ...] | None = None
     recall_rate: tuple[float, ...] | None = None
+    #: Rows per request (consecutive rows share a request_id) and the
+    #: intra-class correlation of the positive indicator within a request
+    #: (same group): each row's uniform draw is, with probability √icc, the
+    #: request's shared one (transforms/cluster.py). Marginal rates, and so
+    #: every truth, are unchanged. 1 and 0: independent rows.
+    request_size: int = 1
+    icc: float = 0.0
+    #: One group per request (the group is the requesting user's attribute,
+    #: e.g. young_adult) rather than per row (an item attribute).
+    group_per_request: bool = False
 
     def __post_init__(self) -> None:
         K = len(self.rec_share)
@@ -104,6 +114,8 @@ class SimulationSpec:
                 raise ValueError(f"{name} must be in [0, 1], got {tuple(v)}")
         if self.days < 1 or self.rows_per_day < 1 or self.random_rows_per_day < 1 or self.random_pool_days < 1:
             raise ValueError("days, rows_per_day, random_rows_per_day and random_pool_days must be >= 1")
+        if self.request_size < 1 or not 0.0 <= self.icc < 1.0:
+            raise ValueError("request_size must be >= 1 and icc in [0, 1)")
         if self.post_recall_rows_per_day < 0:
             raise ValueError("post_recall_rows_per_day must be >= 0")
         if self.post_recall_rows_per_day:
@@ -247,12 +259,29 @@ def simulate_counts(
     return a, b
 
 
-def _rows(n: int, share: np.ndarray, rate: np.ndarray, rng: np.random.Generator) -> pl.DataFrame:
-    group = rng.choice(len(share), size=n, p=share)
-    y = rng.random(n) < rate[group]
+def _rows(
+    n: int,
+    share: np.ndarray,
+    rate: np.ndarray,
+    rng: np.random.Generator,
+    request_size: int = 1,
+    icc: float = 0.0,
+    group_per_request: bool = False,
+) -> pl.DataFrame:
+    req = np.arange(n) // request_size
+    if request_size > 1 and group_per_request:
+        group = rng.choice(len(share), size=int(req[-1]) + 1, p=share)[req]
+    else:
+        group = rng.choice(len(share), size=n, p=share)
+    u = rng.random(n)
+    if request_size > 1:  # consecutive rows form requests; a shared draw correlates their positives
+        shared = rng.random(int(req[-1]) + 1)[req]
+        u = np.where(rng.random(n) < np.sqrt(icc), shared, u)
+    y = u < rate[group]
     mask = np.where(y, rng.integers(1, 64, size=n), 0)
     cols = {s: ((mask >> i) & 1).astype(np.int8) for i, s in enumerate(TIKTOK_SIGNALS)}
-    return pl.DataFrame({TIKTOK_ATTRIBUTE: group.astype(np.int8), **cols})
+    out = pl.DataFrame({TIKTOK_ATTRIBUTE: group.astype(np.int8), **cols})
+    return out.with_columns(pl.Series("__req", np.arange(n) // request_size)) if request_size > 1 else out
 
 
 def simulate_day(spec: SimulationSpec, day: int) -> pl.DataFrame:
@@ -265,7 +294,15 @@ def simulate_day(spec: SimulationSpec, day: int) -> pl.DataFrame:
     ds = spec.start + dt.timedelta(days=day)
     frames = []
     for arm in spec.arms:
-        f = _rows(spec.rows_per_day, spec.arm_share(arm), np.asarray(spec.rec_rate), rng)
+        f = _rows(
+            spec.rows_per_day,
+            spec.arm_share(arm),
+            np.asarray(spec.rec_rate),
+            rng,
+            spec.request_size,
+            spec.icc,
+            spec.group_per_request,
+        )
         frames.append(f.with_columns(pl.lit(arm).alias("arm")))
     out = pl.concat(frames)
     return _with_ids(out, f"{ds}-d", rng)
@@ -282,7 +319,9 @@ def simulate_post_recall_day(spec: SimulationSpec, day: int) -> pl.DataFrame:
     ds = spec.start + dt.timedelta(days=day)
     share, rate = np.asarray(spec.recall_share), np.asarray(spec.recall_rate)
     frames = [
-        _rows(spec.post_recall_rows_per_day, share, rate, rng).with_columns(pl.lit(arm).alias("arm"))
+        _rows(
+            spec.post_recall_rows_per_day, share, rate, rng, spec.request_size, spec.icc, spec.group_per_request
+        ).with_columns(pl.lit(arm).alias("arm"))
         for arm in spec.arms
     ]
     return _with_ids(pl.concat(frames), f"{ds}-p", rng)
@@ -296,12 +335,33 @@ def simulate_random_pool(spec: SimulationSpec, start: dt.date, end: dt.date) -> 
     """
     n_days = (end - start).days + 1
     rng = np.random.default_rng([spec.seed, (start - spec.start).days, 1])
-    out = _rows(spec.random_rows_per_day * n_days, np.asarray(spec.rand_share), np.asarray(spec.rand_rate), rng)
+    out = _rows(
+        spec.random_rows_per_day * n_days,
+        np.asarray(spec.rand_share),
+        np.asarray(spec.rand_rate),
+        rng,
+        spec.request_size,
+        spec.icc,
+        spec.group_per_request,
+    )
     return _with_ids(out, f"{start}-r", rng)
 
 
 def _with_ids(frame: pl.DataFrame, prefix: str, rng: np.random.Generator) -> pl.DataFrame:
     n = frame.height
+    if "__req" in frame.columns:  # requests of several rows: the id names the request (and arm); items differ within it
+        arm = (pl.col("arm") + "-") if "arm" in frame.columns else pl.lit("")
+        size = int(frame.group_by("__req", *(["arm"] if "arm" in frame.columns else [])).len().get_column("len").max())
+        pos = pl.int_range(0, pl.len()).over("__req", *(["arm"] if "arm" in frame.columns else []))
+        base = pl.Series(rng.integers(0, 1_000_000 // size, size=n)) * size
+        return (
+            frame.with_columns(
+                (pl.lit(prefix + "-") + arm + pl.col("__req").cast(pl.String)).alias("request_id"),
+                (pl.lit("v") + (base + pos).cast(pl.String)).alias("item_id"),
+            )
+            .drop("__req")
+            .select("request_id", "item_id", *[c for c in frame.columns if c != "__req"])
+        )
     ids = pl.int_range(0, n, eager=True).cast(pl.String)
     items = pl.Series(rng.integers(0, 1_000_000, size=n)).cast(pl.String)
     return frame.with_columns(

@@ -552,6 +552,16 @@ def simulate(
     ] = 0,
     recall_share: Annotated[str, typer.Option(help="Group shares after the recall stage.")] = "0.5,0.5",
     recall_rate: Annotated[str, typer.Option(help="Positive rates per group after the recall stage.")] = "0.27,0.33",
+    request_size: Annotated[
+        int, typer.Option(min=1, help="Rows per request (they share a request_id); 1 = independent rows.")
+    ] = 1,
+    icc: Annotated[
+        float,
+        typer.Option(min=0.0, max=0.99, help="Intra-class correlation of positives within a request (0 = none)."),
+    ] = 0.0,
+    group_per_request: Annotated[
+        bool, typer.Option("--group-per-request", help="One group per request (a user attribute), not per row.")
+    ] = False,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     fmt: Annotated[str, typer.Option("--format", help="csv or parquet.")] = "csv",
 ) -> None:
@@ -562,6 +572,7 @@ def simulate(
 
     arms = dict(_parse_arm(a) for a in arm) if arm else {"all": {}}
     common = dict(start=_parse_date(start, "--start"), days=days, arms=arms, random_pool_days=pool_days, seed=seed)
+    common |= dict(request_size=request_size, icc=icc, group_per_request=group_per_request)
     if post_recall_rows_per_day:
         common |= dict(
             post_recall_rows_per_day=post_recall_rows_per_day,
