@@ -72,11 +72,16 @@ def make_days(folder: Path, total_rows: int, days: int = 14, seed: float = 0.42)
     return paths
 
 
-def write_config(folder: Path, data: Path, random_window_days: int = 1, control: str | None = "control") -> Path:
+def write_config(
+    folder: Path, data: Path, random_window_days: int = 1, control: str | None = "control", cluster_by: str = "auto"
+) -> Path:
     """A fairmon config over the daily files in ``data`` (contract format),
-    its warehouse and DuckDB file under ``folder``. Returns the config path."""
+    its warehouse and DuckDB file under ``folder``; ``cluster_by`` as
+    ``[estimation] cluster_by`` (auto: the files' request_id). Returns the
+    config path."""
     folder.mkdir(parents=True, exist_ok=True)
     ab = f'\n[ab]\ncontrol = "{control}"\n' if control else ""
+    ab += f'\n[estimation]\ncluster_by = "{cluster_by}"\n'
     text = f"""# written by bench/common.py
 warehouse = "warehouse"
 duckdb = "fairmon.duckdb"

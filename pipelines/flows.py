@@ -148,13 +148,19 @@ def estimate(
             cluster_by=cluster_name(cfg),
         )
         out = {"reo_group": group, "reo": overall}
-        stages = reo_stage_table(counts, ds, level=est.confidence_level, stage_traffic=est.stage_traffic)
+        stages = reo_stage_table(
+            counts, ds, level=est.confidence_level, stage_traffic=est.stage_traffic, buckets=buckets
+        )
         if stages.height:
             out["reo_stage"] = stages
         if est.rsp:
-            out["rsp"] = rsp_table(counts, ds, level=est.confidence_level, exclude=tuple(est.user_attributes))
+            out["rsp"] = rsp_table(
+                counts, ds, level=est.confidence_level, exclude=tuple(est.user_attributes), buckets=buckets
+            )
         if est.user_attributes:
-            out["user_precision"] = user_precision_table(counts, ds, est.user_attributes, level=est.confidence_level)
+            out["user_precision"] = user_precision_table(
+                counts, ds, est.user_attributes, level=est.confidence_level, buckets=buckets
+            )
         arms = sorted(set(overall.get_column("arm").to_list()))
         pairs = ab_pairs(arms, ab.control, ab.pairs)
         if pairs:

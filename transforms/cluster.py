@@ -35,9 +35,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Default number of hash buckets for cluster ids (``[estimation] cluster_buckets``).
-DEFAULT_BUCKETS = 512
-
 
 @dataclass(frozen=True)
 class BucketSums:
@@ -114,26 +111,29 @@ class BucketSums:
         return self.pos.sum(axis=0)[None, :] - self.pos, self.n - self.rows
 
 
-def multinomial_log_share_variance(share: np.ndarray, n: float) -> np.ndarray:
-    """Diagonal 1/(Q_k n) of the multinomial Ĉov(log Q̂) after the common
-    −1/n term (which every contrast of log U cancels, DESIGN §4.1) is dropped.
-    Shape (K,) -> (K,); inf where Q_k = 0."""
-    share = np.asarray(share, dtype=float)
-    with np.errstate(divide="ignore"):
-        return 1.0 / (share * n)
+def ratio_log_covariance(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """Cluster-robust Ĉov(log r̂) of per-group ratios r̂_k = Σ_b num_{b,k} / Σ_b den_{b,k}
+    (e.g. user-side precision n_pos_k / n_k, seed 001 App. H.2), shape (G, K)
+    per-bucket sums in, (K, K) out. Linearised r̂_k − r_k ≈ Σ_b e_{b,k}/D_k with
+    e_{b,k} = num_{b,k} − r̂_k den_{b,k}, so (same sandwich as the module's)::
 
+        Ĉov(log r̂_j, log r̂_k) = G/(G−1) Σ_b e_{b,j} e_{b,k} / (N_j N_k),  N = Σ_b num_b
 
-def contrast_covariance(V: np.ndarray) -> np.ndarray:
-    """V with the common component removed: (I − J/K) V (I − J/K), shape (K, K).
-
-    Every quantity fairmon derives from log U (REO, ΔU, the parity contrasts)
-    is invariant to adding a constant to all log U_k, so only this part of the
-    covariance matters; it makes robust and multinomial covariances comparable
-    entry by entry."""
-    V = np.asarray(V, dtype=float)
-    K = V.shape[0]
-    H = np.eye(K) - np.full((K, K), 1.0 / K)
-    return H @ V @ H
+    With one row per cluster this is the binomial (1 − r_k)/(r_k n_k) on the
+    diagonal and 0 off it. NaN when fewer than 2 buckets; inf where N_k = 0.
+    Raises ValueError when the shapes differ."""
+    num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    if num.shape != den.shape or num.ndim != 2:
+        raise ValueError(f"num and den must both be (G, K), got {num.shape} and {den.shape}")
+    keep = den.sum(axis=1) > 0
+    num, den = num[keep], den[keep]
+    G, K = num.shape
+    if G < 2:
+        return np.full((K, K), np.nan)
+    N, D = num.sum(axis=0), den.sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = num - den * (N / D)
+        return G / (G - 1) * (e.T @ e) / np.outer(N, N)
 
 
 def sums_from_rows(bucket: np.ndarray, group: np.ndarray, y: np.ndarray, K: int) -> BucketSums:

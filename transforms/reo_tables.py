@@ -56,13 +56,20 @@ def _by_group(frame: pl.DataFrame, groups: list[str]) -> tuple[np.ndarray, np.nd
 
 
 def bucket_sums(
-    buckets: pl.DataFrame | None, traffic: str, arm: str, attribute: str, groups: list[str], n_total: int
+    buckets: pl.DataFrame | None,
+    traffic: str,
+    arm: str,
+    attribute: str,
+    groups: list[str],
+    n_total: int,
+    value: str = "n_pos",
 ) -> tuple[BucketSums | None, str | None]:
     """The per-bucket sums of one sample (transforms/cluster.py) from the
     per-bucket counts of the count stage (columns traffic, arm, attribute,
     group, cbucket, n, n_pos; one day). ``groups`` orders the columns of
     ``pos`` ('(missing)' counts in the bucket rows only); ``n_total`` is the
-    sample's row count from group_counts.
+    sample's row count from group_counts. ``value``: the per-group column
+    summed into ``pos`` (``n_pos``; ``n`` for exposure shares, RSP).
 
     Returns (sums, None); (None, None) when the sample's rows carry no cluster
     bucket (independent rows); (None, reason) when only some do (some input
@@ -84,7 +91,7 @@ def bucket_sums(
     k = np.array([col.get(g, -1) for g in sel.get_column("group").to_list()])
     pos = np.zeros((ids.size, len(groups)))
     keep = k >= 0
-    np.add.at(pos, (inv[keep], k[keep]), sel.get_column("n_pos").to_numpy()[keep])
+    np.add.at(pos, (inv[keep], k[keep]), sel.get_column(value).to_numpy()[keep])
     return BucketSums(pos, rows), None
 
 

@@ -17,6 +17,12 @@ precision, from the ``group_counts`` table (pure Polars/NumPy).
   precision_k = n_pos/n of the default-traffic rows of users in group k; the
   disparity std/mean with a delta CI (independent binomials:
   Var(log p̂_k) = (1 − p_k)/(p_k n_k)).
+
+When the count stage clusters rows (``[estimation] cluster_by``; DESIGN §4.1
+"Clustered rows", transforms/cluster.py), each table takes the per-bucket
+counts (``buckets``) and uses the cluster-robust covariance in place of the
+multinomial/binomial one: stage utilities and RSP as in ``reo``, user-side
+precision by the ratio sandwich (:func:`ratio_log_covariance`).
 """
 
 from __future__ import annotations
@@ -26,8 +32,9 @@ import datetime as dt
 import numpy as np
 import polars as pl
 
+from fairmon.transforms.cluster import BucketSums, ratio_log_covariance
 from fairmon.transforms.reo import estimate_reo, reo_log_gradient, reo_of_utilities, z_value
-from fairmon.transforms.reo_tables import MISSING_GROUP
+from fairmon.transforms.reo_tables import MISSING_GROUP, bucket_sums
 from fairmon.transforms.tables import polars_schema
 
 REO_STAGE_SCHEMA = polars_schema("reo_stage")
@@ -51,15 +58,34 @@ def _traffic(day: pl.DataFrame, traffic: str, arm: str, attribute: str) -> pl.Da
     return own if own.height else sub.filter(pl.col("arm") == "all")
 
 
+def _clusters(
+    buckets: pl.DataFrame | None, frame: pl.DataFrame, groups: list[str], n: int, value: str = "n_pos"
+) -> tuple[BucketSums | None, str | None]:
+    """Per-bucket sums of the sample ``frame`` (group_counts rows of one
+    traffic × arm × attribute), or (None, None) without clustering."""
+    if buckets is None or frame.is_empty():
+        return None, None
+    first = frame.row(0, named=True)
+    traffic, arm, attribute = first["traffic"], first["arm"], first["attribute"]
+    return bucket_sums(buckets, traffic, arm, attribute, groups, n, value)
+
+
 def reo_stage_table(
-    counts: pl.DataFrame, ds: dt.date, *, level: float = 0.95, stage_traffic: str = "post_recall"
+    counts: pl.DataFrame,
+    ds: dt.date,
+    *,
+    level: float = 0.95,
+    stage_traffic: str = "post_recall",
+    buckets: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """The ``reo_stage`` table for day ``ds``: per arm × attribute × stage × group
     U, ΔU with SE and CI, and the stage's REO with SE and CI (seed 001 App. I.4).
 
     Input: ``group_counts`` rows (DESIGN §3). Arms are those with
     ``stage_traffic`` rows; nothing is returned when there are none. Undefined
-    values are NaN with a reason. Returns a frame with :data:`REO_STAGE_SCHEMA`.
+    values are NaN with a reason. ``buckets``: the count stage's per-bucket
+    counts of the day (cluster-robust intervals). Returns a frame with
+    :data:`REO_STAGE_SCHEMA`.
     """
     day = counts.filter(pl.col("ds") == ds)
     stage_rows = day.filter(pl.col("traffic") == stage_traffic)
@@ -72,7 +98,11 @@ def reo_stage_table(
             den_t = stage_traffic if den == "post_recall" else den
             a, n_a = _by_group(frames[num_t], groups, "n_pos")
             b, n_b = _by_group(frames[den_t], groups, "n_pos")
-            e = estimate_reo(groups, a, n_a, b, n_b, level=level)
+            c_a, why_a = _clusters(buckets, frames[num_t], groups, n_a)
+            c_b, why_b = _clusters(buckets, frames[den_t], groups, n_b)
+            e = estimate_reo(
+                groups, a, n_a, b, n_b, level=level, clusters_rec=c_a, clusters_rand=c_b, cluster_note=why_a or why_b
+            )
             for i, g in enumerate(groups):
                 rows.append(
                     {
@@ -97,11 +127,20 @@ def reo_stage_table(
     return pl.DataFrame(rows, schema=REO_STAGE_SCHEMA)
 
 
-def rsp_table(counts: pl.DataFrame, ds: dt.date, *, level: float = 0.95, exclude: tuple[str, ...] = ()) -> pl.DataFrame:
+def rsp_table(
+    counts: pl.DataFrame,
+    ds: dt.date,
+    *,
+    level: float = 0.95,
+    exclude: tuple[str, ...] = (),
+    buckets: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     """The ``rsp`` table for day ``ds`` (seed 001 App. H.1, eqs. 24–26): per
     arm × attribute (except ``exclude``, e.g. user attributes) × group the
     recommended share, the pool share (random traffic's rows), U, additive ΔU,
-    and the attribute's RSP with SE and CI. Returns :data:`RSP_SCHEMA`."""
+    and the attribute's RSP with SE and CI; cluster-robust with ``buckets``
+    (the group's rows per bucket in place of its positives). Returns
+    :data:`RSP_SCHEMA`."""
     day = counts.filter(pl.col("ds") == ds)
     rows: list[dict] = []
     rec_all = day.filter(pl.col("traffic") == "default")
@@ -113,7 +152,20 @@ def rsp_table(counts: pl.DataFrame, ds: dt.date, *, level: float = 0.95, exclude
         groups = sorted((set(rec.get_column("group")) | set(pool.get_column("group"))) - {MISSING_GROUP})
         n_k, n_rec = _by_group(rec, groups, "n")
         m_k, n_pool = _by_group(pool, groups, "n")
-        e = estimate_reo(groups, n_k, n_rec, m_k, n_pool, level=level, min_expected_positives=0)
+        c_rec, why_rec = _clusters(buckets, rec, groups, n_rec, "n")
+        c_pool, why_pool = _clusters(buckets, pool, groups, n_pool, "n")
+        e = estimate_reo(
+            groups,
+            n_k,
+            n_rec,
+            m_k,
+            n_pool,
+            level=level,
+            min_expected_positives=0,
+            clusters_rec=c_rec,
+            clusters_rand=c_pool,
+            cluster_note=why_rec or why_pool,
+        )
         mean_u = float(np.nanmean(e.U)) if np.isfinite(e.U).any() else float("nan")
         for i, g in enumerate(groups):
             rows.append(
@@ -139,12 +191,14 @@ def rsp_table(counts: pl.DataFrame, ds: dt.date, *, level: float = 0.95, exclude
 
 
 def precision_disparity(
-    n_pos: np.ndarray, n: np.ndarray, level: float = 0.95
+    n_pos: np.ndarray, n: np.ndarray, level: float = 0.95, V: np.ndarray | None = None
 ) -> tuple[float, float, float, float, str | None]:
     """std/mean of per-group precision p_k = n_pos_k/n_k (seed 001 App. H.2, eq. 27)
     with a delta CI over independent binomials: Var = Σ g_k² (1 − p_k)/(p_k n_k),
-    g = ∂(std/mean)/∂log p. Shapes (K,). Returns (disparity, se, ci_low, ci_high,
-    reason); NaN with a reason when a group has no rows or no positives."""
+    g = ∂(std/mean)/∂log p; or Var = gᵀ V g with ``V`` = Ĉov(log p̂), shape
+    (K, K), when rows are clustered (:func:`ratio_log_covariance`). Shapes (K,).
+    Returns (disparity, se, ci_low, ci_high, reason); NaN with a reason when a
+    group has no rows or no positives."""
     n_pos, n = np.asarray(n_pos, float), np.asarray(n, float)
     nan = float("nan")
     if n.size < 2:
@@ -158,17 +212,23 @@ def precision_disparity(
     if d == 0:
         return d, nan, nan, nan, "disparity 0: std/mean not differentiable there"
     g = reo_log_gradient(p)
-    se = float(np.sqrt(np.sum(g**2 * (1 - p) / (p * n))))
+    se = float(np.sqrt(np.sum(g**2 * (1 - p) / (p * n)) if V is None else g @ V @ g))
     z = z_value(level)
     return d, se, max(0.0, d - z * se), d + z * se, None
 
 
 def user_precision_table(
-    counts: pl.DataFrame, ds: dt.date, user_attributes: list[str], *, level: float = 0.95
+    counts: pl.DataFrame,
+    ds: dt.date,
+    user_attributes: list[str],
+    *,
+    level: float = 0.95,
+    buckets: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """The ``user_precision`` table for day ``ds`` (seed 001 App. H.2): per arm ×
     user attribute × group n, n_pos, precision with a Wilson-free delta SE and
-    CI, and the attribute's disparity. Returns :data:`USER_PRECISION_SCHEMA`."""
+    CI, and the attribute's disparity; cluster-robust SEs with ``buckets``
+    (:func:`ratio_log_covariance`). Returns :data:`USER_PRECISION_SCHEMA`."""
     day = counts.filter((pl.col("ds") == ds) & (pl.col("traffic") == "default"))
     z = z_value(level)
     rows: list[dict] = []
@@ -181,10 +241,27 @@ def user_precision_table(
         groups = sorted(sub.get_column("group").to_list())
         n, _ = _by_group(sub, groups, "n")
         pos, _ = _by_group(sub, groups, "n_pos")
-        disp, se, lo, hi, why = precision_disparity(pos, n, level)
+        V, cluster_why = None, None
+        if buckets is not None:
+            every = day.filter((pl.col("arm") == arm) & (pl.col("attribute") == attribute))
+            n_all = int(every.get_column("n").sum())  # bucket rows include the '(missing)' group
+            c_n, why_n = _clusters(buckets, every, groups, n_all, "n")
+            c_pos, why_pos = _clusters(buckets, every, groups, n_all, "n_pos")
+            cluster_why = why_n or why_pos
+            if c_n is not None and c_pos is not None:
+                V = ratio_log_covariance(c_pos.pos, c_n.pos)
+        disp, se, lo, hi, why = precision_disparity(pos, n, level, V)
+        if cluster_why:
+            se = lo = hi = float("nan")
+            why = cluster_why
         for i, g in enumerate(groups):
             p = pos[i] / n[i] if n[i] else float("nan")
-            se_p = float(np.sqrt(p * (1 - p) / n[i])) if n[i] else float("nan")
+            if cluster_why:
+                se_p = float("nan")
+            elif V is not None:
+                se_p = float(p * np.sqrt(V[i, i])) if n[i] else float("nan")
+            else:
+                se_p = float(np.sqrt(p * (1 - p) / n[i])) if n[i] else float("nan")
             rows.append(
                 {
                     "ds": ds,

@@ -154,9 +154,28 @@ def sdt_view(rows: list[dict], title: str) -> Table:
     return t
 
 
+def interval_note(reo_rows: list[dict]) -> str:
+    """How a day's intervals treat its rows, from its ``reo`` rows: cluster-robust
+    by which id with the range of design effects (DESIGN §4.1 "Clustered rows"),
+    or independent rows. Empty when there are no rows."""
+    by = sorted({r.get("cluster_by") or "none" for r in reo_rows})
+    if not by:
+        return ""
+    if by == ["none"]:
+        return "intervals: rows independent (cluster_by = none)"
+    deff = [
+        r["design_effect"]
+        for r in reo_rows
+        if r.get("design_effect") is not None and r["design_effect"] == r["design_effect"]
+    ]
+    span = f", design effect {min(deff):.2f}–{max(deff):.2f}" if deff else ""
+    return f"intervals: cluster-robust by {', '.join(b for b in by if b != 'none')}{span}"
+
+
 def run_summary(results: list[dict]) -> Table:
     """The closing table of a run: per day its status (published / quarantined /
-    failed) and either its tables and failed warnings or its error."""
+    failed) and either its tables, how its intervals treat clustered rows and
+    its failed warnings, or its error."""
     t = Table(title="Run summary", title_justify="left")
     t.add_column("ds")
     t.add_column("status")
@@ -165,8 +184,11 @@ def run_summary(results: list[dict]) -> Table:
         ok = r["status"] == "published"
         if ok:
             warn = [f"{d['suite']}: {d['failed_warning']}" for d in r.get("dq", []) if d.get("failed_warning")]
-            detail = ", ".join(sorted(r.get("paths", {}))) + "".join(
-                f"\n[yellow]warning {escape(w)}[/yellow]" for w in warn
+            note = interval_note(r.get("reo", []))
+            detail = (
+                ", ".join(sorted(r.get("paths", {})))
+                + (f"\n{escape(note)}" if note else "")
+                + "".join(f"\n[yellow]warning {escape(w)}[/yellow]" for w in warn)
             )
         else:
             detail = escape(r.get("error", ""))
