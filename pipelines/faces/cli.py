@@ -26,7 +26,44 @@ app = typer.Typer(
 console = Console(width=None if sys.stdout.isatty() else 130)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 130)
 
-ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="fairmon TOML config file.")]
+ConfigOpt = Annotated[
+    Path,
+    typer.Option("--config", "-c", envvar="FAIRMON_CONFIG", help="fairmon TOML config file (or $FAIRMON_CONFIG)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (messages go to stderr).")]
+
+#: Exit codes of every command (README "Exit codes").
+EXIT_PUBLISHED = 0  # every day published (or nothing to do)
+EXIT_QUARANTINED = 1  # a day was quarantined by its data-quality gate
+EXIT_USAGE = 2  # bad options or config
+EXIT_REFUSED = 3  # refused: the release would overspend the privacy budget
+EXIT_FAILED = 4  # a day failed (crash or unreadable input)
+EXIT_LOCKED = 5  # another run holds the project's DuckDB file
+
+
+def exit_code(results: list[dict]) -> int:
+    """The command's exit code for per-day run summaries: 4 when a day failed,
+    else 1 when one was quarantined, else 0."""
+    status = {r["status"] for r in results}
+    if "failed" in status:
+        return EXIT_FAILED
+    return EXIT_QUARANTINED if "quarantined" in status else EXIT_PUBLISHED
+
+
+def _dump(doc: dict) -> None:
+    """One JSON document on stdout (dates and paths as strings, NaN as null)."""
+    import json
+
+    def clean(x):
+        if isinstance(x, float) and x != x:
+            return None
+        if isinstance(x, dict):
+            return {str(k): clean(v) for k, v in x.items()}
+        if isinstance(x, list | tuple):
+            return [clean(v) for v in x]
+        return x
+
+    sys.stdout.write(json.dumps(clean(doc), default=str) + "\n")
 
 
 def _print_version(value: bool) -> None:
@@ -47,18 +84,21 @@ def _root(
     """fairmon: daily fairness metrics (REO with confidence intervals) from recommender logs."""
 
 
-def _run(cfg, config: Path, days: list[dt.date], show_progress: bool = True, **options) -> list[dict]:
-    """The runner over ``days`` with a progress bar; a held run lock ends the command (exit 1)."""
+def _run(
+    cfg, config: Path, days: list[dt.date], show_progress: bool = True, out: Console | None = None, **options
+) -> list[dict]:
+    """The runner over ``days`` with a progress bar on ``out`` (default stdout);
+    a held run lock ends the command (exit 5)."""
     from fairmon.pipelines.faces.views import run_days_with_progress
     from fairmon.pipelines.storage.locking import RunLockedError
 
     try:
         return run_days_with_progress(
-            console, cfg, days, config_path=str(config), show_progress=show_progress, **options
+            out or console, cfg, days, config_path=str(config), show_progress=show_progress, **options
         )
     except RunLockedError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(1) from None
+        raise typer.Exit(EXIT_LOCKED) from None
 
 
 def _prefect_env(verbose: bool = False) -> None:
@@ -84,7 +124,7 @@ def _load(config: Path):
         return load_config(config)
     except ConfigError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_USAGE) from None
 
 
 @app.command()
@@ -94,16 +134,21 @@ def run(
     force_ingest: Annotated[bool, typer.Option(help="Re-stage input files even when unchanged.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's per-stage logs.")] = False,
     wait: Annotated[float, typer.Option(help="Seconds to wait for another run on the same DuckDB file.")] = 0.0,
+    as_json: JsonOpt = False,
 ) -> None:
     """Compute one day: ingest its impressions, count groups, estimate REO with
-    CIs and publish the day's partitions (replacing any earlier run of it)."""
+    CIs and publish the day's partitions (replacing any earlier run of it).
+    Exit code 0 published, 1 quarantined, 4 failed, 5 lock busy."""
     _prefect_env(verbose)
     ds = _parse_date(date, "--date")
     cfg = _load(config)
     r = _run(cfg, config, [ds], show_progress=False, force_ingest=force_ingest, wait_seconds=wait)[0]
+    if as_json:
+        _dump({"days": [r], "exit_code": exit_code([r])})
+        raise typer.Exit(exit_code([r]))
     if r["status"] != "published":
         err.print(f"[red]{r['status']}:[/red] {escape(r['error'])}")
-        raise typer.Exit(1)
+        raise typer.Exit(exit_code([r]))
     if r["reo"]:
         console.print(reo_table(r["reo"], f"REO for {ds}"))
     if r["threshold_prevalence"]:
@@ -117,7 +162,9 @@ def run(
 def ingest(
     date: Annotated[str, typer.Option("--date", "-d", help="The log day whose inputs to stage, YYYY-MM-DD.")],
     config: ConfigOpt = Path("fairmon.toml"),
-    force: Annotated[bool, typer.Option(help="Re-stage input files even when unchanged.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force-ingest", "--force", help="Re-stage input files even when unchanged.")
+    ] = False,
 ) -> None:
     """Validate and stage a day's input files (and its random-traffic window)
     without computing anything; re-ingesting replaces the files' rows."""
@@ -132,12 +179,12 @@ def ingest(
             results = ingest_flow(cfg, ds, force)
     except RunLockedError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(1) from None
+        raise typer.Exit(EXIT_LOCKED) from None
     for r in results:
         status = "[green]staged[/green]" if r.success else f"[red]not staged[/red]: {escape(r.summary())}"
         console.print(f"{r.subject}: {status}")
     if not all(r.success for r in results):
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_QUARANTINED)
 
 
 @app.command()
@@ -158,11 +205,14 @@ def backfill(
     concurrency: Annotated[int, typer.Option(min=1, help="Days run at the same time.")] = 1,
     wait: Annotated[float, typer.Option(help="Seconds to wait for another run on the same DuckDB file.")] = 0.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's per-stage logs.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Run every day from START to END (inclusive) with a progress bar and a
     closing summary per day (published / quarantined with reason / failed with
     error). Days are independent: a failing day never stops the others.
-    Re-running is idempotent: each day's partitions are replaced, never appended."""
+    Re-running is idempotent: each day's partitions are replaced, never appended.
+    Exit code 0 all published, 1 a day quarantined, 4 a day failed, 5 lock busy."""
+    out = err if as_json else console
     _prefect_env(verbose)
     a, b = _parse_date(start, "--start"), _parse_date(end, "--end")
     if b < a:
@@ -176,18 +226,21 @@ def backfill(
             if only_stale:
                 found = detect_stale(cfg)
                 if found.height:
-                    console.print(f"late data: {found.height} (day, file) pair(s) marked stale")
+                    out.print(f"late data: {found.height} (day, file) pair(s) marked stale")
             days = days_to_run(cfg, a, b, only_failed=only_failed, only_stale=only_stale)
     except RunLockedError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(1) from None
+        raise typer.Exit(EXIT_LOCKED) from None
     if not days:
-        console.print("nothing to run: every selected day is up to date")
+        out.print("nothing to run: every selected day is up to date")
+        if as_json:
+            _dump({"days": [], "exit_code": EXIT_PUBLISHED})
         return
-    results = _run(cfg, config, days, force_ingest=force_ingest, concurrency=concurrency, wait_seconds=wait)
-    console.print(run_summary(results))
-    if any(r["status"] != "published" for r in results):
-        raise typer.Exit(1)
+    results = _run(cfg, config, days, out=out, force_ingest=force_ingest, concurrency=concurrency, wait_seconds=wait)
+    out.print(run_summary(results))
+    if as_json:
+        _dump({"days": results, "exit_code": exit_code(results)})
+    raise typer.Exit(exit_code(results))
 
 
 @app.command()
@@ -339,7 +392,7 @@ def plan(
         table, volumes = plan_from_counts(cfg, a, b, epsilon, delta, target_se, rec_rate)
     except ValueError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_USAGE) from None
     if as_json:
         print(
             _json.dumps(
@@ -436,17 +489,17 @@ def audit_export(
     ds = _parse_date(date, "--date")
     if cfg.scores is None:
         err.print("[red]error:[/red] audit-export needs a [scores] section in the config")
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_USAGE)
     model = model or cfg.scores.thresholds[0].model
     out = out or cfg.warehouse_path.parent / "releases" / f"{model}_{attribute}_{ds}.json"
     try:
         r = export_release(cfg, ds, attribute, model, epsilon, survival=survival, out=out)
     except BudgetExceeded as e:
         err.print(f"[red]refused:[/red] {escape(str(e))}")
-        raise typer.Exit(3) from None
+        raise typer.Exit(EXIT_REFUSED) from None
     except ValueError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_USAGE) from None
     colour = {"fair": "green", "unfair": "red"}.get(r["decision"], "yellow")
     console.print(
         f"release {r['release_id']} of {r['model']} by {r['attribute']} ({r['window'][0]}..{r['window'][1]}),"
@@ -476,12 +529,26 @@ def sample_size(
     groups: Annotated[int, typer.Option(min=1, help="|A|, number of groups.")] = 2,
     levels: Annotated[int, typer.Option(min=1, help="|Y|, number of score levels.")] = 100,
     delta: Annotated[float, typer.Option(help="Failure probability δ.")] = 0.05,
+    as_json: JsonOpt = False,
 ) -> None:
     """Minimum qualified individuals per group for an audit, private (seed 000
     eqs. 6, 8) and non-private (eq. 7), and their ratio (at most 4·ln3/ln2 ≈ 6.34)."""
     from fairmon.transforms.audit import min_sample_nonprivate, min_sample_private, sample_size_ratio
 
     a, b = min_sample_private(alpha, groups, levels, delta), min_sample_nonprivate(alpha, groups, levels, delta)
+    if as_json:
+        _dump(
+            {
+                "alpha": alpha,
+                "groups": groups,
+                "levels": levels,
+                "delta": delta,
+                "private": a,
+                "nonprivate": b,
+                "ratio": sample_size_ratio(groups, levels, delta),
+            }
+        )
+        return
     console.print(
         f"private (eqs. 6, 8): {a}   non-private (eq. 7): {b}   ratio {a / b:.2f} "
         f"(unrounded {sample_size_ratio(groups, levels, delta):.3f}; supremum 6.34)"
@@ -599,7 +666,7 @@ def simulate(
             )
     except ValueError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_USAGE) from None
     end = spec.start + dt.timedelta(days=spec.days - 1)
     console.print(f"wrote {spec.days} days to {out}; config {paths['config']}; truth {paths['truth_reo']}")
     console.print(f"next: fairmon backfill -c {paths['config']} --start {spec.start} --end {end}")
@@ -626,7 +693,7 @@ def simulate_labels(
         )
     except ValueError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_USAGE) from None
     paths = write_labeling_simulation(spec, out)
     end = spec.start + dt.timedelta(days=days - 1)
     console.print(f"wrote {days} days of labels to {out}; config {paths['config']}; truth {paths['truth']}")
@@ -648,6 +715,66 @@ def demo(
     from fairmon.pipelines.faces.demo import run_demo
 
     run_demo(out.resolve(), console)
+
+
+@app.command()
+def sql(
+    query: Annotated[str, typer.Argument(help='A SELECT over the output tables, e.g. "select * from reo".')],
+    config: ConfigOpt = Path("fairmon.toml"),
+    as_json: Annotated[bool, typer.Option("--json", help="Rows as a JSON array of objects.")] = False,
+    csv: Annotated[bool, typer.Option("--csv", help="Rows as CSV.")] = False,
+    limit: Annotated[int, typer.Option(min=1, help="Rows shown in the table view.")] = 50,
+) -> None:
+    """Query the published outputs with DuckDB SQL, read-only. Works while a
+    run holds the project's DuckDB file: the tables are read from the
+    warehouse's Parquet files. Views: one per output table (reo, reo_group,
+    reo_ab, group_counts, ...) and <table>_published (days whose latest run
+    published). Quote the reserved words group and table: "group"."""
+    import duckdb
+
+    from fairmon.pipelines.storage.warehouse import query_warehouse
+
+    cfg = _load(config)
+    try:
+        frame, note = query_warehouse(cfg.duckdb_path, cfg.warehouse_path, query)
+    except (duckdb.Error, ValueError) as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(EXIT_USAGE) from None
+    if note:
+        err.print(f"[yellow]note:[/yellow] {escape(note)}")
+    if as_json:
+        _dump({"columns": frame.columns, "rows": frame.to_dicts()})
+    elif csv:
+        sys.stdout.write(frame.write_csv())
+    else:
+        t = Table(title=f"{frame.height} row(s)", title_justify="left")
+        for c in frame.columns:
+            t.add_column(c)
+        for row in frame.head(limit).iter_rows():
+            t.add_row(*(escape("" if v is None else str(v)) for v in row))
+        console.print(t)
+        if frame.height > limit:
+            console.print(f"... {frame.height - limit} more (--limit, --csv or --json for all)")
+
+
+@app.command()
+def init(
+    fmt: Annotated[str, typer.Option("--format", help="Input format: tiktok, contract or coat.")] = "tiktok",
+    out: Annotated[Path, typer.Option("--out", "-o", help="Config file to write.")] = Path("fairmon.toml"),
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    """Write a commented starter config for an input format; edit its paths,
+    signals and attributes, then `fairmon run --date YYYY-MM-DD`."""
+    from fairmon.pipelines.faces.templates import FORMATS, config_template
+
+    if fmt not in FORMATS:
+        raise typer.BadParameter(f"{fmt!r}: choose one of {', '.join(FORMATS)}", param_hint="--format")
+    if out.exists() and not force:
+        err.print(f"[red]error:[/red] {out} exists (--force to overwrite)")
+        raise typer.Exit(EXIT_USAGE)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(config_template(fmt))
+    console.print(f"wrote {out} ({fmt} format); check it with: fairmon run --date YYYY-MM-DD -c {out}")
 
 
 def main() -> None:

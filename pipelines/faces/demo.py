@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -211,6 +212,12 @@ def run_demo(out: Path, console: Console) -> None:
 
     console.rule("3. COMPAS: prevalence at the threshold t = 5 (d = 3), ProPublica filter on (seed 002 §5.1)")
     compas = out / "compas"
+    if compas.exists():  # a fresh privacy ledger per demo run: the demo spends ε = 0.5 of COMPAS' 1.0 each time
+        shutil.rmtree(compas)
+        console.print(
+            "[dim]the COMPAS part starts from a fresh folder, so its privacy ledger is new (public data; "
+            "never reset a real data set's ledger)[/dim]"
+        )
     compas.mkdir(parents=True, exist_ok=True)
     ccfg = compas / "fairmon.toml"
     ccfg.write_text(COMPAS_CONFIG.format(compas=(data_dir("compas") / "compas_two_year.csv").as_posix()))

@@ -151,3 +151,37 @@ def latest_runs(duckdb_path: Path) -> pl.DataFrame:
         db.execute(con, "runs_create")
         db.execute(con, "runs_migrate")
         return db.query(con, "runs_latest").select(list(schema)).cast(schema)
+
+
+def query_warehouse(duckdb_path: Path, warehouse: Path, query: str) -> tuple[pl.DataFrame, str | None]:
+    """Run a read-only SQL ``query`` over the published outputs without
+    holding the project's DuckDB file (``fairmon sql``): an in-memory DuckDB
+    gets the same views as the file (:func:`refresh_views`: one per registry
+    table over its Parquet partitions, and ``<table>_published``). The run
+    history (``runs``, which the ``_published`` views need) is copied from
+    the DuckDB file opened read-only when no run holds it; otherwise the
+    views over the Parquet files still answer and the returned note says
+    that ``runs`` is empty. Returns (result, note or None). Raises
+    :class:`duckdb.Error` for an invalid query (its message names the
+    problem) and ValueError for a statement that is not a query."""
+    con = duckdb.connect()
+    try:
+        note = None
+        if duckdb_path.exists():
+            try:
+                con.execute(f"ATTACH {ddl.sql_string(str(duckdb_path))} AS project (READ_ONLY)")
+                try:
+                    con.execute("CREATE TABLE runs AS SELECT * FROM project.runs")
+                finally:
+                    con.execute("DETACH project")
+            except duckdb.Error as e:
+                note = f"run history not read ({str(e).splitlines()[0]}): runs and the _published views are empty"
+        else:
+            note = f"{duckdb_path} does not exist yet: runs and the _published views are empty"
+        statements = con.extract_statements(query)
+        if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+            raise ValueError("not a query: fairmon sql runs one SELECT statement over the warehouse (read-only)")
+        refresh_views(con, warehouse)
+        return con.sql(query).pl(), note
+    finally:
+        con.close()

@@ -1,0 +1,135 @@
+"""The command line as scripts use it (issue 18 item 2): documented exit codes,
+``--json`` parsed back, ``init`` → ``backfill``, ``FAIRMON_CONFIG``,
+``fairmon sql`` while another process holds the project's DuckDB file, and a
+demo folder whose privacy ledger does not block the next demo run."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from fairmon.pipelines.faces.cli import (
+    EXIT_FAILED,
+    EXIT_LOCKED,
+    EXIT_PUBLISHED,
+    EXIT_QUARANTINED,
+    EXIT_USAGE,
+    app,
+    exit_code,
+)
+from fairmon.pipelines.faces.templates import FORMATS, config_template
+from fairmon.pipelines.simulate import write_simulation
+from fairmon.transforms.simulate import SimulationSpec
+
+SPEC = SimulationSpec(start=dt.date(2026, 3, 1), days=3, rows_per_day=4000, random_rows_per_day=2000, seed=5)
+DAYS = ["--start", "2026-03-01", "--end", "2026-03-02"]
+
+
+def test_exit_code_of_day_summaries():
+    assert exit_code([]) == EXIT_PUBLISHED
+    assert exit_code([{"status": "published"}, {"status": "quarantined"}]) == EXIT_QUARANTINED
+    assert exit_code([{"status": "quarantined"}, {"status": "failed"}, {"status": "published"}]) == EXIT_FAILED
+    assert (EXIT_USAGE, EXIT_LOCKED) == (2, 5)
+
+
+def test_init_templates_are_valid_configs(tmp_path):
+    from fairmon.pipelines.config import load_config
+
+    for fmt in FORMATS:
+        path = tmp_path / fmt / "fairmon.toml"
+        res = CliRunner().invoke(app, ["init", "--format", fmt, "-o", str(path)])
+        assert res.exit_code == 0, res.output
+        assert path.read_text() == config_template(fmt)
+        assert load_config(path).impressions.format == fmt
+    res = CliRunner().invoke(app, ["init", "--format", "tiktok", "-o", str(tmp_path / "tiktok" / "fairmon.toml")])
+    assert res.exit_code == EXIT_USAGE and "exists" in res.output
+    res = CliRunner().invoke(app, ["init", "--format", "excel", "-o", str(tmp_path / "x.toml")])
+    assert res.exit_code == EXIT_USAGE
+
+
+def test_version_and_python_m():
+    res = CliRunner().invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.output.startswith("fairmon ")
+    out = subprocess.run([sys.executable, "-m", "fairmon", "--version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout == res.output
+
+
+def test_sample_size_json():
+    res = CliRunner().invoke(app, ["sample-size", "--alpha", "0.2", "--json"])
+    doc = json.loads(res.stdout)
+    assert doc["private"] >= doc["nonprivate"] > 0 and doc["ratio"] <= 6.34
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch):
+    sim = tmp_path / "sim"
+    write_simulation(SPEC, sim, "csv")
+    (sim / "fairmon.toml").unlink()
+    runner = CliRunner()
+    assert runner.invoke(app, ["init", "--format", "tiktok", "-o", str(sim / "fairmon.toml")]).exit_code == 0
+    env = {"FAIRMON_CONFIG": str(sim / "fairmon.toml")}
+
+    res = runner.invoke(app, ["backfill", *DAYS, "--json"], env=env)
+    doc = json.loads(res.stdout)  # one JSON document on stdout; the progress and summary went to stderr
+    assert res.exit_code == EXIT_PUBLISHED == doc["exit_code"]
+    assert [d["status"] for d in doc["days"]] == ["published", "published"]
+    assert {r["attribute"] for r in doc["days"][0]["reo"]} == {"young_adult"}
+    assert "Run summary" in res.stderr
+
+    res = runner.invoke(app, ["sql", 'select ds, "group", n from group_counts order by all', "--json"], env=env)
+    rows = json.loads(res.stdout)["rows"]
+    assert res.exit_code == 0 and len(rows) == 2 * 2 * 2  # 2 days x default/random x 2 groups
+
+    # a quarantined day: exit 1, in the JSON too
+    (sim / "default" / "2026-03-02.csv").write_text("")
+    res = runner.invoke(app, ["run", "--date", "2026-03-02", "--json"], env=env)
+    assert res.exit_code == EXIT_QUARANTINED == json.loads(res.stdout)["exit_code"]
+
+    # a crash inside the day: exit 4
+    from fairmon.pipelines import flows
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("estimator crashed")
+
+    monkeypatch.setattr(flows, "estimate", boom)
+    res = runner.invoke(app, ["run", "--date", "2026-03-01"], env=env)
+    assert res.exit_code == EXIT_FAILED and "estimator crashed" in res.stderr
+    monkeypatch.undo()
+
+    # another process holds the project's DuckDB file: run answers 5, sql still reads the warehouse
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from pathlib import Path\n"
+            "from fairmon.pipelines.storage import db\n"
+            "from fairmon.pipelines.storage.locking import project_lock\n"
+            "p = Path(sys.argv[1])\n"
+            "with project_lock(p / 'fairmon.duckdb', p / 'warehouse'), db.connect(p / 'fairmon.duckdb'):\n"
+            "    print('held', flush=True); time.sleep(60)\n",
+            str(sim),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        t0 = time.perf_counter()
+        res = runner.invoke(app, ["run", "--date", "2026-03-01"], env=env)
+        assert res.exit_code == EXIT_LOCKED, res.stderr
+        res = runner.invoke(app, ["sql", "select count(*) as n from reo"], env=env)
+        assert res.exit_code == 0, res.stderr
+        assert "run history not read" in res.stderr and "│ 2 " in res.stdout
+        assert time.perf_counter() - t0 < 30
+    finally:
+        holder.kill()
+        holder.wait()
+    res = runner.invoke(app, ["sql", "create table x as select 1"], env=env)
+    assert res.exit_code == EXIT_USAGE and "not a query" in res.stderr
