@@ -19,10 +19,12 @@ import datetime as dt
 import json
 import time
 import uuid
+from pathlib import Path
 
 import polars as pl
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
+from prefect.states import Failed
 
 from fairmon.pipelines import timing
 from fairmon.pipelines.config import FairmonConfig, load_config
@@ -459,7 +461,7 @@ def _finish_run(
             db.execute(con, "stale_clear", ds=ds)
 
 
-@flow(name="fairmon-daily")
+@flow(name="fairmon-daily", flow_run_name="fairmon-daily/{ds}")
 def daily(config: FairmonConfig | str, ds: dt.date, force_ingest: bool = False, wait_seconds: float = 0.0) -> dict:
     """One day end to end, gated, for every configured input: ingest -> counts
     -> checks -> estimators -> checks -> publish. A critical failure anywhere
@@ -482,7 +484,49 @@ def daily(config: FairmonConfig | str, ds: dt.date, force_ingest: bool = False, 
     """
     cfg = config if isinstance(config, FairmonConfig) else load_config(config)
     with ensure_run(cfg, "" if isinstance(config, FairmonConfig) else str(config)) as run:
-        return _daily(run.cfg, run.config_path, ds, force_ingest, wait_seconds)
+        try:
+            result = _daily(run.cfg, run.config_path, ds, force_ingest, wait_seconds)
+        except DayQuarantined as e:  # an outcome of the gate, not a crash: a named state, no traceback
+            return Failed(name="Quarantined", message=str(e), data=e)
+    day_artifacts(ds, result)
+    return result
+
+
+def day_artifacts(ds: dt.date, result: dict) -> None:
+    """Prefect artifacts of a published day, under stable keys (re-runs of the
+    day add versions of the same artifact): ``fairmon-reo-<ds>``, a table of
+    REO per arm × attribute with its CI and verdict, and
+    ``fairmon-outputs-<ds>``, a link to the day's reo partition (the other
+    tables sit beside it) and the Data Docs. Best effort: a failure to record
+    them is logged, never fails the day."""
+    from prefect.artifacts import create_link_artifact, create_table_artifact
+
+    rows = [
+        {
+            "arm": r["arm"],
+            "attribute": r["attribute"],
+            "K": r["K"],
+            "REO": round(r["reo"], 4) if r["reo"] == r["reo"] else None,
+            "CI": f"[{r['ci_low']:.4f}, {r['ci_high']:.4f}]" if r["ci_low"] == r["ci_low"] else "undefined",
+            "verdict": r["verdict_80pct"],
+            "reason": r.get("reason") or "",
+        }
+        for r in result.get("reo", [])
+    ]
+    key = ds.isoformat()
+    try:
+        if rows:
+            create_table_artifact(rows, key=f"fairmon-reo-{key}", description=f"REO and verdicts for {ds}")
+        reo_path = result.get("paths", {}).get("reo")
+        if reo_path:
+            create_link_artifact(
+                Path(reo_path).resolve().as_uri(),
+                link_text=f"reo partition for {ds}",
+                key=f"fairmon-outputs-{key}",
+                description=f"Data Docs: {result.get('data_docs', '')}",
+            )
+    except Exception as e:  # artifacts are a convenience: the day is published either way
+        run_logger().warning("%s: Prefect artifacts not recorded: %s", ds, e)
 
 
 def _daily(cfg: FairmonConfig, config_path: str, ds: dt.date, force_ingest: bool, wait_seconds: float) -> dict:

@@ -82,6 +82,8 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
     assert {r["attribute"] for r in doc["days"][0]["reo"]} == {"young_adult"}
     assert "Run summary" in res.stderr
 
+    _assert_prefect_records("2026-03-01")
+
     res = runner.invoke(app, ["sql", 'select ds, "group", n from group_counts order by all', "--json"], env=env)
     rows = json.loads(res.stdout)["rows"]
     assert res.exit_code == 0 and len(rows) == 2 * 2 * 2  # 2 days x default/random x 2 groups
@@ -90,6 +92,8 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
     (sim / "default" / "2026-03-02.csv").write_text("")
     res = runner.invoke(app, ["run", "--date", "2026-03-02", "--json"], env=env)
     assert res.exit_code == EXIT_QUARANTINED == json.loads(res.stdout)["exit_code"]
+    assert "DayQuarantined" not in res.stderr  # a named state, not an exception's traceback in the logs
+    assert _flow_run_state("fairmon-daily/2026-03-02") == ("Quarantined", "FAILED")
 
     # a crash inside the day: exit 4
     from fairmon.pipelines import flows
@@ -133,3 +137,46 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
         holder.wait()
     res = runner.invoke(app, ["sql", "create table x as select 1"], env=env)
     assert res.exit_code == EXIT_USAGE and "not a query" in res.stderr
+
+
+def _prefect(query):
+    """Run ``query(client)`` (a coroutine function) with Prefect's async client."""
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+
+    async def go():
+        async with get_client() as client:
+            return await query(client)
+
+    return asyncio.run(go())
+
+
+def _flow_run_state(name: str) -> tuple[str, str]:
+    """(state name, state type) of the latest flow run called ``name``."""
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    runs = _prefect(
+        lambda c: c.read_flow_runs(
+            flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=[name])),
+            sort=FlowRunSort.START_TIME_DESC,
+            limit=50,
+        )
+    )
+    return runs[0].state.name, runs[0].state.type.value
+
+
+def _assert_prefect_records(ds: str) -> None:
+    """The day's flow run is named fairmon-daily/<ds> and left its two artifacts."""
+    assert _flow_run_state(f"fairmon-daily/{ds}") == ("Completed", "COMPLETED")
+    keys = [f"fairmon-reo-{ds}", f"fairmon-outputs-{ds}"]
+
+    async def latest(client):  # the REST call itself: this client's filter objects send fields the server rejects
+        r = await client._client.post("/artifacts/latest/filter", json={"artifacts": {"key": {"any_": keys}}})
+        return r.json()
+
+    by_key = {a["key"]: a for a in _prefect(latest)}
+    assert set(by_key) == set(keys)
+    assert by_key[keys[0]]["type"] == "table" and "young_adult" in by_key[keys[0]]["data"]
+    assert "file://" in by_key[keys[1]]["data"]
