@@ -95,6 +95,11 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
     assert "DayQuarantined" not in res.stderr  # a named state, not an exception's traceback in the logs
     assert _flow_run_state("fairmon-daily/2026-03-02") == ("Quarantined", "FAILED")
 
+    # a missing input is a warning on stderr without -v, naming the day's own path
+    (sim / "default" / "2026-03-03.csv").unlink()
+    res = runner.invoke(app, ["run", "--date", "2026-03-03"], env=env)
+    assert f"warning: 2026-03-03: no default-traffic file {sim / 'default' / '2026-03-03.csv'}" in res.stderr
+
     # a crash inside the day: exit 4
     from fairmon.pipelines import flows
 

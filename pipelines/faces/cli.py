@@ -101,8 +101,35 @@ def _run(
         raise typer.Exit(EXIT_LOCKED) from None
 
 
+def _show_warnings() -> None:
+    """fairmon's own warnings (``fairmon`` logger: a missing input file, a day
+    without random traffic, a file not staged) on stderr, once."""
+    import logging
+
+    log = logging.getLogger("fairmon")
+    class Stderr(logging.StreamHandler):  # the current sys.stderr at each message (tests swap it)
+        @property
+        def stream(self):
+            return sys.stderr
+
+        @stream.setter
+        def stream(self, value) -> None:
+            pass
+
+    if not any(getattr(h, "fairmon_cli", False) for h in log.handlers):
+        handler = Stderr()
+        handler.setFormatter(logging.Formatter("warning: %(message)s"))
+        handler.setLevel(logging.WARNING)
+        handler.fairmon_cli = True
+        log.addHandler(handler)
+        log.propagate = False
+
+
 def _prefect_env(verbose: bool = False) -> None:
-    """Quiet, local Prefect defaults (overridable from the environment)."""
+    """Quiet, local Prefect defaults (overridable from the environment); with
+    ``verbose`` Prefect's per-stage logs, else fairmon's warnings alone."""
+    if not verbose:
+        _show_warnings()
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     # Failures are summarised by fairmon itself; --verbose shows Prefect's per-stage logs.
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "CRITICAL")

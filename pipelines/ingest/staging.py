@@ -57,6 +57,16 @@ def run_logger() -> logging.Logger | logging.LoggerAdapter:
         return logging.getLogger("fairmon")
 
 
+def warn(msg: str, *args) -> None:
+    """A warning a user must see: to the run's Prefect log (the UI) and to the
+    ``fairmon`` logger, which the command line shows on stderr even when
+    Prefect's own logs are quiet (without ``-v``)."""
+    log = run_logger()
+    log.warning(msg, *args)
+    if not isinstance(log, logging.Logger) or log.name != "fairmon":
+        logging.getLogger("fairmon").warning(msg, *args)
+
+
 @dataclass(frozen=True)
 class InputSource:
     """How one input (impressions, scores or labels) is read, checked and staged."""
@@ -363,7 +373,7 @@ def stage_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, run_name: str,
     with timing.clock(run_name, "checks"):
         dq = raw_suite(cfg, src, unit, raw, run_name)
     if not dq.success:
-        log.warning("ingest %s: %d rows in, not staged: %s", unit.file, rows_in(raw), dq.summary())
+        warn("ingest %s: %d rows in, not staged: %s", unit.file, rows_in(raw), dq.summary())
         return dq
     with timing.clock(run_name, "ingest"):
         staged = src.normalize(unit, raw)
@@ -381,9 +391,10 @@ def units_for(cfg: FairmonConfig, source: str, ds: dt.date) -> list[IngestUnit]:
     if source == "impressions":
         units = units_for_day(cfg, ds)
         if not any(u.scope == "all" or u.traffic == "default" for u in units):
-            run_logger().warning("%s: no default-traffic file matches %s", ds, cfg.resolve(cfg.impressions.path))
+            wanted = cfg.resolve(cfg.impressions.path.replace("{ds}", ds.isoformat()))
+            warn("%s: no default-traffic file %s (path %s)", ds, wanted, cfg.impressions.path)
         if cfg.impressions.format == "tiktok" and not any(u.scope == "random" for u in units):
-            run_logger().warning("%s: %s", ds, random_window_note(cfg, ds))
+            warn("%s: %s", ds, random_window_note(cfg, ds))
         return units
     return log_units_for_day(cfg, source, ds)
 
