@@ -185,3 +185,25 @@ def _assert_prefect_records(ds: str) -> None:
     assert set(by_key) == set(keys)
     assert by_key[keys[0]]["type"] == "table" and "young_adult" in by_key[keys[0]]["data"]
     assert "file://" in by_key[keys[1]]["data"]
+
+
+def test_ab_view_reads_the_interval_not_the_point():
+    from rich.console import Console
+
+    from fairmon.pipelines.faces.views import ab_view
+
+    base = {"attribute": "a", "control": "c", "metric": "reo", "method": "delta", "p_value": 0.01, "q_value": 0.02}
+    rows = [
+        {**base, "treatment": "up", "diff": 0.05, "ci_low": 0.01, "ci_high": 0.09},
+        {**base, "treatment": "down", "diff": -0.05, "ci_low": -0.09, "ci_high": -0.01},
+        {**base, "treatment": "flat", "diff": 0.08, "ci_low": -0.01, "ci_high": 0.17},
+        {**base, "treatment": "nan", "diff": 0.1, "ci_low": float("nan"), "ci_high": float("nan"), "reason": "Q_k = 0"},
+        {**base, "treatment": "other", "method": "bootstrap", "diff": 0.05, "ci_low": 0.01, "ci_high": 0.09},
+    ]
+    console = Console(width=200, record=True)
+    console.print(ab_view(rows, "A/B"))
+    text = console.export_text()
+    lines = {ln.split("│")[3].strip(): ln for ln in text.splitlines() if ln.count("│") > 5}
+    assert "REO higher in treatment" in lines["up"] and "REO lower in treatment" in lines["down"]
+    assert "no detectable change" in lines["flat"] and "undefined: Q_k = 0" in lines["nan"]
+    assert "other" not in lines  # one method per table: the configured headline

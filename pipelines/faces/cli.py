@@ -14,13 +14,14 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from fairmon.pipelines.faces.views import prevalence_table, reo_table, run_summary, sdt_view
+from fairmon.pipelines.faces.views import ab_view, prevalence_table, reo_table, run_summary, sdt_view
 
 app = typer.Typer(
     help="fairmon: daily fairness metrics (REO with confidence intervals) from recommender logs.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help text as written: [audit] is a config section, not markup
 )
 # Piped output (CI logs, files) gets a fixed width so tables are not squeezed to 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 130)
@@ -30,7 +31,9 @@ ConfigOpt = Annotated[
     Path,
     typer.Option("--config", "-c", envvar="FAIRMON_CONFIG", help="fairmon TOML config file (or $FAIRMON_CONFIG)."),
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (messages go to stderr).")]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print one JSON document on stdout (messages go to stderr).", metavar="")
+]
 
 #: Exit codes of every command (README "Exit codes").
 EXIT_PUBLISHED = 0  # every day published (or nothing to do)
@@ -78,7 +81,9 @@ def _print_version(value: bool) -> None:
 def _root(
     version: Annotated[
         bool,
-        typer.Option("--version", callback=_print_version, is_eager=True, help="Print fairmon's version and exit."),
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print fairmon's version and exit.", metavar=""
+        ),
     ] = False,
 ) -> None:
     """fairmon: daily fairness metrics (REO with confidence intervals) from recommender logs."""
@@ -107,6 +112,7 @@ def _show_warnings() -> None:
     import logging
 
     log = logging.getLogger("fairmon")
+
     class Stderr(logging.StreamHandler):  # the current sys.stderr at each message (tests swap it)
         @property
         def stream(self):
@@ -158,8 +164,12 @@ def _load(config: Path):
 def run(
     date: Annotated[str, typer.Option("--date", "-d", help="The log day to compute, YYYY-MM-DD (UTC).")],
     config: ConfigOpt = Path("fairmon.toml"),
-    force_ingest: Annotated[bool, typer.Option(help="Re-stage input files even when unchanged.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's per-stage logs.")] = False,
+    force_ingest: Annotated[
+        bool, typer.Option("--force-ingest", help="Re-stage input files even when unchanged.", metavar="")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show Prefect's per-stage logs.", metavar="")
+    ] = False,
     wait: Annotated[float, typer.Option(help="Seconds to wait for another run on the same DuckDB file.")] = 0.0,
     as_json: JsonOpt = False,
 ) -> None:
@@ -178,6 +188,8 @@ def run(
         raise typer.Exit(exit_code([r]))
     if r["reo"]:
         console.print(reo_table(r["reo"], f"REO for {ds}"))
+    if r["reo_ab"]:
+        console.print(ab_view(r["reo_ab"], f"A/B: D_REO = REO(treatment) − REO(control), {ds}"))
     if r["threshold_prevalence"]:
         console.print(prevalence_table(r["threshold_prevalence"], f"Prevalence at the threshold, {ds}"))
     if r["sdt"]:
@@ -190,7 +202,7 @@ def ingest(
     date: Annotated[str, typer.Option("--date", "-d", help="The log day whose inputs to stage, YYYY-MM-DD.")],
     config: ConfigOpt = Path("fairmon.toml"),
     force: Annotated[
-        bool, typer.Option("--force-ingest", "--force", help="Re-stage input files even when unchanged.")
+        bool, typer.Option("--force-ingest", "--force", help="Re-stage input files even when unchanged.", metavar="")
     ] = False,
 ) -> None:
     """Validate and stage a day's input files (and its random-traffic window)
@@ -219,19 +231,28 @@ def backfill(
     start: Annotated[str, typer.Option("--start", help="First day, YYYY-MM-DD.")],
     end: Annotated[str, typer.Option("--end", help="Last day (inclusive), YYYY-MM-DD.")],
     config: ConfigOpt = Path("fairmon.toml"),
-    force_ingest: Annotated[bool, typer.Option(help="Re-stage input files even when unchanged.")] = False,
+    force_ingest: Annotated[
+        bool, typer.Option("--force-ingest", help="Re-stage input files even when unchanged.", metavar="")
+    ] = False,
     only_failed: Annotated[
         bool,
         typer.Option(
-            "--only-failed", help="Only days whose latest run did not publish (quarantined, failed or never run)."
+            "--only-failed",
+            help="Only days whose latest run did not publish (quarantined, failed or never run).",
+            metavar="",
         ),
     ] = False,
     only_stale: Annotated[
-        bool, typer.Option("--only-stale", help="Only days whose inputs changed after they were computed (late data).")
+        bool,
+        typer.Option(
+            "--only-stale", help="Only days whose inputs changed after they were computed (late data).", metavar=""
+        ),
     ] = False,
     concurrency: Annotated[int, typer.Option(min=1, help="Days run at the same time.")] = 1,
     wait: Annotated[float, typer.Option(help="Seconds to wait for another run on the same DuckDB file.")] = 0.0,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show Prefect's per-stage logs.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show Prefect's per-stage logs.", metavar="")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run every day from START to END (inclusive) with a progress bar and a
@@ -363,13 +384,15 @@ def plan(
     delta: Annotated[float, typer.Option(help="Failure probability δ.")] = 0.05,
     target_se: Annotated[float | None, typer.Option(help="Also solve for this SE of REO.")] = None,
     rec_rate: Annotated[
-        float | None, typer.Option(help="Overall recommendation rate P(R = 1), needed by Thm E.2.")
+        float | None, typer.Option(help="Overall recommendation rate P(R = 1), needed by seed 001 Theorem E.2.")
     ] = None,
     p: Annotated[str | None, typer.Option("--P", help="Given rates instead of counts: P_k, e.g. 0.01,0.05.")] = None,
     q: Annotated[str | None, typer.Option("--Q", help="Given rates: Q_k, e.g. 0.1,0.25.")] = None,
     n_rec: Annotated[int | None, typer.Option(help="Given rates: default rows per day.")] = None,
     rand_per_day: Annotated[int | None, typer.Option(help="Given rates: random rows per day.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON ({'volumes': [...]}) instead of tables.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON ({'volumes': [...]}) instead of tables.", metavar="")
+    ] = False,
 ) -> None:
     """How much random (and default) traffic a given accuracy needs (seed 001 App. E).
 
@@ -498,7 +521,10 @@ def audit_export(
     model: Annotated[str | None, typer.Option(help="Model (default: the first configured threshold's).")] = None,
     epsilon: Annotated[float, typer.Option(help="Privacy budget of this release.")] = 0.5,
     survival: Annotated[
-        bool, typer.Option(help="Also show the survival form P*(a, >= y) (eq. 5; not used in the decision).")
+        bool,
+        typer.Option(
+            "--survival", help="Also show the survival form P*(a, >= y) (eq. 5; not used in the decision).", metavar=""
+        ),
     ] = False,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Release file (JSON).")] = None,
 ) -> None:
@@ -654,7 +680,8 @@ def simulate(
         typer.Option(min=0.0, max=0.99, help="Intra-class correlation of positives within a request (0 = none)."),
     ] = 0.0,
     group_per_request: Annotated[
-        bool, typer.Option("--group-per-request", help="One group per request (a user attribute), not per row.")
+        bool,
+        typer.Option("--group-per-request", help="One group per request (a user attribute), not per row.", metavar=""),
     ] = False,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     fmt: Annotated[str, typer.Option("--format", help="csv or parquet.")] = "csv",
@@ -748,8 +775,8 @@ def demo(
 def sql(
     query: Annotated[str, typer.Argument(help='A SELECT over the output tables, e.g. "select * from reo".')],
     config: ConfigOpt = Path("fairmon.toml"),
-    as_json: Annotated[bool, typer.Option("--json", help="Rows as a JSON array of objects.")] = False,
-    csv: Annotated[bool, typer.Option("--csv", help="Rows as CSV.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Rows as a JSON array of objects.", metavar="")] = False,
+    csv: Annotated[bool, typer.Option("--csv", help="Rows as CSV.", metavar="")] = False,
     limit: Annotated[int, typer.Option(min=1, help="Rows shown in the table view.")] = 50,
 ) -> None:
     """Query the published outputs with DuckDB SQL, read-only. Works while a
@@ -788,7 +815,7 @@ def sql(
 def init(
     fmt: Annotated[str, typer.Option("--format", help="Input format: tiktok, contract or coat.")] = "tiktok",
     out: Annotated[Path, typer.Option("--out", "-o", help="Config file to write.")] = Path("fairmon.toml"),
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.", metavar="")] = False,
 ) -> None:
     """Write a commented starter config for an input format; edit its paths,
     signals and attributes, then `fairmon run --date YYYY-MM-DD`."""
@@ -802,6 +829,35 @@ def init(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(config_template(fmt))
     console.print(f"wrote {out} ({fmt} format); check it with: fairmon run --date YYYY-MM-DD -c {out}")
+
+
+#: One line per command for ``fairmon --help`` (the full text is on ``fairmon CMD --help``).
+SHORT_HELP = {
+    "run": "Compute and publish one day (REO with CIs, A/B, checks).",
+    "ingest": "Validate and stage a day's input files without computing.",
+    "backfill": "Run every day of a range; idempotent, one summary per day.",
+    "serve": "Serve the daily job on its cron schedule (Prefect).",
+    "report": "Write a self-contained HTML report for a range of days.",
+    "plan": "How much random traffic a given accuracy needs (seed 001 App. E).",
+    "audit-export": "Release an ε-DP score histogram per group and its fairness decision.",
+    "sample-size": "Qualified individuals per group an audit needs (seed 000).",
+    "simulate": "Write simulated TikTok-format logs with their truth and a config.",
+    "simulate-labels": "Write simulated labeling logs with known d′, criteria and a config.",
+    "demo": "Run everything on bundled and simulated data.",
+    "sql": "Query the published outputs with DuckDB SQL (read-only).",
+    "init": "Write a commented starter config for an input format.",
+}
+
+
+def _short_helps() -> None:
+    """Set each command's one-line summary from :data:`SHORT_HELP`."""
+    for info in app.registered_commands:
+        name = info.name or (info.callback.__name__.replace("_", "-") if info.callback else "")
+        if info.short_help is None and name in SHORT_HELP:
+            info.short_help = SHORT_HELP[name]
+
+
+_short_helps()
 
 
 def main() -> None:

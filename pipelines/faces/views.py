@@ -79,6 +79,39 @@ def reo_table(rows: list[dict], title: str, truth: dict | None = None) -> Table:
     return t
 
 
+def ab_view(rows: list[dict], title: str, method: str | None = None) -> Table:
+    """The day's A/B differences of REO (``reo_ab`` rows, metric ``reo``) for one
+    method (default: the first present, i.e. ``[ab] methods[0]``): per
+    attribute and treatment D_REO, its CI, p and q, and a word: REO went up or
+    down when the interval excludes 0, else no detectable change."""
+    reo_rows = [r for r in rows if r["metric"] == "reo"]
+    method = method or (reo_rows[0]["method"] if reo_rows else "delta")
+    t = Table(title=f"{title} (method {method})", title_justify="left")
+    for col in ("attribute", "control", "treatment", "D_REO", ci_header(reo_rows), "p", "q", "reading"):
+        t.add_column(col, justify="left" if col in ("attribute", "control", "treatment", "reading") else "right")
+    for r in (r for r in reo_rows if r["method"] == method):
+        lo, hi = r["ci_low"], r["ci_high"]
+        if lo is None or lo != lo:
+            word = f"[dim]undefined: {escape(r.get('reason') or '')}[/dim]"
+        elif lo > 0:
+            word = "[red]REO higher in treatment[/red]"
+        elif hi < 0:
+            word = "[green]REO lower in treatment[/green]"
+        else:
+            word = "no detectable change"
+        t.add_row(
+            r["attribute"],
+            r["control"],
+            r["treatment"],
+            fmt(r["diff"]),
+            f"[{fmt(lo)}, {fmt(hi)}]",
+            fmt(r.get("p_value"), 3),
+            fmt(r.get("q_value"), 3),
+            word,
+        )
+    return t
+
+
 def prevalence_table(rows: list[dict], title: str) -> Table:
     """Rich table of ``threshold_prevalence`` rows (seed 002 eqs. 6, 8-11)."""
     t = Table(title=title, title_justify="left")
