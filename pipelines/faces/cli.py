@@ -179,6 +179,7 @@ def run(
     _prefect_env(verbose)
     ds = _parse_date(date, "--date")
     cfg = _load(config)
+    err.print(f"fairmon run {ds} ({config}): checking inputs, then counts and estimators", highlight=False)
     r = _run(cfg, config, [ds], show_progress=False, force_ingest=force_ingest, wait_seconds=wait)[0]
     if as_json:
         _dump({"days": [r], "exit_code": exit_code([r])})

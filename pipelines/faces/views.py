@@ -243,8 +243,6 @@ def run_days_with_progress(
     ``console`` (hidden when ``show_progress`` is false) and the prestage line.
     ``options`` go to ``run_days`` (force_ingest, concurrency, wait_seconds).
     Returns its per-day summaries; raises what it raises."""
-    from fairmon.pipelines.runner import run_days  # imports Prefect: only when days run
-
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -262,7 +260,8 @@ def run_days_with_progress(
             )
 
     with progress:
-        job = progress.add_task(f"fairmon {len(days)} day(s)", total=len(days))
+        job = progress.add_task(f"fairmon {len(days)} day(s): starting", total=len(days))
+        from fairmon.pipelines.runner import run_days  # imports Prefect and GX: only when days run, bar shown first
 
         def day_done(r: dict) -> None:
             progress.update(job, description=f"fairmon {r['ds']} {r['status']}")

@@ -1,0 +1,77 @@
+"""Benchmark: time to the first line of output of a fresh ``fairmon`` process
+(issue 18 item 3), for ``--help``, a config error and ``run`` on a simulated
+day (Prefect's temporary API and GX start after that line), plus each
+command's total time. Target: the first line within 2 s for every command.
+
+    .venv/bin/python bench/startup.py [--repeat 3]
+
+Prints per command the median seconds to the first output line and to exit;
+last line: the worst median time to first output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import selectors
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+FAIRMON = [sys.executable, "-m", "fairmon"]
+
+
+def first_output(args: list[str], cwd: Path) -> tuple[float, float, int]:
+    """(seconds to the first byte on stdout or stderr, seconds to exit, exit code)."""
+    env = {**os.environ, "COLUMNS": "100"}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([*FAIRMON, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    sel.register(proc.stderr, selectors.EVENT_READ)
+    first = None
+    open_streams = 2
+    while open_streams:
+        for key, _ in sel.select():
+            chunk = os.read(key.fileobj.fileno(), 65536)
+            if not chunk:
+                sel.unregister(key.fileobj)
+                open_streams -= 1
+            elif first is None:
+                first = time.perf_counter() - t0
+    code = proc.wait()
+    return (first if first is not None else float("nan")), time.perf_counter() - t0, code
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="fairmon-startup-"))
+    subprocess.run(
+        [*FAIRMON, "simulate", "-o", str(work / "sim"), "--days", "1", "--rows-per-day", "20000"],
+        check=True,
+        capture_output=True,
+    )
+    (work / "bad.toml").write_text('[impressions]\nformat = "tiktok"\nrandom_window_days = 0\n')
+    commands = {
+        "--help": ["--help"],
+        "config error": ["run", "--date", "2026-01-01", "-c", str(work / "bad.toml")],
+        "run (one day)": ["run", "--date", "2026-01-01", "-c", str(work / "sim" / "fairmon.toml")],
+    }
+    worst = 0.0
+    print(f"{'command':<16} {'first output':>13} {'exit':>8}  code")
+    for name, cmd in commands.items():
+        runs = [first_output(cmd, work) for _ in range(args.repeat)]
+        first = statistics.median(r[0] for r in runs)
+        total = statistics.median(r[1] for r in runs)
+        print(f"{name:<16} {first:12.2f}s {total:7.2f}s  {runs[-1][2]}")
+        worst = max(worst, first)
+    print(f"worst median time to first output: {worst:.2f} s (target <= 2 s)")
+
+
+if __name__ == "__main__":
+    main()
