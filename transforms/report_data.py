@@ -134,3 +134,140 @@ def report_data(
         opt(sdt),
         {name: opt(frame) for name, frame in (extras or {}).items()},
     )
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:+.1f} %"
+
+
+def _num(x: float | None, digits: int = 3) -> str:
+    return "NaN" if x is None or x != x else f"{x:.{digits}f}"
+
+
+def reo_verdict_paragraphs(reo: pl.DataFrame, reo_group: pl.DataFrame) -> list[dict]:
+    """One paragraph in words per arm × attribute of the latest day in ``reo``
+    (rows of the ``reo`` table; ``reo_group`` rows of the same days): which
+    group is favoured and which disfavoured — claimed only when that group's
+    ΔU interval excludes 0 —, REO with its interval against the line (1/9 for
+    K = 2, ``reo_threshold`` otherwise), the verdict of DESIGN §4.1 and the
+    parity test. Returns [{arm, attribute, verdict, text}], sorted by
+    attribute and arm; empty without rows. Source: seed 001 eqs. 19–20
+    (U_k, ΔU_k, REO); DESIGN §4.1 (interval verdicts)."""
+    if reo.is_empty():
+        return []
+    day = reo.get_column("ds").max()
+    out = []
+    for r in reo.filter(pl.col("ds") == day).sort("attribute", "arm").iter_rows(named=True):
+        groups = (
+            reo_group.filter(
+                (pl.col("ds") == day) & (pl.col("arm") == r["arm"]) & (pl.col("attribute") == r["attribute"])
+            ).to_dicts()
+            if not reo_group.is_empty()
+            else []
+        )
+        level = f"{100 * r['level']:g} %" if r.get("level") else ""
+        parts = [f"On {day}, arm {r['arm']}, {r['attribute']} ({r['K']} groups):"]
+        clear = [g for g in groups if g["ci_low"] == g["ci_low"] and (g["ci_low"] > 0 or g["ci_high"] < 0)]
+        up = max((g for g in clear if g["ci_low"] > 0), key=lambda g: g["delta_U"], default=None)
+        down = min((g for g in clear if g["ci_high"] < 0), key=lambda g: g["delta_U"], default=None)
+        if up:
+            parts.append(
+                f"group {up['group']} is favoured: its utility is {_pct(up['delta_U'])} against the mean "
+                f"({level} CI {_pct(up['ci_low'])} to {_pct(up['ci_high'])})"
+                + (f", group {down['group']} disfavoured at {_pct(down['delta_U'])}." if down else ".")
+            )
+        elif down:
+            parts.append(f"group {down['group']} is disfavoured at {_pct(down['delta_U'])} against the mean.")
+        elif groups:
+            parts.append("no group's ΔU interval excludes 0: no group is clearly favoured.")
+        line = r.get("reo_threshold")
+        line_txt = (
+            "the 80 % rule line REO = 1/9"
+            if (r["K"] or 0) <= 2
+            else f"the configured line reo_threshold = {_num(line)}"
+        )
+        verdict = r.get("verdict_80pct") or "undefined"
+        if verdict == "undefined" or r["reo"] != r["reo"]:
+            parts.append(f"REO is undefined: {r.get('reason') or 'no reason recorded'}.")
+        else:
+            parts.append(f"REO = {_num(r['reo'])}, {level} CI [{_num(r['ci_low'])}, {_num(r['ci_high'])}]")
+            parts[-1] += {
+                "exceeds": f": the whole interval lies above {line_txt} — the disparity exceeds it.",
+                "within": f": the whole interval lies at or below {line_txt}.",
+                "inconclusive": f": the interval reaches both sides of {line_txt} or a group is small — "
+                "inconclusive, not a finding either way.",
+            }.get(verdict, ".")
+            if r.get("reason"):
+                parts.append(f"Note: {r['reason']}.")
+        p = r.get("parity_p_value")
+        if p is not None and p == p:
+            parts.append(
+                "Parity test (all U_k equal): " + (f"p = {p:.2g}" if p > 0 else "p < 1e-300")
+                + (", parity rejected." if p < 1 - (r.get("level") or 0.95) else ", parity not rejected.")
+            )
+        out.append({"arm": r["arm"], "attribute": r["attribute"], "verdict": verdict, "text": " ".join(parts)})
+    return out
+
+
+def prevalence_finding(prev: pl.DataFrame) -> list[str]:
+    """One sentence per model × attribute of the latest day of
+    ``threshold_prevalence`` rows: the outcome rate at the threshold t per
+    group with its interval, and the spread of implied cost ratios (seed 002
+    §4, eqs. 6 and 12). Empty without rows."""
+    if prev.is_empty():
+        return []
+    day = prev.get_column("ds").max()
+    last = prev.filter(pl.col("ds") == day)
+    out = []
+    for (model, attribute), rows in last.group_by("model", "attribute", maintain_order=True):
+        rows = rows.sort("prevalence_at_threshold", nulls_last=True).to_dicts()
+        ok = [r for r in rows if r["prevalence_at_threshold"] == r["prevalence_at_threshold"] and r["group"] != "*"]
+        if len(ok) < 2:
+            continue
+        lo, hi = ok[0], ok[-1]
+        out.append(
+            f"{model} by {attribute}, at t = {lo['t']:g}: the outcome rate at the threshold ranges from "
+            f"{_num(lo['prevalence_at_threshold'])} ({lo['group']}, CI [{_num(lo['ci_low'])}, {_num(lo['ci_high'])}]) "
+            f"to {_num(hi['prevalence_at_threshold'])} ({hi['group']}, CI [{_num(hi['ci_low'])}, "
+            f"{_num(hi['ci_high'])}]); implied cost ratios {_num(lo['implied_cost_ratio'], 2)} and "
+            f"{_num(hi['implied_cost_ratio'], 2)}: "
+            + (
+                "the intervals do not overlap, so the threshold trades errors differently for these groups."
+                if lo["ci_high"] < hi["ci_low"]
+                else "the intervals overlap: no clear difference in the trade-off."
+            )
+        )
+    return out
+
+
+def labeler_finding(sdt: pl.DataFrame) -> list[str]:
+    """One sentence per labeler (and the pool, ``*``) and attribute of the
+    latest day of ``sdt`` rows whose implied thresholds differ across groups:
+    the lowest and highest implied threshold with their intervals and d′
+    (seed 002 §4.2, eqs. 10–12). Empty without rows."""
+    if sdt.is_empty():
+        return []
+    day = sdt.get_column("ds").max()
+    out = []
+    last = sdt.filter(pl.col("ds") == day).sort("labeler_id", "attribute", "group")
+    for (lab, attribute), rows in last.group_by("labeler_id", "attribute", maintain_order=True):
+        ok = [r for r in rows.to_dicts() if r["implied_threshold"] == r["implied_threshold"]]
+        if len(ok) < 2:
+            continue
+        lo = min(ok, key=lambda r: r["implied_threshold"])
+        hi = max(ok, key=lambda r: r["implied_threshold"])
+        who = "the labeler pool" if lab == "*" else f"labeler {lab}"
+        apart = lo["implied_threshold_ci_high"] < hi["implied_threshold_ci_low"]
+        out.append(
+            f"{who}, by {attribute}: implied threshold {_num(lo['implied_threshold'], 2)} for {lo['group']} "
+            f"(CI [{_num(lo['implied_threshold_ci_low'], 2)}, {_num(lo['implied_threshold_ci_high'], 2)}], "
+            f"d′ = {_num(lo['d_prime'], 2)}) against {_num(hi['implied_threshold'], 2)} for {hi['group']} "
+            f"(CI [{_num(hi['implied_threshold_ci_low'], 2)}, {_num(hi['implied_threshold_ci_high'], 2)}], "
+            f"d′ = {_num(hi['d_prime'], 2)}): "
+            + (
+                f"{lo['group']} items are flagged at a lower probability — a different cost ratio per group."
+                if apart
+                else "the intervals overlap: no clear difference."
+            )
+        )
+    return out

@@ -231,7 +231,6 @@ def run_demo(out: Path, console: Console) -> None:
                 "ratio c = (1 - p)/p, screenings 2013-2014",
             )
         )
-    compas_report = build_report(compas_cfg, COMPAS_DS, COMPAS_DS, config_name=str(ccfg))
     if compas_results[0]["status"] == "published":
         rel = export_release(compas_cfg, COMPAS_DS, "sex", "compas", 0.5, out=compas / "releases" / "compas_sex.json")
         console.print(
@@ -239,6 +238,7 @@ def run_demo(out: Path, console: Console) -> None:
             f"EFG = {rel['efg']:.4f}, FG in [{rel['fg_interval'][0]:.3f}, {rel['fg_interval'][1]:.3f}] "
             f"-> decision at α = {rel['alpha']}: [bold]{rel['decision']}[/bold]; {compas / 'releases'}"
         )
+    compas_report = build_report(compas_cfg, COMPAS_DS, COMPAS_DS, config_name=str(ccfg))  # with the release
 
     console.rule("4. simulated labelers: known d' and criteria per content group (seed 002 §5.3)")
     labels = out / "labels"

@@ -4,6 +4,7 @@ network), built only from days whose data passed the checks."""
 from __future__ import annotations
 
 import datetime as dt
+import html
 import io
 from pathlib import Path
 
@@ -18,18 +19,48 @@ from jinja2 import Environment
 from fairmon.pipelines.config import FairmonConfig
 from fairmon.pipelines.storage.warehouse import latest_runs, read_table
 from fairmon.transforms.reo import EIGHTY_PERCENT_RULE_REO
-from fairmon.transforms.report_data import ReportData, report_data
+from fairmon.transforms.report_data import (
+    ReportData,
+    labeler_finding,
+    prevalence_finding,
+    reo_verdict_paragraphs,
+    report_data,
+)
 
 plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False})
 MAX_GROUP_LINES = 6
 
 
-def _svg(fig) -> str:
+def _svg(fig, tips: dict[str, str] | None = None) -> str:
+    """The figure as inline SVG text; ``tips`` maps an artist's gid to the
+    hover text the browser shows on it (an SVG <title>, works offline)."""
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight")
     plt.close(fig)
     text = buf.getvalue()
-    return text[text.index("<svg") :]
+    text = text[text.index("<svg") :]
+    for gid, tip in (tips or {}).items():
+        text = text.replace(f'<g id="{gid}">', f'<g id="{gid}"><title>{html.escape(tip)}</title>', 1)
+    return text
+
+
+#: One colour per arm, the same in every plot of a report (matplotlib's tab10, by sorted arm name).
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+
+
+def arm_colors(arms) -> dict[str, str]:
+    """{arm: colour} for every arm of the report, by sorted name (cycling after 10)."""
+    return {a: PALETTE[i % len(PALETTE)] for i, a in enumerate(sorted(set(arms)))}
+
+
+def _point_tips(ax, x: list, y, texts: list[str], prefix: str, tips: dict[str, str]) -> None:
+    """Near-invisible hover targets on each finite point, their texts in ``tips``."""
+    for i, (xi, yi, t) in enumerate(zip(x, y, texts, strict=True)):
+        if yi is None or yi != yi:
+            continue
+        gid = f"{prefix}-{len(tips)}-{i}"
+        ax.scatter([xi], [yi], s=60, alpha=0.01, gid=gid, zorder=4)
+        tips[gid] = t
 
 
 def _daily(frame: pl.DataFrame, start: dt.date, end: dt.date) -> pl.DataFrame:
@@ -77,16 +108,41 @@ def verdict_line(reo: pl.DataFrame) -> tuple[float, str]:
     return line, f"configured reo_threshold = {100 * line:.1f}% (K = {K}; the 80% rule is for 2 groups)"
 
 
-def reo_figure(reo: pl.DataFrame, attribute: str, excluded: list[dt.date], start: dt.date, end: dt.date) -> str:
-    """Daily REO per arm with its CI band and the 80 %-rule line (REO = 1/9), as SVG."""
+def reo_figure(
+    reo: pl.DataFrame,
+    attribute: str,
+    excluded: list[dt.date],
+    start: dt.date,
+    end: dt.date,
+    colors: dict[str, str] | None = None,
+) -> str:
+    """Daily REO per arm (colours from ``colors``) with its CI band and the
+    80 %-rule line (REO = 1/9), as SVG; hovering a point shows its day, REO,
+    interval and verdict."""
     fig, ax = plt.subplots(figsize=(7.5, 3.0), layout="constrained")
     sub = reo.filter(pl.col("attribute") == attribute)
+    colors = colors or arm_colors(sub.get_column("arm"))
+    tips: dict[str, str] = {}
     for arm in sorted(set(sub.get_column("arm"))):
         a = _daily(sub.filter(pl.col("arm") == arm), start, end)
         x = a.get_column("ds").to_list()
-        ax.fill_between(x, a.get_column("ci_low").to_numpy(), a.get_column("ci_high").to_numpy(), alpha=0.2)
+        c = colors.get(arm)
+        ax.fill_between(
+            x, a.get_column("ci_low").to_numpy(), a.get_column("ci_high").to_numpy(), alpha=0.2, color=c, lw=0
+        )
         y = a.get_column("reo").to_numpy()
-        (line,) = ax.plot(x, y, marker="o", ms=3, label=f"{arm}")
+        (line,) = ax.plot(x, y, marker="o", ms=3, label=f"{arm}", color=c)
+        _point_tips(
+            ax,
+            x,
+            y,
+            [
+                f"{d} · arm {arm} · REO {_fmt(r)} [{_fmt(lo)}, {_fmt(hi)}] · {v}"
+                for d, r, lo, hi, v in a.select("ds", "reo", "ci_low", "ci_high", "verdict_80pct").iter_rows()
+            ],
+            f"reo-{attribute}",
+            tips,
+        )
         ax.errorbar(
             x,
             y,
@@ -127,7 +183,7 @@ def reo_figure(reo: pl.DataFrame, attribute: str, excluded: list[dt.date], start
     ax.set_title(f"Daily REO by arm, attribute '{attribute}' (band: {ci_label(sub)}; grey: excluded day)", loc="left")
     ax.legend(title="arm", fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     _date_axis(ax, start, end)
-    return _svg(fig)
+    return _svg(fig, tips)
 
 
 def delta_u_figure(group: pl.DataFrame, attribute: str, start: dt.date, end: dt.date) -> str:
@@ -137,15 +193,19 @@ def delta_u_figure(group: pl.DataFrame, attribute: str, start: dt.date, end: dt.
     arms = sorted(set(sub.get_column("arm")))
     groups = sorted(set(sub.get_column("group")))
     many = len(groups) > MAX_GROUP_LINES
+    ncols = min(2, len(arms))  # at most two panels a row: the page width keeps the text readable
+    nrows = -(-len(arms) // ncols)
     fig, axes = plt.subplots(
-        1,
-        len(arms),
-        figsize=(7.5 if len(arms) == 1 else 4.2 * len(arms), 0.28 * len(groups) + 1.2 if many else 2.8),
+        nrows,
+        ncols,
+        figsize=(7.5, nrows * (0.28 * len(groups) + 1.2 if many else 2.6)),
         squeeze=False,
         sharey=True,
         layout="constrained",
     )
-    for ax, arm in zip(axes[0], arms):
+    for ax in axes.flat[len(arms) :]:
+        ax.set_visible(False)
+    for ax, arm in zip(axes.flat, arms):
         a = sub.filter(pl.col("arm") == arm)
         ax.axhline(0, color="black", lw=0.6) if not many else ax.axvline(0, color="black", lw=0.6)
         if many:
@@ -178,23 +238,42 @@ def delta_u_figure(group: pl.DataFrame, attribute: str, start: dt.date, end: dt.
             ax.set_ylabel("ΔU (relative utility)")
             _date_axis(ax, start, end)
     if not many:
-        axes[0][-1].legend(title=attribute, fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        axes.flat[ncols - 1].legend(
+            title=attribute, fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0)
+        )
     fig.suptitle(
         f"Relative utility ΔU_k = U_k/mean(U) − 1 by group, '{attribute}' (95% CI)", x=0.01, ha="left", fontsize=10
     )
     return _svg(fig)
 
 
-def ab_figure(ab: pl.DataFrame, attribute: str, start: dt.date, end: dt.date) -> str:
-    """D_REO = REO_T − REO_C per day and treatment with its CI (like seed 001 Fig. 9), as SVG."""
+def ab_figure(
+    ab: pl.DataFrame, attribute: str, start: dt.date, end: dt.date, colors: dict[str, str] | None = None
+) -> str:
+    """D_REO = REO_T − REO_C per day and treatment with its CI (like seed 001
+    Fig. 9), in the treatment arm's colour, as SVG with hover texts."""
     fig, ax = plt.subplots(figsize=(7.5, 3.0), layout="constrained")
     sub = ab.filter((pl.col("attribute") == attribute) & (pl.col("metric") == "reo"))
     method = sub.get_column("method").head(1).item() if sub.height else ""
     sub = sub.filter(pl.col("method") == method)
+    colors = colors or arm_colors(sub.get_column("treatment"))
+    tips: dict[str, str] = {}
     for (control, treatment), g in sorted(sub.group_by("control", "treatment"), key=lambda kv: kv[0]):
-        s = _daily(g.select("ds", "diff", "ci_low", "ci_high"), start, end)
+        s = _daily(g.select("ds", "diff", "ci_low", "ci_high", "p_value"), start, end)
         y = s.get_column("diff").to_numpy()
-        (line,) = ax.plot(s.get_column("ds").to_list(), y, marker="o", ms=3, label=f"{treatment} − {control}")
+        x = s.get_column("ds").to_list()
+        (line,) = ax.plot(x, y, marker="o", ms=3, label=f"{treatment} − {control}", color=colors.get(treatment))
+        _point_tips(
+            ax,
+            x,
+            y,
+            [
+                f"{d} · {treatment} − {control} · D_REO {_fmt(v)} [{_fmt(lo)}, {_fmt(hi)}] · p {_pfmt(p)}"
+                for d, v, lo, hi, p in s.iter_rows()
+            ],
+            f"ab-{attribute}",
+            tips,
+        )
         ax.fill_between(
             s.get_column("ds").to_list(),
             s.get_column("ci_low").to_numpy(),
@@ -209,7 +288,7 @@ def ab_figure(ab: pl.DataFrame, attribute: str, start: dt.date, end: dt.date) ->
     ax.set_title(f"D_REO = REO(treatment) − REO(control), '{attribute}' (band: {band}, method {method})", loc="left")
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     _date_axis(ax, start, end)
-    return _svg(fig)
+    return _svg(fig, tips)
 
 
 def model_threshold_figure(prev: pl.DataFrame) -> str:
@@ -304,6 +383,10 @@ below it, <b>inconclusive</b> otherwise or when a group has too few positives to
 line is REO = 1/9 ≈ 11.1%, the 80% rule for two groups; attributes with more groups use the configured
 <code>reo_threshold</code>, labeled as such.</p>{% endif %}
 
+{% if verdict_paragraphs %}<h2>Verdicts in words ({{ latest_day }})</h2>
+{% for v in verdict_paragraphs %}<p class="verdict verdict-{{ v.verdict }}"><b class="{{ {'exceeds': 'bad', 'within': 'ok', 'inconclusive': 'warn'}.get(v.verdict, 'muted') }}">{{ v.verdict }}</b> · {{ v.text }}</p>
+{% endfor %}{% endif %}
+
 {% if reo_figs or not (model_fig or labeler_fig) %}<h2>Daily REO</h2>
 {% for attr, svg in reo_figs %}<figure>{{ svg }}</figure>{% else %}<p>No published REO in range.</p>{% endfor %}{% endif %}
 
@@ -351,8 +434,36 @@ and metrics). Bold: q &lt; 0.05, a change that survives the multiple comparisons
 <p>The implied threshold is the outcome probability at which a decision maker acts; its cost ratio is
 c = (1 − τ)/τ (Lum et al., seed 002, eq. 6 and eq. 12). Different thresholds for different groups mean
 different trade-offs between false positives and false negatives. Latest published day.</p>
-{% if model_fig %}<h3>Model decisions: prevalence at the threshold</h3><figure>{{ model_fig }}</figure>{% endif %}
-{% if labeler_fig %}<h3>Human labelers (signal detection)</h3><figure>{{ labeler_fig }}</figure>
+{% if model_fig %}<h3>Model decisions: prevalence at the threshold</h3>
+{% for line in prevalence_findings %}<p class="finding">{{ line }}</p>{% endfor %}
+<figure>{{ model_fig }}</figure>
+<table class="prevalence"><tr><th>model</th><th>attribute</th><th>group</th><th class="num">t</th>
+<th class="num">rows in window</th><th class="num">outcome rate at t</th><th>{{ prev_ci }}</th>
+<th class="num">implied cost ratio</th><th>its CI</th><th>note</th></tr>
+{% for r in prevalence_rows %}<tr><td>{{ r.model }}</td><td>{{ r.attribute }}</td><td>{{ r.group }}</td>
+<td class="num">{{ r.t }}</td><td class="num">{{ r.n_window }}</td><td class="num">{{ fmt(r.prevalence_at_threshold) }}</td>
+<td>[{{ fmt(r.ci_low) }}, {{ fmt(r.ci_high) }}]</td><td class="num">{{ fmt(r.implied_cost_ratio) }}</td>
+<td>[{{ fmt(r.cost_ratio_ci_low) }}, {{ fmt(r.cost_ratio_ci_high) }}]</td><td class="muted">{{ r.reason or '' }}</td></tr>
+{% endfor %}</table>
+{% if prevalence_diffs %}<h4>Pairwise differences of the outcome rate at t</h4>
+<table><tr><th>model</th><th>attribute</th><th>groups</th><th class="num">difference</th><th>interval</th>
+<th class="num">p</th><th class="num">q</th><th>note</th></tr>
+{% for r in prevalence_diffs %}<tr><td>{{ r.model }}</td><td>{{ r.attribute }}</td><td>{{ r.group_a }} − {{ r.group_b }}</td>
+<td class="num">{{ fmt(r.diff) }}</td><td>[{{ fmt(r.ci_low) }}, {{ fmt(r.ci_high) }}]</td>
+<td class="num">{{ pfmt(r.p_value) }}</td><td class="num">{{ pfmt(r.q_value) }}</td><td class="muted">{{ r.reason or '' }}</td></tr>
+{% endfor %}</table>{% endif %}{% endif %}
+{% if labeler_fig %}<h3>Human labelers (signal detection)</h3>
+{% for line in labeler_findings %}<p class="finding">{{ line }}</p>{% endfor %}
+<figure>{{ labeler_fig }}</figure>
+<table class="labelers"><tr><th>labeler</th><th>attribute</th><th>group</th><th class="num">gold +/−</th>
+<th class="num">FPR</th><th class="num">FNR</th><th class="num">d′</th><th class="num">criterion</th>
+<th class="num">implied threshold</th><th>its CI</th><th class="num">cost ratio</th><th class="num">q vs pool</th><th>note</th></tr>
+{% for r in labeler_rows %}<tr><td>{{ 'pool' if r.labeler_id == '*' else r.labeler_id }}</td><td>{{ r.attribute }}</td>
+<td>{{ r.group }}</td><td class="num">{{ r.n_pos }} / {{ r.n_neg }}</td><td class="num">{{ fmt(r.fpr) }}</td>
+<td class="num">{{ fmt(r.fnr) }}</td><td class="num">{{ fmt(r.d_prime) }}</td><td class="num">{{ fmt(r.criterion_t) }}</td>
+<td class="num">{{ fmt(r.implied_threshold) }}</td><td>[{{ fmt(r.implied_threshold_ci_low) }}, {{ fmt(r.implied_threshold_ci_high) }}]</td>
+<td class="num">{{ fmt(r.cost_ratio) }}</td><td class="num">{{ pfmt(r.q_value) }}</td><td class="muted">{{ r.reason or '' }}</td></tr>
+{% endfor %}</table>
 <h3>Labelers whose cost ratio for a group differs from the other labelers (q &lt; 0.05)</h3>
 <p class="muted">q = Benjamini–Hochberg q-value over the day's labeler × group tests.</p>
 {% if outliers %}<table><tr><th>attribute</th><th>group</th><th>labeler</th><th class="num">cost ratio</th>
@@ -363,21 +474,41 @@ different trade-offs between false positives and false negatives. Latest publish
 <td class="num bad">{{ pfmt(r.q_value) }}</td></tr>{% endfor %}</table>
 {% else %}<p class="ok">None.</p>{% endif %}{% endif %}{% endif %}
 
+{% if releases %}<h2>Private audit releases (ε-differential privacy, seed 000 §5)</h2>
+<p class="muted">Per-group score histograms of qualified individuals with discrete Laplace noise (OpenDP); the
+decision is read from the interval for the fairness gap FG: fair only when it lies at or below α, unfair only
+when above it, else inconclusive.</p>
+<table class="releases"><tr><th>release</th><th>model</th><th>attribute</th><th>window</th><th class="num">ε</th>
+<th class="num">budget spent / total</th><th>groups (sizes)</th><th class="num">EFG</th><th>FG interval</th>
+<th class="num">α</th><th>decision</th></tr>
+{% for r in releases %}<tr><td><a href="{{ r.href }}">{{ r.name }}</a></td><td>{{ r.model }}</td><td>{{ r.attribute }}</td>
+<td>{{ r.window[0] }} … {{ r.window[1] }}</td><td class="num">{{ r.epsilon }}</td>
+<td class="num">{{ r.budget_spent }} / {{ r.budget_total }}</td><td>{{ r.groups_text }}</td>
+<td class="num">{{ fmt(r.efg) }}</td><td>[{{ fmt(r.fg_interval[0]) }}, {{ fmt(r.fg_interval[1]) }}]</td>
+<td class="num">{{ r.alpha }}</td><td class="{{ {'fair': 'ok', 'unfair': 'bad'}.get(r.decision, 'warn') }}">{{ r.decision }}</td></tr>
+{% endfor %}</table>{% endif %}
+
 <h2>Excluded days</h2>
 {% if d.excluded.height %}<table><tr><th>ds</th><th>reasons (failed critical expectations)</th></tr>
 {% for r in d.excluded.iter_rows(named=True) %}<tr><td>{{ r.ds }}</td><td class="bad">{{ r.reasons }}</td></tr>
 {% endfor %}</table>{% else %}<p class="ok">None: every day in range passed its checks.</p>{% endif %}
 
 <h2>Data quality</h2>
-<p class="muted">One row per day and suite (Great Expectations). Warnings do not block publication.
-{% if docs %}Full validation results: GX Data Docs at <code>{{ docs }}</code>.{% endif %}</p>
-{% if d.dq_summary.height %}<table><tr><th>ds</th><th>suite</th><th class="num">subjects</th><th>result</th>
+<p class="dq-passed">{{ dq_passed }} of {{ d.dq_summary.height }} day × suite validations passed every expectation
+(Great Expectations); failures and warnings are listed below. Warnings do not block publication.
+{% if docs %}Full validation results: <a href="{{ docs_href }}">GX Data Docs</a>.{% endif %}</p>
+{% if dq_problems %}<table><tr><th>ds</th><th>suite</th><th class="num">subjects</th><th>result</th>
 <th class="num">expectations</th><th class="num">failed (critical)</th><th class="num">warnings</th><th>warning names</th></tr>
-{% for r in d.dq_summary.iter_rows(named=True) %}<tr><td>{{ r.ds }}</td><td>{{ r.suite }}</td>
+{% for r in dq_problems %}<tr><td>{{ r.ds }}</td><td>{{ r.suite }}</td>
 <td class="num">{{ r.subjects }}</td><td class="{{ 'ok' if r.passed else 'bad' }}">{{ 'passed' if r.passed else 'FAILED' }}</td>
 <td class="num">{{ r.expectations }}</td><td class="num">{{ r.failed_critical }}</td>
 <td class="num {{ 'warn' if r.warnings else '' }}">{{ r.warnings }}</td><td class="warn">{{ r.warning_names }}</td></tr>
-{% endfor %}</table>{% else %}<p>No data-quality records in range.</p>{% endif %}
+{% endfor %}</table>{% elif not d.dq_summary.height %}<p>No data-quality records in range.</p>{% endif %}
+
+<h2>Data</h2>
+<p class="muted">Every number above comes from these date-partitioned Parquet tables (one folder per table,
+<code>ds=YYYY-MM-DD</code> partitions; columns in docs/tables.md), queryable with <code>fairmon sql</code>.</p>
+<ul>{% for name, href in data_links %}<li><a href="{{ href }}">{{ name }}</a></li>{% endfor %}</ul>
 </body></html>
 """
 
@@ -504,14 +635,28 @@ def extra_sections(extras: dict[str, pl.DataFrame]) -> list[tuple[str, dict]]:
     return out
 
 
-def render_report(d: ReportData, config: str = "", docs: str | None = None) -> str:
-    """The report's HTML text for prepared :class:`ReportData`."""
+def render_report(
+    d: ReportData,
+    config: str = "",
+    docs: str | None = None,
+    releases: list[dict] | None = None,
+    data_links: list[tuple[str, str]] | None = None,
+    prevalence_diff: pl.DataFrame | None = None,
+) -> str:
+    """The report's HTML text for prepared :class:`ReportData`; ``releases``
+    are the audit releases' JSON documents (with ``name`` and ``href``),
+    ``data_links`` (table, file URL) pairs and ``prevalence_diff`` the
+    ``threshold_prevalence_diff`` rows of published days."""
     attrs = sorted(set(d.reo.get_column("attribute"))) if not d.reo.is_empty() else []
     excluded = d.excluded.get_column("ds").to_list()
-    reo_figs = [(a, reo_figure(d.reo, a, excluded, d.start, d.end)) for a in attrs]
+    colors = arm_colors(
+        (d.reo.get_column("arm").to_list() if attrs else [])
+        + (d.reo_ab.get_column("treatment").to_list() if not d.reo_ab.is_empty() else [])
+    )
+    reo_figs = [(a, reo_figure(d.reo, a, excluded, d.start, d.end, colors)) for a in attrs]
     du_figs = [(a, delta_u_figure(d.reo_group, a, d.start, d.end)) for a in attrs] if not d.reo_group.is_empty() else []
     ab_figs = [
-        (a, ab_figure(d.reo_ab, a, d.start, d.end))
+        (a, ab_figure(d.reo_ab, a, d.start, d.end, colors))
         for a in attrs
         if not d.reo_ab.is_empty() and a in set(d.reo_ab.get_column("attribute"))
     ]
@@ -540,6 +685,28 @@ def render_report(d: ReportData, config: str = "", docs: str | None = None) -> s
             .to_dicts()
         )
     extras = extra_sections(d.extras or {})
+    prev_day = d.threshold_prevalence.get_column("ds").max() if not d.threshold_prevalence.is_empty() else None
+    prevalence_rows = (
+        d.threshold_prevalence.filter(pl.col("ds") == prev_day).sort("model", "attribute", "group").to_dicts()
+        if prev_day is not None
+        else []
+    )
+    diffs = prevalence_diff if prevalence_diff is not None else pl.DataFrame()
+    prevalence_diffs = (
+        diffs.filter(pl.col("ds") == prev_day).sort("model", "attribute", "group_a", "group_b").to_dicts()
+        if prev_day is not None and not diffs.is_empty()
+        else []
+    )
+    sdt_day = d.sdt.get_column("ds").max() if not d.sdt.is_empty() else None
+    labeler_rows = (
+        d.sdt.filter(pl.col("ds") == sdt_day).sort("attribute", "labeler_id", "group").to_dicts()
+        if sdt_day is not None
+        else []
+    )
+    dq_rows = d.dq_summary.to_dicts() if d.dq_summary.height else []
+    dq_problems = sorted(
+        (r for r in dq_rows if not r["passed"] or r["warnings"]), key=lambda r: (r["passed"], str(r["ds"]))
+    )
     env = Environment(autoescape=True)
     env.globals["fmt"] = _fmt
     env.globals["pfmt"] = _pfmt
@@ -566,7 +733,41 @@ def render_report(d: ReportData, config: str = "", docs: str | None = None) -> s
         extras=extras,
         ci=ci_label(d.reo) if attrs else "CI",
         docs=docs,
+        docs_href=Path(docs).resolve().as_uri() if docs else "",
+        verdict_paragraphs=reo_verdict_paragraphs(d.reo, d.reo_group) if attrs else [],
+        prevalence_findings=prevalence_finding(d.threshold_prevalence),
+        prevalence_rows=prevalence_rows,
+        prevalence_diffs=prevalence_diffs,
+        prev_ci=ci_label(d.threshold_prevalence) if prevalence_rows else "CI",
+        labeler_findings=labeler_finding(d.sdt),
+        labeler_rows=labeler_rows,
+        releases=releases or [],
+        dq_passed=sum(1 for r in dq_rows if r["passed"] and not r["warnings"]),
+        dq_problems=dq_problems,
+        data_links=data_links or [],
     )
+
+
+def audit_releases(folder: Path, start: dt.date, end: dt.date) -> list[dict]:
+    """The audit releases (``fairmon audit-export`` JSON files in ``folder``)
+    whose window ends in start..end, newest window first, each with ``name``,
+    ``href`` (file URL) and ``groups_text``. Unreadable files are skipped."""
+    import json
+
+    out = []
+    for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            r = json.loads(f.read_text())
+            w_end = dt.date.fromisoformat(r["window"][1])
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            continue
+        if start <= w_end <= end:
+            sizes = r.get("n_q") or []
+            r["groups_text"] = ", ".join(f"{g} ({n})" for g, n in zip(r.get("groups", []), sizes, strict=False)) + (
+                f"; sizes {r['group_sizes']}" if r.get("group_sizes") else ""
+            )
+            out.append({**r, "name": f.name, "href": f.resolve().as_uri()})
+    return sorted(out, key=lambda r: r["window"][1], reverse=True)
 
 
 def build_report(
@@ -588,7 +789,21 @@ def build_report(
         extras={t: read_table(wh, t) for t in ("reo_stage", "rsp", "user_precision")},
     )
     docs = cfg.gx_root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
-    text = render_report(d, config_name, str(docs) if docs.exists() else None)
+    diffs = read_table(wh, "threshold_prevalence_diff")
+    if not diffs.is_empty() and d.published:
+        diffs = diffs.filter(pl.col("ds").is_in(d.published))
+    text = render_report(
+        d,
+        config_name,
+        str(docs) if docs.exists() else None,
+        releases=audit_releases(wh.parent / "releases", start, end),
+        data_links=[
+            (t.name, t.resolve().as_uri()) for t in sorted(wh.iterdir()) if t.is_dir() and not t.name.startswith("_")
+        ]
+        if wh.exists()
+        else [],
+        prevalence_diff=diffs,
+    )
     out = out or wh.parent / f"report_{start}_{end}.html"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
