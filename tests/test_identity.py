@@ -176,9 +176,9 @@ def test_two_configs_sharing_a_warehouse_never_run_at_once(tmp_path):
     holder = _holder(warehouse_lock_path(tmp_path / "sim" / "warehouse"))
     try:
         r = _cli("run", "-c", cfg, "--date", D0)
-        assert r.exit_code == 1 and "another fairmon run holds" in r.output and "Traceback" not in r.output
+        assert r.exit_code == 5 and "another fairmon run holds" in r.output and "Traceback" not in r.output
         r = _cli("backfill", "-c", cfg, "--start", D0, "--end", D0, "--only-failed", "--wait", "0.5")
-        assert r.exit_code == 1 and "another fairmon run holds" in r.output and "Traceback" not in r.output
+        assert r.exit_code == 5 and "another fairmon run holds" in r.output and "Traceback" not in r.output
     finally:
         holder.kill()
         holder.wait()
