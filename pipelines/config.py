@@ -434,6 +434,17 @@ class ScheduleConfig(_Strict):
     name: str = "fairmon-daily"
 
 
+class GxConfig(_Strict):
+    """Great Expectations' own files (validation results, Data Docs pages)."""
+
+    keep_days: int = Field(
+        default=30,
+        ge=1,
+        description="validation results and their Data Docs pages older than this many days are deleted after "
+        "each run (dq_results keeps every day's outcome in the warehouse)",
+    )
+
+
 class FairmonConfig(_Strict):
     """The whole configuration. ``warehouse`` and ``duckdb`` are resolved paths."""
 
@@ -447,6 +458,7 @@ class FairmonConfig(_Strict):
     ab: ABConfig = ABConfig()
     schedule: ScheduleConfig = ScheduleConfig()
     audit: AuditConfig = AuditConfig()
+    gx: GxConfig = GxConfig()
     base_dir: Path = Field(default=Path("."), exclude=True)
 
     def resolve(self, p: str | Path) -> Path:

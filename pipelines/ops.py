@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
 from pathlib import Path
@@ -60,7 +61,13 @@ def days_to_run(
     return sorted(chosen)
 
 
-@flow(name="fairmon-scheduled")
+@flow(
+    name="fairmon-scheduled",
+    flow_run_name="fairmon-scheduled/lag-{lag_days}",
+    retries=2,
+    retry_delay_seconds=[60, 600],  # backoff: a busy lock or a late file system gets a minute, then ten
+    timeout_seconds=6 * 3600,
+)
 def scheduled(config_path: str, lag_days: int = 1, wait_seconds: float = 600.0) -> list[dict]:
     """The scheduled job: compute the day ``lag_days`` before today (UTC), and
     recompute every day that late data made stale, through the runner's day
@@ -91,6 +98,36 @@ def build_deployment(config_path: Path, cron: str, timezone: str, lag_days: int,
         description="fairmon: compute yesterday's fairness metrics and recompute days made stale by late data",
         tags=["fairmon"],
     )
+
+
+async def serve_until_stopped(deployment) -> None:
+    """Serve ``deployment`` (Prefect's Runner: polls for scheduled runs and
+    executes them) until SIGTERM or SIGINT, then stop the runner with its own
+    asynchronous shutdown and return. (Prefect's ``serve`` handles SIGTERM by
+    calling the runner's stop without awaiting it.)"""
+    import signal
+
+    from prefect.runner import Runner
+
+    runner = Runner(pause_on_shutdown=False)
+    await runner.aadd_deployment(deployment)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def request_stop(*_args) -> None:
+        loop.call_soon_threadsafe(stopping.set)
+
+    runner.handle_sigterm = request_stop  # Runner.start installs this as its SIGTERM handler
+    loop.add_signal_handler(signal.SIGINT, request_stop)
+    serving = asyncio.create_task(runner.start())
+    stopped = asyncio.create_task(stopping.wait())
+    await asyncio.wait({serving, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if not serving.done():
+        await runner.astop()
+        serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+    stopped.cancel()
 
 
 def next_runs(cron: str, timezone: str, n: int = 5, after: dt.datetime | None = None) -> list[dt.datetime]:

@@ -334,6 +334,31 @@ def gate_for(cfg: FairmonConfig) -> QualityGate:
         return gate
 
 
+def prune_gx(root: Path, keep_days: int, now: float | None = None) -> int:
+    """Delete GX validation results and their Data Docs pages (under
+    ``<root>/gx/uncommitted/validations`` and ``.../data_docs/local_site/validations``)
+    last written more than ``keep_days`` days before ``now`` (epoch seconds,
+    default: the current time), then their empty folders. The warehouse's
+    ``dq_results`` keeps every day's outcome; only GX's copies go. Returns the
+    number of files deleted."""
+    import time
+
+    cutoff = (time.time() if now is None else now) - keep_days * 86400
+    base = root / "gx" / "uncommitted"
+    removed = 0
+    for tree in (base / "validations", base / "data_docs" / "local_site" / "validations"):
+        if not tree.is_dir():
+            continue
+        for f in tree.rglob("*"):
+            if f.is_file() and f.stat().st_mtime < cutoff:
+                f.unlink()
+                removed += 1
+        for d in sorted((d for d in tree.rglob("*") if d.is_dir()), key=lambda d: len(d.parts), reverse=True):
+            if not any(d.iterdir()):
+                d.rmdir()
+    return removed
+
+
 def build_docs(cfg: FairmonConfig) -> Path:
     """Render the validations run so far into GX Data Docs, unless the current
     run defers them to its end (a backfill; see

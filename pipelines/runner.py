@@ -21,7 +21,7 @@ from fairmon.pipelines.config import FairmonConfig
 from fairmon.pipelines.flows import DayQuarantined, daily
 from fairmon.pipelines.ingest.staging import prestage_impressions
 from fairmon.pipelines.prefect_guard import guard_temporary_server
-from fairmon.pipelines.quality import gate_for, preload_gate
+from fairmon.pipelines.quality import gate_for, preload_gate, prune_gx
 from fairmon.pipelines.run import Run, in_run, run_scope
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock
@@ -51,6 +51,7 @@ def docs_deferred(run: Run) -> Iterator[None]:
         yield
     finally:
         run.docs_deferred = False
+        prune_gx(run.cfg.gx_root, run.cfg.gx.keep_days)  # [gx] keep_days: GX's files do not grow without end
         gate_for(run.cfg).build_docs()
 
 

@@ -207,3 +207,50 @@ def test_ab_view_reads_the_interval_not_the_point():
     assert "REO higher in treatment" in lines["up"] and "REO lower in treatment" in lines["down"]
     assert "no detectable change" in lines["flat"] and "undefined: Q_k = 0" in lines["nan"]
     assert "other" not in lines  # one method per table: the configured headline
+
+
+def test_prune_gx_deletes_only_old_validation_files(tmp_path):
+    import os
+
+    from fairmon.pipelines.config import load_config
+    from fairmon.pipelines.quality import prune_gx
+
+    base = tmp_path / "gx" / "uncommitted"
+    old = base / "validations" / "reo" / "run1" / "a.json"
+    new = base / "data_docs" / "local_site" / "validations" / "reo" / "run2" / "b.html"
+    keep = base / "data_docs" / "local_site" / "index.html"
+    for f in (old, new, keep):
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("x")
+    now = time.time()
+    os.utime(old, (now - 40 * 86400, now - 40 * 86400))
+    os.utime(keep, (now - 40 * 86400, now - 40 * 86400))
+    assert prune_gx(tmp_path, keep_days=30, now=now) == 1
+    assert not old.exists() and not old.parent.exists() and new.exists() and keep.exists()
+    (tmp_path / "c.toml").write_text(config_template("tiktok") + "\n[gx]\nkeep_days = 7\n")
+    assert load_config(tmp_path / "c.toml").gx.keep_days == 7
+
+
+@pytest.mark.slow
+def test_serve_stops_cleanly_on_sigterm(tmp_path):
+    import signal
+
+    sim = tmp_path / "sim"
+    write_simulation(SPEC, sim, "csv")
+    env = {**__import__("os").environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fairmon", "serve", "-c", str(sim / "fairmon.toml")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert "serving deployment fairmon-daily" in proc.stdout.readline()
+        time.sleep(8)  # the runner polls its schedule
+        proc.send_signal(signal.SIGTERM)
+        out, errs = proc.communicate(timeout=90)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, errs[-2000:]
+    assert "fairmon serve stopped" in out and "never awaited" not in errs and "Traceback" not in errs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import sys
@@ -308,8 +309,6 @@ def serve(
     recomputes days that late data made stale."""
     _prefect_env(verbose=True)
     cfg = _load(config)
-    from prefect import serve as prefect_serve
-
     from fairmon.pipelines.ops import build_deployment
 
     sc = cfg.schedule
@@ -318,9 +317,16 @@ def serve(
     )
     console.print(
         f"serving deployment {dep.name}: cron {dep.schedules[0].schedule.cron} "
-        f"({dep.schedules[0].schedule.timezone}), parameters {dep.parameters}"
+        f"({dep.schedules[0].schedule.timezone}), parameters {dep.parameters}; stop with Ctrl-C or SIGTERM",
+        highlight=False,
     )
-    prefect_serve(dep)
+    import asyncio
+
+    from fairmon.pipelines.ops import serve_until_stopped
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve_until_stopped(dep))
+    console.print("fairmon serve stopped")
 
 
 schedule_app = typer.Typer(help="Inspect the daily schedule.", no_args_is_help=True)
@@ -456,10 +462,10 @@ def plan(
         "arm",
         "attribute",
         "random rows/day",
-        "over days",
+        "window span (days)",
         "SE(REO) now",
         "random rows for target SE",
-        "days of random traffic",
+        "days to collect them",
     ):
         t.add_column(c, justify="left" if c in ("arm", "attribute") else "right")
     for r in table.iter_rows(named=True):
