@@ -202,7 +202,8 @@ def reo_verdict_paragraphs(reo: pl.DataFrame, reo_group: pl.DataFrame) -> list[d
         p = r.get("parity_p_value")
         if p is not None and p == p:
             parts.append(
-                "Parity test (all U_k equal): " + (f"p = {p:.2g}" if p > 0 else "p < 1e-300")
+                "Parity test (all U_k equal): "
+                + (f"p = {p:.2g}" if p > 0 else "p < 1e-300")
                 + (", parity rejected." if p < 1 - (r.get("level") or 0.95) else ", parity not rejected.")
             )
         out.append({"arm": r["arm"], "attribute": r["attribute"], "verdict": verdict, "text": " ".join(parts)})
