@@ -16,6 +16,9 @@ import datetime as dt
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import Any
+
+from prefect import flow
 
 from fairmon.pipelines.config import FairmonConfig
 from fairmon.pipelines.flows import DayQuarantined, daily
@@ -102,10 +105,27 @@ def run_days(
             pre = prestage_impressions(cfg, days, force_ingest)
             if on_prestage is not None:
                 on_prestage(pre)
-        one = in_run(lambda ds: day_summary(run, ds, force_ingest, wait_seconds))
-        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            for r in pool.map(one, days):
-                results[r["ds"]] = r
-                if on_day is not None:
-                    on_day(r)
+
+        def each_day() -> None:
+            one = in_run(lambda ds: day_summary(run, ds, force_ingest, wait_seconds))  # inside the parent flow
+            with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+                for r in pool.map(one, days):
+                    results[r["ds"]] = r
+                    if on_day is not None:
+                        on_day(r)
+
+        if len(days) > 1:  # one parent run in Prefect's UI; the days are its fairmon-daily/<ds> subflow runs
+            backfill(days[0], days[-1], len(days), each_day)
+        else:
+            each_day()
     return [results[d] for d in days]
+
+
+@flow(name="fairmon-backfill", flow_run_name="fairmon-backfill/{start}..{end}", validate_parameters=False)
+def backfill(start: dt.date, end: dt.date, n_days: int, each_day: Any) -> None:
+    """The parent flow run of a range of days (``fairmon-backfill/<start>..<end>``):
+    ``each_day`` runs the days, each as its own ``fairmon-daily/<ds>`` run.
+    Its state is Completed when every day was run, whatever each day's own
+    outcome (published, quarantined or failed: see the day runs); an error
+    outside the days fails it."""
+    each_day()

@@ -83,6 +83,7 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
     assert "Run summary" in res.stderr
 
     _assert_prefect_records("2026-03-01")
+    assert _flow_run_state("fairmon-backfill/2026-03-01..2026-03-02") == ("Completed", "COMPLETED")
 
     res = runner.invoke(app, ["sql", 'select ds, "group", n from group_counts order by all', "--json"], env=env)
     rows = json.loads(res.stdout)["rows"]
