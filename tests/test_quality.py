@@ -420,13 +420,15 @@ def test_clean_days_publish_and_record_every_suite(gated_backfill):
 class _Collect(HTMLParser):
     def __init__(self):
         super().__init__()
-        self.tags, self.urls, self.text = [], [], []
+        self.tags, self.urls, self.text, self.links = [], [], [], []
 
     def handle_starttag(self, tag, attrs):
         self.tags.append(tag)
         for k, v in attrs:
-            if k in ("src", "href") and v:
+            if k == "src" and v or (k == "href" and v and tag != "a"):  # links to the data files load nothing
                 self.urls.append(v)
+            if tag == "a" and k == "href":
+                self.links.append(v)
 
     def handle_data(self, data):
         self.text.append(data)
@@ -440,6 +442,8 @@ def test_report_is_offline_gated_and_has_the_plots(gated_backfill):
     p = _Collect()
     p.feed(text)
     assert p.urls == []  # nothing to fetch: no scripts, images or stylesheets from anywhere
+    assert all(u.startswith("file://") for u in p.links)  # links only to local data files and Data Docs
+    assert any(u.endswith("/warehouse/reo") for u in p.links)
     assert not re.search(r"<(script|link|img|iframe)\b", text)
     assert p.tags.count("svg") == 2  # daily REO (one attribute) and ΔU
     body = " ".join(p.text)
