@@ -66,6 +66,15 @@ def test_sample_size_json():
     assert doc["private"] >= doc["nonprivate"] > 0 and doc["ratio"] <= 6.34
 
 
+def test_envy_plan_json():
+    """Seed 004 Th. 2 at δ = 0.05, λ = γ = 0.2: M̃ = ⌈ln(60)/0.2⌉ = 21, K = ⌈ln(1260)/ln(1.25)⌉ = ⌈31.99⌉ = 32."""
+    res = CliRunner().invoke(app, ["envy-plan", "--delta", "0.05", "--lambda", "0.2", "--gamma", "0.2", "--json"])
+    assert res.exit_code == 0
+    doc = json.loads(res.stdout)
+    assert (doc["M_tilde"], doc["K"]) == (21, 32) and doc["delta_per_user"] == pytest.approx(0.05 / 63)
+    assert CliRunner().invoke(app, ["envy-plan", "--lambda", "1.5"]).exit_code == 2
+
+
 @pytest.mark.usefixtures("prefect_harness")
 def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch):
     sim = tmp_path / "sim"

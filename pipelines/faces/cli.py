@@ -615,6 +615,34 @@ def sample_size(
     )
 
 
+@app.command("envy-plan")
+def envy_plan(
+    delta: Annotated[float, typer.Option(help="Failure probability δ of the whole audit.")] = 0.05,
+    lam: Annotated[float, typer.Option("--lambda", help="λ: the share of users allowed to be (ε, γ)-envious.")] = 0.1,
+    gamma: Annotated[float, typer.Option(help="γ: the share of other users a user may envy.")] = 0.1,
+    as_json: JsonOpt = False,
+) -> None:
+    """What the platform must log for an envy-freeness audit (seed 004 Alg. 2,
+    Th. 2): M_tilde target users drawn uniformly, each served by the policies of
+    K donors drawn uniformly from the other users (swap traffic), each user's
+    certificate run at δ/(3·M_tilde)."""
+    from fairmon.transforms.envy import audit_sizes
+
+    try:
+        m_tilde, k = audit_sizes(delta, lam, gamma)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    per_user = delta / (3 * m_tilde)
+    if as_json:
+        _dump({"delta": delta, "lambda": lam, "gamma": gamma, "M_tilde": m_tilde, "K": k, "delta_per_user": per_user})
+        return
+    console.print(
+        f"M_tilde = {m_tilde} target users, K = {k} donors each "
+        f"({m_tilde * k} target-donor pairs to log as swap traffic); "
+        f"each certificate at δ/(3·M_tilde) = {per_user:.3g}"
+    )
+
+
 def _parse_floats(value: str, name: str) -> tuple[float, ...]:
     try:
         return tuple(float(x) for x in value.split(","))
@@ -848,6 +876,7 @@ SHORT_HELP = {
     "plan": "How much random traffic a given accuracy needs (seed 001 App. E).",
     "audit-export": "Release an ε-DP score histogram per group and its fairness decision.",
     "sample-size": "Qualified individuals per group an audit needs (seed 000).",
+    "envy-plan": "Target users and donors an envy-freeness audit must log (seed 004).",
     "simulate": "Write simulated TikTok-format logs with their truth and a config.",
     "simulate-labels": "Write simulated labeling logs with known d′, criteria and a config.",
     "demo": "Run everything on bundled and simulated data.",

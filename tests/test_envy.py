@@ -1,0 +1,222 @@
+"""Envy-freeness estimators (seed 004; DESIGN §4.7, §5)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from fairmon.transforms import envy
+
+
+def test_table2_utilities():
+    """Seed 004 App. A, Table 2: both users envy each other (DESIGN §5)."""
+    rho = np.array([[1, 0, 0.8, 0.7], [0.8, 0.7, 1, 0]])
+    pi = np.array([[0.4, 0, 0.6, 0], [0.6, 0, 0.4, 0]])
+    u = envy.utilities(rho, pi)
+    np.testing.assert_allclose(u, [[0.88, 0.92], [0.92, 0.88]], atol=1e-12)
+    with pytest.raises(ValueError, match="sum to 1"):
+        envy.utilities(rho, pi * 2)
+
+
+def test_lemma4_beta_by_hand():
+    """β of Lemma 4 at ω = 0.01, δ = 0.05, K + 1 = 10 arms, worked by hand:
+    θ = ln(1.01)·(0.0005/4.02)^(1/1.01) = 1.35284e-6; β(1) = sqrt(0.5·1.21·1.01 ·
+    ln(20/θ · ln 1.01)) = sqrt(0.61105 · 11.899) = 2.6964."""
+    b = envy.lil_beta(np.array([1, 10, 100, 1000]), 10, 0.05)
+    np.testing.assert_allclose(b, [2.69644, 1.02957, 0.33200, 0.10616], atol=5e-5)
+    # N = 0: larger than at N = 1, so β decreases in N; monotone afterwards
+    b0 = envy.lil_beta(0, 10, 0.05)
+    assert b0 > b[0]
+    assert np.all(np.diff(envy.lil_beta(np.arange(0, 5000), 10, 0.05)) < 0)
+    # more arms or a smaller δ widen the bound
+    assert envy.lil_beta(100, 20, 0.05) > b[2] and envy.lil_beta(100, 10, 0.01) > b[2]
+
+
+def test_freedman_phi_by_hand():
+    """|A| = 100, δ = 0.05: L = ln(6·100²/0.05) = 13.998; φ = 0.5·sqrt(200 L) + 2L/3 = 26.455 + 9.332 = 35.787."""
+    assert envy.freedman_phi(100, 0.05) == pytest.approx(35.787, abs=1e-3)
+    assert envy.freedman_phi(0, 0.05) == 0.0
+
+
+def test_audit_sizes():
+    """M̃ = ⌈ln(3/0.05)/0.1⌉ = ⌈40.94⌉ = 41; K = ⌈ln(3·41/0.05)/ln(1/0.9)⌉ = ⌈74.11⌉ = 75."""
+    assert envy.audit_sizes(0.05, 0.1, 0.1) == (41, 75)
+    with pytest.raises(ValueError, match="lambda"):
+        envy.audit_sizes(0.05, 0, 0.1)
+
+
+def test_bandit_problems_match_design():
+    np.testing.assert_allclose(envy.bandit_problem("P1"), [0.6] + [0.3] * 9)
+    np.testing.assert_allclose(envy.bandit_problem("P2"), [0.3, 0.6] + [0.3] * 8)
+    p3 = envy.bandit_problem("P3")
+    assert p3[0] == 0.7 and p3[1] == pytest.approx(0.7 - 0.7 * 0.1**0.6)
+    p4 = envy.bandit_problem("P4")
+    assert p4[0] == p3[1] and p4[1] == p3[0]
+
+
+TRUTH = {"P1": "eps_no_envy", "P2": "envy", "P3": "eps_no_envy", "P4": "envy"}
+
+
+@pytest.mark.parametrize("problem", ["P1", "P2", "P3", "P4"])
+def test_ocef_online_on_the_seed_problems(problem):
+    """100 runs each (δ = ε = 0.05, α = 0.3): wrong answers and violations of the
+    conservative constraint (3) with the true means at most δ; P2's cost negative."""
+    mu = envy.bandit_problem(problem)
+    r = envy.ocef_online(mu, delta=0.05, alpha=0.3, epsilon=0.05, runs=100, rng=np.random.default_rng(7))
+    wrong = np.mean(r["decision"] != TRUTH[problem])
+    assert wrong <= 0.05
+    assert r["violated"].mean() <= 0.05
+    assert (r["duration"] < 200_000).all()
+    if problem == "P2":
+        assert r["cost"].mean() < 0
+    else:
+        assert r["cost"].mean() > 0
+
+
+@pytest.mark.parametrize("problem", ["P2", "P3", "P4"])
+def test_duration_is_minimal_at_an_interior_alpha(problem):
+    """Seed 004 Fig. 3: for P2–P4 the mean duration over 100 runs is smaller at
+    α = 0.3 than at the very conservative α = 0.05 and at α = 1."""
+    mu = envy.bandit_problem(problem)
+    d = {
+        a: envy.ocef_online(mu, delta=0.05, alpha=a, epsilon=0.05, runs=100, rng=np.random.default_rng(3))[
+            "duration"
+        ].mean()
+        for a in (0.05, 0.3, 1.0)
+    }
+    assert d[0.3] < d[0.05] and d[0.3] < d[1.0], d
+
+
+def test_conservative_constraint_binds():
+    """With α small the constraint holds on every run while an unconstrained
+    (α = 1) run explores freely and falls below (1 − 0.05)μ_0 on P1."""
+    mu = envy.bandit_problem("P1")
+    tight = envy.ocef_online(mu, delta=0.05, alpha=0.05, epsilon=0.05, runs=50, rng=np.random.default_rng(1))
+    free = envy.ocef_online(mu, delta=0.05, alpha=1.0, epsilon=0.05, runs=50, rng=np.random.default_rng(1))
+    assert not tight["violated"].any()
+    # cost per round: the free run gives up far more of μ_0 while it explores
+    assert (free["cost"] / free["duration"]).mean() > 0.05 * 0.6 > (tight["cost"] / tight["duration"]).mean()
+
+
+def _counts(rows):
+    return pl.DataFrame(rows, schema=["user_id", "arm", "n", "reward_sum"], orient="row")
+
+
+def test_ocef_decisions_by_hand():
+    """Three users with 10 arms' worth of union bound (own + 9 donors would be
+    10; here own + 1 donor = 2 arms): β(N = 10,000, 2 arms, δ = 0.05)."""
+    b = float(envy.lil_beta(10_000, 2, 0.05))
+    counts = _counts(
+        [
+            ("a", 0, 10_000, 5_000),  # own 0.5, donor 0.7: envy
+            ("a", 1, 10_000, 7_000),
+            ("b", 0, 10_000, 7_000),  # own 0.7, donor 0.5: no envy at ε = 0.05
+            ("b", 1, 10_000, 5_000),
+            ("c", 0, 10_000, 5_000),  # equal: undecided at ε = 0.01 < 2β
+            ("c", 1, 10_000, 5_000),
+            ("d", 1, 10, 5),  # no own rows
+        ]
+    )
+    out = envy.ocef_decisions(counts, delta=0.05, epsilon=0.05)
+    got = dict(zip(out["user_id"], out["decision"], strict=True))
+    assert got == {"a": "envy", "b": "eps_no_envy", "c": "undecided", "d": "undecided"}
+    a = out.filter(pl.col("user_id") == "a").row(0, named=True)
+    assert a["upper_own"] == pytest.approx(0.5 + b) and a["max_donor_lower"] == pytest.approx(0.7 - b)
+    assert "own policy" in out.filter(pl.col("user_id") == "d")["reason"][0]
+    # c with ε = 2β + a hair is certified: upper_d = 0.5 + β <= lower_own + ε = 0.5 - β + ε
+    c2 = envy.ocef_decisions(counts.filter(pl.col("user_id") == "c"), delta=0.05, epsilon=2 * b + 1e-9)
+    assert c2["decision"][0] == "eps_no_envy"
+    with pytest.raises(ValueError, match="reward_sum"):
+        envy.ocef_decisions(_counts([("x", 0, 3, 4)]), delta=0.05, epsilon=0.05)
+
+
+def test_ocef_decisions_are_never_wrong_on_simulated_users():
+    """2,000 users, 5 donors each, true means known: every decision is correct
+    (the bounds hold for all users at δ' = δ/(3M); a wrong one would be a bug)."""
+    rng = np.random.default_rng(11)
+    M, K, n = 2000, 5, 4000
+    mu = rng.uniform(0.2, 0.8, size=(M, K + 1))
+    mu[: M // 2, 1:] = np.minimum(mu[: M // 2, 1:], mu[: M // 2, [0]] - 0.1).clip(0)  # half clearly envy-free
+    pulls = rng.binomial(n, mu)
+    rows = [(f"u{m}", k, n, int(pulls[m, k])) for m in range(M) for k in range(K + 1)]
+    out = envy.ocef_decisions(_counts(rows), delta=0.05 / (3 * M), epsilon=0.05)
+    truth_envy = mu[:, 1:].max(axis=1) > mu[:, 0]
+    truth_free = mu[:, 1:].max(axis=1) <= mu[:, 0] + 0.05
+    idx = np.array([int(u[1:]) for u in out["user_id"]])
+    dec = out["decision"].to_numpy()
+    assert not (dec == "envy")[~truth_envy[idx]].any()
+    assert not (dec == "eps_no_envy")[~truth_free[idx]].any()
+    # and the audit decides most users at this depth
+    assert (dec != "undecided").mean() > 0.5
+
+
+def test_audit_verdict():
+    users = pl.DataFrame(
+        {"user_id": [f"u{i}" for i in range(41)], "n_donors": [75] * 41, "decision": ["eps_no_envy"] * 41}
+    )
+    v = envy.audit_verdict(users, delta=0.05, lam=0.1, gamma=0.1)
+    assert v["verdict"] == "envy_free" and v["design_ok"] and (v["M_tilde"], v["K"]) == (41, 75)
+    few = envy.audit_verdict(users.head(40), delta=0.05, lam=0.1, gamma=0.1)
+    assert few["verdict"] == "undecided" and not few["design_ok"] and "needs 41" in few["design_reason"]
+    thin = envy.audit_verdict(users.with_columns(pl.lit(74).alias("n_donors")), delta=0.05, lam=0.1, gamma=0.1)
+    assert thin["verdict"] == "undecided" and "needs 75" in thin["design_reason"]
+    one = envy.audit_verdict(
+        users.head(3).with_columns(pl.Series("decision", ["envy", "undecided", "eps_no_envy"])),
+        delta=0.05,
+        lam=0.1,
+        gamma=0.1,
+    )
+    assert one["verdict"] == "not_envy_free" and one["n_envy"] == 1
+
+
+def test_group_envy_by_hand():
+    """g = a envies b's policies: U(a, b) = 0.6 (600/1000) against U(a, a) = 0.5
+    (500/1000); se = sqrt(0.24/1000 + 0.25/1000) = 0.022136."""
+    day = pl.DataFrame(
+        {
+            "group": ["a", "a", "b", "b"],
+            "donor_group": ["a", "b", "b", "a"],
+            "n": [1000, 1000, 1000, 1000],
+            "n_pos": [500, 600, 700, 400],
+        }
+    )
+    out = envy.group_envy(day, day, epsilon=0.05, delta=0.05)
+    ab = out.filter(pl.col("group") == "a").row(0, named=True)
+    assert ab["donor_group"] == "b" and ab["diff"] == pytest.approx(0.1)
+    se = math.sqrt(0.6 * 0.4 / 1000 + 0.25 / 1000)
+    assert ab["se"] == pytest.approx(se)
+    assert ab["ci_low"] == pytest.approx(0.1 - 1.959964 * se, abs=1e-6)
+    assert ab["p_value"] == pytest.approx(0.5 * math.erfc(0.1 / se / math.sqrt(2)), rel=1e-9)
+    b4 = float(envy.lil_beta(1000, 4, 0.05))  # four cells in the union bound
+    assert ab["anytime_lower"] == pytest.approx(0.1 - 2 * b4)
+    ba = out.filter(pl.col("group") == "b").row(0, named=True)
+    assert ba["diff"] == pytest.approx(-0.3)
+    # 1,000 rows per cell: β = 0.105, the anytime bounds are wide; 100x the rows decide both pairs
+    assert {ab["verdict"], ba["verdict"]} == {"undecided", "eps_envy_free"}
+    big = day.with_columns(pl.col("n") * 100, pl.col("n_pos") * 100)
+    v = dict(zip(*envy.group_envy(big, big, epsilon=0.05, delta=0.05)[["group", "verdict"]], strict=True))
+    assert v == {"a": "envy", "b": "eps_envy_free"}
+
+
+def test_group_envy_normal_ci_covers():
+    """1,000 simulated days with true diff = 0.02 at 2,000 rows a cell: the
+    day's Wald interval covers within [0.93, 0.97]; the anytime bound over the
+    accumulated days never excludes the truth."""
+    rng = np.random.default_rng(5)
+    cover, wrong = 0, 0
+    acc = np.zeros(4)
+    for _ in range(1000):
+        pos = rng.binomial(2000, [0.30, 0.32, 0.5, 0.5])
+        acc += pos
+        day = pl.DataFrame(
+            {"group": ["a", "a", "b", "b"], "donor_group": ["a", "b", "b", "a"], "n": [2000] * 4, "n_pos": pos}
+        )
+        window = day.with_columns(pl.Series("n_pos", acc.astype(int)), pl.col("n") * (_ + 1))
+        row = envy.group_envy(day, window, epsilon=0.01, delta=0.05).filter(pl.col("group") == "a").row(0, named=True)
+        cover += row["ci_low"] <= 0.02 <= row["ci_high"]
+        wrong += not (row["anytime_lower"] <= 0.02 <= row["anytime_upper"])
+    assert 0.93 <= cover / 1000 <= 0.97
+    assert wrong == 0
