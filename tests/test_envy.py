@@ -178,7 +178,7 @@ def test_group_envy_by_hand():
     day = pl.DataFrame(
         {
             "group": ["a", "a", "b", "b"],
-            "donor_group": ["a", "b", "b", "a"],
+            "donor_group": [None, "b", None, "a"],
             "n": [1000, 1000, 1000, 1000],
             "n_pos": [500, 600, 700, 400],
         }
@@ -212,7 +212,7 @@ def test_group_envy_normal_ci_covers():
         pos = rng.binomial(2000, [0.30, 0.32, 0.5, 0.5])
         acc += pos
         day = pl.DataFrame(
-            {"group": ["a", "a", "b", "b"], "donor_group": ["a", "b", "b", "a"], "n": [2000] * 4, "n_pos": pos}
+            {"group": ["a", "a", "b", "b"], "donor_group": [None, "b", None, "a"], "n": [2000] * 4, "n_pos": pos}
         )
         window = day.with_columns(pl.Series("n_pos", acc.astype(int)), pl.col("n") * (_ + 1))
         row = envy.group_envy(day, window, epsilon=0.01, delta=0.05).filter(pl.col("group") == "a").row(0, named=True)
@@ -220,3 +220,70 @@ def test_group_envy_normal_ci_covers():
         wrong += not (row["anytime_lower"] <= 0.02 <= row["anytime_upper"])
     assert 0.93 <= cover / 1000 <= 0.97
     assert wrong == 0
+
+
+# --- the simulated recommender (transforms/simulate_envy.py) ---
+
+from fairmon.transforms import simulate_envy as se  # noqa: E402
+
+
+def test_scenarios_have_the_truth_they_claim():
+    """envy-free: nobody gains from another user's policy (Δ < 0.001); envious:
+    over a fifth of the users are (0.1, 0.3)-envious (measurement bias of the minority)."""
+    free = se.build_system(se.EnvySpec("envy-free"))
+    envious = se.build_system(se.EnvySpec("envious"))
+    assert free.envy.max() < 1e-3 and free.envious_share(0.1, 0.3) == 0.0
+    assert envious.envious_share(0.1, 0.3) > 0.2
+    # the envious users are the minority, served by policies that know nothing of them
+    assert (envious.envy[envious.group == "1"] > 0.1).mean() > 0.5
+    assert (envious.envy[envious.group == "0"] > 0.1).mean() < 0.05
+
+
+def test_rows_reward_like_the_exact_utilities():
+    """Logged rows draw the item from the serving policy and the reward from the
+    target's preference: per (target, policy) the mean reward of 20,000 rows is
+    u^m(π^n) within 4 standard errors."""
+    system = se.build_system(se.EnvySpec("envious", seed=2))
+    targets, donors = np.array([0, 1, 2]), np.array([[5, 6], [7, 8], [9, 10]])
+    rows = se.simulate_envy_day(
+        system,
+        ds=__import__("datetime").date(2026, 1, 1),
+        targets=targets,
+        donors=donors,
+        pulls_own=20_000,
+        pulls_per_donor=20_000,
+        rng=np.random.default_rng(0),
+    )
+    got = rows.group_by("user_id", "policy_user_id").agg(pl.col("like").mean(), pl.len())
+    for r in got.iter_rows(named=True):
+        m = int(r["user_id"][1:])
+        n = m if r["policy_user_id"] is None else int(r["policy_user_id"][1:])
+        u = system.utility[m, n]
+        assert abs(r["like"] - u) < 4 * math.sqrt(u * (1 - u) / r["len"]) + 1e-9
+    assert set(rows["traffic"]) == {"default", "swap"}
+    assert rows.filter(pl.col("traffic") == "swap")["policy_user_id"].null_count() == 0
+
+
+@pytest.mark.parametrize("scenario", ["envious", "envy-free"])
+def test_daily_audit_reaches_the_truth_and_never_the_wrong_one(scenario):
+    """20 seeds × 14 days at δ = 0.05, λ = 0.1, γ = 0.3, ε = 0.1: every run
+    ends with the true verdict, no day ever gives the wrong one, and no user's
+    decision contradicts the exact utilities."""
+    want = "not_envy_free" if scenario == "envious" else "envy_free"
+    wrong = "envy_free" if scenario == "envious" else "not_envy_free"
+    for seed in range(20):
+        system = se.build_system(se.EnvySpec(scenario, seed=seed))
+        days = se.simulate_audit(
+            system,
+            days=14,
+            delta=0.05,
+            lam=0.1,
+            gamma=0.3,
+            epsilon=0.1,
+            pulls_own=2000,
+            pulls_per_donor=500,
+            rng=np.random.default_rng(100 + seed),
+        )
+        assert days[-1]["verdict"] == want, (seed, days[-1])
+        assert all(d["verdict"] != wrong and d["wrong_users"] == 0 for d in days)
+        assert days[-1]["design_ok"]

@@ -407,21 +407,26 @@ def group_envy(
     level: float = 0.95,
     omega: float = OMEGA,
 ) -> pl.DataFrame:
-    """Group envy per ordered pair of groups of one attribute (seed 004 App. B, eq. 6).
+    """Group envy per ordered pair of groups of one attribute (seed 004 App. B, eq. 6; DESIGN §4.7).
 
     ``day`` and ``window``: counts with columns ``group`` (the target users'
-    group g), ``donor_group`` (g' whose policies served the rows; equal to
-    ``group`` for the users' own default traffic), ``n`` and ``n_pos``
-    (rows and positive rewards). ``day`` holds one day, ``window`` everything
-    accumulated up to and including it. U(g, g') = n_pos/n of the (g, g')
-    cell: with donors drawn uniformly from g' this estimates eq. 6.
+    group g), ``donor_group`` (g' whose users' policies served the swap rows;
+    null for rows of the users' own policy, i.e. their default traffic),
+    ``n`` and ``n_pos`` (rows and positive rewards). ``day`` holds one day,
+    ``window`` everything accumulated up to and including it.
+    U(g, g') = n_pos/n of the (g, g') swap cell: with donors drawn uniformly
+    from g' it estimates eq. 6. ``U_own`` = n_pos/n of g's own-policy rows,
+    the mean of u^m(π^m) over g's users: eq. 6's U(g, g) (g served by its
+    group's average policy) only when users within g are alike (Prop. 2),
+    and the comparison an envy audit is about. A swap cell with g' = g
+    (donors from the same group) is reported like any other pair.
 
-    Per ordered pair g ≠ g' (cells with rows in both (g, g') and (g, g)):
-    ``diff`` = U(g, g') − U(g, g) on the day with a normal (Wald) CI at
-    ``level`` and a one-sided p-value for H0: diff ≤ 0, BH q-values over the
-    attribute's pairs; ``anytime_lower``/``anytime_upper`` from Lemma 4 over
-    the window (union bound over the G² cells), valid however many days are
-    looked at; ``verdict``: ``envy`` when anytime_lower > 0,
+    Per (g, g') with swap rows in the window and own rows for g: ``diff`` =
+    U(g, g') − U_own(g) on the day with a normal (Wald) CI at ``level`` and
+    a one-sided p-value for H0: diff ≤ 0, BH q-values over the attribute's
+    pairs; ``anytime_lower``/``anytime_upper`` from Lemma 4 over the window
+    (union bound over all the attribute's cells), valid however many days
+    are looked at; ``verdict``: ``envy`` when anytime_lower > 0,
     ``eps_envy_free`` when anytime_upper ≤ ε, else ``undecided``. Both
     intervals treat rows as independent; rows of one user are not, so they
     are optimistic when users repeat.
@@ -442,14 +447,14 @@ def group_envy(
 
     d, w = cells(day), cells(window)
     n_cells = max(w.height, 1)
-    own_d = d.filter(pl.col("group") == pl.col("donor_group")).select(
+    own_d = d.filter(pl.col("donor_group").is_null()).select(
         "group", pl.col("n").alias("n_own"), pl.col("n_pos").alias("pos_own")
     )
-    own_w = w.filter(pl.col("group") == pl.col("donor_group")).select(
+    own_w = w.filter(pl.col("donor_group").is_null()).select(
         "group", pl.col("n").alias("wn_own"), pl.col("n_pos").alias("wpos_own")
     )
     cross = (
-        w.filter(pl.col("group") != pl.col("donor_group"))
+        w.filter(pl.col("donor_group").is_not_null())
         .rename({"n": "wn_cross", "n_pos": "wpos_cross"})
         .join(d.rename({"n": "n_cross", "n_pos": "pos_cross"}), on=["group", "donor_group"], how="left")
         .join(own_d, on="group", how="left")
