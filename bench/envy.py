@@ -95,8 +95,9 @@ def certificates(users: int) -> float:
                    (hash(i) % 1000) < CASE WHEN (i // 48) % 10 = 0 AND (i % 48) // 8 = 1 THEN 900 ELSE 400 END AS reward
             FROM range({users} * 48) t(i)
         )
-        SELECT user_id, arm, count(*)::BIGINT AS n, sum(reward::INT)::BIGINT AS reward_sum
-        FROM rows GROUP BY user_id, arm
+        SELECT user_id, CASE WHEN arm = 0 THEN NULL ELSE 'd' || arm END AS donor,
+               count(*)::BIGINT AS n, sum(reward::INT)::BIGINT AS reward_sum
+        FROM rows GROUP BY ALL
         """
     ).pl()
     t1 = time.perf_counter()

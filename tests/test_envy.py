@@ -102,7 +102,12 @@ def test_conservative_constraint_binds():
 
 
 def _counts(rows):
-    return pl.DataFrame(rows, schema=["user_id", "arm", "n", "reward_sum"], orient="row")
+    """(user, arm k, n, sum) rows -> counts with donor = None for k = 0, else "d<k>"."""
+    return pl.DataFrame(
+        [(u, None if k == 0 else f"d{k}", n, s) for u, k, n, s in rows],
+        schema={"user_id": pl.String, "donor": pl.String, "n": pl.Int64, "reward_sum": pl.Int64},
+        orient="row",
+    )
 
 
 def test_ocef_decisions_by_hand():

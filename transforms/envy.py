@@ -133,9 +133,10 @@ def freedman_phi(n_explore: np.ndarray | float, delta: float, *, sigma: float = 
 def ocef_decisions(counts: pl.DataFrame, *, delta: float, epsilon: float, omega: float = OMEGA) -> pl.DataFrame:
     """OCEF's decisions on accumulated logs, one row per target user (seed 004 Alg. 1 lines 7–9).
 
-    ``counts``: one row per (user_id, arm) with columns ``user_id``, ``arm``
-    (0 = the user's own policy, ≥ 1 = a donor; only 0 vs not-0 matters),
-    ``n`` (pulls) and ``reward_sum`` (sum of rewards in [0, 1]). ``delta`` is
+    ``counts``: one row per (user_id, donor) with columns ``user_id``,
+    ``donor`` (whose policy served the rows: null, or the user's own id, for
+    the user's own policy; another user's id for a swap donor), ``n``
+    (pulls) and ``reward_sum`` (sum of rewards in [0, 1]). ``delta`` is
     the δ each user's certificate is run at (AUDIT passes δ/(3M̃)), and the
     union bound of Lemma 4 covers that user's arms: its donors plus 1.
     Because Lemma 4's bounds hold at every t at once, the stopping rules may
@@ -149,7 +150,7 @@ def ocef_decisions(counts: pl.DataFrame, *, delta: float, epsilon: float, omega:
     best_donor_mean, max_donor_lower, max_donor_upper, decision, reason.
     Raises ValueError on missing columns, negative counts or sums outside [0, n].
     """
-    need = {"user_id", "arm", "n", "reward_sum"}
+    need = {"user_id", "donor", "n", "reward_sum"}
     if missing := need - set(counts.columns):
         raise ValueError(f"counts: missing columns {sorted(missing)}")
     if counts.height and (
@@ -157,14 +158,18 @@ def ocef_decisions(counts: pl.DataFrame, *, delta: float, epsilon: float, omega:
     ):
         raise ValueError("counts: n must be >= 0 and 0 <= reward_sum <= n")
     _check_delta(delta)
-    c = counts.group_by("user_id", (pl.col("arm") != 0).alias("donor"), "arm").agg(
-        pl.col("n").sum(), pl.col("reward_sum").sum()
+    own = pl.col("donor").is_null() | (pl.col("donor").cast(pl.String) == pl.col("user_id").cast(pl.String))
+    c = (
+        counts.with_columns(pl.when(own).then(None).otherwise(pl.col("donor").cast(pl.String)).alias("donor"))
+        .group_by("user_id", "donor")
+        .agg(pl.col("n").sum(), pl.col("reward_sum").sum())
+        .with_columns(pl.col("donor").is_not_null().alias("is_donor"))
     )
-    c = c.with_columns(pl.col("donor").sum().over("user_id").alias("n_donors"))
+    c = c.with_columns(pl.col("is_donor").sum().over("user_id").alias("n_donors"))
     n, s = c["n"].to_numpy(), c["reward_sum"].to_numpy()
     mean, lo, hi = confidence_bounds(n, s, c["n_donors"].to_numpy() + 1, delta, omega=omega)
     c = c.with_columns(pl.Series("mean", mean), pl.Series("lower", lo), pl.Series("upper", hi))
-    own = c.filter(~pl.col("donor")).select(
+    own = c.filter(~pl.col("is_donor")).select(
         "user_id",
         pl.col("n").alias("n_own"),
         pl.col("mean").alias("mean_own"),
@@ -172,7 +177,7 @@ def ocef_decisions(counts: pl.DataFrame, *, delta: float, epsilon: float, omega:
         pl.col("upper").alias("upper_own"),
     )
     don = (
-        c.filter(pl.col("donor"))
+        c.filter(pl.col("is_donor"))
         .group_by("user_id")
         .agg(
             pl.len().alias("n_donors"),

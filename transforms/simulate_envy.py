@@ -204,7 +204,9 @@ def simulate_audit(
         counts = pl.DataFrame(
             {
                 "user_id": np.repeat(targets, k + 1),
-                "arm": np.tile(np.arange(k + 1), m_tilde),
+                "donor": pl.Series(arms.ravel().astype(str)).set(
+                    pl.Series(np.tile(np.arange(k + 1), m_tilde) == 0), None
+                ),
                 "n": n.ravel(),
                 "reward_sum": pos.ravel(),
             }
