@@ -445,6 +445,40 @@ class GxConfig(_Strict):
     )
 
 
+class EnvyConfig(_Strict):
+    """Envy-freeness audit from swap traffic (seed 004; DESIGN §4.7). Needs
+    contract-format impressions with ``user_id`` and, on ``traffic = 'swap'``
+    rows, ``policy_user_id`` (the donor whose policy served the row) or
+    ``policy_group``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    epsilon: float = Field(default=0.05, gt=0, le=1, description="ε: envy below this is tolerated (reward scale)")
+    delta: float = Field(default=0.05, gt=0, lt=1, description="δ: failure probability of the whole audit")
+    lam: float = Field(
+        default=0.1, gt=0, lt=1, alias="lambda", description="λ: share of users allowed to be (ε, γ)-envious"
+    )
+    gamma: float = Field(default=0.1, gt=0, lt=1, description="γ: share of other users a user may envy")
+    start: dt.date | None = Field(
+        default=None,
+        description="first day of the audit: the bounds accumulate every day from here (anytime-valid, "
+        "seed 004 Lemma 4); default: the first day of a run",
+    )
+    attributes: list[str] | None = Field(
+        default=None, description="user attributes for group envy (default: every impressions attribute)"
+    )
+    group_attribute: str | None = Field(
+        default=None,
+        description="the attribute a policy_group column names groups of (default: the first attribute); rows "
+        "with a policy_user_id take the donor's group from the donor's own rows",
+    )
+
+    @field_validator("attributes")
+    @classmethod
+    def _identifiers(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else _check_identifiers(v)
+
+
 class FairmonConfig(_Strict):
     """The whole configuration. ``warehouse`` and ``duckdb`` are resolved paths."""
 
@@ -459,6 +493,7 @@ class FairmonConfig(_Strict):
     schedule: ScheduleConfig = ScheduleConfig()
     audit: AuditConfig = AuditConfig()
     gx: GxConfig = GxConfig()
+    envy: EnvyConfig | None = None
     base_dir: Path = Field(default=Path("."), exclude=True)
 
     def resolve(self, p: str | Path) -> Path:
@@ -494,6 +529,26 @@ class FairmonConfig(_Strict):
                 )
         return self
 
+    @model_validator(mode="after")
+    def _envy_inputs(self) -> FairmonConfig:
+        if self.envy is None:
+            return self
+        imp = self.impressions
+        if imp is None or imp.format != "contract":
+            raise ValueError("[envy] needs [impressions] of format 'contract' (rows with user_id and traffic = 'swap')")
+        for key, names in (("attributes", self.envy.attributes or []), ("group_attribute", [self.envy.group_attribute])):
+            unknown = [a for a in names if a is not None and a not in imp.attributes]
+            if unknown:
+                raise ValueError(f"envy.{key}: {unknown} not in impressions.attributes {imp.attributes}")
+        return self
+
+    @property
+    def envy_attributes(self) -> list[str]:
+        """The user attributes of the group-envy table ([envy] attributes, default every impressions attribute)."""
+        if self.envy is None or self.impressions is None:
+            return []
+        return self.envy.attributes or list(self.impressions.attributes)
+
     @property
     def gx_root(self) -> Path:
         """GX project folder, beside the warehouse (Data Docs under gx/uncommitted/data_docs)."""
@@ -509,6 +564,9 @@ class FairmonConfig(_Strict):
         }
         # the count stage's cluster buckets are staged with the rows (transforms/cluster.py)
         inputs["cluster"] = [self.estimation.cluster_by, self.estimation.cluster_buckets]
+        # with [envy] every impressions file also stages its per-user rows (and swap rows are allowed)
+        if self.envy is not None:
+            inputs["envy"] = True
         return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -173,3 +173,126 @@ def write_labeling_simulation(spec, out: Path, window_days: int | None = None) -
     cfg = out / "fairmon.toml"
     cfg.write_text(LABELS_CONFIG.format(group=GROUP_COLUMN, window=window_days or spec.days))
     return {"config": cfg, "truth": out / "truth_labelers.csv"}
+
+
+ENVY_CONFIG = """# fairmon config for a simulated envy-freeness audit (written by `fairmon simulate-envy`)
+warehouse = "warehouse"
+duckdb = "fairmon.duckdb"
+
+[impressions]
+format = "contract"
+path = "logs/{{ds}}.parquet"
+signals = ["like"]
+attributes = ["user_group"]
+# random traffic is in each day's file (traffic = 'random'), so a window of one day
+random_window_days = 1
+
+[estimation]
+user_attributes = ["user_group"]
+
+# seed 004: AUDIT logged {m_tilde} target users with {k} donors each (`fairmon envy-plan`)
+[envy]
+epsilon = {epsilon}
+delta = {delta}
+lambda = {lam}
+gamma = {gamma}
+start = {start}
+"""
+
+
+def write_envy_simulation(
+    out: Path,
+    *,
+    scenario: str,
+    days: int = 14,
+    start: dt.date = dt.date(2026, 1, 1),
+    seed: int = 0,
+    epsilon: float = 0.1,
+    delta: float = 0.05,
+    lam: float = 0.2,
+    gamma: float = 0.3,
+    pulls_own: int = 1000,
+    pulls_per_donor: int = 500,
+    default_rows: int = 20_000,
+    random_rows: int = 20_000,
+    progress=None,
+) -> dict[str, Path]:
+    """Write simulated logs of an envy-freeness audit (transforms/simulate_envy.py) to ``out``.
+
+    ``logs/<ds>.parquet``: each day, AUDIT's M̃ targets (drawn once, seed 004
+    Alg. 2) with ``pulls_own`` own-policy rows and ``pulls_per_donor`` swap
+    rows per donor, plus ``default_rows`` default and ``random_rows`` random
+    rows of users drawn uniformly. ``truth_envy.json``: the scenario, the
+    verdict AUDIT should reach (``not_envy_free`` when a target truly envies
+    one of its donors, ``envy_free`` when every target is within ε of all its
+    donors), the share of (ε, γ)-envious users, each target's true decision,
+    and per (group, donor group) the expected value of the group-envy cells
+    under this design. ``fairmon.toml``: a config with ``[envy]``.
+    ``progress(i, n)`` is called after each day. Returns the paths written.
+    Raises ValueError for an unknown scenario.
+    """
+    import json
+
+    import numpy as np
+
+    from fairmon.transforms.envy import audit_sizes
+    from fairmon.transforms.simulate_envy import EnvySpec, audit_design, build_system, simulate_envy_day
+
+    system = build_system(EnvySpec(scenario, seed=seed))
+    rng = np.random.default_rng(seed + 1)
+    targets, donors = audit_design(system, delta=delta, lam=lam, gamma=gamma, rng=rng)
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    for d in range(days):
+        ds = start + dt.timedelta(days=d)
+        frame = simulate_envy_day(
+            system,
+            ds=ds,
+            targets=targets,
+            donors=donors,
+            pulls_own=pulls_own,
+            pulls_per_donor=pulls_per_donor,
+            rng=rng,
+            default_rows=default_rows,
+            random_rows=random_rows,
+        )
+        _write(frame, out / "logs" / f"{ds.isoformat()}.parquet", "parquet")
+        if progress:
+            progress(d + 1, days)
+    U = system.utility
+    mu = U[targets[:, None], donors]
+    own = np.diag(U)[targets]
+    envy_t = (mu > own[:, None]).any(axis=1)
+    free_t = (mu <= own[:, None] + epsilon).all(axis=1)
+    # expected group cells under this design: swap pairs weigh equally; own rows weigh by their volume
+    M = U.shape[0]
+    weight_own = np.full(M, default_rows / M)
+    weight_own[targets] += pulls_own
+    cells = []
+    groups = sorted(set(system.group))
+    for g in groups:
+        in_g = system.group == g
+        own_g = float((np.diag(U)[in_g] * weight_own[in_g]).sum() / weight_own[in_g].sum())
+        for h in groups:
+            sel = (system.group[targets] == g)[:, None] & (system.group[donors] == h)
+            if sel.any():
+                cells.append({"group": g, "donor_group": h, "U_cross": float(mu[sel].mean()), "U_own": own_g})
+    truth = {
+        "scenario": scenario,
+        "verdict": "not_envy_free" if envy_t.any() else ("envy_free" if free_t.all() else "undecided"),
+        "envious_share": system.envious_share(epsilon, gamma),
+        "M_tilde_K": list(audit_sizes(delta, lam, gamma)),
+        "targets": {
+            f"u{m}": ("envy" if e else "eps_no_envy" if f else "undecided")
+            for m, e, f in zip(targets, envy_t, free_t, strict=True)
+        },
+        "group_cells": cells,
+    }
+    (out / "truth_envy.json").write_text(json.dumps(truth, indent=2) + "\n")
+    cfg = out / "fairmon.toml"
+    m_tilde, k = donors.shape
+    cfg.write_text(
+        ENVY_CONFIG.format(
+            epsilon=epsilon, delta=delta, lam=lam, gamma=gamma, start=start.isoformat(), m_tilde=m_tilde, k=k
+        )
+    )
+    return {"config": cfg, "truth": out / "truth_envy.json", "logs": out / "logs"}

@@ -109,6 +109,23 @@ def build_system(spec: EnvySpec) -> EnvySystem:
     return EnvySystem(rho=rho, pi=pi, group=np.where(minority, "1", "0"), utility=utilities(rho, pi))
 
 
+def audit_design(
+    system: EnvySystem, *, delta: float, lam: float, gamma: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """AUDIT's sample (seed 004 Alg. 2 lines 1 and 3): M̃ target users drawn
+    uniformly without replacement and, for each, K donors drawn uniformly
+    from the other users. Returns (targets (M̃,), donors (M̃, K)) as user indices."""
+    from fairmon.transforms.envy import audit_sizes
+
+    m_tilde, k = audit_sizes(delta, lam, gamma)
+    M = system.utility.shape[0]
+    if m_tilde > M or k > M - 1:
+        raise ValueError(f"AUDIT needs {m_tilde} targets with {k} donors each; the system has {M} users")
+    targets = rng.choice(M, size=m_tilde, replace=False)
+    donors = np.stack([rng.choice(np.delete(np.arange(M), m), size=k, replace=False) for m in targets])
+    return targets, donors
+
+
 def simulate_envy_day(
     system: EnvySystem,
     *,
@@ -118,44 +135,75 @@ def simulate_envy_day(
     pulls_own: int,
     pulls_per_donor: int,
     rng: np.random.Generator,
+    default_rows: int = 0,
+    random_rows: int = 0,
 ) -> pl.DataFrame:
-    """One day of logs for the audit: for every target user, ``pulls_own``
-    rows of their own policy (traffic ``default``) and ``pulls_per_donor``
-    rows for each of their donors (traffic ``swap``, ``policy_user_id`` the
-    donor). ``targets``: (T,) user indices; ``donors``: (T, K) user indices.
-    Each row draws an item from the serving policy and a Bernoulli(ρ) reward;
-    the reward is the ``like`` signal. Returns the contract columns ds,
-    traffic, arm, request_id, item_id, user_id, policy_user_id, like, group.
+    """One day of logs for the audit, in the contract layout (DESIGN §2).
+
+    For every target user: ``pulls_own`` rows of their own policy (traffic
+    ``default``) and ``pulls_per_donor`` rows for each of their donors
+    (traffic ``swap``, ``policy_user_id`` the donor). Besides: ``default_rows``
+    default-traffic rows of users drawn uniformly (each served by their own
+    policy) and ``random_rows`` random-traffic rows (items uniform), so the
+    day also has the traffic REO needs. ``targets``: (T,) user indices;
+    ``donors``: (T, K). Each row draws an item from the serving policy and a
+    Bernoulli(ρ) reward, the ``like`` signal. Returns ds, traffic, arm,
+    request_id, item_id, user_id, policy_user_id, like, user_group.
     """
-    rows_user, rows_policy, rows_traffic = [], [], []
-    for t, m in enumerate(targets):
-        rows_user.append(np.full(pulls_own, m))
-        rows_policy.append(np.full(pulls_own, m))
-        rows_traffic.append(np.zeros(pulls_own, dtype=bool))
-        for n in donors[t]:
-            rows_user.append(np.full(pulls_per_donor, m))
-            rows_policy.append(np.full(pulls_per_donor, n))
-            rows_traffic.append(np.ones(pulls_per_donor, dtype=bool))
-    user = np.concatenate(rows_user)
-    policy = np.concatenate(rows_policy)
-    swap = np.concatenate(rows_traffic)
-    # an item from each row's serving policy (inverse CDF), then the reward from the target's preference
-    cdf = np.cumsum(system.pi[policy], axis=1)
-    item = (cdf < rng.random(len(user))[:, None]).sum(axis=1).clip(max=system.pi.shape[1] - 1)
-    reward = rng.random(len(user)) < system.rho[user, item]
+    M, A = system.pi.shape
+    K = donors.shape[1] if len(targets) else 0
+    user = np.concatenate(
+        [
+            np.repeat(targets, pulls_own + K * pulls_per_donor),
+            rng.integers(0, M, size=default_rows),
+            rng.integers(0, M, size=random_rows),
+        ]
+    )
+    per_target = [
+        np.concatenate([np.full(pulls_own, m), np.repeat(d, pulls_per_donor)])
+        for m, d in zip(targets, donors, strict=True)
+    ]
+    policy = np.concatenate([*per_target, user[len(user) - default_rows - random_rows :]]).astype(np.int64)
+    traffic = np.concatenate(
+        [
+            np.tile(
+                np.r_[np.zeros(pulls_own, dtype=np.int8), np.ones(K * pulls_per_donor, dtype=np.int8)], len(targets)
+            ),
+            np.zeros(default_rows, dtype=np.int8),
+            np.full(random_rows, 2, dtype=np.int8),
+        ]
+    )
     n = len(user)
-    return pl.DataFrame(
+    item = np.empty(n, dtype=np.int64)
+    served = traffic != 2
+    # an item from each row's serving policy (inverse CDF, one user's policy at a time), uniform for random traffic
+    u = rng.random(n)
+    for p in np.unique(policy[served]):
+        rows = np.flatnonzero(served & (policy == p))
+        item[rows] = np.searchsorted(np.cumsum(system.pi[p]), u[rows], side="right").clip(max=A - 1)
+    item[~served] = rng.integers(0, A, size=int((~served).sum()))
+    reward = rng.random(n) < system.rho[user, item]
+    frame = pl.DataFrame(
         {
-            "ds": [ds] * n,
-            "traffic": np.where(swap, "swap", "default"),
-            "arm": ["all"] * n,
-            "request_id": [f"{ds:%Y%m%d}-{i}" for i in range(n)],
-            "item_id": [f"i{a}" for a in item],
-            "user_id": [f"u{u}" for u in user],
-            "policy_user_id": [f"u{p}" if s else None for p, s in zip(policy, swap, strict=True)],
+            "i": np.arange(n),
+            "t": traffic,
+            "user": user,
+            "policy": policy,
+            "item": item,
             "like": reward,
-            "group": system.group[user],
+            "user_group": system.group[user],
         }
+    )
+    return frame.select(
+        pl.lit(ds).alias("ds"),
+        pl.col("t").replace_strict({0: "default", 1: "swap", 2: "random"}, return_dtype=pl.String).alias("traffic"),
+        pl.lit("all").alias("arm"),
+        (pl.lit(f"{ds:%Y%m%d}-") + pl.col("i").cast(pl.String)).alias("request_id"),
+        (pl.lit("i") + pl.col("item").cast(pl.String)).alias("item_id"),
+        (pl.lit("u") + pl.col("user").cast(pl.String)).alias("user_id"),
+        pl.when(pl.col("t") == 1).then(pl.lit("u") + pl.col("policy").cast(pl.String)).alias("policy_user_id"),
+        "like",
+        "user_group",
     )
 
 
@@ -183,12 +231,10 @@ def simulate_audit(
     ``day`` (1-based), ``verdict``, the decision counts and ``wrong_users``
     (users whose decision the exact utilities contradict).
     """
-    from fairmon.transforms.envy import audit_sizes, audit_verdict, ocef_decisions
+    from fairmon.transforms.envy import audit_verdict, ocef_decisions
 
-    m_tilde, k = audit_sizes(delta, lam, gamma)
-    M = system.utility.shape[0]
-    targets = rng.choice(M, size=m_tilde, replace=False)
-    donors = np.stack([rng.choice(np.delete(np.arange(M), m), size=k, replace=False) for m in targets])
+    targets, donors = audit_design(system, delta=delta, lam=lam, gamma=gamma, rng=rng)
+    m_tilde, k = donors.shape
     arms = np.concatenate([targets[:, None], donors], axis=1)  # arm 0 = own policy
     mu = system.utility[targets[:, None], arms]  # u^m(π^n) of each target and arm
     n = np.zeros(mu.shape, dtype=np.int64)

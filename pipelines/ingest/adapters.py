@@ -26,6 +26,7 @@ from fairmon.pipelines.storage import db
 from fairmon.transforms.coat import coat_impressions
 from fairmon.transforms.compas import compas_scores
 from fairmon.transforms.contract import (
+    ATTR_PREFIX,
     CLUSTER_BUCKET,
     PROFILE_N,
     PROFILE_ROW,
@@ -341,6 +342,28 @@ def _bucketed(con: duckdb.DuckDBPyConnection, raw, cluster: tuple[str, int] | No
     return db.relation(con, "impressions_bucket", cluster_col=cluster[0], buckets=cluster[1])
 
 
+#: Profile columns of a file read under [envy] (sql/impressions_donor_flag.sql): false on a
+#: default or swap row without a user_id, and on a swap row without a donor.
+ENVY_FLAGS = ("has_user_id", "swap_has_donor")
+
+
+def profile_columns(cfg: FairmonConfig) -> list[str]:
+    """The contract columns an impressions profile groups by: ds, traffic,
+    arm, signals and attributes, plus :data:`ENVY_FLAGS` under ``[envy]``."""
+    imp = cfg.impressions
+    return ["ds", "traffic", "arm", *imp.signals, *imp.attributes, *(ENVY_FLAGS if cfg.envy else [])]
+
+
+def _with_envy_flags(con: duckdb.DuckDBPyConnection, raw, file: str):
+    """``raw`` with the :data:`ENVY_FLAGS` columns (sql/impressions_donor_flag*.sql).
+    Raises :class:`InputContractError` when the file has no user_id column."""
+    if "user_id" not in raw.columns:
+        raise InputContractError("required column is missing ([envy] needs each row's user)", file=file, column="user_id")
+    con.register("raw_flag", raw)
+    donors = {"policy_user_id", "policy_group"} & set(raw.columns)
+    return db.relation(con, "impressions_donor_flag" if donors else "impressions_donor_flag_none")
+
+
 def profile_rows(
     con: duckdb.DuckDBPyConnection,
     raw,
@@ -372,6 +395,10 @@ def profile_rows(
     try:
         if ids and duplicated is None:
             duplicated = duplicate_ids(con, [raw], [c for c in ("__file", *ID_KEY) if c in present])
+        flagged = ENVY_FLAGS[0] in columns and "traffic" in present
+        if flagged:
+            raw = _with_envy_flags(con, raw, file)
+            cols += ENVY_FLAGS
         if cluster is not None and cluster[0] in present:
             raw = _bucketed(con, raw, cluster, file)
             cols.append(CLUSTER_BUCKET)
@@ -390,6 +417,8 @@ def profile_rows(
             con.unregister("raw")
             if CLUSTER_BUCKET in cols:
                 con.unregister("raw_in")
+            if flagged:
+                con.unregister("raw_flag")
         return profile.sort(PROFILE_ROW)
     except duckdb.Error as e:
         raise InputContractError(f"cannot read file: {e}", file=file) from None
@@ -439,7 +468,7 @@ def prefetch_profiles(cfg: FairmonConfig, files: list[Path]) -> int:
     if run is None:
         return 0
     con = _scratch()
-    columns = ["ds", "traffic", "arm", *cfg.impressions.signals, *cfg.impressions.attributes]
+    columns = profile_columns(cfg)
     groups: dict[tuple, list[str]] = {}
     for f in files:
         if not _is_parquet(cfg, f):
@@ -474,7 +503,7 @@ def read_unit(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
     Raises :class:`InputContractError` naming the file when it cannot be read.
     """
     imp = cfg.impressions
-    columns = ["ds", "traffic", "arm", *imp.signals, *imp.attributes]
+    columns = profile_columns(cfg)
     path, file = unit.file, str(unit.file)
     if _is_parquet(cfg, path):
         run = active_run()
@@ -517,10 +546,95 @@ def normalize_unit(cfg: FairmonConfig, unit: IngestUnit, raw: pl.DataFrame) -> p
         signals=imp.signals,
         attributes=imp.attributes,
         label_rule=imp.label_rule,
-        traffic_stages=imp.stages,
+        traffic_stages=[*imp.stages, *(["swap"] if cfg.envy else [])],
         ds=unit.ds_end,
         ds_start=unit.ds_start,
         traffic=unit.traffic,
         default_arm=imp.default_arm,
     )
     return add_intersections(staged, imp.intersections)
+
+
+#: Columns of the envy_rows staging table besides the attributes (attr__<name>).
+ENVY_KEYS = ("ds", "src_file", "user_id", "donor_user_id", "donor_group")
+
+
+def envy_profile(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
+    """Per-user rows of one impressions file for the envy audit (DESIGN §4.7).
+
+    Scans the file's default- and swap-traffic rows in DuckDB
+    (sql/impressions_envy_profile.sql), parses them as the impressions are
+    parsed (:func:`normalize_unit`: dates, signals, label Y) and sums them to
+    one row per (ds, user_id, donor_user_id, donor_group, attributes) with
+    ``n`` rows and ``n_pos`` positives. Own-policy rows (default traffic)
+    have null donors; a swap row's donor is its ``policy_user_id`` and/or
+    ``policy_group``. ``src_file`` is the file's identity (:func:`unit_key`).
+
+    Raises :class:`InputContractError` naming the file (and row) when it
+    cannot be read or parsed.
+    """
+    imp = cfg.impressions
+    path, file = unit.file, str(unit.file)
+    con = _scratch()
+    cols = [*profile_columns(cfg), "user_id", "policy_user_id", "policy_group"]
+    try:
+        if _is_parquet(cfg, path):
+            raw = _parquet_rows(con, [file])
+        else:
+            raw = read_table(path).with_row_index("__row")
+        con.register("raw", raw)
+        try:
+            prof = db.query(con, "impressions_envy_profile", columns=[c for c in cols if c in raw.columns])
+        finally:
+            con.unregister("raw")
+    except duckdb.Error as e:
+        raise InputContractError(f"cannot read file: {e}", file=file) from None
+    attrs = [ATTR_PREFIX + a for a in imp.attributes]
+    schema = {
+        "ds": pl.Date,
+        "src_file": pl.String,
+        "user_id": pl.String,
+        "donor_user_id": pl.String,
+        "donor_group": pl.String,
+        **dict.fromkeys(attrs, pl.String),
+        "n": pl.Int64,
+        "n_pos": pl.Int64,
+    }
+    if prof.height == 0:
+        return pl.DataFrame(schema=schema)
+    prof = prof.sort(PROFILE_ROW)
+    # the user and donor ids ride through the parse as extra groupings (kept as text, like attributes)
+    ids = [c for c in ("user_id", "policy_user_id", "policy_group") if c in prof.columns]
+    staged = normalize_impressions(
+        adapt_impressions(prof, ds=unit.ds_end, default_arm=imp.default_arm),
+        file=file,
+        signals=imp.signals,
+        attributes=[*imp.attributes, *ids],
+        label_rule=imp.label_rule,
+        traffic_stages=[*imp.stages, "swap"],
+        ds=unit.ds_end,
+        ds_start=unit.ds_start,
+        traffic=unit.traffic,
+        default_arm=imp.default_arm,
+    )
+    swap = pl.col("traffic") == "swap"
+
+    def donor(col: str) -> pl.Expr:  # the column on swap rows, null on own-policy rows
+        return pl.when(swap).then(pl.col(ATTR_PREFIX + col)) if col in ids else pl.lit(None, pl.String)
+
+    frame = staged.select(
+        "ds",
+        *attrs,
+        "n",
+        "y",
+        pl.lit(unit_key(cfg, path)).alias("src_file"),
+        pl.col(ATTR_PREFIX + "user_id").alias("user_id"),
+        donor("policy_user_id").alias("donor_user_id"),
+        donor("policy_group").alias("donor_group"),
+    )
+    return (
+        frame.group_by("ds", "src_file", "user_id", "donor_user_id", "donor_group", *attrs)
+        .agg(pl.col("n").sum(), pl.col("n").filter(pl.col("y")).sum().alias("n_pos"))
+        .select(list(schema))
+        .cast(schema)
+    )

@@ -27,6 +27,7 @@ from fairmon.pipelines import timing
 from fairmon.pipelines.config import FairmonConfig
 from fairmon.pipelines.ingest.adapters import (
     IngestUnit,
+    envy_profile,
     file_fingerprint,
     log_units_for_day,
     normalize_log_unit,
@@ -91,7 +92,7 @@ def input_source(cfg: FairmonConfig, name: str) -> InputSource:
                 "required_columns": ["ds", "traffic", "arm", *imp.signals, *imp.attributes],
                 "signals": imp.signals,
                 "attributes": imp.attributes,
-                "traffic_values": ["default", "random", *imp.stages],
+                "traffic_values": ["default", "random", *imp.stages, *(["swap"] if cfg.envy else [])],
             },
             ["ds", "traffic", *imp.signals],
             lambda u: read_unit(cfg, u),
@@ -161,8 +162,17 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
         how="vertical_relaxed",
     )
     fp = cfg.fingerprint()
+    envy = None
+    if src.name == "impressions" and cfg.envy is not None:  # per-user rows of the same files (DESIGN §4.7)
+        envy = pl.concat([envy_profile(cfg, b.unit) for b in batch], how="vertical_relaxed")
     with db.connect(cfg.duckdb_path) as con:
         con.register("staged", staged)
+        if envy is not None:
+            con.register("envy_staged", envy)
+            db.execute(con, "envy_rows_create")
+            have_envy = db.relation(con, "envy_rows_head").columns
+            for col in [c for c in envy.columns if c not in have_envy]:  # an attribute added to the config
+                con.execute(f"ALTER TABLE envy_rows ADD COLUMN {ident(col)} VARCHAR")
         db.execute(con, "ingest_log_create")  # also on a first run with force_ingest
         db.execute(con, f"{src.name}_create")
         have = db.relation(con, f"{src.name}_head").columns
@@ -180,7 +190,11 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
         with db.transaction(con):
             for b in batch:
                 db.execute(con, f"{src.name}_delete_unit", **src.delete_params(b.unit))
+                if envy is not None:
+                    db.execute(con, "envy_rows_delete_unit", **src.delete_params(b.unit))
             db.execute(con, f"{src.name}_insert")
+            if envy is not None:
+                db.execute(con, "envy_rows_insert")
             for b in batch:
                 u = b.unit
                 db.execute(
@@ -198,6 +212,8 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
                     dq=json.dumps({"n_expectations": b.dq.n_expectations, "failures": b.dq.failures}, default=str),
                 )
         con.unregister("staged")
+        if envy is not None:
+            con.unregister("envy_staged")
     run = active_run()
     if run is not None:  # counts computed before this write no longer hold
         with run.lock:
