@@ -536,7 +536,10 @@ class FairmonConfig(_Strict):
         imp = self.impressions
         if imp is None or imp.format != "contract":
             raise ValueError("[envy] needs [impressions] of format 'contract' (rows with user_id and traffic = 'swap')")
-        for key, names in (("attributes", self.envy.attributes or []), ("group_attribute", [self.envy.group_attribute])):
+        for key, names in (
+            ("attributes", self.envy.attributes or []),
+            ("group_attribute", [self.envy.group_attribute]),
+        ):
             unknown = [a for a in names if a is not None and a not in imp.attributes]
             if unknown:
                 raise ValueError(f"envy.{key}: {unknown} not in impressions.attributes {imp.attributes}")

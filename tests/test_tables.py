@@ -14,6 +14,7 @@ from fairmon.pipelines.quality import DQResult, dq_frame, load_spec
 from fairmon.pipelines.storage import tables as ddl
 from fairmon.pipelines.storage.warehouse import refresh_views, write_partitions
 from fairmon.transforms.decision_tables import sdt_table, threshold_tables
+from fairmon.transforms.envy_tables import envy_user_tables, group_envy_table
 from fairmon.transforms.quality import group_counts_check_frame, reo_check_frame
 from fairmon.transforms.reo_tables import reo_ab_table, reo_tables
 from fairmon.transforms.stage_tables import reo_stage_table, rsp_table, user_precision_table
@@ -73,6 +74,26 @@ def _frames() -> dict[str, pl.DataFrame]:
     stage = reo_stage_table(counts, D)
     rsp = rsp_table(counts, D)
     precision = user_precision_table(counts, D, ["grp"])
+    envy_counts = pl.DataFrame(
+        {
+            "attribute": ["g"] * 4,
+            "group": ["u", "u", "v", "v"],
+            "donor_group": [None, "v", None, "u"],
+            "is_day": [True] * 4,
+            "n": [1000] * 4,
+            "n_pos": [500, 600, 700, 400],
+        }
+    )
+    group_envy = group_envy_table(envy_counts, D, D, epsilon=0.05, delta=0.05)
+    per_user = pl.DataFrame(
+        {
+            "user_id": ["a", "a", "b", "b"],
+            "donor": [None, "b", None, "a"],
+            "n": [100] * 4,
+            "reward_sum": [50, 60, 70, 40],
+        }
+    )
+    envy_user, envy_audit = envy_user_tables(per_user, D, D, epsilon=0.05, delta=0.05, lam=0.1, gamma=0.1)
     return {
         "group_counts": counts,
         "reo_group": group,
@@ -85,6 +106,9 @@ def _frames() -> dict[str, pl.DataFrame]:
         "reo_stage": stage,
         "rsp": rsp,
         "user_precision": precision,
+        "group_envy": group_envy,
+        "envy_user": envy_user,
+        "envy_audit": envy_audit,
     }
 
 

@@ -587,7 +587,9 @@ TABLES: dict[str, Table] = {
                 _c("n_undecided", I, "users", "Targets not yet decided."),
                 _c("epsilon", F, "mean reward", "ε (config `envy.epsilon`)."),
                 _c("delta", F, "probability", "δ of the audit (config `envy.delta`)."),
-                _c("lambda_share", F, "share", "λ: share of users allowed to be (ε, γ)-envious (config `envy.lambda`)."),
+                _c(
+                    "lambda_share", F, "share", "λ: share of users allowed to be (ε, γ)-envious (config `envy.lambda`)."
+                ),
                 _c("gamma_share", F, "share", "γ: share of other users a user may envy (config `envy.gamma`)."),
                 _c(
                     "verdict",

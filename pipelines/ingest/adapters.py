@@ -358,7 +358,9 @@ def _with_envy_flags(con: duckdb.DuckDBPyConnection, raw, file: str):
     """``raw`` with the :data:`ENVY_FLAGS` columns (sql/impressions_donor_flag*.sql).
     Raises :class:`InputContractError` when the file has no user_id column."""
     if "user_id" not in raw.columns:
-        raise InputContractError("required column is missing ([envy] needs each row's user)", file=file, column="user_id")
+        raise InputContractError(
+            "required column is missing ([envy] needs each row's user)", file=file, column="user_id"
+        )
     con.register("raw_flag", raw)
     donors = {"policy_user_id", "policy_group"} & set(raw.columns)
     return db.relation(con, "impressions_donor_flag" if donors else "impressions_donor_flag_none")
