@@ -459,10 +459,9 @@ class EnvyConfig(_Strict):
         default=0.1, gt=0, lt=1, alias="lambda", description="λ: share of users allowed to be (ε, γ)-envious"
     )
     gamma: float = Field(default=0.1, gt=0, lt=1, description="γ: share of other users a user may envy")
-    start: dt.date | None = Field(
-        default=None,
+    start: dt.date = Field(
         description="first day of the audit: the bounds accumulate every day from here (anytime-valid, "
-        "seed 004 Lemma 4); default: the first day of a run",
+        "seed 004 Lemma 4); days before it get no envy tables",
     )
     attributes: list[str] | None = Field(
         default=None, description="user attributes for group envy (default: every impressions attribute)"

@@ -30,7 +30,15 @@ from fairmon.pipelines import timing
 from fairmon.pipelines.config import FairmonConfig, load_config
 from fairmon.pipelines.faults import fault_point
 from fairmon.pipelines.ingest.adapters import current_inputs, random_window_note, window_start
-from fairmon.pipelines.ingest.staging import count_days, current_files, ingest_source, run_logger, take_range_counts
+from fairmon.pipelines.ingest.staging import (
+    count_days,
+    current_files,
+    day_files,
+    ensure_staged,
+    ingest_source,
+    run_logger,
+    take_range_counts,
+)
 from fairmon.pipelines.quality import DQResult, build_docs, dq_frame, gate_for
 from fairmon.pipelines.run import ensure_run
 from fairmon.pipelines.storage import db
@@ -38,6 +46,7 @@ from fairmon.pipelines.storage.locking import project_lock
 from fairmon.pipelines.storage.warehouse import clean_tmp, refresh_views, remove_partitions, write_partitions
 from fairmon.transforms.contract import InputContractError
 from fairmon.transforms.decision_tables import sdt_table, threshold_tables
+from fairmon.transforms.envy_tables import envy_user_tables, group_envy_table
 from fairmon.transforms.quality import day_check_frame, group_counts_check_frame, reo_check_frame
 from fairmon.transforms.reo_tables import GROUP_COUNTS_SCHEMA, ab_pairs, reo_ab_table, reo_tables
 from fairmon.transforms.stage_tables import reo_stage_table, rsp_table, user_precision_table
@@ -192,6 +201,71 @@ def cluster_name(cfg: FairmonConfig) -> str:
     """The id that makes a cluster under ``[estimation] cluster_by`` (``auto``: request_id)."""
     by = cfg.estimation.cluster_by
     return "request_id" if by == "auto" else by
+
+
+@task(name="estimate-envy", cache_policy=NO_CACHE)
+def estimate_envy(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
+    """The envy-freeness tables of day ``ds`` (DESIGN §4.7; seed 004): group
+    envy per user attribute, per-user OCEF certificates and AUDIT's verdict,
+    from every default and swap row since ``[envy] start`` in the files those
+    days need now. Earlier days of the window not staged as they are now are
+    staged first (a day run alone); days whose rows are missing are named in
+    the audit's design_reason. Returns {} before ``start``."""
+    env = cfg.envy
+    if env is None or ds < env.start:
+        return {}
+    log = run_logger()
+    t0 = time.perf_counter()
+    days = [env.start + dt.timedelta(days=i) for i in range((ds - env.start).days + 1)]
+    missing = ensure_staged(cfg, days[:-1], str(ds))
+    attrs = cfg.envy_attributes
+    group_attr = env.group_attribute or cfg.impressions.attributes[0]
+    with timing.clock(ds, "estimators"):
+        with db.connect(cfg.duckdb_path) as con:
+            if db.query(con, "envy_rows_exists").item() == 0:
+                group_counts = pl.DataFrame(
+                    schema={
+                        "attribute": pl.String,
+                        "group": pl.String,
+                        "donor_group": pl.String,
+                        "is_day": pl.Boolean,
+                        "n": pl.Int64,
+                        "n_pos": pl.Int64,
+                    }
+                )
+                user_counts = pl.DataFrame(
+                    schema={"user_id": pl.String, "donor": pl.String, "n": pl.Int64, "reward_sum": pl.Int64}
+                )
+            else:
+                con.register("envy_files", day_files(cfg, days))
+                try:
+                    window = {"start": env.start, "ds": ds}
+                    group_counts = db.query(con, "envy_group_counts", group_attribute=group_attr, **window)
+                    user_counts = db.query(con, "envy_user_counts", **window)
+                finally:
+                    con.unregister("envy_files")
+        group_counts = group_counts.filter(pl.col("attribute").is_in(attrs))
+        out = {
+            "group_envy": group_envy_table(
+                group_counts, ds, env.start, epsilon=env.epsilon, delta=env.delta, level=cfg.estimation.confidence_level
+            )
+        }
+        out["envy_user"], audit = envy_user_tables(
+            user_counts, ds, env.start, epsilon=env.epsilon, delta=env.delta, lam=env.lam, gamma=env.gamma
+        )
+        if missing:
+            note = f"no staged rows for {len(missing)} day(s) of the window: {', '.join(map(str, missing[:5]))}"
+            audit = audit.with_columns((pl.col("design_reason") + "; " + note).alias("design_reason"))
+        out["envy_audit"] = audit
+    log.info(
+        "estimators %s: envy from %s, %d users, verdict %s, %.3fs",
+        ds,
+        env.start,
+        out["envy_user"].height,
+        audit.get_column("verdict").item(),
+        time.perf_counter() - t0,
+    )
+    return out
 
 
 @task(name="check-outputs", cache_policy=NO_CACHE)
@@ -370,6 +444,8 @@ def _impressions_stage(cfg: FairmonConfig, ds: dt.date, force: bool, results: li
     counts, totals, buckets = count_groups(cfg, ds)
     _gate(results, [check_day(cfg, ds, counts)])
     tables = {"group_counts": counts, **estimate(cfg, counts, ds, buckets)}
+    if cfg.envy is not None:
+        tables |= estimate_envy(cfg, ds)
     results += _ab_config_check(cfg, counts)
     _gate(results, check_outputs(cfg, ds, tables, totals))
     return tables

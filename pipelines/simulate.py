@@ -223,9 +223,11 @@ def write_envy_simulation(
     Alg. 2) with ``pulls_own`` own-policy rows and ``pulls_per_donor`` swap
     rows per donor, plus ``default_rows`` default and ``random_rows`` random
     rows of users drawn uniformly. ``truth_envy.json``: the scenario, the
-    verdict AUDIT should reach (``not_envy_free`` when a target truly envies
-    one of its donors, ``envy_free`` when every target is within ε of all its
-    donors), the share of (ε, γ)-envious users, each target's true decision,
+    verdict AUDIT should reach (``not_envy_free`` when a target gains more
+    than ε from one of its donors, else ``envy_free``), ``correct_verdicts``
+    (those that would not be wrong: ``not_envy_free`` when any target gains
+    at all, ``envy_free`` when at most a λ share of all users is
+    (ε, γ)-envious), that share, each target's true decision,
     and per (group, donor group) the expected value of the group-envy cells
     under this design. ``fairmon.toml``: a config with ``[envy]``.
     ``progress(i, n)`` is called after each day. Returns the paths written.
@@ -276,14 +278,20 @@ def write_envy_simulation(
             sel = (system.group[targets] == g)[:, None] & (system.group[donors] == h)
             if sel.any():
                 cells.append({"group": g, "donor_group": h, "U_cross": float(mu[sel].mean()), "U_own": own_g})
+    share = system.envious_share(epsilon, gamma)
+    correct = (["not_envy_free"] if envy_t.any() else []) + (["envy_free"] if share <= lam else [])
     truth = {
         "scenario": scenario,
-        "verdict": "not_envy_free" if envy_t.any() else ("envy_free" if free_t.all() else "undecided"),
-        "envious_share": system.envious_share(epsilon, gamma),
+        # what AUDIT should reach: envy beyond ε is found in time, else the certificate
+        "verdict": "not_envy_free" if (mu > own[:, None] + epsilon).any() else "envy_free",
+        # verdicts that are not wrong: envy exists among the targets (however small), or at most a
+        # λ share of all users is (ε, γ)-envious (seed 004 Def. 3.2, Th. 2)
+        "correct_verdicts": correct,
+        "envious_share": share,
         "M_tilde_K": list(audit_sizes(delta, lam, gamma)),
+        # per target: whether some donor's policy serves it better at all, and whether all are within ε
         "targets": {
-            f"u{m}": ("envy" if e else "eps_no_envy" if f else "undecided")
-            for m, e, f in zip(targets, envy_t, free_t, strict=True)
+            f"u{m}": {"envious": bool(e), "eps_free": bool(f)} for m, e, f in zip(targets, envy_t, free_t, strict=True)
         },
         "group_cells": cells,
     }

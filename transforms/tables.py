@@ -572,7 +572,7 @@ TABLES: dict[str, Table] = {
             "envy_audit",
             "The day's AUDIT verdict on the whole system: (ε, γ, λ)-envy-free, not envy-free, or undecided.",
             "seed 004 Alg. 2, Th. 2, Def. 3.2; DESIGN §4.7",
-            ("ds",),
+            ("ds", "window_start"),
             (
                 _DS,
                 _c("window_start", D, "date", "First day of the audit (config `envy.start`)."),

@@ -789,6 +789,43 @@ def simulate_labels(
     console.print(f"next: fairmon run -c {paths['config']} --date {end}")
 
 
+@app.command("simulate-envy")
+def simulate_envy(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write into.")] = Path("sim-envy"),
+    scenario: Annotated[str, typer.Option(help="envious or envy-free.")] = "envious",
+    days: Annotated[int, typer.Option(min=1, help="Number of days.")] = 14,
+    start: Annotated[str, typer.Option(help="First day, YYYY-MM-DD.")] = "2026-01-01",
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+) -> None:
+    """Write simulated swap and default traffic from a recommender with known
+    preferences (seed 004 §5.1): AUDIT's target users, each served by its own
+    policy and by K donors' policies every day, plus default and random
+    traffic; the truth (truth_envy.json) and a config with [envy]. The
+    envy-free scenario is certified after about nine days; the envious one
+    (a minority the model knows nothing about) is found on the first."""
+    from fairmon.pipelines.simulate import write_envy_simulation
+    from fairmon.transforms.simulate_envy import SCENARIOS
+
+    if scenario not in SCENARIOS:
+        raise typer.BadParameter(f"{scenario!r}: one of {', '.join(SCENARIOS)}", param_hint="--scenario")
+    first = _parse_date(start, "--start")
+    with Progress(transient=True, console=err) as bar:
+        task_id = bar.add_task("writing days", total=days)
+        paths = write_envy_simulation(
+            out,
+            scenario=scenario,
+            days=days,
+            start=first,
+            seed=seed,
+            progress=lambda i, n: bar.update(task_id, completed=i),
+        )
+    end = first + dt.timedelta(days=days - 1)
+    console.print(
+        f"wrote {days} days of swap and default traffic to {out}; config {paths['config']}; truth {paths['truth']}"
+    )
+    console.print(f"next: fairmon backfill -c {paths['config']} --start {first} --end {end}")
+
+
 @app.command()
 def demo(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the demo's data and outputs.")] = Path(
@@ -879,6 +916,7 @@ SHORT_HELP = {
     "envy-plan": "Target users and donors an envy-freeness audit must log (seed 004).",
     "simulate": "Write simulated TikTok-format logs with their truth and a config.",
     "simulate-labels": "Write simulated labeling logs with known d′, criteria and a config.",
+    "simulate-envy": "Write simulated swap traffic with known envy (seed 004) and a config.",
     "demo": "Run everything on bundled and simulated data.",
     "sql": "Query the published outputs with DuckDB SQL (read-only).",
     "init": "Write a commented starter config for an input format.",

@@ -415,6 +415,45 @@ def units_for(cfg: FairmonConfig, source: str, ds: dt.date) -> list[IngestUnit]:
     return log_units_for_day(cfg, source, ds)
 
 
+def ensure_staged(cfg: FairmonConfig, days: list[dt.date], run_name: str) -> list[dt.date]:
+    """Stage the impressions files of ``days`` that are not staged as they are
+    now (new, changed, or staged under another config), e.g. the earlier days
+    of an envy audit's window when a day runs alone. One ingest-log query for
+    all files; files staged as they are cost nothing more. Returns the days
+    whose files are missing or did not pass their raw suite (their rows are
+    not in the staging tables)."""
+    units: list[tuple[dt.date, IngestUnit]] = []
+    short: set[dt.date] = set()
+    for ds in days:
+        try:
+            found = units_for_day(cfg, ds)
+        except InputContractError:
+            found = []
+        if not found:
+            short.add(ds)
+        units += [(ds, u) for u in found]
+    if not units:
+        return sorted(short)
+    with db.connect(cfg.duckdb_path) as con:
+        db.execute(con, "ingest_log_create")
+        seen = {
+            r[0]: r[1:]
+            for r in db.query(
+                con, "ingest_log_fingerprints", files=[unit_key(cfg, u.file) for _, u in units]
+            ).iter_rows()
+        }
+    fp = cfg.fingerprint()
+    for ds, u in units:
+        if seen.get(unit_key(cfg, u.file)) == (*file_fingerprint(u.file), fp):
+            continue
+        try:
+            if not stage_unit.fn(cfg, "impressions", u, run_name).success:
+                short.add(ds)
+        except InputContractError:
+            short.add(ds)
+    return sorted(short)
+
+
 def ingest_source(cfg: FairmonConfig, source: str, ds: dt.date, force: bool) -> list[DQResult]:
     """Stage every file of input ``source`` that day ``ds`` needs (:func:`stage_unit` each).
     Returns one :class:`DQResult` per file."""
