@@ -1,6 +1,6 @@
 """Benchmark: the envy-freeness audit (issue 16; seed 004, DESIGN §4.7).
 
-Three parts, each printing its figures:
+Four parts, each printing its figures:
 
 1. OCEF as the interactive loop (transforms/envy.py ``ocef_online``) on the
    seed's bandit problems P1–P4 (App. D.1; δ = ε = 0.05) over ``--runs``
@@ -13,12 +13,17 @@ Three parts, each printing its figures:
    donor per target and day) over ``--seeds`` seeds: the share of runs
    decided within the days, the median day of the (first) decision, and the
    share of runs with a wrong verdict on any day.
-3. Per-user certificates at scale: ``--users`` users with 1 own arm and 5
-   donors, 8 logged rows per arm, generated and counted per user × arm in
-   DuckDB (one GROUP BY), then decided by ``ocef_decisions`` (vectorised):
-   seconds for each step and users per second.
+3. AUDIT run interactively on the simulated systems (``online_audit``:
+   OCEF per target with the conservative check, α = 0.1) over ``--seeds``/5
+   seeds: true verdicts, wrongly decided users, broken constraints, mean
+   rounds and cost per target.
+4. Per-user certificates at scale: a staged envy_rows table for ``--users``
+   target users with their own policy and 5 donors over 8 days (400 logged
+   rows per arm; 10 % of the users envy their first donor), counted per user
+   × arm by the pipeline's sql/envy_user_counts.sql in DuckDB and decided by
+   ``ocef_decisions`` (vectorised): seconds for each step.
 
-Last line: users/s of the certificate step at ``--users`` users.
+Last line: users/s of counts + certificates at ``--users`` users.
 
     python bench/envy.py [--runs 100] [--seeds 50] [--users 1000000]
 """
@@ -26,13 +31,16 @@ Last line: users/s of the certificate step at ``--users`` users.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import time
 
 import duckdb
 import numpy as np
+import polars as pl
 
+from fairmon.pipelines.storage import db
 from fairmon.transforms.envy import bandit_problem, ocef_decisions, ocef_online
-from fairmon.transforms.simulate_envy import SCENARIOS, EnvySpec, build_system, simulate_audit
+from fairmon.transforms.simulate_envy import SCENARIOS, EnvySpec, build_system, online_audit, simulate_audit
 
 TRUTH = {"P1": "eps_no_envy", "P2": "envy", "P3": "eps_no_envy", "P4": "envy"}
 ALPHAS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)
@@ -85,30 +93,62 @@ def scenarios(seeds: int, days: int) -> None:
         )
 
 
+def online(seeds: int) -> None:
+    print(f"\nAUDIT run interactively (OCEF per target, α = 0.1), {seeds} seeds, δ = 0.05, λ = 0.2, γ = 0.3, ε = 0.1")
+    for sc in SCENARIOS:
+        want = "not_envy_free" if sc == "envious" else "envy_free"
+        got, wrong, dur, cost, viol = 0, 0, [], [], 0
+        for seed in range(seeds):
+            r = online_audit(
+                build_system(EnvySpec(sc, seed=seed)),
+                delta=0.05,
+                alpha=0.1,
+                lam=0.2,
+                gamma=0.3,
+                epsilon=0.1,
+                rng=np.random.default_rng(seed),
+            )
+            got += r["verdict"] == want
+            wrong += r["wrong_users"]
+            viol += int(r["violated"].sum())
+            dur.append(r["duration"].mean())
+            cost.append(r["cost"].mean())
+        print(
+            f"{sc:10} true verdict {got}/{seeds}, users decided wrongly {wrong}, constraint broken {viol}; "
+            f"mean rounds per target {np.mean(dur):,.0f}, mean cost per target {np.mean(cost):,.1f}"
+        )
+
+
 def certificates(users: int) -> float:
+    """The pipeline's own SQL (sql/envy_user_counts.sql) over a staged envy_rows
+    table of ``users`` targets × (own + 5 donors) × 8 days, then the decisions."""
     con = duckdb.connect()
     t0 = time.perf_counter()
-    counts = con.sql(
+    con.execute(
         f"""
-        WITH rows AS (
-            SELECT i // 48 AS user_id, (i % 48) // 8 AS arm,
-                   (hash(i) % 1000) < CASE WHEN (i // 48) % 10 = 0 AND (i % 48) // 8 = 1 THEN 900 ELSE 400 END AS reward
-            FROM range({users} * 48) t(i)
-        )
-        SELECT user_id, CASE WHEN arm = 0 THEN NULL ELSE 'd' || arm END AS donor,
-               count(*)::BIGINT AS n, sum(reward::INT)::BIGINT AS reward_sum
-        FROM rows GROUP BY ALL
+        CREATE TABLE envy_rows AS
+        SELECT DATE '2026-01-01' + (i % 8)::INTEGER AS ds, 'f' || (i % 8) AS src_file,
+               'u' || (i // 48) AS user_id,
+               CASE WHEN (i % 48) // 8 = 0 THEN NULL ELSE 'd' || ((i % 48) // 8) END AS donor_user_id,
+               NULL::VARCHAR AS donor_group, '0' AS attr__g, 50::BIGINT AS n,
+               CASE WHEN (i // 48) % 10 = 0 AND (i % 48) // 8 = 1 THEN 45 ELSE 20 END::BIGINT AS n_pos
+        FROM range({users} * 48) t(i)
         """
-    ).pl()
-    t1 = time.perf_counter()
-    out = ocef_decisions(counts, delta=0.05 / (3 * users), epsilon=0.1)
-    t2 = time.perf_counter()
-    rate = users / (t2 - t1)
-    print(
-        f"\nper-user certificates: {users:,} users × 6 arms ({users * 48:,} rows): "
-        f"DuckDB count {t1 - t0:.2f} s, decisions {t2 - t1:.2f} s ({out.height:,} users)"
     )
-    print(f"users/s (certificate step): {rate:,.0f}")
+    con.register("envy_files", pl.DataFrame({"file": [f"f{d}" for d in range(8)]}))
+    t1 = time.perf_counter()
+    counts = db.query(con, "envy_user_counts", start=dt.date(2026, 1, 1), ds=dt.date(2026, 1, 8))
+    t2 = time.perf_counter()
+    out = ocef_decisions(counts, delta=0.05 / (3 * users), epsilon=0.1)
+    t3 = time.perf_counter()
+    rate = users / (t3 - t1)
+    print(
+        f"\nper-user certificates: {users:,} users × 6 arms × 8 days ({users * 48:,} staged rows, "
+        f"{users * 48 * 50:,} logged rows; staging table built in {t1 - t0:.2f} s): "
+        f"count per user × arm (sql/envy_user_counts.sql) {t2 - t1:.2f} s, decisions {t3 - t2:.2f} s; "
+        f"{(out['decision'] == 'envy').sum():,} envious (truth: {users // 10:,})"
+    )
+    print(f"users/s (counts + certificates): {rate:,.0f}")
     return rate
 
 
@@ -121,6 +161,7 @@ def main() -> None:
     a = ap.parse_args()
     bandits(a.runs)
     scenarios(a.seeds, a.days)
+    online(max(1, a.seeds // 5))
     certificates(a.users)
 
 

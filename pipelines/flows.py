@@ -649,7 +649,8 @@ def _daily(cfg: FairmonConfig, config_path: str, ds: dt.date, force_ingest: bool
                 docs = build_docs(cfg)
             status = "published"
             rows = {
-                k: tables[k].to_dicts() if k in tables else [] for k in ("reo", "reo_ab", "threshold_prevalence", "sdt")
+                k: tables[k].to_dicts() if k in tables else []
+                for k in ("reo", "reo_ab", "threshold_prevalence", "sdt", "envy_audit")
             }
             return {
                 "ds": ds,

@@ -6,15 +6,16 @@
 -- donor is the user), else the donor user whose policy served the swap row.
 -- Swap rows that name only a donor group are not per-user arms (they count in
 -- sql/envy_group_counts.sql). Targets: users with at least one donor row.
-WITH w AS (
+WITH agg AS (
     SELECT user_id,
            CASE WHEN donor_user_id IS NULL OR donor_user_id = user_id THEN NULL ELSE donor_user_id END AS donor,
-           donor_user_id, donor_group, n, n_pos
+           sum(n)::BIGINT AS n,
+           sum(n_pos)::BIGINT AS reward_sum
     FROM envy_rows
     WHERE ds BETWEEN $start AND $ds AND src_file IN (SELECT file FROM envy_files)
       AND NOT (donor_user_id IS NULL AND donor_group IS NOT NULL)
-),
-targets AS (SELECT DISTINCT user_id FROM w WHERE donor IS NOT NULL)
-SELECT w.user_id, w.donor, sum(w.n)::BIGINT AS n, sum(w.n_pos)::BIGINT AS reward_sum
-FROM w SEMI JOIN targets USING (user_id)
-GROUP BY w.user_id, w.donor
+    GROUP BY ALL
+)
+SELECT user_id, donor, n, reward_sum
+FROM agg
+QUALIFY bool_or(donor IS NOT NULL) OVER (PARTITION BY user_id)

@@ -292,3 +292,23 @@ def test_daily_audit_reaches_the_truth_and_never_the_wrong_one(scenario):
         assert days[-1]["verdict"] == want, (seed, days[-1])
         assert all(d["verdict"] != wrong and d["wrong_users"] == 0 for d in days)
         assert days[-1]["design_ok"]
+
+
+@pytest.mark.parametrize("scenario", ["envious", "envy-free"])
+def test_online_audit_with_conservative_exploration(scenario):
+    """AUDIT run interactively (OCEF per target at δ/(3M̃), α = 0.1) on the
+    simulated systems, 2 seeds: the true verdict, no user decided wrongly, the
+    conservative constraint (3) never broken."""
+    want = "not_envy_free" if scenario == "envious" else "envy_free"
+    for seed in range(2):
+        r = se.online_audit(
+            se.build_system(se.EnvySpec(scenario, seed=seed)),
+            delta=0.05,
+            alpha=0.1,
+            lam=0.2,
+            gamma=0.3,
+            epsilon=0.1,
+            rng=np.random.default_rng(seed),
+        )
+        assert r["verdict"] == want and r["wrong_users"] == 0 and not r["violated"].any()
+        assert len(r["decision"]) == 21 and (r["duration"] < 200_000).all()

@@ -96,6 +96,14 @@ def test_envious_system_is_found_on_day_one_and_a_swap_row_without_donor_quarant
     # the minority (group 1) gains from the majority's policies: envy, certified
     row = ge.filter((pl.col("group") == "1") & (pl.col("donor_group") == "0")).row(-1, named=True)
     assert row["verdict"] == "envy" and row["anytime_lower"] > 0.1
+    res = CliRunner().invoke(
+        app,
+        ["report", "-c", str(folder / "fairmon.toml"), "--start", str(START), "--end", str(START + dt.timedelta(1))],
+    )
+    assert res.exit_code == 0, res.output
+    html = next(folder.glob("report_*.html")).read_text()
+    assert f"Envy-freeness on {START + dt.timedelta(1)}: NOT envy-free (since {START})" in html
+    assert "seed 004, Prop. 2" in html and 'class="group-envy"' in html
 
     # day 2's file gets a swap row without its donor: the day is quarantined, naming the file row
     path = folder / "logs" / f"{START + dt.timedelta(days=1)}.parquet"

@@ -13,9 +13,70 @@ import subprocess
 import polars as pl
 import pytest
 
-from fairmon.transforms.report_data import labeler_finding, prevalence_finding, reo_verdict_paragraphs
+from fairmon.transforms.report_data import (
+    GROUP_ENVY_CAVEAT,
+    envy_findings,
+    labeler_finding,
+    prevalence_finding,
+    reo_verdict_paragraphs,
+)
 
 D = dt.date(2026, 2, 1)
+
+
+def _audit(ds, verdict, **kw) -> dict:
+    base = dict(ds=ds, window_start=D, M_tilde=21, K=21, targets=21, min_donors=21, design_ok=True)
+    base |= dict(design_reason="targets and donors per target suffice", n_envy=0, n_eps_no_envy=21, n_undecided=0)
+    base |= dict(epsilon=0.1, delta=0.05, lambda_share=0.2, gamma_share=0.3, verdict=verdict)
+    return base | kw
+
+
+def _genvy(group, donor, diff, lo, hi, verdict) -> dict:
+    return dict(
+        ds=D,
+        attribute="user_group",
+        group=group,
+        donor_group=donor,
+        diff=diff,
+        anytime_lower=lo,
+        anytime_upper=hi,
+        verdict=verdict,
+    )
+
+
+def test_envy_findings_say_the_verdict_since_when_and_the_caveat():
+    d2 = D + dt.timedelta(days=1)
+    audit = pl.DataFrame([_audit(D, "undecided", n_eps_no_envy=3, n_undecided=18), _audit(d2, "envy_free")])
+    groups = pl.DataFrame(
+        [_genvy("0", "1", -0.2, -0.22, -0.18, "eps_envy_free"), _genvy("1", "0", -0.1, -0.12, -0.05, "eps_envy_free")]
+    ).with_columns(pl.lit(d2).alias("ds"))
+    lines = envy_findings(audit, groups)
+    assert lines[0].startswith(f"Envy-freeness on {d2}: certified (0.10, 0.30, 0.20)-envy-free")
+    assert "at most 20 % of users gain more than ε from more than 30 % of other users'" in lines[0]
+    assert "21 certified within ε = 0.10, 0 undecided" in lines[0]
+    assert (
+        lines[1] == "Group envy by user_group: no group gains more than ε = 0.10 from another's policies (certified)."
+    )
+    assert lines[-1] == GROUP_ENVY_CAVEAT and "Prop. 2" in GROUP_ENVY_CAVEAT
+
+    bad = pl.DataFrame([_audit(D, "not_envy_free", n_envy=2, n_eps_no_envy=0, n_undecided=19)])
+    envious = pl.DataFrame(
+        [_genvy("1", "0", 0.36, 0.35, 0.38, "envy"), _genvy("0", "1", -0.5, -0.51, -0.49, "eps_envy_free")]
+    )
+    lines = envy_findings(bad, envious)
+    assert lines[0].startswith(f"Envy-freeness on {D}: NOT envy-free. 21 target users (AUDIT needs 21)")
+    assert "2 envious" in lines[0]
+    assert lines[1] == (
+        "Group envy by user_group: group 1 served by group 0's policies gains 0.360 (anytime bounds [0.350, 0.380])."
+    )
+    short = pl.DataFrame(
+        [_audit(D, "undecided", design_ok=False, design_reason="12 target users logged, AUDIT needs 21")]
+    )
+    assert (
+        "The logged design falls short: 12 target users logged, AUDIT needs 21."
+        in envy_findings(short, pl.DataFrame())[0]
+    )
+    assert envy_findings(pl.DataFrame(), pl.DataFrame()) == []
 
 
 def _reo(**kw) -> dict:

@@ -302,8 +302,9 @@ def ocef_online(
 ) -> dict[str, np.ndarray]:
     """OCEF as the interactive loop on Bernoulli arms (seed 004 Alg. 1), ``runs`` independent runs at once.
 
-    ``mu``: true means, shape (K+1,), arm 0 the baseline (the user's own
-    policy). Each round picks ℓ_t uniformly from the active set, pulls the
+    ``mu``: true means, shape (K+1,) shared by all runs or (runs, K+1) (one
+    target user per run, as AUDIT runs OCEF for many users at once), arm 0
+    the baseline (the user's own policy). Each round picks ℓ_t uniformly from the active set, pulls the
     baseline instead when β_0 > min_{k∈S} β_k or ξ_t < 0 (eq. 4 with
     Φ(t) = min(Σ_k β_k N_k, φ(t)), φ from :func:`freedman_phi`), updates the
     Lemma 4 bounds, drops arms whose upper bound is ≤ μ̲_0 + ε, and stops
@@ -318,12 +319,14 @@ def ocef_online(
     or α outside (0, 1].
     """
     mu = np.asarray(mu, dtype=float)
-    if mu.ndim != 1 or mu.size < 2 or ((mu < 0) | (mu > 1)).any():
-        raise ValueError("mu must be a vector of at least 2 means in [0, 1]")
+    if mu.ndim == 1:
+        mu = np.broadcast_to(mu, (runs, mu.size))
+    if mu.ndim != 2 or mu.shape[0] != runs or mu.shape[1] < 2 or ((mu < 0) | (mu > 1)).any():
+        raise ValueError("mu must hold at least 2 means in [0, 1], shape (K+1,) or (runs, K+1)")
     if not 0 < alpha <= 1:
         raise ValueError(f"alpha must lie in (0, 1], got {alpha}")
     _check_delta(delta)
-    K = mu.size - 1
+    K = mu.shape[1] - 1
     R = runs
     N = np.zeros((R, K + 1))
     S = np.zeros((R, K + 1))
@@ -353,14 +356,15 @@ def ocef_online(
         phi = np.minimum((beta[:, 1:] * n[:, 1:]).sum(axis=1), freedman_phi(n_explore[live], delta))
         xi = sum_explore[live] - phi + lower[rows[:r], pick] + (n[:, 0] - (1 - alpha) * t) * upper[:, 0]
         k_t = np.where((beta[:, 0] > min_beta) | (xi < 0), 0, pick)
-        reward = (rng.random(r) < mu[k_t]).astype(float)
+        mu_t = mu[live, k_t]
+        reward = (rng.random(r) < mu_t).astype(float)
         N[live, k_t] += 1
         S[live, k_t] += reward
         explore = k_t != 0
         sum_explore[live] += reward * explore
         n_explore[live] += explore
-        cum_mu[live] += mu[k_t]
-        violated[live] |= cum_mu[live] < (1 - alpha) * t * mu[0] - 1e-12
+        cum_mu[live] += mu_t
+        violated[live] |= cum_mu[live] < (1 - alpha) * t * mu[live, 0] - 1e-12
         n, s = N[live], S[live]
         mean = s / np.maximum(n, 1)
         beta = table[n.astype(np.int64)]
@@ -374,10 +378,10 @@ def ocef_online(
             done = live[stop]
             decision[done] = np.where(envy[stop], "envy", "eps_no_envy")
             duration[done] = t
-            cost[done] = t * mu[0] - cum_mu[done]
+            cost[done] = t * mu[done, 0] - cum_mu[done]
             live = live[~stop]
     if live.size:
-        cost[live] = max_steps * mu[0] - cum_mu[live]
+        cost[live] = max_steps * mu[live, 0] - cum_mu[live]
     return {"decision": decision, "duration": duration, "cost": cost, "violated": violated}
 
 

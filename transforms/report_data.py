@@ -272,3 +272,73 @@ def labeler_finding(sdt: pl.DataFrame) -> list[str]:
             )
         )
     return out
+
+
+#: Said beside every group-envy reading (seed 004 App. B, Prop. 2).
+GROUP_ENVY_CAVEAT = (
+    "Group envy compares a group's own recommendations with those of another group's users on average; "
+    "being free of group envy implies that individual users are free of envy only when users within each "
+    "group have similar preferences and recommendations (seed 004, Prop. 2). The per-user certificates "
+    "are the audit."
+)
+
+
+def envy_findings(audit: pl.DataFrame, group_envy: pl.DataFrame) -> list[str]:
+    """Sentences on the envy-freeness audit of the latest day of ``audit``
+    (envy_audit rows) and its group envy (group_envy rows of that day):
+    AUDIT's verdict with its targets, donors and decisions (seed 004 Alg. 2,
+    Th. 2), the day the verdict was first reached, then one sentence per
+    attribute naming the certified envious pairs (anytime lower bound > 0)
+    or saying none is, and :data:`GROUP_ENVY_CAVEAT`. Empty without rows."""
+    if audit.is_empty():
+        return []
+    audit = audit.sort("ds")
+    last = audit.row(-1, named=True)
+    eps, lam, gam = last["epsilon"], last["lambda_share"], last["gamma_share"]
+    first = audit.filter(pl.col("verdict") == last["verdict"]).get_column("ds").min()
+    since = f" (since {first})" if last["verdict"] != "undecided" and first != last["ds"] else ""
+    counts = (
+        f"{last['targets']} target users (AUDIT needs {last['M_tilde']}), at least {last['min_donors']} donors each "
+        f"(needs {last['K']}): {last['n_envy']} envious, {last['n_eps_no_envy']} certified within ε = {_num(eps, 2)}, "
+        f"{last['n_undecided']} undecided"
+    )
+    if last["verdict"] == "not_envy_free":
+        head = (
+            f"Envy-freeness on {last['ds']}: NOT envy-free{since}. {counts}. An envious user is certified: some "
+            f"other user's recommendations give them more reward, beyond the confidence bounds."
+        )
+    elif last["verdict"] == "envy_free":
+        head = (
+            f"Envy-freeness on {last['ds']}: certified ({_num(eps, 2)}, {_num(gam, 2)}, {_num(lam, 2)})-envy-free"
+            f"{since}: with probability 1 − {_num(last['delta'], 2)}, at most {100 * lam:.0f} % of users gain "
+            f"more than ε from more than {100 * gam:.0f} % of other users' recommendations. {counts}."
+        )
+    else:
+        why = "" if last["design_ok"] else f" The logged design falls short: {last['design_reason']}."
+        head = f"Envy-freeness on {last['ds']}: undecided so far. {counts}.{why}"
+    out = [head]
+    if not group_envy.is_empty():
+        g = group_envy.filter(pl.col("ds") == group_envy.get_column("ds").max())
+        for (attribute,), rows in g.sort("attribute", "group", "donor_group").group_by(
+            "attribute", maintain_order=True
+        ):
+            envious = [r for r in rows.to_dicts() if r["verdict"] == "envy"]
+            if envious:
+                pairs = "; ".join(
+                    f"group {r['group']} served by group {r['donor_group']}'s policies gains {_num(r['diff'], 3)} "
+                    f"(anytime bounds [{_num(r['anytime_lower'], 3)}, {_num(r['anytime_upper'], 3)}])"
+                    for r in envious
+                )
+                out.append(f"Group envy by {attribute}: {pairs}.")
+            else:
+                free = all(r["verdict"] == "eps_envy_free" for r in rows.to_dicts())
+                out.append(
+                    f"Group envy by {attribute}: "
+                    + (
+                        f"no group gains more than ε = {_num(eps, 2)} from another's policies (certified)."
+                        if free
+                        else "no envious pair is certified; some pairs are undecided."
+                    )
+                )
+        out.append(GROUP_ENVY_CAVEAT)
+    return out

@@ -266,3 +266,57 @@ def simulate_audit(
         wrong = int(((dec == "envy") & ~te).sum() + ((dec == "eps_no_envy") & ~tf).sum())
         out.append({"day": day, **v, "wrong_users": wrong})
     return out
+
+
+def online_audit(
+    system: EnvySystem,
+    *,
+    delta: float,
+    alpha: float,
+    lam: float,
+    gamma: float,
+    epsilon: float,
+    rng: np.random.Generator,
+    max_steps: int = 200_000,
+) -> dict:
+    """AUDIT run interactively (seed 004 Alg. 2 with Alg. 1 per target):
+    draws M̃ targets and K donors each (:func:`audit_design`), then runs OCEF
+    for every target with arms = (own policy, donors' policies), Bernoulli
+    rewards with the exact means u^m(π^n), the conservative-exploration
+    check at ``alpha`` and confidence δ/(3M̃)
+    (:func:`fairmon.transforms.envy.ocef_online`).
+
+    Returns ``verdict`` (``not_envy_free`` if any target ends ``envy``,
+    ``envy_free`` if all end ``eps_no_envy``, else ``undecided``), per target
+    ``decision``, ``duration`` and ``cost`` arrays, ``violated`` (the
+    conservative constraint (3) broken with the true means) and
+    ``wrong_users`` (decisions the exact utilities contradict).
+    """
+    from fairmon.transforms.envy import ocef_online
+
+    targets, donors = audit_design(system, delta=delta, lam=lam, gamma=gamma, rng=rng)
+    m_tilde = len(targets)
+    mu = system.utility[targets[:, None], np.concatenate([targets[:, None], donors], axis=1)]
+    r = ocef_online(
+        mu, delta=delta / (3 * m_tilde), alpha=alpha, epsilon=epsilon, runs=m_tilde, rng=rng, max_steps=max_steps
+    )
+    decision = r["decision"]
+    wrong = int(
+        ((decision == "envy") & ~(mu[:, 1:] > mu[:, [0]]).any(axis=1)).sum()
+        + ((decision == "eps_no_envy") & ~(mu[:, 1:] <= mu[:, [0]] + epsilon).all(axis=1)).sum()
+    )
+    verdict = (
+        "not_envy_free"
+        if (decision == "envy").any()
+        else "envy_free"
+        if (decision == "eps_no_envy").all()
+        else "undecided"
+    )
+    return {
+        "verdict": verdict,
+        "decision": decision,
+        "duration": r["duration"],
+        "cost": r["cost"],
+        "violated": r["violated"],
+        "wrong_users": wrong,
+    }

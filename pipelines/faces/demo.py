@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import shutil
 from pathlib import Path
 
@@ -21,8 +22,10 @@ from fairmon.pipelines.faces.views import (
     run_summary,
     sdt_view,
 )
-from fairmon.pipelines.simulate import write_labeling_simulation, write_simulation
+from fairmon.pipelines.simulate import write_envy_simulation, write_labeling_simulation, write_simulation
+from fairmon.pipelines.storage.warehouse import read_table
 from fairmon.resources import data_dir
+from fairmon.transforms.report_data import envy_findings
 from fairmon.transforms.simulate import SimulationSpec
 from fairmon.transforms.simulate_labels import LabelingSpec
 
@@ -158,6 +161,11 @@ def _run(console: Console, config_path: Path, days: list[dt.date], show_progress
     return cfg, results
 
 
+def envy_cfg_table(cfg, name: str) -> pl.DataFrame:
+    """A published table of the demo's envy project (all days)."""
+    return read_table(cfg.warehouse_path, name)
+
+
 def run_demo(out: Path, console: Console) -> None:
     """Write and run the demo under ``out``; print REO tables and output paths."""
     # A post-recall stage at parity (recall U = 1.1 for both groups): the ranking stage creates the
@@ -259,14 +267,27 @@ def run_demo(out: Path, console: Console) -> None:
         console.print("true cost ratios: " + ", ".join(f"{lab}/{g} {c:.2f}" for (lab, g), c in sorted(truth_l.items())))
     labels_report = build_report(labels_cfg, lds, lds, config_name=str(lpaths["config"]))
 
+    console.rule("5. envy-freeness audit: swap traffic from a recommender with known preferences (seed 004)")
+    envy = out / "envy"
+    epaths = write_envy_simulation(envy, scenario="envious", days=4, start=DEMO_START, seed=0)
+    etruth = json.loads(epaths["truth"].read_text())
+    edays = [DEMO_START + dt.timedelta(days=i) for i in range(4)]
+    envy_cfg, envy_results = _run(console, epaths["config"], edays)
+    console.print(f"true verdict (truth_envy.json): {etruth['verdict']}; the run summary above shows fairmon's")
+    envy_report = build_report(envy_cfg, edays[0], edays[-1], config_name=str(epaths["config"]))
+    for line in envy_findings(envy_cfg_table(envy_cfg, "envy_audit"), envy_cfg_table(envy_cfg, "group_envy"))[1:-1]:
+        console.print(line)
+
     console.rule("outputs")
-    console.print(f"more reports: {compas_report}  {labels_report}")
-    for name, c in (("simulation", sim), ("coat", coat), ("compas", compas), ("labels", labels)):
+    console.print(f"more reports: {compas_report}  {labels_report}  {envy_report}")
+    for name, c in (("simulation", sim), ("coat", coat), ("compas", compas), ("labels", labels), ("envy", envy)):
         console.print(
             f"{name}: tables under {c / 'warehouse'} (ds=YYYY-MM-DD partitions), DuckDB file {c / 'fairmon.duckdb'}"
         )
     console.print(f"reports (open offline in a browser): {sim_report}  {coat_report}")
     console.print(f"data-quality Data Docs: {sim / 'gx' / 'uncommitted' / 'data_docs' / 'local_site' / 'index.html'}")
-    failed = [r for r in results + coat_results + compas_results + label_results if r["status"] != "published"]
+    failed = [
+        r for r in results + coat_results + compas_results + label_results + envy_results if r["status"] != "published"
+    ]
     if failed:
         raise SystemExit(1)

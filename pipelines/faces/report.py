@@ -21,6 +21,7 @@ from fairmon.pipelines.storage.warehouse import latest_runs, read_table
 from fairmon.transforms.reo import EIGHTY_PERCENT_RULE_REO
 from fairmon.transforms.report_data import (
     ReportData,
+    envy_findings,
     labeler_finding,
     prevalence_finding,
     reo_verdict_paragraphs,
@@ -430,6 +431,26 @@ and metrics). Bold: q &lt; 0.05, a change that survives the multiple comparisons
 {% for r in rows.rows %}<tr>{% for v in r %}<td class="num">{{ v }}</td>{% endfor %}</tr>{% endfor %}</table>
 {% endfor %}{% endif %}
 
+{% if envy_findings %}<h2>Envy-freeness: would users gain from other users' recommendations? (seed 004)</h2>
+{% for line in envy_findings %}<p class="finding">{{ line }}</p>{% endfor %}
+<h3>AUDIT by day (bounds accumulate from the audit's start; each day's verdict is valid on its own)</h3>
+<table class="envy-audit"><tr><th>ds</th><th class="num">targets</th><th class="num">min donors</th><th>design</th>
+<th class="num">envious</th><th class="num">certified ε-free</th><th class="num">undecided</th><th>verdict</th></tr>
+{% for r in envy_days %}<tr><td>{{ r.ds }}</td><td class="num">{{ r.targets }} / {{ r.M_tilde }}</td>
+<td class="num">{{ r.min_donors }} / {{ r.K }}</td><td class="{{ 'ok' if r.design_ok else 'warn' }}">{{ r.design_reason }}</td>
+<td class="num">{{ r.n_envy }}</td><td class="num">{{ r.n_eps_no_envy }}</td><td class="num">{{ r.n_undecided }}</td>
+<td class="{{ {'envy_free': 'ok', 'not_envy_free': 'bad'}.get(r.verdict, 'warn') }}">{{ r.verdict }}</td></tr>{% endfor %}</table>
+{% if envy_groups %}<h3>Group envy, latest published day (App. B, eq. 6)</h3>
+<table class="group-envy"><tr><th>attribute</th><th>group</th><th>served by</th><th class="num">U(g, g′)</th>
+<th class="num">own</th><th class="num">difference</th><th>day's CI</th><th class="num">q</th><th>anytime bounds</th>
+<th>verdict</th></tr>
+{% for r in envy_groups %}<tr><td>{{ r.attribute }}</td><td>{{ r.group }}</td><td>{{ r.donor_group }}</td>
+<td class="num">{{ fmt(r.U_cross) }}</td><td class="num">{{ fmt(r.U_own) }}</td><td class="num">{{ fmt(r.diff) }}</td>
+<td>[{{ fmt(r.ci_low) }}, {{ fmt(r.ci_high) }}]</td><td class="num">{{ pfmt(r.q_value) }}</td>
+<td>[{{ fmt(r.anytime_lower) }}, {{ fmt(r.anytime_upper) }}]</td>
+<td class="{{ {'eps_envy_free': 'ok', 'envy': 'bad'}.get(r.verdict, 'warn') }}">{{ r.verdict }}</td></tr>{% endfor %}
+</table>{% endif %}{% endif %}
+
 {% if model_fig or labeler_fig %}<h2>Decision trade-offs by group (implied thresholds)</h2>
 <p>The implied threshold is the outcome probability at which a decision maker acts; its cost ratio is
 c = (1 − τ)/τ (Lum et al., seed 002, eq. 6 and eq. 12). Different thresholds for different groups mean
@@ -685,6 +706,16 @@ def render_report(
             .to_dicts()
         )
     extras = extra_sections(d.extras or {})
+    envy_audit = (d.extras or {}).get("envy_audit", pl.DataFrame())
+    group_envy = (d.extras or {}).get("group_envy", pl.DataFrame())
+    envy_days = envy_audit.sort("ds").to_dicts() if not envy_audit.is_empty() else []
+    envy_groups = (
+        group_envy.filter(pl.col("ds") == group_envy.get_column("ds").max())
+        .sort("attribute", "group", "donor_group")
+        .to_dicts()
+        if not group_envy.is_empty()
+        else []
+    )
     prev_day = d.threshold_prevalence.get_column("ds").max() if not d.threshold_prevalence.is_empty() else None
     prevalence_rows = (
         d.threshold_prevalence.filter(pl.col("ds") == prev_day).sort("model", "attribute", "group").to_dicts()
@@ -741,6 +772,9 @@ def render_report(
         prev_ci=ci_label(d.threshold_prevalence) if prevalence_rows else "CI",
         labeler_findings=labeler_finding(d.sdt),
         labeler_rows=labeler_rows,
+        envy_findings=envy_findings(envy_audit, group_envy),
+        envy_days=envy_days,
+        envy_groups=envy_groups,
         releases=releases or [],
         dq_passed=sum(1 for r in dq_rows if r["passed"] and not r["warnings"]),
         dq_problems=dq_problems,
@@ -786,7 +820,7 @@ def build_report(
         threshold_prevalence=read_table(wh, "threshold_prevalence"),
         sdt=read_table(wh, "sdt"),
         latest_runs=latest_runs(cfg.duckdb_path),
-        extras={t: read_table(wh, t) for t in ("reo_stage", "rsp", "user_precision")},
+        extras={t: read_table(wh, t) for t in ("reo_stage", "rsp", "user_precision", "envy_audit", "group_envy")},
     )
     docs = cfg.gx_root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
     diffs = read_table(wh, "threshold_prevalence_diff")

@@ -207,8 +207,8 @@ def interval_note(reo_rows: list[dict]) -> str:
 
 def run_summary(results: list[dict]) -> Table:
     """The closing table of a run: per day its status (published / quarantined /
-    failed) and either its tables, how its intervals treat clustered rows and
-    its failed warnings, or its error."""
+    failed) and either its tables, how its intervals treat clustered rows, the
+    envy audit's verdict (with ``[envy]``) and its failed warnings, or its error."""
     t = Table(title="Run summary", title_justify="left")
     t.add_column("ds")
     t.add_column("status")
@@ -218,9 +218,15 @@ def run_summary(results: list[dict]) -> Table:
         if ok:
             warn = [f"{d['suite']}: {d['failed_warning']}" for d in r.get("dq", []) if d.get("failed_warning")]
             note = interval_note(r.get("reo", []))
+            envy = r.get("envy_audit") or []
             detail = (
                 ", ".join(sorted(r.get("paths", {})))
                 + (f"\n{escape(note)}" if note else "")
+                + "".join(
+                    f"\nenvy audit: {a['verdict']} ({a['n_envy']} envious, {a['n_eps_no_envy']} certified, "
+                    f"{a['n_undecided']} undecided of {a['targets']} targets)"
+                    for a in envy
+                )
                 + "".join(f"\n[yellow]warning {escape(w)}[/yellow]" for w in warn)
             )
         else:
