@@ -209,8 +209,10 @@ def estimate_envy(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
     envy per user attribute, per-user OCEF certificates and AUDIT's verdict,
     from every default and swap row since ``[envy] start`` in the files those
     days need now. Earlier days of the window not staged as they are now are
-    staged first (a day run alone); days whose rows are missing are named in
-    the audit's design_reason. Returns {} before ``start``."""
+    staged first (a day run alone); a day whose files are missing or fail
+    their raw suite contributes no rows (not rows staged from an earlier
+    version of its files) and is named in the audit's design_reason.
+    Returns {} before ``start``."""
     env = cfg.envy
     if env is None or ds < env.start:
         return {}
@@ -237,7 +239,8 @@ def estimate_envy(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
                     schema={"user_id": pl.String, "donor": pl.String, "n": pl.Int64, "reward_sum": pl.Int64}
                 )
             else:
-                con.register("envy_files", day_files(cfg, days))
+                # a day whose files fail their checks now counts with none of its rows, not with stale ones
+                con.register("envy_files", day_files(cfg, [d for d in days if d not in missing]))
                 try:
                     window = {"start": env.start, "ds": ds}
                     group_counts = db.query(con, "envy_group_counts", group_attribute=group_attr, **window)
@@ -254,7 +257,10 @@ def estimate_envy(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
             user_counts, ds, env.start, epsilon=env.epsilon, delta=env.delta, lam=env.lam, gamma=env.gamma
         )
         if missing:
-            note = f"no staged rows for {len(missing)} day(s) of the window: {', '.join(map(str, missing[:5]))}"
+            note = (
+                f"{len(missing)} day(s) of the window left out (files missing or failing their checks): "
+                + ", ".join(map(str, missing[:5]))
+            )
             audit = audit.with_columns((pl.col("design_reason") + "; " + note).alias("design_reason"))
         out["envy_audit"] = audit
     log.info(

@@ -85,10 +85,10 @@ def test_envy_free_system_is_certified_and_never_called_envious(tmp_path):
 
 def test_envious_system_is_found_on_day_one_and_a_swap_row_without_donor_quarantines(tmp_path):
     folder = tmp_path / "envious"
-    truth = _simulate(folder, "envious", 2)
+    truth = _simulate(folder, "envious", 3)
     assert truth["verdict"] == "not_envy_free"
-    audit = _backfill(folder, 2)
-    assert audit["verdict"].to_list() == ["not_envy_free", "not_envy_free"]
+    audit = _backfill(folder, 3)
+    assert audit["verdict"].to_list() == ["not_envy_free"] * 3
     assert (audit["n_envy"] > 0).all()
     _check_users(folder, truth)
     _check_group_cells(folder, truth)
@@ -121,3 +121,13 @@ def test_envious_system_is_found_on_day_one_and_a_swap_row_without_donor_quarant
     assert "swap_rows_have_donor" in failed["failed_critical"].item()
     (f,) = [f for f in json.loads(failed["details"].item()) if f["name"] == "swap_rows_have_donor"]
     assert f["unexpected_count"] == 1 and f["rows"] == [i + 1]  # 1-based file row
+
+    # day 3 re-run: the audit window leaves out day 2 (no rows from its earlier, staged version) and says so
+    wh = load_config(folder / "fairmon.toml").warehouse_path
+    before = read_table(wh, "group_envy").filter(pl.col("ds") == START + dt.timedelta(2))
+    res = CliRunner().invoke(app, ["run", "-c", str(folder / "fairmon.toml"), "--date", str(START + dt.timedelta(2))])
+    assert res.exit_code == 0, res.output
+    after = read_table(wh, "group_envy").filter(pl.col("ds") == START + dt.timedelta(2))
+    assert (after["window_n_cross"] * 3 == before["window_n_cross"] * 2).all()  # equal days: 2 of 3 remain
+    note = read_table(wh, "envy_audit").filter(pl.col("ds") == START + dt.timedelta(2))["design_reason"].item()
+    assert f"1 day(s) of the window left out (files missing or failing their checks): {START + dt.timedelta(1)}" in note

@@ -557,16 +557,13 @@ def normalize_unit(cfg: FairmonConfig, unit: IngestUnit, raw: pl.DataFrame) -> p
     return add_intersections(staged, imp.intersections)
 
 
-#: Columns of the envy_rows staging table besides the attributes (attr__<name>).
-ENVY_KEYS = ("ds", "src_file", "user_id", "donor_user_id", "donor_group")
-
-
 def envy_profile(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
     """Per-user rows of one impressions file for the envy audit (DESIGN §4.7).
 
     Scans the file's default- and swap-traffic rows in DuckDB
-    (sql/impressions_envy_profile.sql), parses them as the impressions are
-    parsed (:func:`normalize_unit`: dates, signals, label Y) and sums them to
+    (sql/impressions_envy_profile.sql), parses them with the impressions'
+    own parser (:func:`normalize_impressions`: dates, traffic, signals,
+    label Y; the ids ride along as extra groupings) and sums them to
     one row per (ds, user_id, donor_user_id, donor_group, attributes) with
     ``n`` rows and ``n_pos`` positives. Own-policy rows (default traffic)
     have null donors; a swap row's donor is its ``policy_user_id`` and/or
@@ -578,7 +575,7 @@ def envy_profile(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
     imp = cfg.impressions
     path, file = unit.file, str(unit.file)
     con = _scratch()
-    cols = [*profile_columns(cfg), "user_id", "policy_user_id", "policy_group"]
+    cols = ["ds", "traffic", "arm", *imp.signals, *imp.attributes, "user_id", "policy_user_id", "policy_group"]
     try:
         if _is_parquet(cfg, path):
             raw = _parquet_rows(con, [file])
