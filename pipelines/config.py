@@ -478,6 +478,44 @@ class EnvyConfig(_Strict):
         return None if v is None else _check_identifiers(v)
 
 
+class ReachConfig(_Strict):
+    """Reachability and stability audit of a recommender's model snapshots
+    (seed 003; DESIGN §2 model snapshots, §4.8)."""
+
+    path: str = Field(description="snapshot folder per day, a template with {ds} (users, items, ratings, global files)")
+    rating_min: float = Field(description="lowest rating of the scale: the action box's lower end")
+    rating_max: float = Field(description="highest rating of the scale: the action box's upper end")
+    user_attributes: list[str] | None = Field(
+        default=None, description="user attribute columns to compare (default: every non-factor column)"
+    )
+    item_attributes: list[str] | None = Field(
+        default=None, description="item attribute columns to compare (default: every non-factor column)"
+    )
+    beta: float = Field(default=1.0, gt=0, description="softmax inverse temperature β of the selection rule")
+    budget: int = Field(default=10, ge=1, description="K: the action set, the K unseen items predicted highest")
+    stability_budgets: list[int] = Field(
+        default=[1, 5, 10], min_length=1, description="B: how many other users' data each perturbation changes"
+    )
+    perturbations: int = Field(default=5, ge=1, description="R: random perturbations (retrainings) per B")
+    noise_seeds: int = Field(default=3, ge=0, description="retrainings of the unchanged data with other seeds")
+    bootstrap_resamples: int = Field(default=2000, ge=100, description="bootstrap resamples of the group CIs")
+    seed: int = Field(default=0, description="seed of the perturbation draws and the bootstrap")
+
+    @model_validator(mode="after")
+    def _scale(self) -> ReachConfig:
+        check_template(self.path, {"ds"}, "path")
+        if "{ds}" not in self.path:
+            raise ValueError("path must contain {ds}: one snapshot per day")
+        if self.rating_max <= self.rating_min:
+            raise ValueError("rating_max must be above rating_min")
+        return self
+
+    @field_validator("user_attributes", "item_attributes")
+    @classmethod
+    def _identifiers(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else _check_identifiers(v)
+
+
 class FairmonConfig(_Strict):
     """The whole configuration. ``warehouse`` and ``duckdb`` are resolved paths."""
 
@@ -493,6 +531,7 @@ class FairmonConfig(_Strict):
     audit: AuditConfig = AuditConfig()
     gx: GxConfig = GxConfig()
     envy: EnvyConfig | None = None
+    reach: ReachConfig | None = None
     base_dir: Path = Field(default=Path("."), exclude=True)
 
     def resolve(self, p: str | Path) -> Path:
@@ -512,8 +551,8 @@ class FairmonConfig(_Strict):
 
     @model_validator(mode="after")
     def _some_source(self) -> FairmonConfig:
-        if self.impressions is None and self.scores is None and self.labels is None:
-            raise ValueError("configure at least one of [impressions], [scores], [labels]")
+        if self.impressions is None and self.scores is None and self.labels is None and self.reach is None:
+            raise ValueError("configure at least one of [impressions], [scores], [labels], [reach]")
         return self
 
     @model_validator(mode="after")

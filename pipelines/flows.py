@@ -30,6 +30,7 @@ from fairmon.pipelines import timing
 from fairmon.pipelines.config import FairmonConfig, load_config
 from fairmon.pipelines.faults import fault_point
 from fairmon.pipelines.ingest.adapters import current_inputs, random_window_note, window_start
+from fairmon.pipelines.ingest.snapshots import Snapshot, read_snapshot
 from fairmon.pipelines.ingest.staging import (
     count_days,
     current_files,
@@ -48,8 +49,17 @@ from fairmon.transforms.contract import InputContractError
 from fairmon.transforms.decision_tables import sdt_table, threshold_tables
 from fairmon.transforms.envy_tables import envy_user_tables, group_envy_table
 from fairmon.transforms.quality import day_check_frame, group_counts_check_frame, reo_check_frame
+from fairmon.transforms.reach_tables import (
+    reach_group_inputs,
+    reach_group_table,
+    reach_item_table,
+    reach_problems,
+    reach_user_table,
+    stability_table,
+)
 from fairmon.transforms.reo_tables import GROUP_COUNTS_SCHEMA, ab_pairs, reo_ab_table, reo_tables
 from fairmon.transforms.stage_tables import reo_stage_table, rsp_table, user_precision_table
+from fairmon.transforms.tables import polars_schema
 
 
 class DayFailed(RuntimeError):
@@ -77,7 +87,7 @@ def ingest(config: FairmonConfig | str, ds: dt.date, force: bool = False) -> lis
 
 def configured_inputs(cfg: FairmonConfig) -> list[str]:
     """The inputs this config reads, in run order."""
-    return [n for n in ("impressions", "scores", "labels") if getattr(cfg, n) is not None]
+    return [n for n in ("impressions", "scores", "labels", "reach") if getattr(cfg, n) is not None]
 
 
 @task(name="count-groups", cache_policy=NO_CACHE)
@@ -493,7 +503,68 @@ def _labels_stage(cfg: FairmonConfig, ds: dt.date, force: bool, results: list[DQ
     return tables
 
 
-STAGES = {"impressions": _impressions_stage, "scores": _scores_stage, "labels": _labels_stage}
+@task(name="estimate-reach", cache_policy=NO_CACHE)
+def estimate_reach(cfg: FairmonConfig, ds: dt.date, snap: Snapshot) -> dict[str, pl.DataFrame]:
+    """Reachability of every (user, target item), discovery per user,
+    availability per item, stability per user beside the training-noise floor,
+    and the group comparisons of one checked model snapshot (seed 003;
+    DESIGN §4.8). Progress goes to the run log every 10 % of the users."""
+    log = run_logger()
+    rc = cfg.reach
+    t0 = time.perf_counter()
+    n_users = snap.users.height
+    done = [0]
+
+    def tick(k: int) -> None:
+        done[0] += k
+        if done[0] % max(1, n_users // 10) == 0 or done[0] == n_users:
+            log.info("reach %s: %d/%d users solved, %.1fs", ds, done[0], n_users, time.perf_counter() - t0)
+
+    with timing.clock(ds, "estimators"):
+        problems = reach_problems(
+            snap.model, snap.history, beta=rc.beta, budget=rc.budget, r_min=rc.rating_min, r_max=rc.rating_max,
+            progress=tick,
+        )  # fmt: skip
+        users = reach_user_table(ds, problems, snap.users, snap.user_attributes, rc.beta, rc.budget)
+        items = reach_item_table(ds, problems, snap.items, snap.item_attributes, rc.beta, rc.budget)
+        budgets = [b for b in rc.stability_budgets if b < n_users]
+        stability = (
+            stability_table(
+                ds, snap.history, snap.users, snap.items.height, snap.training, beta=rc.beta, budgets=budgets,
+                perturbations=rc.perturbations, noise_seeds=rc.noise_seeds, r_min=rc.rating_min,
+                r_max=rc.rating_max, seed=rc.seed,
+            )
+            if budgets
+            else pl.DataFrame(schema=polars_schema("stability_user"))
+        )  # fmt: skip
+        groups = reach_group_table(
+            ds,
+            reach_group_inputs(users, items, stability, snap.user_attributes, snap.item_attributes),
+            level=cfg.estimation.confidence_level,
+            n_resamples=rc.bootstrap_resamples,
+            seed=rc.seed,
+        )
+    log.info(
+        "estimators %s: %d reachability problems, %d stability retrainings, reach_group=%d, %.1fs",
+        ds,
+        problems.height,
+        len(budgets) * rc.perturbations + rc.noise_seeds + 1,
+        groups.height,
+        time.perf_counter() - t0,
+    )
+    return {"reach_user": users, "reach_item": items, "stability_user": stability, "reach_group": groups}
+
+
+def _reach_stage(cfg: FairmonConfig, ds: dt.date, force: bool, results: list[DQResult]) -> dict:
+    with timing.clock(ds, "checks"):
+        snap, checked = read_snapshot(cfg, ds, gate_for(cfg), str(ds))
+    _gate(results, checked)
+    tables = estimate_reach(cfg, ds, snap)
+    _gate(results, check_outputs(cfg, ds, tables))
+    return tables
+
+
+STAGES = {"impressions": _impressions_stage, "scores": _scores_stage, "labels": _labels_stage, "reach": _reach_stage}
 
 
 def _start_run(

@@ -81,6 +81,17 @@ def current_inputs(cfg: FairmonConfig, ds: dt.date) -> list[dict]:
             except OSError:
                 continue
             out.append({"file": unit_key(cfg, u.file), "source": source, "size": size, "mtime_ns": mtime})
+    if cfg.reach is not None:  # the day's model snapshot: its four files (DESIGN §2 model snapshots)
+        folder = cfg.resolve(cfg.reach.path.replace("{ds}", ds.isoformat()))
+        for name in ("users", "items", "ratings", "global"):
+            for ext in (".parquet", ".csv"):
+                try:
+                    size, mtime = file_fingerprint(folder / f"{name}{ext}")
+                except OSError:
+                    continue
+                out.append(
+                    {"file": unit_key(cfg, folder / f"{name}{ext}"), "source": "reach", "size": size, "mtime_ns": mtime}
+                )
     return sorted(out, key=lambda r: (r["source"], r["file"]))
 
 
