@@ -342,3 +342,76 @@ def envy_findings(audit: pl.DataFrame, group_envy: pl.DataFrame) -> list[str]:
                 )
         out.append(GROUP_ENVY_CAVEAT)
     return out
+
+
+def reach_findings(
+    reach_item: pl.DataFrame, reach_user: pl.DataFrame, stability: pl.DataFrame, reach_group: pl.DataFrame
+) -> list[str]:
+    """Sentences on the reachability and stability audit of the latest day of
+    ``reach_item`` (seed 003 Def. 1; DESIGN §4.8): the share of items that are
+    effectively unavailable, users' discovery at baseline and at best, each
+    stability budget's typical and largest change *beside the training-noise
+    floor*, and which group gaps in reach_group have a CI that excludes 0,
+    with the number of comparisons made (the CIs are not adjusted for
+    multiplicity, so about 1 − level of them exclude 0 by chance). Empty without rows."""
+    if reach_item.is_empty():
+        return []
+    ds = reach_item.get_column("ds").max()
+    items = reach_item.filter((pl.col("ds") == ds) & pl.col("availability_max").is_not_null())
+    users = reach_user.filter(pl.col("ds") == ds) if not reach_user.is_empty() else reach_user
+    out = []
+    if items.height:
+        first = items.row(0, named=True)
+        n_un = int(items.get_column("unavailable").sum())
+        out.append(
+            f"Reachability on {ds} (softmax β = {_num(first['beta'], 3)}, users re-rate their {first['budget']} "
+            f"top-predicted unseen items): {n_un} of {items.height} items ({100 * n_un / items.height:.0f} %) are "
+            f"effectively unavailable: even the ratings that favour them most leave their mean chance of being "
+            f"recommended below a uniform recommender's ({_num(items.get_column('availability_uniform').mean(), 4)}). "
+            f"{100 * items.get_column('top1_reachable_share').mean():.1f} % of (user, item) pairs can be put on top."
+        )
+    if users.height:
+        out.append(
+            f"Discovery: a user's own ratings make on average {100 * users.get_column('discovery_max').mean():.0f} % "
+            f"of their target items more likely than uniform at best, against "
+            f"{100 * users.get_column('discovery_base').mean():.0f} % as the model stands (mean lift ρ*/ρ "
+            f"{_num(users.get_column('mean_lift').mean(), 3)})."
+        )
+    st = stability.filter(pl.col("ds") == ds) if not stability.is_empty() else stability
+    for (b,), rows in st.sort("B").group_by("B", maintain_order=True):
+        lb, floor = rows.get_column("stability_lb").drop_nans(), rows.get_column("noise_floor").drop_nans()
+        if lb.is_empty():
+            continue
+        above = rows.get_column("above_noise").mean()
+        out.append(
+            f"Stability with B = {b} other users' ratings changed ({rows.get_column('n_perturbations').max()} "
+            f"retrainings): a user's recommendation distribution moved by {_num(lb.median(), 4)} in total variation "
+            f"(median; largest {_num(lb.max(), 4)}). Training noise alone (same data, other seeds) moves it by "
+            + (f"{_num(floor.median(), 4)} (median): " if not floor.is_empty() else "an unmeasured amount: ")
+            + (
+                f"{100 * above:.0f} % of users moved more than their noise floor. These are lower bounds of the "
+                f"largest possible change."
+                if above is not None
+                else "no user can be compared with a noise floor."
+            )
+        )
+    g = reach_group.filter(pl.col("ds") == ds) if not reach_group.is_empty() else reach_group
+    if g.height:
+        tested = g.filter(pl.col("diff_ci_low").is_not_nan() & pl.col("diff_ci_high").is_not_nan())
+        apart = tested.filter((pl.col("diff_ci_low") > 0) | (pl.col("diff_ci_high") < 0))
+        head = (
+            f"Group gaps: {apart.height} of {tested.height} group-versus-rest differences have a "
+            f"{100 * g.get_column('level').max():.0f} % bootstrap interval that excludes 0 (about "
+            f"{(1 - g.get_column('level').max()) * tested.height:.0f} would by chance: read them as leads, "
+            f"not verdicts)"
+        )
+        show = apart.sort(pl.col("diff_vs_rest").abs(), descending=True).head(6).to_dicts()
+        if show:
+            head += ": " + "; ".join(
+                f"{r['side']}s with {r['attribute']} = {r['group']}: {r['metric']} {_num(r['mean'], 4)} vs rest "
+                f"{'+' if r['diff_vs_rest'] >= 0 else ''}{_num(r['diff_vs_rest'], 4)} "
+                f"[{_num(r['diff_ci_low'], 4)}, {_num(r['diff_ci_high'], 4)}]"
+                for r in show
+            )
+        out.append(head + ".")
+    return out

@@ -24,6 +24,7 @@ from fairmon.transforms.report_data import (
     envy_findings,
     labeler_finding,
     prevalence_finding,
+    reach_findings,
     reo_verdict_paragraphs,
     report_data,
 )
@@ -317,6 +318,45 @@ def model_threshold_figure(prev: pl.DataFrame) -> str:
     return _svg(fig)
 
 
+def reach_group_figure(reach_group: pl.DataFrame, side: str, metrics: list[str], uniform: float | None = None) -> str:
+    """Group means with their bootstrap CIs (reach_group rows of one day), one
+    panel per attribute of ``side`` and one colour per metric; ``uniform``
+    draws the availability of a uniform recommender as a reference line."""
+    rows = reach_group.filter((pl.col("side") == side) & pl.col("metric").is_in(metrics))
+    attrs = sorted(set(rows.get_column("attribute")))
+    heights = [max(1, rows.filter(pl.col("attribute") == a).get_column("group").n_unique()) for a in attrs]
+    fig, axes = plt.subplots(
+        len(attrs), 1, figsize=(7, 0.9 + 0.22 * sum(heights) + 0.35 * len(attrs)), squeeze=False,
+        gridspec_kw={"height_ratios": heights},
+    )  # fmt: skip
+    colors = dict(zip(metrics, plt.get_cmap("tab10").colors, strict=False))
+    for ax, a in zip(axes[:, 0], attrs, strict=True):
+        sub = rows.filter(pl.col("attribute") == a)
+        groups = sorted(set(sub.get_column("group")))
+        for k, m in enumerate(metrics):
+            r = sub.filter(pl.col("metric") == m)
+            pos = {g: i for i, g in enumerate(groups)}
+            y = [pos[g] + (k - (len(metrics) - 1) / 2) * 0.25 for g in r.get_column("group")]
+            mean = r.get_column("mean").to_numpy()
+            lo = mean - r.get_column("ci_low").fill_nan(None).fill_null(strategy="zero").to_numpy()
+            hi = r.get_column("ci_high").fill_nan(None).to_numpy() - mean
+            lo = [max(v, 0) if v == v else 0 for v in lo]
+            hi = [max(v, 0) if v == v else 0 for v in hi]
+            ax.errorbar(mean, y, xerr=[lo, hi], fmt="o", ms=3, color=colors[m], label=m if ax is axes[0, 0] else None)
+        if uniform is not None:
+            ax.axvline(uniform, color="0.5", ls="--", lw=0.8)
+        ax.set_yticks(range(len(groups)), groups)
+        ax.set_ylabel(a)
+        ax.invert_yaxis()
+    axes[0, 0].legend(fontsize=7, loc="lower right", frameon=False)
+    if uniform is not None:
+        axes[-1, 0].set_xlabel("mean over units (dashed: a uniform recommender's availability)")
+    fig.tight_layout()
+    svg = _svg(fig)
+    plt.close(fig)
+    return svg
+
+
 def labeler_threshold_figure(sdt: pl.DataFrame) -> str:
     """Implied thresholds of the labeler pool (*) and each labeler by group,
     with 95% CIs, latest published day (seed 002 §5.3)."""
@@ -419,7 +459,7 @@ and metrics). Bold: q &lt; 0.05, a change that survives the multiple comparisons
 <td>{{ r.attribute }}</td><td>{{ r.control }} → {{ r.treatment }}</td><td>{{ r.metric }}</td><td>{{ r.method }}</td>
 <td class="num">{{ fmt(r.diff) }}</td><td>[{{ fmt(r.ci_low) }}, {{ fmt(r.ci_high) }}]</td>
 <td class="num">{{ pfmt(r.p_value) }}</td><td class="num">{{ pfmt(r.q_value) }}</td>
-<td class="muted">{{ r.reason or '' }}</td></tr>{% endfor %}</table>{% endif %}{% endif %}
+<td class="muted">{{ r.reason or '' }}</td></tr>{% endfor %}</table></details>{% endif %}{% endif %}
 
 {% if du_figs %}<h2>Relative utility ΔU by group</h2>
 {% for attr, svg in du_figs %}<figure>{{ svg }}</figure>{% endfor %}{% endif %}
@@ -450,6 +490,24 @@ and metrics). Bold: q &lt; 0.05, a change that survives the multiple comparisons
 <td>[{{ fmt(r.anytime_lower) }}, {{ fmt(r.anytime_upper) }}]</td>
 <td class="{{ {'eps_envy_free': 'ok', 'envy': 'bad'}.get(r.verdict, 'warn') }}">{{ r.verdict }}</td></tr>{% endfor %}
 </table>{% endif %}{% endif %}
+
+{% if reach_findings %}<h2>Reachability and stability of the recommender's model (seed 003)</h2>
+<p class="muted">Can users make the model show an item by re-rating items (reachability), and do a user's
+recommendations move when other users' data change (stability)? Computed from the day's model snapshot
+(Curmei, Dean and Recht 2021; DESIGN §4.8). Every stability figure stands beside its training-noise floor.</p>
+{% for line in reach_findings %}<p class="finding">{{ line }}</p>{% endfor %}
+{% if reach_item_fig %}<h3>Items: availability by item attribute ({{ reach_day }}; 95 % bootstrap CIs over items)</h3>
+<figure>{{ reach_item_fig }}</figure>{% endif %}
+{% if reach_user_fig %}<h3>Users: discovery by user attribute</h3><figure>{{ reach_user_fig }}</figure>{% endif %}
+{% if stability_fig %}<h3>Users: stability beside the training-noise floor</h3><figure>{{ stability_fig }}</figure>{% endif %}
+{% if reach_rows %}<details><summary>Group table: each group against the other units (bootstrap CIs;
+every metric is in the reach_group table)</summary>
+<table class="reach-group"><tr><th>side</th><th>attribute</th><th>group</th><th>metric</th><th class="num">n</th>
+<th class="num">mean</th><th>CI</th><th class="num">vs rest</th><th>its CI</th><th>note</th></tr>
+{% for r in reach_rows %}<tr><td>{{ r.side }}</td><td>{{ r.attribute }}</td><td>{{ r.group }}</td><td>{{ r.metric }}</td>
+<td class="num">{{ r.n }}</td><td class="num">{{ fmt(r.mean) }}</td><td>[{{ fmt(r.ci_low) }}, {{ fmt(r.ci_high) }}]</td>
+<td class="num">{{ fmt(r.diff_vs_rest) }}</td><td>[{{ fmt(r.diff_ci_low) }}, {{ fmt(r.diff_ci_high) }}]</td>
+<td class="muted">{{ r.reason or '' }}</td></tr>{% endfor %}</table></details>{% endif %}{% endif %}
 
 {% if model_fig or labeler_fig %}<h2>Decision trade-offs by group (implied thresholds)</h2>
 <p>The implied threshold is the outcome probability at which a decision maker acts; its cost ratio is
@@ -716,6 +774,28 @@ def render_report(
         if not group_envy.is_empty()
         else []
     )
+    reach = {
+        t: (d.extras or {}).get(t, pl.DataFrame())
+        for t in ("reach_item", "reach_user", "stability_user", "reach_group")
+    }
+    reach_day = reach["reach_group"].get_column("ds").max() if not reach["reach_group"].is_empty() else None
+    reach_figs: dict[str, str | None] = {"item": None, "user": None, "stability": None}
+    reach_rows = []
+    if reach_day is not None:
+        rg = reach["reach_group"].filter(pl.col("ds") == reach_day)
+        ri = reach["reach_item"].filter(pl.col("ds") == reach_day) if not reach["reach_item"].is_empty() else None
+        uniform = ri.get_column("availability_uniform").mean() if ri is not None and ri.height else None
+        if rg.filter(pl.col("side") == "item").height:
+            reach_figs["item"] = reach_group_figure(rg, "item", ["availability_base", "availability_max"], uniform)
+        stab = sorted(
+            (m for m in set(rg.get_column("metric")) if m.startswith("stability_lb_B")), key=lambda m: int(m[14:])
+        )
+        if rg.filter(pl.col("side") == "user").height:
+            reach_figs["user"] = reach_group_figure(rg, "user", ["discovery_base", "discovery_max"])
+            if stab:
+                reach_figs["stability"] = reach_group_figure(rg, "user", [*stab, "noise_floor"])
+        shown = ["availability_max", "unavailable", "discovery_max", *stab[-1:], "noise_floor"]
+        reach_rows = rg.filter(pl.col("metric").is_in(shown)).sort("side", "attribute", "metric", "group").to_dicts()
     prev_day = d.threshold_prevalence.get_column("ds").max() if not d.threshold_prevalence.is_empty() else None
     prevalence_rows = (
         d.threshold_prevalence.filter(pl.col("ds") == prev_day).sort("model", "attribute", "group").to_dicts()
@@ -775,6 +855,14 @@ def render_report(
         envy_findings=envy_findings(envy_audit, group_envy),
         envy_days=envy_days,
         envy_groups=envy_groups,
+        reach_findings=reach_findings(
+            reach["reach_item"], reach["reach_user"], reach["stability_user"], reach["reach_group"]
+        ),
+        reach_day=reach_day,
+        reach_item_fig=Markup(reach_figs["item"]) if reach_figs["item"] else None,
+        reach_user_fig=Markup(reach_figs["user"]) if reach_figs["user"] else None,
+        stability_fig=Markup(reach_figs["stability"]) if reach_figs["stability"] else None,
+        reach_rows=reach_rows,
         releases=releases or [],
         dq_passed=sum(1 for r in dq_rows if r["passed"] and not r["warnings"]),
         dq_problems=dq_problems,
@@ -820,7 +908,20 @@ def build_report(
         threshold_prevalence=read_table(wh, "threshold_prevalence"),
         sdt=read_table(wh, "sdt"),
         latest_runs=latest_runs(cfg.duckdb_path),
-        extras={t: read_table(wh, t) for t in ("reo_stage", "rsp", "user_precision", "envy_audit", "group_envy")},
+        extras={
+            t: read_table(wh, t)
+            for t in (
+                "reo_stage",
+                "rsp",
+                "user_precision",
+                "envy_audit",
+                "group_envy",
+                "reach_item",
+                "reach_user",
+                "stability_user",
+                "reach_group",
+            )
+        },  # fmt: skip
     )
     docs = cfg.gx_root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
     diffs = read_table(wh, "threshold_prevalence_diff")

@@ -318,3 +318,50 @@ def train_coat_snapshot(
     ratings = pl.DataFrame({"user_id": [f"u{x}" for x in u], "item_id": [f"i{x}" for x in i], "rating": train[u, i]})
     files = write_snapshot(out, model, sides["users"], sides["items"], ratings, iters=iters, seed=seed)
     return {"rank": rank, "lam": lam, "test_rmse": rmse, "grid": grid, "files": {k: str(v) for k, v in files.items()}}
+
+
+COAT_REACH_CONFIG = """# fairmon config: reachability and stability of a biased MF trained on Coat (seed 003)
+warehouse = "warehouse"
+duckdb = "fairmon.duckdb"
+
+[reach]
+path = "snapshots/{{ds}}"          # users, items, ratings, global files per day
+rating_min = 1
+rating_max = 5
+beta = {beta}                     # softmax inverse temperature of the selection rule
+budget = {budget}                    # K: the user re-rates the K unseen items predicted highest
+stability_budgets = {budgets}
+perturbations = {perturbations}              # R retrainings per B
+noise_seeds = {noise_seeds}               # retrainings of the same data with other seeds: the noise floor
+"""
+
+
+def write_coat_reach_project(
+    out: Path,
+    ds: dt.date,
+    coat_dir: Path,
+    *,
+    seed: int = 0,
+    beta: float = 1.0,
+    budget: int = 10,
+    budgets: tuple[int, ...] = (1, 5, 10),
+    perturbations: int = 5,
+    noise_seeds: int = 3,
+) -> dict:
+    """A ready-to-run reach project in ``out``: the Coat snapshot of day ``ds``
+    (:func:`train_coat_snapshot`) under ``snapshots/<ds>/`` and a
+    ``fairmon.toml`` with ``[reach]``. Returns the training summary plus
+    ``config`` (its path)."""
+    out.mkdir(parents=True, exist_ok=True)
+    summary = train_coat_snapshot(coat_dir, out / "snapshots" / ds.isoformat(), seed=seed)
+    config = out / "fairmon.toml"
+    config.write_text(
+        COAT_REACH_CONFIG.format(
+            beta=beta,
+            budget=budget,
+            budgets=list(budgets),
+            perturbations=perturbations,
+            noise_seeds=noise_seeds,
+        )
+    )
+    return {**summary, "config": str(config)}
