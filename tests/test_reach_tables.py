@@ -1,0 +1,175 @@
+"""Reachability and stability tables (issue 17; seed 003, DESIGN §3, §4.8): hand-derived cases."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy import stats
+
+from fairmon.transforms.reach import fit_biased_mf
+from fairmon.transforms.reach_tables import (
+    Ratings,
+    Training,
+    group_summary,
+    reach_group_inputs,
+    reach_group_table,
+    reach_item_table,
+    reach_problems,
+    reach_user_table,
+    recommendation_distribution,
+    stability_table,
+    total_variation,
+)
+
+DS = dt.date(2026, 1, 1)
+
+
+def _problems() -> pl.DataFrame:
+    # user 0: targets i0, i1; user 1: targets i1, i2 (|T| = 2, uniform 1/2); item 3 is nobody's target
+    return pl.DataFrame(
+        {
+            "user": [0, 0, 1, 1],
+            "item": [0, 1, 1, 2],
+            "n_targets": [2, 2, 2, 2],
+            "rho_base": [0.6, 0.4, 0.3, 0.7],
+            "rho_max": [0.9, 0.45, 0.5, 0.8],
+            "top1": [True, False, True, True],
+        }
+    )
+
+
+def test_reach_user_and_item_tables_by_hand():
+    users = pl.DataFrame({"user_id": ["u0", "u1"], "gender": ["f", "m"]})
+    items = pl.DataFrame({"item_id": ["i0", "i1", "i2", "i3"], "color": ["red", "red", "blue", "blue"]})
+    u = reach_user_table(DS, _problems(), users, ["gender"], 2.0, 3)
+    r0, r1 = u.to_dicts()
+    # u0: base (0.6, 0.4) → 1 of 2 above 1/2; max (0.9, 0.45) → 1 of 2; lift (1.5 + 1.125)/2
+    assert (r0["discovery_base"], r0["discovery_max"], r0["top1_reachable_share"]) == (0.5, 0.5, 0.5)
+    assert r0["mean_lift"] == pytest.approx((0.9 / 0.6 + 0.45 / 0.4) / 2)
+    # u1: base (0.3, 0.7) → 1/2; max (0.5, 0.8): 0.5 is not above 1/2 → 1/2; both reachable on top
+    assert (r1["discovery_base"], r1["discovery_max"], r1["top1_reachable_share"]) == (0.5, 0.5, 1.0)
+    assert r1["mean_lift"] == pytest.approx((0.5 / 0.3 + 0.8 / 0.7) / 2)
+    assert json.loads(r0["attributes"]) == {"gender": "f"} and r0["beta"] == 2.0 and r0["budget"] == 3
+    it = {r["item_id"]: r for r in reach_item_table(DS, _problems(), items, ["color"], 2.0, 3).to_dicts()}
+    assert it["i1"]["n_users"] == 2
+    assert it["i1"]["availability_base"] == pytest.approx(0.35)
+    assert it["i1"]["availability_max"] == pytest.approx(0.475)
+    assert it["i1"]["unavailable"] is True  # 0.475 < 1/2: below a uniform recommender even at best
+    assert it["i0"]["unavailable"] is False and it["i0"]["top1_reachable_share"] == 1.0
+    assert it["i3"]["n_users"] == 0 and it["i3"]["availability_max"] is None and "no user" in it["i3"]["reason"]
+
+
+@pytest.fixture(scope="module")
+def small():
+    rng = np.random.default_rng(5)
+    U, I = 12, 20
+    users = np.repeat(np.arange(U), 6)
+    items = np.concatenate([rng.choice(I, 6, replace=False) for _ in range(U)])
+    ratings = rng.integers(1, 6, size=users.size).astype(float)
+    model = fit_biased_mf(users, items, ratings, n_users=U, n_items=I, rank=2, lam=2.0, iters=15)
+    frame = pl.DataFrame({"user_id": [f"u{k}" for k in range(U)], "g": ["a", "b"] * (U // 2)})
+    return model, Ratings(users, items, ratings), frame, I
+
+
+def test_reach_problems_cover_every_target_and_are_consistent(small):
+    model, hist, _, I = small
+    p = reach_problems(model, hist, beta=1.5, budget=3, r_min=1, r_max=5)
+    assert p.group_by("user").len().get_column("len").to_list() == [I - 6 - 3] * 12
+    assert (p["rho_max"] >= p["rho_base"] - 1e-12).all() and (p["rho_max"] <= 1 + 1e-12).all()
+    # the baseline is a distribution over each user's targets
+    sums = p.group_by("user").agg(pl.col("rho_base").sum()).get_column("rho_base")
+    np.testing.assert_allclose(sums.to_numpy(), 1.0, atol=1e-12)
+    # a top-1 reachable target can get ρ* ≥ 1/|T| (it can be put on top of every other target)
+    assert (p.filter("top1")["rho_max"] >= 1 / (I - 9) - 1e-12).all()
+
+
+def test_recommendation_distribution_and_total_variation(small):
+    model, hist, _, _ = small
+    pi = recommendation_distribution(model, hist, beta=2.0)
+    assert (pi[hist.users, hist.items] == 0).all()
+    np.testing.assert_allclose(pi.sum(axis=1), 1.0)
+    pred = model.predict()
+    seen = np.zeros_like(pi, dtype=bool)
+    seen[hist.users, hist.items] = True
+    a, b = np.flatnonzero(~seen[0])[:2]
+    assert pi[0, a] / pi[0, b] == pytest.approx(np.exp(2.0 * (pred[0, a] - pred[0, b])))
+    assert total_variation(np.array([0.5, 0.5, 0]), np.array([0, 0.5, 0.5])) == 0.5
+
+
+def test_stability_excludes_users_whose_own_data_changed(small):
+    _, hist, frame, I = small
+    training = Training(rank=2, lam=2.0, iters=15, seed=0)
+    st = stability_table(
+        DS, hist, frame, I, training, beta=1.0, budgets=[11], perturbations=1, noise_seeds=0, r_min=1, r_max=5
+    )
+    # B = 11 of 12 users changed once: exactly one user kept their data and gets a bound
+    kept = st.filter(pl.col("n_perturbations") == 1)
+    assert kept.height == 1 and 0 < kept["stability_lb"].item() <= 1
+    gone = st.filter(pl.col("n_perturbations") == 0)
+    assert gone.height == 11 and gone["stability_lb"].is_nan().all()
+    assert gone["reason"].str.contains("own data").all()
+    assert st["noise_floor"].is_nan().all()
+    with pytest.raises(ValueError, match="budgets"):
+        stability_table(DS, hist, frame, I, training, beta=1.0, budgets=[12], perturbations=1, noise_seeds=0,
+                        r_min=1, r_max=5)  # fmt: skip
+
+
+def test_stability_against_the_noise_floor(small):
+    _, hist, frame, I = small
+    training = Training(rank=2, lam=2.0, iters=15, seed=0)
+    st = stability_table(
+        DS, hist, frame, I, training, beta=1.0, budgets=[1, 4], perturbations=3, noise_seeds=2, r_min=1, r_max=5
+    )
+    assert set(st["B"]) == {1, 4} and st.height == 24
+    assert (st["n_perturbations"] >= 0).all() and (st["n_perturbations"] <= 3).all()
+    assert (st["noise_floor"] >= 0).all() and (st["noise_floor"] <= 1).all()
+    # the floor is one number per user, the same beside every budget
+    assert st.group_by("user_id").agg(pl.col("noise_floor").n_unique())["noise_floor"].max() == 1
+    defined = st.filter(~pl.col("stability_lb").is_nan())
+    assert (defined["above_noise"] == (defined["stability_lb"] > defined["noise_floor"])).all()
+
+
+def test_group_summary_by_hand_and_against_welch():
+    values = np.array([1.0, 2.0, 3.0, 4.0, 10.0, 20.0, np.nan])
+    s = group_summary(values, np.array([True] * 4 + [False] * 3), level=0.95, n_resamples=2000, seed=0)
+    assert (s["n"], s["mean"], s["median"], s["diff_vs_rest"]) == (4, 2.5, 2.5, -12.5)  # the NaN is left out
+    assert 1.0 <= s["ci_low"] <= 2.5 <= s["ci_high"] <= 4.0
+    one = group_summary(values, np.array([True] + [False] * 6), level=0.95, n_resamples=500, seed=0)
+    assert np.isnan(one["ci_low"]) and np.isnan(one["diff_ci_low"]) and "fewer than 2" in one["reason"]
+    # large normal samples: the bootstrap CI of a difference of means is close to Welch's t interval
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(0.3, 1.0, 400), rng.normal(0.0, 2.0, 600)
+    s = group_summary(np.r_[x, y], np.r_[np.ones(400, bool), np.zeros(600, bool)], level=0.95, n_resamples=4000, seed=2)
+    se = np.sqrt(x.var(ddof=1) / 400 + y.var(ddof=1) / 600)
+    welch = stats.ttest_ind(x, y, equal_var=False).confidence_interval(0.95)
+    assert s["diff_vs_rest"] == pytest.approx(x.mean() - y.mean())
+    assert abs(s["diff_ci_low"] - welch.low) < 0.1 * se and abs(s["diff_ci_high"] - welch.high) < 0.1 * se
+
+
+def test_reach_group_table_rows(small):
+    users = pl.DataFrame({"user_id": ["u0", "u1"], "gender": ["f", "m"]})
+    items = pl.DataFrame({"item_id": ["i0", "i1", "i2", "i3"], "color": ["red", "red", "blue", "blue"]})
+    u = reach_user_table(DS, _problems(), users, ["gender"], 2.0, 3)
+    it = reach_item_table(DS, _problems(), items, ["color"], 2.0, 3)
+    st = pl.DataFrame(
+        {
+            "user_id": ["u0", "u1"],
+            "B": [1, 1],
+            "stability_lb": [0.1, 0.3],
+            "noise_floor": [0.05, 0.05],
+        }
+    )
+    g = reach_group_table(DS, reach_group_inputs(u, it, st, ["gender"], ["color"]), level=0.9, n_resamples=200)
+    red = g.filter((pl.col("side") == "item") & (pl.col("group") == "red") & (pl.col("metric") == "availability_max"))
+    assert red["n"].item() == 2 and red["mean"].item() == pytest.approx((0.9 + 0.475) / 2)
+    blue = g.filter((pl.col("side") == "item") & (pl.col("group") == "blue") & (pl.col("metric") == "availability_max"))
+    assert blue["n"].item() == 1  # i3 has no value: left out
+    assert red["diff_vs_rest"].item() == pytest.approx((0.9 + 0.475) / 2 - 0.8)
+    f = g.filter((pl.col("side") == "user") & (pl.col("group") == "f") & (pl.col("metric") == "stability_lb_B1"))
+    assert f["mean"].item() == 0.1 and f["diff_vs_rest"].item() == pytest.approx(-0.2)
+    assert set(g["metric"]) >= {"discovery_max", "noise_floor", "unavailable", "stability_lb_B1"}
+    assert (g["level"] == 0.9).all()
