@@ -408,8 +408,8 @@ def reach_findings(
         show = apart.sort(pl.col("diff_vs_rest").abs(), descending=True).head(6).to_dicts()
         if show:
             head += ": " + "; ".join(
-                f"{r['side']}s with {r['attribute']} = {r['group']}: {r['metric']} {_num(r['mean'], 4)} vs rest "
-                f"{'+' if r['diff_vs_rest'] >= 0 else ''}{_num(r['diff_vs_rest'], 4)} "
+                f"{r['side']}s with {r['attribute']} = {r['group']}: {r['metric']} {_num(r['mean'], 4)}, "
+                f"{'+' if r['diff_vs_rest'] >= 0 else ''}{_num(r['diff_vs_rest'], 4)} against the rest "
                 f"[{_num(r['diff_ci_low'], 4)}, {_num(r['diff_ci_high'], 4)}]"
                 for r in show
             )

@@ -868,8 +868,10 @@ def demo(
     """Run everything on bundled and simulated data: 14 simulated days with a
     control and three treatment arms (daily REO with CIs beside the truth, and
     the A/B table of seed 001 §4.4), Coat (item attribute gender, rating >= 4),
-    COMPAS (prevalence at the threshold t = 5 and a private audit release) and
-    simulated labelers (SDT cost ratios); print where tables and reports went."""
+    COMPAS (prevalence at the threshold t = 5 and a private audit release),
+    simulated labelers (SDT cost ratios), an envy-freeness audit of swap
+    traffic, and the reachability and stability of a model trained on Coat;
+    print where tables and reports went."""
     _prefect_env()
     from fairmon.pipelines.faces.demo import run_demo
 

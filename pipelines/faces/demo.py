@@ -22,10 +22,11 @@ from fairmon.pipelines.faces.views import (
     run_summary,
     sdt_view,
 )
+from fairmon.pipelines.ingest.snapshots import write_coat_reach_project
 from fairmon.pipelines.simulate import write_envy_simulation, write_labeling_simulation, write_simulation
 from fairmon.pipelines.storage.warehouse import read_table
 from fairmon.resources import data_dir
-from fairmon.transforms.report_data import envy_findings
+from fairmon.transforms.report_data import envy_findings, reach_findings
 from fairmon.transforms.simulate import SimulationSpec
 from fairmon.transforms.simulate_labels import LabelingSpec
 
@@ -278,16 +279,37 @@ def run_demo(out: Path, console: Console) -> None:
     for line in envy_findings(envy_cfg_table(envy_cfg, "envy_audit"), envy_cfg_table(envy_cfg, "group_envy"))[1:-1]:
         console.print(line)
 
+    console.rule("6. reachability and stability: a biased MF trained on Coat, audited as a model snapshot (seed 003)")
+    reach = out / "coat-reach"
+    summary = write_coat_reach_project(reach, COAT_DS, data_dir("coat"))
+    console.print(
+        f"trained rank {summary['rank']}, ridge {summary['lam']} (test RMSE {summary['test_rmse']:.3f} on Coat's "
+        f"random-exposure ratings); snapshot {reach / 'snapshots' / COAT_DS.isoformat()}"
+    )
+    reach_cfg, reach_results = _run(console, Path(summary["config"]), [COAT_DS])
+    reach_report = build_report(reach_cfg, COAT_DS, COAT_DS, config_name=summary["config"])
+    wh = reach_cfg.warehouse_path
+    for line in reach_findings(
+        read_table(wh, "reach_item"), read_table(wh, "reach_user"), read_table(wh, "stability_user"),
+        read_table(wh, "reach_group"),
+    ):  # fmt: skip
+        console.print(line)
+
     console.rule("outputs")
-    console.print(f"more reports: {compas_report}  {labels_report}  {envy_report}")
-    for name, c in (("simulation", sim), ("coat", coat), ("compas", compas), ("labels", labels), ("envy", envy)):
+    console.print(f"more reports: {compas_report}  {labels_report}  {envy_report}  {reach_report}")
+    for name, c in (
+        ("simulation", sim), ("coat", coat), ("compas", compas), ("labels", labels), ("envy", envy),
+        ("coat-reach", reach),
+    ):  # fmt: skip
         console.print(
             f"{name}: tables under {c / 'warehouse'} (ds=YYYY-MM-DD partitions), DuckDB file {c / 'fairmon.duckdb'}"
         )
     console.print(f"reports (open offline in a browser): {sim_report}  {coat_report}")
     console.print(f"data-quality Data Docs: {sim / 'gx' / 'uncommitted' / 'data_docs' / 'local_site' / 'index.html'}")
     failed = [
-        r for r in results + coat_results + compas_results + label_results + envy_results if r["status"] != "published"
+        r
+        for r in results + coat_results + compas_results + label_results + envy_results + reach_results
+        if r["status"] != "published"
     ]
     if failed:
         raise SystemExit(1)
