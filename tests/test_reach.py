@@ -120,6 +120,9 @@ def test_top1_reachable_matches_the_linear_program(model_and_user):
         )
         want.append(-res.fun >= -1e-12)
     np.testing.assert_array_equal(got, want)
+    # certificates tried first from a softmax solution at another β change no answer
+    _, a2 = max_reachability(B, c, beta=2.0, lower=1.0, upper=5.0)
+    np.testing.assert_array_equal(top1_reachable(B, c, 1.0, 5.0, start=(2.0, a2)), want)
     assert 0 < got.sum() < T  # the case is informative: some targets reachable, some not
     # the deterministic answer is the β → ∞ limit: a reachable target's ρ* tends to 1, and an
     # unreachable one is always beaten by some j, so its ρ* < 1/2 at every β

@@ -16,6 +16,7 @@ from fairmon.pipelines.storage.warehouse import refresh_views, write_partitions
 from fairmon.transforms.decision_tables import sdt_table, threshold_tables
 from fairmon.transforms.envy_tables import envy_user_tables, group_envy_table
 from fairmon.transforms.quality import group_counts_check_frame, reo_check_frame
+from fairmon.transforms.reach_tables import reach_group_inputs, reach_group_table, reach_item_table, reach_user_table
 from fairmon.transforms.reo_tables import reo_ab_table, reo_tables
 from fairmon.transforms.stage_tables import reo_stage_table, rsp_table, user_precision_table
 from fairmon.transforms.tables import GATED_TABLES, TABLES, Column, Table
@@ -94,7 +95,26 @@ def _frames() -> dict[str, pl.DataFrame]:
         }
     )
     envy_user, envy_audit = envy_user_tables(per_user, D, D, epsilon=0.05, delta=0.05, lam=0.1, gamma=0.1)
+    problems = pl.DataFrame(
+        {"user": [0, 0, 1, 1], "item": [0, 1, 1, 0], "n_targets": [2] * 4, "rho_base": [0.6, 0.4, 0.3, 0.7],
+         "rho_max": [0.9, 0.5, 0.5, 0.8], "top1": [True, False, True, True]}
+    )  # fmt: skip
+    users = pl.DataFrame({"user_id": ["u0", "u1"], "g": ["a", "b"]})
+    items = pl.DataFrame({"item_id": ["i0", "i1"], "c": ["x", "y"]})
+    reach_user = reach_user_table(D, problems, users, ["g"], 1.0, 2)
+    reach_item = reach_item_table(D, problems, items, ["c"], 1.0, 2)
+    stability = pl.DataFrame(
+        {"ds": [D, D], "user_id": ["u0", "u1"], "B": [1, 1], "n_perturbations": [2, 2], "stability_lb": [0.1, 0.2],
+         "noise_floor": [0.05, 0.05], "noise_seeds": [1, 1], "above_noise": [True, True], "reason": [None, None]}
+    ).cast(TABLES["stability_user"].schema)  # fmt: skip
+    reach_group = reach_group_table(
+        D, reach_group_inputs(reach_user, reach_item, stability, ["g"], ["c"]), level=0.95, n_resamples=100
+    )
     return {
+        "reach_user": reach_user,
+        "reach_item": reach_item,
+        "stability_user": stability,
+        "reach_group": reach_group,
         "group_counts": counts,
         "reo_group": group,
         "reo": overall,

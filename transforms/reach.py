@@ -275,9 +275,11 @@ def max_reachability(
     return np.exp(-f), a
 
 
-def _top1_certificates(B, c, beta, lower, upper, idx):
-    """(yes, no) top-1 certificates from the softmax problem at ``beta`` (see :func:`top1_reachable`)."""
-    _, a = max_reachability(B, c, beta, lower, upper, targets=idx)
+def _top1_certificates(B, c, beta, lower, upper, idx, a=None):
+    """(yes, no) top-1 certificates from the softmax problem at ``beta``, solved
+    here unless its maximisers ``a`` are given (see :func:`top1_reachable`)."""
+    if a is None:
+        _, a = max_reachability(B, c, beta, lower, upper, targets=idx)
     s = a @ B.T + c  # (n, T)
     rows = np.arange(idx.size)
     yes = s[rows, idx] >= s.max(axis=1)
@@ -298,6 +300,7 @@ def top1_reachable(
     *,
     targets: np.ndarray | None = None,
     beta: float | None = None,
+    start: tuple[float, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Deterministic (top-1) reachability: can some a ∈ [lower, upper]^K put
     target i on top, s_i(a) ≥ s_j(a) for every j (DESIGN §4.8; the β → ∞
@@ -310,7 +313,10 @@ def top1_reachable(
     has a closed form over a box. Both come from the softmax problem at a
     large β (``beta``, default 50 / the spread of c); the few problems
     neither certifies go to an LP, max t s.t. (B_i − B_j) a + c_i − c_j ≥ t
-    (SciPy HiGHS). Raises ValueError for an empty box.
+    (SciPy HiGHS). ``start`` = (β₀, maximisers (n, K) of :func:`max_reachability`
+    at β₀ for the same targets) tries certificates from that solution first,
+    for free; any (a, w) certifies, so the answer does not depend on it.
+    Raises ValueError for an empty box.
     """
     from scipy.optimize import linprog
 
@@ -330,6 +336,10 @@ def top1_reachable(
         beta = 50.0 / max(spread, 1e-12)
     out = np.zeros(n, dtype=bool)
     open_ = np.arange(n)
+    if start is not None:
+        yes, no = _top1_certificates(B, c, start[0], lower, upper, idx, a=np.asarray(start[1], dtype=float))
+        out[yes] = True
+        open_ = open_[~yes & ~no]
     for scale in (1.0, 10.0, 100.0):  # sharper softmax problems for the few left uncertified
         if open_.size == 0:
             break

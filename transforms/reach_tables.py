@@ -83,8 +83,8 @@ def reach_problems(
         if targ.size:
             B, c = affine_scores(model, hist, hr, acts, targ)
             base = softmax_probabilities(B, c, np.clip(pred[u, acts], r_min, r_max), beta)
-            rho, _ = max_reachability(B, c, beta, r_min, r_max)
-            top1 = top1_reachable(B, c, r_min, r_max)
+            rho, best = max_reachability(B, c, beta, r_min, r_max)
+            top1 = top1_reachable(B, c, r_min, r_max, start=(beta, best))
             parts.append(
                 pl.DataFrame(
                     {
