@@ -150,8 +150,9 @@ def softmax_probabilities(B: np.ndarray, c: np.ndarray, a: np.ndarray, beta: flo
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def _objective(B: np.ndarray, c: np.ndarray, beta: float, a: np.ndarray, idx: np.ndarray):
-    """f_i(a) = −log π(i | a) (accurate as π_i → 1), π (m, T) and the gradient β Bᵀ(π − e_i) (m, K)."""
+def _objective(B: np.ndarray, c: np.ndarray, beta: float, a: np.ndarray, idx: np.ndarray, value_only: bool = False):
+    """f_i(a) = −log π(i | a) (accurate as π_i → 1), π (m, T) and the gradient
+    β Bᵀ(π − e_i) (m, K); only (f, None, None) with ``value_only``."""
     s = beta * (a @ B.T + c)  # (m, T)
     rows = np.arange(a.shape[0])
     z = s - s[rows, idx][:, None]  # z_i = 0
@@ -159,10 +160,11 @@ def _objective(B: np.ndarray, c: np.ndarray, beta: float, a: np.ndarray, idx: np
     m = z[rows, top]
     e = np.exp(z - m[:, None])
     total = e.sum(axis=1)
-    pi = e / total[:, None]
-    e[rows, top] = 0.0
     # f = log Σ_j exp(z_j) = m + log(1 + Σ_{j≠top} exp(z_j − m)), with log1p for accuracy when i is on top
-    f = m + np.log1p(e.sum(axis=1))
+    f = m + np.log1p(total - e[rows, top])
+    if value_only:
+        return f, None, None
+    pi = e / total[:, None]
     p = pi.copy()
     p[rows, idx] -= 1.0
     grad = beta * (p @ B)
@@ -178,7 +180,7 @@ def _projected_search(B, c, beta, lower, upper, x, f0, g, d, idx, tries: int = 5
     x_new, f_new = x.copy(), f0.copy()
     for _ in range(tries):
         trial = np.clip(x[todo] + step[todo, None] * d[todo], lower, upper)
-        f_t = _objective(B, c, beta, trial, idx[todo])[0]
+        f_t = _objective(B, c, beta, trial, idx[todo], value_only=True)[0]
         ok = f_t <= f0[todo] + 1e-4 * ((g[todo] * (trial - x[todo])).sum(axis=1))
         x_new[todo[ok]], f_new[todo[ok]] = trial[ok], f_t[ok]
         todo = todo[~ok]
@@ -226,7 +228,6 @@ def max_reachability(
     a = np.full((n, K), (lower + upper) / 2)
     if beta == 0 or K == 0:
         return np.full(n, 1.0 / T) if beta == 0 else np.exp(-_objective(B, c, beta, a, idx)[0]), a
-    BB = (B[:, :, None] * B[:, None, :]).reshape(T, K * K)
     f = np.empty(n)
     live = np.arange(n)
     f_live, pi, g = _objective(B, c, beta, a, idx)
@@ -244,17 +245,30 @@ def max_reachability(
         eps = np.minimum(np.abs(x - np.clip(x - g, lower, upper)).max(axis=1, keepdims=True), 1e-3 * (upper - lower))
         held = ((x <= lower + eps) & (g > 0)) | ((x >= upper - eps) & (g < 0))
         free = ~held
-        pb = pi @ B  # (m, K)
-        H = beta**2 * ((pi @ BB).reshape(-1, K, K) - pb[:, :, None] * pb[:, None, :])
+        # H = β² Σ_t π_t (B_t − B̄)(B_t − B̄)ᵀ, B̄ = Bᵀπ: positive semidefinite as computed (the
+        # expanded form Bᵀ diag(π) B − B̄B̄ᵀ cancels to rounding noise when π is nearly one-hot)
+        C = B[None, :, :] - (pi @ B)[:, None, :]  # (m, T, K)
+        H = beta**2 * ((C * pi[:, :, None]).transpose(0, 2, 1) @ C)
         H = H * (free[:, :, None] & free[:, None, :]) + eye * held[:, :, None]
         damp = 1e-10 * np.abs(H).max(axis=(1, 2)) + 1e-300
         d = -np.linalg.solve(H + damp[:, None, None] * eye, np.where(free, g, 0.0)[:, :, None])[:, :, 0]
         d = np.where(free, d, -g)
+        decrement = -(g * d).sum(axis=1)
+        uphill = ~(decrement > 0)  # rounding made the step useless: steepest descent instead
+        d[uphill] = -g[uphill]
+        decrement[uphill] = (g[uphill] ** 2).sum(axis=1)
+        # the Newton decrement gᵀH⁻¹g (plus |g|² on held coordinates) is the decrease a full step
+        # promises: below ~1e-13 nothing representable is left
+        done = decrement < 1e-13
         # where f is nearly linear (π far from i) the Hessian vanishes and the
         # damped Newton step is huge: cap it at twice the box so the search
         # starts at a corner (the steepest-descent limit) and halves from there
         width = 2.0 * (upper - lower)
         d *= np.minimum(1.0, width / np.maximum(np.abs(d).max(axis=1), 1e-300))[:, None]
+        if done.any():
+            live, x, g, d = live[~done], x[~done], g[~done], d[~done]
+            if live.size == 0:
+                break
         f0 = f[live]
         x_new, f_new, todo = _projected_search(B, c, beta, lower, upper, x, f0, g, d, idx[live])
         if todo.size:  # no decrease along the Newton arc: fall back to the projected gradient
