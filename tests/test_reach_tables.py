@@ -50,6 +50,7 @@ def test_reach_user_and_item_tables_by_hand():
     # u0: base (0.6, 0.4) → 1 of 2 above 1/2; max (0.9, 0.45) → 1 of 2; lift (1.5 + 1.125)/2
     assert (r0["discovery_base"], r0["discovery_max"], r0["top1_reachable_share"]) == (0.5, 0.5, 0.5)
     assert r0["mean_lift"] == pytest.approx((0.9 / 0.6 + 0.45 / 0.4) / 2)
+    assert r0["mean_gain"] == pytest.approx((0.3 + 0.05) / 2)
     # u1: base (0.3, 0.7) → 1/2; max (0.5, 0.8): 0.5 is not above 1/2 → 1/2; both reachable on top
     assert (r1["discovery_base"], r1["discovery_max"], r1["top1_reachable_share"]) == (0.5, 0.5, 1.0)
     assert r1["mean_lift"] == pytest.approx((0.5 / 0.3 + 0.8 / 0.7) / 2)

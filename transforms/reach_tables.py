@@ -127,8 +127,8 @@ def reach_user_table(
     ds: dt.date, problems: pl.DataFrame, users: pl.DataFrame, attributes: list[str], beta: float, budget: int
 ) -> pl.DataFrame:
     """``reach_user`` rows: per user, discovery D_u = share of targets with
-    ρ > 1/|T_u| at baseline and at the maximum, the mean lift ρ*/ρ and the
-    share of targets the user can put on top (DESIGN §4.8). ``users``: one row
+    ρ > 1/|T_u| at baseline and at the maximum, the mean lift ρ*/ρ and gain
+    ρ* − ρ, and the share of targets the user can put on top (DESIGN §4.8). ``users``: one row
     per user index (column ``user_id`` and the attribute columns) in index order."""
     per = (
         problems.with_columns(uniform=1.0 / pl.col("n_targets"))
@@ -138,6 +138,7 @@ def reach_user_table(
             discovery_base=(pl.col("rho_base") > pl.col("uniform")).mean(),
             discovery_max=(pl.col("rho_max") > pl.col("uniform")).mean(),
             mean_lift=(pl.col("rho_max") / pl.col("rho_base")).mean(),
+            mean_gain=(pl.col("rho_max") - pl.col("rho_base")).mean(),
             top1_reachable_share=pl.col("top1").mean(),
         )
     )
@@ -400,7 +401,7 @@ def reach_group_table(
 
 
 ITEM_METRICS = ("availability_base", "availability_max", "top1_reachable_share", "unavailable")
-USER_METRICS = ("discovery_base", "discovery_max", "mean_lift", "top1_reachable_share")
+USER_METRICS = ("discovery_base", "discovery_max", "mean_lift", "mean_gain", "top1_reachable_share")
 
 
 def reach_group_inputs(

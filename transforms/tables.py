@@ -623,6 +623,7 @@ TABLES: dict[str, Table] = {
                 ),
                 _c("discovery_max", F, "share", "Share of targets with ρ* > 1/|T_u| (best ratings of the action set)."),
                 _c("mean_lift", F, "ratio", "Mean over targets of ρ*/ρ."),
+                _c("mean_gain", F, "probability", "Mean over targets of ρ* − ρ."),
                 _c("top1_reachable_share", F, "share", "Share of targets the user can put on top (β → ∞, exact)."),
                 _c("beta", F, "1/rating", "Softmax inverse temperature β (config `reach.beta`)."),
                 _c("budget", I, "items", "K: size of the action set (config `reach.budget`)."),
