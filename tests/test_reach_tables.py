@@ -174,3 +174,39 @@ def test_reach_group_table_rows(small):
     assert f["mean"].item() == 0.1 and f["diff_vs_rest"].item() == pytest.approx(-0.2)
     assert set(g["metric"]) >= {"discovery_max", "noise_floor", "unavailable", "stability_lb_B1"}
     assert (g["level"] == 0.9).all()
+
+
+def test_a_csv_snapshot_reads_as_the_parquet_one(tmp_path, small):
+    """The snapshot contract accepts CSV files (all text, parsed by the contract) as well as Parquet."""
+    from fairmon.pipelines.config import FairmonConfig
+    from fairmon.pipelines.ingest.snapshots import read_snapshot, write_snapshot
+    from fairmon.pipelines.quality import QualityGate
+
+    model, hist, frame, I = small
+    items = pl.DataFrame({"item_id": [f"i{k}" for k in range(I)], "color": ["x", "y"] * (I // 2)})
+    ratings = pl.DataFrame(
+        {"user_id": [f"u{x}" for x in hist.users], "item_id": [f"i{x}" for x in hist.items], "rating": hist.ratings}
+    )
+    for ds, csv in (("2026-01-01", False), ("2026-01-02", True)):
+        files = write_snapshot(tmp_path / "snap" / ds, model, frame, items, ratings, iters=15, seed=0)
+        if csv:
+            for p in files.values():
+                pl.read_parquet(p).write_csv(p.with_suffix(".csv"))
+                p.unlink()
+    cfg = FairmonConfig.model_validate(
+        {
+            "warehouse": tmp_path / "wh",
+            "duckdb": tmp_path / "f.duckdb",
+            "base_dir": tmp_path,
+            "reach": {"path": "snap/{ds}", "rating_min": 1, "rating_max": 5},
+        }
+    )
+    gate = QualityGate(tmp_path / "gx")
+    a, ra = read_snapshot(cfg, dt.date(2026, 1, 1), gate, "t")
+    b, rb = read_snapshot(cfg, dt.date(2026, 1, 2), gate, "t")
+    assert all(r.success for r in ra + rb) and a is not None and b is not None
+    np.testing.assert_allclose(b.model.user_factors, a.model.user_factors)
+    np.testing.assert_allclose(b.model.item_bias, a.model.item_bias)
+    np.testing.assert_array_equal(b.history.items, a.history.items)
+    assert b.users.equals(a.users) and b.items.equals(a.items) and a.user_attributes == ["g"]
+    assert a.training == Training(rank=2, lam=2.0, iters=15, seed=0)
