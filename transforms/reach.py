@@ -200,6 +200,7 @@ def max_reachability(
     targets: np.ndarray | None = None,
     max_iter: int = 100,
     tol: float = 1e-10,
+    x0: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """ρ*_i = max_{a ∈ [lower, upper]^K} π(i | a) for every target i at once (DESIGN §4.8).
 
@@ -212,6 +213,8 @@ def max_reachability(
     Armijo search along the projection arc, every target as one batch and
     each problem leaving the batch when its projected gradient is below
     ``tol`` (or no further decrease is representable).
+    ``x0`` (n, K): starting actions (default the box's centre), e.g. the
+    solution at a nearby β (continuation); the optimum does not depend on it.
     Returns (ρ* (n,), maximising actions (n, K)). ρ* ≤ 1 always; with
     β → 0 it tends to 1/|T|.
     Raises ValueError for an empty box or β < 0.
@@ -225,7 +228,7 @@ def max_reachability(
     T, K = B.shape
     idx = np.arange(T) if targets is None else np.asarray(targets, dtype=np.int64)
     n = idx.size
-    a = np.full((n, K), (lower + upper) / 2)
+    a = np.full((n, K), (lower + upper) / 2) if x0 is None else np.clip(np.array(x0, dtype=float), lower, upper)
     if beta == 0 or K == 0:
         return np.full(n, 1.0 / T) if beta == 0 else np.exp(-_objective(B, c, beta, a, idx)[0]), a
     f = np.empty(n)
@@ -289,11 +292,11 @@ def max_reachability(
     return np.exp(-f), a
 
 
-def _top1_certificates(B, c, beta, lower, upper, idx, a=None):
-    """(yes, no) top-1 certificates from the softmax problem at ``beta``, solved
-    here unless its maximisers ``a`` are given (see :func:`top1_reachable`)."""
+def _top1_certificates(B, c, beta, lower, upper, idx, a=None, x0=None):
+    """(yes, no, maximisers) top-1 certificates from the softmax problem at ``beta``,
+    solved here (from ``x0``) unless its maximisers ``a`` are given (see :func:`top1_reachable`)."""
     if a is None:
-        _, a = max_reachability(B, c, beta, lower, upper, targets=idx)
+        _, a = max_reachability(B, c, beta, lower, upper, targets=idx, x0=x0)
     s = a @ B.T + c  # (n, T)
     rows = np.arange(idx.size)
     yes = s[rows, idx] >= s.max(axis=1)
@@ -303,7 +306,7 @@ def _top1_certificates(B, c, beta, lower, upper, idx, a=None):
     w /= w.sum(axis=1, keepdims=True)
     v = B[idx] - w @ B  # (n, K): Σ_j w_j (B_i − B_j)
     bound = c[idx] - w @ c + np.maximum(lower * v, upper * v).sum(axis=1)
-    return yes, bound < 0
+    return yes, bound < 0, a
 
 
 def top1_reachable(
@@ -350,16 +353,19 @@ def top1_reachable(
         beta = 50.0 / max(spread, 1e-12)
     out = np.zeros(n, dtype=bool)
     open_ = np.arange(n)
+    x = None
     if start is not None:
-        yes, no = _top1_certificates(B, c, start[0], lower, upper, idx, a=np.asarray(start[1], dtype=float))
+        yes, no, x = _top1_certificates(B, c, start[0], lower, upper, idx, a=np.asarray(start[1], dtype=float))
         out[yes] = True
-        open_ = open_[~yes & ~no]
-    for scale in (1.0, 10.0, 100.0):  # sharper softmax problems for the few left uncertified
+        keep = ~yes & ~no
+        open_, x = open_[keep], x[keep]
+    for scale in (1.0, 10.0, 100.0):  # sharper softmax problems, each started where the last ended
         if open_.size == 0:
             break
-        yes, no = _top1_certificates(B, c, beta * scale, lower, upper, idx[open_])
+        yes, no, x = _top1_certificates(B, c, beta * scale, lower, upper, idx[open_], x0=x)
         out[open_[yes]] = True
-        open_ = open_[~yes & ~no]
+        keep = ~yes & ~no
+        open_, x = open_[keep], x[keep]
     for r in open_:
         i = idx[r]
         others = np.delete(np.arange(T), i)
