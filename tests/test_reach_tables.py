@@ -174,6 +174,12 @@ def test_reach_group_table_rows(small):
     assert f["mean"].item() == 0.1 and f["diff_vs_rest"].item() == pytest.approx(-0.2)
     assert set(g["metric"]) >= {"discovery_max", "noise_floor", "unavailable", "stability_lb_B1"}
     assert (g["level"] == 0.9).all()
+    # a null attribute value is its own group, "(missing)"
+    u2 = reach_user_table(
+        DS, _problems(), users.with_columns(pl.lit(None, pl.String).alias("gender")), ["gender"], 2.0, 3
+    )
+    g2 = reach_group_table(DS, reach_group_inputs(u2, it, st, ["gender"], []), level=0.9, n_resamples=100)
+    assert set(g2.filter(pl.col("side") == "user")["group"]) == {"(missing)"}
 
 
 def test_a_csv_snapshot_reads_as_the_parquet_one(tmp_path, small):

@@ -382,12 +382,15 @@ def reach_group_table(
 
     ``frames`` maps a side to (unit frame with the metric columns and the
     attributes as JSON in ``attributes``, attribute names, metric names); a
-    boolean metric is summarised as a share."""
+    boolean metric is summarised as a share; a null attribute value is the
+    group ``(missing)``, as in group_counts."""
     rows = []
     for side, (frame, attributes, metrics) in frames.items():
         attrs = [json.loads(x) for x in frame.get_column("attributes").to_list()]
         for attribute in attributes:
-            labels = np.array([str(a.get(attribute)) for a in attrs], dtype=object)
+            labels = np.array(
+                ["(missing)" if a.get(attribute) is None else str(a.get(attribute)) for a in attrs], dtype=object
+            )
             for metric in metrics:
                 values = frame.get_column(metric).cast(pl.Float64).fill_null(float("nan")).to_numpy()
                 for k, group in enumerate(sorted(set(labels))):
