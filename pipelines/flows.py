@@ -39,6 +39,7 @@ from fairmon.pipelines.ingest.staging import (
     ingest_source,
     run_logger,
     take_range_counts,
+    warn,
 )
 from fairmon.pipelines.quality import DQResult, build_docs, dq_frame, gate_for
 from fairmon.pipelines.run import ensure_run
@@ -80,7 +81,15 @@ def ingest(config: FairmonConfig | str, ds: dt.date, force: bool = False) -> lis
     ``config`` is a loaded config or the path of one (loaded once)."""
     cfg = config if isinstance(config, FairmonConfig) else load_config(config)
     with ensure_run(cfg, "" if isinstance(config, FairmonConfig) else str(config)):
-        results = [r for name in configured_inputs(cfg) for r in ingest_source(cfg, name, ds, force)]
+        results = [
+            r
+            for name in configured_inputs(cfg)
+            for r in (
+                read_snapshot(cfg, ds, gate_for(cfg), str(ds))[1]  # a snapshot is checked, never staged
+                if name == "reach"
+                else ingest_source(cfg, name, ds, force)
+            )
+        ]
         build_docs(cfg)
     return results
 
@@ -528,6 +537,11 @@ def estimate_reach(cfg: FairmonConfig, ds: dt.date, snap: Snapshot) -> dict[str,
         users = reach_user_table(ds, problems, snap.users, snap.user_attributes, rc.beta, rc.budget)
         items = reach_item_table(ds, problems, snap.items, snap.item_attributes, rc.beta, rc.budget)
         budgets = [b for b in rc.stability_budgets if b < n_users]
+        if len(budgets) < len(rc.stability_budgets):
+            warn(
+                "%s: stability budgets %s are not below the snapshot's %d users: left out",
+                ds, sorted(set(rc.stability_budgets) - set(budgets)), n_users,
+            )  # fmt: skip
         stability = (
             stability_table(
                 ds, snap.history, snap.users, snap.items.height, snap.training, beta=rc.beta, budgets=budgets,

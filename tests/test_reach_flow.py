@@ -85,6 +85,8 @@ def test_reach_day_published_equals_the_transforms(project):
     assert rep.exit_code == 0, rep.output
     html = (root / f"report_{DAY1}_{DAY1}.html").read_text()
     assert "Reachability and stability of the recommender" in html and "noise" in html
+    ing = CliRunner().invoke(app, ["ingest", "-c", str(root / "fairmon.toml"), "--date", str(DAY1)])
+    assert ing.exit_code == 0 and ing.output.count(": checked") == 4, ing.output
 
 
 def test_defective_snapshot_quarantines_and_names_file_row_and_expectation(project):

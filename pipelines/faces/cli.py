@@ -222,7 +222,8 @@ def ingest(
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(EXIT_LOCKED) from None
     for r in results:
-        status = "[green]staged[/green]" if r.success else f"[red]not staged[/red]: {escape(r.summary())}"
+        done = "checked" if r.table == "snapshot" else "staged"  # a model snapshot is read where it lies
+        status = f"[green]{done}[/green]" if r.success else f"[red]not {done}[/red]: {escape(r.summary())}"
         console.print(f"{r.subject}: {status}")
     if not all(r.success for r in results):
         raise typer.Exit(EXIT_QUARANTINED)
