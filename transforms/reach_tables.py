@@ -278,7 +278,7 @@ def stability_table(
         floor = np.maximum(floor, total_variation(base_pi, recommendation_distribution(other, history, beta)))
         tick(1)
     rng = np.random.default_rng(seed)
-    integral = bool(np.all(history.ratings == np.round(history.ratings)))
+    integral = bool(np.all(history.ratings == np.round(history.ratings))) and np.floor(r_max) >= np.ceil(r_min)
     rows = []
     for b in budgets:
         worst = np.full(n_users, np.nan)
@@ -288,7 +288,7 @@ def stability_table(
             ratings = history.ratings.copy()
             edit = np.isin(history.users, changed)
             draw = (
-                rng.integers(int(r_min), int(r_max) + 1, size=int(edit.sum()))
+                rng.integers(int(np.ceil(r_min)), int(np.floor(r_max)) + 1, size=int(edit.sum()))
                 if integral
                 else rng.uniform(r_min, r_max, size=int(edit.sum()))
             )
