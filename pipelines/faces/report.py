@@ -428,7 +428,7 @@ line is REO = 1/9 ≈ 11.1%, the 80% rule for two groups; attributes with more g
 {% for v in verdict_paragraphs %}<p class="verdict verdict-{{ v.verdict }}"><b class="{{ {'exceeds': 'bad', 'within': 'ok', 'inconclusive': 'warn'}.get(v.verdict, 'muted') }}">{{ v.verdict }}</b> · {{ v.text }}</p>
 {% endfor %}{% endif %}
 
-{% if reo_figs or not (model_fig or labeler_fig) %}<h2>Daily REO</h2>
+{% if reo_figs or not (model_fig or labeler_fig or reach_findings) %}<h2>Daily REO</h2>
 {% for attr, svg in reo_figs %}<figure>{{ svg }}</figure>{% else %}<p>No published REO in range.</p>{% endfor %}{% endif %}
 
 {% if latest %}
