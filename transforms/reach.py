@@ -41,7 +41,7 @@ class BiasedMF:
     lam: float
 
     def predict(self) -> np.ndarray:
-        """Predicted ratings, shape (U, I)."""
+        """Predicted ratings μ + b_u + b_i + p_u·q_i (DESIGN §4.8), shape (U, I), rating units."""
         return self.mu + self.user_bias[:, None] + self.item_bias[None, :] + self.user_factors @ self.item_factors.T
 
 
@@ -143,7 +143,10 @@ def affine_scores(
 
 
 def softmax_probabilities(B: np.ndarray, c: np.ndarray, a: np.ndarray, beta: float) -> np.ndarray:
-    """π(· | a) over the targets for actions ``a`` (K,) or (n, K): shape (|T|,) or (n, |T|)."""
+    """π(· | a) = softmax(β (B a + c)) over the targets (the selection rule of
+    DESIGN §4.8) for actions ``a`` (K,) or (n, K) in rating units; ``B``
+    (|T|, K), ``c`` (|T|,). Returns shape (|T|,) or (n, |T|). Raises
+    ValueError (NumPy's) when the shapes do not match."""
     s = beta * (np.asarray(a, dtype=float) @ B.T + c)
     s = s - s.max(axis=-1, keepdims=True)
     e = np.exp(s)

@@ -47,8 +47,10 @@ class Ratings:
 
 def action_and_targets(pred_u: np.ndarray, hist: np.ndarray, budget: int) -> tuple[np.ndarray, np.ndarray]:
     """The action set A_u (the ``budget`` unseen items with the highest predicted
-    ratings, DESIGN §4.8) and the targets T_u (the other unseen items) of one
-    user; ``pred_u`` (I,) predicted ratings, ``hist`` the items the user rated."""
+    ratings, DESIGN §4.8; ties broken by item index) and the targets T_u (the
+    other unseen items) of one user; ``pred_u`` (I,) predicted ratings,
+    ``hist`` the indices of the items the user rated. Returns two index
+    arrays (≤ budget,) and (I − |hist| − |A_u|,). Raises nothing."""
     unseen = np.setdiff1d(np.arange(pred_u.size), hist)
     acts = unseen[np.argsort(-pred_u[unseen], kind="stable")[:budget]]
     return acts, np.setdiff1d(unseen, acts)
@@ -192,7 +194,9 @@ def reach_item_table(
 
 def recommendation_distribution(model: BiasedMF, history: Ratings, beta: float) -> np.ndarray:
     """π_u over the items user u has not rated: softmax(β · predicted rating),
-    rated items get 0. Shape (U, I)."""
+    rated items get 0 (the recommendation whose change seed 003 Def. 1
+    "stability" measures). Shape (U, I), rows sum to 1. Raises nothing; a
+    user who rated every item gets a row of NaN."""
     s = beta * model.predict()
     s[history.users, history.items] = -np.inf
     s -= s.max(axis=1, keepdims=True)
@@ -201,7 +205,9 @@ def recommendation_distribution(model: BiasedMF, history: Ratings, beta: float) 
 
 
 def total_variation(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """½ Σ |p − q| along the last axis."""
+    """Total variation ½ Σ |p − q| along the last axis: the distance d of seed
+    003 Def. 1 (stability) between two recommendation distributions. Shapes
+    broadcast; returns values in [0, 1] for distributions."""
     return 0.5 * np.abs(p - q).sum(axis=-1)
 
 
@@ -340,8 +346,10 @@ def group_summary(
     """Mean, median and percentile-bootstrap CI (SciPy ``bootstrap``) of
     ``values`` (n,) over the units ``in_group`` (n,) bool, and the difference
     of its mean from the other units' mean with a two-sample bootstrap CI
-    (units resampled within each side). NaN values are left out. Fewer than
-    2 units on a side leave that CI NaN with a reason."""
+    (units resampled within each side; DESIGN §3 reach_group). NaN values are
+    left out. Fewer than 2 units on a side leave that CI NaN with a reason.
+    Returns a dict of the reach_group columns n … diff_ci_high and reason.
+    Raises ValueError (SciPy's) for a level outside (0, 1)."""
     ok = ~np.isnan(values)
     x, y = values[ok & in_group], values[ok & ~in_group]
     out: dict = {

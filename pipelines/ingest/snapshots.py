@@ -39,7 +39,8 @@ FACTOR = re.compile(r"f_(\d+)")
 
 
 def snapshot_folder(cfg: FairmonConfig, ds: dt.date) -> Path:
-    """The snapshot folder of day ``ds`` (config ``reach.path``, resolved)."""
+    """The snapshot folder of day ``ds`` (config ``reach.path`` with {ds}
+    filled, resolved against the config's folder; DESIGN §2 model snapshots)."""
     return cfg.resolve(cfg.reach.path.replace("{ds}", ds.isoformat()))
 
 
@@ -236,7 +237,8 @@ def write_snapshot(
     """Write a snapshot folder (DESIGN §2): ``users`` / ``items`` give the ids
     (``user_id`` / ``item_id``) and attribute columns in the model's index
     order; ``ratings`` has user_id, item_id, rating. Each file is written
-    aside and renamed into place. Returns {name: path}."""
+    aside and renamed into place, so a reader never sees half a file.
+    Returns {name: path}. Raises OSError when the folder cannot be written."""
     folder.mkdir(parents=True, exist_ok=True)
     r = model.user_factors.shape[1]
 
@@ -285,7 +287,8 @@ def train_coat_snapshot(
     Coat user features (gender, age, location, fashioninterest), items the
     item features (gender, jackettype, color, onfrontpage). Writes the
     snapshot to ``out`` (:func:`write_snapshot`) and returns {rank, lam,
-    test_rmse, grid: [(rank, lam, rmse)], files}."""
+    test_rmse, grid: [(rank, lam, rmse)], files}. Raises
+    :class:`InputContractError` naming the file when a Coat matrix cannot be read."""
     feat = coat_dir / "user_item_features" if (coat_dir / "user_item_features").is_dir() else coat_dir
     train, test = _read_matrix(coat_dir / "train.ascii"), _read_matrix(coat_dir / "test.ascii")
     u, i = np.nonzero(train)
