@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){0,2}$")
 
 
 def _check_identifiers(v: list[str]) -> list[str]:
@@ -58,9 +59,15 @@ class ImpressionsConfig(_Strict):
         description="contract: files with the DESIGN §2 columns; tiktok: the published TikTok "
         "layout (one default file per day, pooled random files); coat: the Coat data set"
     )
-    path: str = Field(
+    path: str | None = Field(
+        default=None,
         description="contract/tiktok: default-traffic file per day, a path template with {ds} "
-        "(YYYY-MM-DD), glob characters allowed; coat: the Coat directory"
+        "(YYYY-MM-DD), glob characters allowed; coat: the Coat directory",
+    )
+    table: str | None = Field(
+        default=None,
+        description="contract, engine = 'spark': a catalog table of contract rows partitioned by ds "
+        "(e.g. 'logs.impressions'), read instead of path; a day's unit is its ds partition",
     )
     random_path: str | None = Field(
         default=None,
@@ -126,6 +133,18 @@ class ImpressionsConfig(_Strict):
 
     @model_validator(mode="after")
     def _format_fields(self) -> ImpressionsConfig:
+        if (self.path is None) == (self.table is None):
+            raise ValueError("give exactly one of path (files) and table (a catalog table, engine = 'spark')")
+        if self.table is not None:
+            if self.format != "contract":
+                raise ValueError("table is for format 'contract' (rows with the DESIGN §2 columns)")
+            if not _TABLE.match(self.table):
+                raise ValueError(f"table {self.table!r} must be [catalog.][database.]name of letters, digits, _")
+            if self.random_path or self.random_pools or self.stage_paths:
+                raise ValueError(
+                    "a table carries its own traffic column: random_path, random_pools and stage_paths do not apply"
+                )
+            return self
         check_template(self.path, {"ds"}, "path")
         if self.random_path is not None:
             check_template(self.random_path, {"start", "end"}, "random_path")
@@ -516,11 +535,44 @@ class ReachConfig(_Strict):
         return None if v is None else _check_identifiers(v)
 
 
+class SparkConfig(_Strict):
+    """Where the Spark engine runs the count stage (DESIGN §1 "Engines"): a
+    cluster manager (``master``) or a Spark Connect server (``remote``)."""
+
+    master: str | None = Field(
+        default=None,
+        description="Spark master: local[*] (default), local[2], spark://host:7077, yarn, k8s://…",
+    )
+    remote: str | None = Field(
+        default=None, description="Spark Connect URL, e.g. sc://spark-connect.internal:15002 (instead of master)"
+    )
+    app_name: str = Field(default="fairmon", description="the application name the cluster shows")
+    conf: dict[str, str] = Field(
+        default_factory=dict,
+        description="extra Spark settings, e.g. {'spark.executor.memory' = '8g', "
+        "'spark.sql.shuffle.partitions' = '64'}",
+    )
+
+    @model_validator(mode="after")
+    def _one_target(self) -> SparkConfig:
+        if self.master is not None and self.remote is not None:
+            raise ValueError("give master or remote, not both")
+        if self.remote is not None and not self.remote.startswith("sc://"):
+            raise ValueError(f"remote {self.remote!r} must be a Spark Connect URL sc://host:port")
+        return self
+
+
 class FairmonConfig(_Strict):
     """The whole configuration. ``warehouse`` and ``duckdb`` are resolved paths."""
 
     warehouse: Path
     duckdb: Path
+    engine: Literal["duckdb", "spark"] = Field(
+        default="duckdb",
+        description="where the count stage (input profiles, duplicate ids) scans the rows: the embedded DuckDB, "
+        "or Apache Spark ([spark], extra fairmon[spark]); everything after the profiles runs here either way",
+    )
+    spark: SparkConfig = SparkConfig()
     impressions: ImpressionsConfig | None = None
     scores: ScoresConfig | None = None
     labels: LabelsConfig | None = None
@@ -553,6 +605,13 @@ class FairmonConfig(_Strict):
     def _some_source(self) -> FairmonConfig:
         if self.impressions is None and self.scores is None and self.labels is None and self.reach is None:
             raise ValueError("configure at least one of [impressions], [scores], [labels], [reach]")
+        return self
+
+    @model_validator(mode="after")
+    def _engine_inputs(self) -> FairmonConfig:
+        imp = self.impressions
+        if imp is not None and imp.table is not None and self.engine != "spark":
+            raise ValueError("impressions.table is read by the Spark engine: set engine = 'spark'")
         return self
 
     @model_validator(mode="after")
@@ -608,6 +667,9 @@ class FairmonConfig(_Strict):
         # with [envy] every impressions file also stages its per-user rows (and swap rows are allowed)
         if self.envy is not None:
             inputs["envy"] = True
+        # each engine hashes cluster ids its own way (sql/impressions_bucket.sql): its profiles are its own
+        if self.engine != "duckdb":
+            inputs["engine"] = self.engine
         return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
 
 

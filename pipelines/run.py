@@ -44,6 +44,8 @@ class Run:
     - ``prefetched``: input-file profiles computed ahead, keyed by
       (path, size, mtime_ns), taken once by the day that reads the file.
     - ``books``: wall seconds per stage, per day ({day: {stage: s}}).
+    - ``table_fingerprints``: with ``[impressions] table`` (Spark engine),
+      each ds partition's (bytes, mtime_ns), listed once per run.
 
     ``lock`` guards these fields across the threads of a ``--concurrency`` backfill.
     """
@@ -55,6 +57,8 @@ class Run:
     range_counts: dict[dt.date, tuple[int, pl.DataFrame, pl.DataFrame, pl.DataFrame]] = field(default_factory=dict)
     prefetched: dict[tuple[str, int, int], pl.DataFrame] = field(default_factory=dict)
     books: dict[str, dict[str, float]] = field(default_factory=dict)
+    # per catalog table (engine = "spark"): its partitions' fingerprints, read once per run
+    table_fingerprints: dict[str, dict[dt.date, tuple[int, int]]] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     @property

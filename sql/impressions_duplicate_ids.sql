@@ -1,9 +1,10 @@
--- Add the id keys of `raw_part` (one file's rows) that occur more than once
--- ($keys: __file, ds, traffic, request_id, item_id as present) with their
--- number of copies, for the ids_unique rule. One hash aggregation over the
--- key columns of one file, so memory follows the largest file, not the range.
-INSERT INTO copies BY NAME
-SELECT COLUMNS(lambda c: list_contains($keys, c)), count(*)::BIGINT AS id_copies
+-- The id keys ({{keys}}: __file, ds, traffic, request_id, item_id as present)
+-- of the rows registered as `raw_part` that occur more than once, with their
+-- number of copies, for the ids_unique rule. One hash aggregation over the key
+-- columns: DuckDB runs it file by file (memory follows the largest file) and
+-- collects the keys in the temporary table `copies`; Spark runs it over all
+-- the files at once. Portable (pipelines/storage/portable.py).
+SELECT {{keys}}, CAST(count(*) AS BIGINT) AS id_copies
 FROM raw_part
-GROUP BY ALL
+GROUP BY {{keys}}
 HAVING count(*) > 1

@@ -1,13 +1,14 @@
 -- With [envy] (DESIGN §4.7): the default- and swap-traffic rows of one
 -- impressions file, registered as `raw` (rows plus __row), grouped by the
--- contract columns present ($columns: ds, traffic, arm, signals, attributes,
--- user_id, policy_user_id, policy_group): one row per user × serving policy ×
--- distinct signal values, with the rows it stands for (__n) and its first
--- file row (__first_row). Parsed like a profile (transforms/contract.py) and
--- summed per user and donor into the envy_rows staging table.
-SELECT COLUMNS(lambda c: list_contains($columns, c)),
-       count(*)::BIGINT AS __n,
-       min(__row)::BIGINT + 1 AS __first_row
+-- contract columns present ({{columns}}: ds, traffic, arm, signals,
+-- attributes, user_id, policy_user_id, policy_group): one row per user ×
+-- serving policy × distinct signal values, with the rows it stands for (__n)
+-- and its first file row (__first_row). Parsed like a profile
+-- (transforms/contract.py) and summed per user and donor into the envy_rows
+-- staging table. Portable (pipelines/storage/portable.py).
+SELECT {{columns}},
+       CAST(count(*) AS BIGINT) AS __n,
+       CAST(min(__row) AS BIGINT) + 1 AS __first_row
 FROM raw
 WHERE lower(trim(CAST(traffic AS VARCHAR))) IN ('default', 'swap')
-GROUP BY ALL
+GROUP BY {{columns}}

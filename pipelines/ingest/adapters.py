@@ -19,8 +19,15 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from fairmon.pipelines import timing
 from fairmon.pipelines.config import FairmonConfig
+from fairmon.pipelines.ingest.engines import (
+    DuckEngine,
+    SparkEngine,
+    file_of_uri,
+    spark_rows,
+    spark_table_rows,
+    table_fingerprints,
+)
 from fairmon.pipelines.run import active_run
 from fairmon.pipelines.storage import db
 from fairmon.transforms.coat import coat_impressions
@@ -53,7 +60,11 @@ class IngestUnit:
 def unit_key(cfg: FairmonConfig, path: Path) -> str:
     """A staged file's identity (DESIGN §2 "Input identity"): its path relative
     to the config's folder (POSIX form), or its absolute path when it lies
-    outside; so moving the whole project folder changes no identity."""
+    outside; so moving the whole project folder changes no identity. A
+    catalog table's partition (``[impressions] table``) is
+    ``spark-table:<table>/ds=<day>``."""
+    if table_partition(path) is not None:
+        return str(path)
     base = cfg.base_dir.resolve()
     try:
         return Path(path).resolve().relative_to(base).as_posix()
@@ -77,7 +88,7 @@ def current_inputs(cfg: FairmonConfig, ds: dt.date) -> list[dict]:
             continue
         for u in units:
             try:
-                size, mtime = file_fingerprint(u.file)
+                size, mtime = file_fingerprint(u.file, cfg)
             except OSError:
                 continue
             out.append({"file": unit_key(cfg, u.file), "source": source, "size": size, "mtime_ns": mtime})
@@ -177,9 +188,20 @@ def days_between(first: dt.date, last: dt.date) -> list[dt.date]:
     return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
 
 
-def file_fingerprint(path: Path) -> tuple[int, int]:
+def file_fingerprint(path: Path, cfg: FairmonConfig | None = None) -> tuple[int, int]:
     """(size, mtime_ns) of a file, or summed size and latest mtime of a folder's
-    files (Coat); what re-ingest and late-data detection compare."""
+    files (Coat), or of a catalog table partition's data files (``cfg``
+    needed: the Spark engine lists them, once per run); what re-ingest and
+    late-data detection compare. Raises OSError when the file (or the
+    partition) is gone."""
+    part = table_partition(path)
+    if part is not None:
+        if cfg is None:
+            raise ValueError(f"{path}: a table partition's fingerprint needs the config (Spark engine)")
+        fp = _table_fingerprints(cfg, part[0]).get(part[1])
+        if fp is None:
+            raise FileNotFoundError(f"{path}: no such partition")
+        return fp
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.is_file())
         return sum(p.stat().st_size for p in files), max((p.stat().st_mtime_ns for p in files), default=0)
@@ -239,6 +261,13 @@ def units_for_day(cfg: FairmonConfig, ds: dt.date) -> list[IngestUnit]:
             )
         return [IngestUnit(cfg.resolve(imp.path), ds, ds, "all")]
 
+    if imp.table is not None:  # a catalog table (Spark engine): one unit per ds partition of the window
+        have = _table_fingerprints(cfg, imp.table)
+        return [
+            IngestUnit(table_unit_path(imp.table, d), d, d, "all")
+            for d in [ds, *days_between(w0, ds)[:-1]]
+            if d in have
+        ]
     # No file for the day -> no unit: the day gate's default_traffic_present reports it.
     day_files = _matches(imp.path, cfg, ds=ds.isoformat())
     if imp.format == "contract":
@@ -254,6 +283,49 @@ def units_for_day(cfg: FairmonConfig, ds: dt.date) -> list[IngestUnit]:
         if pool_admitted(a, b, ds, imp.random_window_days, imp.pool_policy):
             units.append(IngestUnit(path, a, b, "random", traffic="random"))
     return units
+
+
+#: How a catalog table's ds partition is named where a file's path would be (messages, ingest log).
+TABLE_PREFIX = "spark-table:"
+
+
+def table_unit_path(table: str, ds: dt.date) -> Path:
+    """The name of the ``ds`` partition of catalog table ``table`` as an
+    ingest unit's path: ``spark-table:<table>/ds=<day>``."""
+    return Path(f"{TABLE_PREFIX}{table}/ds={ds.isoformat()}")
+
+
+def table_partition(path: Path | str) -> tuple[str, dt.date] | None:
+    """(table, ds) of a :func:`table_unit_path`, or None for a file."""
+    text = str(path)
+    if not text.startswith(TABLE_PREFIX):
+        return None
+    table, _, day = text[len(TABLE_PREFIX) :].rpartition("/ds=")
+    return table, dt.date.fromisoformat(day)
+
+
+def _table_fingerprints(cfg: FairmonConfig, table: str) -> dict[dt.date, tuple[int, int]]:
+    """Every ds partition of ``table`` with its (bytes, mtime_ns), listed by
+    Spark once per run (:class:`fairmon.pipelines.run.Run`), or at each call
+    outside a run."""
+    from fairmon.pipelines.storage.spark import session_lock, spark_session
+
+    run = active_run()
+    if run is not None:
+        with run.lock:
+            if table in run.table_fingerprints:
+                return run.table_fingerprints[table]
+    with session_lock():
+        spark = spark_session(cfg.spark)
+        try:
+            fps = table_fingerprints(spark, table)
+        except SparkEngine(spark).errors as e:
+            where = f"{TABLE_PREFIX}{table}"
+            raise InputContractError(f"cannot list the table's partitions: {e}", file=where) from None
+    if run is not None:
+        with run.lock:
+            run.table_fingerprints[table] = fps
+    return fps
 
 
 def read_table(path: Path) -> pl.DataFrame:
@@ -312,21 +384,18 @@ def _scratch() -> duckdb.DuckDBPyConnection:
     return _local.con
 
 
-def duplicate_ids(con: duckdb.DuckDBPyConnection, parts: Iterable, keys: list[str]) -> int:
+def engine_of(con) -> DuckEngine | SparkEngine:
+    """``con`` as an engine: a DuckDB connection becomes a :class:`DuckEngine`; an engine stays itself."""
+    return DuckEngine(con) if isinstance(con, duckdb.DuckDBPyConnection) else con
+
+
+def duplicate_ids(con, parts: Iterable, keys: list[str]) -> int:
     """Find the duplicated id keys of impressions rows given as ``parts``
     (relations or frames, e.g. one per file, all with the ``keys`` columns)
-    into the temporary table ``copies``; timed as a check. Returns the
-    number of duplicated keys."""
-    with timing.within("checks"):
-        for i, part in enumerate(parts):
-            con.register("raw_part", part)
-            try:
-                if i == 0:
-                    db.execute(con, "impressions_copies_create", keys=keys)
-                db.execute(con, "impressions_duplicate_ids", keys=keys)
-            finally:
-                con.unregister("raw_part")
-        return db.query(con, "impressions_duplicate_ids_count").item()
+    into the temporary table ``copies`` (``con``: a DuckDB connection or an
+    engine, :meth:`DuckEngine.collect_copies`); timed as a check. Returns
+    the number of duplicated keys."""
+    return engine_of(con).collect_copies(parts, keys)
 
 
 def cluster_column(cfg: FairmonConfig) -> tuple[str, bool] | None:
@@ -345,17 +414,19 @@ def _cluster_arg(cfg: FairmonConfig) -> tuple[str, int] | None:
     return None if cluster is None else (cluster[0], cfg.estimation.cluster_buckets)
 
 
-def _bucketed(con: duckdb.DuckDBPyConnection, raw, cluster: tuple[str, int] | None, file: str):
+def _bucketed(engine, raw, cluster: tuple[str, int] | None):
     """``raw`` with the __cbucket column of sql/impressions_bucket.sql when it has the cluster column."""
-    if cluster is None or cluster[0] not in raw.columns:
+    if cluster is None or cluster[0] not in engine.columns(raw):
         return raw
-    con.register("raw_in", raw)
-    return db.relation(con, "impressions_bucket", cluster_col=cluster[0], buckets=cluster[1])
+    engine.register("raw_in", raw)
+    return engine.sql("impressions_bucket", {"buckets": cluster[1]}, cluster=[cluster[0]])
 
 
 #: Profile columns of a file read under [envy] (sql/impressions_donor_flag.sql): false on a
 #: default or swap row without a user_id, and on a swap row without a donor.
 ENVY_FLAGS = ("has_user_id", "swap_has_donor")
+#: The columns that name a swap row's donor (either is enough).
+DONOR_COLUMNS = ("policy_user_id", "policy_group")
 
 
 def profile_columns(cfg: FairmonConfig) -> list[str]:
@@ -365,20 +436,23 @@ def profile_columns(cfg: FairmonConfig) -> list[str]:
     return ["ds", "traffic", "arm", *imp.signals, *imp.attributes, *(ENVY_FLAGS if cfg.envy else [])]
 
 
-def _with_envy_flags(con: duckdb.DuckDBPyConnection, raw, file: str):
+def _with_envy_flags(engine, raw, file: str):
     """``raw`` with the :data:`ENVY_FLAGS` columns (sql/impressions_donor_flag*.sql).
     Raises :class:`InputContractError` when the file has no user_id column."""
-    if "user_id" not in raw.columns:
+    present = engine.columns(raw)
+    if "user_id" not in present:
         raise InputContractError(
             "required column is missing ([envy] needs each row's user)", file=file, column="user_id"
         )
-    con.register("raw_flag", raw)
-    donors = {"policy_user_id", "policy_group"} & set(raw.columns)
-    return db.relation(con, "impressions_donor_flag" if donors else "impressions_donor_flag_none")
+    engine.register("raw_flag", raw)
+    donors = [c for c in present if c in DONOR_COLUMNS]
+    if not donors:
+        return engine.sql("impressions_donor_flag_none")
+    return engine.sql("impressions_donor_flag", donors=donors)
 
 
 def profile_rows(
-    con: duckdb.DuckDBPyConnection,
+    con,
     raw,
     columns: list[str],
     file: str,
@@ -402,39 +476,41 @@ def profile_rows(
     (sql/impressions_bucket.sql, transforms/cluster.py).
     Raises :class:`InputContractError` (naming ``file``) when the engine cannot read the rows.
     """
-    present = set(raw.columns)
+    engine = engine_of(con)
+    present = set(engine.columns(raw))
     cols = [c for c in ("__file", *columns) if c in present]
     ids = {"request_id", "item_id"} <= present
+    keys = [c for c in ("__file", *ID_KEY) if c in present]
+    registered = []
     try:
         if ids and duplicated is None:
-            duplicated = duplicate_ids(con, [raw], [c for c in ("__file", *ID_KEY) if c in present])
-        flagged = ENVY_FLAGS[0] in columns and "traffic" in present
-        if flagged:
-            raw = _with_envy_flags(con, raw, file)
+            duplicated = engine.collect_copies([raw], keys)
+        if ENVY_FLAGS[0] in columns and "traffic" in present:
+            raw = _with_envy_flags(engine, raw, file)
+            registered.append("raw_flag")
             cols += ENVY_FLAGS
         if cluster is not None and cluster[0] in present:
-            raw = _bucketed(con, raw, cluster, file)
+            raw = _bucketed(engine, raw, cluster)
+            registered.append("raw_in")
             cols.append(CLUSTER_BUCKET)
-        con.register("raw", raw)
-        try:
-            if not cols:
-                return db.query(con, "impressions_row_count")
-            if duplicated:
-                profile = db.query(con, "impressions_profile_ids", columns=cols)
-                profile = profile.select(pl.exclude("id_copies"), "id_copies")
-            else:
-                profile = db.query(con, "impressions_profile", columns=cols)
-                if ids:
-                    profile = profile.with_columns(pl.lit(1, pl.Int64).alias("id_copies"))
-        finally:
-            con.unregister("raw")
-            if CLUSTER_BUCKET in cols:
-                con.unregister("raw_in")
-            if flagged:
-                con.unregister("raw_flag")
+        grouped = [c for c in engine.columns(raw) if c in cols]  # in the rows' own column order
+        engine.register("raw", raw)
+        registered.append("raw")
+        if not grouped:
+            return engine.frame(engine.sql("impressions_row_count"))
+        if duplicated:
+            profile = engine.frame(engine.sql("impressions_profile_ids", columns=grouped, keys=keys))
+            profile = profile.select(pl.exclude("id_copies"), "id_copies")
+        else:
+            profile = engine.frame(engine.sql("impressions_profile", columns=grouped))
+            if ids:
+                profile = profile.with_columns(pl.lit(1, pl.Int64).alias("id_copies"))
         return profile.sort(PROFILE_ROW)
-    except duckdb.Error as e:
+    except engine.errors as e:
         raise InputContractError(f"cannot read file: {e}", file=file) from None
+    finally:
+        for name in reversed(registered):
+            engine.unregister(name)
 
 
 def _is_parquet(cfg: FairmonConfig, path: Path) -> bool:
@@ -467,6 +543,65 @@ def profile_parquet(
     return {f: prof.filter(pl.col("__file") == i).drop("__file") for i, f in enumerate(files)}
 
 
+def _spark_kind(cfg: FairmonConfig, path: Path) -> str | None:
+    """How the Spark engine reads an impressions unit ('table', 'parquet',
+    'csv'), or None when DuckDB does (engine = 'duckdb', or the Coat
+    matrices, which are local by nature)."""
+    if cfg.engine != "spark" or cfg.impressions.format == "coat":
+        return None
+    if table_partition(path) is not None:
+        return "table"
+    return "parquet" if _is_parquet(cfg, path) else "csv"
+
+
+def _spark_scan(cfg: FairmonConfig, kind: str, files: list[str], scan) -> pl.DataFrame:
+    """Run ``scan(engine, rows, where)`` on Spark over the rows of ``files``
+    (all of one ``kind``, :func:`_spark_kind`) and return its small result
+    with ``__file`` mapped back to the names in ``files``. Raises
+    :class:`InputContractError` naming the file(s) when Spark cannot read them."""
+    from fairmon.pipelines.storage.spark import session_lock, spark_session
+
+    where = files[0] if len(files) == 1 else f"one of {', '.join(files)}"
+    with session_lock():
+        engine = SparkEngine(spark_session(cfg.spark))
+        try:
+            if kind == "table":
+                parts = [table_partition(f) for f in files]
+                rows = spark_table_rows(engine.spark, parts[0][0], [d for _, d in parts])
+                names = {d.isoformat(): f for (_, d), f in zip(parts, files)}
+            else:
+                rows = spark_rows(engine.spark, files, kind)
+                local = {str(Path(f).resolve()): f for f in files}
+                names = None
+            out = scan(engine, rows, where)
+        except engine.errors as e:
+            raise InputContractError(f"cannot read file: {e}", file=where) from None
+        finally:
+            engine.release()
+    if "__file" not in out.columns:  # no contract column to group by: one file at a time
+        return out.with_columns(pl.lit(files[0]).alias("__file"))
+    if names is None:
+        names = {u: local.get(file_of_uri(u)) for u in out.get_column("__file").unique().to_list()}
+        if None in names.values():
+            raise InputContractError(f"Spark read rows from a file not asked for: {names}", file=where)
+    return out.with_columns(pl.col("__file").replace_strict(names, return_dtype=pl.String))
+
+
+def profile_spark(cfg: FairmonConfig, kind: str, files: list[str]) -> dict[str, pl.DataFrame]:
+    """Profiles (:func:`profile_rows`) of impressions ``files`` (all of one
+    ``kind``: 'parquet', 'csv' or 'table' partitions) computed on Spark in
+    one scan, with the duplicate-id check over all of them in one
+    aggregation; only the profiles (a few thousand rows a file) come back.
+    The same portable statements as DuckDB's, so the same profile.
+    Returns {file: profile}. Raises :class:`InputContractError` as :func:`_spark_scan`."""
+    columns = profile_columns(cfg)
+    cluster = _cluster_arg(cfg)
+    prof = _spark_scan(
+        cfg, kind, files, lambda engine, rows, where: profile_rows(engine, rows, columns, where, None, cluster)
+    )
+    return {f: prof.filter(pl.col("__file") == f).drop("__file") for f in files}
+
+
 def prefetch_profiles(cfg: FairmonConfig, files: list[Path]) -> int:
     """Profile many impressions files ahead of their days' runs (a backfill):
     Parquet files are grouped by schema and each group is scanned once by
@@ -480,6 +615,8 @@ def prefetch_profiles(cfg: FairmonConfig, files: list[Path]) -> int:
     run = active_run()
     if run is None:
         return 0
+    if cfg.engine == "spark":
+        return _prefetch_spark(cfg, run, files)
     con = _scratch()
     columns = profile_columns(cfg)
     groups: dict[tuple, list[str]] = {}
@@ -505,12 +642,43 @@ def prefetch_profiles(cfg: FairmonConfig, files: list[Path]) -> int:
     return done
 
 
+def _prefetch_spark(cfg: FairmonConfig, run, files: list[Path]) -> int:
+    """:func:`prefetch_profiles` on the Spark engine: the table partitions in
+    one scan, the Parquet files grouped by schema and the CSV files each in
+    one scan per group. Returns the number of files profiled."""
+    groups: dict[tuple, list[str]] = {}
+    for f in files:
+        kind = _spark_kind(cfg, f)
+        if kind == "parquet":
+            try:
+                schema = tuple(pl.read_parquet_schema(f).items())
+            except (OSError, pl.exceptions.PolarsError):
+                continue  # read_unit reports it
+            groups.setdefault(("parquet", schema), []).append(str(f))
+        elif kind is not None:
+            groups.setdefault((kind,), []).append(str(f))
+    done = 0
+    for key, group in groups.items():
+        try:
+            stats = {f: file_fingerprint(Path(f), cfg) for f in group}
+            profiles = profile_spark(cfg, key[0], group)
+        except (InputContractError, OSError):
+            continue
+        with run.lock:
+            for f, prof in profiles.items():
+                run.prefetched[(f, *stats[f])] = prof
+        done += len(group)
+    return done
+
+
 def read_unit(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
     """The profile of one ingest unit (:func:`profile_rows`) with the
     contract columns a format leaves implicit (ds, traffic, arm) filled in;
     values are not parsed yet. Parquet files are scanned by DuckDB without
     loading them (or taken from :func:`prefetch_profiles`); CSV files and the
-    Coat matrices are read first (all columns as text). A 0-byte file gives
+    Coat matrices are read first (all columns as text). With ``engine =
+    "spark"`` Spark scans Parquet and CSV files and table partitions
+    (:func:`profile_spark`). A 0-byte file gives
     an empty frame (no columns).
 
     Raises :class:`InputContractError` naming the file when it cannot be read.
@@ -518,13 +686,18 @@ def read_unit(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
     imp = cfg.impressions
     columns = profile_columns(cfg)
     path, file = unit.file, str(unit.file)
-    if _is_parquet(cfg, path):
+    kind = _spark_kind(cfg, path)
+    if kind is not None or _is_parquet(cfg, path):
         run = active_run()
         profile = None
         if run is not None:
             with run.lock:
-                profile = run.prefetched.pop((file, *file_fingerprint(path)), None)
-        if profile is None:
+                profile = run.prefetched.pop((file, *file_fingerprint(path, cfg)), None)
+        if profile is None and kind == "csv" and path.stat().st_size == 0:
+            return pl.DataFrame()  # as read_table: the gate reports the empty file
+        if profile is None and kind is not None:
+            profile = profile_spark(cfg, kind, [file])[file]
+        elif profile is None:
             profile = profile_parquet(_scratch(), [file], columns, _cluster_arg(cfg))[file]
     else:
         rows = read_coat(path, imp.min_rating) if imp.format == "coat" else read_table(path)
@@ -585,20 +758,26 @@ def envy_profile(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
     """
     imp = cfg.impressions
     path, file = unit.file, str(unit.file)
-    con = _scratch()
     cols = ["ds", "traffic", "arm", *imp.signals, *imp.attributes, "user_id", "policy_user_id", "policy_group"]
-    try:
-        if _is_parquet(cfg, path):
-            raw = _parquet_rows(con, [file])
-        else:
-            raw = read_table(path).with_row_index("__row")
-        con.register("raw", raw)
+
+    def scan(engine, raw, where: str) -> pl.DataFrame:
+        engine.register("raw", raw)
         try:
-            prof = db.query(con, "impressions_envy_profile", columns=[c for c in cols if c in raw.columns])
+            grouped = [c for c in engine.columns(raw) if c in cols or c == "__file"]
+            return engine.frame(engine.sql("impressions_envy_profile", columns=grouped))
         finally:
-            con.unregister("raw")
-    except duckdb.Error as e:
-        raise InputContractError(f"cannot read file: {e}", file=file) from None
+            engine.unregister("raw")
+
+    kind = _spark_kind(cfg, path)
+    if kind is not None:
+        prof = _spark_scan(cfg, kind, [file], scan).drop("__file")
+    else:
+        con = _scratch()
+        try:
+            raw = _parquet_rows(con, [file]) if _is_parquet(cfg, path) else read_table(path).with_row_index("__row")
+            prof = scan(DuckEngine(con), raw, file).drop("__file", strict=False)
+        except duckdb.Error as e:
+            raise InputContractError(f"cannot read file: {e}", file=file) from None
     attrs = [ATTR_PREFIX + a for a in imp.attributes]
     schema = {
         "ds": pl.Date,

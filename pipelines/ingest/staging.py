@@ -135,7 +135,7 @@ def unchanged(cfg: FairmonConfig, file: Path) -> dict | None:
     if not seen.height:
         return None
     row = seen.row(0, named=True)
-    same = (row["size"], row["mtime_ns"], row["config_fp"]) == (*file_fingerprint(file), cfg.fingerprint())
+    same = (row["size"], row["mtime_ns"], row["config_fp"]) == (*file_fingerprint(file, cfg), cfg.fingerprint())
     return row if same else None
 
 
@@ -346,7 +346,7 @@ def prestage_impressions(cfg: FairmonConfig, days: list[dt.date], force: bool = 
         for u in todo:
             try:
                 raw = src.read(u)
-                size, mtime = file_fingerprint(u.file)
+                size, mtime = file_fingerprint(u.file, cfg)
                 with timing.within("checks"):
                     dq = raw_suite(cfg, src, u, raw, f"{min(days)}_{max(days)}")
                 if dq.success:
@@ -374,7 +374,7 @@ def stage_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, run_name: str,
     src = input_source(cfg, source)
     t0 = time.perf_counter()
     with timing.clock(run_name, "ingest"):
-        size, mtime = file_fingerprint(unit.file)
+        size, mtime = file_fingerprint(unit.file, cfg)
         seen = None if force else unchanged(cfg, unit.file)
         if seen:
             log.info(
@@ -406,7 +406,9 @@ def units_for(cfg: FairmonConfig, source: str, ds: dt.date) -> list[IngestUnit]:
     :func:`units_for_day` does."""
     if source == "impressions":
         units = units_for_day(cfg, ds)
-        if not any(u.scope == "all" or u.traffic == "default" for u in units):
+        if cfg.impressions.table is not None and not any(u.ds_end == ds for u in units):
+            warn("%s: no partition ds=%s in the table %s", ds, ds, cfg.impressions.table)
+        elif not any(u.scope == "all" or u.traffic == "default" for u in units):
             wanted = cfg.resolve(cfg.impressions.path.replace("{ds}", ds.isoformat()))
             warn("%s: no default-traffic file %s (path %s)", ds, wanted, cfg.impressions.path)
         if cfg.impressions.format == "tiktok" and not any(u.scope == "random" for u in units):
@@ -444,7 +446,7 @@ def ensure_staged(cfg: FairmonConfig, days: list[dt.date], run_name: str) -> lis
         }
     fp = cfg.fingerprint()
     for ds, u in units:
-        if seen.get(unit_key(cfg, u.file)) == (*file_fingerprint(u.file), fp):
+        if seen.get(unit_key(cfg, u.file)) == (*file_fingerprint(u.file, cfg), fp):
             continue
         try:
             if not stage_unit.fn(cfg, "impressions", u, run_name).success:

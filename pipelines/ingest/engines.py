@@ -1,0 +1,217 @@
+"""The engines the count stage's scans run on (DESIGN §1 "Engines").
+
+An engine runs the portable statements of ``sql/`` (profiles, duplicate
+ids, envy flags, cluster buckets; :mod:`fairmon.pipelines.storage.portable`)
+over rows it registers under a name, and hands back small results as
+Polars frames. :class:`DuckEngine` is the embedded default (an in-memory
+DuckDB connection on this machine); :class:`SparkEngine` runs the same
+statements, translated, on Apache Spark, where the logs live. Only reading
+rows differs by engine (:func:`spark_rows`): which file and row each row
+came from is DuckDB's ``file_row_number`` and Spark's ``_metadata``.
+
+The profile logic itself (:func:`fairmon.pipelines.ingest.adapters.profile_rows`)
+is written once against this interface.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import duckdb
+import polars as pl
+
+from fairmon.pipelines import timing
+from fairmon.pipelines.storage import db
+from fairmon.pipelines.storage.portable import render, render_spark
+
+
+class DuckEngine:
+    """The embedded engine: portable statements on one DuckDB connection.
+    ``rows`` may be DuckDB relations or Polars frames."""
+
+    name = "duckdb"
+    errors: tuple[type[BaseException], ...] = (duckdb.Error,)
+
+    def __init__(self, con: duckdb.DuckDBPyConnection):
+        self.con = con
+
+    def register(self, name: str, rows) -> None:
+        """Make ``rows`` (relation or frame) queryable as ``name``."""
+        self.con.register(name, rows)
+
+    def unregister(self, name: str) -> None:
+        """Drop the name :meth:`register` gave."""
+        self.con.unregister(name)
+
+    def sql(self, name: str, params: dict | None = None, **columns: list[str]):
+        """``sql/<name>.sql`` rendered (:func:`render`) as a lazy relation, ``params`` bound."""
+        return self.con.sql(render(name, **columns), params=params or None)
+
+    @staticmethod
+    def columns(rows) -> list[str]:
+        """Column names of a relation or frame."""
+        return list(rows.columns)
+
+    @staticmethod
+    def frame(rows) -> pl.DataFrame:
+        """A relation's rows as Polars."""
+        return rows.pl()
+
+    def collect_copies(self, parts: Iterable, keys: list[str]) -> int:
+        """The duplicated id keys (``keys`` columns) of the rows ``parts``
+        into the temporary table ``copies``, one part (file) at a time so
+        that memory follows the largest file (sql/impressions_duplicate_ids.sql);
+        timed as a check. Returns the number of duplicated keys."""
+        with timing.within("checks"):
+            for i, part in enumerate(parts):
+                self.con.register("raw_part", part)
+                try:
+                    self.con.register("dup_part", self.sql("impressions_duplicate_ids", keys=keys))
+                    db.execute(self.con, "impressions_copies_create" if i == 0 else "impressions_copies_insert")
+                finally:
+                    self.con.unregister("dup_part")
+                    self.con.unregister("raw_part")
+            return db.query(self.con, "impressions_duplicate_ids_count").item()
+
+
+class SparkEngine:
+    """Apache Spark: the same portable statements, translated by sqlglot,
+    over Spark DataFrames registered as temporary views. Callers hold
+    :func:`fairmon.pipelines.storage.spark.session_lock` while they use it
+    (view names are per session)."""
+
+    name = "spark"
+
+    def __init__(self, spark):
+        from fairmon.pipelines.storage.spark import spark_error_types
+
+        self.spark = spark
+        self.errors = spark_error_types()
+        self._cached: list = []
+
+    def register(self, name: str, rows) -> None:
+        """Make the Spark DataFrame ``rows`` queryable as ``name``."""
+        rows.createOrReplaceTempView(name)
+
+    def unregister(self, name: str) -> None:
+        """Drop the temporary view ``name``."""
+        self.spark.catalog.dropTempView(name)
+
+    def sql(self, name: str, params: dict | None = None, **columns: list[str]):
+        """``sql/<name>.sql`` rendered and translated (:func:`render_spark`) as a lazy DataFrame."""
+        return self.spark.sql(render_spark(name, **columns), args=params or None)
+
+    @staticmethod
+    def columns(rows) -> list[str]:
+        """Column names of a DataFrame."""
+        return list(rows.columns)
+
+    @staticmethod
+    def frame(rows) -> pl.DataFrame:
+        """A (small) DataFrame's rows on this machine via Arrow."""
+        from fairmon.pipelines.storage.spark import to_polars
+
+        return to_polars(rows)
+
+    def collect_copies(self, parts: Iterable, keys: list[str]) -> int:
+        """The duplicated id keys of all ``parts`` in one aggregation on the
+        cluster (sql/impressions_duplicate_ids.sql; Spark spills what does
+        not fit), kept as the cached view ``copies``; timed as a check.
+        Returns the number of duplicated keys."""
+        with timing.within("checks"):
+            parts = list(parts)
+            rows = parts[0]
+            for p in parts[1:]:
+                rows = rows.unionByName(p)
+            self.register("raw_part", rows)
+            try:
+                dup = self.sql("impressions_duplicate_ids", keys=keys).cache()
+                n = dup.count()
+            finally:
+                self.unregister("raw_part")
+            self._cached.append(dup)
+            self.register("copies", dup)
+            return n
+
+    def release(self) -> None:
+        """Drop what :meth:`collect_copies` cached."""
+        for df in self._cached:
+            df.unpersist()
+        self._cached.clear()
+
+
+def file_of_uri(uri: str) -> str:
+    """The local path (resolved, as ``str``) of a file URI Spark reports in
+    ``_metadata.file_path`` (``file:/a/b%20c.parquet`` → ``/a/b c.parquet``);
+    other schemes (hdfs://, s3a://) are returned as they are."""
+    parsed = urlparse(uri)
+    if parsed.scheme in ("", "file"):
+        return str(Path(unquote(parsed.path)).resolve())
+    return uri
+
+
+def spark_rows(spark, files: list[str], kind: str):
+    """The rows of ``files`` (all Parquet, or all CSV read as text) as one
+    Spark DataFrame with ``__file`` (the file's URI, :func:`file_of_uri`
+    maps it back) and ``__row`` (its 0-based row in the file, header
+    excluded): Parquet's ``_metadata.row_index``; for CSV the rows' order
+    within the file, from the split each row was read in and its position
+    there (one scan, no driver round trip)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    if kind == "parquet":
+        df = spark.read.parquet(*files)
+        return df.select("*", F.col("_metadata.file_path").alias("__file"), F.col("_metadata.row_index").alias("__row"))
+    df = spark.read.options(header=True, inferSchema=False, mode="FAILFAST").csv(files)
+    df = df.select(
+        "*",
+        F.col("_metadata.file_path").alias("__file"),
+        F.col("_metadata.file_block_start").alias("__block"),
+        F.monotonically_increasing_id().alias("__seq"),
+    )
+    order = Window.partitionBy("__file").orderBy("__block", "__seq")
+    return df.withColumn("__row", F.row_number().over(order) - 1).drop("__block", "__seq")
+
+
+def spark_table_rows(spark, table: str, days: list[dt.date]):
+    """The rows of the ``ds`` partitions ``days`` of the catalog table
+    ``table`` (contract columns), with ``__file`` = the partition's day as
+    text and ``__row`` = the row's 0-based position in the partition,
+    ordered by data file and row within it (``_metadata``), so a failing
+    row is named as row N of partition ds=…."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    df = spark.table(table).where(F.col("ds").isin([d.isoformat() for d in days]))
+    order = Window.partitionBy("ds").orderBy(F.col("_metadata.file_path"), F.col("_metadata.row_index"))
+    return df.select("*", F.col("ds").cast("string").alias("__file"), (F.row_number().over(order) - 1).alias("__row"))
+
+
+def table_fingerprints(spark, table: str) -> dict[dt.date, tuple[int, int]]:
+    """(bytes, latest modification in ns) of every ``ds`` partition of the
+    catalog table ``table``, from its data files' metadata (no row is
+    read); what re-ingest and late-data detection compare, as a file's
+    (size, mtime) for file inputs. A partition rewritten or appended to
+    changes it."""
+    from pyspark.sql import functions as F
+
+    files = (
+        spark.table(table)
+        .select(
+            F.col("ds").cast("date").alias("ds"),
+            F.col("_metadata.file_path").alias("f"),
+            F.col("_metadata.file_size").alias("size"),
+            F.col("_metadata.file_modification_time").alias("mtime"),
+        )
+        .distinct()
+        .groupBy("ds")
+        .agg(
+            F.sum("size").alias("size"),
+            F.max(F.unix_micros("mtime")).alias("mtime_us"),
+        )
+    )
+    return {r["ds"]: (int(r["size"]), int(r["mtime_us"]) * 1000) for r in files.collect()}

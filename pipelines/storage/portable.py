@@ -1,0 +1,62 @@
+"""Count-stage SQL written once, for every engine (DESIGN §1 "Engines").
+
+The statements the count stage runs over raw rows (profiles, duplicate ids,
+envy flags, cluster buckets) are written in DuckDB's dialect restricted to
+what Spark SQL also has, with two kinds of holes:
+
+- ``{{name}}``: a list of column identifiers, rendered as ``"a", "b"``;
+- ``{{name:text}}``: the same columns cast to text, ``CAST("a" AS VARCHAR), …``.
+
+The identifiers come only from the validated config or the file's own
+columns, and each must match ``[A-Za-z_][A-Za-z0-9_]*`` (:func:`ident`), so
+rendering cannot inject SQL; values stay bound parameters (``$name``).
+DuckDB runs the rendered text as it is; the Spark engine runs the same text
+translated by sqlglot (DuckDB → Spark dialect, ``$name`` → ``:name``). There
+is no second hand-written copy of the query logic to drift.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from fairmon.pipelines.storage.db import sql_text
+from fairmon.pipelines.storage.tables import ident
+
+_HOLE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?::\s*(text))?\s*\}\}")
+
+
+def render(name: str, **columns: list[str] | tuple[str, ...]) -> str:
+    """The statement ``sql/<name>.sql`` with each ``{{key}}`` hole filled by
+    the quoted identifiers ``columns[key]`` (``{{key:text}}``: each cast to
+    VARCHAR), in DuckDB's dialect.
+
+    Raises KeyError when a hole has no list, ValueError when a list is empty
+    or a name is not a plain identifier (:func:`ident`).
+    """
+
+    def fill(m: re.Match) -> str:
+        cols = columns[m.group(1)]
+        if not cols:
+            raise ValueError(f"sql/{name}.sql: the column list {m.group(1)!r} is empty")
+        quoted = [ident(c) for c in cols]
+        return ", ".join(f"CAST({q} AS VARCHAR)" for q in quoted) if m.group(2) else ", ".join(quoted)
+
+    return _HOLE.sub(fill, sql_text(name))
+
+
+@functools.cache
+def _to_spark(text: str) -> str:
+    import sqlglot  # only the Spark engine needs it (extra fairmon[spark])
+
+    out = sqlglot.transpile(text, read="duckdb", write="spark")
+    if len(out) != 1:
+        raise ValueError(f"expected one statement, got {len(out)}")
+    return out[0]
+
+
+def render_spark(name: str, **columns: list[str] | tuple[str, ...]) -> str:
+    """:func:`render`, translated to Spark SQL by sqlglot (``$p`` becomes
+    ``:p``, bound by ``spark.sql(text, args=…)``). Same errors as
+    :func:`render`; sqlglot's ParseError if the text leaves the portable subset."""
+    return _to_spark(render(name, **columns))
