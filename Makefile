@@ -24,9 +24,9 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-# Unit tests only (no Prefect API, no subprocess runs): under a minute.
+# Unit tests only (no Prefect API, no subprocess runs, no Spark): under a minute.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -m "not slow and not spark"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -48,7 +48,7 @@ lock:
 	rm -rf .lockenv
 	$(PYTHON) -m venv .lockenv
 	.lockenv/bin/python -m pip install --quiet --upgrade pip
-	.lockenv/bin/python -m pip install --quiet ".[test,dev]"
+	.lockenv/bin/python -m pip install --quiet ".[test,dev,spark]"
 	{ sed -n '1,3p' $(LOCK); .lockenv/bin/python -m pip freeze --exclude-editable | grep -v '^fairmon'; } > $(LOCK).new
 	mv $(LOCK).new $(LOCK)
 	rm -rf .lockenv
