@@ -73,17 +73,29 @@ def make_days(folder: Path, total_rows: int, days: int = 14, seed: float = 0.42)
 
 
 def write_config(
-    folder: Path, data: Path, random_window_days: int = 1, control: str | None = "control", cluster_by: str = "auto"
+    folder: Path,
+    data: Path,
+    random_window_days: int = 1,
+    control: str | None = "control",
+    cluster_by: str = "auto",
+    spark: dict[str, str] | None = None,
 ) -> Path:
     """A fairmon config over the daily files in ``data`` (contract format),
     its warehouse and DuckDB file under ``folder``; ``cluster_by`` as
-    ``[estimation] cluster_by`` (auto: the files' request_id). Returns the
-    config path."""
+    ``[estimation] cluster_by`` (auto: the files' request_id); ``spark``:
+    run the count stage on Spark with these ``[spark]`` settings (master,
+    conf.*). Returns the config path."""
     folder.mkdir(parents=True, exist_ok=True)
     ab = f'\n[ab]\ncontrol = "{control}"\n' if control else ""
     ab += f'\n[estimation]\ncluster_by = "{cluster_by}"\n'
+    engine = ""
+    if spark is not None:
+        engine = 'engine = "spark"\n'
+        conf = {k[5:]: v for k, v in spark.items() if k.startswith("conf.")}
+        ab += f'\n[spark]\nmaster = "{spark.get("master", "local[*]")}"\n'
+        ab += "conf = { " + ", ".join(f'"{k}" = "{v}"' for k, v in conf.items()) + " }\n"
     text = f"""# written by bench/common.py
-warehouse = "warehouse"
+{engine}warehouse = "warehouse"
 duckdb = "fairmon.duckdb"
 
 [impressions]

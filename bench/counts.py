@@ -91,12 +91,15 @@ def raw_polars(files: list[Path]) -> pl.DataFrame:
     return _norm(pl.concat(parts).collect(engine="streaming"))
 
 
-def fairmon_counts(files: list[Path], work: Path, cluster_by: str = "none") -> tuple[pl.DataFrame, dict[str, float]]:
+def fairmon_counts(
+    files: list[Path], work: Path, cluster_by: str = "none", spark: dict[str, str] | None = None
+) -> tuple[pl.DataFrame, dict[str, float]]:
     """fairmon's ingest + count stage for each day of the files, on a fresh
     DuckDB file, with ``[estimation] cluster_by`` (``request_id``: the scan
     also hashes each row's request id into its cluster bucket and the counts
-    come out per bucket, issue 20). Returns the counts and the summed stage
-    seconds."""
+    come out per bucket, issue 20); ``spark``: the ``[spark]`` settings of
+    ``engine = "spark"`` (bench/spark.py). Returns the counts and the summed
+    stage seconds."""
     from fairmon.pipelines import timing
     from fairmon.pipelines.config import load_config
     from fairmon.pipelines.flows import count_groups
@@ -107,7 +110,7 @@ def fairmon_counts(files: list[Path], work: Path, cluster_by: str = "none") -> t
 
     for old in (work / "fairmon.duckdb", work / "fairmon.duckdb.wal", work / "warehouse"):
         shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink(missing_ok=True)
-    cfg = load_config(write_config(work, files[0].parent, random_window_days=1, cluster_by=cluster_by))
+    cfg = load_config(write_config(work, files[0].parent, random_window_days=1, cluster_by=cluster_by, spark=spark))
     totals: dict[str, float] = dict.fromkeys(timing.STAGES, 0.0)
     out = []
     days = [START + dt.timedelta(days=d) for d in range(len(files))]

@@ -23,7 +23,6 @@ from fairmon.pipelines.config import FairmonConfig
 from fairmon.pipelines.ingest.engines import (
     DuckEngine,
     SparkEngine,
-    file_of_uri,
     spark_rows,
     spark_table_rows,
     table_fingerprints,
@@ -571,8 +570,7 @@ def _spark_scan(cfg: FairmonConfig, kind: str, files: list[str], scan) -> pl.Dat
                 names = {d.isoformat(): f for (_, d), f in zip(parts, files)}
             else:
                 rows = spark_rows(engine.spark, files, kind)
-                local = {str(Path(f).resolve()): f for f in files}
-                names = None
+                names = dict(enumerate(files))
             out = scan(engine, rows, where)
         except engine.errors as e:
             raise InputContractError(f"cannot read file: {e}", file=where) from None
@@ -580,10 +578,6 @@ def _spark_scan(cfg: FairmonConfig, kind: str, files: list[str], scan) -> pl.Dat
             engine.release()
     if "__file" not in out.columns:  # no contract column to group by: one file at a time
         return out.with_columns(pl.lit(files[0]).alias("__file"))
-    if names is None:
-        names = {u: local.get(file_of_uri(u)) for u in out.get_column("__file").unique().to_list()}
-        if None in names.values():
-            raise InputContractError(f"Spark read rows from a file not asked for: {names}", file=where)
     return out.with_columns(pl.col("__file").replace_strict(names, return_dtype=pl.String))
 
 
@@ -604,64 +598,38 @@ def profile_spark(cfg: FairmonConfig, kind: str, files: list[str]) -> dict[str, 
 
 def prefetch_profiles(cfg: FairmonConfig, files: list[Path]) -> int:
     """Profile many impressions files ahead of their days' runs (a backfill):
-    Parquet files are grouped by schema and each group is scanned once by
-    DuckDB, with all cores, instead of one query per file. The profiles wait
-    in the current run (:class:`fairmon.pipelines.run.Run`, a few thousand
-    rows each) until :func:`read_unit` takes them; a file changed since is
-    read again. Outside a run there is nowhere to keep them: nothing is done. Files that are not Parquet, or
-    cannot be read, are left to :func:`read_unit` (which reports them).
-    Returns the number of files profiled.
+    Parquet files are grouped by schema and each group is scanned once, with
+    all cores, instead of one query per file: by DuckDB, or with ``engine =
+    "spark"`` by Spark (which also takes CSV files and a table's partitions,
+    each kind in one scan). The profiles wait in the current run
+    (:class:`fairmon.pipelines.run.Run`, a few thousand rows each) until
+    :func:`read_unit` takes them; a file changed since is read again. Outside
+    a run there is nowhere to keep them: nothing is done. Files that cannot
+    be read (and, on DuckDB, files that are not Parquet) are left to
+    :func:`read_unit`, which reports them. Returns the number of files profiled.
     """
     run = active_run()
     if run is None:
         return 0
-    if cfg.engine == "spark":
-        return _prefetch_spark(cfg, run, files)
-    con = _scratch()
-    columns = profile_columns(cfg)
     groups: dict[tuple, list[str]] = {}
     for f in files:
-        if not _is_parquet(cfg, f):
-            continue
-        try:
-            rel = con.read_parquet(str(f))
-        except duckdb.Error:
-            continue
-        groups.setdefault((tuple(rel.columns), tuple(map(str, rel.types))), []).append(str(f))
-    done = 0
-    for group in groups.values():
-        stats = {f: file_fingerprint(Path(f)) for f in group}
-        try:
-            profiles = profile_parquet(con, group, columns, _cluster_arg(cfg))
-        except InputContractError:
-            continue
-        with run.lock:
-            for f, prof in profiles.items():
-                run.prefetched[(f, *stats[f])] = prof
-        done += len(group)
-    return done
-
-
-def _prefetch_spark(cfg: FairmonConfig, run, files: list[Path]) -> int:
-    """:func:`prefetch_profiles` on the Spark engine: the table partitions in
-    one scan, the Parquet files grouped by schema and the CSV files each in
-    one scan per group. Returns the number of files profiled."""
-    groups: dict[tuple, list[str]] = {}
-    for f in files:
-        kind = _spark_kind(cfg, f)
+        kind = _spark_kind(cfg, f) or ("parquet" if _is_parquet(cfg, f) else None)
         if kind == "parquet":
             try:
                 schema = tuple(pl.read_parquet_schema(f).items())
             except (OSError, pl.exceptions.PolarsError):
-                continue  # read_unit reports it
-            groups.setdefault(("parquet", schema), []).append(str(f))
+                continue
+            groups.setdefault((kind, schema), []).append(str(f))
         elif kind is not None:
             groups.setdefault((kind,), []).append(str(f))
     done = 0
     for key, group in groups.items():
         try:
             stats = {f: file_fingerprint(Path(f), cfg) for f in group}
-            profiles = profile_spark(cfg, key[0], group)
+            if cfg.engine == "spark":
+                profiles = profile_spark(cfg, key[0], group)
+            else:
+                profiles = profile_parquet(_scratch(), group, profile_columns(cfg), _cluster_arg(cfg))
         except (InputContractError, OSError):
             continue
         with run.lock:

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 import duckdb
 import polars as pl
@@ -143,38 +141,34 @@ class SparkEngine:
         self._cached.clear()
 
 
-def file_of_uri(uri: str) -> str:
-    """The local path (resolved, as ``str``) of a file URI Spark reports in
-    ``_metadata.file_path`` (``file:/a/b%20c.parquet`` → ``/a/b c.parquet``);
-    other schemes (hdfs://, s3a://) are returned as they are."""
-    parsed = urlparse(uri)
-    if parsed.scheme in ("", "file"):
-        return str(Path(unquote(parsed.path)).resolve())
-    return uri
-
-
 def spark_rows(spark, files: list[str], kind: str):
     """The rows of ``files`` (all Parquet, or all CSV read as text) as one
-    Spark DataFrame with ``__file`` (the file's URI, :func:`file_of_uri`
-    maps it back) and ``__row`` (its 0-based row in the file, header
-    excluded): Parquet's ``_metadata.row_index``; for CSV the rows' order
-    within the file, from the split each row was read in and its position
-    there (one scan, no driver round trip)."""
+    Spark DataFrame with ``__file`` (the file's position in ``files``) and
+    ``__row`` (its 0-based row in the file, header excluded): Parquet's
+    ``_metadata.row_index``; for CSV the rows' order within the file, from
+    the split each row was read in and its position there (one scan, no
+    driver round trip)."""
+    from functools import reduce
+
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    if kind == "parquet":
-        df = spark.read.parquet(*files)
-        return df.select("*", F.col("_metadata.file_path").alias("__file"), F.col("_metadata.row_index").alias("__row"))
-    df = spark.read.options(header=True, inferSchema=False, mode="FAILFAST").csv(files)
-    df = df.select(
-        "*",
-        F.col("_metadata.file_path").alias("__file"),
-        F.col("_metadata.file_block_start").alias("__block"),
-        F.monotonically_increasing_id().alias("__seq"),
-    )
-    order = Window.partitionBy("__file").orderBy("__block", "__seq")
-    return df.withColumn("__row", F.row_number().over(order) - 1).drop("__block", "__seq")
+    parts = []
+    for i, f in enumerate(files):  # one read per file: a small integer names the file, not its URI string
+        if kind == "parquet":
+            df = spark.read.parquet(f)
+            parts.append(df.select("*", F.lit(i).alias("__file"), F.col("_metadata.row_index").alias("__row")))
+            continue
+        df = spark.read.options(header=True, inferSchema=False, mode="FAILFAST").csv(f)
+        df = df.select(
+            "*",
+            F.lit(i).alias("__file"),
+            F.col("_metadata.file_block_start").alias("__block"),
+            F.monotonically_increasing_id().alias("__seq"),
+        )
+        order = Window.partitionBy("__file").orderBy("__block", "__seq")
+        parts.append(df.withColumn("__row", F.row_number().over(order) - 1).drop("__block", "__seq"))
+    return reduce(lambda a, b: a.unionByName(b), parts)
 
 
 def spark_table_rows(spark, table: str, days: list[dt.date]):
