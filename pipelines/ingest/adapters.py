@@ -460,7 +460,9 @@ def profile_rows(
 ) -> pl.DataFrame:
     """Distinct-value profile of impressions rows (sql/impressions_profile*.sql).
 
-    ``raw``: a DuckDB relation or Polars frame of the rows with a 0-based
+    ``con``: a DuckDB connection or an engine (:mod:`fairmon.pipelines.ingest.engines`:
+    the same statements on DuckDB or Spark); ``raw``: a DuckDB relation or Polars
+    frame (a Spark DataFrame on Spark) of the rows with a 0-based
     ``__row`` column (and ``__file`` when it holds several files: profiles
     and id keys are then per file); ``columns``: the contract columns to
     group by; ``duplicated``: the result of :func:`duplicate_ids` when the
