@@ -124,20 +124,19 @@ class SparkEngine:
             rows = parts[0]
             for p in parts[1:]:
                 rows = rows.unionByName(p)
-            self.register("raw_part", rows)
-            try:
-                dup = self.sql("impressions_duplicate_ids", keys=keys).cache()
-                n = dup.count()
-            finally:
-                self.unregister("raw_part")
+            self.register("raw_part", rows)  # kept until release(): Spark Connect resolves views lazily
+            dup = self.sql("impressions_duplicate_ids", keys=keys).cache()
             self._cached.append(dup)
             self.register("copies", dup)
-            return n
+            return dup.count()
 
     def release(self) -> None:
-        """Drop what :meth:`collect_copies` cached."""
+        """Drop what :meth:`collect_copies` cached and registered."""
         for df in self._cached:
             df.unpersist()
+        if self._cached:
+            self.unregister("copies")
+            self.unregister("raw_part")
         self._cached.clear()
 
 
