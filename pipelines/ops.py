@@ -109,16 +109,20 @@ async def serve_until_stopped(deployment) -> None:
 
     from prefect.runner import Runner
 
-    runner = Runner(pause_on_shutdown=False)
-    await runner.aadd_deployment(deployment)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
 
     def request_stop(*_args) -> None:
         loop.call_soon_threadsafe(stopping.set)
 
-    runner.handle_sigterm = request_stop  # Runner.start installs this as its SIGTERM handler
+    # from the start: a SIGTERM while Prefect's temporary API is still starting stops cleanly too
+    loop.add_signal_handler(signal.SIGTERM, request_stop)
     loop.add_signal_handler(signal.SIGINT, request_stop)
+    runner = Runner(pause_on_shutdown=False)
+    await runner.aadd_deployment(deployment)
+    if stopping.is_set():
+        return
+    runner.handle_sigterm = request_stop  # Runner.start installs this as its SIGTERM handler
     serving = asyncio.create_task(runner.start())
     stopped = asyncio.create_task(stopping.wait())
     await asyncio.wait({serving, stopped}, return_when=asyncio.FIRST_COMPLETED)

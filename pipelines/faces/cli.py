@@ -309,23 +309,29 @@ def serve(
     serve it (blocks; Ctrl-C stops). Each run computes the lagged day and
     recomputes days that late data made stale."""
     _prefect_env(verbose=True)
-    cfg = _load(config)
-    from fairmon.pipelines.ops import build_deployment
+    import signal
 
-    sc = cfg.schedule
-    dep = build_deployment(
-        config, cron or sc.cron, timezone or sc.timezone, sc.lag_days if lag_days is None else lag_days, sc.name
-    )
-    console.print(
-        f"serving deployment {dep.name}: cron {dep.schedules[0].schedule.cron} "
-        f"({dep.schedules[0].schedule.timezone}), parameters {dep.parameters}; stop with Ctrl-C or SIGTERM",
-        highlight=False,
-    )
-    import asyncio
+    def _interrupt(*_args) -> None:  # until the serving loop takes SIGTERM over: stop as Ctrl-C does
+        raise KeyboardInterrupt
 
-    from fairmon.pipelines.ops import serve_until_stopped
+    signal.signal(signal.SIGTERM, _interrupt)
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C, or SIGTERM at any point: a clean stop
+        cfg = _load(config)
+        from fairmon.pipelines.ops import build_deployment
 
-    with contextlib.suppress(KeyboardInterrupt):
+        sc = cfg.schedule
+        dep = build_deployment(
+            config, cron or sc.cron, timezone or sc.timezone, sc.lag_days if lag_days is None else lag_days, sc.name
+        )
+        console.print(
+            f"serving deployment {dep.name}: cron {dep.schedules[0].schedule.cron} "
+            f"({dep.schedules[0].schedule.timezone}), parameters {dep.parameters}; stop with Ctrl-C or SIGTERM",
+            highlight=False,
+        )
+        import asyncio
+
+        from fairmon.pipelines.ops import serve_until_stopped
+
         asyncio.run(serve_until_stopped(dep))
     console.print("fairmon serve stopped")
 
