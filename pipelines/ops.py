@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import json
+import threading
 from pathlib import Path
 
 import polars as pl
@@ -100,11 +101,14 @@ def build_deployment(config_path: Path, cron: str, timezone: str, lag_days: int,
     )
 
 
-async def serve_until_stopped(deployment) -> None:
+async def serve_until_stopped(deployment, stop: threading.Event | None = None) -> None:
     """Serve ``deployment`` (Prefect's Runner: polls for scheduled runs and
     executes them) until SIGTERM or SIGINT, then stop the runner with its own
     asynchronous shutdown and return. (Prefect's ``serve`` handles SIGTERM by
-    calling the runner's stop without awaiting it.)"""
+    calling the runner's stop without awaiting it.) ``stop``: set by the
+    caller's SIGTERM handler before this loop took the signal over; if set,
+    nothing is started. A SIGTERM while Prefect's temporary API is still
+    starting stops cleanly too."""
     import signal
 
     from prefect.runner import Runner
@@ -115,9 +119,10 @@ async def serve_until_stopped(deployment) -> None:
     def request_stop(*_args) -> None:
         loop.call_soon_threadsafe(stopping.set)
 
-    # from the start: a SIGTERM while Prefect's temporary API is still starting stops cleanly too
     loop.add_signal_handler(signal.SIGTERM, request_stop)
     loop.add_signal_handler(signal.SIGINT, request_stop)
+    if stop is not None and stop.is_set():
+        return
     runner = Runner(pause_on_shutdown=False)
     await runner.aadd_deployment(deployment)
     if stopping.is_set():

@@ -310,12 +310,11 @@ def serve(
     recomputes days that late data made stale."""
     _prefect_env(verbose=True)
     import signal
+    import threading
 
-    def _interrupt(*_args) -> None:  # until the serving loop takes SIGTERM over: stop as Ctrl-C does
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, _interrupt)
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C, or SIGTERM at any point: a clean stop
+    stop = threading.Event()  # a SIGTERM before the serving loop takes it over: remembered, then a clean stop
+    signal.signal(signal.SIGTERM, lambda *_args: stop.set())
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C
         cfg = _load(config)
         from fairmon.pipelines.ops import build_deployment
 
@@ -332,7 +331,7 @@ def serve(
 
         from fairmon.pipelines.ops import serve_until_stopped
 
-        asyncio.run(serve_until_stopped(dep))
+        asyncio.run(serve_until_stopped(dep, stop))
     console.print("fairmon serve stopped")
 
 
