@@ -45,7 +45,8 @@ class Run:
       (path, size, mtime_ns), taken once by the day that reads the file.
     - ``books``: wall seconds per stage, per day ({day: {stage: s}}).
     - ``table_fingerprints``: with ``[impressions] table`` (Spark engine),
-      each ds partition's (bytes, mtime_ns), listed once per run.
+      each day's partition (bytes, mtime_ns), or None when it has none,
+      listed once per run.
 
     ``lock`` guards these fields across the threads of a ``--concurrency`` backfill.
     """
@@ -57,8 +58,8 @@ class Run:
     range_counts: dict[dt.date, tuple[int, pl.DataFrame, pl.DataFrame, pl.DataFrame]] = field(default_factory=dict)
     prefetched: dict[tuple[str, int, int], pl.DataFrame] = field(default_factory=dict)
     books: dict[str, dict[str, float]] = field(default_factory=dict)
-    # per catalog table (engine = "spark"): its partitions' fingerprints, read once per run
-    table_fingerprints: dict[str, dict[dt.date, tuple[int, int]]] = field(default_factory=dict)
+    # per catalog table (engine = "spark"): each day's partition fingerprint (None: no partition), listed once a run
+    table_fingerprints: dict[str, dict[dt.date, tuple[int, int] | None]] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     @property

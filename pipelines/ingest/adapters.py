@@ -197,7 +197,7 @@ def file_fingerprint(path: Path, cfg: FairmonConfig | None = None) -> tuple[int,
     if part is not None:
         if cfg is None:
             raise ValueError(f"{path}: a table partition's fingerprint needs the config (Spark engine)")
-        fp = _table_fingerprints(cfg, part[0]).get(part[1])
+        fp = _table_fingerprints(cfg, part[0], [part[1]]).get(part[1])
         if fp is None:
             raise FileNotFoundError(f"{path}: no such partition")
         return fp
@@ -261,7 +261,7 @@ def units_for_day(cfg: FairmonConfig, ds: dt.date) -> list[IngestUnit]:
         return [IngestUnit(cfg.resolve(imp.path), ds, ds, "all")]
 
     if imp.table is not None:  # a catalog table (Spark engine): one unit per ds partition of the window
-        have = _table_fingerprints(cfg, imp.table)
+        have = _table_fingerprints(cfg, imp.table, days_between(w0, ds))
         return [
             IngestUnit(table_unit_path(imp.table, d), d, d, "all")
             for d in [ds, *days_between(w0, ds)[:-1]]
@@ -303,28 +303,46 @@ def table_partition(path: Path | str) -> tuple[str, dt.date] | None:
     return table, dt.date.fromisoformat(day)
 
 
-def _table_fingerprints(cfg: FairmonConfig, table: str) -> dict[dt.date, tuple[int, int]]:
-    """Every ds partition of ``table`` with its (bytes, mtime_ns), listed by
-    Spark once per run (:class:`fairmon.pipelines.run.Run`), or at each call
-    outside a run."""
+def _table_fingerprints(cfg: FairmonConfig, table: str, days: list[dt.date]) -> dict[dt.date, tuple[int, int]]:
+    """The ds partitions among ``days`` of ``table`` that exist, with their
+    (bytes, mtime_ns) (:func:`table_fingerprints`). Within a run each day is
+    listed once (:class:`fairmon.pipelines.run.Run`; a backfill lists its
+    whole range in one query, :func:`prime_table_fingerprints`); outside a
+    run, at each call. Raises :class:`InputContractError` naming the table
+    when Spark cannot list it."""
     from fairmon.pipelines.storage.spark import session_lock, spark_session
 
     run = active_run()
+    known: dict[dt.date, tuple[int, int] | None] = {}
     if run is not None:
         with run.lock:
-            if table in run.table_fingerprints:
-                return run.table_fingerprints[table]
-    with session_lock():
-        spark = spark_session(cfg.spark)
-        try:
-            fps = table_fingerprints(spark, table)
-        except SparkEngine(spark).errors as e:
-            where = f"{TABLE_PREFIX}{table}"
-            raise InputContractError(f"cannot list the table's partitions: {e}", file=where) from None
-    if run is not None:
-        with run.lock:
-            run.table_fingerprints[table] = fps
-    return fps
+            known = run.table_fingerprints.setdefault(table, {})
+    todo = [d for d in days if d not in known]
+    if todo:
+        with session_lock():
+            spark = spark_session(cfg.spark)
+            try:
+                found = table_fingerprints(spark, table, todo)
+            except SparkEngine(spark).errors as e:
+                where = f"{TABLE_PREFIX}{table}"
+                raise InputContractError(f"cannot list the table's partitions: {e}", file=where) from None
+        new = {d: found.get(d) for d in todo}  # None: no such partition (as of this run)
+        if run is None:
+            known = new
+        else:
+            with run.lock:
+                known.update(new)
+    return {d: known[d] for d in days if known.get(d) is not None}
+
+
+def prime_table_fingerprints(cfg: FairmonConfig, days: list[dt.date]) -> None:
+    """With ``[impressions] table``: list the partitions every day of
+    ``days`` needs (its random-traffic window too) in one query, ahead of a
+    backfill's days. Does nothing for file inputs or outside a run."""
+    imp = cfg.impressions
+    if imp is None or imp.table is None or active_run() is None or not days:
+        return
+    _table_fingerprints(cfg, imp.table, days_between(window_start(min(days), imp.random_window_days), max(days)))
 
 
 def read_table(path: Path) -> pl.DataFrame:

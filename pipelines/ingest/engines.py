@@ -184,16 +184,18 @@ def spark_table_rows(spark, table: str, days: list[dt.date]):
     return df.select("*", F.col("ds").cast("string").alias("__file"), (F.row_number().over(order) - 1).alias("__row"))
 
 
-def table_fingerprints(spark, table: str) -> dict[dt.date, tuple[int, int]]:
-    """(bytes, latest modification in ns) of every ``ds`` partition of the
-    catalog table ``table``, from its data files' metadata (no row is
-    read); what re-ingest and late-data detection compare, as a file's
-    (size, mtime) for file inputs. A partition rewritten or appended to
-    changes it."""
+def table_fingerprints(spark, table: str, days: list[dt.date]) -> dict[dt.date, tuple[int, int]]:
+    """(bytes, latest modification in ns) of the ``ds`` partitions ``days``
+    of the catalog table ``table`` that exist, from their data files'
+    metadata (``_metadata``: partitions outside ``days`` are pruned and no
+    data column is read); what re-ingest and late-data detection compare, as
+    a file's (size, mtime) for file inputs. A partition rewritten or
+    appended to changes it. Days without a partition are not in the result."""
     from pyspark.sql import functions as F
 
     files = (
         spark.table(table)
+        .where(F.col("ds").cast("string").isin([d.isoformat() for d in days]))
         .select(
             F.col("ds").cast("date").alias("ds"),
             F.col("_metadata.file_path").alias("f"),
@@ -202,9 +204,6 @@ def table_fingerprints(spark, table: str) -> dict[dt.date, tuple[int, int]]:
         )
         .distinct()
         .groupBy("ds")
-        .agg(
-            F.sum("size").alias("size"),
-            F.max(F.unix_micros("mtime")).alias("mtime_us"),
-        )
+        .agg(F.sum("size").alias("size"), F.max(F.unix_micros("mtime")).alias("mtime_us"))
     )
     return {r["ds"]: (int(r["size"]), int(r["mtime_us"]) * 1000) for r in files.collect()}

@@ -33,6 +33,7 @@ from fairmon.pipelines.ingest.adapters import (
     normalize_log_unit,
     normalize_unit,
     prefetch_profiles,
+    prime_table_fingerprints,
     random_window_note,
     read_log_unit,
     read_unit,
@@ -331,6 +332,7 @@ def prestage_impressions(cfg: FairmonConfig, days: list[dt.date], force: bool = 
     out = {"files": 0, "staged": 0, "ingest": 0.0, "checks": 0.0, "counts": 0.0}
     if cfg.impressions is None or not days:
         return out
+    prime_table_fingerprints(cfg, days)  # a catalog table's partitions for the whole range, in one query
     units: dict[Path, IngestUnit] = {}
     for ds in days:
         try:
