@@ -553,6 +553,15 @@ class SparkConfig(_Strict):
         "'spark.sql.shuffle.partitions' = '64'}",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _engine_at_top(cls, data):
+        if isinstance(data, dict) and "engine" in data:
+            raise ValueError(
+                "engine goes at the top of the file (engine = 'spark', before any [section]), not in [spark]"
+            )
+        return data
+
     @model_validator(mode="after")
     def _one_target(self) -> SparkConfig:
         if self.master is not None and self.remote is not None:
@@ -612,6 +621,11 @@ class FairmonConfig(_Strict):
         imp = self.impressions
         if imp is not None and imp.table is not None and self.engine != "spark":
             raise ValueError("impressions.table is read by the Spark engine: set engine = 'spark'")
+        if "spark" in self.model_fields_set and self.engine != "spark":
+            raise ValueError(
+                f"a [spark] section is set but engine = {self.engine!r}: add engine = 'spark' at the top of the file "
+                "(before any [section]) to count on Spark, or remove [spark]"
+            )
         return self
 
     @model_validator(mode="after")

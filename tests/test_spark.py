@@ -8,6 +8,7 @@ missing. One Spark session serves the whole module (it starts in ~5 s).
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import shutil
 import subprocess
@@ -24,6 +25,7 @@ from fairmon.pipelines.ingest import adapters
 from fairmon.pipelines.simulate import write_simulation
 from fairmon.pipelines.storage.portable import render, render_spark
 from fairmon.pipelines.storage.warehouse import read_table
+from fairmon.transforms.contract import InputContractError
 from fairmon.transforms.simulate import SimulationSpec
 
 
@@ -63,6 +65,7 @@ RUN_COLUMNS = {"run_id"}
 
 #: One Spark session for the module: every config names the same [spark] settings.
 SPARK_WAREHOUSE = Path(tempfile.mkdtemp(prefix="fairmon-spark-catalog-"))
+atexit.register(shutil.rmtree, SPARK_WAREHOUSE, ignore_errors=True)
 SPARK_SECTION = (
     f'\n[spark]\nmaster = "local[2]"\nconf = {{ "spark.sql.warehouse.dir" = "{SPARK_WAREHOUSE.as_posix()}" }}\n'
 )
@@ -227,6 +230,11 @@ def test_config_rules(tmp_path):
             "exactly one of path",
         ),
         "bad table name": ('engine = "spark"\n' + base + imp + 'table = "logs.imp; drop"\n', "letters, digits"),
+        "[spark] but engine duckdb": (
+            base + imp + 'path = "x/{ds}.parquet"\n[spark]\nmaster = "local[2]"\n',
+            "add engine",
+        ),
+        "engine inside [spark]": (base + imp + 'path = "x/{ds}.parquet"\n[spark]\nengine = "spark"\n', "at the top"),
     }
     for what, (text, msg) in cases.items():
         p = tmp_path / "c.toml"
@@ -305,6 +313,11 @@ def test_catalog_table_matches_files(tmp_path):
     for name in ("group_counts", "reo"):
         a, b = _table(tmp_path, "wh-files", name), _table(tmp_path, "wh-table", name)
         assert a.height > 0 and a.equals(b), name
+    missing = load_config(table_cfg)
+    missing = missing.model_copy(update={"impressions": missing.impressions.model_copy(update={"table": "logs.nope"})})
+    with pytest.raises(InputContractError, match="TABLE_OR_VIEW_NOT_FOUND") as err:
+        adapters.units_for_day(missing, days[-1])
+    assert "spark-table:logs.nope" in str(err.value) and "DROP VIEW" not in str(err.value)  # Spark's first line only
     dq = _table(tmp_path, "wh-table", "dq_results")
     assert f"spark-table:logs.impressions/ds={last}" in dq.get_column("subject").to_list()
     # late data: more rows land in the last partition; the next run sees the changed input and re-counts

@@ -6,6 +6,7 @@ import contextlib
 import datetime as dt
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -142,6 +143,9 @@ def _prefect_env(verbose: bool = False) -> None:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "CRITICAL")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+    # Great Expectations imports PySpark when it is installed (fairmon[spark]); PySpark then warns about
+    # pandas >= 3 on every command, though fairmon hands it no pandas frame.
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
 
 
 def _parse_date(value: str, name: str) -> dt.date:

@@ -288,6 +288,12 @@ def units_for_day(cfg: FairmonConfig, ds: dt.date) -> list[IngestUnit]:
 TABLE_PREFIX = "spark-table:"
 
 
+def first_line(error: BaseException) -> str:
+    """An engine error's first line (Spark's go on with hints and a JVM stack trace)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
 def table_unit_path(table: str, ds: dt.date) -> Path:
     """The name of the ``ds`` partition of catalog table ``table`` as an
     ingest unit's path: ``spark-table:<table>/ds=<day>``."""
@@ -325,7 +331,7 @@ def _table_fingerprints(cfg: FairmonConfig, table: str, days: list[dt.date]) -> 
                 found = table_fingerprints(spark, table, todo)
             except SparkEngine(spark).errors as e:
                 where = f"{TABLE_PREFIX}{table}"
-                raise InputContractError(f"cannot list the table's partitions: {e}", file=where) from None
+                raise InputContractError(f"cannot list the table's partitions: {first_line(e)}", file=where) from None
         new = {d: found.get(d) for d in todo}  # None: no such partition (as of this run)
         if run is None:
             known = new
@@ -525,8 +531,10 @@ def profile_rows(
             if ids:
                 profile = profile.with_columns(pl.lit(1, pl.Int64).alias("id_copies"))
         return profile.sort(PROFILE_ROW)
-    except engine.errors as e:
-        raise InputContractError(f"cannot read file: {e}", file=file) from None
+    except engine.errors as e:  # Spark's messages go on with hints and a JVM stack trace
+        raise InputContractError(
+            f"cannot read file: {first_line(e) if engine.name == 'spark' else e}", file=file
+        ) from None
     finally:
         for name in reversed(registered):
             engine.unregister(name)
@@ -593,7 +601,7 @@ def _spark_scan(cfg: FairmonConfig, kind: str, files: list[str], scan) -> pl.Dat
                 names = dict(enumerate(files))
             out = scan(engine, rows, where)
         except engine.errors as e:
-            raise InputContractError(f"cannot read file: {e}", file=where) from None
+            raise InputContractError(f"cannot read file: {first_line(e)}", file=where) from None
         finally:
             engine.release()
     if "__file" not in out.columns:  # no contract column to group by: one file at a time

@@ -16,7 +16,9 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import tempfile
 import threading
+from pathlib import Path
 
 import polars as pl
 
@@ -76,6 +78,8 @@ def spark_session(cfg: SparkConfig):
             # one machine: 8 shuffle partitions a core, not Spark's 200 (bench/spark.py: the duplicate-id
             # aggregation of 21 M rows on 2 cores took 31 s with 4, 18 s with 16, 19 s with 64)
             defaults["spark.sql.shuffle.partitions"] = str(8 * (os.cpu_count() or 2))
+            # Spark would create ./spark-warehouse in whatever folder fairmon runs from; fairmon keeps no tables there
+            defaults["spark.sql.warehouse.dir"] = str(Path(tempfile.gettempdir()) / "fairmon-spark-warehouse")
         for k, v in {**defaults, **cfg.conf}.items():
             if cfg.remote is not None and k in ("spark.ui.enabled", "spark.ui.showConsoleProgress"):
                 continue  # the server's own settings
