@@ -316,7 +316,7 @@ def _table_fingerprints(cfg: FairmonConfig, table: str, days: list[dt.date]) -> 
     whole range in one query, :func:`prime_table_fingerprints`); outside a
     run, at each call. Raises :class:`InputContractError` naming the table
     when Spark cannot list it."""
-    from fairmon.pipelines.storage.spark import session_lock, spark_session
+    from fairmon.pipelines.storage.spark import session_lock, spark_error_types, spark_session
 
     run = active_run()
     known: dict[dt.date, tuple[int, int] | None] = {}
@@ -329,7 +329,7 @@ def _table_fingerprints(cfg: FairmonConfig, table: str, days: list[dt.date]) -> 
             spark = spark_session(cfg.spark)
             try:
                 found = table_fingerprints(spark, table, todo)
-            except SparkEngine(spark).errors as e:
+            except spark_error_types() as e:
                 where = f"{TABLE_PREFIX}{table}"
                 raise InputContractError(f"cannot list the table's partitions: {first_line(e)}", file=where) from None
         new = {d: found.get(d) for d in todo}  # None: no such partition (as of this run)

@@ -170,6 +170,13 @@ def spark_rows(spark, files: list[str], kind: str):
     return reduce(lambda a, b: a.unionByName(b), parts)
 
 
+def _ds_in(days: list[dt.date]):
+    """Spark's filter for the ``ds`` partitions ``days`` (a DATE or text partition column alike; pruned)."""
+    from pyspark.sql import functions as F
+
+    return F.col("ds").cast("string").isin([d.isoformat() for d in days])
+
+
 def spark_table_rows(spark, table: str, days: list[dt.date]):
     """The rows of the ``ds`` partitions ``days`` of the catalog table
     ``table`` (contract columns), with ``__file`` = the partition's day as
@@ -179,7 +186,7 @@ def spark_table_rows(spark, table: str, days: list[dt.date]):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    df = spark.table(table).where(F.col("ds").isin([d.isoformat() for d in days]))
+    df = spark.table(table).where(_ds_in(days))
     order = Window.partitionBy("ds").orderBy(F.col("_metadata.file_path"), F.col("_metadata.row_index"))
     return df.select("*", F.col("ds").cast("string").alias("__file"), (F.row_number().over(order) - 1).alias("__row"))
 
@@ -195,7 +202,7 @@ def table_fingerprints(spark, table: str, days: list[dt.date]) -> dict[dt.date, 
 
     files = (
         spark.table(table)
-        .where(F.col("ds").cast("string").isin([d.isoformat() for d in days]))
+        .where(_ds_in(days))
         .select(
             F.col("ds").cast("date").alias("ds"),
             F.col("_metadata.file_path").alias("f"),
