@@ -323,3 +323,32 @@ def test_cli_ingest_stages_without_computing(sim):
     finally:
         con.close()
     assert n == 2 * SPEC.rows_per_day
+
+
+def test_backfill_days_leave_heartbeats_to_the_parent_run(sim, monkeypatch):
+    """A backfill's days run without their own heartbeat thread (a day would
+    wait up to 1 s for it at its end); their parent run and a single-day run keep
+    Prefect's heartbeat setting."""
+    from prefect.settings import get_current_settings
+
+    from fairmon.pipelines import runner
+
+    seen = {}
+    real = runner.daily
+
+    def recording(cfg, ds, *args, **kwargs):
+        seen[ds] = get_current_settings().flows.heartbeat_frequency
+        return real(cfg, ds, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "daily", recording)
+    _, cfg_path = sim
+    cfg = load_config(cfg_path)
+    default = get_current_settings().flows.heartbeat_frequency
+    assert default is not None  # Prefect's default: heartbeats on
+    days = [SPEC.start, SPEC.start + dt.timedelta(days=1)]
+    assert [r["status"] for r in runner.run_days(cfg, days)] == ["published"] * 2
+    assert seen == {days[0]: None, days[1]: None}
+    assert get_current_settings().flows.heartbeat_frequency == default
+    seen.clear()
+    assert runner.run_days(cfg, [days[0]])[0]["status"] == "published"
+    assert seen == {days[0]: default}
