@@ -37,6 +37,7 @@ from fairmon.pipelines.ingest.staging import (
     day_files,
     ensure_staged,
     ingest_source,
+    peek_range_counts,
     run_logger,
     take_range_counts,
     warn,
@@ -137,6 +138,37 @@ def check_day(cfg: FairmonConfig, ds: dt.date, counts: pl.DataFrame) -> DQResult
     with timing.clock(ds, "checks"):
         result = gate_for(cfg).validate("impressions_day", frame, params, f"impressions {ds}", str(ds))
     return explain_random_traffic(cfg, ds, result)
+
+
+def precheck_days(cfg: FairmonConfig, days: list[dt.date]) -> None:
+    """Before a backfill's days run: the checks each day will make on its
+    impressions counts and outputs (``impressions_day`` and the output suites
+    of :func:`check_outputs`), computed now from the counts
+    :func:`prestage_impressions` made ahead, in one GX run per suite for all
+    the days (:meth:`fairmon.pipelines.quality.QualityGate.validate_many`,
+    same results as one run per day). Each day still computes its own
+    estimates and makes its own checks; a check of the very frame checked
+    here takes the result kept in the run, any other runs GX as before.
+    Nothing is published here and no day is decided here."""
+    if cfg.impressions is None or not days:
+        return
+    q = cfg.quality
+    day_params = {"positive_rate_min": q.positive_rate_min, "positive_rate_max": q.positive_rate_max}
+    by_suite: dict[str, list[tuple[pl.DataFrame, str, str]]] = {}
+    for ds in days:
+        ready = peek_range_counts(ds)
+        if ready is None:
+            continue
+        counts, totals, buckets = ready
+        counts = counts.cast(GROUP_COUNTS_SCHEMA).select(list(GROUP_COUNTS_SCHEMA))
+        frame = day_check_frame(counts, q.sufficiency_epsilon, q.sufficiency_delta)
+        by_suite.setdefault("impressions_day", []).append((frame, f"impressions {ds}", str(ds)))
+        tables = {"group_counts": counts, **estimate.fn(cfg, counts, ds, buckets)}
+        for name, frame in output_check_frames(tables, totals).items():
+            by_suite.setdefault(name, []).append((frame, name, str(ds)))
+    gate = gate_for(cfg)
+    for suite, frames in by_suite.items():
+        gate.validate_many(suite, frames, day_params if suite == "impressions_day" else {}, remember=True)
 
 
 def explain_random_traffic(cfg: FairmonConfig, ds: dt.date, result: DQResult) -> DQResult:
@@ -303,13 +335,20 @@ def check_outputs(
     arm); reo gets its √(K−1) bound as a column first.
     """
     gate = gate_for(cfg)
+    frames = output_check_frames(tables, totals)
+    with timing.clock(ds, "checks"):
+        return [gate.validate(name, frame, {}, name, str(ds)) for name, frame in frames.items()]
+
+
+def output_check_frames(tables: dict[str, pl.DataFrame], totals: pl.DataFrame | None) -> dict[str, pl.DataFrame]:
+    """The frames the output suites check, per table: group_counts beside
+    ``totals``, reo with its √(K−1) bound; the others as they are."""
     frames = dict(tables)
     if "group_counts" in frames:
         frames["group_counts"] = group_counts_check_frame(frames["group_counts"], totals)
     if "reo" in frames:
         frames["reo"] = reo_check_frame(frames["reo"])
-    with timing.clock(ds, "checks"):
-        return [gate.validate(name, frame, {}, name, str(ds)) for name, frame in frames.items()]
+    return frames
 
 
 def _staged_query(con, table: str, query: str, empty: dict, **params) -> pl.DataFrame:

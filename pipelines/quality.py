@@ -15,7 +15,10 @@ Docs therefore show profile rows for those suites.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
+import hashlib
+import io
 import json
 import logging
 import os
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from fairmon.pipelines.config import FairmonConfig
@@ -264,26 +268,16 @@ class QualityGate:
         frame (columns ``__n``, ``__first_row``) has its failures reported in
         file rows: unexpected_count = rows represented, rows = first file rows.
         """
-        from great_expectations.exceptions.resource_freshness import ResourceFreshnessAggregateError
-
-        gx = self.gx
+        ahead = self._take_prechecked(suite, frame, params, subject, run_name)
+        if ahead is not None:
+            return ahead
         profile = PROFILE_N in frame.columns and PROFILE_ROW in frame.columns
         if profile:
             weights, first_rows = frame.get_column(PROFILE_N).to_list(), frame.get_column(PROFILE_ROW).to_list()
             frame = frame.drop(PROFILE_N, PROFILE_ROW)
         spec = load_spec(suite)
         entries = expand_spec(spec, params, frame.columns, self.severity)
-        result_format = {"result_format": "COMPLETE" if profile else "SUMMARY", "partial_unexpected_count": 5}
-        with _LOCK:  # GX's file stores are not thread-safe: every context operation under one lock
-            data = {"dataframe": html_safe(frame).to_pandas()}
-            run_id = gx.RunIdentifier(run_name=f"{run_name}_{re.sub(r'[^A-Za-z0-9_.-]', '_', subject)[-80:]}")
-            try:
-                run = self._checkpoint(suite, entries, result_format).run(batch_parameters=data, run_id=run_id)
-            except ResourceFreshnessAggregateError:  # the stores changed under this process: store again
-                self._checkpoints.pop(suite, None)
-                run = self._checkpoint(suite, entries, result_format).run(batch_parameters=data, run_id=run_id)
-        ((key, vr),) = run.run_results.items()
-        self.pending_docs.append(key)
+        vr = self._run(suite, entries, frame, "COMPLETE" if profile else "SUMMARY", subject, run_name)
         failures = []
         for r in vr.results:
             if r.success:
@@ -313,6 +307,172 @@ class QualityGate:
                 }
             )
         return DQResult(spec["table"], suite, subject, len(vr.results), failures)
+
+    def _run(
+        self, suite: str, entries: list[dict], frame: pl.DataFrame, result_format: str, subject: str, run_name: str
+    ):
+        """Run ``suite`` as expanded in ``entries`` on ``frame`` (one GX checkpoint
+        run, kept for Data Docs). Returns GX's validation result."""
+        from great_expectations.exceptions.resource_freshness import ResourceFreshnessAggregateError
+
+        gx = self.gx
+        fmt = {"result_format": result_format, "partial_unexpected_count": 5}
+        with _LOCK:  # GX's file stores are not thread-safe: every context operation under one lock
+            data = {"dataframe": html_safe(frame).to_pandas()}
+            run_id = gx.RunIdentifier(run_name=f"{run_name}_{re.sub(r'[^A-Za-z0-9_.-]', '_', subject)[-80:]}")
+            try:
+                run = self._checkpoint(suite, entries, fmt).run(batch_parameters=data, run_id=run_id)
+            except ResourceFreshnessAggregateError:  # the stores changed under this process: store again
+                self._checkpoints.pop(suite, None)
+                run = self._checkpoint(suite, entries, fmt).run(batch_parameters=data, run_id=run_id)
+        ((key, vr),) = run.run_results.items()
+        self.pending_docs.append(key)
+        return vr
+
+    def _digest(self, frame: pl.DataFrame, params: dict) -> str:
+        """What a result depends on besides the suite: the frame's schema and
+        values, the parameters and the severity overrides."""
+        buf = io.BytesIO()
+        frame.write_ipc(buf)
+        extra = json.dumps([params, self.severity], sort_keys=True, default=str).encode()
+        return hashlib.sha256(buf.getvalue() + extra).hexdigest()
+
+    def _take_prechecked(
+        self, suite: str, frame: pl.DataFrame, params: dict, subject: str, run_name: str
+    ) -> DQResult | None:
+        """A copy of the result :meth:`validate_many` kept in the current run for
+        this check, when it was made on the same frame and parameters; else
+        None. Taken once."""
+        run = active_run()
+        if run is None or not run.prechecked:
+            return None
+        with run.lock:
+            hit = run.prechecked.pop((suite, subject, run_name), None)
+        if hit is None or hit[0] != self._digest(frame, params):
+            return None
+        return copy.deepcopy(hit[1])
+
+    def validate_many(
+        self, suite: str, frames: list[tuple[pl.DataFrame, str, str]], params: dict, remember: bool = False
+    ) -> list[DQResult]:
+        """:meth:`validate` for several subjects at once (``frames``: (frame,
+        subject, run name) triples, e.g. the profiles of a backfill's files or
+        one output table of each of its days), with the
+        same results, in one GX run per group of frames that share their
+        schema instead of one run per frame (GX costs 0.1–0.5 s a run
+        whatever the frame's size).
+
+        A group is validated as one frame only when every expectation of the
+        suite is decided row by row (:data:`ROW_WISE`) or, for the table-level
+        ones :data:`BATCH_SAFE_TABLE` allows, holds for each member exactly when
+        it holds for the group (same columns, at least one row each). A subject
+        passes when no row of its own failed and no table-level expectation
+        failed; every other subject (any failure, critical or warning), every
+        empty frame and every group that cannot be batched is validated alone
+        by :meth:`validate`, so failure details (counts, rows, samples) are
+        exactly those of a run on the subject alone. With ``remember``, each
+        result is kept in the current run for the same check made later
+        (:meth:`validate` of the same suite, subject, run name, frame and
+        parameters returns it without running GX). Returns one
+        :class:`DQResult` per triple, in order.
+        """
+        out: list[DQResult | None] = [None] * len(frames)
+        spec = load_spec(suite)
+        groups: dict[tuple, list[int]] = {}
+        for i, (frame, *_) in enumerate(frames):
+            if frame.height:
+                groups.setdefault(tuple(frame.schema.items()), []).append(i)
+        for members in groups.values():
+            first = frames[members[0]][0]
+            data = first.columns
+            check = [c for c in data if c not in (PROFILE_N, PROFILE_ROW)]
+            entries = expand_spec(spec, params, check, self.severity)
+            if len(members) < 2 or not all(_batchable(e) for e in entries):
+                continue
+            entries = [_per_subject(e) for e in entries]
+            whole = pl.concat(
+                [frames[i][0].select(check).with_columns(pl.lit(pos).alias(SUBJECT)) for pos, i in enumerate(members)],
+                how="vertical",
+            )
+            bounds = np.cumsum([0] + [frames[i][0].height for i in members])
+            first_item, last_item = frames[members[0]], frames[members[-1]]
+            subject = f"{len(members)} subjects: {first_item[1]} {first_item[2]} .. {last_item[1]} {last_item[2]}"
+            vr = self._run(suite, entries, whole, "COMPLETE", subject, first_item[2])
+            bad: set[int] = set()
+            for r in vr.results:
+                if r.success:
+                    continue
+                idx = (r.result or {}).get("unexpected_index_list")
+                if r.expectation_config.type not in ROW_WISE or not idx or not all(isinstance(i, int) for i in idx):
+                    bad = set(range(len(members)))  # decided for the group, not per row: each alone
+                    break
+                bad |= set(np.searchsorted(bounds, idx, side="right") - 1)
+            for pos, i in enumerate(members):
+                if pos not in bad:
+                    out[i] = DQResult(spec["table"], suite, frames[i][1], len(vr.results), [])
+        run = active_run() if remember else None
+        for i, (frame, subject, run_name) in enumerate(frames):
+            if out[i] is None:
+                out[i] = self.validate(suite, frame, params, subject, run_name)
+            if run is not None:
+                with run.lock:
+                    run.prechecked[(suite, subject, run_name)] = (self._digest(frame, params), out[i])
+        return out
+
+
+#: GX expectation types decided row by row: on frames stacked into one, the
+#: rows that fail are exactly the rows that fail on each frame alone.
+ROW_WISE = frozenset(
+    {
+        "expect_column_values_to_not_be_null",
+        "expect_column_values_to_be_null",
+        "expect_column_values_to_be_in_set",
+        "expect_column_values_to_not_be_in_set",
+        "expect_column_values_to_match_regex",
+        "expect_column_values_to_be_between",
+        "expect_column_pair_values_a_to_be_greater_than_b",
+        "expect_column_pair_values_to_be_equal",
+        "expect_compound_columns_to_be_unique",  # with the subject in the key (_per_subject)
+    }
+)
+
+
+#: The column that tells stacked frames apart (:meth:`QualityGate.validate_many`).
+SUBJECT = "__subject"
+#: GX expectation types on uniqueness: decided per subject once the subject joins the key.
+UNIQUE = frozenset({"ExpectColumnValuesToBeUnique", "ExpectCompoundColumnsToBeUnique"})
+
+
+def _per_subject(entry: dict) -> dict:
+    """A uniqueness expectation for stacked frames: its key plus :data:`SUBJECT`
+    (a key repeated within one frame, not across frames, is what fails).
+    Other entries are returned as they are."""
+    if entry["type"] not in UNIQUE:
+        return entry
+    kw = dict(entry["kwargs"])
+    key = [kw.pop("column")] if "column" in kw else list(kw.pop("column_list"))
+    return {**entry, "type": "ExpectCompoundColumnsToBeUnique", "kwargs": {**kw, "column_list": [*key, SUBJECT]}}
+
+
+def _batchable(entry: dict) -> bool:
+    """Whether an expanded expectation can be run on stacked frames
+    (:meth:`QualityGate.validate_many`): a row-wise one without a ``mostly``
+    share (a share of the stack is not each frame's share), a column's
+    existence (the stacked frames share their columns), or a minimum row
+    count of at most 1 without a maximum (each stacked frame has rows)."""
+    kind, kw = entry["type"], entry["kwargs"]
+    if kind in UNIQUE:
+        return kw.get("mostly", 1) == 1
+    if kind == "ExpectColumnToExist":
+        return True
+    if kind == "ExpectTableRowCountToBeBetween":
+        return kw.get("max_value") is None and (kw.get("min_value") or 0) <= 1
+    return _snake(kind) in ROW_WISE and kw.get("mostly", 1) == 1
+
+
+def _snake(name: str) -> str:
+    """``ExpectColumnValuesToBeInSet`` -> ``expect_column_values_to_be_in_set`` (GX's type names)."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 # GX contexts are a process-wide cache by nature: creating one costs seconds, and

@@ -48,6 +48,11 @@ class Run:
       each day's partition (bytes, mtime_ns), or None when it has none,
       listed once per run.
 
+    - ``prechecked``: suite results a backfill computed ahead for its days'
+      check frames (:meth:`fairmon.pipelines.quality.QualityGate.validate_many`),
+      keyed by (suite, subject, run name) with the digest of the frame and
+      parameters they hold for; a day's check of the same frame takes it.
+
     ``lock`` guards these fields across the threads of a ``--concurrency`` backfill.
     """
 
@@ -60,6 +65,7 @@ class Run:
     books: dict[str, dict[str, float]] = field(default_factory=dict)
     # per catalog table (engine = "spark"): each day's partition fingerprint (None: no partition), listed once a run
     table_fingerprints: dict[str, dict[dt.date, tuple[int, int] | None]] = field(default_factory=dict)
+    prechecked: dict[tuple[str, str, str], tuple[str, object]] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     @property

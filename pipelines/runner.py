@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
 from prefect import flow
 
+from fairmon.pipelines import timing
 from fairmon.pipelines.config import FairmonConfig
-from fairmon.pipelines.flows import DayQuarantined, daily
+from fairmon.pipelines.flows import DayQuarantined, daily, precheck_days
 from fairmon.pipelines.ingest.staging import prestage_impressions
 from fairmon.pipelines.prefect_guard import guard_temporary_server
 from fairmon.pipelines.quality import gate_for, preload_gate, prune_gx
@@ -43,6 +44,19 @@ def start_api() -> None:
     guard_temporary_server()  # before the server exists: no window in which it could be orphaned
     with get_client(sync_client=True) as client:
         client.api_healthcheck()
+
+
+def start_api_in_background() -> Future:
+    """:func:`start_api` in a thread of its own, so that the caller can work
+    (profile, check and stage a backfill's files: nothing there needs Prefect)
+    while Prefect imports its server and its temporary server starts. The
+    guard is started first, from the calling thread. Returns the future;
+    wait for it before the first flow run."""
+    guard_temporary_server()
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fairmon-prefect-api")
+    future = pool.submit(start_api)
+    pool.shutdown(wait=False)  # the thread ends when start_api returns
+    return future
 
 
 @contextmanager
@@ -119,11 +133,18 @@ def run_days(
             with db.connect(path) as con:  # views over what the warehouse holds now
                 refresh_views(con, cfg.warehouse_path)
         preload_gate(cfg)  # GX imports while Prefect's API starts
-        start_api()
-        if len(days) > 1:  # one scan, one staging transaction and one count for the whole range
-            pre = prestage_impressions(cfg, days, force_ingest)
-            if on_prestage is not None:
-                on_prestage(pre)
+        api = start_api_in_background()  # its temporary server starts (seconds) while the range is prestaged
+        try:
+            if len(days) > 1:  # one scan, one staging transaction and one count for the whole range
+                pre = prestage_impressions(cfg, days, force_ingest)
+                timing.start("prestage")
+                with timing.clock("prestage", "checks"):
+                    precheck_days(cfg, days)  # the days' checks on their counts and outputs, one GX run a suite
+                pre["checks"] = pre.get("checks", 0.0) + timing.take("prestage").get("checks", 0.0)
+                if on_prestage is not None:
+                    on_prestage(pre)
+        finally:
+            api.result()  # raises what starting the API raised
 
         def each_day() -> None:
             one = in_run(lambda ds: day_summary(run, ds, force_ingest, wait_seconds, heartbeat=len(days) == 1))

@@ -274,6 +274,100 @@ def test_output_suites_catch_broken_tables(gate):
     assert r.failed_critical == ["groups_add_up_to_traffic_total"]
 
 
+def _profile(raw):
+    with duckdb.connect() as con:
+        prof = profile_rows(con, raw.with_row_index("__row"), ["ds", "traffic", "arm", "s1", "s2", "grp"], "f")
+    return raw_check_frame(prof, ["ds", "traffic", "s1", "s2"])
+
+
+def _as_dict(r: DQResult) -> dict:
+    return {"subject": r.subject, "n": r.n_expectations, "failures": r.failures, "suite": r.suite}
+
+
+def test_validate_many_equals_one_run_per_file(gate, monkeypatch):
+    """Stacked profiles give every file exactly the result of its own run: clean
+    files pass, a file with a critical defect, one with only a warning, one
+    without a column and an empty one are each reported as alone, and the
+    clean files cost one GX run between them."""
+    n = 40
+    clean = _raw(n=n, grp=["a", "b"] * (n // 2), s1=[1, 0] * (n // 2))
+    bad = clean.with_columns(
+        pl.when(pl.int_range(n) % 10 == 6).then(pl.lit("explore")).otherwise(pl.col("traffic")).alias("traffic")
+    )
+    warn_only = clean.with_columns(pl.when(pl.int_range(n) == 5).then(None).otherwise(pl.col("grp")).alias("grp"))
+    files = [
+        ("clean1.parquet", _profile(clean)),
+        ("bad.parquet", _profile(bad)),
+        ("clean2.parquet", _profile(clean.with_columns(pl.lit("2026-04-02").alias("ds")))),
+        ("warn.parquet", _profile(warn_only)),
+        ("nos2.parquet", _profile(clean.drop("s2"))),
+        ("empty.parquet", _profile(clean.head(0))),
+        ("clean3.parquet", _profile(clean.tail(7))),
+    ]
+    alone = [_as_dict(gate.validate("impressions_raw", f, RAW_PARAMS, name, "t")) for name, f in files]
+    runs = []
+    real = QualityGate._run
+
+    def counting(self, suite, entries, frame, fmt, subject, run_name):
+        runs.append(subject)
+        return real(self, suite, entries, frame, fmt, subject, run_name)
+
+    monkeypatch.setattr(QualityGate, "_run", counting)
+    many = gate.validate_many("impressions_raw", [(f, name, "t") for name, f in files], RAW_PARAMS)
+    assert [_as_dict(r) for r in many] == alone
+    assert [r.success for r in many] == [True, False, True, True, False, False, True]
+    assert many[1].failed_critical == ["traffic_known"] and many[1].failures[0]["rows"] == [7]
+    assert many[3].failed_warning == ["attribute_not_null[grp]"]
+    # one stacked run of the 5 files with all columns and rows, then bad, warn, nos2 and empty alone
+    assert runs[0].startswith("5 subjects") and sorted(runs[1:]) == sorted(
+        ["bad.parquet", "warn.parquet", "nos2.parquet", "empty.parquet"]
+    )
+
+
+def test_validate_many_keeps_uniqueness_per_subject(gate):
+    """A key repeated across days is fine; repeated within one day it fails,
+    for that day only, as in a run of that day alone."""
+    day = pl.DataFrame(
+        {
+            "ds": [D0, D0],
+            "arm": ["c", "t"],
+            "attribute": ["g", "g"],
+            "K": [2, 2],
+            "reo": [0.2, 0.1],
+            "se": [0.05, 0.05],
+            "ci_low": [0.1, 0.0],
+            "ci_high": [0.3, 0.2],
+        }
+    )
+    frames = [reo_check_frame(day), reo_check_frame(pl.concat([day, day.head(1)])), reo_check_frame(day)]
+    many = gate.validate_many("reo", [(f, "reo", f"day{i}") for i, f in enumerate(frames)], {})
+    assert [r.failed_critical for r in many] == [[], ["key_unique"], []]
+    assert _as_dict(many[1]) == _as_dict(gate.validate("reo", frames[1], {}, "reo", "day1"))
+
+
+def test_prechecked_results_serve_only_the_same_frame(gate):
+    """Results kept by validate_many(remember=True) answer a later check of the
+    same suite, subject, run name and frame once; a changed frame runs GX."""
+    from fairmon.pipelines.config import FairmonConfig
+    from fairmon.pipelines.run import Run, run_scope
+
+    good = pl.DataFrame(
+        {"ds": [D0], "arm": ["c"], "attribute": ["g"], "K": [2], "reo": [0.2], "se": [0.05], "ci_low": [0.1]}
+    ).with_columns(pl.lit(0.3).alias("ci_high"))
+    run = Run(FairmonConfig.model_construct())
+    with run_scope(run):
+        frames = [(reo_check_frame(good), "reo", "d1"), (reo_check_frame(good), "reo", "d2")]
+        gate.validate_many("reo", frames, {}, remember=True)
+        assert set(run.prechecked) == {("reo", "reo", "d1"), ("reo", "reo", "d2")}
+        kept = run.prechecked[("reo", "reo", "d1")][1]
+        same = gate.validate("reo", reo_check_frame(good), {}, "reo", "d1")
+        assert same.success and same is not kept and _as_dict(same) == _as_dict(kept)
+        assert ("reo", "reo", "d1") not in run.prechecked  # taken once
+        broken = good.with_columns(pl.lit(1.5).alias("reo"))
+        r = gate.validate("reo", reo_check_frame(broken), {}, "reo", "d2")  # kept for another frame: GX runs
+        assert "reo_at_most_sqrt_K_minus_1" in r.failed_critical
+
+
 def test_labels_and_scores_suites(gate):
     labels = pl.DataFrame(
         {

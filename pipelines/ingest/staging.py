@@ -127,6 +127,16 @@ def raw_suite(cfg: FairmonConfig, src: InputSource, unit: IngestUnit, raw: pl.Da
     )
 
 
+def raw_suites(
+    cfg: FairmonConfig, src: InputSource, units: list[tuple[IngestUnit, pl.DataFrame]], run_name: str
+) -> list[DQResult]:
+    """:func:`raw_suite` for several files, one GX run for the files that share
+    a schema (:meth:`fairmon.pipelines.quality.QualityGate.validate_many`:
+    the same results as one run per file). Returns one result per file, in order."""
+    frames = [(raw_check_frame(without_buckets(raw), src.text_columns), str(u.file), run_name) for u, raw in units]
+    return gate_for(cfg).validate_many(src.suite, frames, src.params)
+
+
 def unchanged(cfg: FairmonConfig, file: Path) -> dict | None:
     """The file's ingest_log row when it was staged as it is now (same size,
     mtime and config), else None."""
@@ -305,6 +315,16 @@ def count_range(cfg: FairmonConfig, days: list[dt.date]) -> None:
             )
 
 
+def peek_range_counts(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:
+    """As :func:`take_range_counts`, leaving the counts for the day to take."""
+    run = active_run()
+    if run is None:
+        return None
+    with run.lock:
+        hit = run.range_counts.get(ds)
+        return hit[1:] if hit and hit[0] == run.generation else None
+
+
 def take_range_counts(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:
     """Day ``ds``'s (group counts, traffic totals, per-bucket counts) counted ahead by
     :func:`count_range` in the current run, if nothing was staged since;
@@ -344,15 +364,20 @@ def prestage_impressions(cfg: FairmonConfig, days: list[dt.date], force: bool = 
     timing.start("prestage")
     with timing.clock("prestage", "ingest"):
         out["files"] = prefetch_profiles(cfg, [u.file for u in todo])
-        batch = []
+        read = []
         for u in todo:
             try:
-                raw = src.read(u)
-                size, mtime = file_fingerprint(u.file, cfg)
-                with timing.within("checks"):
-                    dq = raw_suite(cfg, src, u, raw, f"{min(days)}_{max(days)}")
-                if dq.success:
-                    batch.append(Staged(u, src.normalize(u, raw), rows_in(raw), size, mtime, dq))
+                read.append((u, src.read(u), file_fingerprint(u.file, cfg)))
+            except InputContractError:
+                continue
+        with timing.within("checks"):  # one GX run for all the files that share a schema
+            results = raw_suites(cfg, src, [(u, raw) for u, raw, _ in read], f"{min(days)}_{max(days)}")
+        batch = []
+        for (u, raw, (size, mtime)), dq in zip(read, results):
+            if not dq.success:
+                continue
+            try:
+                batch.append(Staged(u, src.normalize(u, raw), rows_in(raw), size, mtime, dq))
             except InputContractError:
                 continue
         replace_units(cfg, src, batch)
