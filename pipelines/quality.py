@@ -277,7 +277,7 @@ class QualityGate:
             frame = frame.drop(PROFILE_N, PROFILE_ROW)
         spec = load_spec(suite)
         entries = expand_spec(spec, params, frame.columns, self.severity)
-        vr = self._run(suite, entries, frame, "COMPLETE" if profile else "SUMMARY", subject, run_name)
+        vr = self.run_checkpoint(suite, entries, frame, "COMPLETE" if profile else "SUMMARY", subject, run_name)
         failures = []
         for r in vr.results:
             if r.success:
@@ -308,11 +308,13 @@ class QualityGate:
             )
         return DQResult(spec["table"], suite, subject, len(vr.results), failures)
 
-    def _run(
+    def run_checkpoint(
         self, suite: str, entries: list[dict], frame: pl.DataFrame, result_format: str, subject: str, run_name: str
     ):
-        """Run ``suite`` as expanded in ``entries`` on ``frame`` (one GX checkpoint
-        run, kept for Data Docs). Returns GX's validation result."""
+        """Run ``suite`` as expanded in ``entries`` (:func:`expand_spec`) on
+        ``frame`` with GX's ``result_format`` ("COMPLETE" or "SUMMARY"): one
+        checkpoint run, kept for Data Docs under ``run_name`` and ``subject``.
+        Returns GX's validation result (``.results``: one per entry)."""
         from great_expectations.exceptions.resource_freshness import ResourceFreshnessAggregateError
 
         gx = self.gx
@@ -397,7 +399,7 @@ class QualityGate:
             bounds = np.cumsum([0] + [frames[i][0].height for i in members])
             first_item, last_item = frames[members[0]], frames[members[-1]]
             subject = f"{len(members)} subjects: {first_item[1]} {first_item[2]} .. {last_item[1]} {last_item[2]}"
-            vr = self._run(suite, entries, whole, "COMPLETE", subject, first_item[2])
+            vr = self.run_checkpoint(suite, entries, whole, "COMPLETE", subject, first_item[2])
             bad: set[int] = set()
             for r in vr.results:
                 if r.success:

@@ -306,13 +306,13 @@ def test_validate_many_equals_one_run_per_file(gate, monkeypatch):
     ]
     alone = [_as_dict(gate.validate("impressions_raw", f, RAW_PARAMS, name, "t")) for name, f in files]
     runs = []
-    real = QualityGate._run
+    real = QualityGate.run_checkpoint
 
     def counting(self, suite, entries, frame, fmt, subject, run_name):
         runs.append(subject)
         return real(self, suite, entries, frame, fmt, subject, run_name)
 
-    monkeypatch.setattr(QualityGate, "_run", counting)
+    monkeypatch.setattr(QualityGate, "run_checkpoint", counting)
     many = gate.validate_many("impressions_raw", [(f, name, "t") for name, f in files], RAW_PARAMS)
     assert [_as_dict(r) for r in many] == alone
     assert [r.success for r in many] == [True, False, True, True, False, False, True]
