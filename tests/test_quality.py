@@ -249,8 +249,9 @@ def test_null_attribute_is_only_a_warning(gate):
     assert r.success and r.failed_warning == ["attribute_not_null[grp]"]
 
 
-def test_output_suites_catch_broken_tables(gate):
-    good = pl.DataFrame(
+def _reo_day() -> pl.DataFrame:
+    """Two valid reo rows of one day (arms c and t)."""
+    return pl.DataFrame(
         {
             "ds": [D0, D0],
             "arm": ["c", "t"],
@@ -262,6 +263,10 @@ def test_output_suites_catch_broken_tables(gate):
             "ci_high": [0.3, 0.2],
         }
     )
+
+
+def test_output_suites_catch_broken_tables(gate):
+    good = _reo_day()
     assert gate.validate("reo", reo_check_frame(good), {}, "reo", "t").success
     bad = good.with_columns(pl.Series("reo", [1.5, 0.1]), pl.Series("ci_low", [0.1, 0.15]))
     r = gate.validate("reo", reo_check_frame(bad), {}, "reo", "t")
@@ -327,18 +332,7 @@ def test_validate_many_equals_one_run_per_file(gate, monkeypatch):
 def test_validate_many_keeps_uniqueness_per_subject(gate):
     """A key repeated across days is fine; repeated within one day it fails,
     for that day only, as in a run of that day alone."""
-    day = pl.DataFrame(
-        {
-            "ds": [D0, D0],
-            "arm": ["c", "t"],
-            "attribute": ["g", "g"],
-            "K": [2, 2],
-            "reo": [0.2, 0.1],
-            "se": [0.05, 0.05],
-            "ci_low": [0.1, 0.0],
-            "ci_high": [0.3, 0.2],
-        }
-    )
+    day = _reo_day()
     frames = [reo_check_frame(day), reo_check_frame(pl.concat([day, day.head(1)])), reo_check_frame(day)]
     many = gate.validate_many("reo", [(f, "reo", f"day{i}") for i, f in enumerate(frames)], {})
     assert [r.failed_critical for r in many] == [[], ["key_unique"], []]
