@@ -365,9 +365,10 @@ class QualityGate:
         whatever the frame's size).
 
         A group is validated as one frame only when every expectation of the
-        suite is decided row by row (:data:`ROW_WISE`) or, for the table-level
-        ones :data:`BATCH_SAFE_TABLE` allows, holds for each member exactly when
-        it holds for the group (same columns, at least one row each). A subject
+        suite is decided row by row (:data:`ROW_WISE`; uniqueness with the
+        subject added to its key) or is a table-level one that holds for each
+        member exactly when it holds for the group (a column's existence, a
+        minimum of one row: same columns, at least one row each). A subject
         passes when no row of its own failed and no table-level expectation
         failed; every other subject (any failure, critical or warning), every
         empty frame and every group that cannot be batched is validated alone
@@ -385,9 +386,7 @@ class QualityGate:
             if frame.height:
                 groups.setdefault(tuple(frame.schema.items()), []).append(i)
         for members in groups.values():
-            first = frames[members[0]][0]
-            data = first.columns
-            check = [c for c in data if c not in (PROFILE_N, PROFILE_ROW)]
+            check = [c for c in frames[members[0]][0].columns if c not in (PROFILE_N, PROFILE_ROW)]
             entries = expand_spec(spec, params, check, self.severity)
             if len(members) < 2 or not all(_batchable(e) for e in entries):
                 continue
