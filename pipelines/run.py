@@ -47,7 +47,6 @@ class Run:
     - ``table_fingerprints``: with ``[impressions] table`` (Spark engine),
       each day's partition (bytes, mtime_ns), or None when it has none,
       listed once per run.
-
     - ``prechecked``: suite results a backfill computed ahead for its days'
       check frames (:meth:`fairmon.pipelines.quality.QualityGate.validate_many`),
       keyed by (suite, subject, run name) with the digest of the frame and

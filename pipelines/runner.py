@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from prefect import flow
@@ -90,11 +90,8 @@ def day_summary(run: Run, ds: dt.date, force_ingest: bool, wait_seconds: float, 
     """Run the daily flow for ``ds`` in ``run`` and summarise it:
     {ds, status: published | quarantined | failed, ...the flow's result, or error}.
     ``heartbeat=False`` for a day run under a parent flow run (:func:`without_heartbeat`)."""
-    if heartbeat:
+    with nullcontext() if heartbeat else without_heartbeat():
         state = daily(run.cfg, ds, force_ingest, wait_seconds, return_state=True)
-    else:
-        with without_heartbeat():
-            state = daily(run.cfg, ds, force_ingest, wait_seconds, return_state=True)
     try:
         return {"ds": ds, "status": "published", **state.result()}
     except DayQuarantined as e:
