@@ -43,7 +43,7 @@ from fairmon.pipelines.ingest.staging import (
     warn,
 )
 from fairmon.pipelines.quality import DQResult, build_docs, dq_frame, gate_for
-from fairmon.pipelines.run import ensure_run
+from fairmon.pipelines.run import active_run, ensure_run
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock
 from fairmon.pipelines.storage.warehouse import clean_tmp, refresh_views, remove_partitions, write_partitions
@@ -466,8 +466,7 @@ def publish(cfg: FairmonConfig, ds: dt.date, tables: dict[str, pl.DataFrame], co
             removed = remove_partitions(cfg.warehouse_path, ds, set(tables))
             if removed:
                 log.info("publish %s: removed partitions of tables this run does not produce: %s", ds, removed)
-        with db.connect(cfg.duckdb_path) as con:
-            refresh_views(con, cfg.warehouse_path)
+        refresh_run_views(cfg)
     log.info(
         "publish %s: %d rows out (%s), %.2fs",
         ds,
@@ -476,6 +475,20 @@ def publish(cfg: FairmonConfig, ds: dt.date, tables: dict[str, pl.DataFrame], co
         time.perf_counter() - t0,
     )
     return {k: str(v) for k, v in paths.items()}
+
+
+def refresh_run_views(cfg: FairmonConfig) -> None:
+    """Refresh the DuckDB views over the warehouse
+    (:func:`fairmon.pipelines.storage.warehouse.refresh_views`), creating again
+    only the views whose SQL changed since the current run's last refresh
+    (``Run.views``; every view outside a run)."""
+    run = active_run()
+    with db.connect(cfg.duckdb_path) as con:
+        if run is None:
+            refresh_views(con, cfg.warehouse_path)
+            return
+        with run.lock:
+            refresh_views(con, cfg.warehouse_path, run.views)
 
 
 def _dq_table(cfg: FairmonConfig, ds: dt.date, results: list[DQResult]) -> pl.DataFrame:
@@ -761,8 +774,7 @@ def _daily(cfg: FairmonConfig, config_path: str, ds: dt.date, force_ingest: bool
     with project_lock(cfg.duckdb_path, cfg.warehouse_path, wait_seconds) as fresh, db.session(cfg.duckdb_path):
         if fresh:  # nothing else writes this warehouse now: a killed run's leftovers can go
             clean_tmp(cfg.warehouse_path, older_than_s=0)
-            with db.connect(cfg.duckdb_path) as con:  # views over what the warehouse holds now
-                refresh_views(con, cfg.warehouse_path)
+            refresh_run_views(cfg)  # views over what the warehouse holds now
         timing.start(ds)
         _start_run(cfg, config_path, run_id, ds, started, params)
         try:

@@ -271,13 +271,27 @@ class QualityGate:
         ahead = self._take_prechecked(suite, frame, params, subject, run_name)
         if ahead is not None:
             return ahead
+        return self._validate_alone(suite, frame, params, subject, run_name)
+
+    def _validate_alone(
+        self, suite: str, frame: pl.DataFrame, params: dict, subject: str, run_name: str, only: set[str] | None = None
+    ) -> DQResult:
+        """:meth:`validate` without the results kept ahead. ``only``: run just
+        the expectations of these names, the others being known to pass (GX
+        decides each expectation on its own, so the failures are those of a
+        run of the whole suite); the run is kept for Data Docs under the
+        suite's name plus ``.failed``."""
         profile = PROFILE_N in frame.columns and PROFILE_ROW in frame.columns
         if profile:
             weights, first_rows = frame.get_column(PROFILE_N).to_list(), frame.get_column(PROFILE_ROW).to_list()
             frame = frame.drop(PROFILE_N, PROFILE_ROW)
         spec = load_spec(suite)
         entries = expand_spec(spec, params, frame.columns, self.severity)
-        vr = self.run_checkpoint(suite, entries, frame, "COMPLETE" if profile else "SUMMARY", subject, run_name)
+        n_expectations = len(entries)
+        gx_suite = suite
+        if only is not None:
+            entries, gx_suite = [e for e in entries if e["name"] in only], f"{suite}.failed"
+        vr = self.run_checkpoint(gx_suite, entries, frame, "COMPLETE" if profile else "SUMMARY", subject, run_name)
         failures = []
         for r in vr.results:
             if r.success:
@@ -306,7 +320,7 @@ class QualityGate:
                     "error": exc,
                 }
             )
-        return DQResult(spec["table"], suite, subject, len(vr.results), failures)
+        return DQResult(spec["table"], suite, subject, n_expectations, failures)
 
     def run_checkpoint(
         self, suite: str, entries: list[dict], frame: pl.DataFrame, result_format: str, subject: str, run_name: str
@@ -368,16 +382,20 @@ class QualityGate:
         suite is decided row by row (:data:`ROW_WISE`; uniqueness with the
         subject added to its key) or is a table-level one that holds for each
         member exactly when it holds for the group (a column's existence, a
-        minimum of one row: same columns, at least one row each). A subject
-        passes when no row of its own failed and no table-level expectation
-        failed; every other subject (any failure, critical or warning), every
-        empty frame and every group that cannot be batched is validated alone
-        by :meth:`validate`, so failure details (counts, rows, samples) are
-        exactly those of a run on the subject alone. With ``remember``, each
-        result is kept in the current run for the same check made later
-        (:meth:`validate` of the same suite, subject, run name, frame and
-        parameters returns it without running GX). Returns one
-        :class:`DQResult` per triple, in order.
+        minimum of one row: same columns, at least one row each) or that is
+        seen to hold for each member before the run (a column's distinct values
+        containing a set: a member without them is validated alone). A
+        subject passes when no row of its own failed. A subject with rows of
+        its own failing is validated alone on just the expectations it failed
+        (:meth:`_validate_alone` with ``only``: GX decides each expectation on
+        its own, the others passed on its rows), so its failure details
+        (counts, rows, samples) are exactly those of a run on the subject
+        alone. Every empty frame, every group that cannot be batched and every
+        group where a table-level expectation failed is validated alone by
+        :meth:`validate`. With ``remember``, each result is kept in the
+        current run for the same check made later (:meth:`validate` of the
+        same suite, subject, run name, frame and parameters returns it without
+        running GX). Returns one :class:`DQResult` per triple, in order.
         """
         out: list[DQResult | None] = [None] * len(frames)
         spec = load_spec(suite)
@@ -388,7 +406,10 @@ class QualityGate:
         for members in groups.values():
             check = [c for c in frames[members[0]][0].columns if c not in (PROFILE_N, PROFILE_ROW)]
             entries = expand_spec(spec, params, check, self.severity)
-            if len(members) < 2 or not all(_batchable(e) for e in entries):
+            if not all(_batchable(e) for e in entries):
+                continue
+            members = [i for i in members if all(_holds_for(e, frames[i][0]) for e in entries)]
+            if len(members) < 2:
                 continue
             entries = [_per_subject(e) for e in entries]
             whole = pl.concat(
@@ -399,18 +420,22 @@ class QualityGate:
             first_item, last_item = frames[members[0]], frames[members[-1]]
             subject = f"{len(members)} subjects: {first_item[1]} {first_item[2]} .. {last_item[1]} {last_item[2]}"
             vr = self.run_checkpoint(suite, entries, whole, "COMPLETE", subject, first_item[2])
-            bad: set[int] = set()
+            failed: dict[int, set[str]] = {}  # member position -> names of the expectations its own rows failed
             for r in vr.results:
                 if r.success:
                     continue
                 idx = (r.result or {}).get("unexpected_index_list")
                 if r.expectation_config.type not in ROW_WISE or not idx or not all(isinstance(i, int) for i in idx):
-                    bad = set(range(len(members)))  # decided for the group, not per row: each alone
+                    failed = {pos: set() for pos in range(len(members))}  # decided for the group: each alone, whole
                     break
-                bad |= set(np.searchsorted(bounds, idx, side="right") - 1)
+                for pos in set(np.searchsorted(bounds, idx, side="right") - 1):
+                    failed.setdefault(int(pos), set()).add(r.expectation_config.meta["name"])
             for pos, i in enumerate(members):
-                if pos not in bad:
+                if pos not in failed:
                     out[i] = DQResult(spec["table"], suite, frames[i][1], len(vr.results), [])
+                elif failed[pos]:
+                    frame, subj, run_name = frames[i]
+                    out[i] = self._validate_alone(suite, frame, params, subj, run_name, only=failed[pos])
         run = active_run() if remember else None
         for i, (frame, subject, run_name) in enumerate(frames):
             if out[i] is None:
@@ -459,9 +484,12 @@ def _batchable(entry: dict) -> bool:
     """Whether an expanded expectation can be run on stacked frames
     (:meth:`QualityGate.validate_many`): a row-wise one without a ``mostly``
     share (a share of the stack is not each frame's share), a column's
-    existence (the stacked frames share their columns), or a minimum row
-    count of at most 1 without a maximum (each stacked frame has rows)."""
+    existence (the stacked frames share their columns), a minimum row
+    count of at most 1 without a maximum (each stacked frame has rows), or a
+    :data:`CONTAINS` one (each member is seen to hold it first)."""
     kind, kw = entry["type"], entry["kwargs"]
+    if kind in CONTAINS:
+        return True  # with each member seen to hold it first (_holds_for)
     if kind in UNIQUE:
         return kw.get("mostly", 1) == 1
     if kind == "ExpectColumnToExist":
@@ -469,6 +497,23 @@ def _batchable(entry: dict) -> bool:
     if kind == "ExpectTableRowCountToBeBetween":
         return kw.get("max_value") is None and (kw.get("min_value") or 0) <= 1
     return _snake(kind) in ROW_WISE and kw.get("mostly", 1) == 1
+
+
+#: Table-level GX expectation types that hold for stacked frames when they hold for each (:func:`_holds_for`).
+CONTAINS = frozenset({"ExpectColumnDistinctValuesToContainSet"})
+
+
+def _holds_for(entry: dict, frame: pl.DataFrame) -> bool:
+    """Whether ``frame`` (one member of a stack) surely passes ``entry`` when
+    the entry is a :data:`CONTAINS` one (its column's distinct values, as GX
+    sees them after :func:`html_safe`, contain the value set); True for every
+    other entry (decided by the stacked run). A member for which this is
+    False is validated alone, so GX decides it."""
+    if entry["type"] not in CONTAINS:
+        return True
+    kw = entry["kwargs"]
+    seen = set(html_safe(frame.select(kw["column"])).get_column(kw["column"]).drop_nulls().unique().to_list())
+    return set(kw["value_set"]) <= seen
 
 
 def _snake(name: str) -> str:

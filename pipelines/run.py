@@ -51,6 +51,9 @@ class Run:
       check frames (:meth:`fairmon.pipelines.quality.QualityGate.validate_many`),
       keyed by (suite, subject, run name) with the digest of the frame and
       parameters they hold for; a day's check of the same frame takes it.
+    - ``views``: the DuckDB views this run created, {view: SQL}
+      (:func:`fairmon.pipelines.storage.warehouse.refresh_views` creates only
+      those whose SQL changed).
 
     ``lock`` guards these fields across the threads of a ``--concurrency`` backfill.
     """
@@ -65,6 +68,7 @@ class Run:
     # per catalog table (engine = "spark"): each day's partition fingerprint (None: no partition), listed once a run
     table_fingerprints: dict[str, dict[dt.date, tuple[int, int] | None]] = field(default_factory=dict)
     prechecked: dict[tuple[str, str, str], tuple[str, object]] = field(default_factory=dict)
+    views: dict[str, str] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     @property

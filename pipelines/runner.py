@@ -22,14 +22,14 @@ from prefect import flow
 
 from fairmon.pipelines import timing
 from fairmon.pipelines.config import FairmonConfig
-from fairmon.pipelines.flows import DayQuarantined, daily, precheck_days
+from fairmon.pipelines.flows import DayQuarantined, daily, precheck_days, refresh_run_views
 from fairmon.pipelines.ingest.staging import prestage_impressions
 from fairmon.pipelines.prefect_guard import guard_temporary_server
 from fairmon.pipelines.quality import gate_for, preload_gate, prune_gx
 from fairmon.pipelines.run import Run, in_run, run_scope
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock
-from fairmon.pipelines.storage.warehouse import clean_tmp, refresh_views
+from fairmon.pipelines.storage.warehouse import clean_tmp
 
 
 def start_api() -> None:
@@ -86,12 +86,10 @@ def without_heartbeat() -> Iterator[None]:
         yield
 
 
-def day_summary(run: Run, ds: dt.date, force_ingest: bool, wait_seconds: float, heartbeat: bool = True) -> dict:
+def day_summary(run: Run, ds: dt.date, force_ingest: bool, wait_seconds: float) -> dict:
     """Run the daily flow for ``ds`` in ``run`` and summarise it:
-    {ds, status: published | quarantined | failed, ...the flow's result, or error}.
-    ``heartbeat=False`` for a day run under a parent flow run (:func:`without_heartbeat`)."""
-    with nullcontext() if heartbeat else without_heartbeat():
-        state = daily(run.cfg, ds, force_ingest, wait_seconds, return_state=True)
+    {ds, status: published | quarantined | failed, ...the flow's result, or error}."""
+    state = daily(run.cfg, ds, force_ingest, wait_seconds, return_state=True)
     try:
         return {"ds": ds, "status": "published", **state.result()}
     except DayQuarantined as e:
@@ -127,8 +125,7 @@ def run_days(
     with run_scope(run), lock as fresh, db.session(path), docs_deferred(run):
         if fresh:  # nothing else writes this warehouse now: a killed run's leftovers can go
             clean_tmp(cfg.warehouse_path, older_than_s=0)
-            with db.connect(path) as con:  # views over what the warehouse holds now
-                refresh_views(con, cfg.warehouse_path)
+            refresh_run_views(cfg)  # views over what the warehouse holds now
         preload_gate(cfg)  # GX imports while Prefect's API starts
         api = start_api_in_background()  # its temporary server starts (seconds) while the range is prestaged
         try:
@@ -144,12 +141,15 @@ def run_days(
             api.result()  # raises what starting the API raised
 
         def each_day() -> None:
-            one = in_run(lambda ds: day_summary(run, ds, force_ingest, wait_seconds, heartbeat=len(days) == 1))
-            with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-                for r in pool.map(one, days):
-                    results[r["ds"]] = r
-                    if on_day is not None:
-                        on_day(r)
+            # a backfill's days run under its parent run, which keeps the heartbeat; the settings are
+            # entered once (Prefect builds them anew at each entry) and the day threads copy them (in_run)
+            with nullcontext() if len(days) == 1 else without_heartbeat():
+                one = in_run(lambda ds: day_summary(run, ds, force_ingest, wait_seconds))
+                with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+                    for r in pool.map(one, days):
+                        results[r["ds"]] = r
+                        if on_day is not None:
+                            on_day(r)
 
         if len(days) > 1:  # one parent run in Prefect's UI; the days are its fairmon-daily/<ds> subflow runs
             backfill(days[0], days[-1], len(days), each_day)

@@ -289,16 +289,32 @@ def _as_dict(r: DQResult) -> dict:
     return {"subject": r.subject, "n": r.n_expectations, "failures": r.failures, "suite": r.suite}
 
 
+def _counting_runs(monkeypatch) -> list[tuple[str, str, int]]:
+    """Record every GX run of the gate as (GX suite, subject, expectations run)."""
+    runs = []
+    real = QualityGate.run_checkpoint
+
+    def counting(self, suite, entries, frame, fmt, subject, run_name):
+        runs.append((suite, subject, len(entries)))
+        return real(self, suite, entries, frame, fmt, subject, run_name)
+
+    monkeypatch.setattr(QualityGate, "run_checkpoint", counting)
+    return runs
+
+
 def test_validate_many_equals_one_run_per_file(gate, monkeypatch):
     """Stacked profiles give every file exactly the result of its own run: clean
-    files pass, a file with a critical defect, one with only a warning, one
-    without a column and an empty one are each reported as alone, and the
-    clean files cost one GX run between them."""
+    files pass, a file with a critical defect, one with two, one with only a
+    warning, one without a column and an empty one are each reported as
+    alone. The files that share the schema cost one GX run between them; a
+    file whose own rows failed is run again alone on just the expectations it
+    failed; the file without a column and the empty one run the whole suite alone."""
     n = 40
     clean = _raw(n=n, grp=["a", "b"] * (n // 2), s1=[1, 0] * (n // 2))
     bad = clean.with_columns(
         pl.when(pl.int_range(n) % 10 == 6).then(pl.lit("explore")).otherwise(pl.col("traffic")).alias("traffic")
     )
+    bad2 = bad.with_columns(pl.when(pl.int_range(n) == 3).then(pl.lit(7)).otherwise(pl.col("s1")).alias("s1"))
     warn_only = clean.with_columns(pl.when(pl.int_range(n) == 5).then(None).otherwise(pl.col("grp")).alias("grp"))
     files = [
         ("clean1.parquet", _profile(clean)),
@@ -308,25 +324,50 @@ def test_validate_many_equals_one_run_per_file(gate, monkeypatch):
         ("nos2.parquet", _profile(clean.drop("s2"))),
         ("empty.parquet", _profile(clean.head(0))),
         ("clean3.parquet", _profile(clean.tail(7))),
+        ("bad2.parquet", _profile(bad2)),
     ]
     alone = [_as_dict(gate.validate("impressions_raw", f, RAW_PARAMS, name, "t")) for name, f in files]
-    runs = []
-    real = QualityGate.run_checkpoint
-
-    def counting(self, suite, entries, frame, fmt, subject, run_name):
-        runs.append(subject)
-        return real(self, suite, entries, frame, fmt, subject, run_name)
-
-    monkeypatch.setattr(QualityGate, "run_checkpoint", counting)
+    runs = _counting_runs(monkeypatch)
     many = gate.validate_many("impressions_raw", [(f, name, "t") for name, f in files], RAW_PARAMS)
     assert [_as_dict(r) for r in many] == alone
-    assert [r.success for r in many] == [True, False, True, True, False, False, True]
+    assert [r.success for r in many] == [True, False, True, True, False, False, True, False]
     assert many[1].failed_critical == ["traffic_known"] and many[1].failures[0]["rows"] == [7]
+    assert many[7].failed_critical == ["traffic_known", "signal_is_boolean[s1]"]  # the suite's order
+    assert many[7].failures[0]["unexpected_count"] == 4 and many[7].failures[1]["rows"] == [4]
     assert many[3].failed_warning == ["attribute_not_null[grp]"]
-    # one stacked run of the 5 files with all columns and rows, then bad, warn, nos2 and empty alone
-    assert runs[0].startswith("5 subjects") and sorted(runs[1:]) == sorted(
-        ["bad.parquet", "warn.parquet", "nos2.parquet", "empty.parquet"]
-    )
+    full = many[0].n_expectations
+    stacked, *rest = runs
+    assert stacked[0] == "impressions_raw" and stacked[1].startswith("6 subjects") and stacked[2] == full
+    assert sorted(rest) == [
+        ("impressions_raw", "empty.parquet", many[5].n_expectations),
+        ("impressions_raw", "nos2.parquet", many[4].n_expectations),
+        ("impressions_raw.failed", "bad.parquet", 1),
+        ("impressions_raw.failed", "bad2.parquet", 2),
+        ("impressions_raw.failed", "warn.parquet", 1),
+    ]
+
+
+def test_validate_many_days_with_a_missing_traffic_run_alone(gate, monkeypatch):
+    """impressions_day's table-level rule (the random traffic is present) is
+    decided for each day: the days that have it are checked in one run, a day
+    without it alone, and every day's result is the one of its own run."""
+    params = {"positive_rate_min": 0.0, "positive_rate_max": 1.0}
+    rows = [("default", "c", "g", "a", 600, 30), ("default", "c", "g", "b", 400, 10)]
+    rows += [("random", "all", "g", "a", 200_000, 12_000), ("random", "all", "g", "b", 100_000, 3_000)]
+    days = [day_check_frame(_counts(rows), 0.1, 0.05) for _ in range(3)]
+    days.append(day_check_frame(_counts(rows[:2]), 0.1, 0.05))  # no random traffic
+    days.append(day_check_frame(_counts([*rows[:3], ("random", "all", "g", "b", 100_000, 0)]), 0.1, 0.05))
+    items = [(f, f"impressions d{i}", f"d{i}") for i, f in enumerate(days)]
+    alone = [_as_dict(gate.validate("impressions_day", f, params, s, r)) for f, s, r in items]
+    runs = _counting_runs(monkeypatch)
+    many = gate.validate_many("impressions_day", items, params)
+    assert [_as_dict(r) for r in many] == alone
+    assert [r.failed_critical for r in many] == [[], [], [], ["random_traffic_present"], ["group_has_positives"]]
+    assert [(s, subject) for s, subject, _ in runs] == [
+        ("impressions_day", "4 subjects: impressions d0 d0 .. impressions d4 d4"),
+        ("impressions_day.failed", "impressions d4"),
+        ("impressions_day", "impressions d3"),
+    ]
 
 
 def test_validate_many_keeps_uniqueness_per_subject(gate):

@@ -173,6 +173,59 @@ def test_duckdb_views_have_the_registry_schema_and_read_the_files(tmp_path):
     con.close()
 
 
+def test_views_are_created_again_only_when_their_sql_changes(tmp_path):
+    """Within a run (``made``), a publish that adds a day creates no view again
+    (the views read their partitions by glob); a partition that brings a
+    registry column no earlier file had (an older fairmon's partitions beside
+    a newer one's) re-creates that table's view and its _published view only.
+    The columns come from the files' footers and give the same view as
+    DuckDB's own DESCRIBE of the partitions."""
+    wh = tmp_path / "wh"
+    con = duckdb.connect(str(tmp_path / "t.duckdb"))
+    made: dict[str, str] = {}
+    frames = {k: v.with_columns(pl.lit("r1").alias("run_id")) for k, v in _frames().items()}
+    frames["reo"] = frames["reo"].drop("design_effect")  # written before the column existed
+    write_partitions(wh, D, frames)
+    refresh_views(con, wh, made)
+    assert set(made) == set(TABLES)
+    for name in TABLES:  # footers (partition_columns) give DuckDB's own view of the files
+        described = con.sql(f"DESCRIBE SELECT * FROM {ddl.read_parquet_sql(wh, name)}").pl()
+        assert made[name] == ddl.table_view_sql(name, wh, described.get_column("column_name").to_list()), name
+    assert 'NULL::DOUBLE AS "design_effect"' in made["reo"]
+    executed: list[str] = []
+    rec = _Recording(con, executed)
+    d2 = D + dt.timedelta(days=1)
+    write_partitions(wh, d2, {k: v.with_columns(pl.lit(d2).alias("ds")) for k, v in frames.items()})
+    refresh_views(rec, wh, made)
+    assert executed == []  # a new day: nothing to create again ...
+    assert con.sql('SELECT count(DISTINCT ds) FROM "reo"').fetchall() == [(2,)]  # ... and the views see it
+    d3 = d2 + dt.timedelta(days=1)
+    newer = frames["reo"].with_columns(pl.lit(d3).alias("ds"), pl.lit(1.5).alias("design_effect"))
+    write_partitions(wh, d3, {"reo": newer})
+    refresh_views(rec, wh, made)
+    assert [e.split(" AS")[0] for e in executed] == [
+        'CREATE OR REPLACE VIEW "reo"',
+        'CREATE OR REPLACE VIEW "reo_published"',
+    ]
+    got = con.sql('SELECT ds, design_effect FROM "reo" ORDER BY ds').fetchall()
+    assert [r[1] for r in got] == [None] * (2 * frames["reo"].height) + [1.5] * frames["reo"].height
+    con.close()
+
+
+class _Recording:
+    """A DuckDB connection that records the statements given to execute()."""
+
+    def __init__(self, con, log: list[str]):
+        self._con, self._log = con, log
+
+    def execute(self, sql, *args, **kwargs):
+        self._log.append(sql)
+        return self._con.execute(sql, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._con, name)
+
+
 def test_published_views_show_only_the_latest_published_run_of_each_day(tmp_path):
     wh = tmp_path / "wh"
     con = duckdb.connect(str(tmp_path / "t.duckdb"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 import polars as pl
@@ -58,13 +59,13 @@ def parquet_glob(warehouse: Path, name: str) -> str:
     return str(warehouse.resolve() / table(name).name / "ds=*" / "part-0.parquet")
 
 
-def table_view_sql(name: str, warehouse: Path, present: dict[str, str] | None) -> str:
+def table_view_sql(name: str, warehouse: Path, present: Collection[str] | None) -> str:
     """The DuckDB view ``name`` over the table's Parquet partitions (the one
     copy of the outputs, DESIGN §1), with the registry's columns, order and
     types (``ds`` from the partition path; a column missing from every file,
     e.g. one added after older partitions were written, reads as NULL).
-    ``present`` maps the columns the files have to their DuckDB types, or is
-    None when the table has no partition yet (an empty, typed view)."""
+    ``present`` holds the names of the columns the files have (``ds`` among
+    them), or is None when the table has no partition yet (an empty, typed view)."""
     t = table(name)
     if present is None:
         cols = ", ".join(f"NULL::{duckdb_type(c.dtype)} AS {ident(c.name)}" for c in t.stored_columns)

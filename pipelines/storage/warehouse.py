@@ -89,28 +89,64 @@ def clean_tmp(warehouse: Path, older_than_s: float = 3600.0) -> None:
             p.unlink(missing_ok=True)
 
 
-def refresh_views(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
+#: Column names of partition files, by (path, inode, size, mtime_ns): a partition is replaced by a
+#: rename, so a new file has a new key; each file's Parquet footer is read once per process.
+_FILE_COLUMNS: dict[tuple[str, int, int, int], frozenset[str]] = {}
+
+
+def partition_columns(files: list[Path]) -> set[str]:
+    """The columns the views see over ``files`` (partition files of one
+    table): the union of their Parquet columns (``union_by_name``) plus ``ds``,
+    which comes from the path. Raises OSError for an unreadable file."""
+    import pyarrow.parquet as pq
+
+    cols = {"ds"}
+    for f in files:
+        st = f.stat()
+        key = (str(f), st.st_ino, st.st_size, st.st_mtime_ns)
+        names = _FILE_COLUMNS.get(key)
+        if names is None:
+            names = _FILE_COLUMNS[key] = frozenset(pq.read_schema(f).names)
+        cols |= names
+    return cols
+
+
+def refresh_views(con: duckdb.DuckDBPyConnection, warehouse: Path, made: dict[str, str] | None = None) -> None:
     """(Re)create the DuckDB views over the warehouse: one per registry table
     (empty and typed until it has a partition) and ``<table>_published``
     (DESIGN §1 "one copy of the outputs", §3). A DuckDB file from an earlier
     fairmon version, which mirrored the outputs into tables, has those tables
-    dropped: the Parquet files are the outputs. Cheap (metadata only); called
-    after every publish."""
-    db.execute(con, "runs_create")
-    db.execute(con, "runs_migrate")
-    kinds = dict(db.query(con, "catalog_objects").iter_rows())
+    dropped: the Parquet files are the outputs. Called after every publish.
+
+    ``made`` ({view: SQL}) holds the views this run has already created in
+    this DuckDB file (:attr:`fairmon.pipelines.run.Run.views`; empty at the
+    run's first call, which creates everything): a view whose SQL is unchanged
+    is left as it is, since it reads its partitions by a glob when queried
+    and creating it again costs a read of every partition's footer (a
+    backfill's cost would grow with the square of its days). ``made`` is
+    updated. None: every view is created."""
+    first = not made
+    if first:
+        db.execute(con, "runs_create")
+        db.execute(con, "runs_migrate")
+        kinds = dict(db.query(con, "catalog_objects").iter_rows())
+        for name in TABLES:
+            if kinds.get(name) == "BASE TABLE":
+                con.execute(f"DROP TABLE {ddl.ident(name)}")
+    changed = set()
     for name in TABLES:
-        if kinds.get(name) == "BASE TABLE":
-            con.execute(f"DROP TABLE {ddl.ident(name)}")
         files = list((warehouse / name).glob(f"ds=*/{PART_FILE}"))
-        present = None
-        if files:
-            described = con.sql(f"DESCRIBE SELECT * FROM {ddl.read_parquet_sql(warehouse, name)}").pl()
-            present = dict(described.select("column_name", "column_type").iter_rows())
-        con.execute(ddl.table_view_sql(name, warehouse, present))
-    db.execute(con, "published_runs_view")
+        sql = ddl.table_view_sql(name, warehouse, partition_columns(files) if files else None)
+        if made is None or made.get(name) != sql:
+            con.execute(sql)
+            changed.add(name)
+            if made is not None:
+                made[name] = sql
+    if first:
+        db.execute(con, "published_runs_view")
     for name in GATED_TABLES:
-        con.execute(ddl.published_view_sql(name))
+        if first or name in changed:
+            con.execute(ddl.published_view_sql(name))
 
 
 def remove_partitions(warehouse: Path, ds: dt.date, keep: set[str]) -> list[str]:
