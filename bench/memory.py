@@ -23,31 +23,35 @@ import sys
 from common import DEFAULT_DATA, ROOT, START, Stopwatch, make_days, peak_rss_gb, write_config
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", type=int, default=100_000_000, help="total rows over the 14 days")
-    ap.add_argument("--data", type=__import__("pathlib").Path, default=DEFAULT_DATA)
-    args = ap.parse_args()
-    files = make_days(args.data, args.rows)
-    work = args.data / f"memory-{args.rows}"
+def cold_backfill(rows: int, data, cluster_by: str = "auto") -> tuple[float, int, float, int]:
+    """``fairmon backfill`` over bench/counts.py's 14 files of ``rows`` rows in
+    a new process, on a fresh project (``[estimation] cluster_by``). Returns (wall seconds, days published,
+    peak resident GB of the process and what it started, number of files)."""
+    files = make_days(data, rows)
+    work = data / f"memory-{rows}"
     subprocess.run(["rm", "-rf", str(work)], check=True)
-    config = write_config(work, files[0].parent, random_window_days=7)
+    config = write_config(work, files[0].parent, random_window_days=7, cluster_by=cluster_by)
     end = START.fromordinal(START.toordinal() + len(files) - 1)
     cmd = [sys.executable, "-m", "fairmon", "backfill", "-c", str(config), "--start", str(START), "--end", str(end)]
     size_gb = sum(f.stat().st_size for f in files) / 1e9
     print(
-        f"{args.rows:,} rows in {len(files)} Parquet files ({size_gb:.2f} GB); running: fairmon backfill "
+        f"{rows:,} rows in {len(files)} Parquet files ({size_gb:.2f} GB); running: fairmon backfill "
         f"--start {START} --end {end}"
     )
     with Stopwatch() as w:
         res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if res.returncode:
         raise SystemExit(f"fairmon backfill failed:\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
-    published = res.stdout.count("│ published")
-    peak = peak_rss_gb(resource.RUSAGE_CHILDREN)
-    print(
-        f"wall {w.seconds:.1f} s, {published} day(s) published, {args.rows / w.seconds / 1e6:.1f} M rows/s end to end"
-    )
+    return w.seconds, res.stdout.count("│ published"), peak_rss_gb(resource.RUSAGE_CHILDREN), len(files)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=100_000_000, help="total rows over the 14 days")
+    ap.add_argument("--data", type=__import__("pathlib").Path, default=DEFAULT_DATA)
+    args = ap.parse_args()
+    wall, published, peak, _ = cold_backfill(args.rows, args.data)
+    print(f"wall {wall:.1f} s, {published} day(s) published, {args.rows / wall / 1e6:.1f} M rows/s end to end")
     print(f"peak resident memory: {peak:.2f} GB")
     print(f"ratio peak / 4 GB = {peak / 4:.2f} (target < 1)")
 
