@@ -93,6 +93,51 @@ def _check_prefetch(cfg, days, frames, run):
     assert per_file[0].get_column("id_copies").max() == 1 and per_file[2].get_column("id_copies").max() == 1
 
 
+@pytest.mark.parametrize("collide", [False, True])
+def test_duplicate_ids_by_hash_first_equal_the_exact_aggregation(tmp_path, monkeypatch, collide):
+    """The duplicate-id check hashes each file's id keys first and runs the
+    exact aggregation only on a file with a repeated hash: ``copies`` is the
+    exact aggregation's over all files, with duplicates in one file of three.
+    With every key forced onto one hash (``collide``: distinct keys sharing a
+    hash), every file goes to the exact aggregation, which still finds only
+    the true duplicates."""
+    import duckdb
+
+    from fairmon.pipelines.ingest import engines
+    from fairmon.pipelines.ingest.adapters import ID_KEY, _parquet_rows, duplicate_ids
+
+    rng = np.random.default_rng(5)
+    (tmp_path / "in").mkdir()
+    files = []
+    for i, dups in enumerate([0, 4, 0]):
+        f = tmp_path / f"d{i}.parquet"
+        _day(tmp_path, D0, 200, rng, dup_rows=dups).write_parquet(f)
+        files.append(f)
+    if collide:
+        real = engines.render
+        monkeypatch.setattr(
+            engines,
+            "render",
+            lambda name, **cols: (
+                "SELECT 0::UBIGINT AS __id_hash FROM raw_part"
+                if name == "impressions_id_hashes"
+                else real(name, **cols)
+            ),
+        )
+    keys = ["__file", *ID_KEY]
+    with duckdb.connect() as con:
+        parts = [_parquet_rows(con, [str(f)], i) for i, f in enumerate(files)]
+        n = duplicate_ids(con, iter(parts), keys)
+        got = con.sql("SELECT * FROM copies ORDER BY ALL").pl()
+        con.register("allrows", pl.concat([p.pl() for p in parts]))
+        keysql = ", ".join(keys)
+        want = con.sql(
+            f"SELECT {keysql}, count(*) AS id_copies FROM allrows GROUP BY {keysql} HAVING count(*) > 1 ORDER BY ALL"
+        ).pl()
+    assert n == 4 and got.height == 4 and set(got.get_column("__file")) == {1}
+    assert got.cast(want.schema).equals(want)
+
+
 def test_a_file_changed_after_prefetch_is_read_again(three_days):
     cfg, days, _ = three_days
     unit = units_for_day(cfg, days[0])[0]
