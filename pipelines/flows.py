@@ -50,7 +50,7 @@ from fairmon.pipelines.storage.warehouse import clean_tmp, refresh_views, remove
 from fairmon.transforms.contract import InputContractError
 from fairmon.transforms.decision_tables import sdt_table, threshold_tables
 from fairmon.transforms.envy_tables import envy_user_tables, group_envy_table
-from fairmon.transforms.quality import day_check_frame, group_counts_check_frame, reo_check_frame
+from fairmon.transforms.quality import day_check_frame, group_counts_check_frame, reo_ab_check_frame, reo_check_frame
 from fairmon.transforms.reach_tables import (
     reach_group_inputs,
     reach_group_table,
@@ -347,12 +347,15 @@ def check_outputs(
 
 def output_check_frames(tables: dict[str, pl.DataFrame], totals: pl.DataFrame | None) -> dict[str, pl.DataFrame]:
     """The frames the output suites check, per table: group_counts beside
-    ``totals``, reo with its √(K−1) bound; the others as they are."""
+    ``totals``, reo with its √(K−1) bound, reo_ab with its undefined rows
+    that lack a reason; the others as they are."""
     frames = dict(tables)
     if "group_counts" in frames:
         frames["group_counts"] = group_counts_check_frame(frames["group_counts"], totals)
     if "reo" in frames:
         frames["reo"] = reo_check_frame(frames["reo"])
+    if "reo_ab" in frames:
+        frames["reo_ab"] = reo_ab_check_frame(frames["reo_ab"])
     return frames
 
 

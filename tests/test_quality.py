@@ -22,9 +22,10 @@ from fairmon.transforms.quality import (
     group_counts_check_frame,
     published_days,
     raw_check_frame,
+    reo_ab_check_frame,
     reo_check_frame,
 )
-from fairmon.transforms.reo_tables import GROUP_COUNTS_SCHEMA
+from fairmon.transforms.reo_tables import GROUP_COUNTS_SCHEMA, reo_ab_table
 
 D0 = dt.date(2026, 4, 1)
 RAW_PARAMS = {
@@ -277,6 +278,32 @@ def test_output_suites_catch_broken_tables(gate):
     totals = pl.DataFrame({"traffic": ["default"], "arm": ["all"], "n": [100]})
     r = gate.validate("group_counts", group_counts_check_frame(c, totals), {}, "group_counts", "t")
     assert r.failed_critical == ["groups_add_up_to_traffic_total"]
+
+
+def test_an_undefined_ab_difference_needs_its_reason(gate):
+    """reo_ab: a NaN difference that says why (delta_paper on clustered rows)
+    passes; the same row without its reason fails undefined_diff_has_reason."""
+    c = _counts(
+        [
+            ("default", "control", "g", "a", 6000, 900),
+            ("default", "control", "g", "b", 4000, 500),
+            ("default", "treatment", "g", "a", 6000, 800),
+            ("default", "treatment", "g", "b", 4000, 560),
+            ("random", "all", "g", "a", 3000, 300),
+            ("random", "all", "g", "b", 2000, 260),
+        ]
+    )
+    ab = reo_ab_table(c, D0, [("control", "treatment")], methods=("delta",))
+    assert ab.get_column("se").is_finite().all()
+    explained = ab.with_columns(
+        pl.lit(float("nan")).alias("se"), pl.lit("delta_paper assumes independent rows").alias("reason")
+    )
+    unexplained = explained.with_columns(pl.lit(None, pl.String).alias("reason"))
+    for frame, failed in [(ab, []), (explained, []), (unexplained, ["undefined_diff_has_reason"])]:
+        r = gate.validate("reo_ab", reo_ab_check_frame(frame), {}, "reo_ab", "t")
+        assert r.success and r.failed_warning == failed
+    (f,) = gate.validate("reo_ab", reo_ab_check_frame(unexplained), {}, "reo_ab", "t").failures
+    assert f["unexpected_count"] == ab.height
 
 
 def _profile(raw):

@@ -84,6 +84,19 @@ def reo_check_frame(reo: pl.DataFrame) -> pl.DataFrame:
     return reo.with_columns((pl.col("K").cast(pl.Float64) - 1).clip(0).sqrt().alias("reo_max"))
 
 
+def reo_ab_check_frame(reo_ab: pl.DataFrame) -> pl.DataFrame:
+    """reo_ab with ``undefined_without_reason``: True on a row whose
+    standard error is NaN or null while ``reason`` is null or empty. An
+    undefined difference with its reason is an answer (e.g. ``delta_paper``
+    on clustered rows, DESIGN §4.1); one without is a defect."""
+    se, reason = pl.col("se"), pl.col("reason")
+    return reo_ab.with_columns(
+        ((se.is_null() | se.is_nan()) & (reason.is_null() | (reason.str.strip_chars() == ""))).alias(
+            "undefined_without_reason"
+        )
+    )
+
+
 def excluded_days(dq: pl.DataFrame) -> pl.DataFrame:
     """Days whose latest data-quality results hold a failure, with reasons.
 
