@@ -19,6 +19,7 @@ import datetime as dt
 import json
 import time
 import uuid
+from contextlib import nullcontext
 from pathlib import Path
 
 import polars as pl
@@ -43,7 +44,7 @@ from fairmon.pipelines.ingest.staging import (
     warn,
 )
 from fairmon.pipelines.quality import DQResult, build_docs, dq_frame, gate_for
-from fairmon.pipelines.run import active_run, ensure_run
+from fairmon.pipelines.run import active_run, ensure_run, frames_digest
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock
 from fairmon.pipelines.storage.warehouse import clean_tmp, refresh_views, remove_partitions, write_partitions
@@ -140,7 +141,7 @@ def check_day(cfg: FairmonConfig, ds: dt.date, counts: pl.DataFrame) -> DQResult
     return explain_random_traffic(cfg, ds, result)
 
 
-def precheck_days(cfg: FairmonConfig, days: list[dt.date]) -> None:
+def precheck_days(cfg: FairmonConfig, days: list[dt.date]) -> float:
     """Before a backfill's days run: the checks each day will make on its
     impressions counts and outputs (``impressions_day`` and the output suites
     of :func:`check_outputs`), computed now from the counts
@@ -148,13 +149,15 @@ def precheck_days(cfg: FairmonConfig, days: list[dt.date]) -> None:
     the days (:meth:`fairmon.pipelines.quality.QualityGate.validate_many`,
     same results as one run per day). Each day still computes its own
     estimates and makes its own checks; a check of the very frame checked
-    here takes the result kept in the run, any other runs GX as before.
-    Nothing is published here and no day is decided here."""
+    here takes the result kept in the run, any other runs GX as before;
+    likewise the estimates (:func:`estimate_ahead`). Nothing is published here
+    and no day is decided here. Returns the estimators' wall seconds."""
     if cfg.impressions is None or not days:
-        return
+        return 0.0
     q = cfg.quality
     day_params = {"positive_rate_min": q.positive_rate_min, "positive_rate_max": q.positive_rate_max}
     by_suite: dict[str, list[tuple[pl.DataFrame, str, str]]] = {}
+    seconds = 0.0
     for ds in days:
         ready = peek_range_counts(ds)
         if ready is None:
@@ -163,7 +166,9 @@ def precheck_days(cfg: FairmonConfig, days: list[dt.date]) -> None:
         counts = counts.cast(GROUP_COUNTS_SCHEMA).select(list(GROUP_COUNTS_SCHEMA))
         try:  # only a shortcut: a day whose estimates fail here computes, checks and reports them itself
             frames = {"impressions_day": day_check_frame(counts, q.sufficiency_epsilon, q.sufficiency_delta)}
-            tables = {"group_counts": counts, **estimate.fn(cfg, counts, ds, buckets)}
+            est, took = estimate_ahead(cfg, counts, ds, buckets)
+            seconds += took
+            tables = {"group_counts": counts, **est}
             frames |= output_check_frames(tables, totals)
         except Exception as e:
             run_logger().info("%s: no checks ahead (%s: %s); the day checks itself", ds, type(e).__name__, e)
@@ -174,6 +179,7 @@ def precheck_days(cfg: FairmonConfig, days: list[dt.date]) -> None:
     gate = gate_for(cfg)
     for suite, frames in by_suite.items():
         gate.validate_many(suite, frames, day_params if suite == "impressions_day" else {}, remember=True)
+    return seconds
 
 
 def explain_random_traffic(cfg: FairmonConfig, ds: dt.date, result: DQResult) -> DQResult:
@@ -199,6 +205,13 @@ def estimate(
     counts when rows are clustered (cluster-robust intervals, transforms/cluster.py).
     Returns {reo_group, reo[, reo_ab, reo_stage, rsp, user_precision]}."""
     log = run_logger()
+    run = active_run()
+    key = frames_digest(counts, buckets, extra=str(ds))
+    with run.lock if run else nullcontext():
+        ahead = run.estimated.pop(ds, None) if run else None
+    if ahead is not None and ahead[0] == key:
+        log.info("estimators %s: taken from the backfill's checks ahead (same counts)", ds)
+        return dict(ahead[1])
     t0 = time.perf_counter()
     est, ab = cfg.estimation, cfg.ab
     with timing.clock(ds, "estimators"):
@@ -251,6 +264,26 @@ def estimate(
         time.perf_counter() - t0,
     )
     return out
+
+
+def estimate_ahead(
+    cfg: FairmonConfig, counts: pl.DataFrame, ds: dt.date, buckets: pl.DataFrame | None
+) -> tuple[dict[str, pl.DataFrame], float]:
+    """:func:`estimate` for day ``ds`` before its run (a backfill's checks
+    ahead), kept in the current run for the day's own estimate step, which
+    takes it when its counts and buckets are the same frames (digest).
+    Returns (the tables, the estimators' wall seconds). Raises what
+    :func:`estimate` raises."""
+    run = active_run()
+    timing.start(ds)  # a book of its own for the day, closed here: the day's run opens a fresh one
+    try:
+        out = estimate.fn(cfg, counts, ds, buckets)
+    finally:
+        seconds = timing.take(ds)["estimators"]
+    if run is not None:
+        with run.lock:
+            run.estimated[ds] = (frames_digest(counts, buckets, extra=str(ds)), out)
+    return out, seconds
 
 
 def cluster_name(cfg: FairmonConfig) -> str:

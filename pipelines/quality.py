@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-import hashlib
-import io
 import json
 import logging
 import os
@@ -32,7 +30,7 @@ import numpy as np
 import polars as pl
 
 from fairmon.pipelines.config import FairmonConfig
-from fairmon.pipelines.run import active_run
+from fairmon.pipelines.run import active_run, frames_digest
 from fairmon.resources import suite_file
 from fairmon.transforms.contract import PROFILE_N, PROFILE_ROW
 from fairmon.transforms.tables import polars_schema
@@ -348,10 +346,7 @@ class QualityGate:
     def _digest(self, frame: pl.DataFrame, params: dict) -> str:
         """What a result depends on besides the suite: the frame's schema and
         values, the parameters and the severity overrides."""
-        buf = io.BytesIO()
-        frame.write_ipc(buf)
-        extra = json.dumps([params, self.severity], sort_keys=True, default=str).encode()
-        return hashlib.sha256(buf.getvalue() + extra).hexdigest()
+        return frames_digest(frame, extra=[params, self.severity])
 
     def _take_prechecked(
         self, suite: str, frame: pl.DataFrame, params: dict, subject: str, run_name: str

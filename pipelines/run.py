@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import contextvars
 import datetime as dt
+import hashlib
+import io
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -51,6 +54,10 @@ class Run:
       check frames (:meth:`fairmon.pipelines.quality.QualityGate.validate_many`),
       keyed by (suite, subject, run name) with the digest of the frame and
       parameters they hold for; a day's check of the same frame takes it.
+    - ``estimated``: a backfill's estimator tables computed ahead for its
+      days' checks (:func:`fairmon.pipelines.flows.precheck_days`), keyed by
+      day with the digest of the counts they came from; the day's estimate
+      step takes them when its counts are the same.
     - ``views``: the DuckDB views this run created, {view: SQL}
       (:func:`fairmon.pipelines.storage.warehouse.refresh_views` creates only
       those whose SQL changed).
@@ -68,6 +75,7 @@ class Run:
     # per catalog table (engine = "spark"): each day's partition fingerprint (None: no partition), listed once a run
     table_fingerprints: dict[str, dict[dt.date, tuple[int, int] | None]] = field(default_factory=dict)
     prechecked: dict[tuple[str, str, str], tuple[str, object]] = field(default_factory=dict)
+    estimated: dict[dt.date, tuple[str, dict[str, pl.DataFrame]]] = field(default_factory=dict)
     views: dict[str, str] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
@@ -121,3 +129,17 @@ def in_run(fn):
         return ctx.copy().run(fn, *args, **kwargs)
 
     return call
+
+
+def frames_digest(*frames: pl.DataFrame | None, extra=None) -> str:
+    """SHA-256 of the frames' schemas and values (Arrow IPC; None counts as
+    absent) and of ``extra`` (JSON-able), for the run's caches of results
+    computed ahead: equal digests mean equal inputs."""
+    h = hashlib.sha256()
+    for frame in frames:
+        buf = io.BytesIO()
+        if frame is not None:
+            frame.write_ipc(buf)
+        h.update(len(buf.getvalue()).to_bytes(8, "little") + buf.getvalue())
+    h.update(json.dumps(extra, sort_keys=True, default=str).encode())
+    return h.hexdigest()

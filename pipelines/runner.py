@@ -112,7 +112,7 @@ def run_days(
     """Run the daily flow for each of ``days`` in one run of ``cfg``.
 
     ``on_prestage`` receives the range's prestage figures ({files, staged,
-    ingest, checks, counts}; ranges of more than one day); ``on_day`` each
+    ingest, checks, counts, estimators}; ranges of more than one day); ``on_day`` each
     day's summary as it finishes. Returns one summary per day, in day order
     (see :func:`day_summary`). Raises
     :class:`fairmon.pipelines.storage.locking.RunLockedError` when another
@@ -132,9 +132,10 @@ def run_days(
             if len(days) > 1:  # one scan, one staging transaction and one count for the whole range
                 pre = prestage_impressions(cfg, days, force_ingest)
                 timing.start("prestage")
-                with timing.clock("prestage", "checks"):
-                    precheck_days(cfg, days)  # the days' checks on their counts and outputs, one GX run a suite
-                pre["checks"] = pre.get("checks", 0.0) + timing.take("prestage").get("checks", 0.0)
+                with timing.clock("prestage", "checks"):  # the days' checks on their counts and outputs ahead
+                    estimators = precheck_days(cfg, days)  # (one GX run a suite), their estimates with them
+                pre["checks"] = pre.get("checks", 0.0) + timing.take("prestage").get("checks", 0.0)  # less estimators
+                pre["estimators"] = estimators
                 if on_prestage is not None:
                     on_prestage(pre)
         finally:

@@ -104,7 +104,7 @@ def test_duplicate_ids_by_hash_first_equal_the_exact_aggregation(tmp_path, monke
     import duckdb
 
     from fairmon.pipelines.ingest import engines
-    from fairmon.pipelines.ingest.adapters import ID_KEY, _parquet_rows, duplicate_ids
+    from fairmon.pipelines.ingest.adapters import ID_KEY, duplicate_ids
 
     rng = np.random.default_rng(5)
     (tmp_path / "in").mkdir()
@@ -126,7 +126,7 @@ def test_duplicate_ids_by_hash_first_equal_the_exact_aggregation(tmp_path, monke
         )
     keys = ["__file", *ID_KEY]
     with duckdb.connect() as con:
-        parts = [_parquet_rows(con, [str(f)], i) for i, f in enumerate(files)]
+        parts = [con.sql(f"SELECT {i} AS __file, * FROM read_parquet('{f}')") for i, f in enumerate(files)]
         n = duplicate_ids(con, iter(parts), keys)
         got = con.sql("SELECT * FROM copies ORDER BY ALL").pl()
         con.register("allrows", pl.concat([p.pl() for p in parts]))

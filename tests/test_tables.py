@@ -150,6 +150,34 @@ def _record(con, run_id, ds, status, minute):
     )
 
 
+def test_a_day_takes_the_estimates_made_ahead_only_for_the_same_counts(tmp_path, monkeypatch):
+    """A backfill's checks ahead estimate each day (estimate_ahead); the day's
+    estimate step returns those tables without computing again when its
+    counts are the same frame, and computes anew from other counts."""
+    from fairmon.pipelines import flows
+    from fairmon.pipelines.config import load_config
+    from fairmon.pipelines.run import Run, run_scope
+
+    (tmp_path / "f.toml").write_text(
+        'warehouse = "wh"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\npath = "in/{ds}.csv"\n'
+        'signals = ["s1"]\nattributes = ["grp"]\n[ab]\ncontrol = "control"\n'
+    )
+    cfg = load_config(tmp_path / "f.toml")
+    calls = []
+    real = flows.reo_tables
+    monkeypatch.setattr(flows, "reo_tables", lambda *a, **k: calls.append(1) or real(*a, **k))
+    counts = _counts()
+    with run_scope(Run(cfg)):
+        ahead, seconds = flows.estimate_ahead(cfg, counts, D, None)
+        assert calls == [1] and seconds > 0 and set(ahead) >= {"reo", "reo_group", "reo_ab"}
+        same = flows.estimate.fn(cfg, counts.clone(), D, None)
+        assert calls == [1] and all(same[k].equals(ahead[k]) for k in ahead)
+        flows.estimate_ahead(cfg, counts, D, None)
+        other = counts.with_columns(pl.col("n_pos") + 1)
+        fresh = flows.estimate.fn(cfg, other, D, None)
+        assert calls == [1, 1, 1] and not fresh["reo"].equals(ahead["reo"])
+
+
 def test_duckdb_views_have_the_registry_schema_and_read_the_files(tmp_path):
     wh = tmp_path / "wh"
     con = duckdb.connect(str(tmp_path / "t.duckdb"))
