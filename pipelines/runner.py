@@ -86,10 +86,12 @@ def without_heartbeat() -> Iterator[None]:
         yield
 
 
-def day_summary(run: Run, ds: dt.date, force_ingest: bool, wait_seconds: float) -> dict:
+def day_summary(run: Run, ds: dt.date, force_ingest: bool, wait_seconds: float, heartbeat: bool = True) -> dict:
     """Run the daily flow for ``ds`` in ``run`` and summarise it:
-    {ds, status: published | quarantined | failed, ...the flow's result, or error}."""
-    state = daily(run.cfg, ds, force_ingest, wait_seconds, return_state=True)
+    {ds, status: published | quarantined | failed, ...the flow's result, or error}.
+    ``heartbeat=False`` for a day run under a parent flow run (:func:`without_heartbeat`)."""
+    with nullcontext() if heartbeat else without_heartbeat():
+        state = daily(run.cfg, ds, force_ingest, wait_seconds, return_state=True)
     try:
         return {"ds": ds, "status": "published", **state.result()}
     except DayQuarantined as e:
@@ -142,15 +144,13 @@ def run_days(
             api.result()  # raises what starting the API raised
 
         def each_day() -> None:
-            # a backfill's days run under its parent run, which keeps the heartbeat; the settings are
-            # entered once (Prefect builds them anew at each entry) and the day threads copy them (in_run)
-            with nullcontext() if len(days) == 1 else without_heartbeat():
-                one = in_run(lambda ds: day_summary(run, ds, force_ingest, wait_seconds))
-                with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-                    for r in pool.map(one, days):
-                        results[r["ds"]] = r
-                        if on_day is not None:
-                            on_day(r)
+            # a backfill's days run under its parent run, which keeps the heartbeat
+            one = in_run(lambda ds: day_summary(run, ds, force_ingest, wait_seconds, heartbeat=len(days) == 1))
+            with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+                for r in pool.map(one, days):
+                    results[r["ds"]] = r
+                    if on_day is not None:
+                        on_day(r)
 
         if len(days) > 1:  # one parent run in Prefect's UI; the days are its fairmon-daily/<ds> subflow runs
             backfill(days[0], days[-1], len(days), each_day)
