@@ -111,8 +111,13 @@ def main() -> None:
 
     fresh(args.data)
     stats: dict = {}
+
+    def add(pre: dict) -> None:  # a long range is prestaged in chunks: their figures add up
+        for k, v in pre.items():
+            stats[k] = stats.get(k, 0) + v
+
     with Stopwatch() as w:
-        results = run_days(load_config(config), days, config_path=str(config), on_prestage=stats.update)
+        results = run_days(load_config(config), days, config_path=str(config), on_prestage=add)
     bad = [r for r in results if r["status"] != "published"]
     if bad:
         raise SystemExit(f"backfill failed: {bad[0]}")

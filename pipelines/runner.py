@@ -31,6 +31,10 @@ from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock
 from fairmon.pipelines.storage.warehouse import clean_tmp
 
+#: Days prestaged together in a backfill (:func:`run_days`): a month's files
+#: profiled and staged at once; memory follows this, not the range's length.
+PRESTAGE_DAYS = 31
+
 
 def start_api() -> None:
     """Reach the Prefect API from the calling thread, starting Prefect's
@@ -110,12 +114,17 @@ def run_days(
     wait_seconds: float = 0.0,
     on_prestage: Callable[[dict], None] | None = None,
     on_day: Callable[[dict], None] | None = None,
+    prestage_days: int = PRESTAGE_DAYS,
 ) -> list[dict]:
     """Run the daily flow for each of ``days`` in one run of ``cfg``.
 
-    ``on_prestage`` receives the range's prestage figures ({files, staged,
-    ingest, checks, counts, estimators}; ranges of more than one day); ``on_day`` each
-    day's summary as it finishes. Returns one summary per day, in day order
+    A range of more than one day is prestaged (one profile scan, staging
+    transaction and count, and the checks ahead) in chunks of at most
+    ``prestage_days`` consecutive days, each just before its days run, so
+    that memory follows the chunk, not the range. ``on_prestage`` receives
+    each chunk's prestage figures ({files, staged, ingest, checks, counts,
+    estimators}); ``on_day`` each day's summary as it finishes. Returns one
+    summary per day, in day order
     (see :func:`day_summary`). Raises
     :class:`fairmon.pipelines.storage.locking.RunLockedError` when another
     process holds the DuckDB file longer than ``wait_seconds``.
@@ -129,28 +138,37 @@ def run_days(
             clean_tmp(cfg.warehouse_path, older_than_s=0)
             refresh_run_views(cfg)  # views over what the warehouse holds now
         preload_gate(cfg)  # GX imports while Prefect's API starts
+        chunks = [days[i : i + max(1, prestage_days)] for i in range(0, len(days), max(1, prestage_days))]
+
+        def prestage(chunk: list[dt.date]) -> None:
+            """One scan, one staging transaction and one count for the chunk; its checks ahead."""
+            pre = prestage_impressions(cfg, chunk, force_ingest)
+            timing.start("prestage")
+            with timing.clock("prestage", "checks"):  # the days' checks on their counts and outputs ahead
+                estimators = precheck_days(cfg, chunk)  # (one GX run a suite), their estimates with them
+            pre["checks"] = pre.get("checks", 0.0) + timing.take("prestage").get("checks", 0.0)  # less estimators
+            pre["estimators"] = estimators
+            if on_prestage is not None:
+                on_prestage(pre)
+
         api = start_api_in_background()  # its temporary server starts (seconds) while the range is prestaged
         try:
-            if len(days) > 1:  # one scan, one staging transaction and one count for the whole range
-                pre = prestage_impressions(cfg, days, force_ingest)
-                timing.start("prestage")
-                with timing.clock("prestage", "checks"):  # the days' checks on their counts and outputs ahead
-                    estimators = precheck_days(cfg, days)  # (one GX run a suite), their estimates with them
-                pre["checks"] = pre.get("checks", 0.0) + timing.take("prestage").get("checks", 0.0)  # less estimators
-                pre["estimators"] = estimators
-                if on_prestage is not None:
-                    on_prestage(pre)
+            if len(days) > 1:
+                prestage(chunks[0])
         finally:
             api.result()  # raises what starting the API raised
 
         def each_day() -> None:
             # a backfill's days run under its parent run, which keeps the heartbeat
             one = in_run(lambda ds: day_summary(run, ds, force_ingest, wait_seconds, heartbeat=len(days) == 1))
-            with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-                for r in pool.map(one, days):
-                    results[r["ds"]] = r
-                    if on_day is not None:
-                        on_day(r)
+            for k, chunk in enumerate(chunks):
+                if k:
+                    prestage(chunk)
+                with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+                    for r in pool.map(one, chunk):
+                        results[r["ds"]] = r
+                        if on_day is not None:
+                            on_day(r)
 
         if len(days) > 1:  # one parent run in Prefect's UI; the days are its fairmon-daily/<ds> subflow runs
             backfill(days[0], days[-1], len(days), each_day)
