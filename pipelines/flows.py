@@ -206,10 +206,9 @@ def estimate(
     Returns {reo_group, reo[, reo_ab, reo_stage, rsp, user_precision]}."""
     log = run_logger()
     run = active_run()
-    key = frames_digest(counts, buckets, extra=str(ds))
     with run.lock if run else nullcontext():
         ahead = run.estimated.pop(ds, None) if run else None
-    if ahead is not None and ahead[0] == key:
+    if ahead is not None and ahead[0] == _estimate_key(counts, ds, buckets):  # digest only when there is one
         log.info("estimators %s: taken from the backfill's checks ahead (same counts)", ds)
         return dict(ahead[1])
     t0 = time.perf_counter()
@@ -282,8 +281,13 @@ def estimate_ahead(
         seconds = timing.take(ds)["estimators"]
     if run is not None:
         with run.lock:
-            run.estimated[ds] = (frames_digest(counts, buckets, extra=str(ds)), out)
+            run.estimated[ds] = (_estimate_key(counts, ds, buckets), out)
     return out, seconds
+
+
+def _estimate_key(counts: pl.DataFrame, ds: dt.date, buckets: pl.DataFrame | None) -> str:
+    """What :func:`estimate`'s tables depend on besides the run's config: the day, its counts and buckets."""
+    return frames_digest(counts, buckets, extra=str(ds))
 
 
 def cluster_name(cfg: FairmonConfig) -> str:

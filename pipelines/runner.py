@@ -138,7 +138,8 @@ def run_days(
             clean_tmp(cfg.warehouse_path, older_than_s=0)
             refresh_run_views(cfg)  # views over what the warehouse holds now
         preload_gate(cfg)  # GX imports while Prefect's API starts
-        chunks = [days[i : i + max(1, prestage_days)] for i in range(0, len(days), max(1, prestage_days))]
+        step = max(1, prestage_days)
+        chunks = [days[i : i + step] for i in range(0, len(days), step)]
 
         def prestage(chunk: list[dt.date]) -> None:
             """One scan, one staging transaction and one count for the chunk; its checks ahead."""
