@@ -33,6 +33,10 @@ def test_k2_sandwich_by_hand():
     D = np.diag([2.0, 3.0])
     np.testing.assert_allclose(s.log_share_covariance(), D @ expected @ D, rtol=1e-14)
     assert s.G == 3 and s.n == 6
+    # the factor: Z = √(3/2) e / (n Q̂) = √(3/2) · [[0, −1/3], [1/6, 0], [−1/6, 1/3]], and Zᵀ Z is the same covariance
+    Z = np.sqrt(1.5) * np.array([[0, -1 / 3], [1 / 6, 0], [-1 / 6, 1 / 3]])
+    np.testing.assert_allclose(s.log_share_factor(), Z, rtol=1e-14, atol=1e-17)
+    np.testing.assert_allclose(Z.T @ Z, D @ expected @ D, rtol=1e-14)
 
 
 def test_empty_buckets_dropped_and_single_bucket_undefined():
@@ -83,6 +87,36 @@ def test_reo_with_singleton_clusters_scales_the_delta_se_exactly():
     np.testing.assert_allclose(r.se_delta_U, m.se_delta_U * np.sqrt(n / (n - 1)), rtol=1e-10)
     assert r.design_effect == pytest.approx(n / (n - 1), rel=1e-10)
     assert m.design_effect == 1.0
+
+
+def test_parity_test_needs_more_bucket_df_than_contrasts():
+    # K = 40 groups: 39 contrasts. 16 buckets a sample give a robust covariance of
+    # rank ≤ 15 + 15 = 30, singular on the contrasts: the Wald test is undefined (a
+    # solve would return garbage, p = 0 on real data), so it is NaN with a reason.
+    # 64 buckets (rank ≤ 126) define it.
+    rng = np.random.default_rng(40)
+    n, K = 20_000, 40
+    g_rec, g_rand = rng.integers(0, K, n), rng.integers(0, K, n)
+    y_rec, y_rand = rng.random(n) < 0.3, rng.random(n) < 0.3
+    a, b = np.bincount(g_rec[y_rec], minlength=K), np.bincount(g_rand[y_rand], minlength=K)
+    groups = [str(k) for k in range(K)]
+
+    def est(buckets: int):
+        rows = np.arange(n) % buckets
+        return estimate_reo(
+            groups,
+            a,
+            n,
+            b,
+            n,
+            clusters_rec=sums_from_rows(rows, g_rec, y_rec, K),
+            clusters_rand=sums_from_rows(rows, g_rand, y_rand, K),
+        )
+
+    few, many = est(16), est(64)
+    assert np.isnan(few.parity_p_value) and "rank at most 30" in few.reason and "K − 1 = 39" in few.reason
+    assert np.isfinite(few.ci_high)  # the interval itself stays defined
+    assert 0 < many.parity_p_value <= 1 and "parity test undefined" not in (many.reason or "")
 
 
 def test_hashed_buckets_of_independent_rows_keep_the_multinomial_variance():

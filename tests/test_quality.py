@@ -280,6 +280,17 @@ def test_output_suites_catch_broken_tables(gate):
     assert r.failed_critical == ["groups_add_up_to_traffic_total"]
 
 
+def test_a_plug_in_above_its_interval_needs_reo_bc_inside(gate):
+    """With many groups the plug-in REO's upward bias can put it above an
+    honest interval (tests/test_verdicts.py, K = 64): reo_le_ci_high then
+    holds reo_bc to the interval instead of quarantining the day."""
+    day = _reo_day().with_columns(pl.Series("reo", [0.35, 0.1]), pl.Series("reo_bc", [0.05, 0.08]))
+    assert gate.validate("reo", reo_check_frame(day), {}, "reo", "t").success
+    bad = day.with_columns(pl.Series("reo_bc", [0.31, 0.08]))  # the bias-corrected point above ci_high 0.3
+    r = gate.validate("reo", reo_check_frame(bad), {}, "reo", "t")
+    assert r.failed_critical == ["reo_le_ci_high"]
+
+
 def test_an_undefined_ab_difference_needs_its_reason(gate):
     """reo_ab: a NaN difference that says why (delta_paper on clustered rows)
     passes; the same row without its reason fails undefined_diff_has_reason."""

@@ -61,6 +61,19 @@ def test_rows_reproduce_q_and_p():
         assert abs(p_hat - P[k]) < 4 * np.sqrt(P[k] * (1 - P[k]) / pool.height)
 
 
+def test_many_groups_keep_their_values():
+    # K = 300 does not fit int8 (it wrapped to negative values): every group value 0..K-1 comes back as itself
+    K = 300
+    spec = SimulationSpec(
+        days=1, rows_per_day=60_000, random_rows_per_day=60_000,
+        rec_share=(1 / K,) * K, rec_rate=(0.3,) * K, rand_share=(1 / K,) * K, rand_rate=(0.25,) * K,
+    )  # fmt: skip
+    day = simulate_day(spec, 0)
+    groups = day.get_column("young_adult")
+    assert groups.min() == 0 and groups.max() == K - 1 and groups.n_unique() == K
+    assert simulate_day(SPEC, 0).schema["young_adult"] == pl.Int8  # the published layout for few groups
+
+
 def test_signals_only_on_positives_and_ids_unique():
     day = simulate_day(SPEC, 1)
     n_sig = day.select(pl.sum_horizontal(TIKTOK_SIGNALS)).to_series()

@@ -190,8 +190,10 @@ def ab_estimates(
     if clustered:
 
         def quad(G: np.ndarray, c: BucketSums | None, share: np.ndarray, n: int) -> np.ndarray:
-            V = c.log_share_covariance() if c is not None else np.diag(1 / (share * n))
-            return np.einsum("mk,kl,ml->m", G, V, G)
+            """g_m V g_mᵀ for each row g_m of G (M, K): V = Zᵀ Z (buckets) or diag(1/(Q n))."""
+            if c is None:
+                return (G**2) @ (1 / (share * n))
+            return ((c.log_share_factor() @ G.T) ** 2).sum(axis=0)  # O(G·K·M), not O(K²·M)
 
         var = quad(G_T, c_T, Q_T, n_T) + quad(G_C, c_C, Q_C, n_C) + quad(G_T - G_C, c_R, P, n_rand)
         deff = var / var_mult

@@ -87,6 +87,20 @@ class BucketSums:
         with np.errstate(divide="ignore", invalid="ignore"):
             return self.share_covariance() / np.outer(share, share)
 
+    def log_share_factor(self) -> np.ndarray:
+        """Z, shape (G, K), with Zᵀ Z = :meth:`log_share_covariance`:
+        Z_{g,k} = √(G/(G−1)) · e_{g,k} / (n Q̂_k). A quadratic form gᵀ Ĉov(log Q̂) g
+        is then ‖Z g‖², O(G·K) instead of O(K²) per form (G ≪ K with many
+        groups). NaN when fewer than 2 buckets are non-empty; inf/NaN columns
+        where a Q̂_k is 0."""
+        K = self.pos.shape[1]
+        if self.G < 2 or self.n == 0:
+            return np.full((max(self.G, 1), K), np.nan)
+        share = self.pos.sum(axis=0) / self.n
+        e = self.pos - np.outer(self.rows, share)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.sqrt(self.G / (self.G - 1)) * e / (self.n * share)
+
     def resample(self, B: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """B cluster-bootstrap replicates: buckets drawn with replacement.
         Returns (positives (B, K), rows (B,))."""

@@ -571,7 +571,14 @@ def estimate_reo(
         cov = delta_u_covariance(U, v)
         se_dU = np.sqrt(np.diag(cov))
         reo_bc = reo_bias_corrected(reo, cov)
-        parity = parity_test(U, v)
+        rank = sum(c.G - 1 if c is not None else K for c in (clusters_rec, clusters_rand))
+        if clustered and rank < K - 1:  # Σ of G − 1 df per bucketed sample cannot span K − 1 contrasts
+            reasons.append(
+                f"parity test undefined: the cluster-robust covariance has rank at most {rank} (non-empty "
+                f"buckets − 1, per sample), fewer than the K − 1 = {K - 1} contrasts; raise cluster_buckets"
+            )
+        else:
+            parity = parity_test(U, v)
         ci_low, ci_high = reo_interval_near_zero(dU, cov, level)
         g = reo_log_gradient(U)
         if reo == 0:
@@ -607,6 +614,11 @@ def estimate_reo(
                     group_reasons[i] = "; ".join(r for r in (group_reasons[i], "bootstrap undefined") if r)
     if np.isfinite(ci_low) and np.isfinite(parity[2]) and parity[2] >= 1.0 - level:
         ci_low = 0.0  # parity not rejected: the interval reaches REO = 0
+    if reo > ci_high:  # many groups: tr Σ / K, the plug-in's bias, exceeds the interval's reach (DESIGN §4.1)
+        reasons.append(
+            f"the plug-in REO {reo:.4g} lies above its interval: its upward bias (tr Var(ΔÛ)/K in REO²) "
+            f"is larger than the interval's width; reo_bc {reo_bc:.4g} is the bias-corrected estimate"
+        )
     if any(small):
         names = [gr for gr, f in zip(groups, small) if f]
         reasons.append(

@@ -280,7 +280,8 @@ def _rows(
     y = u < rate[group]
     mask = np.where(y, rng.integers(1, 64, size=n), 0)
     cols = {s: ((mask >> i) & 1).astype(np.int8) for i, s in enumerate(TIKTOK_SIGNALS)}
-    out = pl.DataFrame({TIKTOK_ATTRIBUTE: group.astype(np.int8), **cols})
+    # int8 as in the published data for few groups; wider when K would not fit (group values are 0..K-1)
+    out = pl.DataFrame({TIKTOK_ATTRIBUTE: group.astype(np.int8 if len(share) <= 128 else np.int32), **cols})
     return out.with_columns(pl.Series("__req", np.arange(n) // request_size)) if request_size > 1 else out
 
 
