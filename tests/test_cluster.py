@@ -17,7 +17,16 @@ import pytest
 
 from fairmon.transforms.ab import ab_estimates
 from fairmon.transforms.cluster import BucketSums, ratio_log_covariance, sums_from_rows
-from fairmon.transforms.reo import estimate_reo, reo_of_utilities
+from fairmon.transforms.reo import (
+    delta_u_covariance,
+    estimate_reo,
+    parity_test,
+    relative_utilities,
+    reo_bias_corrected,
+    reo_interval_near_zero,
+    reo_log_gradient,
+    reo_of_utilities,
+)
 from fairmon.transforms.simulate import SimulationSpec, simulate_day, simulate_random_pool
 from fairmon.transforms.stage_tables import reo_stage_table, rsp_table, user_precision_table
 
@@ -119,6 +128,36 @@ def test_parity_test_needs_more_bucket_df_than_contrasts():
     assert 0 < many.parity_p_value <= 1 and "parity test undefined" not in (many.reason or "")
 
 
+@pytest.mark.parametrize("K, buckets", [(12, 8), (40, 8)])
+def test_factored_robust_estimate_equals_the_dense_formulas(K, buckets):
+    # Both samples bucketed: estimate_reo never forms Σ (K × K). Every figure must
+    # equal the dense one written out here: Σ = A V Aᵀ with V the sum of the two
+    # log-share sandwiches, se = √(gᵀVg), reo_bc from tr Σ, the interval from Σ.
+    # (12, 8): V of rank ≤ 14 spans the 11 contrasts; (40, 8): rank ≤ 14 < 39.
+    rng = np.random.default_rng(K)
+    n = 8000
+    g_rec, g_rand = rng.integers(0, K, n), rng.integers(0, K, n)
+    y_rec, y_rand = rng.random(n) < 0.25 + 0.01 * g_rec, rng.random(n) < 0.3
+    rec = sums_from_rows(np.arange(n) % buckets, g_rec, y_rec, K)
+    rand = sums_from_rows(rng.integers(0, buckets, n), g_rand, y_rand, K)
+    a, b = rec.pos.sum(axis=0).astype(int), rand.pos.sum(axis=0).astype(int)
+    e = estimate_reo([str(k) for k in range(K)], a, n, b, n, clusters_rec=rec, clusters_rand=rand)
+    U = a / b
+    V = rec.log_share_covariance() + rand.log_share_covariance()
+    S = delta_u_covariance(U, V)
+    g = reo_log_gradient(U)
+    np.testing.assert_allclose(e.se_delta_U, np.sqrt(np.diag(S)), rtol=1e-9)
+    assert e.se == pytest.approx(np.sqrt(g @ V @ g), rel=1e-9)
+    assert e.reo_bc == pytest.approx(reo_bias_corrected(e.reo, S), rel=1e-9)
+    lo, hi = reo_interval_near_zero(relative_utilities(U), S, 0.95)
+    assert e.ci_high == pytest.approx(hi, rel=1e-6)
+    if K == 12:
+        assert e.parity_p_value == pytest.approx(parity_test(U, V)[2], rel=1e-9)
+        assert e.ci_low == (0.0 if e.parity_p_value >= 0.05 else pytest.approx(lo, rel=1e-6))
+    else:
+        assert np.isnan(e.parity_p_value) and e.ci_low == pytest.approx(lo, rel=1e-6)
+
+
 def test_hashed_buckets_of_independent_rows_keep_the_multinomial_variance():
     # Rows are their own clusters, hashed into 128 buckets: the bucketed
     # sandwich is unbiased, so its variance of REO averages the multinomial one.
@@ -145,6 +184,11 @@ def test_bucket_bootstrap_variance_matches_the_sandwich():
     assert P.shape == (40_000, K) and N.shape == (40_000,)
     boot = np.cov((P / N[:, None]).T)
     np.testing.assert_allclose(boot, s.share_covariance() * (G - 1) / G, rtol=0.05)
+    # each replicate is the sum of its drawn buckets, written out: the same draws, bucket by bucket
+    idx = np.random.default_rng(9).integers(0, G, size=(3, G))
+    P3, N3 = s.resample(3, np.random.default_rng(9))
+    np.testing.assert_array_equal(P3, [pos[i].sum(axis=0) for i in idx])
+    np.testing.assert_array_equal(N3, [rows[i].sum() for i in idx])
 
 
 def test_folds_and_leave_one_out_keep_whole_buckets():

@@ -105,7 +105,9 @@ class BucketSums:
         """B cluster-bootstrap replicates: buckets drawn with replacement.
         Returns (positives (B, K), rows (B,))."""
         idx = rng.integers(0, self.G, size=(B, self.G))
-        return self.pos[idx].sum(axis=1), self.rows[idx].sum(axis=1)
+        # how often each bucket was drawn, (B, G); then one product, never a (B, G, K) array (4 GB at K = 4096)
+        times = np.bincount((idx + self.G * np.arange(B)[:, None]).ravel(), minlength=B * self.G).reshape(B, self.G)
+        return times @ self.pos, times @ self.rows
 
     def folds(self, M: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Whole buckets split at random into M folds of near-equal bucket

@@ -193,6 +193,20 @@ def delta_u_covariance(U: np.ndarray, v: np.ndarray) -> np.ndarray:
     return (A * v) @ A.T
 
 
+def delta_u_factor(U: np.ndarray, F: np.ndarray) -> np.ndarray:
+    """B = F Aᵀ, shape (r, K), with Σ = BᵀB the delta covariance of ΔÛ when
+    the covariance of log Û is V = FᵀF (F (r, K), e.g. the stacked
+    cluster-robust factors of default and random traffic,
+    :meth:`fairmon.transforms.cluster.BucketSums.log_share_factor`). A
+    (:func:`delta_u_log_jacobian`) is diag(a) − aaᵀ/K with a = 1 + ΔU, so B
+    costs O(rK) and Σ is never formed: diag Σ, tr Σ and its spectrum come
+    from B. Source: seed 001 Algorithm 1 (Σ = GᵀΓG) with a factored Γ."""
+    U = np.asarray(U, dtype=float)
+    F = np.asarray(F, dtype=float)
+    a = 1.0 + relative_utilities(U)
+    return F * a - np.outer(F @ a, a) / U.size
+
+
 def parity_test(U: np.ndarray, v: np.ndarray) -> tuple[float, int, float]:
     """Wald test of parity (all U_k equal, i.e. ΔU = 0, REO = 0) on K − 1 df.
 
@@ -263,20 +277,65 @@ def quadratic_form_cdf(t: float, cov_eig: np.ndarray, proj: np.ndarray, s: float
 #: Draws of the fixed-seed Monte Carlo used for lower-tail probabilities of ‖ΔÛ‖².
 LOWER_TAIL_DRAWS = 20_000
 _NORMALS: dict[int, np.ndarray] = {}
+#: Columns up to which the draws are kept between calls (20,000 × 400 doubles = 64 MB).
+_NORMALS_CACHED_UP_TO = 400
 
 
-def _standard_normals(K: int) -> np.ndarray:
-    """(LOWER_TAIL_DRAWS, K) standard normals from a fixed seed (the same for every call:
-    intervals are deterministic functions of the counts)."""
-    if K not in _NORMALS:
-        _NORMALS[K] = np.random.default_rng(20240101 + K).standard_normal((LOWER_TAIL_DRAWS, K))
-    return _NORMALS[K]
+def _lower_tail_sums(a: np.ndarray, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(Z @ a, (Z∘Z) @ lam), shapes (LOWER_TAIL_DRAWS,), for the fixed-seed
+    standard normals Z of shape (LOWER_TAIL_DRAWS, m), m = a.size: the same
+    draws on every call (intervals are deterministic functions of the
+    counts). Few columns are kept between calls; many (a spectrum of
+    thousands of groups) are drawn again in row blocks of the same stream,
+    so memory stays at one block."""
+    m = a.size
+    if m <= _NORMALS_CACHED_UP_TO:
+        if m not in _NORMALS:
+            _NORMALS[m] = np.random.default_rng(20240101 + m).standard_normal((LOWER_TAIL_DRAWS, m))
+        Z = _NORMALS[m]
+        return Z @ a, (Z * Z) @ lam
+    rng, block = np.random.default_rng(20240101 + m), 1000
+    A, B = np.empty(LOWER_TAIL_DRAWS), np.empty(LOWER_TAIL_DRAWS)
+    for i in range(0, LOWER_TAIL_DRAWS, block):
+        Z = rng.standard_normal((min(block, LOWER_TAIL_DRAWS - i), m))
+        A[i : i + len(Z)], B[i : i + len(Z)] = Z @ a, (Z * Z) @ lam
+    return A, B
 
 
-def reo_interval_near_zero(dU: np.ndarray, cov: np.ndarray, level: float) -> tuple[float, float]:
+def _spectrum(dU: np.ndarray, cov: np.ndarray | None, factor: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Σ's non-zero eigenvalues λ (m,) and the coordinates w (m,) of the unit
+    direction u = ΔÛ/‖ΔÛ‖ on their eigenvectors (each oriented so that w ≥ 0), from Σ (K, K) or from a
+    factor B (r, K) with Σ = BᵀB (then from the r × r matrix BBᵀ: O(r²K),
+    not O(K³)). Eigenvalues below 1e-12 of the largest count as zero."""
+    if factor is not None:
+        lam, W = np.linalg.eigh(factor @ factor.T)
+        lam = np.clip(lam, 0.0, None)
+        keep = lam > 1e-12 * lam.max() if lam.max() > 0 else np.zeros(lam.size, bool)
+        lam = lam[keep]
+        vec = factor.T @ W[:, keep] / np.sqrt(lam)  # Σ's eigenvectors: Bᵀ w_i / √λ_i
+    else:
+        lam, vec = np.linalg.eigh((cov + cov.T) / 2)
+        lam = np.clip(lam, 0.0, None)
+        keep = lam > 1e-12 * lam.max() if lam.max() > 0 else np.zeros(lam.size, bool)
+        lam, vec = lam[keep], vec[:, keep]
+    norm = float(np.linalg.norm(dU))
+    if norm > 0:  # |w|: an eigenvector's sign is arbitrary, and Z ~ N(0, I) is symmetric: same draws either way
+        return lam, np.abs(vec.T @ (dU / norm))
+    w = np.zeros(lam.size)  # ΔÛ = 0: u along the top eigenvector
+    if w.size:
+        w[-1] = 1.0
+    return lam, w
+
+
+def reo_interval_near_zero(
+    dU: np.ndarray, cov: np.ndarray | None, level: float, *, factor: np.ndarray | None = None
+) -> tuple[float, float]:
     """CI for REO = ‖ΔU‖/√K that stays valid at and near parity (DESIGN §4.1).
 
-    Inputs: ΔÛ (K,) and its delta covariance Σ (K, K) (:func:`delta_u_covariance`).
+    Inputs: ΔÛ (K,) and its delta covariance Σ (K, K) (:func:`delta_u_covariance`),
+    or ``cov`` None and ``factor`` B (r, K) with Σ = BᵀB (:func:`delta_u_factor`,
+    cluster-robust: r ≪ K with many groups, and only Σ's r non-zero
+    eigenvalues are computed).
     Model ΔÛ ~ N(μ, Σ) with μ = s·u along the observed direction u = ΔÛ/‖ΔÛ‖;
     the interval inverts the distribution of T = ‖ΔÛ‖² (a quadratic form whose
     mean ‖μ‖² + tr Σ carries the norm's upward bias): the lower bound is the
@@ -299,22 +358,21 @@ def reo_interval_near_zero(dU: np.ndarray, cov: np.ndarray, level: float) -> tup
     if not 0.0 < level < 1.0:
         raise ValueError(f"confidence level must be in (0, 1), got {level}")
     dU = np.asarray(dU, dtype=float)
-    cov = np.asarray(cov, dtype=float)
+    given = np.asarray(factor if factor is not None else cov, dtype=float)
     K = dU.size
-    if K < 2 or not (np.isfinite(dU).all() and np.isfinite(cov).all()):
+    if K < 2 or not (np.isfinite(dU).all() and np.isfinite(given).all()):
         return float("nan"), float("nan")
     from scipy.optimize import brentq
 
-    lam, vec = np.linalg.eigh((cov + cov.T) / 2)
-    lam = np.clip(lam, 0.0, None)
+    lam_nz, w = _spectrum(dU, None if factor is not None else given, given if factor is not None else None)
     norm = float(np.linalg.norm(dU))
-    u = dU / norm if norm > 0 else vec[:, -1]
-    w = vec.T @ u
-    proj = w**2
+    # Σ's null space enters the cumulants only through its share of u (λ⁰ in c_1): one zero eigenvalue carries it
+    lam = np.append(lam_nz, 0.0)
+    proj = np.append(w**2, max(0.0, 1.0 - float(np.sum(w**2))))
     alpha = 1.0 - level
     T = norm * norm
     scale = float(np.sqrt(lam.max())) if lam.max() > 0 else 1.0
-    rank_one = int(np.sum(lam > 1e-12 * lam.max())) <= 1
+    rank_one = lam_nz.size <= 1
 
     def upper_tail(s: float) -> float:  # P_s(T >= T_obs)
         return 1.0 - quadratic_form_cdf(T, lam, proj, s)
@@ -336,8 +394,7 @@ def reo_interval_near_zero(dU: np.ndarray, cov: np.ndarray, level: float) -> tup
         # Draw j has T_s <= t_up exactly for s in [l_j, r_j], the roots of s² + 2sA_j + B_j = t_up;
         # P_s(T <= t_up) = α/2 at the upper bound, i.e. s_hi = the (1 − α/2) quantile of r_j
         # (a draw with l_j > s_hi is counted as covering: conservative, and rare there).
-        Z = _standard_normals(K)
-        A, B = Z @ (w * np.sqrt(lam)), (Z * Z) @ lam
+        A, B = _lower_tail_sums(w * np.sqrt(lam_nz), lam_nz)
         disc = A * A - B + t_up
         r = np.where(disc >= 0, -A + np.sqrt(np.clip(disc, 0.0, None)), -np.inf)
         hi = max(float(np.quantile(r, 1.0 - alpha / 2)), 0.0)
@@ -361,9 +418,16 @@ def reo_bias_corrected(reo: float, cov: np.ndarray) -> float:
     NaN when either is not finite.
     """
     cov = np.asarray(cov, dtype=float)
-    if not (np.isfinite(reo) and np.isfinite(cov).all()):
+    if not np.isfinite(cov).all():
         return float("nan")
-    return float(np.sqrt(max(0.0, reo * reo - np.trace(cov) / cov.shape[0])))
+    return _reo_bc(reo, float(np.trace(cov)), cov.shape[0])
+
+
+def _reo_bc(reo: float, trace: float, K: int) -> float:
+    """:func:`reo_bias_corrected` from tr Σ."""
+    if not (np.isfinite(reo) and np.isfinite(trace)):
+        return float("nan")
+    return float(np.sqrt(max(0.0, reo * reo - trace / K)))
 
 
 def verdict_80pct(
@@ -547,14 +611,15 @@ def estimate_reo(
         cluster_note = "delta_paper assumes independent rows: undefined when rows are clustered"
         reasons.append(cluster_note)
     elif clustered:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            V = np.zeros((K, K))
-            for cl, share, n in ((clusters_rec, Q, n_rec), (clusters_rand, P, n_rand)):
-                V = V + (cl.log_share_covariance() if cl is not None else np.diag(1.0 / (share * n)))
         if cl_few := [c.G for c in (clusters_rec, clusters_rand) if c is not None and c.G < 2]:
             cluster_note = f"{min(cl_few)} non-empty cluster bucket(s): the cluster-robust variance is undefined"
             reasons.append(cluster_note)
-        v = V
+        elif clusters_rec is None or clusters_rand is None:  # one sample bucketed: V = its sandwich + a diagonal
+            with np.errstate(divide="ignore", invalid="ignore"):
+                V = np.zeros((K, K))
+                for cl, share, n in ((clusters_rec, Q, n_rec), (clusters_rand, P, n_rand)):
+                    V = V + (cl.log_share_covariance() if cl is not None else np.diag(1.0 / (share * n)))
+            v = V
 
     se_reo = float("nan")
     design_effect = 1.0 if not clustered else float("nan")
@@ -568,9 +633,20 @@ def estimate_reo(
             if q == 0:
                 group_reasons[i] = "Q_k = 0"
     elif not cluster_note:
-        cov = delta_u_covariance(U, v)
-        se_dU = np.sqrt(np.diag(cov))
-        reo_bc = reo_bias_corrected(reo, cov)
+        # Both samples bucketed: V = FᵀF of rank ≤ 2(G − 1), and Σ = BᵀB is never formed (many groups: O(GK), not O(K³))
+        F = None
+        if clusters_rec is not None and clusters_rand is not None:
+            F = np.vstack([clusters_rec.log_share_factor(), clusters_rand.log_share_factor()])
+        if F is not None:
+            B = delta_u_factor(U, F)
+            var_dU = (B * B).sum(axis=0)
+            ci_low, ci_high = reo_interval_near_zero(dU, None, level, factor=B)
+        else:
+            cov = delta_u_covariance(U, v)
+            var_dU = np.diag(cov)
+            ci_low, ci_high = reo_interval_near_zero(dU, cov, level)
+        se_dU = np.sqrt(var_dU)
+        reo_bc = _reo_bc(reo, float(var_dU.sum()), K)
         rank = sum(c.G - 1 if c is not None else K for c in (clusters_rec, clusters_rand))
         if clustered and rank < K - 1:  # Σ of G − 1 df per bucketed sample cannot span K − 1 contrasts
             reasons.append(
@@ -578,17 +654,19 @@ def estimate_reo(
                 f"buckets − 1, per sample), fewer than the K − 1 = {K - 1} contrasts; raise cluster_buckets"
             )
         else:
-            parity = parity_test(U, v)
-        ci_low, ci_high = reo_interval_near_zero(dU, cov, level)
+            parity = parity_test(U, F.T @ F if F is not None else v)
         g = reo_log_gradient(U)
         if reo == 0:
             reasons.append("REO = 0: std/mean is not differentiable there, SE undefined")
+        elif F is not None:
+            se_reo = float(np.linalg.norm(F @ g))
         else:
             se_reo = float(np.sqrt(g @ v @ g if v.ndim == 2 else np.sum(g**2 * v)))
         if clustered:
-            cov_mult = delta_u_covariance(U, v_mult)
             design_effect = (
-                float(se_reo**2 / np.sum(g**2 * v_mult)) if reo > 0 else float(np.trace(cov) / np.trace(cov_mult))
+                float(se_reo**2 / np.sum(g**2 * v_mult))
+                if reo > 0
+                else float(var_dU.sum() / np.trace(delta_u_covariance(U, v_mult)))
             )
     lo_dU, hi_dU = dU - z * se_dU, dU + z * se_dU
     if ci_method.startswith("bootstrap") and not zero_q and not cluster_note:
