@@ -1,0 +1,197 @@
+"""How a backfill's cost grows with days, rows and groups (issue 21 target 3).
+
+Every point is a cold ``fairmon backfill`` in a new process on a fresh
+project (warehouse, DuckDB file and GX project removed), as a user runs it,
+over simulated TikTok-format logs (pipelines/simulate.py: two arms of
+``rows`` default rows each per day, ``rows``·43/300 random rows a day
+pooled over 7 days, one attribute). Beside each point, the raw group-by
+itself: one hand-written DuckDB query over the same files counting rows and
+positives per (traffic, arm, group) (best of 3, in this process).
+
+Three series:
+- days: 1, 7, 30, 90 and 365 days at TikTok size (150,000 rows an arm a day);
+- rows: 7 days at 0.25, 1 and 4 times that;
+- groups: 7 days at TikTok size, one attribute of K = 2, 16, 256 and 4096
+  groups (equal shares, rates spread over 0.28-0.36 and 0.25-0.28).
+
+Fitted by least squares over the days and rows series:
+seconds = fixed + per_day · days + per_row · rows; printed with each point's
+residual. For the groups series, each run's seconds against K = 2's, beside
+the group-by's.
+
+    .venv/bin/python bench/scaling.py [--days 1,7,30,90,365] [--scales 0.25,1,4] [--groups 2,16,256,4096]
+
+Last line, the figures judged: the fitted per-day and per-row costs, the
+largest relative residual of the linear fit (linear in days and rows: small)
+and the growth from K = 2 to the largest K of the backfill ÷ that of the
+group-by (no worse than the group-by: <= 1, allowing for noise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import numpy as np
+from common import DEFAULT_DATA, ROOT, Stopwatch
+from daily import fresh
+
+from fairmon.transforms.simulate import TIKTOK_ATTRIBUTE, TIKTOK_SIGNALS, SimulationSpec
+
+ROWS = 150_000  # default rows per arm and day (TikTok size)
+RANDOM_ROWS = 43_000
+
+
+@dataclass
+class Point:
+    series: str
+    days: int
+    rows: int  # impression rows read (default + random rows of the days)
+    K: int
+    seconds: float
+    raw: float
+
+
+def make_data(folder: Path, days: int, scale: float = 1.0, K: int = 2) -> Path:
+    """Write (or reuse) ``days`` days of simulated logs with ``scale`` times
+    TikTok size and ``K`` groups under ``folder``; returns its config."""
+    from fairmon.pipelines.simulate import write_simulation
+
+    cfg = folder / "fairmon.toml"
+    if cfg.is_file() and len(list((folder / "default").glob("*.parquet"))) == days:
+        return cfg
+    spread = {}
+    if K != 2:
+        share = (1 / K,) * K
+        spread = dict(
+            rec_share=share,
+            rec_rate=tuple(np.linspace(0.28, 0.36, K)),
+            rand_share=share,
+            rand_rate=tuple(np.linspace(0.25, 0.28, K)),
+        )
+    spec = SimulationSpec(
+        days=days,
+        rows_per_day=int(ROWS * scale),
+        random_rows_per_day=int(RANDOM_ROWS * scale),
+        arms={"control": {}, "treatment": {0: 1.25}},
+        **spread,
+    )
+    print(f"  writing {folder} ({days} days, {scale}x, K = {K})", flush=True)
+    write_simulation(spec, folder, fmt="parquet")
+    return cfg
+
+
+def day_files(folder: Path, days: int) -> tuple[list[Path], list[Path]]:
+    """The first ``days`` default files and the random pools they use."""
+    default = sorted((folder / "default").glob("*.parquet"))[:days]
+    last = default[-1].stem
+    random = [p for p in sorted((folder / "random").glob("*.parquet")) if p.stem.split("_")[1] <= last]
+    return default, random
+
+
+def raw_groupby(default: list[Path], random: list[Path]) -> tuple[float, int]:
+    """The group-by itself: rows and positives (any signal) per (traffic, arm,
+    group) over the files, in DuckDB. Returns (best of 3 seconds, rows read)."""
+    y = " OR ".join(f"{s} = 1" for s in TIKTOK_SIGNALS)
+    q = f"""
+        SELECT 'default' AS traffic, arm, {TIKTOK_ATTRIBUTE} AS g, count(*) AS n, count_if({y}) AS pos
+        FROM read_parquet($d) GROUP BY ALL
+        UNION ALL
+        SELECT 'random', 'all', {TIKTOK_ATTRIBUTE}, count(*), count_if({y}) FROM read_parquet($r) GROUP BY ALL
+    """
+    con = duckdb.connect()
+    params = {"d": [str(p) for p in default], "r": [str(p) for p in random]}
+    best, rows = float("inf"), 0
+    for _ in range(3):
+        with Stopwatch() as w:
+            out = con.execute(q, params).fetchall()
+        best, rows = min(best, w.seconds), sum(r[3] for r in out)
+    con.close()
+    return best, rows
+
+
+def backfill(folder: Path, days: int) -> float:
+    """A cold ``fairmon backfill`` of the first ``days`` days; its wall seconds."""
+    fresh(folder)
+    start = SimulationSpec().start
+    end = start + dt.timedelta(days=days - 1)
+    cmd = [sys.executable, "-m", "fairmon", "backfill", "-c", str(folder / "fairmon.toml")]
+    cmd += ["--start", str(start), "--end", str(end)]
+    with Stopwatch() as w:
+        res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if res.returncode:
+        tail = f"{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+        raise SystemExit(f"fairmon backfill failed ({folder}, {days} days):\n{tail}")
+    return w.seconds
+
+
+def measure(series: str, folder: Path, days: int, K: int) -> Point:
+    raw, rows = raw_groupby(*day_files(folder, days))
+    p = Point(series, days, rows, K, backfill(folder, days), raw)
+    print(
+        f"  {series:6} days {days:4}  rows {rows:>11,}  K {K:5}  backfill {p.seconds:7.2f} s  group-by {raw:6.3f} s",
+        flush=True,
+    )
+    return p
+
+
+def ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--days", type=ints, default=[1, 7, 30, 90, 365], help="days of the days series")
+    ap.add_argument("--scales", type=lambda t: [float(x) for x in t.split(",")], default=[0.25, 1.0, 4.0])
+    ap.add_argument("--groups", type=ints, default=[2, 16, 256, 4096], help="K of the groups series")
+    ap.add_argument("--data", type=Path, default=DEFAULT_DATA / "scaling")
+    args = ap.parse_args()
+
+    points: list[Point] = []
+    longest = max(args.days)
+    print(f"days series (TikTok size), data {args.data}")
+    base = args.data / f"days{longest}"
+    make_data(base, longest)
+    points += [measure("days", base, n, 2) for n in args.days]
+    print("rows series (7 days)")
+    for s in args.scales:
+        folder = base if s == 1.0 and longest >= 7 else args.data / f"scale{s:g}"
+        make_data(folder, 7 if folder != base else longest, s)
+        points.append(measure("rows", folder, 7, 2))
+    print("groups series (7 days, TikTok size)")
+    for K in args.groups:
+        folder = base if K == 2 and longest >= 7 else args.data / f"K{K}"
+        make_data(folder, 7 if folder != base else longest, 1.0, K)
+        points.append(measure("groups", folder, 7, K))
+
+    fit = [p for p in points if p.series in ("days", "rows")]
+    X = np.array([[1.0, p.days, p.rows] for p in fit])
+    t = np.array([p.seconds for p in fit])
+    (fixed, per_day, per_row), *_ = np.linalg.lstsq(X, t, rcond=None)
+    print(f"\nfit over {len(fit)} runs: seconds = {fixed:.2f} + {per_day:.3f} x days + {per_row * 1e9:.0f} ns x rows")
+    worst = 0.0
+    for p, pred in zip(fit, X @ np.array([fixed, per_day, per_row])):
+        worst = max(worst, abs(p.seconds - pred) / p.seconds)
+        print(f"  {p.series:5} days {p.days:4} rows {p.rows:>11,}: {p.seconds:7.2f} s, fitted {pred:7.2f} s")
+    groups = sorted((p for p in points if p.series == "groups"), key=lambda p: p.K)
+    growth = 1.0
+    if groups:
+        g0 = groups[0]
+        print(f"groups: seconds against K = {g0.K} (backfill | group-by)")
+        for p in groups:
+            print(f"  K {p.K:5}: {p.seconds / g0.seconds:5.2f}x | {p.raw / g0.raw:5.2f}x")
+        growth = (groups[-1].seconds / g0.seconds) / (groups[-1].raw / g0.raw)
+    print(
+        f"per-day cost {per_day:.3f} s, per-row cost {per_row * 1e9:.0f} ns, fixed {fixed:.1f} s; "
+        f"largest residual of the linear fit {worst:.0%}; growth K = {groups[0].K if groups else '-'} -> "
+        f"{groups[-1].K if groups else '-'} of the backfill / of the group-by = {growth:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
