@@ -19,6 +19,7 @@ import datetime as dt
 import json
 import time
 import uuid
+from collections.abc import Iterator, Mapping
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -71,6 +72,33 @@ class DayFailed(RuntimeError):
 
 class DayQuarantined(RuntimeError):
     """A critical data-quality expectation failed; the message names it."""
+
+
+class DayResult(Mapping):
+    """What :func:`daily` returns for a published day: a read-only mapping
+    (``result["reo"]``, ``{**result}``, ``dict(result)``) that Prefect takes
+    as one value. Prefect's flow engine walks a returned dict, list or
+    dataclass object by object looking for futures
+    (``prefect.utilities.collections.visit_collection``); a day's rows as
+    dicts are thousands of objects with many groups (K = 4096: about 2 s a
+    day), and this mapping is not one of the types it walks."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: dict) -> None:
+        self._items = items
+
+    def __getitem__(self, key: str):
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return f"DayResult({self._items!r})"
 
 
 @flow(name="fairmon-ingest")
@@ -726,7 +754,7 @@ def _finish_run(
 
 
 @flow(name="fairmon-daily", flow_run_name="fairmon-daily/{ds}")
-def daily(config: FairmonConfig | str, ds: dt.date, force_ingest: bool = False, wait_seconds: float = 0.0) -> dict:
+def daily(config: FairmonConfig | str, ds: dt.date, force_ingest: bool = False, wait_seconds: float = 0.0) -> DayResult:
     """One day end to end, gated, for every configured input: ingest -> counts
     -> checks -> estimators -> checks -> publish. A critical failure anywhere
     quarantines the whole day (dq_results are written, no metric is published).
@@ -739,7 +767,7 @@ def daily(config: FairmonConfig | str, ds: dt.date, force_ingest: bool = False, 
     its days) or the path of one (loaded once, for a direct call). The day
     joins the current run (:mod:`fairmon.pipelines.run`) or opens its own.
 
-    Returns {ds, run_id, reo, reo_ab, threshold_prevalence, sdt (rows as dicts,
+    Returns a :class:`DayResult` mapping {ds, run_id, reo, reo_ab, threshold_prevalence, sdt (rows as dicts,
     empty when not configured), dq, paths, data_docs, timings (wall seconds per
     stage, :mod:`fairmon.pipelines.timing`; also stored in ``runs``)}. Raises
     :class:`DayQuarantined` on a critical data-quality failure,
@@ -753,7 +781,7 @@ def daily(config: FairmonConfig | str, ds: dt.date, force_ingest: bool = False, 
         except DayQuarantined as e:  # an outcome of the gate, not a crash: a named state, no traceback
             return Failed(name="Quarantined", message=str(e), data=e)
     day_artifacts(ds, result)
-    return result
+    return DayResult(result)
 
 
 def day_artifacts(ds: dt.date, result: dict) -> None:
