@@ -66,15 +66,26 @@ def _gradients(U: np.ndarray) -> np.ndarray:
     return np.vstack([reo_log_gradient(U)[None, :], delta_u_log_jacobian(U)])
 
 
-def _normal(metric, diff, se, level, method, reason=None) -> ABEstimate:
-    if not (np.isfinite(diff) and np.isfinite(se)) or se <= 0:
-        nan = float("nan")
-        return ABEstimate(metric, float(diff), nan, nan, nan, nan, method, reason=reason or "SE undefined")
+def _normal_rows(metrics, diffs: np.ndarray, ses: np.ndarray, level, method, reason=None) -> list[ABEstimate]:
+    """One normal-theory row per metric (diff ± z·se, two-sided p), the
+    quantiles and tail probabilities computed once for all metrics (one
+    attribute can have thousands of groups)."""
+    diffs, ses = np.asarray(diffs, float), np.asarray(ses, float)
     z = z_value(level)
-    p = float(2 * stats.norm.sf(abs(diff) / se))
-    return ABEstimate(
-        metric, float(diff), float(se), float(diff - z * se), float(diff + z * se), p, method, reason=reason
-    )
+    ok = np.isfinite(diffs) & np.isfinite(ses) & (ses > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = 2 * stats.norm.sf(np.abs(diffs) / ses)
+    nan, out = float("nan"), []
+    for m, d, se, pv, good in zip(metrics, diffs, ses, p, ok):
+        if not good:
+            out.append(ABEstimate(m, float(d), nan, nan, nan, nan, method, reason=reason or "SE undefined"))
+        else:
+            out.append(
+                ABEstimate(
+                    m, float(d), float(se), float(d - z * se), float(d + z * se), float(pv), method, reason=reason
+                )
+            )
+    return out
 
 
 def paired_fold_se(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -85,10 +96,12 @@ def paired_fold_se(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     estimated on 1/M of the data: SE = sd(d)/√M (ddof = 1), df = M − 1 — a
     paired t (DESIGN §4.1; seed 001 Algorithm 3 with the folds paired). The
     unpaired Welch form ignores the shared P̂ and covers only
-    0.74–0.88 when a treatment flips the favoured group. Shapes (M,), M ≥ 2.
+    0.74–0.88 when a treatment flips the favoured group. Shapes (M,), M ≥ 2,
+    or (M, J) for J metrics at once (then SE has shape (J,)).
     """
     d = np.asarray(x, float) - np.asarray(y, float)
-    return float(d.std(ddof=1) / np.sqrt(d.size)), float(d.size - 1)
+    se = d.std(axis=0, ddof=1) / np.sqrt(d.shape[0])
+    return (float(se) if d.ndim == 1 else se), float(d.shape[0] - 1)
 
 
 def split_counts(pos: np.ndarray, n: int, M: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -200,32 +213,31 @@ def ab_estimates(
     out: list[ABEstimate] = []
     for method in methods:
         if method == "delta":
-            out += [_normal(m, d, s, level, method) for m, d, s in zip(names, diff, np.sqrt(var))]
+            out += _normal_rows(names, diff, np.sqrt(var), level, method)
         elif method == "delta_paper" and clustered:
             nan, why = float("nan"), "delta_paper assumes independent rows: undefined when rows are clustered"
             out += [ABEstimate(m, float(d), nan, nan, nan, nan, method, reason=why) for m, d in zip(names, diff)]
         elif method == "delta_paper":
             se_T = np.sqrt((_gradients(U_T) ** 2) @ log_utility_variance(Q_T, P, n_T, n_rand, "delta_paper"))
             se_C = np.sqrt((_gradients(U_C) ** 2) @ log_utility_variance(Q_C, P, n_C, n_rand, "delta_paper"))
-            out += [_normal(m, d, s, level, method) for m, d, s in zip(names, diff, np.hypot(se_T, se_C))]
+            out += _normal_rows(names, diff, np.hypot(se_T, se_C), level, method)
         elif method == "partition":
             fT, nT = c_T.folds(folds, rng) if c_T is not None else split_counts(a_T, n_T, folds, rng)
             fC, nC = c_C.folds(folds, rng) if c_C is not None else split_counts(a_C, n_C, folds, rng)
             fR, nR = c_R.folds(folds, rng) if c_R is not None else split_counts(b, n_rand, folds, rng)
             mT, mC = _metrics(utilities(fT, nT, fR, nR)), _metrics(utilities(fC, nC, fR, nR))
-            for j, (m, d) in enumerate(zip(names, diff)):
-                x, y = mT[:, j], mC[:, j]
-                if not (np.isfinite(x).all() and np.isfinite(y).all()):
-                    out.append(
-                        ABEstimate(
-                            m, float(d), *[float("nan")] * 4, method, reason="a fold has P_k = 0; use fewer folds"
-                        )
-                    )
+            finite = np.isfinite(mT).all(axis=0) & np.isfinite(mC).all(axis=0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                se_f, nu = paired_fold_se(mT, mC)  # every metric at once
+                p_f = np.where(se_f > 0, 2 * stats.t.sf(np.abs(diff) / se_f, nu), np.nan)
+            t = stats.t.ppf(0.5 + level / 2, nu)
+            for m, d, ok, se, p in zip(names, diff, finite, se_f, p_f):
+                if not ok:
+                    why = "a fold has P_k = 0; use fewer folds"
+                    out.append(ABEstimate(m, float(d), *[float("nan")] * 4, method, reason=why))
                     continue
-                se, nu = paired_fold_se(x, y)
-                t = stats.t.ppf(0.5 + level / 2, nu)
-                p = float(2 * stats.t.sf(abs(d) / se, nu)) if se > 0 else float("nan")
-                out.append(ABEstimate(m, float(d), se, float(d - t * se), float(d + t * se), p, method, df=nu))
+                se = float(se)
+                out.append(ABEstimate(m, float(d), se, float(d - t * se), float(d + t * se), float(p), method, df=nu))
         elif method == "bootstrap":
 
             def draw(c: BucketSums | None, pos: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -235,15 +247,16 @@ def ab_estimates(
             bR, nR = draw(c_R, b, n_rand)  # shared by both arms in each replicate
             ones = np.ones(n_boot)
             d_b = _metrics(utilities(bT, ones * nT, bR, ones * nR)) - _metrics(utilities(bC, ones * nC, bR, ones * nR))
-            for j, (m, d) in enumerate(zip(names, diff)):
-                col = d_b[:, j]
-                if not np.isfinite(col).all():
+            finite = np.isfinite(d_b).all(axis=0)  # every metric's replicates at once (thousands of groups)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                se_b = d_b.std(axis=0, ddof=1)
+                p_b = np.where(se_b > 0, 2 * stats.norm.sf(np.abs(diff) / se_b), np.nan)
+            lo_b, hi_b = np.quantile(d_b, [(1 - level) / 2, (1 + level) / 2], axis=0)
+            for m, d, ok, se, lo, hi, p in zip(names, diff, finite, se_b, lo_b, hi_b, p_b):
+                if not ok:
                     out.append(ABEstimate(m, float(d), *[float("nan")] * 4, method, reason="a resample has P_k = 0"))
                     continue
-                se = float(col.std(ddof=1))
-                lo, hi = np.quantile(col, [(1 - level) / 2, (1 + level) / 2])
-                p = float(2 * stats.norm.sf(abs(d) / se)) if se > 0 else float("nan")
-                out.append(ABEstimate(m, float(d), se, float(lo), float(hi), p, method))
+                out.append(ABEstimate(m, float(d), float(se), float(lo), float(hi), float(p), method))
     if clustered:  # the design effect is the data's, the same on every method's row of a metric
         by_metric = dict(zip(names, deff))
         out = [replace(e, design_effect=float(by_metric[e.metric])) for e in out]
