@@ -35,7 +35,14 @@ from scipy import stats
 
 from fairmon.transforms.bootstrap import delta_u_rows, reo_rows, resample_counts, utilities
 from fairmon.transforms.cluster import BucketSums
-from fairmon.transforms.reo import delta_u_log_jacobian, log_utility_variance, reo_log_gradient, z_value
+from fairmon.transforms.reo import (
+    delta_u_factor,
+    delta_u_log_jacobian,
+    log_utility_variance,
+    relative_utilities,
+    reo_log_gradient,
+    z_value,
+)
 
 AB_METHODS = ("delta", "delta_paper", "partition", "bootstrap")
 
@@ -62,8 +69,34 @@ def _metrics(U: np.ndarray) -> np.ndarray:
 
 
 def _gradients(U: np.ndarray) -> np.ndarray:
-    """(1 + K, K): rows = ∂metric/∂log U_j for REO and each ΔU_k."""
+    """(1 + K, K): rows = ∂metric/∂log U_j for REO and each ΔU_k (dense: for tests and small K)."""
     return np.vstack([reo_log_gradient(U)[None, :], delta_u_log_jacobian(U)])
+
+
+def _quad_diag(x: np.ndarray, U_T: np.ndarray, U_C: np.ndarray | None = None) -> np.ndarray:
+    """g_m diag(x) g_mᵀ for every metric row g_m of G = _gradients(U_T) − _gradients(U_C)
+    (U_C None: G = _gradients(U_T)), shape (1 + K,), in O(K): never the (1 + K) × K G.
+
+    With a = 1 + ΔU, the ΔU rows are A = diag(a) − aaᵀ/K, so row k of A_T − A_C
+    is δ_kj d_k − (aT_k aT_j − aC_k aC_j)/K with d = aT − aC, and
+    Σ_j (row k)_j² x_j = d_k² x_k − 2 d_k x_k (aT_k² − aC_k²)/K
+    + (aT_k² S_TT − 2 aT_k aC_k S_TC + aC_k² S_CC)/K², S_XY = Σ_j aX_j aY_j x_j."""
+    K = U_T.size
+    aT = 1.0 + relative_utilities(U_T)
+    aC = 1.0 + relative_utilities(U_C) if U_C is not None else np.zeros(K)
+    g = reo_log_gradient(U_T) - (reo_log_gradient(U_C) if U_C is not None else 0.0)
+    d = aT - aC
+    s_tt, s_tc, s_cc = (aT * aT) @ x, (aT * aC) @ x, (aC * aC) @ x
+    du = d * d * x - 2 * d * x * (aT * aT - aC * aC) / K + (aT * aT * s_tt - 2 * aT * aC * s_tc + aC * aC * s_cc) / K**2
+    return np.concatenate([[(g * g) @ x], du])
+
+
+def _quad_factor(Z: np.ndarray, U_T: np.ndarray, U_C: np.ndarray | None = None) -> np.ndarray:
+    """:func:`_quad_diag` for a covariance ZᵀZ (Z (G, K), the buckets' factor):
+    ‖Z g_mᵀ‖² for every metric row, O(G·K) (:func:`delta_u_factor`)."""
+    g = reo_log_gradient(U_T) - (reo_log_gradient(U_C) if U_C is not None else 0.0)
+    B = delta_u_factor(U_T, Z) - (delta_u_factor(U_C, Z) if U_C is not None else 0.0)
+    return np.concatenate([[float(np.sum((Z @ g) ** 2))], (B * B).sum(axis=0)])
 
 
 def _normal_rows(metrics, diffs: np.ndarray, ses: np.ndarray, level, method, reason=None) -> list[ABEstimate]:
@@ -197,18 +230,20 @@ def ab_estimates(
     Q_T, Q_C, P = a_T / n_T, a_C / n_C, b / n_rand
     c_T, c_C, c_R = clusters
     clustered = any(c is not None for c in clusters)
-    G_T, G_C = _gradients(U_T), _gradients(U_C)
-    var_mult = (G_T**2) @ (1 / (Q_T * n_T)) + (G_C**2) @ (1 / (Q_C * n_C)) + ((G_T - G_C) ** 2) @ (1 / (P * n_rand))
+    # Var of each difference: the treatment's, the control's and the shared random traffic's (gradient G_T − G_C)
+    var_mult = (
+        _quad_diag(1 / (Q_T * n_T), U_T) + _quad_diag(1 / (Q_C * n_C), U_C) + _quad_diag(1 / (P * n_rand), U_T, U_C)
+    )
     var, deff = var_mult, np.ones(len(names))
     if clustered:
 
-        def quad(G: np.ndarray, c: BucketSums | None, share: np.ndarray, n: int) -> np.ndarray:
-            """g_m V g_mᵀ for each row g_m of G (M, K): V = Zᵀ Z (buckets) or diag(1/(Q n))."""
+        def quad(c: BucketSums | None, share: np.ndarray, n: int, U: np.ndarray, U_C=None) -> np.ndarray:
+            """The rows' quadratic forms in V = ZᵀZ (buckets) or diag(1/(Q n))."""
             if c is None:
-                return (G**2) @ (1 / (share * n))
-            return ((c.log_share_factor() @ G.T) ** 2).sum(axis=0)  # O(G·K·M), not O(K²·M)
+                return _quad_diag(1 / (share * n), U, U_C)
+            return _quad_factor(c.log_share_factor(), U, U_C)
 
-        var = quad(G_T, c_T, Q_T, n_T) + quad(G_C, c_C, Q_C, n_C) + quad(G_T - G_C, c_R, P, n_rand)
+        var = quad(c_T, Q_T, n_T, U_T) + quad(c_C, Q_C, n_C, U_C) + quad(c_R, P, n_rand, U_T, U_C)
         deff = var / var_mult
     out: list[ABEstimate] = []
     for method in methods:
@@ -218,8 +253,8 @@ def ab_estimates(
             nan, why = float("nan"), "delta_paper assumes independent rows: undefined when rows are clustered"
             out += [ABEstimate(m, float(d), nan, nan, nan, nan, method, reason=why) for m, d in zip(names, diff)]
         elif method == "delta_paper":
-            se_T = np.sqrt((_gradients(U_T) ** 2) @ log_utility_variance(Q_T, P, n_T, n_rand, "delta_paper"))
-            se_C = np.sqrt((_gradients(U_C) ** 2) @ log_utility_variance(Q_C, P, n_C, n_rand, "delta_paper"))
+            se_T = np.sqrt(_quad_diag(log_utility_variance(Q_T, P, n_T, n_rand, "delta_paper"), U_T))
+            se_C = np.sqrt(_quad_diag(log_utility_variance(Q_C, P, n_C, n_rand, "delta_paper"), U_C))
             out += _normal_rows(names, diff, np.hypot(se_T, se_C), level, method)
         elif method == "partition":
             fT, nT = c_T.folds(folds, rng) if c_T is not None else split_counts(a_T, n_T, folds, rng)
