@@ -87,8 +87,11 @@ def bucket_sums(
             f"{traffic} traffic: {int(rows.sum())} of {n_total} rows carry a cluster id (some input files lack it): "
             "the cluster-robust variance is undefined"
         )
-    col = {g: i for i, g in enumerate(groups)}
-    k = np.array([col.get(g, -1) for g in sel.get_column("group").to_list()])
+    k = (
+        sel.get_column("group")
+        .replace_strict(list(groups), list(range(len(groups))), default=-1, return_dtype=pl.Int64)
+        .to_numpy()
+    )
     pos = np.zeros((ids.size, len(groups)))
     keep = k >= 0
     np.add.at(pos, (inv[keep], k[keep]), sel.get_column(value).to_numpy()[keep])
