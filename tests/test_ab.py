@@ -240,13 +240,13 @@ def test_metric_quadratic_forms_without_the_dense_gradients():
     G = G(U_T) − G(U_C) (REO, ΔU_1..K). They are computed in O(K) (V
     diagonal) or O(G·K) (V = ZᵀZ from buckets) from the Jacobian's structure;
     here against the dense (1 + K) × K rows written out."""
-    from fairmon.transforms.ab import _gradients, _quad_diag, _quad_factor
+    from fairmon.transforms.ab import metric_gradients, metric_quad_diag, metric_quad_factor
 
     rng = np.random.default_rng(7)
     K = 7
     U_T, U_C = rng.uniform(0.5, 2.0, K), rng.uniform(0.5, 2.0, K)
     x = rng.uniform(0.01, 0.1, K)
     Z = rng.normal(size=(5, K))
-    for G, args in ((_gradients(U_T), (U_T,)), (_gradients(U_T) - _gradients(U_C), (U_T, U_C))):
-        np.testing.assert_allclose(_quad_diag(x, *args), (G**2) @ x, rtol=1e-12)
-        np.testing.assert_allclose(_quad_factor(Z, *args), np.einsum("mk,kl,ml->m", G, Z.T @ Z, G), rtol=1e-10)
+    for G, args in ((metric_gradients(U_T), (U_T,)), (metric_gradients(U_T) - metric_gradients(U_C), (U_T, U_C))):
+        np.testing.assert_allclose(metric_quad_diag(x, *args), (G**2) @ x, rtol=1e-12)
+        np.testing.assert_allclose(metric_quad_factor(Z, *args), np.einsum("mk,kl,ml->m", G, Z.T @ Z, G), rtol=1e-10)

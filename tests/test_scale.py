@@ -243,6 +243,7 @@ def test_suites_are_stored_once_per_process_unless_they_change(tmp_path):
             "ci_low": [0.08],
             "ci_high": [0.12],
             "reo_max": [1.0],
+            "reo_below_ci_high": [0.1],
         }
     )
     for _ in range(3):

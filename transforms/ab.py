@@ -68,19 +68,25 @@ def _metrics(U: np.ndarray) -> np.ndarray:
     return np.concatenate([reo_rows(U)[..., None], delta_u_rows(U)], axis=-1)
 
 
-def _gradients(U: np.ndarray) -> np.ndarray:
-    """(1 + K, K): rows = ∂metric/∂log U_j for REO and each ΔU_k (dense: for tests and small K)."""
+def metric_gradients(U: np.ndarray) -> np.ndarray:
+    """Dense gradients of the A/B metrics, shape (1 + K, K) for utilities U (K,):
+    rows = ∂metric/∂log U_j for REO, then each ΔU_k (seed 001 Algorithm 1's G).
+    For checks and small K: :func:`metric_quad_diag` and
+    :func:`metric_quad_factor` never form it."""
     return np.vstack([reo_log_gradient(U)[None, :], delta_u_log_jacobian(U)])
 
 
-def _quad_diag(x: np.ndarray, U_T: np.ndarray, U_C: np.ndarray | None = None) -> np.ndarray:
-    """g_m diag(x) g_mᵀ for every metric row g_m of G = _gradients(U_T) − _gradients(U_C)
-    (U_C None: G = _gradients(U_T)), shape (1 + K,), in O(K): never the (1 + K) × K G.
+def metric_quad_diag(x: np.ndarray, U_T: np.ndarray, U_C: np.ndarray | None = None) -> np.ndarray:
+    """g_m diag(x) g_mᵀ for every metric row g_m of G = metric_gradients(U_T) − metric_gradients(U_C)
+    (U_C None: G = metric_gradients(U_T)), shape (1 + K,), in O(K): never the (1 + K) × K G.
 
     With a = 1 + ΔU, the ΔU rows are A = diag(a) − aaᵀ/K, so row k of A_T − A_C
     is δ_kj d_k − (aT_k aT_j − aC_k aC_j)/K with d = aT − aC, and
     Σ_j (row k)_j² x_j = d_k² x_k − 2 d_k x_k (aT_k² − aC_k²)/K
-    + (aT_k² S_TT − 2 aT_k aC_k S_TC + aC_k² S_CC)/K², S_XY = Σ_j aX_j aY_j x_j."""
+    + (aT_k² S_TT − 2 aT_k aC_k S_TC + aC_k² S_CC)/K², S_XY = Σ_j aX_j aY_j x_j.
+    Inputs: x (K,) per-group variances of log Û (e.g. 1/(Q_k n)), U_T and U_C
+    (K,) utilities. Source: seed 001 Algorithms 1-2 (joint delta method,
+    DESIGN §4.1)."""
     K = U_T.size
     aT = 1.0 + relative_utilities(U_T)
     aC = 1.0 + relative_utilities(U_C) if U_C is not None else np.zeros(K)
@@ -91,9 +97,11 @@ def _quad_diag(x: np.ndarray, U_T: np.ndarray, U_C: np.ndarray | None = None) ->
     return np.concatenate([[(g * g) @ x], du])
 
 
-def _quad_factor(Z: np.ndarray, U_T: np.ndarray, U_C: np.ndarray | None = None) -> np.ndarray:
-    """:func:`_quad_diag` for a covariance ZᵀZ (Z (G, K), the buckets' factor):
-    ‖Z g_mᵀ‖² for every metric row, O(G·K) (:func:`delta_u_factor`)."""
+def metric_quad_factor(Z: np.ndarray, U_T: np.ndarray, U_C: np.ndarray | None = None) -> np.ndarray:
+    """:func:`metric_quad_diag` for a covariance ZᵀZ of log Û (Z (G, K), the
+    buckets' factor, :meth:`BucketSums.log_share_factor`): ‖Z g_mᵀ‖² for
+    every metric row, shape (1 + K,), in O(G·K) (:func:`delta_u_factor`).
+    Source: the sandwich of transforms/cluster.py in seed 001 Algorithm 2."""
     g = reo_log_gradient(U_T) - (reo_log_gradient(U_C) if U_C is not None else 0.0)
     B = delta_u_factor(U_T, Z) - (delta_u_factor(U_C, Z) if U_C is not None else 0.0)
     return np.concatenate([[float(np.sum((Z @ g) ** 2))], (B * B).sum(axis=0)])
@@ -232,7 +240,9 @@ def ab_estimates(
     clustered = any(c is not None for c in clusters)
     # Var of each difference: the treatment's, the control's and the shared random traffic's (gradient G_T − G_C)
     var_mult = (
-        _quad_diag(1 / (Q_T * n_T), U_T) + _quad_diag(1 / (Q_C * n_C), U_C) + _quad_diag(1 / (P * n_rand), U_T, U_C)
+        metric_quad_diag(1 / (Q_T * n_T), U_T)
+        + metric_quad_diag(1 / (Q_C * n_C), U_C)
+        + metric_quad_diag(1 / (P * n_rand), U_T, U_C)
     )
     var, deff = var_mult, np.ones(len(names))
     if clustered:
@@ -240,8 +250,8 @@ def ab_estimates(
         def quad(c: BucketSums | None, share: np.ndarray, n: int, U: np.ndarray, U_C=None) -> np.ndarray:
             """The rows' quadratic forms in V = ZᵀZ (buckets) or diag(1/(Q n))."""
             if c is None:
-                return _quad_diag(1 / (share * n), U, U_C)
-            return _quad_factor(c.log_share_factor(), U, U_C)
+                return metric_quad_diag(1 / (share * n), U, U_C)
+            return metric_quad_factor(c.log_share_factor(), U, U_C)
 
         var = quad(c_T, Q_T, n_T, U_T) + quad(c_C, Q_C, n_C, U_C) + quad(c_R, P, n_rand, U_T, U_C)
         deff = var / var_mult
@@ -253,8 +263,8 @@ def ab_estimates(
             nan, why = float("nan"), "delta_paper assumes independent rows: undefined when rows are clustered"
             out += [ABEstimate(m, float(d), nan, nan, nan, nan, method, reason=why) for m, d in zip(names, diff)]
         elif method == "delta_paper":
-            se_T = np.sqrt(_quad_diag(log_utility_variance(Q_T, P, n_T, n_rand, "delta_paper"), U_T))
-            se_C = np.sqrt(_quad_diag(log_utility_variance(Q_C, P, n_C, n_rand, "delta_paper"), U_C))
+            se_T = np.sqrt(metric_quad_diag(log_utility_variance(Q_T, P, n_T, n_rand, "delta_paper"), U_T))
+            se_C = np.sqrt(metric_quad_diag(log_utility_variance(Q_C, P, n_C, n_rand, "delta_paper"), U_C))
             out += _normal_rows(names, diff, np.hypot(se_T, se_C), level, method)
         elif method == "partition":
             fT, nT = c_T.folds(folds, rng) if c_T is not None else split_counts(a_T, n_T, folds, rng)

@@ -92,13 +92,14 @@ def reo_check_frame(reo: pl.DataFrame) -> pl.DataFrame:
     bias-corrected REO must then lie inside: ``reo_le_ci_high`` checks
     ``reo_below_ci_high`` ≤ ci_high. Input: reo rows (K, reo, ci_high and,
     when present, reo_bc)."""
+    out = reo.with_columns((pl.col("K").cast(pl.Float64) - 1).clip(0).sqrt().alias("reo_max"))
+    if "reo" not in reo.columns:
+        return out
     plug_in = pl.col("reo")
     below = plug_in
-    if "reo_bc" in reo.columns:
+    if {"reo_bc", "ci_high"} <= set(reo.columns):
         below = pl.when(plug_in > pl.col("ci_high")).then(pl.col("reo_bc")).otherwise(plug_in)
-    return reo.with_columns(
-        (pl.col("K").cast(pl.Float64) - 1).clip(0).sqrt().alias("reo_max"), below.alias("reo_below_ci_high")
-    )
+    return out.with_columns(below.alias("reo_below_ci_high"))
 
 
 def reo_ab_check_frame(reo_ab: pl.DataFrame) -> pl.DataFrame:
