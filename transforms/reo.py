@@ -305,8 +305,10 @@ def _lower_tail_sums(a: np.ndarray, lam: np.ndarray) -> tuple[np.ndarray, np.nda
 def _spectrum(dU: np.ndarray, cov: np.ndarray | None, factor: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """Σ's non-zero eigenvalues λ (m,) and the coordinates w (m,) of the unit
     direction u = ΔÛ/‖ΔÛ‖ on their eigenvectors (each oriented so that w ≥ 0), from Σ (K, K) or from a
-    factor B (r, K) with Σ = BᵀB (then from the r × r matrix BBᵀ: O(r²K),
-    not O(K³)). Eigenvalues below 1e-12 of the largest count as zero."""
+    factor B (r, K) with Σ = BᵀB (then, when r < K, from the r × r matrix
+    BBᵀ: O(r²K), not O(K³)). Eigenvalues below 1e-12 of the largest count as zero."""
+    if factor is not None and factor.shape[0] >= factor.shape[1]:  # more factor rows than groups: Σ is smaller
+        factor, cov = None, factor.T @ factor
     if factor is not None:
         lam, W = np.linalg.eigh(factor @ factor.T)
         lam = np.clip(lam, 0.0, None)
