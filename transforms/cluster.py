@@ -76,9 +76,13 @@ class BucketSums:
         K = self.pos.shape[1]
         if self.G < 2 or self.n == 0:
             return np.full((K, K), np.nan)
-        share = self.pos.sum(axis=0) / self.n
-        e = self.pos - np.outer(self.rows, share)
+        share, e = self._residuals()
         return self.G / (self.G - 1) * (e.T @ e) / self.n**2
+
+    def _residuals(self) -> tuple[np.ndarray, np.ndarray]:
+        """(Q̂ (K,), e (G, K)) with e_{g,k} = a_{g,k} − Q̂_k n_g (module docstring)."""
+        share = self.pos.sum(axis=0) / self.n
+        return share, self.pos - np.outer(self.rows, share)
 
     def log_share_covariance(self) -> np.ndarray:
         """Ĉov(log Q̂) = D⁻¹ Ĉov(Q̂) D⁻¹ with D = diag(Q̂), shape (K, K); inf/NaN
@@ -96,8 +100,7 @@ class BucketSums:
         K = self.pos.shape[1]
         if self.G < 2 or self.n == 0:
             return np.full((max(self.G, 1), K), np.nan)
-        share = self.pos.sum(axis=0) / self.n
-        e = self.pos - np.outer(self.rows, share)
+        share, e = self._residuals()
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.sqrt(self.G / (self.G - 1)) * e / (self.n * share)
 

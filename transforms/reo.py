@@ -309,17 +309,12 @@ def _spectrum(dU: np.ndarray, cov: np.ndarray | None, factor: np.ndarray | None)
     BBᵀ: O(r²K), not O(K³)). Eigenvalues below 1e-12 of the largest count as zero."""
     if factor is not None and factor.shape[0] >= factor.shape[1]:  # more factor rows than groups: Σ is smaller
         factor, cov = None, factor.T @ factor
+    lam, vec = np.linalg.eigh(factor @ factor.T if factor is not None else (cov + cov.T) / 2)
+    lam = np.clip(lam, 0.0, None)
+    keep = lam > 1e-12 * lam.max() if lam.max() > 0 else np.zeros(lam.size, bool)
+    lam, vec = lam[keep], vec[:, keep]
     if factor is not None:
-        lam, W = np.linalg.eigh(factor @ factor.T)
-        lam = np.clip(lam, 0.0, None)
-        keep = lam > 1e-12 * lam.max() if lam.max() > 0 else np.zeros(lam.size, bool)
-        lam = lam[keep]
-        vec = factor.T @ W[:, keep] / np.sqrt(lam)  # Σ's eigenvectors: Bᵀ w_i / √λ_i
-    else:
-        lam, vec = np.linalg.eigh((cov + cov.T) / 2)
-        lam = np.clip(lam, 0.0, None)
-        keep = lam > 1e-12 * lam.max() if lam.max() > 0 else np.zeros(lam.size, bool)
-        lam, vec = lam[keep], vec[:, keep]
+        vec = factor.T @ vec / np.sqrt(lam)  # Σ's eigenvectors from BBᵀ's: Bᵀ w_i / √λ_i
     norm = float(np.linalg.norm(dU))
     if norm > 0:  # |w|: an eigenvector's sign is arbitrary, and Z ~ N(0, I) is symmetric: same draws either way
         return lam, np.abs(vec.T @ (dU / norm))
