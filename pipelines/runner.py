@@ -15,14 +15,14 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any
 
 from prefect import flow
 
 from fairmon.pipelines import timing
 from fairmon.pipelines.config import FairmonConfig
-from fairmon.pipelines.flows import DayQuarantined, daily, precheck_days, refresh_run_views
+from fairmon.pipelines.flows import DayQuarantined, backfill_day, daily, precheck_days, refresh_run_views
 from fairmon.pipelines.ingest.staging import prestage_impressions
 from fairmon.pipelines.prefect_guard import guard_temporary_server
 from fairmon.pipelines.quality import gate_for, preload_gate, prune_gx
@@ -76,31 +76,21 @@ def docs_deferred(run: Run) -> Iterator[None]:
         gate_for(run.cfg).build_docs()
 
 
-@contextmanager
-def without_heartbeat() -> Iterator[None]:
-    """Flow runs started in the block send no heartbeats of their own. For the
-    days of a backfill: their parent run (``fairmon-backfill``) keeps sending
-    its heartbeats, which is what detects a crashed process, while a run with
-    heartbeats waits up to a second at its end for the heartbeat thread
-    (Prefect 3.8 sleeps in 1 s steps before it sees the stop): about 1 s a
-    day, most of a backfill's orchestration cost (bench/daily.py)."""
-    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
-
-    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
-        yield
-
-
-def day_summary(run: Run, ds: dt.date, force_ingest: bool, wait_seconds: float, heartbeat: bool = True) -> dict:
-    """Run the daily flow for ``ds`` in ``run`` and summarise it:
-    {ds, status: published | quarantined | failed, ...the flow's result, or error}.
-    ``heartbeat=False`` for a day run under a parent flow run (:func:`without_heartbeat`)."""
-    with nullcontext() if heartbeat else without_heartbeat():
+def day_summary(run: Run, ds: dt.date, force_ingest: bool, wait_seconds: float, in_backfill: bool = False) -> dict:
+    """Run day ``ds`` in ``run`` and summarise it:
+    {ds, status: published | quarantined | failed, ...the day's result, or error}.
+    A day alone is the flow run ``fairmon-daily/<ds>`` (:func:`daily`); a day
+    of a backfill (``in_backfill``) is the task run of that name under the
+    backfill's parent flow run (:func:`backfill_day`)."""
+    if in_backfill:
+        state = backfill_day(run.cfg, ds, force_ingest, wait_seconds, return_state=True)
+    else:
         state = daily(run.cfg, ds, force_ingest, wait_seconds, return_state=True)
     try:
         return {"ds": ds, "status": "published", **state.result()}
     except DayQuarantined as e:
         return {"ds": ds, "status": "quarantined", "error": str(e)}
-    except Exception as e:  # the flow's own exception, re-raised by result()
+    except Exception as e:  # the day's own exception, re-raised by result()
         return {"ds": ds, "status": "failed", "error": f"{type(e).__name__}: {e}"}
 
 
@@ -160,8 +150,8 @@ def run_days(
             api.result()  # raises what starting the API raised
 
         def each_day() -> None:
-            # a backfill's days run under its parent run, which keeps the heartbeat
-            one = in_run(lambda ds: day_summary(run, ds, force_ingest, wait_seconds, heartbeat=len(days) == 1))
+            # a backfill's days are task runs of its parent flow run
+            one = in_run(lambda ds: day_summary(run, ds, force_ingest, wait_seconds, in_backfill=len(days) > 1))
             for k, chunk in enumerate(chunks):
                 if k:
                     prestage(chunk)
@@ -171,7 +161,7 @@ def run_days(
                         if on_day is not None:
                             on_day(r)
 
-        if len(days) > 1:  # one parent run in Prefect's UI; the days are its fairmon-daily/<ds> subflow runs
+        if len(days) > 1:  # one parent run in Prefect's UI; the days are its fairmon-daily/<ds> task runs
             backfill(days[0], days[-1], len(days), each_day)
         else:
             each_day()
@@ -181,7 +171,7 @@ def run_days(
 @flow(name="fairmon-backfill", flow_run_name="fairmon-backfill/{start}..{end}", validate_parameters=False)
 def backfill(start: dt.date, end: dt.date, n_days: int, each_day: Any) -> None:
     """The parent flow run of a range of days (``fairmon-backfill/<start>..<end>``):
-    ``each_day`` runs the days, each as its own ``fairmon-daily/<ds>`` run.
+    ``each_day`` runs the days, each as its task run ``fairmon-daily/<ds>``.
     Its state is Completed when every day was run, whatever each day's own
     outcome (published, quarantined or failed: see the day runs); an error
     outside the days fails it."""

@@ -29,6 +29,7 @@ from fairmon.transforms.simulate import SimulationSpec
 
 SPEC = SimulationSpec(start=dt.date(2026, 3, 1), days=3, rows_per_day=4000, random_rows_per_day=2000, seed=5)
 DAYS = ["--start", "2026-03-01", "--end", "2026-03-02"]
+DAYS_RANGE = ["2026-03-01", "2026-03-02"]
 
 
 def test_exit_code_of_day_summaries():
@@ -91,19 +92,31 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
     assert {r["attribute"] for r in doc["days"][0]["reo"]} == {"young_adult"}
     assert "Run summary" in res.stderr
 
-    _assert_prefect_records("2026-03-01")
+    # one parent flow run; each day its task run fairmon-daily/<ds>, with the day's artifacts
     assert _flow_run_state("fairmon-backfill/2026-03-01..2026-03-02") == ("Completed", "COMPLETED")
+    parent = _flow_run("fairmon-backfill/2026-03-01..2026-03-02").id
+    for ds in DAYS_RANGE:
+        assert _task_run_state(f"fairmon-daily/{ds}", parent) == ("Completed", "COMPLETED")
+        _assert_artifacts(ds)
 
     res = runner.invoke(app, ["sql", 'select ds, "group", n from group_counts order by all', "--json"], env=env)
     rows = json.loads(res.stdout)["rows"]
     assert res.exit_code == 0 and len(rows) == 2 * 2 * 2  # 2 days x default/random x 2 groups
 
-    # a quarantined day: exit 1, in the JSON too
+    # a day alone is the flow run fairmon-daily/<ds>, with the same artifacts
+    assert runner.invoke(app, ["run", "--date", "2026-03-01"], env=env).exit_code == EXIT_PUBLISHED
+    _assert_prefect_records("2026-03-01")
+
+    # a quarantined day: exit 1, in the JSON too; its state is named, alone and in a backfill
     (sim / "default" / "2026-03-02.csv").write_text("")
     res = runner.invoke(app, ["run", "--date", "2026-03-02", "--json"], env=env)
     assert res.exit_code == EXIT_QUARANTINED == json.loads(res.stdout)["exit_code"]
     assert "DayQuarantined" not in res.stderr  # a named state, not an exception's traceback in the logs
     assert _flow_run_state("fairmon-daily/2026-03-02") == ("Quarantined", "FAILED")
+    res = runner.invoke(app, ["backfill", *DAYS, "--json"], env=env)
+    assert [d["status"] for d in json.loads(res.stdout)["days"]] == ["published", "quarantined"]
+    parent = _flow_run("fairmon-backfill/2026-03-01..2026-03-02").id
+    assert _task_run_state("fairmon-daily/2026-03-02", parent) == ("Quarantined", "FAILED")
 
     # a missing input is a warning on stderr without -v, naming the day's own path
     (sim / "default" / "2026-03-03.csv").unlink()
@@ -167,8 +180,8 @@ def _prefect(query):
     return asyncio.run(go())
 
 
-def _flow_run_state(name: str) -> tuple[str, str]:
-    """(state name, state type) of the latest flow run called ``name``."""
+def _flow_run(name: str):
+    """The latest flow run called ``name``."""
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
     from prefect.client.schemas.sorting import FlowRunSort
 
@@ -179,12 +192,45 @@ def _flow_run_state(name: str) -> tuple[str, str]:
             limit=50,
         )
     )
-    return runs[0].state.name, runs[0].state.type.value
+    return runs[0]
+
+
+def _flow_run_state(name: str) -> tuple[str, str]:
+    """(state name, state type) of the latest flow run called ``name``."""
+    run = _flow_run(name)
+    return run.state.name, run.state.type.value
+
+
+def _task_run_state(name: str, flow_run_id) -> tuple[str, str]:
+    """(state name, state type) of the task run called ``name`` in flow run
+    ``flow_run_id`` (task states arrive as events: waits up to 10 s for the
+    server to record the final one)."""
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, TaskRunFilter, TaskRunFilterName
+    from prefect.client.schemas.sorting import TaskRunSort
+
+    for _ in range(100):
+        runs = _prefect(
+            lambda c: c.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+                task_run_filter=TaskRunFilter(name=TaskRunFilterName(any_=[name])),
+                sort=TaskRunSort.EXPECTED_START_TIME_DESC,
+                limit=10,
+            )
+        )
+        if runs and runs[0].state is not None and runs[0].state.is_final():
+            return runs[0].state.name, runs[0].state.type.value
+        time.sleep(0.1)
+    return ("not recorded", "")
 
 
 def _assert_prefect_records(ds: str) -> None:
     """The day's flow run is named fairmon-daily/<ds> and left its two artifacts."""
     assert _flow_run_state(f"fairmon-daily/{ds}") == ("Completed", "COMPLETED")
+    _assert_artifacts(ds)
+
+
+def _assert_artifacts(ds: str) -> None:
+    """The day left its two artifacts (fairmon-reo-<ds>, fairmon-outputs-<ds>)."""
     keys = [f"fairmon-reo-{ds}", f"fairmon-outputs-{ds}"]
 
     async def latest(client):  # the REST call itself: this client's filter objects send fields the server rejects

@@ -325,33 +325,38 @@ def test_cli_ingest_stages_without_computing(sim):
     assert n == 2 * SPEC.rows_per_day
 
 
-def test_backfill_days_leave_heartbeats_to_the_parent_run(sim, monkeypatch):
-    """A backfill's days run without their own heartbeat thread (a day would
-    wait up to 1 s for it at its end); their parent run and a single-day run keep
-    Prefect's heartbeat setting."""
-    from prefect.settings import get_current_settings
+def test_backfill_days_are_task_runs_of_the_parent_flow_run(sim, monkeypatch):
+    """A backfill's days are task runs (backfill_day) inside its parent flow
+    run fairmon-backfill/<start>..<end>, not flow runs of their own (a flow
+    run per day waited on Prefect's server: 0.15-1.8 s a day); a day alone
+    is the flow run fairmon-daily/<ds>. Same results either way."""
+    from prefect.context import FlowRunContext
 
     from fairmon.pipelines import runner
 
-    seen = {}
-    real = runner.daily
+    seen = []
 
-    def recording(cfg, ds, *args, **kwargs):
-        seen[ds] = get_current_settings().flows.heartbeat_frequency
-        return real(cfg, ds, *args, **kwargs)
+    def recording(name, real):
+        def call(cfg, ds, *args, **kwargs):
+            ctx = FlowRunContext.get()
+            seen.append((name, ds, ctx.flow_run.name if ctx else None))
+            return real(cfg, ds, *args, **kwargs)
 
-    monkeypatch.setattr(runner, "daily", recording)
+        return call
+
+    monkeypatch.setattr(runner, "daily", recording("flow", runner.daily))
+    monkeypatch.setattr(runner, "backfill_day", recording("task", runner.backfill_day))
     _, cfg_path = sim
     cfg = load_config(cfg_path)
-    default = get_current_settings().flows.heartbeat_frequency
-    assert default is not None  # Prefect's default: heartbeats on
     days = [SPEC.start, SPEC.start + dt.timedelta(days=1)]
-    assert [r["status"] for r in runner.run_days(cfg, days)] == ["published"] * 2
-    assert seen == {days[0]: None, days[1]: None}
-    assert get_current_settings().flows.heartbeat_frequency == default
+    both = runner.run_days(cfg, days)
+    assert [r["status"] for r in both] == ["published"] * 2
+    parent = f"fairmon-backfill/{days[0]}..{days[1]}"
+    assert seen == [("task", days[0], parent), ("task", days[1], parent)]
     seen.clear()
-    assert runner.run_days(cfg, [days[0]])[0]["status"] == "published"
-    assert seen == {days[0]: default}
+    (alone,) = runner.run_days(cfg, [days[1]])
+    assert alone["status"] == "published" and seen == [("flow", days[1], None)]
+    assert alone["reo"] == both[1]["reo"]  # the same day, the same numbers
 
 
 def test_a_days_result_is_one_value_to_prefect():
