@@ -1,16 +1,29 @@
-"""No orphaned Prefect server: when fairmon starts Prefect's temporary local
-API (no ``PREFECT_API_URL`` set), a small guard process is tied to it and to
+"""Prefect's temporary local API, started early and never orphaned.
+
+When no ``PREFECT_API_URL`` is set, Prefect starts a temporary local server
+in a subprocess at the first flow run. :func:`launch_temporary_server`
+starts that same server (Prefect's own command and environment) as soon as a
+command knows it will run days, without importing Prefect's server package
+into fairmon's process (about 1.5 s of import that Prefect's launcher costs
+there, holding the interpreter while the run's own work waits), and points
+this process's Prefect settings at it.
+
+No orphaned server: a small guard process is tied to the server and to
 fairmon. If fairmon dies in any way, SIGKILL included, the guard sees its
-pipe close and stops the server (which Prefect's own ``atexit`` hook cannot
-do after a SIGKILL). On a normal exit Prefect stops the server itself and the
-guard finds nothing to do.
+pipe close and stops the server (which an ``atexit`` hook cannot do after a
+SIGKILL). On a normal exit the server is stopped at exit and the guard finds
+nothing to do.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -75,6 +88,113 @@ def guard_temporary_server() -> None:
             close_fds=True,
         )
     )
+
+
+#: Prefect's temporary server started by :func:`launch_temporary_server` (one per process).
+_server: list[subprocess.Popen] = []
+_server_log: list = []
+
+#: Exit code of Prefect's server when its port was taken meanwhile (Prefect's launcher retries on it too).
+_PORT_TAKEN = 3
+
+
+def launch_temporary_server() -> str | None:
+    """Start Prefect's temporary local API now, when Prefect would start it at
+    the first flow run (no ``PREFECT_API_URL`` set), and set this process's
+    ``PREFECT_API_URL`` to it. Returns immediately with the API URL (the
+    server takes seconds to answer: :func:`wait_for_api`); None when an API
+    URL is set (nothing started). Once per process.
+
+    The command and environment are those of Prefect 3.8's launcher
+    (``prefect.server.api.server.SubprocessASGIServer``: uvicorn serving
+    ``create_app`` on 127.0.0.1 without the UI, the current settings in its
+    environment), so the server is the same; what differs is that Prefect's
+    server package is imported only in the server's process. The server
+    stops when this process exits (``atexit``), or when it dies (the guard,
+    :func:`guard_temporary_server`, started first)."""
+    import prefect
+    from prefect.context import refresh_global_settings_context
+    from prefect.settings import PREFECT_API_URL, get_current_settings
+
+    if _server:
+        return os.environ.get("PREFECT_API_URL")
+    if PREFECT_API_URL.value():
+        return None
+    guard_temporary_server()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))  # a free port, chosen by the OS
+        port = sock.getsockname()[1]
+    env = {
+        **os.environ,
+        "PREFECT_UI_ENABLED": "0",
+        "PREFECT__SERVER_EPHEMERAL": "1",
+        "PREFECT__SERVER_FINAL": "1",
+        **get_current_settings().to_environment_variables(exclude_unset=True),
+    }
+    cmd = [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory"]
+    cmd += ["prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port)]
+    cmd += ["--log-level", "error", "--lifespan", "on"]
+    # the server's output, for the process's life: shown only if it fails to start (not its shutdown noise)
+    log = tempfile.TemporaryFile()  # noqa: SIM115
+    _server.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
+    _server_log.append(log)
+    atexit.register(stop_temporary_server)
+    url = f"http://127.0.0.1:{port}/api"
+    os.environ["PREFECT_API_URL"] = url
+    refresh_global_settings_context()  # Prefect reads its settings from the environment once: again now
+    return url
+
+
+def wait_for_api(timeout_s: float | None = None) -> None:
+    """Wait until the server :func:`launch_temporary_server` started answers
+    ``/health`` (up to ``timeout_s``, default Prefect's
+    ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``). Does nothing when
+    this process started none. Raises RuntimeError naming the exit code when
+    the server exited, or the timeout."""
+    import httpx
+    from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
+
+    if not _server:
+        return
+    proc, url = _server[0], os.environ["PREFECT_API_URL"]
+    limit = timeout_s if timeout_s is not None else PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()
+    deadline = time.monotonic() + limit
+    with httpx.Client() as client:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                taken = " (its port was taken)" if proc.returncode == _PORT_TAKEN else ""
+                raise RuntimeError(
+                    f"Prefect's temporary server exited with code {proc.returncode}{taken}: {_server_output()}"
+                )
+            try:
+                if client.get(f"{url}/health", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+    raise RuntimeError(f"Prefect's temporary server did not answer at {url} within {limit:g} s: {_server_output()}")
+
+
+def _server_output(limit: int = 4000) -> str:
+    """The last ``limit`` characters the temporary server wrote."""
+    if not _server_log:
+        return ""
+    log = _server_log[0]
+    log.seek(0)
+    return log.read().decode(errors="replace")[-limit:].strip() or "(no output)"
+
+
+def stop_temporary_server() -> None:
+    """Stop the server :func:`launch_temporary_server` started (terminate,
+    then kill after 5 s); at exit."""
+    while _server:
+        proc = _server.pop()
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def temporary_servers(prefect_home: Path) -> list[int]:

@@ -24,7 +24,7 @@ from fairmon.pipelines import timing
 from fairmon.pipelines.config import FairmonConfig
 from fairmon.pipelines.flows import DayQuarantined, backfill_day, daily, precheck_days, refresh_run_views
 from fairmon.pipelines.ingest.staging import prestage_impressions
-from fairmon.pipelines.prefect_guard import guard_temporary_server
+from fairmon.pipelines.prefect_guard import launch_temporary_server, wait_for_api
 from fairmon.pipelines.quality import gate_for, preload_gate, prune_gx
 from fairmon.pipelines.run import Run, in_run, run_scope
 from fairmon.pipelines.storage import db
@@ -38,14 +38,16 @@ PRESTAGE_DAYS = 31
 
 def start_api() -> None:
     """Reach the Prefect API from the calling thread, starting Prefect's
-    temporary local server when no PREFECT_API_URL is set. Called from the
-    main thread before days run in worker threads: threads that each start
-    the server race, and the loser's server outlives the process. A server
-    it started is stopped when this process dies, however it dies
+    temporary local server when no PREFECT_API_URL is set
+    (:func:`fairmon.pipelines.prefect_guard.launch_temporary_server`, unless a
+    command launched it earlier). Called from the main thread before days
+    run in worker threads: threads that each start the server race. A server
+    started here is stopped when this process dies, however it dies
     (:mod:`fairmon.pipelines.prefect_guard`)."""
     from prefect.client.orchestration import get_client
 
-    guard_temporary_server()  # before the server exists: no window in which it could be orphaned
+    launch_temporary_server()  # the guard first: no window in which the server could be orphaned
+    wait_for_api()
     with get_client(sync_client=True) as client:
         client.api_healthcheck()
 
@@ -53,10 +55,10 @@ def start_api() -> None:
 def start_api_in_background() -> Future:
     """:func:`start_api` in a thread of its own, so that the caller can work
     (profile, check and stage a backfill's files: nothing there needs Prefect)
-    while Prefect imports its server and its temporary server starts. The
-    guard is started first, from the calling thread. Returns the future;
-    wait for it before the first flow run."""
-    guard_temporary_server()
+    while Prefect's temporary server starts. The server (and its guard) is
+    launched from the calling thread. Returns the future; wait for it before
+    the first flow run."""
+    launch_temporary_server()
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fairmon-prefect-api")
     future = pool.submit(start_api)
     pool.shutdown(wait=False)  # the thread ends when start_api returns

@@ -221,6 +221,47 @@ def test_a_killed_run_leaves_no_prefect_server_behind(tmp_path):
     assert temporary_servers(home) == []
 
 
+_LAUNCH = """
+import sys
+from prefect import flow
+from fairmon.pipelines.prefect_guard import launch_temporary_server, temporary_servers
+from fairmon.pipelines.runner import start_api
+
+@flow
+def one():
+    return 1
+
+url = launch_temporary_server()
+start_api()  # waits until it answers
+assert one() == 1
+SERVER = "prefect.server" + ".api.server"  # split: this script's own command line must not look like a server
+print(url, len(temporary_servers(sys.argv[1])), SERVER in sys.modules, flush=True)
+"""
+
+
+def test_the_temporary_server_runs_without_prefects_server_package_here(tmp_path):
+    """fairmon starts Prefect's temporary API itself (same command as
+    Prefect's launcher) without importing prefect.server into its own
+    process; flows run against it, its logs reach it to the end, and it
+    stops when the process exits."""
+    import os
+    import subprocess
+    import sys
+
+    home = tmp_path / "prefect-home"
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update({"PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"})
+    run = subprocess.run(
+        [sys.executable, "-c", _LAUNCH, str(home)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    url, servers, imported = run.stdout.split()
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/api")
+    assert (servers, imported) == ("1", "False")
+    assert "Error logging to API" not in run.stderr  # stopped after Prefect's workers sent their last logs
+    assert temporary_servers(home) == []
+
+
 def test_an_ab_control_that_matches_no_arm_is_a_named_warning(tmp_path):
     cfg = _sim(tmp_path, days=1, arms={"a": {}, "b": {1: 1.5}})
     text = cfg.read_text()

@@ -148,6 +148,15 @@ def _prefect_env(verbose: bool = False) -> None:
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
 
 
+def _launch_api() -> None:
+    """Start Prefect's temporary local API now when the command will need one
+    (:func:`fairmon.pipelines.prefect_guard.launch_temporary_server`): its
+    seconds of start-up overlap the command's imports and work."""
+    from fairmon.pipelines.prefect_guard import launch_temporary_server
+
+    launch_temporary_server()
+
+
 def _parse_date(value: str, name: str) -> dt.date:
     try:
         return dt.date.fromisoformat(value)
@@ -184,6 +193,7 @@ def run(
     _prefect_env(verbose)
     ds = _parse_date(date, "--date")
     cfg = _load(config)
+    _launch_api()
     err.print(f"fairmon run {ds} ({config}): checking inputs, then counts and estimators", highlight=False)
     r = _run(cfg, config, [ds], show_progress=False, force_ingest=force_ingest, wait_seconds=wait)[0]
     if as_json:
@@ -273,6 +283,7 @@ def backfill(
     if b < a:
         raise typer.BadParameter("--end is before --start", param_hint="--end")
     cfg = _load(config)
+    _launch_api()
     from fairmon.pipelines.ops import days_to_run, detect_stale
     from fairmon.pipelines.storage.locking import RunLockedError, project_lock
 
