@@ -40,8 +40,10 @@ from fairmon.pipelines.ingest.staging import (
     ensure_staged,
     ingest_source,
     peek_range_counts,
+    recorded_result,
     run_logger,
     take_range_counts,
+    units_for,
     warn,
 )
 from fairmon.pipelines.quality import DQResult, build_docs, dq_frame, gate_for
@@ -205,9 +207,44 @@ def precheck_days(cfg: FairmonConfig, days: list[dt.date]) -> float:
             subject = f"impressions {ds}" if name == "impressions_day" else name
             by_suite.setdefault(name, []).append((frame, subject, str(ds)))
     gate = gate_for(cfg)
+    checked: dict[tuple[str, str], DQResult] = {}  # (suite, day) -> its result
     for suite, frames in by_suite.items():
-        gate.validate_many(suite, frames, day_params if suite == "impressions_day" else {}, remember=True)
+        params = day_params if suite == "impressions_day" else {}
+        for (_, _, ds), result in zip(frames, gate.validate_many(suite, frames, params, remember=True), strict=True):
+            checked[(suite, ds)] = result
+    dq = [(frame, "dq_results", str(ds)) for ds in days if (frame := _dq_ahead(cfg, ds, checked)) is not None]
+    if dq:
+        gate.validate_many("dq_results", dq, {}, remember=True)
     return seconds
+
+
+def _dq_ahead(cfg: FairmonConfig, ds: dt.date, checked: dict[tuple[str, str], DQResult]) -> pl.DataFrame | None:
+    """The dq_results frame day ``ds`` will publish, from what the checks
+    ahead found (``checked``: (suite, day) -> result) and the recorded
+    results of its staged files, built as :func:`_daily` builds it (the
+    files' results, impressions_day, the [ab] warning, the output suites);
+    None when it cannot be known ahead: inputs besides impressions, envy,
+    a file not staged, a suite not checked ahead, or a critical failure (the
+    day quarantines). Only a shortcut: the day checks its own frame, and takes
+    the kept result only when that frame is identical (digest)."""
+    if configured_inputs(cfg) != ["impressions"] or cfg.envy is not None:
+        return None
+    day = str(ds)
+    files = [recorded_result(cfg, "impressions", u) for u in units_for(cfg, "impressions", ds)]
+    ready = peek_range_counts(ds)
+    run = active_run()
+    ahead = run.estimated.get(ds) if run is not None else None
+    if ready is None or ahead is None or any(f is None for f in files) or ("impressions_day", day) not in checked:
+        return None
+    counts = ready[0].cast(GROUP_COUNTS_SCHEMA).select(list(GROUP_COUNTS_SCHEMA))
+    outputs = [checked.get((name, day)) for name in ("group_counts", *ahead[1])]  # output_check_frames' order
+    if any(r is None for r in outputs):
+        return None
+    results = [*files, explain_random_traffic(cfg, ds, checked[("impressions_day", day)])]
+    results += _ab_config_check(cfg, counts) + outputs
+    if not all(r.success for r in results):
+        return None
+    return dq_frame(ds, results)
 
 
 def explain_random_traffic(cfg: FairmonConfig, ds: dt.date, result: DQResult) -> DQResult:

@@ -359,6 +359,38 @@ def test_backfill_days_are_task_runs_of_the_parent_flow_run(sim, monkeypatch):
     assert alone["reo"] == both[1]["reo"]  # the same day, the same numbers
 
 
+def test_a_backfill_checks_its_days_dq_results_ahead_in_one_run(sim, monkeypatch):
+    """The checks ahead build each day's dq_results frame (its files'
+    recorded results, impressions_day, the output suites) and validate all
+    days in one GX run; each day's own check of its identical frame takes the
+    kept result. What is published is what days run alone publish."""
+    from fairmon.pipelines import runner
+    from fairmon.pipelines.quality import QualityGate
+
+    runs = []
+    real = QualityGate.run_checkpoint
+
+    def counting(self, suite, *args, **kwargs):
+        runs.append(suite)
+        return real(self, suite, *args, **kwargs)
+
+    monkeypatch.setattr(QualityGate, "run_checkpoint", counting)
+    sim_dir, cfg_path = sim
+    cfg = load_config(cfg_path)
+    days = [SPEC.start + dt.timedelta(days=i) for i in range(3)]
+    assert [r["status"] for r in runner.run_days(cfg, days)] == ["published"] * 3
+    assert runs.count("dq_results") == 1  # three days' frames, one GX run
+    wh = sim_dir / "warehouse"
+    together = read_table(wh, "dq_results").drop("run_id").sort("ds", "suite", "subject")
+    runs.clear()
+    for d in days:  # each day alone: its own dq_results run, the same rows
+        assert runner.run_days(cfg, [d])[0]["status"] == "published"
+    assert runs.count("dq_results") == 3
+    alone = read_table(wh, "dq_results").drop("run_id").sort("ds", "suite", "subject")
+    assert set(together.get_column("ds")) == set(days) and together.height > 3 * 5  # files, day, outputs
+    assert together.equals(alone)
+
+
 def test_a_days_result_is_one_value_to_prefect():
     """Prefect's engine walks a flow's returned dicts and lists object by object
     (looking for futures): the day's rows, thousands with many groups, took

@@ -402,16 +402,10 @@ def stage_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, run_name: str,
     t0 = time.perf_counter()
     with timing.clock(run_name, "ingest"):
         size, mtime = file_fingerprint(unit.file, cfg)
-        seen = None if force else unchanged(cfg, unit.file)
+        seen = None if force else recorded_result(cfg, source, unit)
         if seen:
-            log.info(
-                "ingest %s: unchanged since staged (%d rows), skipped, %.2fs",
-                unit.file,
-                seen["rows"],
-                time.perf_counter() - t0,
-            )
-            prev = json.loads(seen["dq"] or "{}")
-            return DQResult(source, src.suite, str(unit.file), prev.get("n_expectations", 0), prev.get("failures", []))
+            log.info("ingest %s: unchanged since staged, skipped, %.2fs", unit.file, time.perf_counter() - t0)
+            return seen
         raw = src.read(unit)
     with timing.clock(run_name, "checks"):
         dq = raw_suite(cfg, src, unit, raw, run_name)
@@ -425,6 +419,18 @@ def stage_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, run_name: str,
         "ingest %s: %d rows in, %d staged, %.2fs", unit.file, rows_in(raw), staged.height, time.perf_counter() - t0
     )
     return dq
+
+
+def recorded_result(cfg: FairmonConfig, source: str, unit: IngestUnit) -> DQResult | None:
+    """The raw suite's result recorded when ``unit``'s file was staged, if the
+    file is unchanged since (same size, mtime and config: :func:`unchanged`);
+    else None. What :func:`stage_unit` returns for such a file."""
+    seen = unchanged(cfg, unit.file)
+    if not seen:
+        return None
+    prev = json.loads(seen["dq"] or "{}")
+    suite = input_source(cfg, source).suite
+    return DQResult(source, suite, str(unit.file), prev.get("n_expectations", 0), prev.get("failures", []))
 
 
 def units_for(cfg: FairmonConfig, source: str, ds: dt.date) -> list[IngestUnit]:
