@@ -15,6 +15,7 @@ expectations. Every run is recorded in the ``runs`` table.
 
 from __future__ import annotations
 
+import contextvars
 import datetime as dt
 import json
 import time
@@ -840,7 +841,10 @@ def run_day(config: FairmonConfig | str, ds: dt.date, force_ingest: bool, wait_s
             result = _daily(run.cfg, run.config_path, ds, force_ingest, wait_seconds)
         except DayQuarantined as e:  # an outcome of the gate, not a crash: a named state, no traceback
             return Failed(name="Quarantined", message=str(e), data=e)
-    day_artifacts(ds, result)
+        if run.artifacts is not None:  # a backfill: recorded meanwhile, in the day's own Prefect context
+            run.artifacts.submit(contextvars.copy_context().run, day_artifacts, ds, result)
+        else:
+            day_artifacts(ds, result)
     return DayResult(result)
 
 

@@ -24,6 +24,7 @@ import io
 import json
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,9 @@ class Run:
       days' checks (:func:`fairmon.pipelines.flows.precheck_days`), keyed by
       day with the digest of the counts they came from; the day's estimate
       step takes them when its counts are the same.
+    - ``artifacts``: in a backfill, the thread that records the days'
+      Prefect artifacts (:func:`fairmon.pipelines.flows.day_artifacts`)
+      while the next days run; the runner waits for it before the run ends.
     - ``views``: the DuckDB views this run created, {view: SQL}
       (:func:`fairmon.pipelines.storage.warehouse.refresh_views` creates only
       those whose SQL changed).
@@ -77,6 +81,7 @@ class Run:
     prechecked: dict[tuple[str, str, str], tuple[str, object]] = field(default_factory=dict)
     estimated: dict[dt.date, tuple[str, dict[str, pl.DataFrame]]] = field(default_factory=dict)
     views: dict[str, str] = field(default_factory=dict)
+    artifacts: ThreadPoolExecutor | None = None
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     @property

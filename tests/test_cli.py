@@ -97,7 +97,7 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
     parent = _flow_run("fairmon-backfill/2026-03-01..2026-03-02").id
     for ds in DAYS_RANGE:
         assert _task_run_state(f"fairmon-daily/{ds}", parent) == ("Completed", "COMPLETED")
-        _assert_artifacts(ds)
+        _assert_artifacts(ds, _task_run(f"fairmon-daily/{ds}", parent).id)  # recorded meanwhile, in the day's run
 
     res = runner.invoke(app, ["sql", 'select ds, "group", n from group_counts order by all', "--json"], env=env)
     rows = json.loads(res.stdout)["rows"]
@@ -203,8 +203,14 @@ def _flow_run_state(name: str) -> tuple[str, str]:
 
 def _task_run_state(name: str, flow_run_id) -> tuple[str, str]:
     """(state name, state type) of the task run called ``name`` in flow run
-    ``flow_run_id`` (task states arrive as events: waits up to 10 s for the
-    server to record the final one)."""
+    ``flow_run_id``."""
+    run = _task_run(name, flow_run_id)
+    return (run.state.name, run.state.type.value) if run is not None else ("not recorded", "")
+
+
+def _task_run(name: str, flow_run_id):
+    """The task run called ``name`` in flow run ``flow_run_id`` once its final
+    state is recorded (task states arrive as events: waits up to 10 s), or None."""
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, TaskRunFilter, TaskRunFilterName
     from prefect.client.schemas.sorting import TaskRunSort
 
@@ -218,9 +224,9 @@ def _task_run_state(name: str, flow_run_id) -> tuple[str, str]:
             )
         )
         if runs and runs[0].state is not None and runs[0].state.is_final():
-            return runs[0].state.name, runs[0].state.type.value
+            return runs[0]
         time.sleep(0.1)
-    return ("not recorded", "")
+    return None
 
 
 def _assert_prefect_records(ds: str) -> None:
@@ -229,8 +235,9 @@ def _assert_prefect_records(ds: str) -> None:
     _assert_artifacts(ds)
 
 
-def _assert_artifacts(ds: str) -> None:
-    """The day left its two artifacts (fairmon-reo-<ds>, fairmon-outputs-<ds>)."""
+def _assert_artifacts(ds: str, task_run_id=None) -> None:
+    """The day left its two artifacts (fairmon-reo-<ds>, fairmon-outputs-<ds>),
+    attached to the day's task run ``task_run_id`` when given."""
     keys = [f"fairmon-reo-{ds}", f"fairmon-outputs-{ds}"]
 
     async def latest(client):  # the REST call itself: this client's filter objects send fields the server rejects
@@ -241,6 +248,8 @@ def _assert_artifacts(ds: str) -> None:
     assert set(by_key) == set(keys)
     assert by_key[keys[0]]["type"] == "table" and "young_adult" in by_key[keys[0]]["data"]
     assert "file://" in by_key[keys[1]]["data"]
+    if task_run_id is not None:
+        assert {a["task_run_id"] for a in by_key.values()} == {str(task_run_id)}
 
 
 def test_ab_view_reads_the_interval_not_the_point():
