@@ -41,7 +41,7 @@ from fairmon.pipelines.ingest.staging import (
     ensure_staged,
     ingest_source,
     peek_range_counts,
-    recorded_result,
+    recorded_results,
     run_logger,
     take_range_counts,
     units_for,
@@ -231,7 +231,9 @@ def _dq_ahead(cfg: FairmonConfig, ds: dt.date, checked: dict[tuple[str, str], DQ
     if configured_inputs(cfg) != ["impressions"] or cfg.envy is not None:
         return None
     day = str(ds)
-    files = [recorded_result(cfg, "impressions", u) for u in units_for(cfg, "impressions", ds)]
+    units = units_for(cfg, "impressions", ds)
+    known = recorded_results(cfg, "impressions", units)
+    files = [known.get(u.file) for u in units]
     ready = peek_range_counts(ds)
     run = active_run()
     ahead = run.estimated.get(ds) if run is not None else None

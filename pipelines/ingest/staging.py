@@ -425,12 +425,30 @@ def recorded_result(cfg: FairmonConfig, source: str, unit: IngestUnit) -> DQResu
     """The raw suite's result recorded when ``unit``'s file was staged, if the
     file is unchanged since (same size, mtime and config: :func:`unchanged`);
     else None. What :func:`stage_unit` returns for such a file."""
-    seen = unchanged(cfg, unit.file)
-    if not seen:
-        return None
-    prev = json.loads(seen["dq"] or "{}")
-    suite = input_source(cfg, source).suite
-    return DQResult(source, suite, str(unit.file), prev.get("n_expectations", 0), prev.get("failures", []))
+    return recorded_results(cfg, source, [unit]).get(unit.file)
+
+
+def recorded_results(cfg: FairmonConfig, source: str, units: list[IngestUnit]) -> dict[Path, DQResult]:
+    """:func:`recorded_result` for each of ``units`` from one ingest-log
+    query: {file: its recorded result} for the files unchanged since they
+    were staged (same size, mtime and config fingerprint); the others are
+    left out."""
+    if not units:
+        return {}
+    keys = {unit_key(cfg, u.file): u.file for u in units}
+    with db.connect(cfg.duckdb_path) as con:
+        db.execute(con, "ingest_log_create")
+        rows = db.query(con, "ingest_log_results", files=list(keys)).iter_rows(named=True)
+        logged = {r["file"]: r for r in rows}
+    suite, fp = input_source(cfg, source).suite, cfg.fingerprint()
+    out = {}
+    for key, file in keys.items():
+        row = logged.get(key)
+        if row is None or (row["size"], row["mtime_ns"], row["config_fp"]) != (*file_fingerprint(file, cfg), fp):
+            continue
+        prev = json.loads(row["dq"] or "{}")
+        out[file] = DQResult(source, suite, str(file), prev.get("n_expectations", 0), prev.get("failures", []))
+    return out
 
 
 def units_for(cfg: FairmonConfig, source: str, ds: dt.date) -> list[IngestUnit]:
@@ -490,6 +508,19 @@ def ensure_staged(cfg: FairmonConfig, days: list[dt.date], run_name: str) -> lis
 
 
 def ingest_source(cfg: FairmonConfig, source: str, ds: dt.date, force: bool) -> list[DQResult]:
-    """Stage every file of input ``source`` that day ``ds`` needs (:func:`stage_unit` each).
-    Returns one :class:`DQResult` per file."""
-    return [stage_unit(cfg, source, u, str(ds), force) for u in units_for(cfg, source, ds)]
+    """Stage every file of input ``source`` that day ``ds`` needs
+    (:func:`stage_unit` each, a task run); a file unchanged since it was
+    staged (unless ``force``) is not read again and its recorded result is
+    taken from one ingest-log query for all the day's files (a backfill's
+    files are all staged ahead). Returns one :class:`DQResult` per file."""
+    units = units_for(cfg, source, ds)
+    with timing.clock(str(ds), "ingest"):
+        known = {} if force else recorded_results(cfg, source, units)
+    out = []
+    for u in units:
+        if u.file in known:
+            run_logger().info("ingest %s: unchanged since staged, skipped", u.file)
+            out.append(known[u.file])
+        else:
+            out.append(stage_unit(cfg, source, u, str(ds), force))
+    return out
