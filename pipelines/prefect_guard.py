@@ -94,6 +94,9 @@ def guard_temporary_server() -> None:
 _server: list[subprocess.Popen] = []
 _server_log: list = []
 
+#: Prefect's server package (its launcher lives there): once imported here, Prefect may have started a server.
+_SERVER_MODULE = "prefect.server" + ".api.server"  # split: no command line quoting this file looks like a server
+
 #: Exit code of Prefect's server when its port was taken meanwhile (Prefect's launcher retries on it too).
 _PORT_TAKEN = 3
 
@@ -103,7 +106,9 @@ def launch_temporary_server() -> str | None:
     the first flow run (no ``PREFECT_API_URL`` set), and set this process's
     ``PREFECT_API_URL`` to it. Returns immediately with the API URL (the
     server takes seconds to answer: :func:`wait_for_api`); None when an API
-    URL is set (nothing started). Once per process.
+    URL is set, or when Prefect's server package is already imported in this
+    process (Prefect's own launcher may have started a server: never a
+    second one; Prefect then finds or starts its own). Once per process.
 
     The command and environment are those of Prefect 3.8's launcher
     (``prefect.server.api.server.SubprocessASGIServer``: uvicorn serving
@@ -118,8 +123,8 @@ def launch_temporary_server() -> str | None:
 
     if _server:
         return os.environ.get("PREFECT_API_URL")
-    if PREFECT_API_URL.value():
-        return None
+    if PREFECT_API_URL.value() or _SERVER_MODULE in sys.modules:
+        return None  # an API is set, or Prefect's own launcher may run a temporary server here: not a second one
     guard_temporary_server()
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))  # a free port, chosen by the OS

@@ -262,6 +262,28 @@ def test_the_temporary_server_runs_without_prefects_server_package_here(tmp_path
     assert temporary_servers(home) == []
 
 
+def test_no_second_temporary_server_where_prefects_launcher_is_loaded(tmp_path):
+    """Where Prefect's server package is imported (its own launcher may run a
+    temporary server in this process), fairmon starts none and leaves
+    PREFECT_API_URL unset, so Prefect keeps using its own."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import importlib, os\n"
+        "importlib.import_module('prefect.server' + '.api.server')\n"
+        "from fairmon.pipelines.prefect_guard import launch_temporary_server\n"
+        "print(launch_temporary_server(), os.environ.get('PREFECT_API_URL'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update({"PREFECT_HOME": str(tmp_path / "home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"})
+    run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["None", "None"]
+    assert temporary_servers(tmp_path / "home") == []
+
+
 def test_an_ab_control_that_matches_no_arm_is_a_named_warning(tmp_path):
     cfg = _sim(tmp_path, days=1, arms={"a": {}, "b": {1: 1.5}})
     text = cfg.read_text()
