@@ -402,10 +402,11 @@ def stage_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, run_name: str,
     t0 = time.perf_counter()
     with timing.clock(run_name, "ingest"):
         size, mtime = file_fingerprint(unit.file, cfg)
-        seen = None if force else recorded_result(cfg, source, unit)
+        seen = None if force else _recorded(cfg, source, [unit]).get(unit.file)
         if seen:
-            log.info("ingest %s: unchanged since staged, skipped, %.2fs", unit.file, time.perf_counter() - t0)
-            return seen
+            seconds = time.perf_counter() - t0
+            log.info("ingest %s: unchanged since staged (%d rows), skipped, %.2fs", unit.file, seen[1], seconds)
+            return seen[0]
         raw = src.read(unit)
     with timing.clock(run_name, "checks"):
         dq = raw_suite(cfg, src, unit, raw, run_name)
@@ -433,6 +434,11 @@ def recorded_results(cfg: FairmonConfig, source: str, units: list[IngestUnit]) -
     query: {file: its recorded result} for the files unchanged since they
     were staged (same size, mtime and config fingerprint); the others are
     left out."""
+    return {file: dq for file, (dq, _rows) in _recorded(cfg, source, units).items()}
+
+
+def _recorded(cfg: FairmonConfig, source: str, units: list[IngestUnit]) -> dict[Path, tuple[DQResult, int]]:
+    """:func:`recorded_results` with each file's staged rows."""
     if not units:
         return {}
     keys = {unit_key(cfg, u.file): u.file for u in units}
@@ -447,7 +453,8 @@ def recorded_results(cfg: FairmonConfig, source: str, units: list[IngestUnit]) -
         if row is None or (row["size"], row["mtime_ns"], row["config_fp"]) != (*file_fingerprint(file, cfg), fp):
             continue
         prev = json.loads(row["dq"] or "{}")
-        out[file] = DQResult(source, suite, str(file), prev.get("n_expectations", 0), prev.get("failures", []))
+        dq = DQResult(source, suite, str(file), prev.get("n_expectations", 0), prev.get("failures", []))
+        out[file] = (dq, row["rows"] or 0)
     return out
 
 
@@ -514,13 +521,16 @@ def ingest_source(cfg: FairmonConfig, source: str, ds: dt.date, force: bool) -> 
     taken from one ingest-log query for all the day's files (a backfill's
     files are all staged ahead). Returns one :class:`DQResult` per file."""
     units = units_for(cfg, source, ds)
+    t0 = time.perf_counter()
     with timing.clock(str(ds), "ingest"):
-        known = {} if force else recorded_results(cfg, source, units)
+        known = {} if force else _recorded(cfg, source, units)
     out = []
     for u in units:
         if u.file in known:
-            run_logger().info("ingest %s: unchanged since staged, skipped", u.file)
-            out.append(known[u.file])
+            dq, rows = known[u.file]
+            seconds = time.perf_counter() - t0
+            run_logger().info("ingest %s: unchanged since staged (%d rows), skipped, %.2fs", u.file, rows, seconds)
+            out.append(dq)
         else:
             out.append(stage_unit(cfg, source, u, str(ds), force))
     return out
