@@ -117,33 +117,42 @@ def launch_temporary_server() -> str | None:
     server package is imported only in the server's process. The server
     stops when this process exits (``atexit``), or when it dies (the guard,
     :func:`guard_temporary_server`, started first)."""
-    import prefect
-    from prefect.context import refresh_global_settings_context
-    from prefect.settings import PREFECT_API_URL, get_current_settings
+    from prefect.settings import PREFECT_API_URL
 
     if _server:
         return os.environ.get("PREFECT_API_URL")
     if PREFECT_API_URL.value() or _SERVER_MODULE in sys.modules:
         return None  # an API is set, or Prefect's own launcher may run a temporary server here: not a second one
     guard_temporary_server()
+    atexit.register(stop_temporary_server)
+    return _start_server()
+
+
+def _start_server() -> str:
+    """Start the server process on a port free now (its output to a temporary
+    file, shown only if it fails to start, not its shutdown noise) and point
+    this process's ``PREFECT_API_URL`` at it. Returns the API URL."""
+    import prefect
+    from prefect.context import refresh_global_settings_context
+    from prefect.settings import get_current_settings
+
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))  # a free port, chosen by the OS
         port = sock.getsockname()[1]
+    settings = get_current_settings().to_environment_variables(exclude_unset=True)
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"},
         "PREFECT_UI_ENABLED": "0",
         "PREFECT__SERVER_EPHEMERAL": "1",
         "PREFECT__SERVER_FINAL": "1",
-        **get_current_settings().to_environment_variables(exclude_unset=True),
+        **{k: v for k, v in settings.items() if k != "PREFECT_API_URL"},
     }
     cmd = [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory"]
     cmd += ["prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port)]
     cmd += ["--log-level", "error", "--lifespan", "on"]
-    # the server's output, for the process's life: shown only if it fails to start (not its shutdown noise)
-    log = tempfile.TemporaryFile()  # noqa: SIM115
+    log = tempfile.TemporaryFile()  # noqa: SIM115 (open while the server lives)
     _server.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
     _server_log.append(log)
-    atexit.register(stop_temporary_server)
     url = f"http://127.0.0.1:{port}/api"
     os.environ["PREFECT_API_URL"] = url
     refresh_global_settings_context()  # Prefect reads its settings from the environment once: again now
@@ -161,11 +170,19 @@ def wait_for_api(timeout_s: float | None = None) -> None:
 
     if not _server:
         return
-    proc, url = _server[0], os.environ["PREFECT_API_URL"]
+    proc, url = _server[-1], os.environ["PREFECT_API_URL"]
     limit = timeout_s if timeout_s is not None else PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value()
     deadline = time.monotonic() + limit
+    retries = 3
     with httpx.Client() as client:
         while time.monotonic() < deadline:
+            if proc.poll() == _PORT_TAKEN and retries:  # another process took the port meanwhile: as Prefect does
+                retries -= 1
+                _server.pop()
+                _server_log.pop().close()
+                url = _start_server()
+                proc = _server[-1]
+                continue
             if proc.poll() is not None:
                 taken = " (its port was taken)" if proc.returncode == _PORT_TAKEN else ""
                 raise RuntimeError(
@@ -184,7 +201,7 @@ def _server_output(limit: int = 4000) -> str:
     """The last ``limit`` characters the temporary server wrote."""
     if not _server_log:
         return ""
-    log = _server_log[0]
+    log = _server_log[-1]
     log.seek(0)
     return log.read().decode(errors="replace")[-limit:].strip() or "(no output)"
 

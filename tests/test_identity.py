@@ -284,6 +284,64 @@ def test_no_second_temporary_server_where_prefects_launcher_is_loaded(tmp_path):
     assert temporary_servers(tmp_path / "home") == []
 
 
+_PORT_RACE = """
+import os, subprocess
+import httpx
+from fairmon.pipelines import prefect_guard as g
+
+class Proc:  # a server that lost its port (Prefect's exit code 3), then one that starts
+    def __init__(self, code):
+        self.code, self.returncode = code, code
+    def poll(self):
+        return self.code
+    def terminate(self):
+        pass
+    def wait(self, timeout=None):
+        return 0
+
+codes = [g._PORT_TAKEN, None]
+ports = []
+def popen(cmd, **kwargs):
+    ports.append(cmd[cmd.index("--port") + 1])
+    assert "PREFECT_API_URL" not in kwargs["env"]  # the server never points at an API
+    return Proc(codes.pop(0))
+
+class Response:
+    status_code = 200
+
+subprocess.Popen = popen
+g.guard_temporary_server = lambda: None
+
+def get(self, url, **kwargs):  # only the server started last answers
+    if ports[-1] not in url:
+        raise httpx.ConnectError("refused")
+    return Response()
+
+def port(url):
+    return url.split(":")[-1].split("/")[0]
+
+httpx.Client.get = get
+first = g.launch_temporary_server()
+g.wait_for_api(5)
+print(len(ports), port(first) == ports[0], port(os.environ["PREFECT_API_URL"]) == ports[1])
+"""
+
+
+def test_a_temporary_server_that_lost_its_port_is_started_again_on_another():
+    """Between choosing a free port and the server binding it another process
+    may take it (Prefect's server then exits with code 3): fairmon starts the
+    server again on a new port and points PREFECT_API_URL there, as
+    Prefect's own launcher does."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    run = subprocess.run([sys.executable, "-c", _PORT_RACE], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["2", "True", "True"]
+
+
 def test_an_ab_control_that_matches_no_arm_is_a_named_warning(tmp_path):
     cfg = _sim(tmp_path, days=1, arms={"a": {}, "b": {1: 1.5}})
     text = cfg.read_text()

@@ -422,18 +422,12 @@ def stage_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, run_name: str,
     return dq
 
 
-def recorded_result(cfg: FairmonConfig, source: str, unit: IngestUnit) -> DQResult | None:
-    """The raw suite's result recorded when ``unit``'s file was staged, if the
-    file is unchanged since (same size, mtime and config: :func:`unchanged`);
-    else None. What :func:`stage_unit` returns for such a file."""
-    return recorded_results(cfg, source, [unit]).get(unit.file)
-
-
 def recorded_results(cfg: FairmonConfig, source: str, units: list[IngestUnit]) -> dict[Path, DQResult]:
-    """:func:`recorded_result` for each of ``units`` from one ingest-log
-    query: {file: its recorded result} for the files unchanged since they
-    were staged (same size, mtime and config fingerprint); the others are
-    left out."""
+    """The raw suite's results recorded when ``units``' files were staged,
+    from one ingest-log query: {file: its recorded result} for the files
+    unchanged since (same size, mtime and config fingerprint, as
+    :func:`unchanged`); the others are left out. What :func:`stage_unit`
+    returns for such a file."""
     return {file: dq for file, (dq, _rows) in _recorded(cfg, source, units).items()}
 
 
