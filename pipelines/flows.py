@@ -32,7 +32,7 @@ from prefect.states import Failed
 from fairmon.pipelines import timing
 from fairmon.pipelines.config import FairmonConfig, load_config
 from fairmon.pipelines.faults import fault_point
-from fairmon.pipelines.ingest.adapters import current_inputs, random_window_note, window_start
+from fairmon.pipelines.ingest.adapters import current_inputs, random_window_note, units_for_day, window_start
 from fairmon.pipelines.ingest.snapshots import Snapshot, read_snapshot
 from fairmon.pipelines.ingest.staging import (
     count_days,
@@ -44,7 +44,6 @@ from fairmon.pipelines.ingest.staging import (
     recorded_results,
     run_logger,
     take_range_counts,
-    units_for,
     warn,
 )
 from fairmon.pipelines.quality import DQResult, build_docs, dq_frame, gate_for
@@ -213,7 +212,15 @@ def precheck_days(cfg: FairmonConfig, days: list[dt.date]) -> float:
         params = day_params if suite == "impressions_day" else {}
         for (_, _, ds), result in zip(frames, gate.validate_many(suite, frames, params, remember=True), strict=True):
             checked[(suite, ds)] = result
-    dq = [(frame, "dq_results", str(ds)) for ds in days if (frame := _dq_ahead(cfg, ds, checked)) is not None]
+    dq = []
+    for ds in days:
+        try:  # only a shortcut: a day whose frame cannot be built here checks its own
+            frame = _dq_ahead(cfg, ds, checked)
+        except Exception as e:
+            run_logger().info("%s: dq_results not checked ahead (%s: %s); the day checks it", ds, type(e).__name__, e)
+            frame = None
+        if frame is not None:
+            dq.append((frame, "dq_results", str(ds)))
     if dq:
         gate.validate_many("dq_results", dq, {}, remember=True)
     return seconds
@@ -231,13 +238,15 @@ def _dq_ahead(cfg: FairmonConfig, ds: dt.date, checked: dict[tuple[str, str], DQ
     if configured_inputs(cfg) != ["impressions"] or cfg.envy is not None:
         return None
     day = str(ds)
-    units = units_for(cfg, "impressions", ds)
-    known = recorded_results(cfg, "impressions", units)
-    files = [known.get(u.file) for u in units]
     ready = peek_range_counts(ds)
     run = active_run()
     ahead = run.estimated.get(ds) if run is not None else None
-    if ready is None or ahead is None or any(f is None for f in files) or ("impressions_day", day) not in checked:
+    if ready is None or ahead is None or ("impressions_day", day) not in checked:
+        return None
+    units = units_for_day(cfg, ds)  # as units_for, without its warnings: the day itself warns
+    known = recorded_results(cfg, "impressions", units)
+    files = [known.get(u.file) for u in units]
+    if any(f is None for f in files):
         return None
     counts = ready[0].cast(GROUP_COUNTS_SCHEMA).select(list(GROUP_COUNTS_SCHEMA))
     outputs = [checked.get((name, day)) for name in ("group_counts", *ahead[1])]  # output_check_frames' order
@@ -844,10 +853,17 @@ def run_day(config: FairmonConfig | str, ds: dt.date, force_ingest: bool, wait_s
         except DayQuarantined as e:  # an outcome of the gate, not a crash: a named state, no traceback
             return Failed(name="Quarantined", message=str(e), data=e)
         if run.artifacts is not None:  # a backfill: recorded meanwhile, in the day's own Prefect context
-            run.artifacts.submit(contextvars.copy_context().run, day_artifacts, ds, result)
+            done = run.artifacts.submit(contextvars.copy_context().run, day_artifacts, ds, result)
+            done.add_done_callback(lambda f: _warn_if_failed(f, f"{ds}: Prefect artifacts not recorded"))
         else:
             day_artifacts(ds, result)
     return DayResult(result)
+
+
+def _warn_if_failed(future, what: str) -> None:
+    """A warning naming ``what`` and the error when ``future`` (background work that must not fail the day) raised."""
+    if future.exception() is not None:
+        warn("%s: %s", what, future.exception())
 
 
 def day_artifacts(ds: dt.date, result: dict) -> None:

@@ -391,6 +391,36 @@ def test_a_backfill_checks_its_days_dq_results_ahead_in_one_run(sim, monkeypatch
     assert together.equals(alone)
 
 
+def test_a_day_whose_dq_results_cannot_be_built_ahead_checks_its_own(sim, monkeypatch):
+    """Building a day's dq_results frame ahead is only a shortcut: when it
+    fails (here its files cannot be listed ahead) the backfill goes on, that
+    day runs GX on its own frame and every day publishes."""
+    from fairmon.pipelines import flows, runner
+    from fairmon.pipelines.quality import QualityGate
+    from fairmon.transforms.contract import InputContractError
+
+    days = [SPEC.start + dt.timedelta(days=i) for i in range(2)]
+    real_units = flows.units_for_day
+
+    def units(cfg, ds):
+        if ds == days[1]:
+            raise InputContractError("cannot list the files ahead", file="(test)")
+        return real_units(cfg, ds)
+
+    runs = []
+    real = QualityGate.run_checkpoint
+
+    def counting(self, suite, *args, **kwargs):
+        runs.append(suite)
+        return real(self, suite, *args, **kwargs)
+
+    monkeypatch.setattr(flows, "units_for_day", units)
+    monkeypatch.setattr(QualityGate, "run_checkpoint", counting)
+    _, cfg_path = sim
+    assert [r["status"] for r in runner.run_days(load_config(cfg_path), days)] == ["published"] * 2
+    assert runs.count("dq_results") == 2  # day 1's frame checked ahead, day 2's by the day itself
+
+
 def test_a_days_unchanged_files_take_their_recorded_results_in_one_lookup(sim, monkeypatch):
     """ingest_source reads the recorded raw-suite results of a day's staged,
     unchanged files from the ingest log (no stage_unit task for them); a
