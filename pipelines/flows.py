@@ -187,6 +187,7 @@ def precheck_days(cfg: FairmonConfig, days: list[dt.date]) -> float:
     q = cfg.quality
     day_params = {"positive_rate_min": q.positive_rate_min, "positive_rate_max": q.positive_rate_max}
     by_suite: dict[str, list[tuple[pl.DataFrame, str, str]]] = {}
+    made: dict[dt.date, tuple[pl.DataFrame, list[str]]] = {}  # day -> its counts and the output tables it checks
     seconds = 0.0
     for ds in days:
         ready = peek_range_counts(ds)
@@ -203,6 +204,7 @@ def precheck_days(cfg: FairmonConfig, days: list[dt.date]) -> float:
         except Exception as e:
             run_logger().info("%s: no checks ahead (%s: %s); the day checks itself", ds, type(e).__name__, e)
             continue
+        made[ds] = (counts, list(tables))
         for name, frame in frames.items():
             subject = f"impressions {ds}" if name == "impressions_day" else name
             by_suite.setdefault(name, []).append((frame, subject, str(ds)))
@@ -213,9 +215,9 @@ def precheck_days(cfg: FairmonConfig, days: list[dt.date]) -> float:
         for (_, _, ds), result in zip(frames, gate.validate_many(suite, frames, params, remember=True), strict=True):
             checked[(suite, ds)] = result
     dq = []
-    for ds in days:
+    for ds, (counts, outputs) in made.items():
         try:  # only a shortcut: a day whose frame cannot be built here checks its own
-            frame = _dq_ahead(cfg, ds, checked)
+            frame = _dq_ahead(cfg, ds, counts, outputs, checked)
         except Exception as e:
             run_logger().info("%s: dq_results not checked ahead (%s: %s); the day checks it", ds, type(e).__name__, e)
             frame = None
@@ -226,34 +228,32 @@ def precheck_days(cfg: FairmonConfig, days: list[dt.date]) -> float:
     return seconds
 
 
-def _dq_ahead(cfg: FairmonConfig, ds: dt.date, checked: dict[tuple[str, str], DQResult]) -> pl.DataFrame | None:
+def _dq_ahead(
+    cfg: FairmonConfig, ds: dt.date, counts: pl.DataFrame, outputs: list[str], checked: dict[tuple[str, str], DQResult]
+) -> pl.DataFrame | None:
     """The dq_results frame day ``ds`` will publish, from what the checks
-    ahead found (``checked``: (suite, day) -> result) and the recorded
-    results of its staged files, built as :func:`_daily` builds it (the
-    files' results, impressions_day, the [ab] warning, the output suites);
-    None when it cannot be known ahead: inputs besides impressions, envy,
-    a file not staged, a suite not checked ahead, or a critical failure (the
-    day quarantines). Only a shortcut: the day checks its own frame, and takes
+    ahead found (``counts``: the day's group counts; ``outputs``: the tables
+    its output suites check, in :func:`output_check_frames`' order;
+    ``checked``: (suite, day) -> result) and the recorded results of its
+    staged files, built as :func:`_daily` builds it (the files' results,
+    impressions_day, the [ab] warning, the output suites); None when it
+    cannot be known ahead: inputs besides impressions, envy, a file not
+    staged, a suite not checked ahead, or a critical failure (the day
+    quarantines). Only a shortcut: the day checks its own frame, and takes
     the kept result only when that frame is identical (digest)."""
-    if configured_inputs(cfg) != ["impressions"] or cfg.envy is not None:
-        return None
     day = str(ds)
-    ready = peek_range_counts(ds)
-    run = active_run()
-    ahead = run.estimated.get(ds) if run is not None else None
-    if ready is None or ahead is None or ("impressions_day", day) not in checked:
+    if configured_inputs(cfg) != ["impressions"] or cfg.envy is not None or ("impressions_day", day) not in checked:
+        return None
+    checks = [checked.get((name, day)) for name in outputs]
+    if any(r is None for r in checks):
         return None
     units = units_for_day(cfg, ds)  # as units_for, without its warnings: the day itself warns
     known = recorded_results(cfg, "impressions", units)
     files = [known.get(u.file) for u in units]
     if any(f is None for f in files):
         return None
-    counts = ready[0].cast(GROUP_COUNTS_SCHEMA).select(list(GROUP_COUNTS_SCHEMA))
-    outputs = [checked.get((name, day)) for name in ("group_counts", *ahead[1])]  # output_check_frames' order
-    if any(r is None for r in outputs):
-        return None
     results = [*files, explain_random_traffic(cfg, ds, checked[("impressions_day", day)])]
-    results += _ab_config_check(cfg, counts) + outputs
+    results += _ab_config_check(cfg, counts) + checks
     if not all(r.success for r in results):
         return None
     return dq_frame(ds, results)

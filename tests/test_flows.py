@@ -359,12 +359,8 @@ def test_backfill_days_are_task_runs_of_the_parent_flow_run(sim, monkeypatch):
     assert alone["reo"] == both[1]["reo"]  # the same day, the same numbers
 
 
-def test_a_backfill_checks_its_days_dq_results_ahead_in_one_run(sim, monkeypatch):
-    """The checks ahead build each day's dq_results frame (its files'
-    recorded results, impressions_day, the output suites) and validate all
-    days in one GX run; each day's own check of its identical frame takes the
-    kept result. What is published is what days run alone publish."""
-    from fairmon.pipelines import runner
+def _gx_runs(monkeypatch) -> list[str]:
+    """The suites of every GX checkpoint run from now on, in order (QualityGate.run_checkpoint recorded)."""
     from fairmon.pipelines.quality import QualityGate
 
     runs = []
@@ -375,6 +371,17 @@ def test_a_backfill_checks_its_days_dq_results_ahead_in_one_run(sim, monkeypatch
         return real(self, suite, *args, **kwargs)
 
     monkeypatch.setattr(QualityGate, "run_checkpoint", counting)
+    return runs
+
+
+def test_a_backfill_checks_its_days_dq_results_ahead_in_one_run(sim, monkeypatch):
+    """The checks ahead build each day's dq_results frame (its files'
+    recorded results, impressions_day, the output suites) and validate all
+    days in one GX run; each day's own check of its identical frame takes the
+    kept result. What is published is what days run alone publish."""
+    from fairmon.pipelines import runner
+
+    runs = _gx_runs(monkeypatch)
     sim_dir, cfg_path = sim
     cfg = load_config(cfg_path)
     days = [SPEC.start + dt.timedelta(days=i) for i in range(3)]
@@ -396,7 +403,6 @@ def test_a_day_whose_dq_results_cannot_be_built_ahead_checks_its_own(sim, monkey
     fails (here its files cannot be listed ahead) the backfill goes on, that
     day runs GX on its own frame and every day publishes."""
     from fairmon.pipelines import flows, runner
-    from fairmon.pipelines.quality import QualityGate
     from fairmon.transforms.contract import InputContractError
 
     days = [SPEC.start + dt.timedelta(days=i) for i in range(2)]
@@ -407,15 +413,8 @@ def test_a_day_whose_dq_results_cannot_be_built_ahead_checks_its_own(sim, monkey
             raise InputContractError("cannot list the files ahead", file="(test)")
         return real_units(cfg, ds)
 
-    runs = []
-    real = QualityGate.run_checkpoint
-
-    def counting(self, suite, *args, **kwargs):
-        runs.append(suite)
-        return real(self, suite, *args, **kwargs)
-
     monkeypatch.setattr(flows, "units_for_day", units)
-    monkeypatch.setattr(QualityGate, "run_checkpoint", counting)
+    runs = _gx_runs(monkeypatch)
     _, cfg_path = sim
     assert [r["status"] for r in runner.run_days(load_config(cfg_path), days)] == ["published"] * 2
     assert runs.count("dq_results") == 2  # day 1's frame checked ahead, day 2's by the day itself

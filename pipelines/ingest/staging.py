@@ -137,19 +137,6 @@ def raw_suites(
     return gate_for(cfg).validate_many(src.suite, frames, src.params)
 
 
-def unchanged(cfg: FairmonConfig, file: Path) -> dict | None:
-    """The file's ingest_log row when it was staged as it is now (same size,
-    mtime and config), else None."""
-    with db.connect(cfg.duckdb_path) as con:
-        db.execute(con, "ingest_log_create")
-        seen = db.query(con, "ingest_log_lookup", file=unit_key(cfg, file))
-    if not seen.height:
-        return None
-    row = seen.row(0, named=True)
-    same = (row["size"], row["mtime_ns"], row["config_fp"]) == (*file_fingerprint(file, cfg), cfg.fingerprint())
-    return row if same else None
-
-
 @dataclass(frozen=True)
 class Staged:
     """One unit ready to stage: its parsed rows, file rows, fingerprint and raw-suite result."""
@@ -359,7 +346,8 @@ def prestage_impressions(cfg: FairmonConfig, days: list[dt.date], force: bool = 
             units.update({u.file: u for u in units_for_day(cfg, ds)})
         except InputContractError:
             continue
-    todo = [u for f, u in units.items() if force or not unchanged(cfg, f)]
+    known = {} if force else recorded_results(cfg, "impressions", list(units.values()))
+    todo = [u for f, u in units.items() if f not in known]
     src = input_source(cfg, "impressions")
     timing.start("prestage")
     with timing.clock("prestage", "ingest"):
@@ -425,8 +413,8 @@ def stage_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, run_name: str,
 def recorded_results(cfg: FairmonConfig, source: str, units: list[IngestUnit]) -> dict[Path, DQResult]:
     """The raw suite's results recorded when ``units``' files were staged,
     from one ingest-log query: {file: its recorded result} for the files
-    unchanged since (same size, mtime and config fingerprint, as
-    :func:`unchanged`); the others are left out. What :func:`stage_unit`
+    unchanged since (same size, mtime and config fingerprint); the others
+    are left out. What :func:`stage_unit`
     returns for such a file."""
     return {file: dq for file, (dq, _rows) in _recorded(cfg, source, units).items()}
 
