@@ -154,3 +154,22 @@ def test_a_range_counts_each_day_as_the_day_alone(staged, tmp_path):
             assert rng.filter(pl.col("ds") == d).equals(alone)
             assert totals.filter(pl.col("ds") == d).equals(_query(con, "traffic_totals", [d], 7))
     assert set(rng.get_column("ds")) == set(days)
+
+
+def test_cluster_bucket_is_the_shifted_hash_modulo_the_buckets():
+    """sql/impressions_bucket.sql: the bucket is DuckDB's hash shifted right by one
+    bit, as BIGINT, modulo the buckets. Taken modulo directly, the UBIGINT hash and
+    the bound INTEGER are computed in HUGEINT, which made the clustered profile scan
+    3x slower (bench/README.md, issue 20)."""
+    import duckdb
+
+    from fairmon.pipelines.storage.portable import render
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE raw_in AS SELECT 'r' || i AS request_id FROM range(2000) AS t(i)")
+    got = con.sql(render("impressions_bucket", cluster=["request_id"]), params={"buckets": 7}).pl()
+    want = con.sql("SELECT request_id, (hash(request_id) >> 1) % 7 AS b FROM raw_in").pl()
+    got, want = got.sort("request_id"), want.sort("request_id")
+    assert got.get_column("__cbucket").to_list() == want.get_column("b").to_list()
+    assert got.get_column("__cbucket").dtype == pl.Int32
+    assert set(got.get_column("__cbucket").to_list()) == set(range(7))

@@ -44,7 +44,8 @@ def sim(tmp_path):
 
 def _sums(frame: pl.DataFrame, y: pl.Expr, buckets: int = 128) -> BucketSums:
     """Per-bucket sums of the rows: request ids hashed as sql/impressions_bucket.sql says, from the CSV rows."""
-    b = duckdb.sql(f"SELECT (hash(request_id) % {buckets})::INTEGER AS b FROM frame").pl().get_column("b").to_numpy()
+    bucket = f"SELECT ((hash(request_id) >> 1) % {buckets})::INTEGER AS b FROM frame"
+    b = duckdb.sql(bucket).pl().get_column("b").to_numpy()
     return sums_from_rows(b, frame.get_column("young_adult").to_numpy(), frame.select(y).to_series().to_numpy(), 2)
 
 
@@ -218,7 +219,7 @@ def test_coat_gender_matches_independent_computation(tmp_path, coat_dir):
     def var_log_ratio(mat, share):
         users = np.nonzero(mat)[0]
         ids = [f"u{x}" for x in sorted(set(users))]
-        bucket = dict(duckdb.sql(f"SELECT id, hash(id) % 128 FROM (SELECT unnest({ids}) AS id)").fetchall())
+        bucket = dict(duckdb.sql(f"SELECT id, (hash(id) >> 1) % 128 FROM (SELECT unnest({ids}) AS id)").fetchall())
         b = np.array([bucket[f"u{x}"] for x in range(mat.shape[0])])  # users without ratings never enter
         liked = mat >= 4
         e = np.zeros((128, 2))
