@@ -638,15 +638,30 @@ def _gate(results: list[DQResult], new: list[DQResult]) -> None:
         raise _Stop
 
 
+def _step(task, *args):
+    """Run one step of a day (a Prefect task): as a task run of its own when
+    the day is a flow run (``fairmon run``), or as a plain call inside a
+    backfill's day, which is itself a task run (:func:`backfill_day`). Each
+    nested task run costs Prefect's server a run, its states and its events:
+    in a 14-day backfill the server's share of the two cores went mostly to
+    recording 70 step runs while the days waited (bench/README "Issue 21").
+    The step's seconds are in the day's timings either way (:mod:`fairmon.pipelines.timing`),
+    and an error still fails the day's task run with its traceback."""
+    run = active_run()
+    if run is not None and run.artifacts is not None:
+        return task.fn(*args)
+    return task(*args)
+
+
 def _impressions_stage(cfg: FairmonConfig, ds: dt.date, force: bool, results: list[DQResult]) -> dict:
     _gate(results, ingest_source(cfg, "impressions", ds, force))
-    counts, totals, buckets = count_groups(cfg, ds)
-    _gate(results, [check_day(cfg, ds, counts)])
-    tables = {"group_counts": counts, **estimate(cfg, counts, ds, buckets)}
+    counts, totals, buckets = _step(count_groups, cfg, ds)
+    _gate(results, [_step(check_day, cfg, ds, counts)])
+    tables = {"group_counts": counts, **_step(estimate, cfg, counts, ds, buckets)}
     if cfg.envy is not None:
-        tables |= estimate_envy(cfg, ds)
+        tables |= _step(estimate_envy, cfg, ds)
     results += _ab_config_check(cfg, counts)
-    _gate(results, check_outputs(cfg, ds, tables, totals))
+    _gate(results, _step(check_outputs, cfg, ds, tables, totals))
     return tables
 
 
@@ -674,15 +689,15 @@ def _ab_config_check(cfg: FairmonConfig, counts: pl.DataFrame) -> list[DQResult]
 
 def _scores_stage(cfg: FairmonConfig, ds: dt.date, force: bool, results: list[DQResult]) -> dict:
     _gate(results, ingest_source(cfg, "scores", ds, force))
-    tables = estimate_threshold(cfg, ds)
-    _gate(results, check_outputs(cfg, ds, tables))
+    tables = _step(estimate_threshold, cfg, ds)
+    _gate(results, _step(check_outputs, cfg, ds, tables))
     return tables
 
 
 def _labels_stage(cfg: FairmonConfig, ds: dt.date, force: bool, results: list[DQResult]) -> dict:
     _gate(results, ingest_source(cfg, "labels", ds, force))
-    tables = estimate_sdt(cfg, ds)
-    _gate(results, check_outputs(cfg, ds, tables))
+    tables = _step(estimate_sdt, cfg, ds)
+    _gate(results, _step(check_outputs, cfg, ds, tables))
     return tables
 
 
@@ -747,8 +762,8 @@ def _reach_stage(cfg: FairmonConfig, ds: dt.date, force: bool, results: list[DQR
     with timing.clock(ds, "checks"):
         snap, checked = read_snapshot(cfg, ds, gate_for(cfg), str(ds))
     _gate(results, checked)
-    tables = estimate_reach(cfg, ds, snap)
-    _gate(results, check_outputs(cfg, ds, tables))
+    tables = _step(estimate_reach, cfg, ds, snap)
+    _gate(results, _step(check_outputs, cfg, ds, tables))
     return tables
 
 
@@ -832,7 +847,8 @@ def backfill_day(
 ) -> DayResult:
     """:func:`daily` as a task run of a backfill's parent flow run
     (``fairmon-backfill/<start>..<end>``), named ``fairmon-daily/<ds>``, with
-    the same steps (nested task runs), artifacts, states and result. A flow
+    the same steps (plain calls here, not task runs: :func:`_step`),
+    artifacts, states, timings and result. A flow
     run per day costs its API round trips to Prefect's server (create the run,
     its tracking task run in the parent, its states): 0.15 s for an empty
     subflow and 1.3-1.8 s with five tasks, as the server records the earlier
@@ -940,7 +956,7 @@ def _daily(cfg: FairmonConfig, config_path: str, ds: dt.date, force_ingest: bool
             stamped = {
                 k: v.with_columns(pl.lit(run_id).alias("run_id")) for k, v in {**tables, "dq_results": dq}.items()
             }
-            paths = publish(cfg, ds, stamped)  # metrics first, dq_results last
+            paths = _step(publish, cfg, ds, stamped)  # metrics first, dq_results last
             fault_point("publish_record")
             with timing.clock(ds, "checks"):
                 docs = build_docs(cfg)

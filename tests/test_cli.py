@@ -98,6 +98,8 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
     for ds in DAYS_RANGE:
         assert _task_run_state(f"fairmon-daily/{ds}", parent) == ("Completed", "COMPLETED")
         _assert_artifacts(ds, _task_run(f"fairmon-daily/{ds}", parent).id)  # recorded meanwhile, in the day's run
+    # a backfill day's steps are plain calls, not task runs of their own (each cost the server a run and events)
+    assert sorted(_task_run_names(parent)) == [f"fairmon-daily/{ds}" for ds in DAYS_RANGE]
 
     res = runner.invoke(app, ["sql", 'select ds, "group", n from group_counts order by all', "--json"], env=env)
     rows = json.loads(res.stdout)["rows"]
@@ -106,6 +108,8 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
     # a day alone is the flow run fairmon-daily/<ds>, with the same artifacts
     assert runner.invoke(app, ["run", "--date", "2026-03-01"], env=env).exit_code == EXIT_PUBLISHED
     _assert_prefect_records("2026-03-01")
+    steps = {name.rsplit("-", 1)[0] for name in _task_run_names(_flow_run("fairmon-daily/2026-03-01").id)}
+    assert {"count-groups", "check-day", "estimate-reo", "check-outputs", "publish-day"} <= steps
 
     # a quarantined day: exit 1, in the JSON too; its state is named, alone and in a backfill
     (sim / "default" / "2026-03-02.csv").write_text("")
@@ -229,6 +233,21 @@ def _task_run(name: str, flow_run_id):
     return None
 
 
+def _task_run_names(flow_run_id) -> list[str]:
+    """Names of every task run recorded in flow run ``flow_run_id``."""
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+    from prefect.client.schemas.sorting import TaskRunSort
+
+    runs = _prefect(
+        lambda c: c.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+            sort=TaskRunSort.NAME_ASC,
+            limit=200,
+        )
+    )
+    return [r.name for r in runs]
+
+
 def _assert_prefect_records(ds: str) -> None:
     """The day's flow run is named fairmon-daily/<ds> and left its two artifacts."""
     assert _flow_run_state(f"fairmon-daily/{ds}") == ("Completed", "COMPLETED")
@@ -320,3 +339,32 @@ def test_serve_stops_cleanly_on_sigterm(tmp_path, wait):
         proc.kill()
     assert proc.returncode == 0, errs[-2000:]
     assert "fairmon serve stopped" in out and "never awaited" not in errs and "Traceback" not in errs
+
+
+_EXIT_SCRIPT = """
+import atexit, sys, threading, time
+atexit.register(lambda: print("exit handler ran", file=sys.stderr))
+sys.stdout.write("buffered, no newline")
+if sys.argv[1] == "thread":
+    threading.Thread(target=time.sleep, args=(0.3,)).start()  # a non-daemon thread: the normal exit
+from fairmon.pipelines.faces.cli import main
+sys.argv = ["fairmon", *sys.argv[2:]]
+main()
+"""
+
+
+@pytest.mark.parametrize("thread", ["none", "thread"])
+def test_the_script_exits_with_the_commands_code_after_every_exit_handler(tmp_path, thread):
+    """``main`` ends the process without the interpreter's teardown (its last
+    garbage collections took ~1.2 s), but with the command's exit code, after
+    every exit handler, with the standard streams flushed; with a non-daemon
+    thread still running it exits normally."""
+    script = tmp_path / "cli.py"
+    script.write_text(_EXIT_SCRIPT)
+    for args, code in ((["run", "-c", str(tmp_path / "nope.toml"), "--date", "2026-01-01"], 2), (["--help"], 0)):
+        res = subprocess.run([sys.executable, str(script), thread, *args], capture_output=True, text=True, timeout=120)
+        assert res.returncode == code, res.stderr
+        assert res.stdout.startswith("buffered, no newline")
+        assert res.stderr.rstrip().endswith("exit handler ran")
+        if code:
+            assert "config file not found" in res.stderr
