@@ -32,6 +32,7 @@ from prefect.states import Failed
 from fairmon.pipelines import timing
 from fairmon.pipelines.config import FairmonConfig, load_config
 from fairmon.pipelines.faults import fault_point
+from fairmon.pipelines.heartbeat import beating
 from fairmon.pipelines.ingest.adapters import current_inputs, random_window_note, units_for_day, window_start
 from fairmon.pipelines.ingest.snapshots import Snapshot, read_snapshot
 from fairmon.pipelines.ingest.staging import (
@@ -838,7 +839,8 @@ def daily(config: FairmonConfig | str, ds: dt.date, force_ingest: bool = False, 
     :class:`DayFailed` when the day cannot be computed (naming the stage and
     input) and :class:`RunLockedError` when another run holds the file.
     """
-    return run_day(config, ds, force_ingest, wait_seconds)
+    with beating():
+        return run_day(config, ds, force_ingest, wait_seconds)
 
 
 @task(name="fairmon-day", task_run_name="fairmon-daily/{ds}", cache_policy=NO_CACHE)

@@ -23,6 +23,7 @@ from prefect import flow
 from fairmon.pipelines import timing
 from fairmon.pipelines.config import FairmonConfig
 from fairmon.pipelines.flows import DayQuarantined, backfill_day, daily, precheck_days, refresh_run_views
+from fairmon.pipelines.heartbeat import beating, prefect_heartbeat_off
 from fairmon.pipelines.ingest.staging import prestage_impressions
 from fairmon.pipelines.prefect_guard import launch_temporary_server, wait_for_api
 from fairmon.pipelines.quality import gate_for, preload_gate, prune_gx
@@ -87,7 +88,8 @@ def day_summary(run: Run, ds: dt.date, force_ingest: bool, wait_seconds: float, 
     if in_backfill:
         state = backfill_day(run.cfg, ds, force_ingest, wait_seconds, return_state=True)
     else:
-        state = daily(run.cfg, ds, force_ingest, wait_seconds, return_state=True)
+        with prefect_heartbeat_off():  # the flow sends its own (fairmon.pipelines.heartbeat)
+            state = daily(run.cfg, ds, force_ingest, wait_seconds, return_state=True)
     try:
         return {"ds": ds, "status": "published", **state.result()}
     except DayQuarantined as e:
@@ -173,7 +175,8 @@ def run_days(
                 run.artifacts = None
 
         if len(days) > 1:  # one parent run in Prefect's UI; the days are its fairmon-daily/<ds> task runs
-            backfill(days[0], days[-1], len(days), each_day_recording_meanwhile)
+            with prefect_heartbeat_off():  # the flow sends its own (fairmon.pipelines.heartbeat)
+                backfill(days[0], days[-1], len(days), each_day_recording_meanwhile)
         else:
             each_day()
     return [results[d] for d in days]
@@ -186,4 +189,5 @@ def backfill(start: dt.date, end: dt.date, n_days: int, each_day: Any) -> None:
     Its state is Completed when every day was run, whatever each day's own
     outcome (published, quarantined or failed: see the day runs); an error
     outside the days fails it."""
-    each_day()
+    with beating():
+        each_day()

@@ -475,3 +475,49 @@ def test_a_days_result_is_one_value_to_prefect():
     assert len(seen) > 3000  # a plain dict: every key and value of every row
     assert result["reo_ab"][7]["diff"] == pytest.approx(0.07) and len(result) == 2
     assert {**result} == dict(result) == {"ds": DAY3, "reo_ab": rows} and result == {"ds": DAY3, "reo_ab": rows}
+
+
+def test_runner_flows_send_their_own_heartbeat_and_end_without_waiting(sim, monkeypatch):
+    """Prefect's heartbeat thread sleeps in 1 s steps and every flow run waited
+    for it at its end; the runner's flow runs (a lone day, a backfill's parent)
+    run with it off and send Prefect's heartbeat event themselves, from a thread
+    that stops at once: one event now (and one per configured period), with
+    Prefect's resource and related flow."""
+    import time
+
+    import prefect.events
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, get_current_settings, temporary_settings
+
+    from fairmon.pipelines import flows, runner
+
+    events, inside = [], []
+    monkeypatch.setattr(prefect.events, "emit_event", lambda **kw: events.append(kw))
+    real = flows.run_day
+
+    def recording(*args, **kwargs):  # the body of the day's flow: the settings its flow run sees
+        inside.append(get_current_settings().flows.heartbeat_frequency)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(flows, "run_day", recording)
+    _, cfg_path = sim
+    cfg = load_config(cfg_path)
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: 60}):
+        t0 = time.perf_counter()
+        (alone,) = runner.run_days(cfg, [SPEC.start])
+        took = time.perf_counter() - t0
+        assert alone["status"] == "published"
+        assert inside == [None]  # Prefect's own heartbeat off in the flow run
+        (beat,) = events
+        assert beat["event"] == "prefect.flow-run.heartbeat"
+        assert beat["resource"]["prefect.resource.name"] == f"fairmon-daily/{SPEC.start}"
+        assert beat["resource"]["prefect.resource.id"].startswith("prefect.flow-run.")
+        assert [r["prefect.resource.role"] for r in beat["related"]] == ["flow"]
+        assert took < 60  # the 60 s heartbeat thread did not hold the run
+        events.clear()
+        days = [SPEC.start, SPEC.start + dt.timedelta(days=1)]
+        assert [r["status"] for r in runner.run_days(cfg, days)] == ["published"] * 2
+        assert [e["resource"]["prefect.resource.name"] for e in events] == [f"fairmon-backfill/{days[0]}..{days[1]}"]
+    events.clear()
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):  # heartbeats off: none
+        assert runner.run_days(cfg, [SPEC.start])[0]["status"] == "published"
+    assert events == []
