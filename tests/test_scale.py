@@ -3,6 +3,7 @@ DuckDB (one scan for a backfill's files), stage timings, one DuckDB connection
 per run, Data Docs built once per backfill, GX suites stored once."""
 
 import datetime as dt
+import os
 import time
 
 import numpy as np
@@ -273,3 +274,34 @@ def test_prestaged_range_counts_serve_the_days_until_something_is_staged(three_d
         assert stage_unit.fn(cfg, "impressions", unit, str(days[2])).success
         third, _, _ = count_groups.fn(cfg, days[2])
         assert third.get_column("n").sum() == 700
+
+
+def test_files_checked_together_for_duplicate_ids_find_what_each_alone_finds(tmp_path, monkeypatch):
+    """Small files share one duplicate-id query (id_check_batches): the id key
+    starts with the file, so two files with the very same keys are not
+    duplicates of each other, and a key repeated inside one file is found
+    with its copies exactly as when every file is checked alone."""
+    import duckdb
+
+    from fairmon.pipelines.ingest import adapters
+    from fairmon.pipelines.ingest.adapters import id_check_batches, profile_parquet
+
+    rng = np.random.default_rng(7)
+    files = []
+    for i in range(3):  # same ds, same keys in every file; file 1 repeats 4 keys
+        (tmp_path / f"f{i}" / "in").mkdir(parents=True)
+        _day(tmp_path / f"f{i}", D0, 3000, rng, dup_rows=4 if i == 1 else 0)
+        files.append(str(tmp_path / f"f{i}" / "in" / f"{D0}.parquet"))
+    sizes = [os.path.getsize(f) for f in files]
+    assert id_check_batches(files) == [(0, files)]  # a few KB each: one query
+    assert id_check_batches(files, budget=sizes[0] + sizes[1]) == [(0, files[:2]), (2, files[2:])]
+    assert id_check_batches(files, budget=1) == [(0, files[:1]), (1, files[1:2]), (2, files[2:])]
+
+    cols = ["ds", "traffic", "arm", "s1", "s2", "g"]
+    together = profile_parquet(duckdb.connect(), files, cols)
+    monkeypatch.setattr(adapters, "ID_CHECK_BYTES", 1)  # every file alone
+    alone = profile_parquet(duckdb.connect(), files, cols)
+    for f in files:
+        assert together[f].equals(alone[f])
+    copies = {f: together[f].filter(pl.col("id_copies") > 1).get_column("__n").sum() for f in files}
+    assert copies == {files[0]: 0, files[1]: 8, files[2]: 0}  # 4 keys twice, in file 1 only
