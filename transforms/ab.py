@@ -31,7 +31,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import stats
 
 from fairmon.transforms.bootstrap import delta_u_rows, reo_rows, resample_counts, utilities
 from fairmon.transforms.cluster import BucketSums
@@ -111,6 +110,8 @@ def _normal_rows(metrics, diffs: np.ndarray, ses: np.ndarray, level, method, rea
     """One normal-theory row per metric (diff ± z·se, two-sided p), the
     quantiles and tail probabilities computed once for all metrics (one
     attribute can have thousands of groups)."""
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
     diffs, ses = np.asarray(diffs, float), np.asarray(ses, float)
     z = z_value(level)
     ok = np.isfinite(diffs) & np.isfinite(ses) & (ses > 0)
@@ -196,6 +197,8 @@ def ab_estimates(
     Raises ValueError for an unknown method.
     Source: seed 001 Algorithms 2-4; joint delta method per DESIGN §4.1.
     """
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
     unknown = set(methods) - set(AB_METHODS)
     if unknown:
         raise ValueError(f"unknown A/B method(s) {sorted(unknown)}; expected {AB_METHODS}")

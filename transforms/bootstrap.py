@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 BOOTSTRAP_METHODS = ("bootstrap_percentile", "bootstrap_normal", "bootstrap_bca")
 
@@ -122,6 +122,8 @@ def bootstrap_interval(
     (undefined resamples) make everything NaN. Raises ValueError on an
     unknown method.
     """
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
     theta_b = np.asarray(theta_b, dtype=float)
     if np.isnan(theta_b).any() or not np.isfinite(theta_hat):
         return float("nan"), float("nan"), float("nan")

@@ -26,7 +26,6 @@ import math
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
 from fairmon.transforms.multiplicity import bh_q_values
 
@@ -444,6 +443,8 @@ def group_envy(
     group have similar preferences and policies (Prop. 2).
     Raises ValueError on missing columns.
     """
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
     need = {"group", "donor_group", "n", "n_pos"}
     for name, f in (("day", day), ("window", window)):
         if missing := need - set(f.columns):

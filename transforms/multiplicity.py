@@ -9,7 +9,6 @@ family therefore also carries Benjamini–Hochberg q-values (DESIGN §4.1).
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 
 def bh_q_values(p_values) -> np.ndarray:
@@ -20,6 +19,8 @@ def bh_q_values(p_values) -> np.ndarray:
     Raises ValueError when a p-value lies outside [0, 1].
     Source: Benjamini & Hochberg (1995), step-up procedure.
     """
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
     p = np.asarray(p_values, dtype=float)
     q = np.full(p.shape, np.nan)
     ok = np.isfinite(p)

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
 from fairmon.transforms.reach import (
     BiasedMF,
@@ -350,6 +349,8 @@ def group_summary(
     left out. Fewer than 2 units on a side leave that CI NaN with a reason.
     Returns a dict of the reach_group columns n … diff_ci_high and reason.
     Raises ValueError (SciPy's) for a level outside (0, 1)."""
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
     ok = ~np.isnan(values)
     x, y = values[ok & in_group], values[ok & ~in_group]
     out: dict = {

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-from scipy import stats
 
 from fairmon.transforms.cluster import BucketSums
 
@@ -172,6 +171,8 @@ def log_utility_variance(
 
 def z_value(level: float) -> float:
     """Two-sided normal quantile for a confidence level in (0, 1)."""
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
     if not 0.0 < level < 1.0:
         raise ValueError(f"confidence level must be in (0, 1), got {level}")
     return float(stats.norm.ppf(0.5 + level / 2.0))
@@ -221,6 +222,8 @@ def parity_test(U: np.ndarray, v: np.ndarray) -> tuple[float, int, float]:
     and df 0 when K < 2 or a U_k or v_j is not positive and finite.
     Source: seed 001 eq. 19 (REO = 0 ⇔ parity) and Algorithm 1's covariance.
     """
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
     U = np.asarray(U, dtype=float)
     v = np.asarray(v, dtype=float)
     K = U.size
@@ -254,6 +257,8 @@ def quadratic_form_cdf(t: float, cov_eig: np.ndarray, proj: np.ndarray, s: float
     Σ has one non-zero eigenvalue. Source: Liu, Tang, Zhang, Comput. Stat.
     Data Anal. 53 (2009) 853–856, eqs. for the LTZ approximation.
     """
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
     lam = np.asarray(cov_eig, dtype=float)
     c = [float(np.sum(lam**k) + k * s * s * np.sum(lam ** (k - 1) * proj)) for k in (1, 2, 3, 4)]
     if c[1] <= 0:

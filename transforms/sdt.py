@@ -48,7 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize
 
 CI_METHODS = ("delta", "exact")
 
@@ -94,6 +94,8 @@ class SDTEstimate:
     def log_cost_ratio_interval(self, level: float) -> tuple[float, float]:
         """Interval of log c at another confidence ``level`` by this estimate's
         ``ci_method`` (bounds may be ±inf); (NaN, NaN) when undefined."""
+        from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
         if self.ci_method is None or self.counts is None:
             return float("nan"), float("nan")
         log_c = float(np.log(self.cost_ratio))
@@ -113,6 +115,8 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     of n > 0 trials at confidence ``level`` (probabilities; 0 and 1 at the
     ends). Used for FPR, FNR and φ near 0 or 1 (DESIGN §4.3). Raises
     ValueError unless 0 ≤ k ≤ n and n > 0."""
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
     if not (n > 0 and 0 <= k <= n):
         raise ValueError(f"need 0 <= k <= n and n > 0, got k={k}, n={n}")
     a = (1 - level) / 2
@@ -123,6 +127,8 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
 
 def _half_square_range(q_lo: float, q_hi: float) -> tuple[float, float]:
     """Range of Φ⁻¹(q)²/2 for q in [q_lo, q_hi] (Φ⁻¹(0 or 1)² = inf)."""
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
     ends = [stats.norm.ppf(q) ** 2 / 2 for q in (q_lo, q_hi)]
     low = 0.0 if q_lo <= 0.5 <= q_hi else min(ends)
     return float(low), float(max(ends))
@@ -147,6 +153,8 @@ def sdt_from_rates(fpr: float, fnr: float, prevalence: float) -> tuple[float, fl
 
     Raises ValueError unless 0 < fpr, fnr, prevalence < 1.
     """
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
     for name, v in (("fpr", fpr), ("fnr", fnr), ("prevalence", prevalence)):
         if not 0 < v < 1:
             raise ValueError(f"{name} must be in (0, 1), got {v}")
@@ -158,6 +166,8 @@ def sdt_from_rates(fpr: float, fnr: float, prevalence: float) -> tuple[float, fl
 
 def rates_from_sdt(t: float, d_prime: float) -> tuple[float, float]:
     """(FPR, FNR) of criterion t and sensitivity d′: FPR = 1 − Φ(t), FNR = Φ(t − d′) (seed 002 §5.3)."""
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
     return float(stats.norm.sf(t)), float(stats.norm.cdf(t - d_prime))
 
 
@@ -184,6 +194,8 @@ def sdt_estimate(
     docstring); ``ci_method`` says which and ``reason`` says why. Raises
     ValueError on a negative count or ``min_errors`` < 0.
     """
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
     if min(tp, fn, fp, tn) < 0:
         raise ValueError(f"counts must be >= 0, got tp={tp}, fn={fn}, fp={fp}, tn={tn}")
     if min_errors < 0:
@@ -275,6 +287,8 @@ def compare_log_cost_ratio(a: SDTEstimate, b: SDTEstimate) -> tuple[float, float
     """Wald z statistic and two-sided p-value of log c_a − log c_b for
     independent estimates (delta-method SEs of seed 002 eq. 12's log c);
     (NaN, NaN) when undefined. Raises nothing."""
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
     se = float(np.hypot(a.se_log_cost_ratio, b.se_log_cost_ratio))
     if not (np.isfinite(se) and se > 0 and a.cost_ratio > 0 and b.cost_ratio > 0):
         return float("nan"), float("nan")

@@ -62,7 +62,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize
 
 HC_TYPES = ("HC0", "HC1", "HC3")
 CI_TYPES = ("robust", "conventional")
@@ -105,6 +105,8 @@ class IntervalPart:
 
     def at(self, level: float) -> tuple[float, float]:
         """(low, high) at confidence ``level``, inside [0, 1]."""
+        from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
         if self.method == "hc_normal":
             z = float(stats.norm.ppf(0.5 + level / 2))
             return float(max(0.0, self.estimate - z * self.se)), float(min(1.0, self.estimate + z * self.se))
@@ -113,6 +115,8 @@ class IntervalPart:
     @property
     def interval_se(self) -> float:
         """The SE behind the interval: the HC SE, or the 95 % Wilson half-width / z."""
+        from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
         if self.method == "hc_normal":
             return self.se
         lo, hi = wilson_interval(self.estimate, self.n_eff, 0.95)
@@ -220,6 +224,8 @@ def wilson_interval(p: float, n: float, level: float = 0.95) -> tuple[float, flo
     (possibly fractional, effective) trials at confidence ``level``: inside
     [0, 1] and of positive width for every p (DESIGN §4.2: small and
     all-equal windows). Raises ValueError when p is outside [0, 1] or n ≤ 0."""
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
     if not (0 <= p <= 1 and n > 0):
         raise ValueError(f"need 0 <= p <= 1 and n > 0, got p={p}, n={n}")
     z = float(stats.norm.ppf(0.5 + level / 2))
@@ -450,6 +456,8 @@ def prevalence_difference(a: ThresholdPrevalence, b: ThresholdPrevalence, level:
     (for two ``hc_normal`` parts, 2·(1 − Φ(|p′a − p′b| / √(se′a² + se′b²)))).
     NaN with a ``reason`` when either group has no estimate. Raises nothing.
     """
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
     nan = float("nan")
     for name, e in (("group_a", a), ("group_b", b)):
         if not e.parts:
