@@ -30,6 +30,12 @@ def _check_identifiers(v: list[str]) -> list[str]:
     return v
 
 
+#: Version of the cluster-bucket formula of sql/impressions_bucket.sql, part of
+#: :meth:`FairmonConfig.fingerprint` when rows are clustered: changing the formula
+#: re-stages every file (2: the hash shifted right one bit, as BIGINT, modulo the buckets).
+BUCKET_FORMULA = 2
+
+
 class ConfigError(ValueError):
     """A config file is missing, unreadable or invalid; the message names the key."""
 
@@ -676,8 +682,12 @@ class FairmonConfig(_Strict):
             k: getattr(self, k).model_dump(mode="json", exclude=exclude.get(k)) if getattr(self, k) else None
             for k in ("impressions", "scores", "labels")
         }
-        # the count stage's cluster buckets are staged with the rows (transforms/cluster.py)
+        # the count stage's cluster buckets are staged with the rows (transforms/cluster.py), and
+        # which bucket an id gets is sql/impressions_bucket.sql's formula: rows bucketed by an
+        # earlier formula must not be counted with rows bucketed by this one (a user would split)
         inputs["cluster"] = [self.estimation.cluster_by, self.estimation.cluster_buckets]
+        if self.estimation.cluster_by != "none":
+            inputs["cluster"].append(BUCKET_FORMULA)
         # with [envy] every impressions file also stages its per-user rows (and swap rows are allowed)
         if self.envy is not None:
             inputs["envy"] = True

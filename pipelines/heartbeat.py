@@ -16,6 +16,7 @@ a deployment) keeps Prefect's heartbeat, and :func:`beating` adds none.
 from __future__ import annotations
 
 import contextvars
+import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -62,7 +63,10 @@ def beating() -> Iterator[None]:
         from prefect.events import emit_event
 
         while not stop.is_set():
-            emit_event(event="prefect.flow-run.heartbeat", resource=resource, related=related)
+            try:
+                emit_event(event="prefect.flow-run.heartbeat", resource=resource, related=related)
+            except Exception:  # as Prefect's own loop: a missed beat is logged, the next one is tried
+                logging.getLogger(__name__).debug("flow-run heartbeat not sent", exc_info=True)
             stop.wait(seconds)
 
     thread = threading.Thread(

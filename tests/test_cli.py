@@ -344,6 +344,8 @@ def test_serve_stops_cleanly_on_sigterm(tmp_path, wait):
 _EXIT_SCRIPT = """
 import atexit, sys, threading, time
 atexit.register(lambda: print("exit handler ran", file=sys.stderr))
+# where Prefect drains its queued events and logs: run before the atexit handlers
+threading._register_atexit(lambda: print("threading exit callback ran", file=sys.stderr))
 sys.stdout.write("buffered, no newline")
 if sys.argv[1] == "thread":
     threading.Thread(target=time.sleep, args=(0.3,)).start()  # a non-daemon thread: the normal exit
@@ -357,14 +359,15 @@ main()
 def test_the_script_exits_with_the_commands_code_after_every_exit_handler(tmp_path, thread):
     """``main`` ends the process without the interpreter's teardown (its last
     garbage collections took ~1.2 s), but with the command's exit code, after
-    every exit handler, with the standard streams flushed; with a non-daemon
-    thread still running it exits normally."""
+    threading's exit callbacks and then every exit handler (the interpreter's
+    order), with the standard streams flushed; with a non-daemon thread still
+    running it exits normally."""
     script = tmp_path / "cli.py"
     script.write_text(_EXIT_SCRIPT)
     for args, code in ((["run", "-c", str(tmp_path / "nope.toml"), "--date", "2026-01-01"], 2), (["--help"], 0)):
         res = subprocess.run([sys.executable, str(script), thread, *args], capture_output=True, text=True, timeout=120)
         assert res.returncode == code, res.stderr
         assert res.stdout.startswith("buffered, no newline")
-        assert res.stderr.rstrip().endswith("exit handler ran")
+        assert res.stderr.rstrip().endswith("threading exit callback ran\nexit handler ran")
         if code:
             assert "config file not found" in res.stderr

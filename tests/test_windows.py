@@ -518,3 +518,21 @@ def test_a_backfill_prestaged_in_chunks_publishes_what_one_prestage_does(pools, 
     assert sum(p["staged"] for p in chunked) == once[0]["staged"] == 9 + 3
     for t in tables:
         assert parts[t].equals(whole[t]), t
+
+
+def test_a_new_cluster_bucket_formula_restages_clustered_files_only(tmp_path, monkeypatch):
+    """Staged rows carry their cluster bucket (sql/impressions_bucket.sql): when
+    the formula changes, a clustered config's fingerprint changes, so every file
+    is staged again and no user is split between two formulas' buckets; an
+    unclustered config stages no buckets and keeps its fingerprint."""
+    from fairmon.pipelines import config as config_module
+
+    clustered = load_config(_config(tmp_path, TIKTOK, 7, None))
+    path = _config(tmp_path, TIKTOK, 7, None, name="n")
+    path.write_text(path.read_text() + '[estimation]\ncluster_by = "none"\n')
+    unclustered = load_config(path)
+    assert clustered.estimation.cluster_by == "auto" and unclustered.estimation.cluster_by == "none"
+    before = clustered.fingerprint(), unclustered.fingerprint()
+    monkeypatch.setattr(config_module, "BUCKET_FORMULA", config_module.BUCKET_FORMULA + 1)
+    assert clustered.fingerprint() != before[0]
+    assert unclustered.fingerprint() == before[1]

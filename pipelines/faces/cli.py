@@ -1005,18 +1005,26 @@ def _exit(code: int | str | None) -> NoReturn:
     """End the process with the command's exit ``code`` (as ``sys.exit``
     takes it) once the command is done, without the interpreter's teardown.
 
-    Every exit handler still runs first (``atexit``: logs flushed, Prefect's
-    queued events and logs sent, the temporary API stopped, ...) and the
-    standard streams are flushed. What is skipped is the teardown after
-    them: its full garbage collections walk the millions of objects Prefect,
-    Great Expectations and pandas create at import, about 1.2 s of a 12 s
-    backfill for nothing (bench/README "Issue 21"). A normal ``sys.exit``
-    when a non-daemon thread still runs: its work must not be cut off."""
-    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+    First everything the interpreter itself runs at exit, in its order:
+    ``threading._shutdown`` (which joins worker threads and runs the
+    callbacks registered with ``threading._register_atexit``, where
+    Prefect drains its queued events and logs to the API), then every
+    ``atexit`` handler (logging flushed, the temporary API stopped, DuckDB
+    connections closed), then the standard streams are flushed. What is
+    skipped is the teardown after that: its full garbage collections walk
+    the millions of objects Prefect, Great Expectations and pandas create
+    at import, about 1.2 s of a 12 s backfill for nothing (bench/README
+    "Issue 21"). A normal ``sys.exit`` when a non-daemon thread still runs
+    (its work must not be cut off) or the interpreter has no
+    ``threading._shutdown``."""
+    shutdown = getattr(threading, "_shutdown", None)
+    alive = [t for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive() and not t.daemon]
+    if shutdown is None or alive:
         sys.exit(code)
     status = code if isinstance(code, int) else 0 if code is None else 1
     if code is not None and not isinstance(code, int):
         print(code, file=sys.stderr)
+    shutdown()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):

@@ -402,11 +402,13 @@ _local = threading.local()  # per thread by nature: an in-memory DuckDB scratch 
 def _scratch() -> duckdb.DuckDBPyConnection:
     """This thread's in-memory DuckDB connection for scanning input files
     (opening one costs about 13 ms; a backfill reuses it for every file).
-    Closed at exit, so that what DuckDB spilled to disk is removed even when
-    the ``fairmon`` script skips the interpreter's teardown."""
+    The main thread's is closed at exit, so that what DuckDB spilled to disk
+    is removed even when the ``fairmon`` script skips the interpreter's
+    teardown; a worker thread's goes with its thread."""
     if getattr(_local, "con", None) is None:
         _local.con = duckdb.connect()
-        atexit.register(_local.con.close)
+        if threading.current_thread() is threading.main_thread():
+            atexit.register(_local.con.close)
         db.execute(_local.con, "settings_quiet")
     return _local.con
 
