@@ -13,7 +13,7 @@ import pytest
 from fairmon.pipelines.flows import output_check_frames
 from fairmon.pipelines.quality import DQResult, dq_frame, load_spec
 from fairmon.pipelines.storage import tables as ddl
-from fairmon.pipelines.storage.warehouse import refresh_views, write_partitions
+from fairmon.pipelines.storage.warehouse import clean_tmp, refresh_views, write_partitions
 from fairmon.transforms.decision_tables import sdt_table, threshold_tables
 from fairmon.transforms.envy_tables import envy_user_tables, group_envy_table
 from fairmon.transforms.reach_tables import reach_group_inputs, reach_group_table, reach_item_table, reach_user_table
@@ -317,3 +317,23 @@ def test_docs_tables_md_is_generated_from_the_registry():
         for c in t.stored_columns:
             assert f"| `{c.name}` |" in text
             assert c.unit and c.meaning, (t.name, c.name)
+
+
+def test_clean_tmp_skips_a_file_a_concurrent_writer_renames_away(tmp_path, monkeypatch):
+    """Days published at once (``--concurrency``): one day's clean_tmp lists
+    _tmp while another day renames its file from there into its partition. The
+    vanished file is skipped (it failed the day with FileNotFoundError); old
+    leftovers are still removed and a fresh file is kept."""
+    import os
+    import time
+
+    tmp = tmp_path / "_tmp"
+    tmp.mkdir()
+    old, fresh, gone = tmp / "old.parquet", tmp / "fresh.parquet", tmp / "gone.parquet"
+    for f in (old, fresh):
+        f.write_bytes(b"x")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    listed = [gone, old, fresh]  # gone: listed, then renamed into place by another day
+    monkeypatch.setattr(Path, "iterdir", lambda self: iter(listed) if self == tmp else iter(()))
+    clean_tmp(tmp_path)
+    assert not old.exists() and fresh.exists()

@@ -79,13 +79,19 @@ def write_partitions(warehouse: Path, ds: dt.date, tables: dict[str, pl.DataFram
 
 def clean_tmp(warehouse: Path, older_than_s: float = 3600.0) -> None:
     """Remove files a killed run left in ``<warehouse>/_tmp`` (older than an hour,
-    so a concurrent writer's files are never touched)."""
+    so a concurrent writer's files are never touched). A file that a
+    concurrent writer renames into place between the listing and its age
+    check is skipped: it is no longer there to clean."""
     tmp_dir = warehouse / "_tmp"
     if not tmp_dir.is_dir():
         return
     now = time.time()
     for p in tmp_dir.iterdir():
-        if now - p.stat().st_mtime > older_than_s:
+        try:
+            age = now - p.stat().st_mtime
+        except FileNotFoundError:
+            continue
+        if age > older_than_s:
             p.unlink(missing_ok=True)
 
 
