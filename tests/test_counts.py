@@ -173,3 +173,131 @@ def test_cluster_bucket_is_the_shifted_hash_modulo_the_buckets():
     assert got.get_column("__cbucket").to_list() == want.get_column("b").to_list()
     assert got.get_column("__cbucket").dtype == pl.Int32
     assert set(got.get_column("__cbucket").to_list()) == set(range(7))
+
+
+def _clustered_rows(signal_kind: str, n: int = 3000) -> pl.DataFrame:
+    """Rows of 8-row requests, two signals with some nulls, two attributes
+    with a null value, of one ``signal_kind`` ('bool', 'int' or 'text')."""
+    rng = np.random.default_rng(20)
+    s1 = rng.random(n) < 0.3
+    s2 = rng.random(n) < 0.2
+    s1_null, s2_null = rng.random(n) < 0.05, rng.random(n) < 0.05
+    frame = pl.DataFrame(
+        {
+            "ds": ["2026-03-01"] * n,
+            "traffic": rng.choice(["default", "random"], n).tolist(),
+            "arm": rng.choice(["a", "b"], n).tolist(),
+            "request_id": [f"r{i // 8}" for i in range(n)],
+            "item_id": [f"i{i}" for i in range(n)],
+            "s1": [None if m else bool(v) for v, m in zip(s1, s1_null)],
+            "s2": [None if m else bool(v) for v, m in zip(s2, s2_null)],
+            "g": rng.choice(["x", "y", "z"], n).tolist(),
+            "h": [None if v < 0.1 else ("p" if v < 0.6 else "q") for v in rng.random(n)],
+        }
+    )
+    if signal_kind == "int":
+        frame = frame.with_columns(pl.col("s1", "s2").cast(pl.Int8))
+    elif signal_kind == "text":
+        frame = frame.with_columns(pl.col("s1", "s2").cast(pl.String))
+    return frame
+
+
+@pytest.mark.parametrize("rule", ["any", "all"])
+@pytest.mark.parametrize("kind", ["bool", "int", "text"])
+def test_rows_per_cluster_bucket_from_the_profile_scan(kind, rule):
+    """Issue 20: the clustered profile scan gives the profile exactly as
+    without clustering and, per bucket, the rows per combination and label
+    (sql/impressions_profile_buckets.sql; text signals: the profile split by
+    bucket). Both are checked against the rows themselves: bucket = the
+    shifted hash modulo 16, label = any/all of the signals with SQL's null
+    logic (null OR false is null, null AND true is null)."""
+    import duckdb
+
+    from fairmon.pipelines.ingest.adapters import ClusterScan, profile_rows, rows_in
+    from fairmon.transforms.contract import BUCKET_LABEL, without_buckets
+
+    rows = _clustered_rows(kind)
+    cols = ["ds", "traffic", "arm", "s1", "s2", "g", "h"]
+    con = duckdb.connect()
+    plain = profile_rows(con, rows.with_row_index("__row"), cols, "f", 0)
+    split = profile_rows(
+        con, rows.with_row_index("__row"), cols, "f", 0, ClusterScan("request_id", 16, ("s1", "s2"), rule == "all")
+    )
+    assert (BUCKET_LABEL in split.columns) == (kind != "text")
+    assert without_buckets(split).equals(plain) and rows_in(split) == rows.height == rows_in(plain)
+
+    staged = normalize_impressions(split, file="f", signals=["s1", "s2"], attributes=["g", "h"], label_rule=rule)
+    con.register("rows", rows)
+    y = "s1 OR s2" if rule == "any" else "s1 AND s2"
+    want = con.sql(
+        f"""SELECT traffic, arm, ({y}) AS y, g, h, CAST((hash(request_id) >> 1) % 16 AS INTEGER) AS cbucket,
+                   count(*) AS n
+            FROM rows GROUP BY ALL"""
+    ).pl()
+    got = staged.group_by("traffic", "arm", "y", "attr__g", "attr__h", "cbucket").agg(pl.col("n").sum())
+    got = got.rename({"attr__g": "g", "attr__h": "h"}).sort(pl.all())
+    assert got.equals(want.cast(got.schema).sort(pl.all())) and got.get_column("cbucket").n_unique() == 16
+    assert got.get_column("y").null_count() > 0  # the null logic is exercised
+
+
+def test_a_hash_shared_by_two_combinations_splits_the_profile_by_bucket(monkeypatch):
+    """A 64-bit hash shared by two combinations (file, day, traffic, arm,
+    attributes) would merge their bucket rows: the scan is then redone with
+    the profile split by bucket, and the staged rows are the same."""
+    import duckdb
+
+    from fairmon.pipelines.ingest import adapters
+    from fairmon.transforms.contract import BUCKET_LABEL, CLUSTER_BUCKET
+
+    scan = pl.DataFrame({"__h": [1, 1, 1], "g": ["x", "y", None], CLUSTER_BUCKET: [None, None, 3]})
+    assert adapters.with_bucket_combinations(scan, ["g"]) is None
+    ok = pl.DataFrame({"__h": [1, 2, 2], "g": ["x", "y", None], "__n": [5, 2, 2], CLUSTER_BUCKET: [None, None, 3]})
+    assert adapters.with_bucket_combinations(ok, ["g"]).to_dicts() == [
+        {"g": "x", "__n": 5, CLUSTER_BUCKET: None},
+        {"g": "y", "__n": 2, CLUSTER_BUCKET: None},
+        {"g": "y", "__n": 2, CLUSTER_BUCKET: 3},
+    ]
+
+    rows = _clustered_rows("bool").with_row_index("__row")
+    cols, kw = (
+        ["ds", "traffic", "arm", "s1", "s2", "g", "h"],
+        dict(file="f", signals=["s1", "s2"], attributes=["g", "h"]),
+    )
+    cluster = adapters.ClusterScan("request_id", 16, ("s1", "s2"))
+    fast = adapters.profile_rows(duckdb.connect(), rows, cols, "f", 0, cluster)
+    monkeypatch.setattr(adapters, "with_bucket_combinations", lambda scan, combination: None)
+    slow = adapters.profile_rows(duckdb.connect(), rows, cols, "f", 0, cluster)
+    assert BUCKET_LABEL in fast.columns and BUCKET_LABEL not in slow.columns and CLUSTER_BUCKET in slow.columns
+    key = ["traffic", "arm", "y", "attr__g", "attr__h", "cbucket"]
+    a, b = (normalize_impressions(p, **kw).sort(key) for p in (fast, slow))
+    assert a.equals(b)
+
+
+def test_bucket_rows_that_disagree_with_the_profile_are_a_defect():
+    """contract.bucket_rows: the rows per bucket must add up to the profile's
+    rows per day, traffic, arm, label and attributes, else RuntimeError."""
+    from fairmon.transforms.contract import bucket_rows
+
+    staged = pl.DataFrame(
+        {
+            "ds": [1, 1],
+            "y": [True, False],
+            "cbucket": [None, None],
+            "n": [5, 3],
+            "src_file": ["f", "f"],
+            "src_row": [1, 2],
+        }
+    )
+    per_bucket = pl.DataFrame(
+        {
+            "ds": [1, 1, 1],
+            "y": [True, True, False],
+            "cbucket": [0, 1, 0],
+            "n": [2, 3, 3],
+            "src_file": ["f"] * 3,
+            "src_row": [1, 4, 2],
+        }
+    )
+    assert bucket_rows(staged, per_bucket) is per_bucket
+    with pytest.raises(RuntimeError, match="f: the rows per cluster bucket disagree"):
+        bucket_rows(staged, per_bucket.with_columns(pl.col("y").fill_null(True).and_(pl.col("cbucket") == 0)))

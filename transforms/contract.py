@@ -36,6 +36,9 @@ INTERSECTION_SEP = "×"
 PROFILE_N = "__n"  # rows a profile row stands for
 PROFILE_ROW = "__first_row"  # first (1-based) file row of a profile row
 CLUSTER_BUCKET = "__cbucket"  # hash bucket of a profile row's cluster id (transforms/cluster.py)
+#: The label of a profile's rows per cluster bucket (sql/impressions_profile_buckets.sql): a profile
+#: with this column holds the profile proper (bucket null) and, below it, rows per bucket and label.
+BUCKET_LABEL = "__y"
 BASE_TRAFFIC = ("default", "random")
 _TRUE = {"true", "1", "t", "1.0"}
 _FALSE = {"false", "0", "f", "0.0"}
@@ -161,11 +164,28 @@ def normalize_impressions(
     ``__first_row`` of the first offending profile row (profiles come sorted
     by it, so that is the first offending file row).
 
+    A profile with rows per cluster bucket and label (:data:`BUCKET_LABEL`,
+    sql/impressions_profile_buckets.sql) is checked on its profile proper and
+    staged from its bucket rows (:func:`bucket_rows`).
+
     Returns a frame in the staging layout (module docstring), sorted by src_row.
     Raises :class:`InputContractError` naming file, column and row for: an
     empty file, a missing required/configured column, a value of the wrong
     type, an unknown traffic value, or a row dated outside the file's day.
     """
+    if BUCKET_LABEL in raw.columns:
+        kw = dict(
+            file=file,
+            attributes=attributes,
+            traffic_stages=traffic_stages,
+            ds=ds,
+            ds_start=ds_start,
+            traffic=traffic,
+            default_arm=default_arm,
+        )
+        staged = normalize_impressions(profile_part(raw), signals=signals, label_rule=label_rule, **kw)
+        per_bucket = raw.filter(pl.col(CLUSTER_BUCKET).is_not_null()).drop(signals).rename({BUCKET_LABEL: "__label"})
+        return bucket_rows(staged, normalize_impressions(per_bucket, signals=["__label"], **kw))
     try:
         staged = _normalize_impressions(
             raw,
@@ -295,10 +315,44 @@ def _normalize_impressions(
     return pl.DataFrame(list(out.values()))
 
 
+def profile_part(profile: pl.DataFrame) -> pl.DataFrame:
+    """The profile proper of a profile with rows per bucket and label
+    (:data:`BUCKET_LABEL`): its rows with a null bucket, without the bucket
+    and label columns. Other frames are returned unchanged."""
+    if BUCKET_LABEL not in profile.columns:
+        return profile
+    return profile.filter(pl.col(CLUSTER_BUCKET).is_null()).drop(CLUSTER_BUCKET, BUCKET_LABEL)
+
+
+def bucket_rows(staged: pl.DataFrame, per_bucket: pl.DataFrame) -> pl.DataFrame:
+    """The staging rows per cluster bucket (``per_bucket``, from a profile's
+    rows per bucket and label) after checking them against the rows staged
+    from the profile proper (``staged``): per day, traffic, arm, label and
+    attributes both must hold the same number of rows, i.e. the label the
+    scan computed (sql/impressions_profile_buckets.sql) is the contract's.
+    Both frames in the staging layout. Returns ``per_bucket``. Raises
+    RuntimeError naming the file when they differ (a defect, not bad input)."""
+    keys = [c for c in staged.columns if c not in ("cbucket", "n", "src_row")]
+    a, b = (f.group_by(keys).agg(pl.col("n").sum()) for f in (staged, per_bucket))
+    diff = a.join(b, on=keys, how="full", nulls_equal=True, coalesce=True).filter(
+        pl.col("n").fill_null(-1) != pl.col("n_right").fill_null(-1)
+    )
+    if diff.height:
+        raise RuntimeError(
+            f"{staged.get_column('src_file')[0] if staged.height else 'a file'}: the rows per cluster bucket "
+            f"disagree with the profile's on {diff.height} combination(s), e.g. {diff.row(0, named=True)}"
+        )
+    return per_bucket
+
+
 def without_buckets(profile: pl.DataFrame) -> pl.DataFrame:
     """A profile split by cluster bucket (``__cbucket``) summed back to one row
     per distinct combination (``__n`` added, first ``__first_row`` kept), as
-    the input's raw suite checks it; other frames are returned unchanged."""
+    the input's raw suite checks it; a profile with rows per bucket and label
+    gives its profile proper (:func:`profile_part`); other frames are
+    returned unchanged."""
+    if BUCKET_LABEL in profile.columns:
+        return profile_part(profile)
     if CLUSTER_BUCKET not in profile.columns:
         return profile
     keys = [c for c in profile.columns if c not in (CLUSTER_BUCKET, PROFILE_N, PROFILE_ROW)]

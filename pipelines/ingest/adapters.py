@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import duckdb
 import numpy as np
@@ -43,6 +44,7 @@ from fairmon.transforms.contract import (
     normalize_impressions,
     normalize_labels,
     normalize_scores,
+    profile_part,
 )
 
 
@@ -437,18 +439,70 @@ def cluster_column(cfg: FairmonConfig) -> tuple[str, bool] | None:
     return ("request_id", False) if by == "auto" else (by, True)
 
 
-def _cluster_arg(cfg: FairmonConfig) -> tuple[str, int] | None:
-    """(id column, buckets) for :func:`profile_rows`, or None without clustering."""
+class ClusterScan(NamedTuple):
+    """How :func:`profile_rows` splits rows by cluster: the id ``column``,
+    the number of hash ``buckets``, and (for the label per bucket,
+    sql/impressions_profile_buckets.sql) the ``signals`` and whether the
+    label rule is ``all`` of them (else any)."""
+
+    column: str
+    buckets: int
+    signals: tuple[str, ...] = ()
+    label_all: bool = False
+
+
+def _cluster_arg(cfg: FairmonConfig) -> ClusterScan | None:
+    """The :class:`ClusterScan` for :func:`profile_rows`, or None without clustering."""
     cluster = cluster_column(cfg)
-    return None if cluster is None else (cluster[0], cfg.estimation.cluster_buckets)
+    if cluster is None:
+        return None
+    imp = cfg.impressions
+    return ClusterScan(cluster[0], cfg.estimation.cluster_buckets, tuple(imp.signals), imp.label_rule == "all")
 
 
-def _bucketed(engine, raw, cluster: tuple[str, int] | None):
+def _bucketed(engine, raw, cluster: tuple | None):
     """``raw`` with the __cbucket column of sql/impressions_bucket.sql when it has the cluster column."""
     if cluster is None or cluster[0] not in engine.columns(raw):
         return raw
     engine.register("raw_in", raw)
     return engine.sql("impressions_bucket", {"buckets": cluster[1]}, cluster=[cluster[0]])
+
+
+def _labels_in_sql(engine, raw, cluster: tuple | None) -> bool:
+    """Whether the label per cluster bucket can be computed in the scan
+    (sql/impressions_profile_buckets.sql): on DuckDB, with every signal a
+    boolean or numeric column, whose cast to BOOLEAN is the contract's
+    parse (transforms/contract.parse_bool: 0/1, true/false; any other number
+    fails the contract on the profile). Text signals ("t", " yes") keep the
+    profile split by bucket, parsed by the contract itself."""
+    signals = cluster.signals if isinstance(cluster, ClusterScan) else ()
+    if engine.name != "duckdb" or not signals:
+        return False
+    if isinstance(raw, pl.DataFrame):
+        types = {c: t.is_numeric() or t == pl.Boolean for c, t in raw.schema.items()}
+    else:
+        types = {c: t.id in _SQL_BOOLEAN_TYPES for c, t in zip(raw.columns, raw.types)}
+    return all(types.get(c, False) for c in signals)
+
+
+#: DuckDB type ids whose cast to BOOLEAN is the contract's parse of a signal.
+_SQL_BOOLEAN_TYPES = frozenset(
+    {
+        "boolean",
+        "tinyint",
+        "smallint",
+        "integer",
+        "bigint",
+        "hugeint",
+        "utinyint",
+        "usmallint",
+        "uinteger",
+        "ubigint",
+        "float",
+        "double",
+        "decimal",
+    }
+)
 
 
 #: Profile columns of a file read under [envy] (sql/impressions_donor_flag.sql): false on a
@@ -478,6 +532,22 @@ def _with_envy_flags(engine, raw, file: str):
     if not donors:
         return engine.sql("impressions_donor_flag_none")
     return engine.sql("impressions_donor_flag", donors=donors)
+
+
+def with_bucket_combinations(scan: pl.DataFrame, combination: list[str]) -> pl.DataFrame | None:
+    """The result of sql/impressions_profile_buckets.sql with each row per
+    bucket and label given the ``combination`` columns (file, day, traffic,
+    arm, attributes) of the profile rows with the same hash ``__h``; the hash
+    column dropped. Returns the profile rows first, then the bucket rows (the
+    signal columns null), or None when two different combinations share a
+    hash (the caller then splits the profile by bucket instead)."""
+    is_profile = pl.col(CLUSTER_BUCKET).is_null()
+    profile = scan.filter(is_profile)
+    names = profile.select("__h", *combination).unique()
+    if names.get_column("__h").n_unique() != names.height:
+        return None
+    buckets = scan.filter(~is_profile).drop(combination).join(names, on="__h", how="left")
+    return pl.concat([profile, buckets.select(profile.columns)]).drop("__h")
 
 
 def profile_rows(
@@ -520,22 +590,55 @@ def profile_rows(
             raw = _with_envy_flags(engine, raw, file)
             registered.append("raw_flag")
             cols += ENVY_FLAGS
+        split = None  # the grouping set of the rows per bucket and label (sql/impressions_profile_buckets.sql)
         if cluster is not None and cluster[0] in present:
+            labels = _labels_in_sql(engine, raw, cluster)
             raw = _bucketed(engine, raw, cluster)
             registered.append("raw_in")
-            cols.append(CLUSTER_BUCKET)
+            if labels:
+                skip = {*cluster.signals, *ENVY_FLAGS}
+                split = [c for c in ("__file", *columns) if c in present and c not in skip] or None
+            if split is None:
+                cols.append(CLUSTER_BUCKET)
+            elif duplicated:  # the profile rows are split by id_copies as sql/impressions_profile_ids.sql splits them
+                engine.register("raw_ids", raw)
+                registered.append("raw_ids")
+                raw = engine.sql("impressions_with_copies", keys=keys)
+                cols.append("id_copies")
         grouped = [c for c in engine.columns(raw) if c in cols]  # in the rows' own column order
         engine.register("raw", raw)
         registered.append("raw")
         if not grouped:
             return engine.frame(engine.sql("impressions_row_count"))
-        if duplicated:
+        profile = None
+        if split is not None:
+            sql = engine.sql(
+                "impressions_profile_buckets",
+                {"label_all": cluster.label_all},
+                columns=grouped,
+                bucket_columns=split,
+                signals=list(cluster.signals),
+            )
+            profile = with_bucket_combinations(engine.frame(sql), split)
+            if profile is None:  # two combinations share a 64-bit hash: the profile split by bucket instead
+                grouped = [c for c in engine.columns(raw) if c in (*cols, CLUSTER_BUCKET)]
+                duplicated = 0  # id_copies, if counted, is one of the rows' columns now
+            elif ids:  # id_copies on the profile rows only, last, as below
+                copies = pl.col("id_copies") if "id_copies" in profile.columns else pl.lit(1, pl.Int64)
+                profile = profile.with_columns(
+                    pl.when(pl.col(CLUSTER_BUCKET).is_null()).then(copies).alias("id_copies")
+                ).select(pl.exclude("id_copies"), "id_copies")
+        if profile is not None:
+            pass
+        elif duplicated:
             profile = engine.frame(engine.sql("impressions_profile_ids", columns=grouped, keys=keys))
             profile = profile.select(pl.exclude("id_copies"), "id_copies")
         else:
             profile = engine.frame(engine.sql("impressions_profile", columns=grouped))
-            if ids:
-                profile = profile.with_columns(pl.lit(1, pl.Int64).alias("id_copies"))
+            if "id_copies" in profile.columns:
+                profile = profile.select(pl.exclude("id_copies"), "id_copies")
+        if ids and "id_copies" not in profile.columns:
+            profile = profile.with_columns(pl.lit(1, pl.Int64).alias("id_copies"))
         return profile.sort(PROFILE_ROW)
     except engine.errors as e:  # Spark's messages go on with hints and a JVM stack trace
         raise InputContractError(
@@ -746,6 +849,7 @@ def read_unit(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
 
 def rows_in(frame: pl.DataFrame) -> int:
     """Rows a raw frame stands for: the sum of ``__n`` for a profile, else its height."""
+    frame = profile_part(frame)
     return int(frame.get_column(PROFILE_N).sum()) if PROFILE_N in frame.columns else frame.height
 
 

@@ -5,7 +5,8 @@ envy flags, cluster buckets) are written in DuckDB's dialect restricted to
 what Spark SQL also has, with two kinds of holes:
 
 - ``{{name}}``: a list of column identifiers, rendered as ``"a", "b"``;
-- ``{{name:text}}``: the same columns cast to text, ``CAST("a" AS VARCHAR), …``.
+- ``{{name:text}}``: the same columns cast to text, ``CAST("a" AS VARCHAR), …``;
+- ``{{name:bool}}``: the same columns cast to BOOLEAN, ``CAST("a" AS BOOLEAN), …``.
 
 The identifiers come only from the validated config or the file's own
 columns, and each must match ``[A-Za-z_][A-Za-z0-9_]*`` (:func:`ident`), so
@@ -23,13 +24,13 @@ import re
 from fairmon.pipelines.storage.db import sql_text
 from fairmon.pipelines.storage.tables import ident
 
-_HOLE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?::\s*(text))?\s*\}\}")
+_HOLE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?::\s*(text|bool))?\s*\}\}")
 
 
 def render(name: str, **columns: list[str] | tuple[str, ...]) -> str:
     """The statement ``sql/<name>.sql`` with each ``{{key}}`` hole filled by
     the quoted identifiers ``columns[key]`` (``{{key:text}}``: each cast to
-    VARCHAR), in DuckDB's dialect.
+    VARCHAR; ``{{key:bool}}``: to BOOLEAN), in DuckDB's dialect.
 
     Raises KeyError when a hole has no list, ValueError when a list is empty
     or a name is not a plain identifier (:func:`ident`).
@@ -40,7 +41,10 @@ def render(name: str, **columns: list[str] | tuple[str, ...]) -> str:
         if not cols:
             raise ValueError(f"sql/{name}.sql: the column list {m.group(1)!r} is empty")
         quoted = [ident(c) for c in cols]
-        return ", ".join(f"CAST({q} AS VARCHAR)" for q in quoted) if m.group(2) else ", ".join(quoted)
+        if m.group(2):
+            kind = "VARCHAR" if m.group(2) == "text" else "BOOLEAN"
+            return ", ".join(f"CAST({q} AS {kind})" for q in quoted)
+        return ", ".join(quoted)
 
     return _HOLE.sub(fill, sql_text(name))
 
