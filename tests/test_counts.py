@@ -240,14 +240,18 @@ def test_rows_per_cluster_bucket_from_the_profile_scan(kind, rule):
     assert got.get_column("y").null_count() > 0  # the null logic is exercised
 
 
-def test_a_hash_shared_by_two_combinations_splits_the_profile_by_bucket(monkeypatch):
+@pytest.mark.parametrize("kind,rule,dup", [("bool", "any", False), ("int", "all", False), ("bool", "all", True)])
+def test_a_hash_shared_by_two_combinations_splits_the_profile_by_bucket(monkeypatch, kind, rule, dup):
     """A 64-bit hash shared by two combinations (file, day, traffic, arm,
     attributes) would merge their bucket rows: the scan is then redone with
-    the profile split by bucket, and the staged rows are the same."""
+    the profile split by bucket. The grouping-sets scan, that fallback and
+    the profile split by bucket (no label in SQL) give the same profile
+    proper (id copies included) and the same staged rows, every column
+    (day, window start, label, bucket, rows, first file row)."""
     import duckdb
 
     from fairmon.pipelines.ingest import adapters
-    from fairmon.transforms.contract import BUCKET_LABEL, CLUSTER_BUCKET
+    from fairmon.transforms.contract import BUCKET_LABEL, CLUSTER_BUCKET, without_buckets
 
     scan = pl.DataFrame({"__h": [1, 1, 1], "g": ["x", "y", None], CLUSTER_BUCKET: [None, None, 3]})
     assert adapters.with_bucket_combinations(scan, ["g"]) is None
@@ -258,19 +262,29 @@ def test_a_hash_shared_by_two_combinations_splits_the_profile_by_bucket(monkeypa
         {"g": "y", "__n": 2, CLUSTER_BUCKET: 3},
     ]
 
-    rows = _clustered_rows("bool").with_row_index("__row")
-    cols, kw = (
-        ["ds", "traffic", "arm", "s1", "s2", "g", "h"],
-        dict(file="f", signals=["s1", "s2"], attributes=["g", "h"]),
-    )
-    cluster = adapters.ClusterScan("request_id", 16, ("s1", "s2"))
-    fast = adapters.profile_rows(duckdb.connect(), rows, cols, "f", 0, cluster)
+    rows = _clustered_rows(kind)
+    if dup:  # rows 8k+1 repeat the item of row 8k in the same request: 375 duplicated id keys
+        rows = rows.with_columns(
+            pl.when(pl.int_range(pl.len()) % 8 == 1)
+            .then(pl.col("item_id").shift(1))
+            .otherwise("item_id")
+            .alias("item_id")
+        )
+    rows = rows.with_row_index("__row")
+    cols = ["ds", "traffic", "arm", "s1", "s2", "g", "h"]
+    kw = dict(file="f", signals=["s1", "s2"], attributes=["g", "h"], label_rule=rule)
+    cluster = adapters.ClusterScan("request_id", 16, ("s1", "s2"), rule == "all")
+    fast = adapters.profile_rows(duckdb.connect(), rows, cols, "f", cluster=cluster)
+    split = adapters.profile_rows(duckdb.connect(), rows, cols, "f", cluster=adapters.ClusterScan("request_id", 16))
     monkeypatch.setattr(adapters, "with_bucket_combinations", lambda scan, combination: None)
-    slow = adapters.profile_rows(duckdb.connect(), rows, cols, "f", 0, cluster)
-    assert BUCKET_LABEL in fast.columns and BUCKET_LABEL not in slow.columns and CLUSTER_BUCKET in slow.columns
+    fallback = adapters.profile_rows(duckdb.connect(), rows, cols, "f", cluster=cluster)
+    assert BUCKET_LABEL in fast.columns and BUCKET_LABEL not in fallback.columns
+    assert fallback.equals(split) and CLUSTER_BUCKET in split.columns
+    assert without_buckets(fast).equals(without_buckets(split))
+    assert (without_buckets(fast).get_column("id_copies").max() == 2) == dup
     key = ["traffic", "arm", "y", "attr__g", "attr__h", "cbucket"]
-    a, b = (normalize_impressions(p, **kw).sort(key) for p in (fast, slow))
-    assert a.equals(b)
+    a, b = (normalize_impressions(p, **kw).sort(key) for p in (fast, split))
+    assert a.equals(b) and a.height > 100
 
 
 def test_bucket_rows_that_disagree_with_the_profile_are_a_defect():

@@ -538,7 +538,7 @@ def with_bucket_combinations(scan: pl.DataFrame, combination: list[str]) -> pl.D
     """The result of sql/impressions_profile_buckets.sql with each row per
     bucket and label given the ``combination`` columns (file, day, traffic,
     arm, attributes) of the profile rows with the same hash ``__h``; the hash
-    column dropped. Returns the profile rows first, then the bucket rows (the
+    column dropped. Returns the profile rows, then the bucket rows (the
     signal columns null), or None when two different combinations share a
     hash (the caller then splits the profile by bucket instead)."""
     is_profile = pl.col(CLUSTER_BUCKET).is_null()
@@ -571,10 +571,16 @@ def profile_rows(
     ``__first_row`` and, when the rows have request_id and item_id,
     ``id_copies`` (rows sharing the row's id key); sorted by ``__first_row``.
     Its size is the number of distinct combinations (a few thousand for six
-    signals and two attributes), not the number of rows. With ``cluster`` =
-    (id column, buckets) and that column present, every combination is also
-    split by ``__cbucket``, the hash bucket of the row's cluster id
-    (sql/impressions_bucket.sql, transforms/cluster.py).
+    signals and two attributes), not the number of rows. With ``cluster``
+    (:class:`ClusterScan`) and its id column present, the rows are also
+    counted per ``__cbucket``, the hash bucket of the row's cluster id
+    (sql/impressions_bucket.sql, transforms/cluster.py): on DuckDB with
+    boolean or numeric signals, as rows per combination of the non-signal
+    columns, label ``__y`` and bucket below the profile rows (their signals
+    null; sql/impressions_profile_buckets.sql,
+    :func:`fairmon.transforms.contract.profile_part` gives the profile
+    proper); otherwise every combination is split by bucket. Sorted by
+    ``__first_row`` (then bucket, a profile row first).
     Raises :class:`InputContractError` (naming ``file``) when the engine cannot read the rows.
     """
     engine = engine_of(con)
@@ -639,7 +645,10 @@ def profile_rows(
                 profile = profile.select(pl.exclude("id_copies"), "id_copies")
         if ids and "id_copies" not in profile.columns:
             profile = profile.with_columns(pl.lit(1, pl.Int64).alias("id_copies"))
-        return profile.sort(PROFILE_ROW)
+        if CLUSTER_BUCKET not in profile.columns:
+            return profile.sort(PROFILE_ROW)
+        # a profile row and its first bucket row share a first row: the profile row first, whatever the scan's order
+        return profile.sort(PROFILE_ROW, CLUSTER_BUCKET, nulls_last=False, maintain_order=True)
     except engine.errors as e:  # Spark's messages go on with hints and a JVM stack trace
         raise InputContractError(
             f"cannot read file: {first_line(e) if engine.name == 'spark' else e}", file=file
