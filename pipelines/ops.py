@@ -101,6 +101,10 @@ def build_deployment(config_path: Path, cron: str, timezone: str, lag_days: int,
     )
 
 
+#: Seconds a stop waits for a runner that is still starting (then its start is cancelled).
+_START_GRACE_S = 30.0
+
+
 async def serve_until_stopped(deployment, stop: threading.Event | None = None) -> None:
     """Serve ``deployment`` (Prefect's Runner: polls for scheduled runs and
     executes them) until SIGTERM or SIGINT, then stop the runner with its own
@@ -132,7 +136,13 @@ async def serve_until_stopped(deployment, stop: threading.Event | None = None) -
     stopped = asyncio.create_task(stopping.wait())
     await asyncio.wait({serving, stopped}, return_when=asyncio.FIRST_COMPLETED)
     if not serving.done():
-        await runner.astop()
+        # a stop while the runner is still starting (its client and API checks): let it finish
+        # starting, as Runner.astop refuses a runner that has not started, then stop it
+        deadline = loop.time() + _START_GRACE_S
+        while not runner.started and not serving.done() and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        if runner.started:
+            await runner.astop()
         serving.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await serving

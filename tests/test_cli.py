@@ -341,6 +341,67 @@ def test_serve_stops_cleanly_on_sigterm(tmp_path, wait):
     assert "fairmon serve stopped" in out and "never awaited" not in errs and "Traceback" not in errs
 
 
+class _SlowStartingRunner:
+    """Prefect's Runner as serve_until_stopped uses it: ``start`` spends
+    ``setup`` seconds (client, API checks) before it is ``started``, then
+    polls until cancelled; ``astop`` refuses a runner not started yet, as
+    prefect.runner.Runner.astop does."""
+
+    setup = 0.5
+    made: list = []
+
+    def __init__(self, pause_on_shutdown: bool):
+        self.started = self.stopped = False
+        _SlowStartingRunner.made.append(self)
+
+    async def aadd_deployment(self, deployment) -> None:
+        return None
+
+    async def start(self) -> None:
+        import asyncio
+
+        await asyncio.sleep(self.setup)
+        self.started = True
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self.started = False
+
+    async def astop(self) -> None:
+        if not self.started:
+            raise RuntimeError("Runner has not yet started. Please start the runner by calling .start()")
+        self.stopped = True
+
+
+@pytest.mark.parametrize("stop_after", [0.1, 0.8])  # while the runner starts; once it polls
+def test_a_stop_while_the_runner_starts_waits_for_it_then_stops_it(monkeypatch, stop_after):
+    """``fairmon serve`` got SIGTERM 8 s in, before Prefect's runner had
+    finished starting on a loaded machine: Runner.astop raised "Runner has
+    not yet started" and serve exited 1 (CI, session 34). A stop now lets the
+    runner finish starting, then stops it with its own shutdown."""
+    import asyncio
+    import os
+    import signal
+
+    import prefect.runner
+
+    from fairmon.pipelines.ops import serve_until_stopped
+
+    monkeypatch.setattr(prefect.runner, "Runner", _SlowStartingRunner)
+    _SlowStartingRunner.made.clear()
+
+    async def main() -> float:
+        asyncio.get_running_loop().call_later(stop_after, os.kill, os.getpid(), signal.SIGTERM)
+        t0 = time.perf_counter()
+        await serve_until_stopped(object())
+        return time.perf_counter() - t0
+
+    took = asyncio.run(main())
+    (runner,) = _SlowStartingRunner.made
+    assert runner.stopped and not runner.started  # stopped by astop, its start unwound
+    assert max(stop_after, _SlowStartingRunner.setup) <= took < 5
+
+
 _EXIT_SCRIPT = """
 import atexit, sys, threading, time
 atexit.register(lambda: print("exit handler ran", file=sys.stderr))
