@@ -460,7 +460,7 @@ def _cluster_arg(cfg: FairmonConfig) -> ClusterScan | None:
     return ClusterScan(cluster[0], cfg.estimation.cluster_buckets, tuple(imp.signals), imp.label_rule == "all")
 
 
-def _bucketed(engine, raw, cluster: tuple | None):
+def _bucketed(engine, raw, cluster: ClusterScan | None):
     """``raw`` with the __cbucket column of sql/impressions_bucket.sql when it has the cluster column."""
     if cluster is None or cluster[0] not in engine.columns(raw):
         return raw
@@ -468,14 +468,14 @@ def _bucketed(engine, raw, cluster: tuple | None):
     return engine.sql("impressions_bucket", {"buckets": cluster[1]}, cluster=[cluster[0]])
 
 
-def _labels_in_sql(engine, raw, cluster: tuple | None) -> bool:
+def _labels_in_sql(engine, raw, cluster: ClusterScan) -> bool:
     """Whether the label per cluster bucket can be computed in the scan
     (sql/impressions_profile_buckets.sql): on DuckDB, with every signal a
     boolean or numeric column, whose cast to BOOLEAN is the contract's
     parse (transforms/contract.parse_bool: 0/1, true/false; any other number
     fails the contract on the profile). Text signals ("t", " yes") keep the
     profile split by bucket, parsed by the contract itself."""
-    signals = cluster.signals if isinstance(cluster, ClusterScan) else ()
+    signals = cluster.signals
     if engine.name != "duckdb" or not signals:
         return False
     if isinstance(raw, pl.DataFrame):
@@ -556,7 +556,7 @@ def profile_rows(
     columns: list[str],
     file: str,
     duplicated: int | None = None,
-    cluster: tuple[str, int] | None = None,
+    cluster: ClusterScan | None = None,
 ) -> pl.DataFrame:
     """Distinct-value profile of impressions rows (sql/impressions_profile*.sql).
 
@@ -628,23 +628,18 @@ def profile_rows(
             profile = with_bucket_combinations(engine.frame(sql), split)
             if profile is None:  # two combinations share a 64-bit hash: the profile split by bucket instead
                 grouped = [c for c in engine.columns(raw) if c in (*cols, CLUSTER_BUCKET)]
-                duplicated = 0  # id_copies, if counted, is one of the rows' columns now
-            elif ids:  # id_copies on the profile rows only, last, as below
+            elif ids:  # id_copies on the profile rows only
                 copies = pl.col("id_copies") if "id_copies" in profile.columns else pl.lit(1, pl.Int64)
-                profile = profile.with_columns(
-                    pl.when(pl.col(CLUSTER_BUCKET).is_null()).then(copies).alias("id_copies")
-                ).select(pl.exclude("id_copies"), "id_copies")
-        if profile is not None:
-            pass
-        elif duplicated:
+                on_profile_rows = pl.when(pl.col(CLUSTER_BUCKET).is_null())
+                profile = profile.with_columns(on_profile_rows.then(copies).alias("id_copies"))
+        if profile is None and duplicated and "id_copies" not in grouped:
             profile = engine.frame(engine.sql("impressions_profile_ids", columns=grouped, keys=keys))
-            profile = profile.select(pl.exclude("id_copies"), "id_copies")
-        else:
+        elif profile is None:  # id_copies, if counted, is one of the rows' columns (sql/impressions_with_copies.sql)
             profile = engine.frame(engine.sql("impressions_profile", columns=grouped))
-            if "id_copies" in profile.columns:
-                profile = profile.select(pl.exclude("id_copies"), "id_copies")
         if ids and "id_copies" not in profile.columns:
             profile = profile.with_columns(pl.lit(1, pl.Int64).alias("id_copies"))
+        if "id_copies" in profile.columns:  # last, whichever statement counted it
+            profile = profile.select(pl.exclude("id_copies"), "id_copies")
         if CLUSTER_BUCKET not in profile.columns:
             return profile.sort(PROFILE_ROW)
         # a profile row and its first bucket row share a first row: the profile row first, whatever the scan's order
@@ -667,7 +662,7 @@ def _parquet_rows(con: duckdb.DuckDBPyConnection, files: list[str], first_index:
 
 
 def profile_parquet(
-    con: duckdb.DuckDBPyConnection, files: list[str], columns: list[str], cluster: tuple[str, int] | None = None
+    con: duckdb.DuckDBPyConnection, files: list[str], columns: list[str], cluster: ClusterScan | None = None
 ) -> dict[str, pl.DataFrame]:
     """Profiles (:func:`profile_rows`) of Parquet files with one schema, from
     one DuckDB scan over all of them (the duplicate-id check scans the id
