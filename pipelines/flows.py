@@ -48,7 +48,7 @@ from fairmon.pipelines.ingest.staging import (
     warn,
 )
 from fairmon.pipelines.quality import DQResult, build_docs, dq_frame, gate_for
-from fairmon.pipelines.run import active_run, ensure_run, frames_digest
+from fairmon.pipelines.run import active_run, ensure_run, ensured, frames_digest
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock
 from fairmon.pipelines.storage.warehouse import clean_tmp, refresh_views, remove_partitions, write_partitions
@@ -584,7 +584,7 @@ def publish(cfg: FairmonConfig, ds: dt.date, tables: dict[str, pl.DataFrame], co
             removed = remove_partitions(cfg.warehouse_path, ds, set(tables))
             if removed:
                 log.info("publish %s: removed partitions of tables this run does not produce: %s", ds, removed)
-        refresh_run_views(cfg)
+        refresh_run_views(cfg, ds)
     log.info(
         "publish %s: %d rows out (%s), %.2fs",
         ds,
@@ -595,18 +595,19 @@ def publish(cfg: FairmonConfig, ds: dt.date, tables: dict[str, pl.DataFrame], co
     return {k: str(v) for k, v in paths.items()}
 
 
-def refresh_run_views(cfg: FairmonConfig) -> None:
+def refresh_run_views(cfg: FairmonConfig, ds: dt.date | None = None) -> None:
     """Refresh the DuckDB views over the warehouse
     (:func:`fairmon.pipelines.storage.warehouse.refresh_views`), creating again
     only the views whose SQL changed since the current run's last refresh
-    (``Run.views``; every view outside a run)."""
+    (``Run.views``; every view outside a run). ``ds``: the day just published,
+    whose partitions are the only ones looked at again (``Run.partitions``)."""
     run = active_run()
     with db.connect(cfg.duckdb_path) as con:
         if run is None:
             refresh_views(con, cfg.warehouse_path)
             return
         with run.lock:
-            refresh_views(con, cfg.warehouse_path, run.views)
+            refresh_views(con, cfg.warehouse_path, run.views, run.partitions, ds)
 
 
 def _dq_table(cfg: FairmonConfig, ds: dt.date, results: list[DQResult]) -> pl.DataFrame:
@@ -773,12 +774,13 @@ STAGES = {"impressions": _impressions_stage, "scores": _scores_stage, "labels": 
 
 def _start_run(
     cfg: FairmonConfig, config_path: str, run_id: str, ds: dt.date, started: dt.datetime, params: dict
-) -> None:
+) -> str:
     """Record the run as 'running' with the inputs the day needs now (file
-    identities and fingerprints, :func:`fairmon.pipelines.ingest.adapters.current_inputs`)."""
+    identities and fingerprints, :func:`fairmon.pipelines.ingest.adapters.current_inputs`).
+    Returns those inputs as recorded (JSON), for :func:`_finish_run`."""
+    inputs = json.dumps(current_inputs(cfg, ds), default=str)
     with db.connect(cfg.duckdb_path) as con:
-        db.execute(con, "runs_create")
-        db.execute(con, "runs_migrate")
+        db.ensure(con, ("runs_create", "runs_migrate"), ensured())
         db.execute(
             con,
             "runs_start",
@@ -788,21 +790,28 @@ def _start_run(
             config_path=str(config_path),
             config_fp=cfg.fingerprint(),
             params=json.dumps(params, default=str),
-            inputs=json.dumps(current_inputs(cfg, ds), default=str),
+            inputs=inputs,
         )
+    return inputs
 
 
 def _finish_run(
-    cfg: FairmonConfig, run_id: str, ds: dt.date, status: str, detail: str, outputs: dict[str, int], timings: dict
+    cfg: FairmonConfig,
+    run_id: str,
+    ds: dt.date,
+    recorded: str,
+    status: str,
+    detail: str,
+    outputs: dict[str, int],
+    timings: dict,
 ) -> None:
-    """Close the run's record (status, detail, outputs, timings; its inputs
-    gain the file rows each staged); a published day is no longer stale."""
+    """Close the run's record (status, detail, outputs, timings; its inputs,
+    ``recorded`` by :func:`_start_run`, gain the file rows each staged); a
+    published day is no longer stale."""
     with db.connect(cfg.duckdb_path) as con:
-        db.execute(con, "stale_create")
-        db.execute(con, "ingest_log_create")
-        recorded = db.query(con, "runs_inputs", run_id=run_id)
-        inputs = json.loads(recorded.item() or "[]") if recorded.height else []
-        staged = dict(db.query(con, "ingest_log_rows", files=[i["file"] for i in inputs]).iter_rows())
+        db.ensure(con, ("stale_create", "ingest_log_create"), ensured())
+        inputs = json.loads(recorded)
+        staged = dict(db.rows(con, "ingest_log_rows", files=[i["file"] for i in inputs]))
         inputs = [{**i, "rows": staged.get(i["file"])} for i in inputs]
         db.execute(
             con,
@@ -944,7 +953,7 @@ def _daily(cfg: FairmonConfig, config_path: str, ds: dt.date, force_ingest: bool
             clean_tmp(cfg.warehouse_path, older_than_s=0)
             refresh_run_views(cfg)  # views over what the warehouse holds now
         timing.start(ds)
-        _start_run(cfg, config_path, run_id, ds, started, params)
+        recorded = _start_run(cfg, config_path, run_id, ds, started, params)
         try:
             for name in configured_inputs(cfg):
                 try:
@@ -984,4 +993,5 @@ def _daily(cfg: FairmonConfig, config_path: str, ds: dt.date, force_ingest: bool
             run_logger().error("%s: run failed: %s", ds, detail)
             raise
         finally:
-            _finish_run(cfg, run_id, ds, status, detail, {k: v.height for k, v in tables.items()}, timing.take(ds))
+            outputs = {k: v.height for k, v in tables.items()}
+            _finish_run(cfg, run_id, ds, recorded, status, detail, outputs, timing.take(ds))

@@ -65,6 +65,11 @@ class Run:
     - ``views``: the DuckDB views this run created, {view: SQL}
       (:func:`fairmon.pipelines.storage.warehouse.refresh_views` creates only
       those whose SQL changed).
+    - ``partitions``: the warehouse's partition files per table with their
+      columns, as the run's last view refresh saw them; a publish looks
+      again only at its own day's.
+    - ``ensured``: the idempotent DDL statements already run on the run's
+      DuckDB file (:func:`fairmon.pipelines.storage.db.ensure`), once a run.
 
     ``lock`` guards these fields across the threads of a ``--concurrency`` backfill.
     """
@@ -81,6 +86,8 @@ class Run:
     prechecked: dict[tuple[str, str, str], tuple[str, object]] = field(default_factory=dict)
     estimated: dict[dt.date, tuple[str, dict[str, pl.DataFrame]]] = field(default_factory=dict)
     views: dict[str, str] = field(default_factory=dict)
+    partitions: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
+    ensured: set[str] = field(default_factory=set)
     artifacts: ThreadPoolExecutor | None = None
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
@@ -123,6 +130,14 @@ def ensure_run(cfg: FairmonConfig, config_path: str = "") -> Iterator[Run]:
         return
     with run_scope(Run(cfg, config_path)) as new:
         yield new
+
+
+def ensured() -> set[str] | None:
+    """The current run's set of DDL statements already run
+    (:func:`fairmon.pipelines.storage.db.ensure`), or None outside a run
+    (every statement runs)."""
+    run = active_run()
+    return None if run is None else run.ensured
 
 
 def in_run(fn):

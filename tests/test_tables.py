@@ -13,7 +13,7 @@ import pytest
 from fairmon.pipelines.flows import output_check_frames
 from fairmon.pipelines.quality import DQResult, dq_frame, load_spec
 from fairmon.pipelines.storage import tables as ddl
-from fairmon.pipelines.storage.warehouse import clean_tmp, refresh_views, write_partitions
+from fairmon.pipelines.storage.warehouse import clean_tmp, refresh_views, remove_partitions, write_partitions
 from fairmon.transforms.decision_tables import sdt_table, threshold_tables
 from fairmon.transforms.envy_tables import envy_user_tables, group_envy_table
 from fairmon.transforms.reach_tables import reach_group_inputs, reach_group_table, reach_item_table, reach_user_table
@@ -237,6 +237,49 @@ def test_views_are_created_again_only_when_their_sql_changes(tmp_path):
     ]
     got = con.sql('SELECT ds, design_effect FROM "reo" ORDER BY ds').fetchall()
     assert [r[1] for r in got] == [None] * (2 * frames["reo"].height) + [1.5] * frames["reo"].height
+    con.close()
+
+
+def test_a_publish_looks_again_only_at_its_own_days_partitions(tmp_path, monkeypatch):
+    """Within a run (``made`` and ``partitions``), refreshing after day ds's
+    publish lists no table folder (a backfill's cost stays linear in its
+    days) and still gives the views a full listing gives: a partition that
+    brings a column re-creates the view with it, and removing that
+    partition again (remove_partitions) takes the column away."""
+    wh = tmp_path / "wh"
+    con = duckdb.connect(str(tmp_path / "t.duckdb"))
+    made: dict[str, str] = {}
+    parts: dict[str, dict[str, frozenset[str]]] = {}
+    frames = {k: v.with_columns(pl.lit("r1").alias("run_id")) for k, v in _frames().items()}
+    old = {**frames, "reo": frames["reo"].drop("design_effect")}  # written before the column existed
+    write_partitions(wh, D, old)
+    refresh_views(con, wh, made, parts, D)  # the run's first refresh lists everything
+    assert {name: len(files) for name, files in parts.items()} == {
+        name: len(list((wh / name).glob("ds=*/*.parquet"))) for name in TABLES
+    }
+
+    def full() -> dict[str, str]:  # what listing every partition gives now
+        fresh: dict[str, str] = {}
+        refresh_views(duckdb.connect(), wh, fresh)
+        return fresh
+
+    listed: list[Path] = []
+    glob = Path.glob
+    monkeypatch.setattr(Path, "glob", lambda self, pattern: listed.append(self) or glob(self, pattern))
+    d2, d3 = D + dt.timedelta(days=1), D + dt.timedelta(days=2)
+    write_partitions(wh, d2, {k: v.with_columns(pl.lit(d2).alias("ds")) for k, v in old.items()})
+    refresh_views(con, wh, made, parts, d2)
+    assert 'NULL::DOUBLE AS "design_effect"' in made["reo"]
+    write_partitions(wh, d3, {"reo": frames["reo"].with_columns(pl.lit(d3).alias("ds"))})
+    refresh_views(con, wh, made, parts, d3)
+    assert 'CAST("design_effect" AS DOUBLE)' in made["reo"]
+    assert con.sql('SELECT count(design_effect) FROM "reo"').fetchall() == [(frames["reo"].height,)]
+    assert remove_partitions(wh, d3, set()) == ["reo"]
+    refresh_views(con, wh, made, parts, d3)
+    assert 'NULL::DOUBLE AS "design_effect"' in made["reo"]
+    assert con.sql('SELECT count(DISTINCT ds) FROM "reo"').fetchall() == [(2,)]
+    assert not [p for p in listed if p.is_relative_to(wh)]  # no table folder listed after the first refresh
+    assert made == full()
     con.close()
 
 

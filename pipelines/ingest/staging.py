@@ -42,7 +42,7 @@ from fairmon.pipelines.ingest.adapters import (
     units_for_day,
 )
 from fairmon.pipelines.quality import DQResult, gate_for
-from fairmon.pipelines.run import active_run
+from fairmon.pipelines.run import active_run, ensured
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.tables import ident
 from fairmon.transforms.contract import ATTR_PREFIX, InputContractError, without_buckets
@@ -425,18 +425,18 @@ def _recorded(cfg: FairmonConfig, source: str, units: list[IngestUnit]) -> dict[
         return {}
     keys = {unit_key(cfg, u.file): u.file for u in units}
     with db.connect(cfg.duckdb_path) as con:
-        db.execute(con, "ingest_log_create")
-        rows = db.query(con, "ingest_log_results", files=list(keys)).iter_rows(named=True)
-        logged = {r["file"]: r for r in rows}
+        db.ensure(con, ("ingest_log_create",), ensured())
+        # (file, size, mtime_ns, config_fp, rows, dq) per logged file
+        logged = {r[0]: r[1:] for r in db.rows(con, "ingest_log_results", files=list(keys))}
     suite, fp = input_source(cfg, source).suite, cfg.fingerprint()
     out = {}
     for key, file in keys.items():
         row = logged.get(key)
-        if row is None or (row["size"], row["mtime_ns"], row["config_fp"]) != (*file_fingerprint(file, cfg), fp):
+        if row is None or row[:3] != (*file_fingerprint(file, cfg), fp):
             continue
-        prev = json.loads(row["dq"] or "{}")
+        prev = json.loads(row[4] or "{}")
         dq = DQResult(source, suite, str(file), prev.get("n_expectations", 0), prev.get("failures", []))
-        out[file] = (dq, row["rows"] or 0)
+        out[file] = (dq, row[3] or 0)
     return out
 
 

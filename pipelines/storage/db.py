@@ -113,6 +113,24 @@ def execute(con: duckdb.DuckDBPyConnection, name: str, **params) -> None:
     con.fetchall()
 
 
+def ensure(con: duckdb.DuckDBPyConnection, names: tuple[str, ...], done: set[str] | None = None) -> None:
+    """Run the idempotent DDL statements ``names`` (``CREATE TABLE IF NOT
+    EXISTS``, ``ADD COLUMN IF NOT EXISTS``) that are not in ``done`` yet,
+    adding each to it once run (a run's set: each runs once a run, not once
+    a day; None: every time)."""
+    for name in names:
+        if done is None or name not in done:
+            execute(con, name)
+            if done is not None:
+                done.add(name)
+
+
+def rows(con: duckdb.DuckDBPyConnection, name: str, **params) -> list[tuple]:
+    """The rows of the query ``sql/<name>.sql`` as tuples, for small lookups
+    (about half the cost of :func:`query`'s frame for a few rows)."""
+    return con.execute(sql_text(name), params or None).fetchall()
+
+
 def query(con: duckdb.DuckDBPyConnection, name: str, **params) -> pl.DataFrame:
     """Run the query ``sql/<name>.sql`` with named parameters and return a Polars frame."""
     return con.sql(sql_text(name), params=params or None).pl()
