@@ -71,6 +71,8 @@ def parse_bool(s: pl.Series, *, file: str, column: str) -> pl.Series:
     """
     if s.dtype == pl.Boolean:
         return s
+    if s.dtype.is_integer() and (s.null_count() == s.len() or (s.min() >= 0 and s.max() <= 1)):
+        return s.cast(pl.Boolean)  # all 0/1 (the usual case, read off min and max without a scan per value)
     if s.dtype.is_numeric():
         bad = s.is_not_null() & ~s.is_in([0, 1])
         if bad.any():
