@@ -579,11 +579,15 @@ def publish(cfg: FairmonConfig, ds: dt.date, tables: dict[str, pl.DataFrame], co
     log = run_logger()
     t0 = time.perf_counter()
     with timing.clock(ds, "writes"):
-        paths = write_partitions(cfg.warehouse_path, ds, tables)
-        if complete:
-            removed = remove_partitions(cfg.warehouse_path, ds, set(tables))
-            if removed:
-                log.info("publish %s: removed partitions of tables this run does not produce: %s", ds, removed)
+        try:
+            paths = write_partitions(cfg.warehouse_path, ds, tables)
+            if complete:
+                removed = remove_partitions(cfg.warehouse_path, ds, set(tables))
+                if removed:
+                    log.info("publish %s: removed partitions of tables this run does not produce: %s", ds, removed)
+        except BaseException:
+            forget_warehouse()  # some files may have changed: the next refresh lists every partition again
+            raise
         refresh_run_views(cfg, ds)
     log.info(
         "publish %s: %d rows out (%s), %.2fs",
@@ -600,14 +604,32 @@ def refresh_run_views(cfg: FairmonConfig, ds: dt.date | None = None) -> None:
     (:func:`fairmon.pipelines.storage.warehouse.refresh_views`), creating again
     only the views whose SQL changed since the current run's last refresh
     (``Run.views``; every view outside a run). ``ds``: the day just published,
-    whose partitions are the only ones looked at again (``Run.partitions``)."""
+    whose partitions are the only ones looked at again (``Run.partitions``).
+    None (the run has just taken the project lock): what the run knew of the
+    warehouse and its DuckDB file is forgotten first, and every partition is listed."""
     run = active_run()
+    if ds is None:
+        forget_warehouse()
     with db.connect(cfg.duckdb_path) as con:
         if run is None:
             refresh_views(con, cfg.warehouse_path)
             return
         with run.lock:
             refresh_views(con, cfg.warehouse_path, run.views, run.partitions, ds)
+
+
+def forget_warehouse() -> None:
+    """Forget what the current run knew of the warehouse and its DuckDB file
+    (views created, partitions seen, DDL run), so that the next refresh
+    lists and creates everything again: after the run takes the project lock
+    (another process may have written meanwhile) or a publish that failed
+    partway."""
+    run = active_run()
+    if run is not None:
+        with run.lock:
+            run.views.clear()
+            run.partitions.clear()
+            run.ensured.clear()
 
 
 def _dq_table(cfg: FairmonConfig, ds: dt.date, results: list[DQResult]) -> pl.DataFrame:

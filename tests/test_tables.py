@@ -216,7 +216,7 @@ def test_views_are_created_again_only_when_their_sql_changes(tmp_path):
     write_partitions(wh, D, frames)
     refresh_views(con, wh, made)
     assert set(made) == set(TABLES)
-    for name in TABLES:  # footers (partition_columns) give DuckDB's own view of the files
+    for name in TABLES:  # footers (read by refresh_views) give DuckDB's own view of the files
         described = con.sql(f"DESCRIBE SELECT * FROM {ddl.read_parquet_sql(wh, name)}").pl()
         assert made[name] == ddl.table_view_sql(name, wh, described.get_column("column_name").to_list()), name
     assert 'NULL::DOUBLE AS "design_effect"' in made["reo"]
@@ -281,6 +281,42 @@ def test_a_publish_looks_again_only_at_its_own_days_partitions(tmp_path, monkeyp
     assert not [p for p in listed if p.is_relative_to(wh)]  # no table folder listed after the first refresh
     assert made == full()
     con.close()
+
+
+def test_a_publish_that_fails_partway_leaves_the_next_refresh_listing_everything(tmp_path, monkeypatch):
+    """A publish whose removal of an old partition fails after the file is gone
+    (a stray file in the day's folder) must not leave the run believing the
+    partition is there: the next day's publish gives the views a full
+    listing gives (reo_ab back to an empty, typed view, not a glob over no
+    file), and a refresh that raises leaves nothing half-known."""
+    from types import SimpleNamespace
+
+    from fairmon.pipelines.flows import publish
+    from fairmon.pipelines.run import Run, run_scope
+
+    wh = tmp_path / "wh"
+    cfg = SimpleNamespace(warehouse_path=wh, duckdb_path=tmp_path / "t.duckdb")
+    frames = {k: v.with_columns(pl.lit("r1").alias("run_id")) for k, v in _frames().items()}
+    d2 = D + dt.timedelta(days=1)
+    with run_scope(Run(cfg)) as run:
+        publish.fn(cfg, D, frames)
+        assert run.partitions["reo_ab"]
+        (wh / "reo_ab" / f"ds={D.isoformat()}" / ".DS_Store").write_text("")  # rmdir will fail after the unlink
+        without_ab = {k: v for k, v in frames.items() if k != "reo_ab"}
+        with pytest.raises(OSError):
+            publish.fn(cfg, D, without_ab)
+        assert not run.partitions and not run.views  # forgotten: the next refresh lists every partition
+        publish.fn(cfg, d2, {k: v.with_columns(pl.lit(d2).alias("ds")) for k, v in without_ab.items()})
+        assert not list((wh / "reo_ab").glob("ds=*/*.parquet"))
+        assert "WHERE false" in run.views["reo_ab"]  # no partition left: an empty, typed view
+        con = duckdb.connect(str(cfg.duckdb_path))
+        assert con.sql('SELECT count(*) FROM "reo_ab_published"').fetchall() == [(0,)]
+        con.close()
+        broken = {"reo": ["x"]}
+        monkeypatch.setattr(ddl, "table_view_sql", lambda *a: (_ for _ in ()).throw(OSError("unreadable")))
+        with pytest.raises(OSError):
+            refresh_views(duckdb.connect(), wh, broken, run.partitions, d2)
+        assert broken == {} and run.partitions == {}
 
 
 class _Recording:

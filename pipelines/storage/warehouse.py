@@ -100,16 +100,6 @@ def clean_tmp(warehouse: Path, older_than_s: float = 3600.0) -> None:
 _FILE_COLUMNS: dict[tuple[str, int, int, int], frozenset[str]] = {}
 
 
-def partition_columns(files: list[Path]) -> set[str]:
-    """The columns the views see over ``files`` (partition files of one
-    table): the union of their Parquet columns (``union_by_name``) plus ``ds``,
-    which comes from the path. Raises OSError for an unreadable file."""
-    cols = {"ds"}
-    for f in files:
-        cols |= _file_columns(f)
-    return cols
-
-
 def _file_columns(f: Path) -> frozenset[str]:
     """The Parquet columns of partition file ``f`` (its footer, read once per file version)."""
     import pyarrow.parquet as pq
@@ -145,12 +135,33 @@ def refresh_views(
 
     ``partitions`` ({table: {partition file: its columns}},
     :attr:`fairmon.pipelines.run.Run.partitions`) holds the partitions the
-    run's last refresh saw. With ``ds``, the day just published (or whose
-    partitions were removed), only that day's partition of each table is
-    looked at again; otherwise every partition is listed and ``partitions``
-    filled. Listing them all after each day made a backfill's cost grow with
-    the square of its days (56 ms a day at 365 days, issue 21); the run holds
-    the project lock, so nothing else changes the warehouse meanwhile."""
+    run's last refresh saw. With ``ds`` (the day just published, or whose
+    partitions were removed) and a filled ``partitions``, only that day's
+    partition of each table is looked at again; otherwise every partition is
+    listed and ``partitions`` filled. Listing them all after each day made a
+    backfill's cost grow with the square of its days (56 ms a day at 365
+    days, issue 21). The run holds the project lock, so nothing else changes
+    the warehouse meanwhile; a publish that fails partway empties
+    ``partitions`` (:func:`fairmon.pipelines.flows.forget_warehouse`). A
+    refresh that raises empties ``made`` and ``partitions``: the next one
+    starts afresh. Raises OSError for an unreadable partition file."""
+    try:
+        _refresh_views(con, warehouse, made, partitions, ds)
+    except BaseException:
+        for known in (made, partitions):
+            if known is not None:
+                known.clear()
+        raise
+
+
+def _refresh_views(
+    con: duckdb.DuckDBPyConnection,
+    warehouse: Path,
+    made: dict[str, str] | None,
+    partitions: dict[str, dict[str, frozenset[str]]] | None,
+    ds: dt.date | None,
+) -> None:
+    """:func:`refresh_views`' work, which leaves ``made`` and ``partitions`` half-filled if it raises."""
     first = not made
     if first:
         db.execute(con, "runs_create")
