@@ -42,7 +42,7 @@ wheel-check: $(STAMP)
 
 # The data dictionary, generated from the table registry (a test fails when it is stale).
 docs: $(STAMP)
-	$(BIN)/python -m fairmon.pipelines.storage.tables --markdown > docs/tables.md
+	$(BIN)/python -m fairmon.pipelines.storage.ddl --markdown > docs/tables.md
 
 lock:
 	rm -rf .lockenv

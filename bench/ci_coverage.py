@@ -37,8 +37,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fairmon.transforms.ab import ab_estimates
-from fairmon.transforms.reo import delta_u_covariance, estimate_reo, reo_of_utilities
+from fairmon.transforms.reo.ab import ab_estimates
+from fairmon.transforms.reo.estimate import delta_u_covariance, estimate_reo, reo_of_utilities
 
 N_DEFAULT = 100_000
 

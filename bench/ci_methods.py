@@ -20,9 +20,9 @@ import time
 
 import numpy as np
 
-from fairmon.transforms.ab import ab_estimates
-from fairmon.transforms.reo import estimate_reo, reo_of_utilities
-from fairmon.transforms.simulate import SimulationSpec
+from fairmon.transforms.reo.ab import ab_estimates
+from fairmon.transforms.reo.estimate import estimate_reo, reo_of_utilities
+from fairmon.transforms.simulators.impressions import SimulationSpec
 
 SPEC = SimulationSpec(arms={"control": {}, "deboost_1.25": {0: 1.25}, "deboost_2": {0: 2.0}, "boost_2": {1: 2.0}})
 N_ARM, N_RAND = 150_000, 43_000

@@ -1,6 +1,6 @@
 """Benchmark: do the intervals stay honest when rows share a request? (issue 20)
 
-Simulated days (transforms/simulate.py) with requests of 8 rows that share a
+Simulated days (transforms/simulators/impressions.py) with requests of 8 rows that share a
 request_id, at intra-class correlation 0, 0.1 and 0.3 of the positives
 within a request, first with a group per row (an item attribute: at ICC 0
 the rows are independent), then with one group per request (the requesting
@@ -9,7 +9,7 @@ design effect above 1); the truth (REO of the spec's Q/P) is known and the same 
 every ICC. Each replication draws one day of default traffic and one day of
 random traffic, hashes request ids into buckets as the count stage does
 (``[estimation] cluster_buckets``), and computes REO's 95 % interval twice:
-multinomial (independent rows) and cluster-robust (transforms/cluster.py).
+multinomial (independent rows) and cluster-robust (transforms/reo/cluster.py).
 Prints per ICC: coverage ± Monte-Carlo SE of both, the mean design effect,
 and mean widths; last line: the worst robust coverage (target: each within
 [0.93, 0.97]).
@@ -25,9 +25,9 @@ import time
 import numpy as np
 import polars as pl
 
-from fairmon.transforms.cluster import sums_from_rows
-from fairmon.transforms.reo import estimate_reo, reo_of_utilities
-from fairmon.transforms.simulate import SimulationSpec, simulate_day, simulate_random_pool
+from fairmon.transforms.reo.cluster import sums_from_rows
+from fairmon.transforms.reo.estimate import estimate_reo, reo_of_utilities
+from fairmon.transforms.simulators.impressions import SimulationSpec, simulate_day, simulate_random_pool
 
 ATTR = "young_adult"
 

@@ -100,12 +100,12 @@ def fairmon_counts(
     come out per bucket, issue 20); ``spark``: the ``[spark]`` settings of
     ``engine = "spark"`` (bench/spark.py). Returns the counts and the summed
     stage seconds."""
-    from fairmon.pipelines import timing
-    from fairmon.pipelines.config import load_config
-    from fairmon.pipelines.flows import count_groups
+    from fairmon.pipelines.core import timing
+    from fairmon.pipelines.core.config import load_config
+    from fairmon.pipelines.core.run import Run, run_scope
     from fairmon.pipelines.ingest.adapters import units_for_day
     from fairmon.pipelines.ingest.staging import prestage_impressions, stage_unit
-    from fairmon.pipelines.run import Run, run_scope
+    from fairmon.pipelines.orchestration.flows import count_groups
     from fairmon.pipelines.storage import db
 
     for old in (work / "fairmon.duckdb", work / "fairmon.duckdb.wal", work / "warehouse"):

@@ -37,8 +37,8 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 from scipy import stats
 
-from fairmon.transforms.sdt import sdt_estimate, sdt_from_rates
-from fairmon.transforms.threshold import prevalence_at_threshold
+from fairmon.transforms.decisions.sdt import sdt_estimate, sdt_from_rates
+from fairmon.transforms.decisions.threshold import prevalence_at_threshold
 
 A, B = -1.5, 1.0
 TRUTH_THRESHOLD = float(1 / (1 + np.exp(-A)))

@@ -1,6 +1,6 @@
 """A TikTok-size day and a 14-day backfill, end to end through the flows.
 
-Data: simulated TikTok-format logs (pipelines/simulate.py), two arms of
+Data: simulated TikTok-format logs (pipelines/faces/simulated.py), two arms of
 150,000 default rows each per day and 43,000 random rows per day (pooled
 over 7 days, as in the published data set), Parquet.
 
@@ -9,7 +9,7 @@ shown first): one day on a fresh warehouse (first run of the process, so it
 pays for Great Expectations' import and context), the same day again
 (warm), and a 14-day backfill through the CLI's own code path on a fresh
 warehouse. Each run's wall seconds are split into the stages the flow
-records (pipelines/timing.py: ingest, checks, counts, estimators, writes);
+records (pipelines/core/timing.py: ingest, checks, counts, estimators, writes);
 the rest is Prefect's orchestration. Last, the same backfill as a user runs
 it, ``fairmon backfill`` in a new process (Prefect start-up included).
 
@@ -35,7 +35,7 @@ from pathlib import Path
 from common import DEFAULT_DATA, ROOT, Stopwatch, quiet_prefect
 from prefect import flow
 
-from fairmon.pipelines.timing import STAGES
+from fairmon.pipelines.core.timing import STAGES
 
 PRESTAGED = ("ingest", "checks", "counts", "estimators")  # stages a backfill runs once for the whole range
 
@@ -48,8 +48,8 @@ def warmup() -> int:
 
 def make_data(folder: Path, days: int) -> Path:
     """Write (or reuse) the simulation; returns its config."""
-    from fairmon.pipelines.simulate import write_simulation
-    from fairmon.transforms.simulate import SimulationSpec
+    from fairmon.pipelines.faces.simulated import write_simulation
+    from fairmon.transforms.simulators.impressions import SimulationSpec
 
     cfg = folder / "fairmon.toml"
     if not cfg.is_file() or len(list((folder / "default").glob("*.parquet"))) != days:
@@ -85,10 +85,10 @@ def main() -> None:
     ap.add_argument("--skip-single", action="store_true", help="no single-day runs, only the two backfills")
     args = ap.parse_args()
     quiet_prefect()
-    from fairmon.pipelines.config import load_config
-    from fairmon.pipelines.flows import daily
-    from fairmon.pipelines.runner import run_days
-    from fairmon.transforms.simulate import SimulationSpec
+    from fairmon.pipelines.core.config import load_config
+    from fairmon.pipelines.orchestration.flows import daily
+    from fairmon.pipelines.orchestration.runner import run_days
+    from fairmon.transforms.simulators.impressions import SimulationSpec
 
     with Stopwatch() as w:
         config = make_data(args.data, args.days)

@@ -2,13 +2,13 @@
 
 Four parts, each printing its figures:
 
-1. OCEF as the interactive loop (transforms/envy.py ``ocef_online``) on the
+1. OCEF as the interactive loop (transforms/envy/certify.py ``ocef_online``) on the
    seed's bandit problems P1–P4 (App. D.1; δ = ε = 0.05) over ``--runs``
    runs at several conservative-exploration levels α: mean duration, mean
    cost, the share of wrong answers and of runs that broke the conservative
    constraint (3) with the true means (each should be ≤ δ), and the α at
    which the duration is smallest (seed 004 Fig. 3: interior for P2–P4).
-2. AUDIT day by day on the two simulated systems (transforms/simulate_envy.py;
+2. AUDIT day by day on the two simulated systems (transforms/simulators/envy_world.py;
    δ = 0.05, λ = 0.1, γ = 0.3, ε = 0.1, 2,000 own rows and 500 rows per
    donor per target and day) over ``--seeds`` seeds: the share of runs
    decided within the days, the median day of the (first) decision, and the
@@ -39,8 +39,8 @@ import numpy as np
 import polars as pl
 
 from fairmon.pipelines.storage import db
-from fairmon.transforms.envy import bandit_problem, ocef_decisions, ocef_online
-from fairmon.transforms.simulate_envy import SCENARIOS, EnvySpec, build_system, online_audit, simulate_audit
+from fairmon.transforms.envy.certify import bandit_problem, ocef_decisions, ocef_online
+from fairmon.transforms.simulators.envy_world import SCENARIOS, EnvySpec, build_system, online_audit, simulate_audit
 
 TRUTH = {"P1": "eps_no_envy", "P2": "envy", "P3": "eps_no_envy", "P4": "envy"}
 ALPHAS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0)

@@ -36,11 +36,11 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from fairmon.pipelines.prefect_guard import temporary_servers
-from fairmon.pipelines.simulate import write_simulation
+from fairmon.pipelines.faces.simulated import write_simulation
+from fairmon.pipelines.orchestration.prefect_guard import temporary_servers
 from fairmon.pipelines.storage.warehouse import read_table
-from fairmon.transforms.simulate import SimulationSpec
-from fairmon.transforms.tables import TABLES
+from fairmon.transforms.registry import TABLES
+from fairmon.transforms.simulators.impressions import SimulationSpec
 
 START = dt.date(2026, 4, 1)
 DAYS = 3

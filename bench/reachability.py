@@ -34,8 +34,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fairmon.resources import data_dir
-from fairmon.transforms.reach import affine_scores, fit_biased_mf, max_reachability, top1_reachable
-from fairmon.transforms.reach_tables import Ratings, action_and_targets, reach_problems
+from fairmon.transforms.reach.reach_tables import Ratings, action_and_targets, reach_problems
+from fairmon.transforms.reach.reachability import affine_scores, fit_biased_mf, max_reachability, top1_reachable
 
 BETA, BUDGET = 1.0, 10
 

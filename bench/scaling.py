@@ -2,7 +2,7 @@
 
 Every point is a cold ``fairmon backfill`` in a new process on a fresh
 project (warehouse, DuckDB file and GX project removed), as a user runs it,
-over simulated TikTok-format logs (pipelines/simulate.py: two arms of
+over simulated TikTok-format logs (pipelines/faces/simulated.py: two arms of
 ``rows`` default rows each per day, ``rows``·43/300 random rows a day
 pooled over 7 days, one attribute). Beside each point, the raw group-by
 itself: one hand-written DuckDB query over the same files counting rows and
@@ -45,7 +45,7 @@ import numpy as np
 from common import DEFAULT_DATA, ROOT, Stopwatch
 from daily import fresh
 
-from fairmon.transforms.simulate import TIKTOK_ATTRIBUTE, TIKTOK_SIGNALS, SimulationSpec
+from fairmon.transforms.simulators.impressions import TIKTOK_ATTRIBUTE, TIKTOK_SIGNALS, SimulationSpec
 
 ROWS = 150_000  # default rows per arm and day (TikTok size)
 RANDOM_ROWS = 43_000
@@ -64,7 +64,7 @@ class Point:
 def make_data(folder: Path, days: int, scale: float = 1.0, K: int = 2) -> Path:
     """Write (or reuse) ``days`` days of simulated logs with ``scale`` times
     TikTok size and ``K`` groups under ``folder``; returns its config."""
-    from fairmon.pipelines.simulate import write_simulation
+    from fairmon.pipelines.faces.simulated import write_simulation
 
     cfg = folder / "fairmon.toml"
     if cfg.is_file() and len(list((folder / "default").glob("*.parquet"))) == days:

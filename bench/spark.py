@@ -37,7 +37,7 @@ def main() -> None:
     ap.add_argument("--driver-memory", default="8g", help="spark.driver.memory (local mode: the executors' heap)")
     args = ap.parse_args()
     quiet_prefect()
-    from fairmon.pipelines.config import SparkConfig
+    from fairmon.pipelines.core.config import SparkConfig
     from fairmon.pipelines.storage.spark import spark_session, stop_session
 
     spark = {"master": args.master, "conf.spark.driver.memory": args.driver_memory}

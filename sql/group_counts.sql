@@ -19,7 +19,7 @@
 -- A null attribute value is counted as the group '(missing)'. A backfill
 -- counts its whole range in one statement.
 -- cbucket: the hash bucket of the rows' cluster id when the count stage
--- clusters (transforms/cluster.py), else null; the rows come out per bucket
+-- clusters (transforms/reo/cluster.py), else null; the rows come out per bucket
 -- (at most [estimation] cluster_buckets per group) and count_days sums them
 -- for group_counts and keeps the per-bucket sums for the robust variance.
 WITH src AS (

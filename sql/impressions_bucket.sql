@@ -4,7 +4,7 @@
 -- the same id to the same bucket, so a cluster that spans files (a user over
 -- the random-traffic window) stays one. The profile then groups by __cbucket
 -- too: per bucket and group the rows and positives that the cluster-robust
--- variance needs come out of the same scan (transforms/cluster.py).
+-- variance needs come out of the same scan (transforms/reo/cluster.py).
 -- Portable (pipelines/storage/portable.py): hash() is each engine's own
 -- (DuckDB's 64-bit hash; Spark's Murmur3), so which clusters share a bucket
 -- depends on the engine; ((h % b) + b) % b keeps Spark's signed hash in range.

@@ -1,6 +1,6 @@
 -- The profile of sql/impressions_profile.sql and, from the same scan, the
 -- rows per cluster bucket that the cluster-robust variance needs
--- (transforms/cluster.py, issue 20), as two grouping sets of one aggregation:
+-- (transforms/reo/cluster.py, issue 20), as two grouping sets of one aggregation:
 -- * ({{columns}}, __h): the profile itself, exactly as without clustering
 --   (__y and __cbucket NULL), with __h, the 64-bit hash of its
 --   {{bucket_columns}} (file, day, traffic, arm, attributes);

@@ -11,5 +11,5 @@ CREATE TABLE IF NOT EXISTS runs (
     params      VARCHAR,   -- JSON
     inputs      VARCHAR,   -- JSON: file, source, size, mtime_ns, rows
     outputs     VARCHAR,   -- JSON: table -> rows
-    timings     VARCHAR    -- JSON: stage -> wall seconds (pipelines/timing.py)
+    timings     VARCHAR    -- JSON: stage -> wall seconds (pipelines/core/timing.py)
 )

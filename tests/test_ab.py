@@ -7,8 +7,8 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from fairmon.transforms.ab import ab_estimates, split_counts
-from fairmon.transforms.bootstrap import (
+from fairmon.transforms.reo.ab import ab_estimates, split_counts
+from fairmon.transforms.reo.bootstrap import (
     bca_acceleration,
     bootstrap_interval,
     grouped_jackknife,
@@ -16,9 +16,9 @@ from fairmon.transforms.bootstrap import (
     resample_counts,
     utilities,
 )
-from fairmon.transforms.reo import estimate_reo, reo_of_utilities
-from fairmon.transforms.reo_tables import GROUP_COUNTS_SCHEMA, ab_pairs, reo_ab_table
-from fairmon.transforms.simulate import SimulationSpec
+from fairmon.transforms.reo.estimate import estimate_reo, reo_of_utilities
+from fairmon.transforms.reo.reo_tables import GROUP_COUNTS_SCHEMA, ab_pairs, reo_ab_table
+from fairmon.transforms.simulators.impressions import SimulationSpec
 
 # Hand table, K = 2. U_T = (3, 2): r_T = 1.5, REO_T = 0.2; U_C = (1, 2): r_C = 0.5, REO_C = 1/3.
 # For K = 2, REO = |r - 1|/(r + 1), dREO/dlog r = ±2r/(1 + r)²; log r = log a_0 - log a_1 - log b_0 + log b_1,
@@ -240,7 +240,7 @@ def test_metric_quadratic_forms_without_the_dense_gradients():
     G = G(U_T) − G(U_C) (REO, ΔU_1..K). They are computed in O(K) (V
     diagonal) or O(G·K) (V = ZᵀZ from buckets) from the Jacobian's structure;
     here against the dense (1 + K) × K rows written out."""
-    from fairmon.transforms.ab import metric_gradients, metric_quad_diag, metric_quad_factor
+    from fairmon.transforms.reo.ab import metric_gradients, metric_quad_diag, metric_quad_factor
 
     rng = np.random.default_rng(7)
     K = 7

@@ -11,11 +11,11 @@ from pydantic import ValidationError
 from scipy import stats
 from typer.testing import CliRunner
 
-from fairmon.pipelines.audit import BudgetExceeded, export_release, private_release
-from fairmon.pipelines.config import AuditConfig, ConfigError, load_config
+from fairmon.pipelines.core.config import AuditConfig, ConfigError, load_config
+from fairmon.pipelines.faces.audit_export import BudgetExceeded, export_release, private_release
 from fairmon.pipelines.faces.cli import app
-from fairmon.pipelines.flows import daily
-from fairmon.transforms.audit import (
+from fairmon.pipelines.orchestration.flows import daily
+from fairmon.transforms.private.release import (
     audit_decision,
     cell_error_bound,
     dedupe_latest,

@@ -23,9 +23,9 @@ from fairmon.pipelines.faces.cli import (
     app,
     exit_code,
 )
+from fairmon.pipelines.faces.simulated import write_simulation
 from fairmon.pipelines.faces.templates import FORMATS, config_template
-from fairmon.pipelines.simulate import write_simulation
-from fairmon.transforms.simulate import SimulationSpec
+from fairmon.transforms.simulators.impressions import SimulationSpec
 
 SPEC = SimulationSpec(start=dt.date(2026, 3, 1), days=3, rows_per_day=4000, random_rows_per_day=2000, seed=5)
 DAYS = ["--start", "2026-03-01", "--end", "2026-03-02"]
@@ -40,7 +40,7 @@ def test_exit_code_of_day_summaries():
 
 
 def test_init_templates_are_valid_configs(tmp_path):
-    from fairmon.pipelines.config import load_config
+    from fairmon.pipelines.core.config import load_config
 
     for fmt in FORMATS:
         path = tmp_path / fmt / "fairmon.toml"
@@ -128,7 +128,7 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
     assert f"warning: 2026-03-03: no default-traffic file {sim / 'default' / '2026-03-03.csv'}" in res.stderr
 
     # a crash inside the day: exit 4
-    from fairmon.pipelines import flows
+    from fairmon.pipelines.orchestration import flows
 
     def boom(*args, **kwargs):
         raise RuntimeError("estimator crashed")
@@ -296,8 +296,8 @@ def test_ab_view_reads_the_interval_not_the_point():
 def test_prune_gx_deletes_only_old_validation_files(tmp_path):
     import os
 
-    from fairmon.pipelines.config import load_config
-    from fairmon.pipelines.quality import prune_gx
+    from fairmon.pipelines.checks.gate import prune_gx
+    from fairmon.pipelines.core.config import load_config
 
     base = tmp_path / "gx" / "uncommitted"
     old = base / "validations" / "reo" / "run1" / "a.json"
@@ -385,7 +385,7 @@ def test_a_stop_while_the_runner_starts_waits_for_it_then_stops_it(monkeypatch, 
 
     import prefect.runner
 
-    from fairmon.pipelines.ops import serve_until_stopped
+    from fairmon.pipelines.orchestration.ops import serve_until_stopped
 
     monkeypatch.setattr(prefect.runner, "Runner", _SlowStartingRunner)
     _SlowStartingRunner.made.clear()

@@ -1,10 +1,10 @@
 """Cluster-robust (sandwich) covariance, cluster bootstrap and folds (issue 20;
-transforms/cluster.py, DESIGN §4.1 "Clustered rows").
+transforms/reo/cluster.py, DESIGN §4.1 "Clustered rows").
 
 Every expected value here is derived by hand or from an independent formula:
 the K = 2 sandwich written out entry by entry, the multinomial covariance
 (diag(Q) − QQᵀ)/n that one-row clusters must reproduce exactly up to
-n/(n−1), and simulated requests whose truth is known (transforms/simulate.py).
+n/(n−1), and simulated requests whose truth is known (transforms/simulators/impressions.py).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from fairmon.transforms.ab import ab_estimates
-from fairmon.transforms.cluster import BucketSums, ratio_log_covariance, sums_from_rows
-from fairmon.transforms.reo import (
+from fairmon.transforms.reo.ab import ab_estimates
+from fairmon.transforms.reo.cluster import BucketSums, ratio_log_covariance, sums_from_rows
+from fairmon.transforms.reo.estimate import (
     delta_u_covariance,
     estimate_reo,
     parity_test,
@@ -27,8 +27,8 @@ from fairmon.transforms.reo import (
     reo_log_gradient,
     reo_of_utilities,
 )
-from fairmon.transforms.simulate import SimulationSpec, simulate_day, simulate_random_pool
-from fairmon.transforms.stage_tables import reo_stage_table, rsp_table, user_precision_table
+from fairmon.transforms.reo.stage import reo_stage_table, rsp_table, user_precision_table
+from fairmon.transforms.simulators.impressions import SimulationSpec, simulate_day, simulate_random_pool
 
 
 def test_k2_sandwich_by_hand():

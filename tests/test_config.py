@@ -2,7 +2,7 @@
 
 import pytest
 
-from fairmon.pipelines.config import ConfigError, load_config
+from fairmon.pipelines.core.config import ConfigError, load_config
 
 GOOD = """
 warehouse = "wh"

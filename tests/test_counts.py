@@ -9,8 +9,8 @@ import pytest
 
 from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import normalize_impressions
-from fairmon.transforms.reo import estimate_reo
-from fairmon.transforms.reo_tables import GROUP_COUNTS_SCHEMA, MISSING_GROUP, reo_tables
+from fairmon.transforms.reo.estimate import estimate_reo
+from fairmon.transforms.reo.reo_tables import GROUP_COUNTS_SCHEMA, MISSING_GROUP, reo_tables
 
 D = dt.date(2026, 3, 10)
 W0 = D - dt.timedelta(days=6)

@@ -7,8 +7,8 @@ distribution of aggregating the simulator's rows (checked in test_simulate.py).
 import numpy as np
 import pytest
 
-from fairmon.transforms.reo import estimate_reo, relative_utilities, reo_of_utilities
-from fairmon.transforms.simulate import SimulationSpec, regime_spec, simulate_counts
+from fairmon.transforms.reo.estimate import estimate_reo, relative_utilities, reo_of_utilities
+from fairmon.transforms.simulators.impressions import SimulationSpec, regime_spec, simulate_counts
 
 # Engagement rates of 20-40 % (the default simulator spec and a 3-group case).
 CASES = {

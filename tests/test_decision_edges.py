@@ -11,10 +11,10 @@ import statsmodels.api as sm
 from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
-from fairmon.pipelines.config import ScoresConfig
-from fairmon.transforms.decision_tables import bh_q_values, sdt_table, threshold_tables
-from fairmon.transforms.sdt import compare_cost_ratios, sdt_estimate, sdt_from_rates
-from fairmon.transforms.threshold import (
+from fairmon.pipelines.core.config import ScoresConfig
+from fairmon.transforms.decisions.decision_tables import bh_q_values, sdt_table, threshold_tables
+from fairmon.transforms.decisions.sdt import compare_cost_ratios, sdt_estimate, sdt_from_rates
+from fairmon.transforms.decisions.threshold import (
     MIN_FIT_ROWS,
     local_linear_fit,
     prevalence_at_threshold,

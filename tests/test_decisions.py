@@ -9,12 +9,11 @@ import pytest
 import statsmodels.api as sm
 from scipy import stats
 
-from fairmon.pipelines.flows import daily
-from fairmon.pipelines.simulate import write_labeling_simulation
+from fairmon.pipelines.faces.simulated import write_labeling_simulation
+from fairmon.pipelines.orchestration.flows import daily
 from fairmon.pipelines.storage.warehouse import read_table
-from fairmon.transforms.sdt import compare_log_cost_ratio, rates_from_sdt, sdt_estimate, sdt_from_rates
-from fairmon.transforms.simulate_labels import LabelingSpec, labeling_truth
-from fairmon.transforms.threshold import (
+from fairmon.transforms.decisions.sdt import compare_log_cost_ratio, rates_from_sdt, sdt_estimate, sdt_from_rates
+from fairmon.transforms.decisions.threshold import (
     cost_ratio_from_threshold,
     group_difference,
     implied_threshold,
@@ -22,6 +21,7 @@ from fairmon.transforms.threshold import (
     prevalence_at_threshold,
     tricube,
 )
+from fairmon.transforms.simulators.labelers import LabelingSpec, labeling_truth
 
 # --- DESIGN §5, seed 002 §4.1 ------------------------------------------------------
 

@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from fairmon.transforms import envy
+from fairmon.transforms.envy import certify as envy
 
 
 def test_table2_utilities():
@@ -227,9 +227,9 @@ def test_group_envy_normal_ci_covers():
     assert wrong == 0
 
 
-# --- the simulated recommender (transforms/simulate_envy.py) ---
+# --- the simulated recommender (transforms/simulators/envy_world.py) ---
 
-from fairmon.transforms import simulate_envy as se  # noqa: E402
+from fairmon.transforms.simulators import envy_world as se  # noqa: E402
 
 
 def test_scenarios_have_the_truth_they_claim():

@@ -1,7 +1,7 @@
 """The envy-freeness audit end to end (issue 16; seed 004, DESIGN §4.7).
 
 `fairmon simulate-envy` writes swap and default traffic from a recommender
-whose preferences are known (transforms/simulate_envy.py), and `fairmon
+whose preferences are known (transforms/simulators/envy_world.py), and `fairmon
 backfill` fills group_envy, envy_user and envy_audit. Checked against the
 truth the simulator wrote: the verdict reached in time and never a wrong one,
 every user's decision, and the group cells inside their anytime bounds.
@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from fairmon.pipelines.config import load_config
+from fairmon.pipelines.core.config import load_config
 from fairmon.pipelines.faces.cli import app
 from fairmon.pipelines.storage.warehouse import read_table
 

@@ -12,15 +12,15 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from fairmon.pipelines.config import load_config
+from fairmon.pipelines.core.config import load_config
 from fairmon.pipelines.faces.cli import app
 from fairmon.pipelines.faces.report import build_report
-from fairmon.pipelines.flows import DayQuarantined, daily
-from fairmon.pipelines.simulate import write_simulation
+from fairmon.pipelines.faces.simulated import write_simulation
+from fairmon.pipelines.orchestration.flows import DayQuarantined, daily
 from fairmon.pipelines.storage.warehouse import partition_path, read_table
-from fairmon.transforms.cluster import BucketSums, sums_from_rows
-from fairmon.transforms.reo import estimate_reo
-from fairmon.transforms.simulate import TIKTOK_SIGNALS, SimulationSpec
+from fairmon.transforms.reo.cluster import BucketSums, sums_from_rows
+from fairmon.transforms.reo.estimate import estimate_reo
+from fairmon.transforms.simulators.impressions import TIKTOK_SIGNALS, SimulationSpec
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -333,7 +333,7 @@ def test_backfill_days_are_task_runs_of_the_parent_flow_run(sim, monkeypatch):
     is the flow run fairmon-daily/<ds>. Same results either way."""
     from prefect.context import FlowRunContext
 
-    from fairmon.pipelines import runner
+    from fairmon.pipelines.orchestration import runner
 
     seen = []
 
@@ -362,7 +362,7 @@ def test_backfill_days_are_task_runs_of_the_parent_flow_run(sim, monkeypatch):
 
 def _gx_runs(monkeypatch) -> list[str]:
     """The suites of every GX checkpoint run from now on, in order (QualityGate.run_checkpoint recorded)."""
-    from fairmon.pipelines.quality import QualityGate
+    from fairmon.pipelines.checks.gate import QualityGate
 
     runs = []
     real = QualityGate.run_checkpoint
@@ -380,7 +380,7 @@ def test_a_backfill_checks_its_days_dq_results_ahead_in_one_run(sim, monkeypatch
     recorded results, impressions_day, the output suites) and validate all
     days in one GX run; each day's own check of its identical frame takes the
     kept result. What is published is what days run alone publish."""
-    from fairmon.pipelines import runner
+    from fairmon.pipelines.orchestration import runner
 
     runs = _gx_runs(monkeypatch)
     sim_dir, cfg_path = sim
@@ -403,7 +403,7 @@ def test_a_day_whose_dq_results_cannot_be_built_ahead_checks_its_own(sim, monkey
     """Building a day's dq_results frame ahead is only a shortcut: when it
     fails (here its files cannot be listed ahead) the backfill goes on, that
     day runs GX on its own frame and every day publishes."""
-    from fairmon.pipelines import flows, runner
+    from fairmon.pipelines.orchestration import flows, runner
     from fairmon.transforms.contract import InputContractError
 
     days = [SPEC.start + dt.timedelta(days=i) for i in range(2)]
@@ -463,7 +463,7 @@ def test_a_days_result_is_one_value_to_prefect():
     about 2 s a day at K = 4096. daily returns a mapping it takes whole."""
     from prefect.utilities.collections import visit_collection
 
-    from fairmon.pipelines.flows import DayResult
+    from fairmon.pipelines.orchestration.flows import DayResult
 
     rows = [{"metric": f"delta_U:{k}", "diff": 0.01 * k} for k in range(1000)]
     result = DayResult({"ds": DAY3, "reo_ab": rows})
@@ -488,7 +488,7 @@ def test_runner_flows_send_their_own_heartbeat_and_end_without_waiting(sim, monk
     import prefect.events
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, get_current_settings, temporary_settings
 
-    from fairmon.pipelines import flows, runner
+    from fairmon.pipelines.orchestration import flows, runner
 
     events, inside = [], []
     monkeypatch.setattr(prefect.events, "emit_event", lambda **kw: events.append(kw))

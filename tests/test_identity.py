@@ -11,14 +11,14 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from fairmon.pipelines.config import load_config
+from fairmon.pipelines.core.config import load_config
 from fairmon.pipelines.faces.cli import app
-from fairmon.pipelines.ops import days_to_run, detect_stale
-from fairmon.pipelines.prefect_guard import temporary_servers
-from fairmon.pipelines.simulate import write_labeling_simulation, write_simulation
+from fairmon.pipelines.faces.simulated import write_labeling_simulation, write_simulation
+from fairmon.pipelines.orchestration.ops import days_to_run, detect_stale
+from fairmon.pipelines.orchestration.prefect_guard import temporary_servers
 from fairmon.pipelines.storage.warehouse import partition_path, read_table
-from fairmon.transforms.simulate import SimulationSpec
-from fairmon.transforms.simulate_labels import LabelingSpec
+from fairmon.transforms.simulators.impressions import SimulationSpec
+from fairmon.transforms.simulators.labelers import LabelingSpec
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -224,8 +224,8 @@ def test_a_killed_run_leaves_no_prefect_server_behind(tmp_path):
 _LAUNCH = """
 import sys
 from prefect import flow
-from fairmon.pipelines.prefect_guard import launch_temporary_server, temporary_servers
-from fairmon.pipelines.runner import start_api
+from fairmon.pipelines.orchestration.prefect_guard import launch_temporary_server, temporary_servers
+from fairmon.pipelines.orchestration.runner import start_api
 
 @flow
 def one():
@@ -273,7 +273,7 @@ def test_no_second_temporary_server_where_prefects_launcher_is_loaded(tmp_path):
     script = (
         "import importlib, os\n"
         "importlib.import_module('prefect.server' + '.api.server')\n"
-        "from fairmon.pipelines.prefect_guard import launch_temporary_server\n"
+        "from fairmon.pipelines.orchestration.prefect_guard import launch_temporary_server\n"
         "print(launch_temporary_server(), os.environ.get('PREFECT_API_URL'))\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
@@ -287,7 +287,7 @@ def test_no_second_temporary_server_where_prefects_launcher_is_loaded(tmp_path):
 _PORT_RACE = """
 import os, subprocess
 import httpx
-from fairmon.pipelines import prefect_guard as g
+from fairmon.pipelines.orchestration import prefect_guard as g
 
 class Proc:  # a server that lost its port (Prefect's exit code 3), then one that starts
     def __init__(self, code):

@@ -10,11 +10,11 @@ import polars as pl
 import pytest
 from pydantic import ValidationError
 
-from fairmon.pipelines.config import ImpressionsConfig
+from fairmon.pipelines.core.config import ImpressionsConfig
 from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import ATTR_PREFIX, add_intersections, normalize_impressions
-from fairmon.transforms.quality import day_check_frame
-from fairmon.transforms.reo_tables import reo_tables
+from fairmon.transforms.gate_frames import day_check_frame
+from fairmon.transforms.reo.reo_tables import reo_tables
 
 D = dt.date(2026, 3, 10)
 

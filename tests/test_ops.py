@@ -13,13 +13,13 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from fairmon.pipelines.config import load_config
+from fairmon.pipelines.core.config import load_config
 from fairmon.pipelines.faces.cli import app
-from fairmon.pipelines.ops import build_deployment, days_to_run, detect_stale, next_runs
-from fairmon.pipelines.simulate import write_simulation
+from fairmon.pipelines.faces.simulated import write_simulation
+from fairmon.pipelines.orchestration.ops import build_deployment, days_to_run, detect_stale, next_runs
 from fairmon.pipelines.storage.locking import run_lock
 from fairmon.pipelines.storage.warehouse import partition_path, read_table
-from fairmon.transforms.simulate import SimulationSpec
+from fairmon.transforms.simulators.impressions import SimulationSpec
 
 D0 = dt.date(2026, 6, 1)
 
@@ -154,7 +154,7 @@ def test_runs_record_inputs_and_parameters_and_reruns_are_identical(month):
     inputs = json.loads(last["inputs"])
     assert inputs[0]["file"].endswith(f"{d}.parquet") and inputs[0]["rows"] == 1000 and inputs[0]["size"] > 0
     assert json.loads(last["params"])["estimation"]["ci_method"] == "delta"
-    timings = json.loads(last["timings"])  # wall seconds per stage (pipelines/timing.py)
+    timings = json.loads(last["timings"])  # wall seconds per stage (pipelines/core/timing.py)
     assert set(timings) == {"ingest", "checks", "counts", "estimators", "writes"}
     assert all(v >= 0 for v in timings.values()) and timings["ingest"] > 0 and timings["checks"] > 0
 

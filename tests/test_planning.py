@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fairmon.pipelines.faces.cli import app
-from fairmon.transforms.planning import (
+from fairmon.transforms.planning.traffic import (
     PLAN_METHODS,
     plan_volumes,
     random_traffic_required,
@@ -106,8 +106,8 @@ def test_cli_plan_json_with_rates():
 
 def test_per_day_volume_uses_the_span_the_random_rows_cover(monkeypatch, tmp_path):
     """3,000 random rows a day in a 7-day window whose pools cover only 2 days: 3,000/day, not 857."""
-    from fairmon.pipelines import audit
-    from fairmon.pipelines.config import load_config
+    from fairmon.pipelines.core.config import load_config
+    from fairmon.pipelines.faces import audit_export as audit
 
     ds = dt.date(2026, 1, 8)
     rows = []

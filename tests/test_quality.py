@@ -11,12 +11,11 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from fairmon.pipelines.checks.gate import DQResult, QualityGate, expand_spec, load_spec
 from fairmon.pipelines.faces.cli import app
 from fairmon.pipelines.ingest.adapters import profile_rows
-from fairmon.pipelines.quality import DQResult, QualityGate, expand_spec, load_spec
 from fairmon.pipelines.storage.warehouse import read_table
-from fairmon.transforms.planning import random_traffic_required
-from fairmon.transforms.quality import (
+from fairmon.transforms.gate_frames import (
     day_check_frame,
     excluded_days,
     group_counts_check_frame,
@@ -25,7 +24,8 @@ from fairmon.transforms.quality import (
     reo_ab_check_frame,
     reo_check_frame,
 )
-from fairmon.transforms.reo_tables import GROUP_COUNTS_SCHEMA, reo_ab_table
+from fairmon.transforms.planning.traffic import random_traffic_required
+from fairmon.transforms.reo.reo_tables import GROUP_COUNTS_SCHEMA, reo_ab_table
 
 D0 = dt.date(2026, 4, 1)
 RAW_PARAMS = {
@@ -421,8 +421,8 @@ def test_validate_many_keeps_uniqueness_per_subject(gate):
 def test_prechecked_results_serve_only_the_same_frame(gate):
     """Results kept by validate_many(remember=True) answer a later check of the
     same suite, subject, run name and frame once; a changed frame runs GX."""
-    from fairmon.pipelines.config import FairmonConfig
-    from fairmon.pipelines.run import Run, run_scope
+    from fairmon.pipelines.core.config import FairmonConfig
+    from fairmon.pipelines.core.run import Run, run_scope
 
     good = pl.DataFrame(
         {"ds": [D0], "arm": ["c"], "attribute": ["g"], "K": [2], "reo": [0.2], "se": [0.05], "ci_low": [0.1]}

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from fairmon.transforms.reach import affine_scores, fit_biased_mf, max_reachability, softmax_probabilities
+from fairmon.transforms.reach.reachability import affine_scores, fit_biased_mf, max_reachability, softmax_probabilities
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,7 @@ def test_top1_reachable_matches_the_linear_program(model_and_user):
     """Each certificate agrees with the LP max t s.t. (B_i − B_j) a + c_i − c_j ≥ t solved directly."""
     from scipy.optimize import linprog
 
-    from fairmon.transforms.reach import top1_reachable
+    from fairmon.transforms.reach.reachability import top1_reachable
 
     *_, B, c, _ = _setup(model_and_user, 3)
     got = top1_reachable(B, c, 1.0, 5.0)

@@ -14,12 +14,12 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from fairmon.pipelines.config import load_config
+from fairmon.pipelines.core.config import load_config
 from fairmon.pipelines.faces.cli import app
 from fairmon.pipelines.ingest.snapshots import write_snapshot
 from fairmon.pipelines.storage.warehouse import read_table
-from fairmon.transforms.reach import fit_biased_mf
-from fairmon.transforms.reach_tables import Ratings, reach_problems, reach_user_table
+from fairmon.transforms.reach.reach_tables import Ratings, reach_problems, reach_user_table
+from fairmon.transforms.reach.reachability import fit_biased_mf
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"), pytest.mark.slow]
 

@@ -10,8 +10,7 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from fairmon.transforms.reach import fit_biased_mf
-from fairmon.transforms.reach_tables import (
+from fairmon.transforms.reach.reach_tables import (
     Ratings,
     Training,
     group_summary,
@@ -24,6 +23,7 @@ from fairmon.transforms.reach_tables import (
     stability_table,
     total_variation,
 )
+from fairmon.transforms.reach.reachability import fit_biased_mf
 
 DS = dt.date(2026, 1, 1)
 
@@ -184,9 +184,9 @@ def test_reach_group_table_rows(small):
 
 def test_a_csv_snapshot_reads_as_the_parquet_one(tmp_path, small):
     """The snapshot contract accepts CSV files (all text, parsed by the contract) as well as Parquet."""
-    from fairmon.pipelines.config import FairmonConfig
+    from fairmon.pipelines.checks.gate import QualityGate
+    from fairmon.pipelines.core.config import FairmonConfig
     from fairmon.pipelines.ingest.snapshots import read_snapshot, write_snapshot
-    from fairmon.pipelines.quality import QualityGate
 
     model, hist, frame, I = small
     items = pl.DataFrame({"item_id": [f"i{k}" for k in range(I)], "color": ["x", "y"] * (I // 2)})

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fairmon.transforms.reo import (
+from fairmon.transforms.reo.estimate import (
     EIGHTY_PERCENT_RULE_REO,
     delta_u_log_jacobian,
     estimate_reo,
@@ -18,7 +18,7 @@ from fairmon.transforms.reo import (
     reo_log_gradient,
     reo_of_utilities,
 )
-from fairmon.transforms.simulate import REGIMES, regime_spec, truth_tables
+from fairmon.transforms.simulators.impressions import REGIMES, regime_spec, truth_tables
 
 Z95 = 1.959963984540054
 

@@ -10,15 +10,15 @@ import numpy as np
 import polars as pl
 import pytest
 
-from fairmon.pipelines import timing
-from fairmon.pipelines.config import load_config
+from fairmon.pipelines.checks.gate import QualityGate, build_docs, gate_for
+from fairmon.pipelines.core import timing
+from fairmon.pipelines.core.config import load_config
+from fairmon.pipelines.core.run import Run, run_scope
 from fairmon.pipelines.ingest.adapters import prefetch_profiles, read_unit, rows_in, units_for_day
-from fairmon.pipelines.quality import QualityGate, build_docs, gate_for
-from fairmon.pipelines.run import Run, run_scope
-from fairmon.pipelines.runner import docs_deferred
+from fairmon.pipelines.orchestration.runner import docs_deferred
 from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import without_buckets
-from fairmon.transforms.quality import raw_check_frame
+from fairmon.transforms.gate_frames import raw_check_frame
 
 D0 = dt.date(2026, 8, 3)
 CFG = (
@@ -260,8 +260,8 @@ def test_suites_are_stored_once_per_process_unless_they_change(tmp_path):
 
 
 def test_prestaged_range_counts_serve_the_days_until_something_is_staged(three_days):
-    from fairmon.pipelines.flows import count_groups
     from fairmon.pipelines.ingest.staging import count_days, prestage_impressions, stage_unit
+    from fairmon.pipelines.orchestration.flows import count_groups
 
     cfg, days, _ = three_days
     with run_scope(Run(cfg)), db.session(cfg.duckdb_path):  # range counts wait in the run

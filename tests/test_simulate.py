@@ -6,8 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from fairmon.transforms.reo import reo_of_utilities
-from fairmon.transforms.simulate import (
+from fairmon.transforms.reo.estimate import reo_of_utilities
+from fairmon.transforms.simulators.impressions import (
     TIKTOK_SIGNALS,
     SimulationSpec,
     simulate_day,

@@ -9,8 +9,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from fairmon.transforms.reo import estimate_reo, reo_of_utilities
-from fairmon.transforms.stage_tables import precision_disparity, reo_stage_table, rsp_table, user_precision_table
+from fairmon.transforms.reo.estimate import estimate_reo, reo_of_utilities
+from fairmon.transforms.reo.stage import precision_disparity, reo_stage_table, rsp_table, user_precision_table
 
 DS = dt.date(2026, 1, 1)
 COLS = ["ds", "source", "traffic", "arm", "attribute", "group", "n", "n_pos", "window_start", "window_end"]
@@ -114,7 +114,7 @@ STAGED = dict(post_recall_rows_per_day=40_000, recall_share=(0.4, 0.6), recall_r
 
 
 def test_simulated_stage_truth_by_hand():
-    from fairmon.transforms.simulate import SimulationSpec, stage_truth_table
+    from fairmon.transforms.simulators.impressions import SimulationSpec, stage_truth_table
 
     spec = SimulationSpec(days=2, arms={"c": {}, "t": {0: 2.0}}, **STAGED)
     # default rec_share (0.45, 0.55), rec_rate (0.30, 0.36); random (0.5, 0.5) x (0.25, 0.28)
@@ -137,7 +137,7 @@ def test_simulated_stage_truth_by_hand():
 
 
 def test_simulated_post_recall_rows_follow_the_spec():
-    from fairmon.transforms.simulate import TIKTOK_SIGNALS, SimulationSpec, simulate_post_recall_day
+    from fairmon.transforms.simulators.impressions import TIKTOK_SIGNALS, SimulationSpec, simulate_post_recall_day
 
     spec = SimulationSpec(days=1, arms={"c": {}, "t": {0: 2.0}}, seed=5, **STAGED)
     rows = simulate_post_recall_day(spec, 0)
@@ -158,11 +158,11 @@ def test_backfill_publishes_stage_tables_that_cover_the_truth(tmp_path, prefect_
     """`fairmon simulate` with a post-recall stage -> daily runs -> reo_stage: the
     factorisation holds to 1e-12, the stage intervals cover their truths, and
     the table tells the stages apart (recall at parity, ranking creating the disparity)."""
-    from fairmon.pipelines.config import load_config
-    from fairmon.pipelines.flows import daily
-    from fairmon.pipelines.simulate import write_simulation
+    from fairmon.pipelines.core.config import load_config
+    from fairmon.pipelines.faces.simulated import write_simulation
+    from fairmon.pipelines.orchestration.flows import daily
     from fairmon.pipelines.storage.warehouse import read_table
-    from fairmon.transforms.simulate import SimulationSpec
+    from fairmon.transforms.simulators.impressions import SimulationSpec
 
     spec = SimulationSpec(
         start=DS,

@@ -105,20 +105,56 @@ def test_the_installed_namespace_is_fairmon_alone():
 
     cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert {p.split(".")[0] for p in cfg["packages"]} == {"fairmon"}
-    assert set(cfg["package-dir"]) == set(cfg["packages"]) - {
-        "fairmon.pipelines.faces",
-        "fairmon.pipelines.ingest",
-        "fairmon.pipelines.storage",
+    assert set(cfg["package-dir"]) <= set(cfg["packages"])
+    # every folder of the namespace that is a package ships (a forgotten subpackage would be absent from the wheel)
+    folders = {
+        ".".join([dotted, *f.parent.relative_to(REPO / folder).parts])
+        for folder, dotted in PACKAGE_DIRS.items()
+        for f in (REPO / folder).rglob("__init__.py")
     }
+    assert folders <= set(cfg["packages"]), sorted(folders - set(cfg["packages"]))
+
+
+def test_no_two_modules_share_a_name_across_folders():
+    """A module's name says what it is: `audit.py` in two rooms made a reader ask which one (DESIGN §1)."""
+    seen: dict[str, list[str]] = {}
+    for m in _modules():
+        leaf = m.rsplit(".", 1)[-1]
+        if not m.endswith("__init__") and leaf not in {"pipelines", "transforms", "fairmon"}:
+            seen.setdefault(leaf, []).append(m)
+    shared = {k: v for k, v in seen.items() if len(v) > 1 and all(not x.endswith(f".{k}.{k}") for x in v)}
+    packages = {m.rsplit(".", 1)[-1] for m, f in _modules().items() if f.name == "__init__.py"}
+    assert {k: v for k, v in shared.items() if k not in packages} == {}
+
+
+#: pipelines' rooms from the ground up: a room may import only rooms listed before it (DESIGN §1 "one-way graph")
+PIPELINE_FLOORS = ("core", "storage", "checks", "ingest", "orchestration", "faces")
+
+
+def test_pipelines_rooms_form_a_one_way_graph():
+    mods = _modules()
+    offences = []
+    for m, f in mods.items():
+        parts = m.split(".")
+        if parts[:2] != ["fairmon", "pipelines"] or len(parts) < 4:
+            continue
+        here = PIPELINE_FLOORS.index(parts[2])
+        for target, names in _imports(ast.parse(f.read_text())):
+            for cand in [target, *(f"{target}.{n}" for n in names)]:
+                tp = cand.split(".")
+                if tp[:2] == ["fairmon", "pipelines"] and len(tp) >= 3 and tp[2] in PIPELINE_FLOORS:
+                    if PIPELINE_FLOORS.index(tp[2]) > here:
+                        offences.append(f"{m} imports {cand}")
+    assert offences == []
 
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_a_backfill_reads_its_config_once_and_ignores_edits_mid_run(tmp_path, monkeypatch):
-    from fairmon.pipelines import config as config_module
-    from fairmon.pipelines.config import load_config
-    from fairmon.pipelines.runner import run_days
-    from fairmon.pipelines.simulate import write_simulation
-    from fairmon.transforms.simulate import SimulationSpec
+    from fairmon.pipelines.core import config as config_module
+    from fairmon.pipelines.core.config import load_config
+    from fairmon.pipelines.faces.simulated import write_simulation
+    from fairmon.pipelines.orchestration.runner import run_days
+    from fairmon.transforms.simulators.impressions import SimulationSpec
 
     start = dt.date(2026, 5, 1)
     spec = SimulationSpec(start=start, days=3, rows_per_day=3000, random_rows_per_day=1500, random_pool_days=3, seed=2)

@@ -10,16 +10,21 @@ import numpy as np
 import polars as pl
 import pytest
 
-from fairmon.pipelines.flows import output_check_frames
-from fairmon.pipelines.quality import DQResult, dq_frame, load_spec
-from fairmon.pipelines.storage import tables as ddl
+from fairmon.pipelines.checks.gate import DQResult, dq_frame, load_spec
+from fairmon.pipelines.orchestration.flows import output_check_frames
+from fairmon.pipelines.storage import ddl
 from fairmon.pipelines.storage.warehouse import clean_tmp, refresh_views, remove_partitions, write_partitions
-from fairmon.transforms.decision_tables import sdt_table, threshold_tables
-from fairmon.transforms.envy_tables import envy_user_tables, group_envy_table
-from fairmon.transforms.reach_tables import reach_group_inputs, reach_group_table, reach_item_table, reach_user_table
-from fairmon.transforms.reo_tables import reo_ab_table, reo_tables
-from fairmon.transforms.stage_tables import reo_stage_table, rsp_table, user_precision_table
-from fairmon.transforms.tables import GATED_TABLES, TABLES, Column, Table
+from fairmon.transforms.decisions.decision_tables import sdt_table, threshold_tables
+from fairmon.transforms.envy.envy_tables import envy_user_tables, group_envy_table
+from fairmon.transforms.reach.reach_tables import (
+    reach_group_inputs,
+    reach_group_table,
+    reach_item_table,
+    reach_user_table,
+)
+from fairmon.transforms.registry import GATED_TABLES, TABLES, Column, Table
+from fairmon.transforms.reo.reo_tables import reo_ab_table, reo_tables
+from fairmon.transforms.reo.stage import reo_stage_table, rsp_table, user_precision_table
 
 D = dt.date(2026, 2, 3)
 REPO = Path(__file__).resolve().parent.parent
@@ -154,9 +159,9 @@ def test_a_day_takes_the_estimates_made_ahead_only_for_the_same_counts(tmp_path,
     """A backfill's checks ahead estimate each day (estimate_ahead); the day's
     estimate step returns those tables without computing again when its
     counts are the same frame, and computes anew from other counts."""
-    from fairmon.pipelines import flows
-    from fairmon.pipelines.config import load_config
-    from fairmon.pipelines.run import Run, run_scope
+    from fairmon.pipelines.core.config import load_config
+    from fairmon.pipelines.core.run import Run, run_scope
+    from fairmon.pipelines.orchestration import flows
 
     (tmp_path / "f.toml").write_text(
         'warehouse = "wh"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\npath = "in/{ds}.csv"\n'
@@ -291,8 +296,8 @@ def test_a_publish_that_fails_partway_leaves_the_next_refresh_listing_everything
     file), and a refresh that raises leaves nothing half-known."""
     from types import SimpleNamespace
 
-    from fairmon.pipelines.flows import publish
-    from fairmon.pipelines.run import Run, run_scope
+    from fairmon.pipelines.core.run import Run, run_scope
+    from fairmon.pipelines.orchestration.flows import publish
 
     wh = tmp_path / "wh"
     cfg = SimpleNamespace(warehouse_path=wh, duckdb_path=tmp_path / "t.duckdb")

@@ -13,15 +13,15 @@ import pytest
 from scipy import stats
 
 from fairmon.pipelines.ingest.adapters import read_coat
-from fairmon.transforms.ab import ab_estimates
-from fairmon.transforms.reo import (
+from fairmon.transforms.reo.ab import ab_estimates
+from fairmon.transforms.reo.estimate import (
     EIGHTY_PERCENT_RULE_REO,
     estimate_reo,
     quadratic_form_cdf,
     reo_of_utilities,
     verdict_80pct,
 )
-from fairmon.transforms.reo_tables import REO_AB_SCHEMA, reo_ab_table, reo_tables
+from fairmon.transforms.reo.reo_tables import REO_AB_SCHEMA, reo_ab_table, reo_tables
 
 N = 100_000
 

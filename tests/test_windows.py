@@ -24,8 +24,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from fairmon.pipelines.config import ConfigError, ImpressionsConfig, load_config
-from fairmon.pipelines.flows import check_day
+from fairmon.pipelines.checks.gate import DQResult
+from fairmon.pipelines.core.config import ConfigError, ImpressionsConfig, load_config
+from fairmon.pipelines.faces.simulated import config_toml, write_simulation
 from fairmon.pipelines.ingest.adapters import (
     current_inputs,
     normalize_unit,
@@ -37,13 +38,12 @@ from fairmon.pipelines.ingest.adapters import (
     units_for_day,
 )
 from fairmon.pipelines.ingest.staging import Staged, count_days, input_source, replace_units
-from fairmon.pipelines.ops import detect_stale
-from fairmon.pipelines.quality import DQResult
-from fairmon.pipelines.simulate import config_toml, write_simulation
+from fairmon.pipelines.orchestration.flows import check_day
+from fairmon.pipelines.orchestration.ops import detect_stale
 from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import InputContractError
-from fairmon.transforms.reo_tables import GROUP_COUNTS_SCHEMA, reo_tables
-from fairmon.transforms.simulate import REGIMES, SimulationSpec, regime_spec, truth_tables
+from fairmon.transforms.reo.reo_tables import GROUP_COUNTS_SCHEMA, reo_tables
+from fairmon.transforms.simulators.impressions import REGIMES, SimulationSpec, regime_spec, truth_tables
 
 D0 = dt.date(2026, 3, 1)
 
@@ -406,7 +406,7 @@ def test_regimes_scale_p_as_the_paper_does():
 
 def test_regime_rows_have_the_regime_p():
     # the simulator's random rows follow the regime: positives of each group ~ Binomial(n, p_k)
-    from fairmon.transforms.simulate import simulate_random_pool
+    from fairmon.transforms.simulators.impressions import simulate_random_pool
 
     spec = regime_spec("dense", rows_per_day=200_000, days=1, seed=3)
     rows = simulate_random_pool(spec, spec.start, spec.start)
@@ -422,7 +422,7 @@ def test_regime_rows_have_the_regime_p():
 def test_runs_follow_the_policy_end_to_end(pools, tmp_path, prefect_harness):
     import duckdb
 
-    from fairmon.pipelines.runner import run_days
+    from fairmon.pipelines.orchestration.runner import run_days
 
     cfg = pools["contained"]
     days = [day(i) for i in range(9)]
@@ -459,7 +459,7 @@ def test_runs_follow_the_policy_end_to_end(pools, tmp_path, prefect_harness):
 
 def test_plan_counts_random_traffic_per_day_over_the_span_used(pools):
     # day 4 under overlap used P1, P2, P3: 700 random rows over day 0..8 (9 days), not over the 4-day window
-    from fairmon.pipelines.audit import plan_from_counts
+    from fairmon.pipelines.faces.audit_export import plan_from_counts
     from fairmon.pipelines.storage.warehouse import write_partitions
 
     cfg = pools["overlap"]
@@ -474,7 +474,7 @@ def test_plan_counts_random_traffic_per_day_over_the_span_used(pools):
 
 def test_look_ahead_follows_the_random_span():
     """reo.look_ahead is true exactly when the random rows' span ends after ds."""
-    from fairmon.transforms.reo_tables import reo_tables
+    from fairmon.transforms.reo.reo_tables import reo_tables
 
     ds = dt.date(2026, 1, 3)
     rows = []
@@ -498,7 +498,7 @@ def test_a_backfill_prestaged_in_chunks_publishes_what_one_prestage_does(pools, 
     with chunks of 2 days, pools shared by days of different chunks are staged
     once and every day publishes the same tables as with the range prestaged
     at once (overlap policy: pools P1..P3 span chunks)."""
-    from fairmon.pipelines.runner import run_days
+    from fairmon.pipelines.orchestration.runner import run_days
     from fairmon.pipelines.storage.warehouse import read_table
 
     cfg = pools["overlap"]
@@ -525,7 +525,7 @@ def test_a_new_cluster_bucket_formula_restages_clustered_files_only(tmp_path, mo
     the formula changes, a clustered config's fingerprint changes, so every file
     is staged again and no user is split between two formulas' buckets; an
     unclustered config stages no buckets and keeps its fingerprint."""
-    from fairmon.pipelines import config as config_module
+    from fairmon.pipelines.core import config as config_module
 
     clustered = load_config(_config(tmp_path, TIKTOK, 7, None))
     path = _config(tmp_path, TIKTOK, 7, None, name="n")

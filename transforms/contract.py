@@ -13,7 +13,7 @@ staged: at 10^8 rows a day that keeps the staging table a few thousand rows.
 ``ds`` for daily rows; a pooled random-traffic file covering several days has
 ``ds_start``..``ds`` = its declared range. The label ``y`` is the configured
 rule (any/all) over the signal columns. ``cbucket`` is the hash bucket of the
-rows' cluster id when the count stage clusters (transforms/cluster.py), else
+rows' cluster id when the count stage clusters (transforms/reo/cluster.py), else
 null. Attribute values are kept as strings
 (booleans become "true"/"false"); nulls stay null.
 
@@ -35,7 +35,7 @@ ATTR_PREFIX = "attr__"
 INTERSECTION_SEP = "×"
 PROFILE_N = "__n"  # rows a profile row stands for
 PROFILE_ROW = "__first_row"  # first (1-based) file row of a profile row
-CLUSTER_BUCKET = "__cbucket"  # hash bucket of a profile row's cluster id (transforms/cluster.py)
+CLUSTER_BUCKET = "__cbucket"  # hash bucket of a profile row's cluster id (transforms/reo/cluster.py)
 #: The label of a profile's rows per cluster bucket (sql/impressions_profile_buckets.sql): a profile
 #: with this column holds the profile proper (bucket null) and, below it, rows per bucket and label.
 BUCKET_LABEL = "__y"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from fairmon.transforms.quality import excluded_days, published_days
+from fairmon.transforms.gate_frames import excluded_days, published_days
 
 
 @dataclass(frozen=True)

@@ -152,9 +152,9 @@ def _prefect_env(verbose: bool = False) -> None:
 
 def _launch_api() -> None:
     """Start Prefect's temporary local API now when the command will need one
-    (:func:`fairmon.pipelines.prefect_guard.launch_temporary_server`): its
+    (:func:`fairmon.pipelines.orchestration.prefect_guard.launch_temporary_server`): its
     seconds of start-up overlap the command's imports and work."""
-    from fairmon.pipelines.prefect_guard import launch_temporary_server
+    from fairmon.pipelines.orchestration.prefect_guard import launch_temporary_server
 
     launch_temporary_server()
 
@@ -167,7 +167,7 @@ def _parse_date(value: str, name: str) -> dt.date:
 
 
 def _load(config: Path):
-    from fairmon.pipelines.config import ConfigError, load_config
+    from fairmon.pipelines.core.config import ConfigError, load_config
 
     try:
         return load_config(config)
@@ -228,7 +228,7 @@ def ingest(
     _prefect_env()
     ds = _parse_date(date, "--date")
     cfg = _load(config)
-    from fairmon.pipelines.flows import ingest as ingest_flow
+    from fairmon.pipelines.orchestration.flows import ingest as ingest_flow
     from fairmon.pipelines.storage.locking import RunLockedError, project_lock
 
     try:
@@ -286,7 +286,7 @@ def backfill(
         raise typer.BadParameter("--end is before --start", param_hint="--end")
     cfg = _load(config)
     _launch_api()
-    from fairmon.pipelines.ops import days_to_run, detect_stale
+    from fairmon.pipelines.orchestration.ops import days_to_run, detect_stale
     from fairmon.pipelines.storage.locking import RunLockedError, project_lock
 
     try:  # choosing the days reads the DuckDB file: queue behind another run like the run itself
@@ -333,7 +333,7 @@ def serve(
     signal.signal(signal.SIGTERM, lambda *_args: stop.set())
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C
         cfg = _load(config)
-        from fairmon.pipelines.ops import build_deployment
+        from fairmon.pipelines.orchestration.ops import build_deployment
 
         sc = cfg.schedule
         dep = build_deployment(
@@ -346,7 +346,7 @@ def serve(
         )
         import asyncio
 
-        from fairmon.pipelines.ops import serve_until_stopped
+        from fairmon.pipelines.orchestration.ops import serve_until_stopped
 
         asyncio.run(serve_until_stopped(dep, stop))
     console.print("fairmon serve stopped")
@@ -364,7 +364,7 @@ def schedule_show(
     """Print the deployment ``fairmon serve`` would register and its next runs."""
     _prefect_env()
     cfg = _load(config)
-    from fairmon.pipelines.ops import build_deployment, next_runs
+    from fairmon.pipelines.orchestration.ops import build_deployment, next_runs
 
     sc = cfg.schedule
     dep = build_deployment(config, sc.cron, sc.timezone, sc.lag_days, sc.name)
@@ -435,8 +435,8 @@ def plan(
 
     import numpy as np
 
-    from fairmon.pipelines.audit import plan_from_counts
-    from fairmon.transforms.planning import plan_volumes, random_volume_for_reo_se, reo_se_for_volume
+    from fairmon.pipelines.faces.audit_export import plan_from_counts
+    from fairmon.transforms.planning.traffic import plan_volumes, random_volume_for_reo_se, reo_se_for_volume
 
     if p and q:
         P, Q = np.array(_parse_floats(p, "--P")), np.array(_parse_floats(q, "--Q"))
@@ -566,7 +566,7 @@ def audit_export(
     empirical fairness gap, the interval for FG and the decision: fair only
     when the interval lies at or below α, unfair only when above, else
     inconclusive. Refused when it would overspend the data set's budget."""
-    from fairmon.pipelines.audit import BudgetExceeded, export_release
+    from fairmon.pipelines.faces.audit_export import BudgetExceeded, export_release
 
     cfg = _load(config)
     ds = _parse_date(date, "--date")
@@ -616,7 +616,7 @@ def sample_size(
 ) -> None:
     """Minimum qualified individuals per group for an audit, private (seed 000
     eqs. 6, 8) and non-private (eq. 7), and their ratio (at most 4·ln3/ln2 ≈ 6.34)."""
-    from fairmon.transforms.audit import min_sample_nonprivate, min_sample_private, sample_size_ratio
+    from fairmon.transforms.private.release import min_sample_nonprivate, min_sample_private, sample_size_ratio
 
     a, b = min_sample_private(alpha, groups, levels, delta), min_sample_nonprivate(alpha, groups, levels, delta)
     if as_json:
@@ -649,7 +649,7 @@ def envy_plan(
     Th. 2): M_tilde target users drawn uniformly, each served by the policies of
     K donors drawn uniformly from the other users (swap traffic), each user's
     certificate run at δ/(3·M_tilde)."""
-    from fairmon.transforms.envy import audit_sizes
+    from fairmon.transforms.envy.certify import audit_sizes
 
     try:
         m_tilde, k = audit_sizes(delta, lam, gamma)
@@ -746,8 +746,8 @@ def simulate(
 ) -> None:
     """Write simulated impressions in the TikTok layout with a known truth
     (true U, ΔU and REO per day and arm) and a config to run fairmon on them."""
-    from fairmon.pipelines.simulate import write_simulation
-    from fairmon.transforms.simulate import SimulationSpec, regime_spec
+    from fairmon.pipelines.faces.simulated import write_simulation
+    from fairmon.transforms.simulators.impressions import SimulationSpec, regime_spec
 
     arms = dict(_parse_arm(a) for a in arm) if arm else {"all": {}}
     common = dict(start=_parse_date(start, "--start"), days=days, arms=arms, random_pool_days=pool_days, seed=seed)
@@ -796,8 +796,8 @@ def simulate_labels(
     """Write simulated labeling logs: content groups with known prevalence and
     labelers with known per-group d′ and criterion (seed 002 §5.3), the true
     implied thresholds and cost ratios (truth_labelers.csv), and a config."""
-    from fairmon.pipelines.simulate import write_labeling_simulation
-    from fairmon.transforms.simulate_labels import LabelingSpec
+    from fairmon.pipelines.faces.simulated import write_labeling_simulation
+    from fairmon.transforms.simulators.labelers import LabelingSpec
 
     try:
         spec = LabelingSpec(
@@ -826,8 +826,8 @@ def simulate_envy(
     traffic; the truth (truth_envy.json) and a config with [envy]. The
     envy-free scenario is certified after about nine days; the envious one
     (a minority the model knows nothing about) is found on the first."""
-    from fairmon.pipelines.simulate import write_envy_simulation
-    from fairmon.transforms.simulate_envy import SCENARIOS
+    from fairmon.pipelines.faces.simulated import write_envy_simulation
+    from fairmon.transforms.simulators.envy_world import SCENARIOS
 
     if scenario not in SCENARIOS:
         raise typer.BadParameter(f"{scenario!r}: one of {', '.join(SCENARIOS)}", param_hint="--scenario")

@@ -11,9 +11,10 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from fairmon.pipelines.audit import export_release
-from fairmon.pipelines.config import load_config
+from fairmon.pipelines.core.config import load_config
+from fairmon.pipelines.faces.audit_export import export_release
 from fairmon.pipelines.faces.report import build_report
+from fairmon.pipelines.faces.simulated import write_envy_simulation, write_labeling_simulation, write_simulation
 from fairmon.pipelines.faces.views import (
     fmt,
     prevalence_table,
@@ -23,12 +24,11 @@ from fairmon.pipelines.faces.views import (
     sdt_view,
 )
 from fairmon.pipelines.ingest.snapshots import write_coat_reach_project
-from fairmon.pipelines.simulate import write_envy_simulation, write_labeling_simulation, write_simulation
 from fairmon.pipelines.storage.warehouse import read_table
 from fairmon.resources import data_dir
 from fairmon.transforms.report_data import envy_findings, reach_findings
-from fairmon.transforms.simulate import SimulationSpec
-from fairmon.transforms.simulate_labels import LabelingSpec
+from fairmon.transforms.simulators.impressions import SimulationSpec
+from fairmon.transforms.simulators.labelers import LabelingSpec
 
 DEMO_START = dt.date(2026, 1, 1)
 COAT_DS = dt.date(2016, 6, 19)  # Coat has no dates; the demo assigns this one day

@@ -16,9 +16,9 @@ import matplotlib.pyplot as plt
 import polars as pl
 from jinja2 import Environment
 
-from fairmon.pipelines.config import FairmonConfig
+from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.storage.warehouse import latest_runs, read_table
-from fairmon.transforms.reo import EIGHTY_PERCENT_RULE_REO
+from fairmon.transforms.reo.estimate import EIGHTY_PERCENT_RULE_REO
 from fairmon.transforms.report_data import (
     ReportData,
     envy_findings,

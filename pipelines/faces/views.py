@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from fairmon.pipelines.config import FairmonConfig
+    from fairmon.pipelines.core.config import FairmonConfig
 
 
 def fmt(x: float | None, digits: int = 4) -> str:
@@ -245,7 +245,7 @@ def run_days_with_progress(
     show_progress: bool = True,
     **options,
 ) -> list[dict]:
-    """:func:`fairmon.pipelines.runner.run_days` with a Rich progress bar on
+    """:func:`fairmon.pipelines.orchestration.runner.run_days` with a Rich progress bar on
     ``console`` (hidden when ``show_progress`` is false) and the prestage line.
     ``options`` go to ``run_days`` (force_ingest, concurrency, wait_seconds).
     Returns its per-day summaries; raises what it raises."""
@@ -267,7 +267,9 @@ def run_days_with_progress(
 
     with progress:
         job = progress.add_task(f"fairmon {len(days)} day(s): starting", total=len(days))
-        from fairmon.pipelines.runner import run_days  # imports Prefect and GX: only when days run, bar shown first
+        from fairmon.pipelines.orchestration.runner import (
+            run_days,  # imports Prefect and GX: only when days run, bar shown first
+        )
 
         def day_done(r: dict) -> None:
             progress.update(job, description=f"fairmon {r['ds']} {r['status']}")

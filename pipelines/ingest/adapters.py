@@ -2,7 +2,7 @@
 
 An *ingest unit* is one file (or the Coat directory) that is staged as a whole
 and replaced as a whole on re-ingest. The parsing rules live in
-:mod:`fairmon.transforms.contract` and :mod:`fairmon.transforms.coat`; this module does the I/O.
+:mod:`fairmon.transforms.contract` and :mod:`fairmon.transforms.datasets.coat`; this module does the I/O.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import duckdb
 import numpy as np
 import polars as pl
 
-from fairmon.pipelines.config import FairmonConfig
+from fairmon.pipelines.core.config import FairmonConfig
+from fairmon.pipelines.core.run import active_run
 from fairmon.pipelines.ingest.engines import (
     DuckEngine,
     SparkEngine,
@@ -29,10 +30,7 @@ from fairmon.pipelines.ingest.engines import (
     spark_table_rows,
     table_fingerprints,
 )
-from fairmon.pipelines.run import active_run
 from fairmon.pipelines.storage import db
-from fairmon.transforms.coat import coat_impressions
-from fairmon.transforms.compas import compas_scores
 from fairmon.transforms.contract import (
     ATTR_PREFIX,
     CLUSTER_BUCKET,
@@ -46,6 +44,8 @@ from fairmon.transforms.contract import (
     normalize_scores,
     profile_part,
 )
+from fairmon.transforms.datasets.coat import coat_impressions
+from fairmon.transforms.datasets.compas import compas_scores
 
 
 @dataclass(frozen=True)
@@ -315,7 +315,7 @@ def table_partition(path: Path | str) -> tuple[str, dt.date] | None:
 def _table_fingerprints(cfg: FairmonConfig, table: str, days: list[dt.date]) -> dict[dt.date, tuple[int, int]]:
     """The ds partitions among ``days`` of ``table`` that exist, with their
     (bytes, mtime_ns) (:func:`table_fingerprints`). Within a run each day is
-    listed once (:class:`fairmon.pipelines.run.Run`; a backfill lists its
+    listed once (:class:`fairmon.pipelines.core.run.Run`; a backfill lists its
     whole range in one query, :func:`prime_table_fingerprints`); outside a
     run, at each call. Raises :class:`InputContractError` naming the table
     when Spark cannot list it."""
@@ -574,7 +574,7 @@ def profile_rows(
     signals and two attributes), not the number of rows. With ``cluster``
     (:class:`ClusterScan`) and its id column present, the rows are also
     counted per ``__cbucket``, the hash bucket of the row's cluster id
-    (sql/impressions_bucket.sql, transforms/cluster.py): on DuckDB with
+    (sql/impressions_bucket.sql, transforms/reo/cluster.py): on DuckDB with
     boolean or numeric signals, as rows per combination of the non-signal
     columns, label ``__y`` and bucket below the profile rows (their signals
     null; sql/impressions_profile_buckets.sql,
@@ -770,7 +770,7 @@ def prefetch_profiles(cfg: FairmonConfig, files: list[Path]) -> int:
     all cores, instead of one query per file: by DuckDB, or with ``engine =
     "spark"`` by Spark (which also takes CSV files and a table's partitions,
     each kind in one scan). The profiles wait in the current run
-    (:class:`fairmon.pipelines.run.Run`, a few thousand rows each) until
+    (:class:`fairmon.pipelines.core.run.Run`, a few thousand rows each) until
     :func:`read_unit` takes them; a file changed since is read again. Outside
     a run there is nowhere to keep them: nothing is done. Files that cannot
     be read (and, on DuckDB, files that are not Parquet) are left to

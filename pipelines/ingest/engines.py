@@ -21,7 +21,7 @@ from collections.abc import Iterable
 import duckdb
 import polars as pl
 
-from fairmon.pipelines import timing
+from fairmon.pipelines.core import timing
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.portable import render, render_spark
 

@@ -26,13 +26,13 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from fairmon.pipelines.config import FairmonConfig
+from fairmon.pipelines.checks.gate import DQResult, QualityGate
+from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.ingest.adapters import read_table
-from fairmon.pipelines.quality import DQResult, QualityGate
-from fairmon.transforms.coat import one_hot_families
 from fairmon.transforms.contract import InputContractError
-from fairmon.transforms.reach import BiasedMF, fit_biased_mf
-from fairmon.transforms.reach_tables import Ratings, Training
+from fairmon.transforms.datasets.coat import one_hot_families
+from fairmon.transforms.reach.reach_tables import Ratings, Training
+from fairmon.transforms.reach.reachability import BiasedMF, fit_biased_mf
 
 SNAPSHOT_FILES = ("users", "items", "ratings", "global")
 FACTOR = re.compile(r"f_(\d+)")

@@ -4,7 +4,7 @@ of its input (``impressions``, ``scores``, ``labels``), recorded in
 ``ingest_log`` with its fingerprint. A backfill profiles and stages all its
 impressions files ahead (:func:`prestage_impressions`) and counts the range
 in one statement; the counts wait in the current run
-(:class:`fairmon.pipelines.run.Run`) until a day takes them, valid while
+(:class:`fairmon.pipelines.core.run.Run`) until a day takes them, valid while
 nothing has been staged since.
 """
 
@@ -23,8 +23,10 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.exceptions import MissingContextError
 
-from fairmon.pipelines import timing
-from fairmon.pipelines.config import FairmonConfig
+from fairmon.pipelines.checks.gate import DQResult, gate_for
+from fairmon.pipelines.core import timing
+from fairmon.pipelines.core.config import FairmonConfig
+from fairmon.pipelines.core.run import active_run, ensured
 from fairmon.pipelines.ingest.adapters import (
     IngestUnit,
     envy_profile,
@@ -41,13 +43,11 @@ from fairmon.pipelines.ingest.adapters import (
     unit_key,
     units_for_day,
 )
-from fairmon.pipelines.quality import DQResult, gate_for
-from fairmon.pipelines.run import active_run, ensured
 from fairmon.pipelines.storage import db
-from fairmon.pipelines.storage.tables import ident
+from fairmon.pipelines.storage.ddl import ident
 from fairmon.transforms.contract import ATTR_PREFIX, InputContractError, without_buckets
-from fairmon.transforms.quality import raw_check_frame
-from fairmon.transforms.tables import polars_schema
+from fairmon.transforms.gate_frames import raw_check_frame
+from fairmon.transforms.registry import polars_schema
 
 
 def run_logger() -> logging.Logger | logging.LoggerAdapter:
@@ -131,7 +131,7 @@ def raw_suites(
     cfg: FairmonConfig, src: InputSource, units: list[tuple[IngestUnit, pl.DataFrame]], run_name: str
 ) -> list[DQResult]:
     """:func:`raw_suite` for several files, one GX run for the files that share
-    a schema (:meth:`fairmon.pipelines.quality.QualityGate.validate_many`:
+    a schema (:meth:`fairmon.pipelines.checks.gate.QualityGate.validate_many`:
     the same results as one run per file). Returns one result per file, in order."""
     frames = [(raw_check_frame(without_buckets(raw), src.text_columns), str(u.file), run_name) for u, raw in units]
     return gate_for(cfg).validate_many(src.suite, frames, src.params)
@@ -244,7 +244,7 @@ def count_days(cfg: FairmonConfig, days: list[dt.date]) -> tuple[pl.DataFrame, p
     Returns (counts with a ds column, totals with a ds column, per-bucket
     counts): the third frame holds, when rows carry a cluster bucket, the
     rows and positives per (ds, traffic, arm, attribute, group, cbucket)
-    that the cluster-robust variance needs (transforms/cluster.py); it is
+    that the cluster-robust variance needs (transforms/reo/cluster.py); it is
     empty without clustering. Empty frames when nothing was ever staged."""
     with db.connect(cfg.duckdb_path) as con:
         if db.query(con, "impressions_exists").item() == 0:
@@ -270,7 +270,7 @@ def count_days(cfg: FairmonConfig, days: list[dt.date]) -> tuple[pl.DataFrame, p
     return counts, totals, buckets
 
 
-#: Per-bucket counts of :func:`count_days` (cluster-robust variance, transforms/cluster.py).
+#: Per-bucket counts of :func:`count_days` (cluster-robust variance, transforms/reo/cluster.py).
 BUCKET_SCHEMA = {
     "ds": pl.Date,
     "traffic": pl.String,

@@ -22,7 +22,7 @@ import functools
 import re
 
 from fairmon.pipelines.storage.db import sql_text
-from fairmon.pipelines.storage.tables import ident
+from fairmon.pipelines.storage.ddl import ident
 
 _HOLE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?::\s*(text|bool))?\s*\}\}")
 

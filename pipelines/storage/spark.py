@@ -22,7 +22,7 @@ from pathlib import Path
 
 import polars as pl
 
-from fairmon.pipelines.config import SparkConfig
+from fairmon.pipelines.core.config import SparkConfig
 
 # Process-wide by nature: a JVM-backed Spark session is expensive (seconds) and
 # Spark allows one active classic session per process; every run of the process shares it.

@@ -1,0 +1,165 @@
+"""The state of one fairmon run, in one object.
+
+A *run* is what one command does: ``fairmon run`` (one day), a backfill (many
+days, possibly in threads), the scheduled job, or a direct call of a flow.
+Everything it accumulates lives in its :class:`Run`: the config (loaded once,
+so an edit mid-backfill cannot change later days), whether Data Docs wait for
+the end, the group counts a backfill computed ahead of its days, the input
+profiles it prefetched, and the per-day stage timings.
+
+The runner (:mod:`fairmon.pipelines.orchestration.runner`) opens a run with
+:func:`run_scope`; code below it reaches the run with :func:`active_run`
+(a :class:`contextvars.ContextVar`, copied into worker
+threads by :func:`in_run`). A flow called directly opens a run of its own
+(:func:`ensure_run`); a task's function called outside any run (``.fn`` in a
+test) keeps no caches and no timings.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import datetime as dt
+import hashlib
+import io
+import json
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from fairmon.pipelines.core.config import FairmonConfig
+
+STAGES = ("ingest", "checks", "counts", "estimators", "writes")
+
+
+@dataclass
+class Run:
+    """One run's state. ``cfg`` is the config it was started with.
+
+    - ``docs_deferred``: Data Docs are built once when the run ends (a
+      backfill), not after every day.
+    - ``generation`` / ``range_counts``: group counts computed ahead for a
+      backfill's days, valid while nothing has been staged since (their
+      generation equals the run's).
+    - ``prefetched``: input-file profiles computed ahead, keyed by
+      (path, size, mtime_ns), taken once by the day that reads the file.
+    - ``books``: wall seconds per stage, per day ({day: {stage: s}}).
+    - ``table_fingerprints``: with ``[impressions] table`` (Spark engine),
+      each day's partition (bytes, mtime_ns), or None when it has none,
+      listed once per run.
+    - ``prechecked``: suite results a backfill computed ahead for its days'
+      check frames (:meth:`fairmon.pipelines.checks.gate.QualityGate.validate_many`),
+      keyed by (suite, subject, run name) with the digest of the frame and
+      parameters they hold for; a day's check of the same frame takes it.
+    - ``estimated``: a backfill's estimator tables computed ahead for its
+      days' checks (:func:`fairmon.pipelines.orchestration.flows.precheck_days`), keyed by
+      day with the digest of the counts they came from; the day's estimate
+      step takes them when its counts are the same.
+    - ``artifacts``: in a backfill, the thread that records the days'
+      Prefect artifacts (:func:`fairmon.pipelines.orchestration.flows.day_artifacts`)
+      while the next days run; the runner waits for it before the run ends.
+    - ``views``: the DuckDB views this run created, {view: SQL}
+      (:func:`fairmon.pipelines.storage.warehouse.refresh_views` creates only
+      those whose SQL changed).
+    - ``partitions``: the warehouse's partition files per table with their
+      columns, as the run's last view refresh saw them; a publish looks
+      again only at its own day's.
+    - ``ensured``: the idempotent DDL statements already run on the run's
+      DuckDB file (:func:`fairmon.pipelines.storage.db.ensure`), once a run.
+
+    ``lock`` guards these fields across the threads of a ``--concurrency`` backfill.
+    """
+
+    cfg: FairmonConfig
+    config_path: str = ""
+    docs_deferred: bool = False
+    generation: int = 0
+    range_counts: dict[dt.date, tuple[int, pl.DataFrame, pl.DataFrame, pl.DataFrame]] = field(default_factory=dict)
+    prefetched: dict[tuple[str, int, int], pl.DataFrame] = field(default_factory=dict)
+    books: dict[str, dict[str, float]] = field(default_factory=dict)
+    # per catalog table (engine = "spark"): each day's partition fingerprint (None: no partition), listed once a run
+    table_fingerprints: dict[str, dict[dt.date, tuple[int, int] | None]] = field(default_factory=dict)
+    prechecked: dict[tuple[str, str, str], tuple[str, object]] = field(default_factory=dict)
+    estimated: dict[dt.date, tuple[str, dict[str, pl.DataFrame]]] = field(default_factory=dict)
+    views: dict[str, str] = field(default_factory=dict)
+    partitions: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
+    ensured: set[str] = field(default_factory=set)
+    artifacts: ThreadPoolExecutor | None = None
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+
+    @property
+    def duckdb_path(self) -> Path:
+        """The run's DuckDB file."""
+        return self.cfg.duckdb_path
+
+
+_CURRENT: contextvars.ContextVar[Run | None] = contextvars.ContextVar("fairmon_run", default=None)
+
+
+@contextmanager
+def run_scope(run: Run) -> Iterator[Run]:
+    """Make ``run`` the current run for the block (and for threads started
+    with :func:`in_run`). Nested scopes restore the outer run on exit."""
+    token = _CURRENT.set(run)
+    try:
+        yield run
+    finally:
+        _CURRENT.reset(token)
+
+
+def active_run() -> Run | None:
+    """The run in scope, or None outside any run."""
+    return _CURRENT.get()
+
+
+@contextmanager
+def ensure_run(cfg: FairmonConfig, config_path: str = "") -> Iterator[Run]:
+    """The run in scope when there is one (a flow called by the runner), else
+    a new run of ``cfg`` for the block (a flow called directly). Raises
+    ValueError when the run in scope has another config: a run never mixes
+    configs."""
+    run = _CURRENT.get()
+    if run is not None:
+        if cfg is not run.cfg and cfg != run.cfg:
+            raise ValueError("a run cannot use two configs; start a new run for the other config")
+        yield run
+        return
+    with run_scope(Run(cfg, config_path)) as new:
+        yield new
+
+
+def ensured() -> set[str] | None:
+    """The current run's set of DDL statements already run
+    (:func:`fairmon.pipelines.storage.db.ensure`), or None outside a run
+    (every statement runs)."""
+    run = active_run()
+    return None if run is None else run.ensured
+
+
+def in_run(fn):
+    """Wrap ``fn`` to run in a copy of the calling context (the current run),
+    for a thread pool: ``pool.map(in_run(f), items)``."""
+    ctx = contextvars.copy_context()
+
+    def call(*args, **kwargs):
+        return ctx.copy().run(fn, *args, **kwargs)
+
+    return call
+
+
+def frames_digest(*frames: pl.DataFrame | None, extra=None) -> str:
+    """SHA-256 of the frames' schemas and values (Arrow IPC; None counts as
+    absent) and of ``extra`` (JSON-able), for the run's caches of results
+    computed ahead: equal digests mean equal inputs."""
+    h = hashlib.sha256()
+    for frame in frames:
+        buf = io.BytesIO()
+        if frame is not None:
+            frame.write_ipc(buf)
+        h.update(len(buf.getvalue()).to_bytes(8, "little") + buf.getvalue())
+    h.update(json.dumps(extra, sort_keys=True, default=str).encode())
+    return h.hexdigest()

@@ -1,0 +1,293 @@
+"""``fairmon audit-export`` and ``fairmon plan``: I/O around :mod:`fairmon.transforms.private.release`
+and :mod:`fairmon.transforms.planning.traffic`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from fairmon.pipelines.core.config import AuditConfig, ConfigError, FairmonConfig
+from fairmon.pipelines.ingest.adapters import window_start
+from fairmon.pipelines.ingest.staging import current_files
+from fairmon.pipelines.storage import db
+from fairmon.pipelines.storage.locking import project_lock
+from fairmon.pipelines.storage.warehouse import read_table
+from fairmon.transforms.contract import ATTR_PREFIX
+from fairmon.transforms.planning.traffic import (
+    plan_volumes,
+    random_volume_for_reo_se,
+    reo_se_for_volume,
+)
+from fairmon.transforms.private.release import (
+    audit_decision,
+    cell_error_bound,
+    dedupe_latest,
+    fairness_gap,
+    histogram_scale,
+    laplace_release,
+    min_sample_private,
+    score_distribution,
+    score_histograms,
+    seed_conditions,
+    survival_distribution,
+)
+
+
+class BudgetExceeded(RuntimeError):
+    """A release would spend more privacy budget than the data set has left."""
+
+
+def export_release(
+    cfg: FairmonConfig,
+    ds: dt.date,
+    attribute: str,
+    model: str,
+    epsilon: float,
+    *,
+    survival: bool = False,
+    out: Path | None = None,
+) -> dict:
+    """Release noisy per-group score histograms of qualified individuals for the
+    score window ending at ``ds`` (seed 000 §4.3.3, §5.1; DESIGN §4.6), record
+    every ε spent in the ledger, and write the release as JSON.
+
+    The score set comes from ``[audit] score_values | bins | edges`` and the
+    groups from ``[audit] public_group_sizes.<attribute>`` (public n_{a,q},
+    all of ε on the bins) or ``[audit] groups.<attribute>`` (n_{a,q} released
+    with noise: ε/2 bins, ε/2 sizes, two ledger rows). Rows are de-duplicated
+    on item_id over the window, keeping each item's latest row, so one
+    individual is one row. Every number in the JSON is either declared (config,
+    request) or noised, or computed from those alone; the returned dict adds a
+    ``platform_only`` entry (duplicate rows dropped, rows outside the declared
+    groups) that is not written to the release file.
+
+    Raises :class:`BudgetExceeded` (nothing released) when ε would overspend
+    ``audit.total_epsilon`` for this data set; ConfigError when the score set
+    or the attribute's groups are not declared, or when the window's qualified
+    counts differ from declared public sizes (the message does not say by
+    how much); ValueError when scores are not configured.
+    """
+    if cfg.scores is None:
+        raise ValueError("audit-export needs a [scores] section")
+    if attribute not in cfg.scores.attributes:
+        raise ValueError(f"attribute {attribute!r} is not one of {cfg.scores.attributes}")
+    if not epsilon > 0:
+        raise ValueError(f"epsilon must be > 0, got {epsilon}")
+    a = cfg.audit
+    a.score_bins(), a.release_groups(attribute)  # refuse undeclared bins/groups before touching data
+    w0 = window_start(ds, cfg.scores.window_days)
+    dataset = f"{cfg.resolve(cfg.scores.path)}#{model}"
+    with project_lock(cfg.duckdb_path, cfg.warehouse_path):
+        with db.connect(cfg.duckdb_path) as con:
+            files = current_files(cfg, "scores", ds)  # rows of the files the day needs now, nothing older
+            rows = db.query(con, "scores_audit_window", ds=ds, window_start=w0, files=files, model=model)
+        release_id = uuid.uuid4().hex
+        spent = 0.0
+
+        def record(parts: list[tuple[str, float]], n_dup: int) -> None:
+            nonlocal spent
+            what = f"{model} by {attribute}, {w0}..{ds}, {n_dup} duplicate item rows dropped"
+            with db.connect(cfg.duckdb_path) as con:
+                db.execute(con, "ledger_create")
+                with db.transaction(con):
+                    spent = db.query(con, "ledger_spent", dataset=dataset).item()
+                    if spent + epsilon > a.total_epsilon + 1e-12:
+                        raise BudgetExceeded(
+                            f"release refused: data set {dataset} has spent ε = {spent:g} of "
+                            f"{a.total_epsilon:g}; this release asks for {epsilon:g}"
+                        )
+                    for part, eps in parts:
+                        db.execute(
+                            con,
+                            "ledger_insert",
+                            dataset=dataset,
+                            release_id=f"{release_id}:{part}",
+                            epsilon=eps,
+                            description=f"{what}: noisy {part}",
+                        )
+
+        core, platform = private_release(a, rows, attribute, epsilon, survival=survival, before_noise=record)
+    release = {
+        "release_id": release_id,
+        "dataset": dataset,
+        "model": model,
+        "attribute": attribute,
+        "window": [str(w0), str(ds)],
+        "epsilon": epsilon,
+        "budget_spent": spent + epsilon,
+        "budget_total": a.total_epsilon,
+        **core,
+    }
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(json.dumps(release, indent=2))
+        tmp.replace(out)
+    return {**release, "platform_only": platform}
+
+
+def _rounded(P: np.ndarray) -> list[list[float | None]]:
+    return [[round(float(x), 6) if np.isfinite(x) else None for x in row] for row in P]
+
+
+def private_release(
+    a: AuditConfig,
+    rows: pl.DataFrame,
+    attribute: str,
+    epsilon: float,
+    *,
+    survival: bool = False,
+    before_noise: Callable[[list[tuple[str, float]], int], None] | None = None,
+) -> tuple[dict, dict]:
+    """The ε-DP release of one window's score rows (columns item_id, score,
+    outcome, ``attr__<attribute>``; oldest first), without I/O.
+
+    De-duplicates on item_id keeping the last row, builds n_{a,y} over the
+    declared bins and groups, calls ``before_noise(parts, n_duplicates)``
+    (the ledger: ``parts`` lists (name, ε) spent) and only then draws the noise.
+    Returns (the release's fields, platform-only diagnostics). Every number in
+    the first is declared (config, request), noised, or computed from those
+    alone. Raises ConfigError for undeclared bins/groups or for public sizes
+    that do not match the window's (de-duplicated) qualified counts."""
+    edges, labels = a.score_bins()
+    groups, public_sizes = a.release_groups(attribute)
+    rows, n_dup = dedupe_latest(rows)
+    g = rows.get_column(ATTR_PREFIX + attribute).to_numpy()
+    qualified = rows.get_column("outcome").to_numpy() == a.qualified_outcome
+    counts = score_histograms(rows.get_column("score").to_numpy(), g, qualified, np.array(edges), groups)
+    outside = int((qualified & ~np.isin(g, groups)).sum())
+    if public_sizes is not None and counts.sum(axis=1).tolist() != public_sizes:
+        raise ConfigError(
+            f"audit.public_group_sizes.{attribute}: the window's qualified individuals per group do not "
+            "match the declared public sizes; fix the declaration or declare audit.groups instead "
+            "(noisy sizes). Nothing was released."
+        )
+    hist_scale = histogram_scale(epsilon, public_sizes is not None)
+    parts = [("bins", epsilon)] if public_sizes is not None else [("bins", epsilon / 2), ("sizes", epsilon / 2)]
+    if before_noise is not None:
+        before_noise(parts, n_dup)
+    noisy = laplace_release(counts, hist_scale)
+    if public_sizes is None:
+        size_scale = 2.0 / epsilon  # ε/2 on a sensitivity-1 count vector (add/remove one individual)
+        sizes = laplace_release(counts.sum(axis=1), size_scale)
+    else:
+        size_scale, sizes = None, np.array(public_sizes)
+    P = score_distribution(noisy, sizes)
+    bound = cell_error_bound(sizes, hist_scale, len(labels), a.delta, size_scale)
+    efg = fairness_gap(P) if np.isfinite(P).any() else float("nan")
+    core = {
+        "privacy": {
+            "mechanism": "discrete Laplace, OpenDP make_laplace",
+            "neighbours": "one individual's score changes"
+            + (" (group sizes public)" if public_sizes is not None else "; or one individual added or removed"),
+            "bins_epsilon": parts[0][1],
+            "bins_scale": hist_scale,
+            "sizes_epsilon": None if public_sizes is not None else parts[1][1],
+            "sizes_scale": size_scale,
+        },
+        "qualified_outcome": a.qualified_outcome,
+        "score_bins": labels,
+        "bin_edges_declared": edges,
+        "groups": groups,
+        "group_sizes": "public (config)" if public_sizes is not None else "noisy",
+        "n_q": [int(x) for x in sizes],
+        "noisy_counts": noisy.tolist(),
+        "P": _rounded(P),
+        "P_formula": "noisy bin / n_q (seed 000 eq. 4)",
+        **audit_decision(efg, bound["t"], a.alpha),
+        "alpha": a.alpha,
+        "delta": a.delta,
+        "n_min_for_bound": bound["n_min"],
+        "required_n": min_sample_private(a.alpha, len(groups), len(labels), a.delta),
+        "seed_conditions_failed": seed_conditions(
+            bound["n_min"], a.alpha, a.delta, hist_scale, len(groups), len(labels)
+        ),
+    }
+    if survival:  # eq. 5's survival form, post-processing of the same release; not used in the decision
+        core["P_survival"] = _rounded(survival_distribution(P))
+    return core, {"duplicate_rows_dropped": n_dup, "qualified_rows_outside_declared_groups": outside}
+
+
+def plan_from_counts(
+    cfg: FairmonConfig,
+    start: dt.date,
+    end: dt.date,
+    epsilon: float,
+    delta: float,
+    target_se: float | None,
+    rec_rate: float | None = None,
+) -> tuple[pl.DataFrame, list[dict]]:
+    """Traffic planning from published group counts in start..end (latest day per
+    arm × attribute), seed 001 App. E (DESIGN §4.5).
+
+    Returns (summary, volumes). ``summary``: one row per arm × attribute with
+    the volumes the window holds, random rows per day (over the span the
+    random rows actually cover, not ``random_window_days``), the delta-method
+    SE of REO now, and the random volume for ``target_se`` (with why it is
+    infinite when the default-traffic term alone exceeds the target).
+    ``volumes``: per arm × attribute × method of
+    :data:`fairmon.transforms.planning.traffic.PLAN_METHODS`, n_rec and n_rand and the
+    days of current traffic each needs. Raises ValueError when there are no counts.
+    """
+    counts = read_table(cfg.warehouse_path, "group_counts")
+    if counts.is_empty():
+        raise ValueError(f"no group_counts under {cfg.warehouse_path}; run the pipeline first")
+    counts = counts.filter(pl.col("ds").is_between(start, end) & (pl.col("group") != "(missing)"))
+    if counts.is_empty():
+        raise ValueError(f"no group_counts between {start} and {end}")
+    day = counts.get_column("ds").max()
+    today = counts.filter(pl.col("ds") == day)
+    rows, volumes = [], []
+    for (arm, attribute), rec in today.filter(pl.col("traffic") == "default").group_by("arm", "attribute"):
+        rand = today.filter((pl.col("traffic") == "random") & (pl.col("attribute") == attribute))
+        groups = sorted(set(rec.get_column("group")) & set(rand.get_column("group")))
+        if not groups:
+            continue
+        n_rec = int(rec.get_column("n").sum())
+        n_rand = int(rand.get_column("n").sum())
+        span = (rand.get_column("window_end").max() - rand.get_column("window_start").min()).days + 1
+        Q = np.array([rec.filter(pl.col("group") == g).get_column("n_pos").sum() / n_rec for g in groups])
+        P = np.array([rand.filter(pl.col("group") == g).get_column("n_pos").sum() / n_rand for g in groups])
+        per_day = n_rand / span
+        se_now, _ = reo_se_for_volume(Q, P, n_rec, n_rand)
+        need = random_volume_for_reo_se(Q, P, n_rec, target_se) if target_se else float("nan")
+        why = None
+        if target_se and not np.isfinite(need):
+            floor, _ = reo_se_for_volume(Q, P, n_rec, float("inf"))
+            why = (
+                f"SE(REO) = {target_se} is out of reach with {n_rec} default rows: with unlimited random "
+                f"traffic the SE is still {floor:.4f}; more default traffic is needed"
+            )
+        rows.append(
+            {
+                "ds": day,
+                "arm": arm,
+                "attribute": attribute,
+                "groups": ", ".join(groups),
+                "n_rec": n_rec,
+                "n_rand_window": n_rand,
+                "rand_span_days": span,
+                "rand_per_day": per_day,
+                "se_reo_now": se_now,
+                "rand_for_target_se": need,
+                "days_for_target_se": need / per_day,
+                "target_se_note": why,
+            }
+        )
+        for v in plan_volumes(P, Q, epsilon, delta, rec_rate):
+            volumes.append(
+                {
+                    "arm": arm,
+                    "attribute": attribute,
+                    **v,
+                    "rand_days": v["n_rand"] / per_day if v["n_rand"] is not None else None,
+                    "rec_days": v["n_rec"] / n_rec if v["n_rec"] is not None else None,
+                }
+            )
+    return pl.DataFrame(rows).sort("attribute", "arm"), volumes

@@ -1,0 +1,157 @@
+"""SQL and documentation generated from the output-table registry
+(:mod:`fairmon.transforms.registry`, DESIGN §1 "Tables are declared once").
+
+The DuckDB file exposes the Parquet warehouse through views (one view per
+table over its partitions, and ``<table>_published``): there is no second
+copy of the outputs that could disagree with the files. Identifiers come only
+from the registry and are checked against ``[A-Za-z_][A-Za-z0-9_]*`` (and
+double-quoted); values are bound parameters, except the warehouse path inside
+a view definition, which DuckDB cannot bind and which is quoted as a literal.
+``python -m fairmon.pipelines.storage.ddl --markdown`` prints
+the data dictionary that ``docs/tables.md`` holds (``make docs``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Collection
+from pathlib import Path
+
+import polars as pl
+
+from fairmon.transforms.registry import IDENTIFIER, TABLES, Table, table
+
+#: DuckDB type of each Polars dtype the registry uses.
+DUCKDB_TYPES: dict[pl.DataType, str] = {
+    pl.String: "VARCHAR",
+    pl.Int64: "BIGINT",
+    pl.Float64: "DOUBLE",
+    pl.Boolean: "BOOLEAN",
+    pl.Date: "DATE",
+}
+
+
+def ident(name: str) -> str:
+    """``name`` double-quoted as an SQL identifier. Raises ValueError unless it
+    matches ``[A-Za-z_][A-Za-z0-9_]*`` (so it needs no escaping)."""
+    if not IDENTIFIER.fullmatch(name):
+        raise ValueError(f"{name!r} is not an identifier [A-Za-z_][A-Za-z0-9_]*")
+    return f'"{name}"'
+
+
+def duckdb_type(dtype: pl.DataType) -> str:
+    """The DuckDB column type for a registry dtype. Raises KeyError for a dtype the registry may not use."""
+    try:
+        return DUCKDB_TYPES[dtype]
+    except KeyError:
+        raise KeyError(f"no DuckDB type declared for {dtype}") from None
+
+
+def sql_string(value: str) -> str:
+    """``value`` as an SQL string literal (quotes doubled). Only for what DuckDB
+    cannot bind: the warehouse path inside a view definition."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def parquet_glob(warehouse: Path, name: str) -> str:
+    """The glob of every partition file of table ``name``."""
+    return str(warehouse.resolve() / table(name).name / "ds=*" / "part-0.parquet")
+
+
+def table_view_sql(name: str, warehouse: Path, present: Collection[str] | None) -> str:
+    """The DuckDB view ``name`` over the table's Parquet partitions (the one
+    copy of the outputs, DESIGN §1), with the registry's columns, order and
+    types (``ds`` from the partition path; a column missing from every file,
+    e.g. one added after older partitions were written, reads as NULL).
+    ``present`` holds the names of the columns the files have (``ds`` among
+    them), or is None when the table has no partition yet (an empty, typed view)."""
+    t = table(name)
+    if present is None:
+        cols = ", ".join(f"NULL::{duckdb_type(c.dtype)} AS {ident(c.name)}" for c in t.stored_columns)
+        return f"CREATE OR REPLACE VIEW {ident(t.name)} AS SELECT {cols} WHERE false"
+    cols = ", ".join(
+        f"CAST({ident(c.name)} AS {duckdb_type(c.dtype)}) AS {ident(c.name)}"
+        if c.name in present
+        else f"NULL::{duckdb_type(c.dtype)} AS {ident(c.name)}"
+        for c in t.stored_columns
+    )
+    return f"CREATE OR REPLACE VIEW {ident(t.name)} AS SELECT {cols} FROM {read_parquet_sql(warehouse, name)}"
+
+
+def read_parquet_sql(warehouse: Path, name: str) -> str:
+    """``read_parquet(...)`` of table ``name``'s partitions, ``ds`` typed DATE from the path."""
+    return (
+        f"read_parquet({sql_string(parquet_glob(warehouse, name))}, hive_partitioning = true, "
+        "hive_types = {'ds': DATE}, union_by_name = true)"
+    )
+
+
+def published_view_sql(name: str) -> str:
+    """``<name>_published``: the rows of days whose latest run (by start time)
+    published, and only the rows that run wrote (same ``run_id``): a day whose
+    latest run failed, was quarantined or was killed is not published, and a
+    day whose tables disagree on the run is not either (DESIGN §3).
+    Raises ValueError for a table declared without a published view."""
+    t = table(name)
+    if not t.published_view:
+        raise ValueError(f"table {name!r} has no published view")
+    return (
+        f"CREATE OR REPLACE VIEW {ident(t.name + '_published')} AS\n"
+        f"SELECT t.* FROM {ident(t.name)} AS t JOIN {ident('published_runs')} AS r\n"
+        "  ON t.ds = r.ds AND t.run_id = r.run_id"
+    )
+
+
+def _markdown_table(t: Table) -> list[str]:
+    out = [
+        f"## `{t.name}`",
+        "",
+        t.description,
+        "",
+        f"- key: {', '.join(f'`{k}`' for k in t.key)}",
+        f"- gate suite: `expectations/{t.suite}.json`",
+        f"- published view: {'`' + t.name + '_published`' if t.published_view else 'none'}",
+        f"- source: {t.source}",
+        "",
+        "| column | type | unit | meaning |",
+        "|---|---|---|---|",
+    ]
+    out += [
+        f"| `{c.name}` | {duckdb_type(c.dtype)} | {c.unit} | {c.meaning.replace('|', '∣')} |" for c in t.stored_columns
+    ]
+    return [*out, ""]
+
+
+def tables_markdown() -> str:
+    """The data dictionary (``docs/tables.md``): every output table with its key,
+    suite, view and source, and every column with type, unit and meaning."""
+    lines = [
+        "# Output tables",
+        "",
+        "Generated from the registry in `transforms/registry.py` by `make docs`; do not edit by hand.",
+        "Every table is Hive-partitioned Parquet, `<warehouse>/<table>/ds=YYYY-MM-DD/part-0.parquet`",
+        "(the `ds` column lives in the path), one partition per run day (DESIGN §3).",
+        "",
+    ]
+    for t in TABLES.values():
+        lines += _markdown_table(t)
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m fairmon.pipelines.storage.ddl --markdown``: print the data dictionary;
+    ``--sql NAME``: print table NAME's generated view."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--markdown", action="store_true", help="print docs/tables.md")
+    ap.add_argument("--sql", metavar="TABLE", help="print the table's generated view")
+    args = ap.parse_args(argv)
+    if args.markdown:
+        sys.stdout.write(tables_markdown())
+    if args.sql:
+        print(table_view_sql(args.sql, Path("<warehouse>"), {c.name: "" for c in table(args.sql).stored_columns}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,507 @@
+"""Envy-freeness audit of a recommender (seed 004; DESIGN §4.7).
+
+User m envies user n when m would get more reward from n's recommendation
+policy than from their own (seed 004 eq. 1, Def. 3.1). Nothing in the logs of
+ordinary traffic shows that: it takes *swap traffic*, rows where m was served
+what n's policy would have chosen. This module holds the estimators; it does
+no I/O.
+
+* :func:`utilities` — u^m(π^n) for known preferences and policies (eq. 1).
+* :func:`lil_beta`, :func:`confidence_bounds` — the anytime confidence
+  sequence of Lemma 4 (law of the iterated logarithm, σ-subgaussian rewards).
+* :func:`freedman_phi` — the martingale bound φ of Lemma 5 in Freedman's form
+  (DESIGN §4.7 explains why not the printed one).
+* :func:`ocef_decisions` — OCEF's stopping rules (Alg. 1 lines 7–9) applied to
+  accumulated per-user × arm counts, vectorised over users.
+* :func:`ocef_online` — OCEF as the interactive bandit loop with the
+  conservative-exploration check (eq. 4), vectorised over independent runs.
+* :func:`audit_sizes`, :func:`audit_verdict` — AUDIT (Alg. 2, Th. 2).
+* :func:`group_envy` — group utilities U(g, g') (App. B, eq. 6) and their
+  differences with a normal CI and anytime-valid bounds.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import polars as pl
+
+from fairmon.transforms.reo.multiplicity import bh_q_values
+
+#: Rewards in [0, 1] are 1/2-subgaussian (seed 004 App. E, before Lemma 4).
+SIGMA = 0.5
+#: ω of Lemma 4. Any ω in (0, 1) is valid; 0.01 gives the narrowest bounds at
+#: the sample sizes an audit reaches (β at N = 1000, 10 arms, δ = 0.05:
+#: 0.106 at ω = 0.01, 0.113 at 0.1, 0.144 at 0.5).
+OMEGA = 0.01
+
+DECISIONS = ("envy", "eps_no_envy", "undecided")
+
+
+def _check_delta(delta: float) -> None:
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must lie in (0, 1), got {delta}")
+
+
+def utilities(rho: np.ndarray, pi: np.ndarray, q: np.ndarray | None = None) -> np.ndarray:
+    """u^m(π^n) for every pair of users (seed 004 eq. 1).
+
+    ``rho``: expected rewards ρ^m(a|x), shape (M, A) or (M, X, A), in [0, 1].
+    ``pi``: policies π^n(a|x), shape (N, A) or (N, X, A), rows summing to 1
+    over actions. ``q``: context distributions q^m(x), shape (M, X); uniform
+    when omitted (ignored without contexts). Returns U of shape (M, N) with
+    U[m, n] = Σ_x q^m(x) Σ_a π^n(a|x) ρ^m(a|x), so the diagonal is each user's
+    own utility when M = N and row m of ``pi`` is user m's policy.
+    Raises ValueError on mismatched shapes or policies that do not sum to 1.
+    """
+    rho = np.asarray(rho, dtype=float)
+    pi = np.asarray(pi, dtype=float)
+    if rho.ndim == 2:
+        rho, pi = rho[:, None, :], pi[:, None, :] if pi.ndim == 2 else pi
+    if rho.ndim != 3 or pi.ndim != 3 or rho.shape[1:] != pi.shape[1:]:
+        raise ValueError(f"rho {rho.shape} and pi {pi.shape} must share (contexts, actions)")
+    if not np.allclose(pi.sum(axis=2), 1.0, atol=1e-9):
+        raise ValueError("every policy must sum to 1 over actions in every context")
+    X = rho.shape[1]
+    q = np.full((rho.shape[0], X), 1.0 / X) if q is None else np.asarray(q, dtype=float)
+    if q.shape != (rho.shape[0], X):
+        raise ValueError(f"q must have shape {(rho.shape[0], X)}, got {q.shape}")
+    return np.einsum("mx,mxa,nxa->mn", q, rho, pi)
+
+
+def lil_beta(
+    n: np.ndarray | float, n_arms: np.ndarray | int, delta: float, *, sigma: float = SIGMA, omega: float = OMEGA
+) -> np.ndarray:
+    """Half-width β_k(t) of the anytime confidence sequence (seed 004 Lemma 4).
+
+    ``n``: pulls N_k(t) of the arm (≥ 0; any shape). ``n_arms``: K + 1, the
+    number of arms the union bound covers (the baseline included), broadcast
+    against ``n``. ``delta``: Lemma 4 holds with probability 1 − δ/2 for every
+    t and arm at once. β = sqrt(2σ²(1+√ω)²(1+ω)/N) · sqrt(log(2(K+1)/θ ·
+    log((1+ω)N))) with θ = log(1+ω)·(ωδ/(2(2+ω)))^{1/(1+ω)}. At N = 0 the
+    value is β at N = 1 plus one (the seed's convention: larger than at
+    N = 1, so β decreases in N; with μ̂ = 0 the interval still covers [0, 1]).
+    Raises ValueError for δ or ω outside (0, 1) or negative counts.
+    """
+    _check_delta(delta)
+    if not 0 < omega < 1:
+        raise ValueError(f"omega must lie in (0, 1), got {omega}")
+    n = np.asarray(n, dtype=float)
+    if (n < 0).any():
+        raise ValueError("pull counts must be >= 0")
+    arms = np.asarray(n_arms, dtype=float)
+    theta = math.log1p(omega) * (omega * delta / (2 * (2 + omega))) ** (1 / (1 + omega))
+    scale = 2 * sigma**2 * (1 + math.sqrt(omega)) ** 2 * (1 + omega)
+
+    def at(m):
+        return np.sqrt(scale / m * np.log(2 * arms / theta * np.log((1 + omega) * m)))
+
+    m = np.maximum(n, 1.0)
+    return np.where(n >= 1, at(m), at(np.ones_like(m)) + 1.0)
+
+
+def confidence_bounds(
+    n: np.ndarray, reward_sum: np.ndarray, n_arms: np.ndarray | int, delta: float, *, omega: float = OMEGA
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(μ̂, lower, upper) of Lemma 4 for arms with ``n`` pulls and reward sums
+    ``reward_sum`` (rewards in [0, 1]; same shapes). μ̂ = 0 where n = 0.
+    Source: seed 004 Lemma 4. Raises as :func:`lil_beta`."""
+    n = np.asarray(n, dtype=float)
+    s = np.asarray(reward_sum, dtype=float)
+    mean = np.divide(s, n, out=np.zeros_like(s), where=n > 0)
+    beta = lil_beta(n, n_arms, delta, omega=omega)
+    return mean, mean - beta, mean + beta
+
+
+def freedman_phi(n_explore: np.ndarray | float, delta: float, *, sigma: float = SIGMA) -> np.ndarray:
+    """φ(t) bounding |Σ_{s∈A_{t−1}} (μ_{k_s} − r_s)| (seed 004 Lemma 5, used in eq. 4).
+
+    ``n_explore``: |A_{t−1}|, the rounds so far that pulled a non-baseline arm.
+    Freedman's inequality in its usual form: σ·sqrt(2|A|L) + (2/3)L with
+    L = log(6|A|²/δ); the printed Lemma 5 puts (2/3)L under the root, which
+    is smaller than Freedman's bound (DESIGN §4.7). 0 when |A| = 0.
+    """
+    _check_delta(delta)
+    a = np.asarray(n_explore, dtype=float)
+    safe = np.maximum(a, 1.0)
+    L = np.log(6 * safe**2 / delta)
+    return np.where(a > 0, sigma * np.sqrt(2 * safe * L) + (2.0 / 3.0) * L, 0.0)
+
+
+def ocef_decisions(counts: pl.DataFrame, *, delta: float, epsilon: float, omega: float = OMEGA) -> pl.DataFrame:
+    """OCEF's decisions on accumulated logs, one row per target user (seed 004 Alg. 1 lines 7–9).
+
+    ``counts``: one row per (user_id, donor) with columns ``user_id``,
+    ``donor`` (whose policy served the rows: null, or the user's own id, for
+    the user's own policy; another user's id for a swap donor), ``n``
+    (pulls) and ``reward_sum`` (sum of rewards in [0, 1]). ``delta`` is
+    the δ each user's certificate is run at (AUDIT passes δ/(3M̃)), and the
+    union bound of Lemma 4 covers that user's arms: its donors plus 1.
+    Because Lemma 4's bounds hold at every t at once, the stopping rules may
+    be applied to whatever has accumulated (an offline reading of the
+    interactive loop): ``envy`` when some donor's lower bound exceeds the
+    own policy's upper bound; ``eps_no_envy`` when every donor's upper bound
+    is ≤ own lower bound + ε; otherwise ``undecided``. A user without own
+    pulls or without donors is ``undecided`` (reason says which).
+
+    Returns user_id, n_donors, n_own, mean_own, lower_own, upper_own,
+    best_donor_mean, max_donor_lower, max_donor_upper, decision, reason.
+    Raises ValueError on missing columns, negative counts or sums outside [0, n].
+    """
+    need = {"user_id", "donor", "n", "reward_sum"}
+    if missing := need - set(counts.columns):
+        raise ValueError(f"counts: missing columns {sorted(missing)}")
+    if counts.height and (
+        (counts["n"] < 0).any() or (counts["reward_sum"] < 0).any() or (counts["reward_sum"] > counts["n"]).any()
+    ):
+        raise ValueError("counts: n must be >= 0 and 0 <= reward_sum <= n")
+    _check_delta(delta)
+    own = pl.col("donor").is_null() | (pl.col("donor").cast(pl.String) == pl.col("user_id").cast(pl.String))
+    c = (
+        counts.with_columns(pl.when(own).then(None).otherwise(pl.col("donor").cast(pl.String)).alias("donor"))
+        .group_by("user_id", "donor")
+        .agg(pl.col("n").sum(), pl.col("reward_sum").sum())
+        .with_columns(pl.col("donor").is_not_null().alias("is_donor"))
+    )
+    c = c.with_columns(pl.col("is_donor").sum().over("user_id").alias("n_donors"))
+    n, s = c["n"].to_numpy(), c["reward_sum"].to_numpy()
+    mean, lo, hi = confidence_bounds(n, s, c["n_donors"].to_numpy() + 1, delta, omega=omega)
+    c = c.with_columns(pl.Series("mean", mean), pl.Series("lower", lo), pl.Series("upper", hi))
+    own = c.filter(~pl.col("is_donor")).select(
+        "user_id",
+        pl.col("n").alias("n_own"),
+        pl.col("mean").alias("mean_own"),
+        pl.col("lower").alias("lower_own"),
+        pl.col("upper").alias("upper_own"),
+    )
+    don = (
+        c.filter(pl.col("is_donor"))
+        .group_by("user_id")
+        .agg(
+            pl.len().alias("n_donors"),
+            pl.col("mean").max().alias("best_donor_mean"),
+            pl.col("lower").max().alias("max_donor_lower"),
+            pl.col("upper").max().alias("max_donor_upper"),
+        )
+    )
+    out = own.join(don, on="user_id", how="full", coalesce=True).with_columns(
+        pl.col("n_donors").fill_null(0), pl.col("n_own").fill_null(0)
+    )
+    out = out.with_columns(
+        pl.when(pl.col("n_own") == 0)
+        .then(pl.lit("undecided"))
+        .when(pl.col("n_donors") == 0)
+        .then(pl.lit("undecided"))
+        .when(pl.col("max_donor_lower") > pl.col("upper_own"))
+        .then(pl.lit("envy"))
+        .when(pl.col("max_donor_upper") <= pl.col("lower_own") + epsilon)
+        .then(pl.lit("eps_no_envy"))
+        .otherwise(pl.lit("undecided"))
+        .alias("decision"),
+        pl.when(pl.col("n_own") == 0)
+        .then(pl.lit("no rows from the user's own policy"))
+        .when(pl.col("n_donors") == 0)
+        .then(pl.lit("no swap rows (no donor policy)"))
+        .when(pl.col("max_donor_lower") > pl.col("upper_own"))
+        .then(pl.lit("a donor's lower bound exceeds the own upper bound"))
+        .when(pl.col("max_donor_upper") <= pl.col("lower_own") + epsilon)
+        .then(pl.lit("every donor's upper bound is within epsilon of the own lower bound"))
+        .otherwise(pl.lit("bounds still overlap"))
+        .alias("reason"),
+    )
+    cols = [
+        "user_id",
+        "n_donors",
+        "n_own",
+        "mean_own",
+        "lower_own",
+        "upper_own",
+        "best_donor_mean",
+        "max_donor_lower",
+        "max_donor_upper",
+        "decision",
+        "reason",
+    ]
+    return out.select(cols).sort("user_id")
+
+
+def audit_sizes(delta: float, lam: float, gamma: float) -> tuple[int, int]:
+    """(M̃, K) of AUDIT: target users to sample and donors per target (seed 004 Alg. 2, Th. 2).
+
+    M̃ = ⌈log(3/δ)/λ⌉ and K = ⌈log(3M̃/δ)/log(1/(1−γ))⌉. ``delta`` in (0, 1),
+    ``lam`` (λ, the share of users allowed to be envious) and ``gamma`` (γ,
+    the share of other users one may envy) in (0, 1). Raises ValueError
+    outside those ranges.
+    """
+    _check_delta(delta)
+    for name, v in (("lambda", lam), ("gamma", gamma)):
+        if not 0 < v < 1:
+            raise ValueError(f"{name} must lie in (0, 1), got {v}")
+    m = math.ceil(math.log(3 / delta) / lam)
+    k = math.ceil(math.log(3 * m / delta) / math.log(1 / (1 - gamma)))
+    return m, k
+
+
+def audit_verdict(users: pl.DataFrame, *, delta: float, lam: float, gamma: float) -> dict:
+    """AUDIT's system verdict from per-user certificates (seed 004 Alg. 2, Th. 2).
+
+    ``users``: :func:`ocef_decisions` output, computed at δ/(3·targets) where
+    targets = max(M̃, users logged) (more targets and donors than M̃ and K
+    only strengthen both halves of Th. 2's argument). Returns a dict with
+    ``M_tilde``, ``K``, ``targets``, ``min_donors``, ``design_ok`` and its
+    ``design_reason``, counts per decision, and ``verdict``:
+    ``not_envy_free`` as soon as any target is ``envy`` (needs no design
+    condition: that user's envy is certified on its own); ``envy_free``
+    ((ε, γ, λ)-envy-free) only when the design holds and every target is
+    ``eps_no_envy``; else ``undecided``. The design cannot show that targets
+    and donors were drawn uniformly; it is checked for size (≥ M̃ targets,
+    each with ≥ K donors) and is only as good as the logging that drew them.
+    """
+    m_tilde, k = audit_sizes(delta, lam, gamma)
+    counts = {d: int((users["decision"] == d).sum()) for d in DECISIONS}
+    targets = users.height
+    min_donors = int(users["n_donors"].min()) if targets else 0
+    reasons = []
+    if targets < m_tilde:
+        reasons.append(f"{targets} target users logged, AUDIT needs {m_tilde}")
+    if targets and min_donors < k:
+        reasons.append(f"a target has {min_donors} donors, AUDIT needs {k}")
+    design_ok = not reasons
+    if counts["envy"]:
+        verdict = "not_envy_free"
+    elif design_ok and counts["eps_no_envy"] == targets:
+        verdict = "envy_free"
+    else:
+        verdict = "undecided"
+    return {
+        "M_tilde": m_tilde,
+        "K": k,
+        "targets": targets,
+        "min_donors": min_donors,
+        "design_ok": design_ok,
+        "design_reason": "; ".join(reasons) if reasons else "targets and donors per target suffice",
+        "n_envy": counts["envy"],
+        "n_eps_no_envy": counts["eps_no_envy"],
+        "n_undecided": counts["undecided"],
+        "verdict": verdict,
+    }
+
+
+def ocef_online(
+    mu: np.ndarray,
+    *,
+    delta: float,
+    alpha: float,
+    epsilon: float,
+    runs: int,
+    rng: np.random.Generator,
+    max_steps: int = 200_000,
+    omega: float = OMEGA,
+) -> dict[str, np.ndarray]:
+    """OCEF as the interactive loop on Bernoulli arms (seed 004 Alg. 1), ``runs`` independent runs at once.
+
+    ``mu``: true means, shape (K+1,) shared by all runs or (runs, K+1) (one
+    target user per run, as AUDIT runs OCEF for many users at once), arm 0
+    the baseline (the user's own policy). Each round picks ℓ_t uniformly from the active set, pulls the
+    baseline instead when β_0 > min_{k∈S} β_k or ξ_t < 0 (eq. 4 with
+    Φ(t) = min(Σ_k β_k N_k, φ(t)), φ from :func:`freedman_phi`), updates the
+    Lemma 4 bounds, drops arms whose upper bound is ≤ μ̲_0 + ε, and stops
+    with ``envy`` (line 8) or ``eps_no_envy`` (line 9). Runs still going at
+    ``max_steps`` end ``undecided``.
+
+    Returns arrays of length ``runs``: ``decision`` (str), ``duration``
+    (rounds), ``cost`` (τμ_0 − Σ μ_{k_s}, the reward lost against always
+    showing the user's own policy; negative when there is envy), and
+    ``violated`` (True if the conservative constraint (3), with the true
+    means, failed at some round). Raises ValueError for means outside [0, 1]
+    or α outside (0, 1].
+    """
+    mu = np.asarray(mu, dtype=float)
+    if mu.ndim == 1:
+        mu = np.broadcast_to(mu, (runs, mu.size))
+    if mu.ndim != 2 or mu.shape[0] != runs or mu.shape[1] < 2 or ((mu < 0) | (mu > 1)).any():
+        raise ValueError("mu must hold at least 2 means in [0, 1], shape (K+1,) or (runs, K+1)")
+    if not 0 < alpha <= 1:
+        raise ValueError(f"alpha must lie in (0, 1], got {alpha}")
+    _check_delta(delta)
+    K = mu.shape[1] - 1
+    R = runs
+    N = np.zeros((R, K + 1))
+    S = np.zeros((R, K + 1))
+    active = np.ones((R, K), dtype=bool)
+    sum_explore = np.zeros(R)  # Σ_{s∈A} r_s
+    n_explore = np.zeros(R)  # |A|
+    cum_mu = np.zeros(R)
+    violated = np.zeros(R, dtype=bool)
+    decision = np.full(R, "undecided", dtype=object)
+    duration = np.full(R, max_steps)
+    cost = np.full(R, np.nan)
+    live = np.arange(R)
+    rows = np.arange(R)
+    # β depends on the pull count only (K and δ fixed): one table, looked up each round
+    table = lil_beta(np.arange(max_steps + 1), K + 1, delta, omega=omega)
+    for t in range(1, max_steps + 1):
+        if live.size == 0:
+            break
+        n, s, act = N[live], S[live], active[live]
+        r = live.size
+        beta = table[n.astype(np.int64)]
+        mean = np.divide(s, n, out=np.zeros_like(s), where=n > 0)
+        lower, upper = mean - beta, mean + beta
+        # ℓ_t uniform over the active set
+        pick = np.where(act, rng.random((r, K)), -1.0).argmax(axis=1) + 1
+        min_beta = np.where(act, beta[:, 1:], np.inf).min(axis=1)
+        phi = np.minimum((beta[:, 1:] * n[:, 1:]).sum(axis=1), freedman_phi(n_explore[live], delta))
+        xi = sum_explore[live] - phi + lower[rows[:r], pick] + (n[:, 0] - (1 - alpha) * t) * upper[:, 0]
+        k_t = np.where((beta[:, 0] > min_beta) | (xi < 0), 0, pick)
+        mu_t = mu[live, k_t]
+        reward = (rng.random(r) < mu_t).astype(float)
+        N[live, k_t] += 1
+        S[live, k_t] += reward
+        explore = k_t != 0
+        sum_explore[live] += reward * explore
+        n_explore[live] += explore
+        cum_mu[live] += mu_t
+        violated[live] |= cum_mu[live] < (1 - alpha) * t * mu[live, 0] - 1e-12
+        n, s = N[live], S[live]
+        mean = s / np.maximum(n, 1)
+        beta = table[n.astype(np.int64)]
+        lower, upper = mean - beta, mean + beta
+        act = act & (upper[:, 1:] > lower[:, [0]] + epsilon)
+        active[live] = act
+        envy = (act & (lower[:, 1:] > upper[:, [0]])).any(axis=1)
+        free = ~act.any(axis=1)
+        stop = envy | free
+        if stop.any():
+            done = live[stop]
+            decision[done] = np.where(envy[stop], "envy", "eps_no_envy")
+            duration[done] = t
+            cost[done] = t * mu[done, 0] - cum_mu[done]
+            live = live[~stop]
+    if live.size:
+        cost[live] = max_steps * mu[live, 0] - cum_mu[live]
+    return {"decision": decision, "duration": duration, "cost": cost, "violated": violated}
+
+
+def bandit_problem(name: str, n_arms: int = 10) -> np.ndarray:
+    """Means of seed 004's bandit problems P1–P4 (App. D.1; DESIGN §5), ``n_arms`` arms with arm 0 the baseline.
+
+    P1: μ_0 = 0.6, others 0.3. P2: μ_0 = 0.3, μ_1 = 0.6, others 0.3.
+    P3: μ_k = 0.7 − 0.7 (k/10)^0.6. P4: P3 with μ_0 and μ_1 swapped.
+    Raises ValueError for another name.
+    """
+    k = np.arange(n_arms, dtype=float)
+    if name == "P1":
+        return np.where(k == 0, 0.6, 0.3)
+    if name == "P2":
+        return np.where(k == 1, 0.6, 0.3)
+    p3 = 0.7 - 0.7 * (k / 10) ** 0.6
+    if name == "P3":
+        return p3
+    if name == "P4":
+        p4 = p3.copy()
+        p4[[0, 1]] = p3[[1, 0]]
+        return p4
+    raise ValueError(f"unknown bandit problem {name!r}; P1, P2, P3 or P4")
+
+
+def group_envy(
+    day: pl.DataFrame,
+    window: pl.DataFrame,
+    *,
+    epsilon: float,
+    delta: float,
+    level: float = 0.95,
+    omega: float = OMEGA,
+) -> pl.DataFrame:
+    """Group envy per ordered pair of groups of one attribute (seed 004 App. B, eq. 6; DESIGN §4.7).
+
+    ``day`` and ``window``: counts with columns ``group`` (the target users'
+    group g), ``donor_group`` (g' whose users' policies served the swap rows;
+    null for rows of the users' own policy, i.e. their default traffic),
+    ``n`` and ``n_pos`` (rows and positive rewards). ``day`` holds one day,
+    ``window`` everything accumulated up to and including it.
+    U(g, g') = n_pos/n of the (g, g') swap cell: with donors drawn uniformly
+    from g' it estimates eq. 6. ``U_own`` = n_pos/n of g's own-policy rows,
+    the mean of u^m(π^m) over g's users: eq. 6's U(g, g) (g served by its
+    group's average policy) only when users within g are alike (Prop. 2),
+    and the comparison an envy audit is about. A swap cell with g' = g
+    (donors from the same group) is reported like any other pair.
+
+    Per (g, g') with swap rows in the window and own rows for g: ``diff`` =
+    U(g, g') − U_own(g) on the day with a normal (Wald) CI at ``level`` and
+    a one-sided p-value for H0: diff ≤ 0, BH q-values over the attribute's
+    pairs; ``anytime_lower``/``anytime_upper`` from Lemma 4 over the window
+    (union bound over all the attribute's cells), valid however many days
+    are looked at; ``verdict``: ``envy`` when anytime_lower > 0,
+    ``eps_envy_free`` when anytime_upper ≤ ε, else ``undecided``. Both
+    intervals treat rows as independent; rows of one user are not, so they
+    are optimistic when users repeat.
+
+    Group envy-freeness says nothing about individuals unless users within a
+    group have similar preferences and policies (Prop. 2).
+    Raises ValueError on missing columns.
+    """
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
+    need = {"group", "donor_group", "n", "n_pos"}
+    for name, f in (("day", day), ("window", window)):
+        if missing := need - set(f.columns):
+            raise ValueError(f"{name}: missing columns {sorted(missing)}")
+    _check_delta(delta)
+    z = stats.norm.ppf(0.5 + level / 2)
+
+    def cells(f):
+        return f.group_by("group", "donor_group").agg(pl.col("n").sum(), pl.col("n_pos").sum())
+
+    d, w = cells(day), cells(window)
+    n_cells = max(w.height, 1)
+    own_d = d.filter(pl.col("donor_group").is_null()).select(
+        "group", pl.col("n").alias("n_own"), pl.col("n_pos").alias("pos_own")
+    )
+    own_w = w.filter(pl.col("donor_group").is_null()).select(
+        "group", pl.col("n").alias("wn_own"), pl.col("n_pos").alias("wpos_own")
+    )
+    cross = (
+        w.filter(pl.col("donor_group").is_not_null())
+        .rename({"n": "wn_cross", "n_pos": "wpos_cross"})
+        .join(d.rename({"n": "n_cross", "n_pos": "pos_cross"}), on=["group", "donor_group"], how="left")
+        .join(own_d, on="group", how="left")
+        .join(own_w, on="group", how="inner")
+        .fill_null(0)
+        .sort("group", "donor_group")
+    )
+    n_c, p_c = cross["n_cross"].to_numpy().astype(float), cross["pos_cross"].to_numpy().astype(float)
+    n_o, p_o = cross["n_own"].to_numpy().astype(float), cross["pos_own"].to_numpy().astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u_c, u_o = p_c / n_c, p_o / n_o
+        diff = u_c - u_o
+        se = np.sqrt(u_c * (1 - u_c) / n_c + u_o * (1 - u_o) / n_o)
+        p = np.where(se > 0, stats.norm.sf(diff / se), np.where(diff > 0, 0.0, 1.0))
+    p = np.where(np.isfinite(diff), p, np.nan)
+    _, lo_c, hi_c = confidence_bounds(cross["wn_cross"], cross["wpos_cross"], n_cells, delta, omega=omega)
+    _, lo_o, hi_o = confidence_bounds(cross["wn_own"], cross["wpos_own"], n_cells, delta, omega=omega)
+    a_lo, a_hi = lo_c - hi_o, hi_c - lo_o
+    verdict = np.where(a_lo > 0, "envy", np.where(a_hi <= epsilon, "eps_envy_free", "undecided"))
+    return pl.DataFrame(
+        {
+            "group": cross["group"],
+            "donor_group": cross["donor_group"],
+            "n_cross": n_c.astype(np.int64),
+            "n_own": n_o.astype(np.int64),
+            "U_cross": u_c,
+            "U_own": u_o,
+            "diff": diff,
+            "se": se,
+            "ci_low": diff - z * se,
+            "ci_high": diff + z * se,
+            "p_value": p,
+            "q_value": bh_q_values(p),
+            "window_n_cross": cross["wn_cross"].cast(pl.Int64),
+            "window_n_own": cross["wn_own"].cast(pl.Int64),
+            "anytime_lower": a_lo,
+            "anytime_upper": a_hi,
+            "verdict": verdict,
+        }
+    )

@@ -1,0 +1,1 @@
+"""Reachability and stability of a matrix-factorisation recommender (seed 003)."""

@@ -1,0 +1,311 @@
+"""A/B differences in fairness between experiment arms (seed 001 App. D-G).
+
+For a control arm C and a treatment arm T measured against the same random
+traffic (shared P̂), the quantities are D_REO = REO_T − REO_C and
+D_k = ΔU_k^T − ΔU_k^C. Methods (DESIGN §4.1):
+
+* ``delta`` (default): joint delta method through the shared P̂,
+  Var(D) = Σ g_T²/(Q_T n_T) + Σ g_C²/(Q_C n_C) + Σ (g_T − g_C)²/(P n_rand),
+  with g = ∂metric/∂log U (see :mod:`fairmon.transforms.reo.estimate`);
+* ``delta_paper``: Algorithm 2 as printed, SE = sqrt(SE_T² + SE_C²) with the
+  paper's diagonal single-arm SEs; it ignores that both arms share P̂, so it
+  is far too wide when both arms favour the same group and too narrow
+  (coverage 0.81–0.86) when a treatment flips which group is favoured —
+  kept for comparison with the paper, not as a default;
+* ``partition``: Algorithm 3, the rows of each arm and of the random traffic
+  split at random into M folds (multivariate hypergeometric on the count
+  tables), the metric computed per fold; fold m of both arms uses random
+  fold m, so the per-fold differences are paired: a paired t on M − 1
+  degrees of freedom (the unpaired Welch form under-covers, 0.74–0.88, when
+  a treatment flips the favoured group);
+* ``bootstrap``: Algorithm 4, both arms and the shared random traffic
+  resampled together (multinomial on the count tables), B replicates;
+  percentile CI, SE = bootstrap sd, normal two-sided p-value.
+
+Every method reports the same point estimate (the full-data difference); they
+differ in SE, CI and p-value. Normal CIs use z, Welch CIs use t_ν.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from fairmon.transforms.reo.bootstrap import delta_u_rows, reo_rows, resample_counts, utilities
+from fairmon.transforms.reo.cluster import BucketSums
+from fairmon.transforms.reo.estimate import (
+    delta_u_factor,
+    delta_u_log_jacobian,
+    log_utility_variance,
+    relative_utilities,
+    reo_log_gradient,
+    z_value,
+)
+
+AB_METHODS = ("delta", "delta_paper", "partition", "bootstrap")
+
+
+@dataclass(frozen=True)
+class ABEstimate:
+    """One row of ``reo_ab``: metric is "reo" or "delta_U:<group>"."""
+
+    metric: str
+    diff: float
+    se: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    method: str
+    df: float = float("nan")
+    reason: str | None = None
+    design_effect: float = 1.0
+
+
+def _metrics(U: np.ndarray) -> np.ndarray:
+    """(..., K) utilities -> (..., 1 + K): REO then ΔU_1..ΔU_K."""
+    return np.concatenate([reo_rows(U)[..., None], delta_u_rows(U)], axis=-1)
+
+
+def metric_gradients(U: np.ndarray) -> np.ndarray:
+    """Dense gradients of the A/B metrics, shape (1 + K, K) for utilities U (K,):
+    rows = ∂metric/∂log U_j for REO, then each ΔU_k (seed 001 Algorithm 1's G).
+    For checks and small K: :func:`metric_quad_diag` and
+    :func:`metric_quad_factor` never form it."""
+    return np.vstack([reo_log_gradient(U)[None, :], delta_u_log_jacobian(U)])
+
+
+def metric_quad_diag(x: np.ndarray, U_T: np.ndarray, U_C: np.ndarray | None = None) -> np.ndarray:
+    """g_m diag(x) g_mᵀ for every metric row g_m of G = metric_gradients(U_T) − metric_gradients(U_C)
+    (U_C None: G = metric_gradients(U_T)), shape (1 + K,), in O(K): never the (1 + K) × K G.
+
+    With a = 1 + ΔU, the ΔU rows are A = diag(a) − aaᵀ/K, so row k of A_T − A_C
+    is δ_kj d_k − (aT_k aT_j − aC_k aC_j)/K with d = aT − aC, and
+    Σ_j (row k)_j² x_j = d_k² x_k − 2 d_k x_k (aT_k² − aC_k²)/K
+    + (aT_k² S_TT − 2 aT_k aC_k S_TC + aC_k² S_CC)/K², S_XY = Σ_j aX_j aY_j x_j.
+    Inputs: x (K,) per-group variances of log Û (e.g. 1/(Q_k n)), U_T and U_C
+    (K,) utilities. Source: seed 001 Algorithms 1-2 (joint delta method,
+    DESIGN §4.1)."""
+    K = U_T.size
+    aT = 1.0 + relative_utilities(U_T)
+    aC = 1.0 + relative_utilities(U_C) if U_C is not None else np.zeros(K)
+    g = reo_log_gradient(U_T) - (reo_log_gradient(U_C) if U_C is not None else 0.0)
+    d = aT - aC
+    s_tt, s_tc, s_cc = (aT * aT) @ x, (aT * aC) @ x, (aC * aC) @ x
+    du = d * d * x - 2 * d * x * (aT * aT - aC * aC) / K + (aT * aT * s_tt - 2 * aT * aC * s_tc + aC * aC * s_cc) / K**2
+    return np.concatenate([[(g * g) @ x], du])
+
+
+def metric_quad_factor(Z: np.ndarray, U_T: np.ndarray, U_C: np.ndarray | None = None) -> np.ndarray:
+    """:func:`metric_quad_diag` for a covariance ZᵀZ of log Û (Z (G, K), the
+    buckets' factor, :meth:`BucketSums.log_share_factor`): ‖Z g_mᵀ‖² for
+    every metric row, shape (1 + K,), in O(G·K) (:func:`delta_u_factor`).
+    Source: the sandwich of transforms/reo/cluster.py in seed 001 Algorithm 2."""
+    g = reo_log_gradient(U_T) - (reo_log_gradient(U_C) if U_C is not None else 0.0)
+    B = delta_u_factor(U_T, Z) - (delta_u_factor(U_C, Z) if U_C is not None else 0.0)
+    return np.concatenate([[float(np.sum((Z @ g) ** 2))], (B * B).sum(axis=0)])
+
+
+def _normal_rows(metrics, diffs: np.ndarray, ses: np.ndarray, level, method, reason=None) -> list[ABEstimate]:
+    """One normal-theory row per metric (diff ± z·se, two-sided p), the
+    quantiles and tail probabilities computed once for all metrics (one
+    attribute can have thousands of groups)."""
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
+    diffs, ses = np.asarray(diffs, float), np.asarray(ses, float)
+    z = z_value(level)
+    ok = np.isfinite(diffs) & np.isfinite(ses) & (ses > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = 2 * stats.norm.sf(np.abs(diffs) / ses)
+    nan, out = float("nan"), []
+    for m, d, se, pv, good in zip(metrics, diffs, ses, p, ok):
+        if not good:
+            out.append(ABEstimate(m, float(d), nan, nan, nan, nan, method, reason=reason or "SE undefined"))
+        else:
+            out.append(
+                ABEstimate(
+                    m, float(d), float(se), float(d - z * se), float(d + z * se), float(pv), method, reason=reason
+                )
+            )
+    return out
+
+
+def paired_fold_se(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """SE of the full-data difference from M paired folds, and its degrees of freedom.
+
+    Fold m of the treatment (x_m) and of the control (y_m) share random-traffic
+    fold m, so d_m = x_m − y_m are M independent replicates of a difference
+    estimated on 1/M of the data: SE = sd(d)/√M (ddof = 1), df = M − 1 — a
+    paired t (DESIGN §4.1; seed 001 Algorithm 3 with the folds paired). The
+    unpaired Welch form ignores the shared P̂ and covers only
+    0.74–0.88 when a treatment flips the favoured group. Shapes (M,), M ≥ 2,
+    or (M, J) for J metrics at once (then SE has shape (J,)).
+    """
+    d = np.asarray(x, float) - np.asarray(y, float)
+    se = d.std(axis=0, ddof=1) / np.sqrt(d.shape[0])
+    return (float(se) if d.ndim == 1 else se), float(d.shape[0] - 1)
+
+
+def split_counts(pos: np.ndarray, n: int, M: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Split n rows (positives per group ``pos``) at random into M near-equal folds.
+
+    Returns (fold positives (M, K), fold sizes (M,)), exactly the counts of a
+    random partition of the rows (sequential multivariate hypergeometric draws).
+    """
+    cells = np.append(np.asarray(pos, np.int64), n - int(np.sum(pos)))
+    folds = np.zeros((M, cells.size), np.int64)
+    left = cells.copy()
+    for m in range(M - 1):
+        size = int(left.sum()) // (M - m)
+        folds[m] = rng.multivariate_hypergeometric(left, size)
+        left -= folds[m]
+    folds[M - 1] = left
+    return folds[:, :-1], folds.sum(axis=1)
+
+
+def ab_estimates(
+    groups: list[str],
+    a_T: np.ndarray,
+    n_T: int,
+    a_C: np.ndarray,
+    n_C: int,
+    b: np.ndarray,
+    n_rand: int,
+    *,
+    methods: tuple[str, ...] = ("delta",),
+    level: float = 0.95,
+    folds: int = 10,
+    n_boot: int = 1000,
+    rng: np.random.Generator | None = None,
+    clusters: tuple[BucketSums | None, BucketSums | None, BucketSums | None] = (None, None, None),
+    cluster_note: str | None = None,
+) -> list[ABEstimate]:
+    """D_REO and D_k for one (control, treatment) pair with every requested method.
+
+    Inputs: positives per group in the treatment arm ``a_T`` (of n_T default
+    rows), the control arm ``a_C`` (of n_C) and the shared random-traffic
+    window ``b`` (of n_rand); shapes (K,). Returns one :class:`ABEstimate` per
+    method and metric (REO first, then ΔU of each group in ``groups`` order).
+    Undefined inputs (P_k = 0, Q_k = 0, K < 2) give NaN rows with a reason.
+    Clustered rows (transforms/reo/cluster.py): ``clusters`` = per-bucket sums of
+    (treatment, control, random) samples, each or None. ``delta`` then uses
+    the cluster-robust covariances, ``partition`` assigns whole buckets to
+    folds, ``bootstrap`` resamples buckets, ``delta_paper`` is NaN with a
+    reason; every row carries ``design_effect`` = robust ÷ multinomial
+    variance of its difference (delta method). ``cluster_note`` (no robust
+    variance can be formed) makes every row's interval NaN with that reason.
+    Raises ValueError for an unknown method.
+    Source: seed 001 Algorithms 2-4; joint delta method per DESIGN §4.1.
+    """
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
+    unknown = set(methods) - set(AB_METHODS)
+    if unknown:
+        raise ValueError(f"unknown A/B method(s) {sorted(unknown)}; expected {AB_METHODS}")
+    rng = rng or np.random.default_rng(0)
+    a_T, a_C, b = (np.asarray(x, np.int64) for x in (a_T, a_C, b))
+    names = ["reo", *[f"delta_U:{g}" for g in groups]]
+    K = len(groups)
+    U_T = utilities(a_T[None], np.array([n_T]), b[None], np.array([n_rand]))[0]
+    U_C = utilities(a_C[None], np.array([n_C]), b[None], np.array([n_rand]))[0]
+    reason = None
+    if K < 2:
+        reason = "fewer than 2 groups"
+    elif min(n_T, n_C, n_rand) == 0 or (b == 0).any():
+        reason = "P_k = 0 or an empty sample: U undefined"
+    elif (a_T == 0).any() or (a_C == 0).any():
+        reason = "Q_k = 0 in an arm: SE undefined"
+    elif reo_rows(U_T) == 0 or reo_rows(U_C) == 0:
+        reason = "REO = 0 in an arm: not differentiable"
+    elif cluster_note:
+        reason = cluster_note
+    elif any(c is not None and c.G < folds for c in clusters) and "partition" in methods:
+        few = min(c.G for c in clusters if c is not None)
+        reason = f"{few} non-empty cluster buckets: fewer than the {folds} partition folds"
+    diff = _metrics(U_T) - _metrics(U_C) if K >= 1 else np.array([])
+    if reason:
+        nan = float("nan")
+        return [
+            ABEstimate(
+                m,
+                float(d) if np.isfinite(d) else nan,
+                *[nan] * 4,
+                meth,
+                reason=reason,
+                design_effect=nan if any(c is not None for c in clusters) else 1.0,
+            )
+            for meth in methods
+            for m, d in zip(names, np.atleast_1d(diff))
+        ]
+
+    Q_T, Q_C, P = a_T / n_T, a_C / n_C, b / n_rand
+    c_T, c_C, c_R = clusters
+    clustered = any(c is not None for c in clusters)
+    # Var of each difference: the treatment's, the control's and the shared random traffic's (gradient G_T − G_C)
+    var_mult = (
+        metric_quad_diag(1 / (Q_T * n_T), U_T)
+        + metric_quad_diag(1 / (Q_C * n_C), U_C)
+        + metric_quad_diag(1 / (P * n_rand), U_T, U_C)
+    )
+    var, deff = var_mult, np.ones(len(names))
+    if clustered:
+
+        def quad(c: BucketSums | None, share: np.ndarray, n: int, U: np.ndarray, U_C=None) -> np.ndarray:
+            """The rows' quadratic forms in V = ZᵀZ (buckets) or diag(1/(Q n))."""
+            if c is None:
+                return metric_quad_diag(1 / (share * n), U, U_C)
+            return metric_quad_factor(c.log_share_factor(), U, U_C)
+
+        var = quad(c_T, Q_T, n_T, U_T) + quad(c_C, Q_C, n_C, U_C) + quad(c_R, P, n_rand, U_T, U_C)
+        deff = var / var_mult
+    out: list[ABEstimate] = []
+    for method in methods:
+        if method == "delta":
+            out += _normal_rows(names, diff, np.sqrt(var), level, method)
+        elif method == "delta_paper" and clustered:
+            nan, why = float("nan"), "delta_paper assumes independent rows: undefined when rows are clustered"
+            out += [ABEstimate(m, float(d), nan, nan, nan, nan, method, reason=why) for m, d in zip(names, diff)]
+        elif method == "delta_paper":
+            se_T = np.sqrt(metric_quad_diag(log_utility_variance(Q_T, P, n_T, n_rand, "delta_paper"), U_T))
+            se_C = np.sqrt(metric_quad_diag(log_utility_variance(Q_C, P, n_C, n_rand, "delta_paper"), U_C))
+            out += _normal_rows(names, diff, np.hypot(se_T, se_C), level, method)
+        elif method == "partition":
+            fT, nT = c_T.folds(folds, rng) if c_T is not None else split_counts(a_T, n_T, folds, rng)
+            fC, nC = c_C.folds(folds, rng) if c_C is not None else split_counts(a_C, n_C, folds, rng)
+            fR, nR = c_R.folds(folds, rng) if c_R is not None else split_counts(b, n_rand, folds, rng)
+            mT, mC = _metrics(utilities(fT, nT, fR, nR)), _metrics(utilities(fC, nC, fR, nR))
+            finite = np.isfinite(mT).all(axis=0) & np.isfinite(mC).all(axis=0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                se_f, nu = paired_fold_se(mT, mC)  # every metric at once
+                p_f = np.where(se_f > 0, 2 * stats.t.sf(np.abs(diff) / se_f, nu), np.nan)
+            t = stats.t.ppf(0.5 + level / 2, nu)
+            for m, d, ok, se, p in zip(names, diff, finite, se_f, p_f):
+                if not ok:
+                    why = "a fold has P_k = 0; use fewer folds"
+                    out.append(ABEstimate(m, float(d), *[float("nan")] * 4, method, reason=why))
+                    continue
+                se = float(se)
+                out.append(ABEstimate(m, float(d), se, float(d - t * se), float(d + t * se), float(p), method, df=nu))
+        elif method == "bootstrap":
+
+            def draw(c: BucketSums | None, pos: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+                return c.resample(n_boot, rng) if c is not None else (resample_counts(pos, n, n_boot, rng), n)
+
+            (bT, nT), (bC, nC) = draw(c_T, a_T, n_T), draw(c_C, a_C, n_C)
+            bR, nR = draw(c_R, b, n_rand)  # shared by both arms in each replicate
+            ones = np.ones(n_boot)
+            d_b = _metrics(utilities(bT, ones * nT, bR, ones * nR)) - _metrics(utilities(bC, ones * nC, bR, ones * nR))
+            finite = np.isfinite(d_b).all(axis=0)  # every metric's replicates at once (thousands of groups)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                se_b = d_b.std(axis=0, ddof=1)
+                p_b = np.where(se_b > 0, 2 * stats.norm.sf(np.abs(diff) / se_b), np.nan)
+            lo_b, hi_b = np.quantile(d_b, [(1 - level) / 2, (1 + level) / 2], axis=0)
+            for m, d, ok, se, lo, hi, p in zip(names, diff, finite, se_b, lo_b, hi_b, p_b):
+                if not ok:
+                    out.append(ABEstimate(m, float(d), *[float("nan")] * 4, method, reason="a resample has P_k = 0"))
+                    continue
+                out.append(ABEstimate(m, float(d), float(se), float(lo), float(hi), float(p), method))
+    if clustered:  # the design effect is the data's, the same on every method's row of a metric
+        by_metric = dict(zip(names, deff))
+        out = [replace(e, design_effect=float(by_metric[e.metric])) for e in out]
+    return out

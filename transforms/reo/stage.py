@@ -1,0 +1,285 @@
+"""Seed 001 beyond REO (DESIGN §4.4): stage-wise diagnosis, RSP and user-side
+precision, from the ``group_counts`` table (pure Polars/NumPy).
+
+* **Stage-wise (App. I.4).** With a forced-inserted ``post_recall`` traffic
+  D_pr beside default (D_rec) and random (D_rand) traffic, three ratio
+  utilities of independent samples: recall U^recall_k = Q^pr_k/P_k, ranking
+  U^rank_k = Q^rec_k/Q^pr_k and system U^sys_k = Q^rec_k/P_k, each with ΔU,
+  REO and delta-method CIs exactly as :func:`fairmon.transforms.reo.estimate.estimate_reo`
+  computes them for its two samples. They factor: U^sys = U^recall · U^rank.
+* **RSP (App. H.1, eqs. 24–26).** Exposure parity without labels: U_k =
+  share of group k among recommended rows ÷ its share in the candidate pool
+  (random traffic's n, not n_pos). The seed's U_k = P(R = 1 | S = k) is
+  C·U_k with C = P(R = 1) unknown from logs; ΔU_k = U_k − mean(U) (eq. 25)
+  is reported on the U/mean(U) scale, and RSP = std/mean (eq. 26) is
+  scale-free. The delta CI is REO's with group row counts in place of positives.
+* **User-side precision (App. H.2, eq. 27).** For a user attribute:
+  precision_k = n_pos/n of the default-traffic rows of users in group k; the
+  disparity std/mean with a delta CI (independent binomials:
+  Var(log p̂_k) = (1 − p_k)/(p_k n_k)).
+
+When the count stage clusters rows (``[estimation] cluster_by``; DESIGN §4.1
+"Clustered rows", transforms/reo/cluster.py), each table takes the per-bucket
+counts (``buckets``) and uses the cluster-robust covariance in place of the
+multinomial/binomial one: stage utilities and RSP as in ``reo``, user-side
+precision by the ratio sandwich (:func:`ratio_log_covariance`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import polars as pl
+
+from fairmon.transforms.registry import polars_schema
+from fairmon.transforms.reo.cluster import BucketSums, ratio_log_covariance
+from fairmon.transforms.reo.estimate import estimate_reo, reo_log_gradient, reo_of_utilities, z_value
+from fairmon.transforms.reo.reo_tables import MISSING_GROUP, bucket_sums
+
+REO_STAGE_SCHEMA = polars_schema("reo_stage")
+RSP_SCHEMA = polars_schema("rsp")
+USER_PRECISION_SCHEMA = polars_schema("user_precision")
+
+#: (stage, numerator traffic, denominator traffic) of App. I.4.
+STAGES = (("recall", "post_recall", "random"), ("ranking", "default", "post_recall"), ("system", "default", "random"))
+
+
+def _by_group(frame: pl.DataFrame, groups: list[str], col: str) -> tuple[np.ndarray, int]:
+    m = {g: int(v) for g, v in frame.select("group", col).iter_rows()}
+    total = int(frame.get_column("n").sum()) if frame.height else 0
+    return np.array([m.get(g, 0) for g in groups], dtype=np.int64), total
+
+
+def _traffic(day: pl.DataFrame, traffic: str, arm: str, attribute: str) -> pl.DataFrame:
+    """Rows of one traffic for an arm: the arm's own, else the shared `all` rows (random traffic)."""
+    sub = day.filter((pl.col("traffic") == traffic) & (pl.col("attribute") == attribute))
+    own = sub.filter(pl.col("arm") == arm)
+    return own if own.height else sub.filter(pl.col("arm") == "all")
+
+
+def _clusters(
+    buckets: pl.DataFrame | None, frame: pl.DataFrame, groups: list[str], n: int, value: str = "n_pos"
+) -> tuple[BucketSums | None, str | None]:
+    """Per-bucket sums of the sample ``frame`` (group_counts rows of one
+    traffic × arm × attribute), or (None, None) without clustering."""
+    if buckets is None or frame.is_empty():
+        return None, None
+    first = frame.row(0, named=True)
+    traffic, arm, attribute = first["traffic"], first["arm"], first["attribute"]
+    return bucket_sums(buckets, traffic, arm, attribute, groups, n, value)
+
+
+def reo_stage_table(
+    counts: pl.DataFrame,
+    ds: dt.date,
+    *,
+    level: float = 0.95,
+    stage_traffic: str = "post_recall",
+    buckets: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """The ``reo_stage`` table for day ``ds``: per arm × attribute × stage × group
+    U, ΔU with SE and CI, and the stage's REO with SE and CI (seed 001 App. I.4).
+
+    Input: ``group_counts`` rows (DESIGN §3). Arms are those with
+    ``stage_traffic`` rows; nothing is returned when there are none. Undefined
+    values are NaN with a reason. ``buckets``: the count stage's per-bucket
+    counts of the day (cluster-robust intervals). Returns a frame with
+    :data:`REO_STAGE_SCHEMA`.
+    """
+    day = counts.filter(pl.col("ds") == ds)
+    stage_rows = day.filter(pl.col("traffic") == stage_traffic)
+    rows: list[dict] = []
+    for arm, attribute in sorted(set(stage_rows.select("arm", "attribute").iter_rows())):
+        frames = {t: _traffic(day, t, arm, attribute) for t in ("default", stage_traffic, "random")}
+        groups = sorted(set().union(*(set(f.get_column("group")) for f in frames.values())) - {MISSING_GROUP})
+        for stage, num, den in STAGES:
+            num_t = stage_traffic if num == "post_recall" else num
+            den_t = stage_traffic if den == "post_recall" else den
+            a, n_a = _by_group(frames[num_t], groups, "n_pos")
+            b, n_b = _by_group(frames[den_t], groups, "n_pos")
+            c_a, why_a = _clusters(buckets, frames[num_t], groups, n_a)
+            c_b, why_b = _clusters(buckets, frames[den_t], groups, n_b)
+            e = estimate_reo(
+                groups, a, n_a, b, n_b, level=level, clusters_rec=c_a, clusters_rand=c_b, cluster_note=why_a or why_b
+            )
+            for i, g in enumerate(groups):
+                rows.append(
+                    {
+                        "ds": ds,
+                        "arm": arm,
+                        "attribute": attribute,
+                        "stage": stage,
+                        "group": g,
+                        "U": float(e.U[i]),
+                        "delta_U": float(e.delta_U[i]),
+                        "se_delta_U": float(e.se_delta_U[i]),
+                        "ci_low": float(e.ci_low_delta_U[i]),
+                        "ci_high": float(e.ci_high_delta_U[i]),
+                        "reo": e.reo,
+                        "reo_se": e.se,
+                        "reo_ci_low": e.ci_low,
+                        "reo_ci_high": e.ci_high,
+                        "level": level,
+                        "reason": e.group_reasons[i] or e.reason,
+                    }
+                )
+    return pl.DataFrame(rows, schema=REO_STAGE_SCHEMA)
+
+
+def rsp_table(
+    counts: pl.DataFrame,
+    ds: dt.date,
+    *,
+    level: float = 0.95,
+    exclude: tuple[str, ...] = (),
+    buckets: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """The ``rsp`` table for day ``ds`` (seed 001 App. H.1, eqs. 24–26): per
+    arm × attribute (except ``exclude``, e.g. user attributes) × group the
+    recommended share, the pool share (random traffic's rows), U, additive ΔU,
+    and the attribute's RSP with SE and CI; cluster-robust with ``buckets``
+    (the group's rows per bucket in place of its positives). Returns
+    :data:`RSP_SCHEMA`."""
+    day = counts.filter(pl.col("ds") == ds)
+    rows: list[dict] = []
+    rec_all = day.filter(pl.col("traffic") == "default")
+    for arm, attribute in sorted(set(rec_all.select("arm", "attribute").iter_rows())):
+        if attribute in exclude:
+            continue
+        rec = rec_all.filter((pl.col("arm") == arm) & (pl.col("attribute") == attribute))
+        pool = _traffic(day, "random", arm, attribute)
+        groups = sorted((set(rec.get_column("group")) | set(pool.get_column("group"))) - {MISSING_GROUP})
+        n_k, n_rec = _by_group(rec, groups, "n")
+        m_k, n_pool = _by_group(pool, groups, "n")
+        c_rec, why_rec = _clusters(buckets, rec, groups, n_rec, "n")
+        c_pool, why_pool = _clusters(buckets, pool, groups, n_pool, "n")
+        e = estimate_reo(
+            groups,
+            n_k,
+            n_rec,
+            m_k,
+            n_pool,
+            level=level,
+            min_expected_positives=0,
+            clusters_rec=c_rec,
+            clusters_rand=c_pool,
+            cluster_note=why_rec or why_pool,
+        )
+        mean_u = float(np.nanmean(e.U)) if np.isfinite(e.U).any() else float("nan")
+        for i, g in enumerate(groups):
+            rows.append(
+                {
+                    "ds": ds,
+                    "arm": arm,
+                    "attribute": attribute,
+                    "group": g,
+                    "share_rec": float(n_k[i] / n_rec) if n_rec else float("nan"),
+                    "share_pool": float(m_k[i] / n_pool) if n_pool else float("nan"),
+                    "U": float(e.U[i] / mean_u) if mean_u else float("nan"),
+                    "delta_U": float(e.U[i] / mean_u - 1) if mean_u else float("nan"),
+                    "se_delta_U": float(e.se_delta_U[i]),
+                    "rsp": e.reo,
+                    "se": e.se,
+                    "ci_low": e.ci_low,
+                    "ci_high": e.ci_high,
+                    "level": level,
+                    "reason": e.group_reasons[i] or e.reason,
+                }
+            )
+    return pl.DataFrame(rows, schema=RSP_SCHEMA)
+
+
+def precision_disparity(
+    n_pos: np.ndarray, n: np.ndarray, level: float = 0.95, V: np.ndarray | None = None
+) -> tuple[float, float, float, float, str | None]:
+    """std/mean of per-group precision p_k = n_pos_k/n_k (seed 001 App. H.2, eq. 27)
+    with a delta CI over independent binomials: Var = Σ g_k² (1 − p_k)/(p_k n_k),
+    g = ∂(std/mean)/∂log p; or Var = gᵀ V g with ``V`` = Ĉov(log p̂), shape
+    (K, K), when rows are clustered (:func:`ratio_log_covariance`). Shapes (K,).
+    Returns (disparity, se, ci_low, ci_high, reason); NaN with a reason when a
+    group has no rows or no positives."""
+    n_pos, n = np.asarray(n_pos, float), np.asarray(n, float)
+    nan = float("nan")
+    if n.size < 2:
+        return nan, nan, nan, nan, "fewer than 2 user groups"
+    if (n <= 0).any():
+        return nan, nan, nan, nan, "a user group has no default-traffic rows"
+    p = n_pos / n
+    d = reo_of_utilities(p)
+    if (p <= 0).any() or (p >= 1).any():
+        return d, nan, nan, nan, "a group's precision is 0 or 1: delta SE undefined"
+    if d == 0:
+        return d, nan, nan, nan, "disparity 0: std/mean not differentiable there"
+    g = reo_log_gradient(p)
+    se = float(np.sqrt(np.sum(g**2 * (1 - p) / (p * n)) if V is None else g @ V @ g))
+    z = z_value(level)
+    return d, se, max(0.0, d - z * se), d + z * se, None
+
+
+def user_precision_table(
+    counts: pl.DataFrame,
+    ds: dt.date,
+    user_attributes: list[str],
+    *,
+    level: float = 0.95,
+    buckets: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """The ``user_precision`` table for day ``ds`` (seed 001 App. H.2): per arm ×
+    user attribute × group n, n_pos, precision with a Wilson-free delta SE and
+    CI, and the attribute's disparity; cluster-robust SEs with ``buckets``
+    (:func:`ratio_log_covariance`). Returns :data:`USER_PRECISION_SCHEMA`."""
+    day = counts.filter((pl.col("ds") == ds) & (pl.col("traffic") == "default"))
+    z = z_value(level)
+    rows: list[dict] = []
+    for arm, attribute in sorted(set(day.select("arm", "attribute").iter_rows())):
+        if attribute not in user_attributes:
+            continue
+        sub = day.filter(
+            (pl.col("arm") == arm) & (pl.col("attribute") == attribute) & (pl.col("group") != MISSING_GROUP)
+        )
+        groups = sorted(sub.get_column("group").to_list())
+        n, _ = _by_group(sub, groups, "n")
+        pos, _ = _by_group(sub, groups, "n_pos")
+        V, cluster_why = None, None
+        if buckets is not None:
+            every = day.filter((pl.col("arm") == arm) & (pl.col("attribute") == attribute))
+            n_all = int(every.get_column("n").sum())  # bucket rows include the '(missing)' group
+            c_n, why_n = _clusters(buckets, every, groups, n_all, "n")
+            c_pos, why_pos = _clusters(buckets, every, groups, n_all, "n_pos")
+            cluster_why = why_n or why_pos
+            if c_n is not None and c_pos is not None:
+                V = ratio_log_covariance(c_pos.pos, c_n.pos)
+        disp, se, lo, hi, why = precision_disparity(pos, n, level, V)
+        if cluster_why:
+            se = lo = hi = float("nan")
+            why = cluster_why
+        for i, g in enumerate(groups):
+            p = pos[i] / n[i] if n[i] else float("nan")
+            if cluster_why:
+                se_p = float("nan")
+            elif V is not None:
+                se_p = float(p * np.sqrt(V[i, i])) if n[i] else float("nan")
+            else:
+                se_p = float(np.sqrt(p * (1 - p) / n[i])) if n[i] else float("nan")
+            rows.append(
+                {
+                    "ds": ds,
+                    "arm": arm,
+                    "attribute": attribute,
+                    "group": g,
+                    "n": int(n[i]),
+                    "n_pos": int(pos[i]),
+                    "precision": float(p),
+                    "se": se_p,
+                    "ci_low": max(0.0, p - z * se_p),
+                    "ci_high": min(1.0, p + z * se_p),
+                    "disparity": disp,
+                    "disparity_se": se,
+                    "disparity_ci_low": lo,
+                    "disparity_ci_high": hi,
+                    "level": level,
+                    "reason": why,
+                }
+            )
+    return pl.DataFrame(rows, schema=USER_PRECISION_SCHEMA)
