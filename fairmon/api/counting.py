@@ -1,0 +1,179 @@
+"""The count stage on a frame of rows: per traffic × arm × attribute × group,
+the rows ``n`` and the positives ``n_pos``, as the pipeline's
+``sql/group_counts.sql`` counts staged rows (DESIGN §2, §3 ``group_counts``).
+
+The rows go through the pipeline's own input contract
+(:func:`fairmon.transforms.contract.normalize_impressions`: booleans as
+true/false or 0/1, label = any (or all) of the label columns, attribute values
+as text, traffic values checked), so the conventions are the pipeline's: a
+null group is the group ``(missing)`` (it counts in the traffic totals, not
+as a group of the REO), and random traffic is shared by all arms (arm
+``all``). Only the aggregation is written here, in Polars.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+from fairmon.api.frames import as_caller, as_polars, names, reject_reserved, require_columns
+from fairmon.transforms.contract import ATTR_PREFIX, BASE_TRAFFIC, normalize_impressions
+from fairmon.transforms.reo.reo_tables import MISSING_GROUP
+
+#: Day given to rows without one: the facade counts the rows it is handed as one unit.
+UNDATED = dt.date(1970, 1, 1)
+#: Columns of :func:`group_counts`' result.
+COUNT_COLUMNS = ("traffic", "arm", "attribute", "group", "n", "n_pos")
+_ROLES = ("traffic", "arm", "ds")
+
+
+def count_rows(
+    frame: pl.DataFrame,
+    *,
+    group: str | Sequence[str],
+    label: str | Sequence[str],
+    traffic: str = "traffic",
+    arm: str | None = None,
+    label_rule: str = "any",
+    traffic_stages: Sequence[str] = (),
+) -> pl.DataFrame:
+    """:func:`group_counts` on a Polars frame; returns Polars (columns :data:`COUNT_COLUMNS`)."""
+    groups, labels = names(group, "group"), names(label, "label")
+    if label_rule not in ("any", "all"):
+        raise ValueError(f"label_rule {label_rule!r}: choose 'any' or 'all'")
+    arm_col = arm if arm is not None else ("arm" if "arm" in frame.columns else None)
+    require_columns(frame, [traffic, *([arm_col] if arm_col else []), *labels, *groups])
+    reject_reserved([*labels, *groups], _ROLES, "group/label")
+    raw = frame.select(
+        pl.col(traffic).alias("traffic"),
+        *([pl.col(arm_col).alias("arm")] if arm_col else []),
+        *dict.fromkeys([*labels, *groups]),
+    )
+    staged = normalize_impressions(
+        raw,
+        file="rows",
+        signals=labels,
+        attributes=groups,
+        label_rule=label_rule,
+        traffic_stages=list(traffic_stages),
+        ds=UNDATED,
+    )
+    long = staged.with_columns(
+        pl.when(pl.col("traffic") == "random").then(pl.lit("all")).otherwise(pl.col("arm")).alias("arm")
+    ).unpivot(
+        index=["traffic", "arm", "y", "n"],
+        on=[ATTR_PREFIX + g for g in groups],
+        variable_name="attribute",
+        value_name="group",
+    )
+    return (
+        long.with_columns(
+            pl.col("attribute").str.strip_prefix(ATTR_PREFIX),
+            pl.col("group").fill_null(MISSING_GROUP),
+        )
+        .group_by("traffic", "arm", "attribute", "group")
+        .agg(
+            pl.col("n").sum().cast(pl.Int64).alias("n"),
+            pl.col("n").filter(pl.col("y")).sum().cast(pl.Int64).alias("n_pos"),
+        )
+        .sort("traffic", "arm", "attribute", "group")
+        .select(COUNT_COLUMNS)
+    )
+
+
+def group_counts(
+    rows: Any,
+    *,
+    group: str | Sequence[str],
+    label: str | Sequence[str],
+    traffic: str = "traffic",
+    arm: str | None = None,
+    label_rule: str = "any",
+    traffic_stages: Sequence[str] = (),
+) -> Any:
+    """Per-group counts of logged rows: the pipeline's count stage on a frame.
+
+    ``rows``: a pandas, Polars or PyArrow frame, one row per logged
+    user-item pair (DESIGN §2 impressions). Columns: ``traffic`` (values
+    ``default``, ``random`` or one of ``traffic_stages``); ``arm`` (the
+    experiment arm of default traffic; when None, a column named ``arm`` is
+    used if present, else every row is arm ``all``); ``label``: one boolean
+    column or a list of them (true/false or 0/1; the label Y is true when any
+    of them is, or all with ``label_rule="all"``); ``group``: one attribute
+    column or a list of them (each a grouping; values are compared as text,
+    booleans as ``true``/``false``). The rows are counted as one unit: pass
+    one day's default traffic with the random traffic of its window.
+
+    Returns a frame of the caller's kind with one row per traffic × arm ×
+    attribute × group: ``traffic``, ``arm`` (``all`` for random traffic,
+    shared by every arm), ``attribute`` (the group column's name), ``group``
+    (a null value is ``(missing)``), ``n`` (rows) and ``n_pos`` (rows with
+    Y true), both int64; sorted by those keys. Equals the ``n``/``n_pos`` of
+    the pipeline's ``group_counts`` table (``sql/group_counts.sql``) for the
+    same rows.
+
+    Raises ValueError naming the column when a column is missing (with the
+    columns present), and :class:`fairmon.transforms.contract.InputContractError`
+    (a ValueError) naming column and first row for a label that is not
+    boolean, a null or unknown traffic value, or an empty frame; TypeError
+    when ``rows`` is not a data frame.
+
+    Source: DESIGN §2 (input contract), §3 ``group_counts``; seed 001 §4.1
+    (D_rec and D_rand are the default and random traffic).
+    """
+    frame, kind = as_polars(rows)
+    out = count_rows(
+        frame, group=group, label=label, traffic=traffic, arm=arm, label_rule=label_rule, traffic_stages=traffic_stages
+    )
+    return as_caller(out, kind)
+
+
+def tidy_counts(
+    frame: pl.DataFrame,
+    *,
+    group: str,
+    traffic: str = "traffic",
+    arm: str | None = None,
+    n: str = "n",
+    n_pos: str = "n_pos",
+    attribute: str = "attribute",
+    traffic_stages: Sequence[str] = (),
+) -> pl.DataFrame:
+    """Per-group counts handed by a caller in the layout of the count stage:
+    columns traffic, arm (``all`` for random traffic, random counts summed
+    over arms), attribute (the ``group`` column's name when ``frame`` has no
+    ``attribute`` column), group (null = ``(missing)``), n, n_pos (int64,
+    duplicate keys summed), plus ``ds`` when ``frame`` has it.
+
+    Raises ValueError for a missing column, an unknown or null traffic value,
+    counts that are not non-negative integers, or ``n_pos`` > ``n``."""
+    arm_col = arm if arm is not None else ("arm" if "arm" in frame.columns else None)
+    require_columns(frame, [traffic, group, n, n_pos, *([arm_col] if arm_col else [])], "counts")
+    allowed = [*BASE_TRAFFIC, *traffic_stages]
+    bad = frame.filter(pl.col(traffic).is_null() | ~pl.col(traffic).cast(pl.String).is_in(allowed))
+    if bad.height:
+        raise ValueError(f"counts: unknown traffic value {bad.get_column(traffic)[0]!r}; allowed: {', '.join(allowed)}")
+    for c in (n, n_pos):
+        s = frame.get_column(c)
+        if not s.dtype.is_integer() or s.null_count() or (s.len() and s.min() < 0):
+            raise ValueError(f"counts: column {c!r} must hold non-negative integers without nulls (found {s.dtype})")
+    if (frame.get_column(n_pos) > frame.get_column(n)).any():
+        raise ValueError(f"counts: {n_pos!r} exceeds {n!r} in some row")
+    keys = ["ds"] if "ds" in frame.columns else []
+    tidy = frame.select(
+        *keys,
+        pl.col(traffic).cast(pl.String).alias("traffic"),
+        (pl.col(arm_col).cast(pl.String).fill_null("all") if arm_col else pl.lit("all")).alias("arm"),
+        (pl.col(attribute).cast(pl.String) if attribute in frame.columns else pl.lit(group)).alias("attribute"),
+        pl.col(group).cast(pl.String).fill_null(MISSING_GROUP).alias("group"),
+        pl.col(n).cast(pl.Int64).alias("n"),
+        pl.col(n_pos).cast(pl.Int64).alias("n_pos"),
+    ).with_columns(pl.when(pl.col("traffic") == "random").then(pl.lit("all")).otherwise(pl.col("arm")).alias("arm"))
+    return (
+        tidy.group_by(*keys, "traffic", "arm", "attribute", "group")
+        .agg(pl.col("n").sum(), pl.col("n_pos").sum())
+        .sort(*keys, "traffic", "arm", "attribute", "group")
+    )

@@ -1,0 +1,72 @@
+"""Frames in, frames out: the caller's pandas, Polars or PyArrow frame becomes a
+Polars frame for fairmon's transforms, and a result goes back as the caller's
+kind, through Narwhals (https://narwhals-dev.github.io/narwhals/), as
+Fairlearn accepts data frames. Also the column checks every facade runs first,
+so a missing column is named together with the columns present.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import narwhals as nw
+import polars as pl
+
+#: Output kinds :func:`to_kind` understands by name (``read_table``'s ``backend``).
+KINDS = ("polars", "pandas", "pyarrow")
+
+
+def as_polars(frame: Any, what: str = "rows") -> tuple[pl.DataFrame, nw.Implementation]:
+    """``frame`` (an eager pandas, Polars or PyArrow frame, or any other
+    Narwhals-supported eager frame) as a Polars frame, with its kind.
+
+    Raises TypeError naming ``what`` when ``frame`` is not a data frame (a
+    Polars LazyFrame: collect it first)."""
+    try:
+        native = nw.from_native(frame, eager_only=True)
+    except TypeError:
+        raise TypeError(
+            f"{what}: expected a pandas, Polars or PyArrow data frame, got {type(frame).__module__}."
+            f"{type(frame).__name__}"
+        ) from None
+    return native.to_polars(), native.implementation
+
+
+def as_caller(result: pl.DataFrame, kind: nw.Implementation) -> Any:
+    """``result`` as a frame of the caller's ``kind`` (the second value of :func:`as_polars`)."""
+    if kind is nw.Implementation.POLARS:
+        return result
+    return nw.from_arrow(result.to_arrow(), backend=kind).to_native()
+
+
+def to_kind(result: pl.DataFrame, backend: str) -> Any:
+    """``result`` as a ``backend`` frame: one of :data:`KINDS`. Raises ValueError for another name."""
+    if backend not in KINDS:
+        raise ValueError(f"backend {backend!r}: choose one of {', '.join(KINDS)}")
+    return as_caller(result, nw.Implementation.from_backend(backend))
+
+
+def names(value: str | Sequence[str], what: str) -> list[str]:
+    """One column name or a list of them as a non-empty list. Raises TypeError/ValueError otherwise."""
+    out = [value] if isinstance(value, str) else list(value)
+    if not out or not all(isinstance(v, str) and v for v in out):
+        raise TypeError(f"{what}: expected a column name or a non-empty list of column names, got {value!r}")
+    return out
+
+
+def require_columns(frame: pl.DataFrame, columns: Sequence[str], what: str = "rows") -> None:
+    """Raise ValueError naming the first of ``columns`` that ``frame`` lacks and the columns it has."""
+    present = frame.columns
+    for c in columns:
+        if c not in present:
+            raise ValueError(f"{what}: no column {c!r}; columns present: {', '.join(map(repr, present)) or 'none'}")
+
+
+def reject_reserved(columns: Sequence[str], reserved: Sequence[str], what: str) -> None:
+    """Raise ValueError when a group or label column takes a name the facade uses for another role."""
+    clash = sorted(set(columns) & set(reserved))
+    if clash:
+        raise ValueError(
+            f"{what}: column(s) {clash} are reserved ({', '.join(reserved)}); rename them before calling fairmon"
+        )
