@@ -1,14 +1,32 @@
 """fairmon: daily fairness monitoring of recommender and moderation systems
 from their own logs, with honest error bars.
 
-The installed distribution exposes this one namespace:
-``fairmon.transforms`` (pure estimators), ``fairmon.pipelines`` (flows,
-runner, ingest, storage, CLI and report), and the package data
-``fairmon.sql``, ``fairmon.expectations`` and ``fairmon.data`` (read through
-:mod:`importlib.resources`, see :mod:`fairmon.resources`). In the repository
-those folders sit at the root (DESIGN §1); ``pyproject.toml`` maps them here.
+A library first (DESIGN §1): the estimators on pandas, Polars or PyArrow
+frames (through Narwhals; the result is of the caller's kind)::
+
+    import fairmon
+    fairmon.group_counts(rows, group="gender", label="liked")   # n, n_pos per traffic × arm × group
+    fairmon.reo(rows, group="gender", label="liked")            # REO, SE, CI, verdict (seed 001)
+    fairmon.reo_groups(...), fairmon.reo_ab(..., control="ctl") # per-group U, ΔU; A/B differences
+    fairmon.threshold_prevalence(scores, score="s", outcome="y", group="g", t=0.5, d=0.1)  # seed 002
+    fairmon.sdt(labels, label="label", gold_label="gold", labeler="labeler_id", group="g")
+    fairmon.envy_audit(rows, user="user_id", donor="policy_user_id", reward="y", ...)     # seed 004
+    fairmon.read_table("fairmon.toml", "reo", "2026-03-01", "2026-03-31")  # published outputs
+
+Each function's docstring gives its input shapes, units, errors and source
+equation. The names load on first use: ``import fairmon`` itself imports
+neither the estimators nor Prefect or Great Expectations.
+
+The installed distribution exposes this one namespace: ``fairmon.api`` (the
+functions above), ``fairmon.transforms`` (pure estimators),
+``fairmon.pipelines`` (flows, runner, ingest, storage, CLI and report), and
+the package data ``fairmon.sql``, ``fairmon.expectations`` and
+``fairmon.data`` (read through :mod:`importlib.resources`, see
+:mod:`fairmon.resources`). In the repository those folders sit at the root
+(DESIGN §1); ``pyproject.toml`` maps them here.
 """
 
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 
 try:
@@ -16,4 +34,31 @@ try:
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0+unknown"
 
-__all__ = ["__version__"]
+#: Public name -> module of fairmon.api that defines it (imported on first use).
+_EXPORTS = {
+    "group_counts": "fairmon.api.counting",
+    "reo": "fairmon.api.equal_opportunity",
+    "reo_groups": "fairmon.api.equal_opportunity",
+    "reo_ab": "fairmon.api.equal_opportunity",
+    "threshold_prevalence": "fairmon.api.moderation",
+    "threshold_prevalence_diff": "fairmon.api.moderation",
+    "sdt": "fairmon.api.moderation",
+    "envy_users": "fairmon.api.envy_frames",
+    "envy_audit": "fairmon.api.envy_frames",
+    "read_table": "fairmon.api.published",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fairmon' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # later look-ups skip this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
