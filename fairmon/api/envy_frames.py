@@ -94,7 +94,8 @@ def envy_audit(
 ) -> Any:
     """The system's (ε, γ, λ)-envy-freeness verdict from AUDIT (seed 004 Alg. 2, Def. 3.2, Th. 2).
 
-    Inputs and errors as :func:`envy_users`. Returns a one-row frame of the
+    Inputs as :func:`envy_users`. Raises ValueError as :func:`envy_users`
+    does. Returns a one-row frame of the
     caller's kind, columns :data:`ENVY_AUDIT_COLUMNS`: M̃ = ⌈log(3/δ)/λ⌉
     target users and K = ⌈log(3M̃/δ)/log(1/(1−γ))⌉ donors each that AUDIT
     needs, the targets logged and their fewest donors, ``design_ok`` with its

@@ -233,7 +233,8 @@ def reo_groups(
 ) -> Any:
     """Per-group terms of REO: Q_k, P_k, U_k = Q_k/P_k and ΔU_k = U_k/mean(U) − 1 with SEs and CIs.
 
-    Inputs, arguments and errors as :func:`reo`. Returns a frame of the
+    Inputs and arguments as :func:`reo`. Raises ValueError and TypeError as
+    :func:`reo` does. Returns a frame of the
     caller's kind, one row per (ds,) arm × attribute × group (``(missing)``
     excluded), columns :data:`REO_GROUP_COLUMNS` (the pipeline's ``reo_group``
     table): counts, Q = n_pos_rec/n_rec and P = n_pos_rand/n_rand (shares of
@@ -267,7 +268,7 @@ def reo_ab(
     treatments: Sequence[str] | None = None,
     label: str | Sequence[str] | None = None,
     traffic: str = "traffic",
-    arm: str | None = "arm",
+    arm: str | None = None,
     methods: Sequence[str] = ("delta",),
     confidence_level: float = 0.95,
     folds: int = 10,
@@ -279,7 +280,7 @@ def reo_ab(
     """A/B differences of REO and of each ΔU_k, treatment arm minus control arm.
 
     ``data``: rows or counts as for :func:`reo`, with default traffic split by
-    the ``arm`` column; the random traffic is shared by both arms (seed 001
+    the ``arm`` column (None: the column ``arm``); the random traffic is shared by both arms (seed 001
     Algorithm 2). ``control``: the control arm; ``treatments``: the arms to
     compare with it (None: every other arm). ``methods``: any of ``delta``
     (joint delta method through the shared P̂, DESIGN §4.1), ``delta_paper``

@@ -179,7 +179,8 @@ def threshold_prevalence_diff(
 ) -> Any:
     """Differences of prevalence at the threshold between every pair of groups.
 
-    Inputs and errors as :func:`threshold_prevalence`. Returns a frame of the
+    Inputs as :func:`threshold_prevalence`. Raises ValueError and TypeError as
+    :func:`threshold_prevalence` does. Returns a frame of the
     caller's kind, one row per attribute × (group_a, group_b), columns
     :data:`PREVALENCE_DIFF_COLUMNS`: diff = prevalence(a) − prevalence(b)
     (probability units), se, CI, two-sided p_value and its Benjamini–Hochberg
