@@ -165,6 +165,28 @@ def test_coat_reo_equals_the_pipeline_on_the_same_rows(coat_dir, tmp_path):
         assert a == b or a == pytest.approx(b, rel=1e-15, nan_ok=True), c
 
 
+def test_coat_reo_equals_what_the_pipeline_publishes(coat_dir, tmp_path, prefect_harness):
+    """`fairmon run` on Coat ([estimation] cluster_by = "none": the facade treats rows as independent), read back
+    with fairmon.read_table, against fairmon.reo on the same rows (fairmon's Coat reader)."""
+    from fairmon.pipelines.core.config import load_config
+    from fairmon.pipelines.orchestration.runner import run_days
+
+    cfg = tmp_path / "coat.toml"
+    cfg.write_text(
+        f'warehouse = "wh"\nduckdb = "c.duckdb"\n[impressions]\nformat = "coat"\npath = "{coat_dir}"\n'
+        'ds = 2016-06-19\nmin_rating = 4\nsignals = ["liked"]\nattributes = ["gender", "color"]\n'
+        'random_window_days = 1\n[estimation]\ncluster_by = "none"\n'
+    )
+    day = dt.date(2016, 6, 19)
+    assert [r["status"] for r in run_days(load_config(cfg), [day], config_path=str(cfg))] == ["published"]
+    published = fairmon.read_table(cfg, "reo", day, day).sort("attribute")
+    mine = fairmon.reo(read_coat(coat_dir, 4), group=["gender", "color"], label="liked").sort("attribute")
+    assert published.get_column("cluster_by").to_list() == ["none", "none"]
+    for c in ("reo", "se", "ci_low", "ci_high", "reo_bc", "parity_p_value"):
+        assert mine.get_column(c).to_list() == pytest.approx(published.get_column(c).to_list(), rel=1e-12), c
+    assert mine.get_column("verdict_80pct").to_list() == published.get_column("verdict_80pct").to_list()
+
+
 # --- group_counts: the facade against the pipeline's SQL ------------------------------------------
 
 
