@@ -10,6 +10,7 @@ import math
 import subprocess
 import sys
 
+import duckdb
 import numpy as np
 import pandas as pd
 import polars as pl
@@ -135,6 +136,40 @@ def test_coat_reo_and_se_equal_the_delta_method_from_the_matrices(coat, kind):
     assert g["verdict_80pct"] == "inconclusive"
     c = got["color"]
     assert c["K"] == 13 and c["ci_low"] == 0.0 and round(c["parity_p_value"], 1) == 0.1
+
+
+def test_coat_clustered_by_user_equals_the_sandwich_by_hand(coat):
+    """cluster="user": the cluster-robust SE over the pipeline's 128 hash buckets of the ids, written out here
+    for K = 2 (Var(log r) = cᵀ V c over both samples, V the sandwich covariance of Q̂ from per-bucket sums)."""
+    rows, truth = coat
+    rows = rows.with_columns(("u" + pl.col("user").cast(pl.String)).alias("user"))
+    out = fairmon.reo(rows.to_pandas(), group="gender", label="liked", cluster="user").iloc[0]
+    groups, a, n_rec, b, n_rand = truth["gender"]
+    Q, P = a / n_rec, b / n_rand
+    r = (Q[0] / P[0]) / (Q[1] / P[1])
+    ids = sorted(set(rows.get_column("user")))
+    bucket = dict(duckdb.sql(f"SELECT id, (hash(id) >> 1) % 128 FROM (SELECT unnest({ids}) AS id)").fetchall())
+
+    def var_log_share(traffic, share):
+        part = rows.filter(pl.col("traffic") == traffic)
+        bk = np.array([bucket[u] for u in part.get_column("user")])
+        liked = part.get_column("liked").to_numpy()
+        e = np.zeros((128, 2))
+        for k, g in enumerate(groups):
+            np.add.at(e[:, k], bk, liked & (part.get_column("gender").to_numpy() == g))
+        n_b = np.bincount(bk, minlength=128).astype(float)
+        e -= np.outer(n_b, share)
+        G = int((n_b > 0).sum())
+        cov = G / (G - 1) * (e.T @ e) / n_b.sum() ** 2
+        c = np.array([1 / share[0], -1 / share[1]])
+        return c @ cov @ c
+
+    se = 2 * r / (1 + r) ** 2 * np.sqrt(var_log_share("default", Q) + var_log_share("random", P))
+    se_mult = _delta_reo(a, n_rec, b, n_rand)[1]
+    assert out["reo"] == pytest.approx(abs(r - 1) / (r + 1), rel=1e-12)
+    assert out["se"] == pytest.approx(se, rel=1e-9)
+    assert out["design_effect"] == pytest.approx((se / se_mult) ** 2, rel=1e-9) and out["design_effect"] > 2
+    assert out["cluster_by"] == "user" and out["verdict_80pct"] == "inconclusive"
 
 
 def _pipeline_counts(raw: pl.DataFrame, signals, attributes, tmp_path) -> pl.DataFrame:

@@ -20,7 +20,7 @@ from typing import Any
 import polars as pl
 
 from fairmon.api.frames import as_caller, as_polars, names, reject_reserved, require_columns
-from fairmon.transforms.contract import ATTR_PREFIX, BASE_TRAFFIC, normalize_impressions
+from fairmon.transforms.contract import ATTR_PREFIX, BASE_TRAFFIC, CLUSTER_BUCKET, normalize_impressions
 from fairmon.transforms.reo.reo_tables import MISSING_GROUP
 
 #: Day given to rows without one: the facade counts the rows it is handed as one unit.
@@ -28,6 +28,8 @@ UNDATED = dt.date(1970, 1, 1)
 #: Columns of :func:`group_counts`' result.
 COUNT_COLUMNS = ("traffic", "arm", "attribute", "group", "n", "n_pos")
 _ROLES = ("traffic", "arm", "ds")
+#: Hash buckets of cluster ids, as the pipeline's default ``[estimation] cluster_buckets``.
+CLUSTER_BUCKETS = 128
 
 
 def count_rows(
@@ -39,19 +41,27 @@ def count_rows(
     arm: str | None = None,
     label_rule: str = "any",
     traffic_stages: Sequence[str] = (),
+    cluster: str | None = None,
+    cluster_buckets: int = CLUSTER_BUCKETS,
 ) -> pl.DataFrame:
-    """:func:`group_counts` on a Polars frame; returns Polars (columns :data:`COUNT_COLUMNS`)."""
+    """:func:`group_counts` on a Polars frame; returns Polars, columns :data:`COUNT_COLUMNS` and ``cbucket``:
+    with ``cluster`` (a column of cluster ids), one row per bucket of the ids' hash
+    (:func:`cluster_bucket`), else null."""
     groups, labels = names(group, "group"), names(label, "label")
     if label_rule not in ("any", "all"):
         raise ValueError(f"label_rule {label_rule!r}: choose 'any' or 'all'")
     arm_col = arm if arm is not None else ("arm" if "arm" in frame.columns else None)
-    require_columns(frame, [traffic, *([arm_col] if arm_col else []), *labels, *groups])
+    require_columns(
+        frame, [traffic, *([arm_col] if arm_col else []), *labels, *groups, *([cluster] if cluster else [])]
+    )
     reject_reserved([*labels, *groups], _ROLES, "group/label")
     raw = frame.select(
         pl.col(traffic).alias("traffic"),
         *([pl.col(arm_col).alias("arm")] if arm_col else []),
         *dict.fromkeys([*labels, *groups]),
     )
+    if cluster is not None:
+        raw = raw.with_columns(cluster_bucket(frame.get_column(cluster), cluster_buckets).alias(CLUSTER_BUCKET))
     staged = normalize_impressions(
         raw,
         file="rows",
@@ -64,7 +74,7 @@ def count_rows(
     long = staged.with_columns(
         pl.when(pl.col("traffic") == "random").then(pl.lit("all")).otherwise(pl.col("arm")).alias("arm")
     ).unpivot(
-        index=["traffic", "arm", "y", "n"],
+        index=["traffic", "arm", "cbucket", "y", "n"],
         on=[ATTR_PREFIX + g for g in groups],
         variable_name="attribute",
         value_name="group",
@@ -74,14 +84,34 @@ def count_rows(
             pl.col("attribute").str.strip_prefix(ATTR_PREFIX),
             pl.col("group").fill_null(MISSING_GROUP),
         )
-        .group_by("traffic", "arm", "attribute", "group")
+        .group_by("traffic", "arm", "attribute", "group", "cbucket")
         .agg(
             pl.col("n").sum().cast(pl.Int64).alias("n"),
             pl.col("n").filter(pl.col("y")).sum().cast(pl.Int64).alias("n_pos"),
         )
-        .sort("traffic", "arm", "attribute", "group")
-        .select(COUNT_COLUMNS)
+        .sort("traffic", "arm", "attribute", "group", "cbucket")
+        .select(*COUNT_COLUMNS, "cbucket")
     )
+
+
+def cluster_bucket(ids: pl.Series, buckets: int = CLUSTER_BUCKETS) -> pl.Series:
+    """The hash bucket (0 .. ``buckets`` − 1, int32) of each cluster id, computed by the pipeline's own
+    statement ``sql/impressions_bucket.sql`` on DuckDB, so an id falls in the bucket it falls in when
+    ``fairmon run`` clusters (transforms/reo/cluster.py). Raises ValueError for ``buckets`` < 2."""
+    if buckets < 2:
+        raise ValueError(f"cluster_buckets must be at least 2, got {buckets}")
+    import duckdb
+
+    from fairmon.pipelines.ingest.engines import DuckEngine
+
+    con = duckdb.connect()
+    try:
+        engine = DuckEngine(con)
+        engine.register("raw_in", pl.DataFrame({"__id": ids}).with_row_index("__i"))
+        out = engine.frame(engine.sql("impressions_bucket", {"buckets": buckets}, cluster=["__id"]))
+    finally:
+        con.close()
+    return out.sort("__i").get_column("__cbucket").cast(pl.Int32)
 
 
 def group_counts(
@@ -128,7 +158,7 @@ def group_counts(
     out = count_rows(
         frame, group=group, label=label, traffic=traffic, arm=arm, label_rule=label_rule, traffic_stages=traffic_stages
     )
-    return as_caller(out, kind)
+    return as_caller(out.select(COUNT_COLUMNS), kind)
 
 
 def tidy_counts(

@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from fairmon.api.counting import UNDATED, count_rows, tidy_counts
+from fairmon.api.counting import CLUSTER_BUCKETS, COUNT_COLUMNS, UNDATED, count_rows, tidy_counts
 from fairmon.api.frames import as_caller, as_polars
 from fairmon.transforms.reo.estimate import EIGHTY_PERCENT_RULE_REO, MIN_EXPECTED_POSITIVES
 from fairmon.transforms.reo.reo_tables import GROUP_COUNTS_SCHEMA, ab_pairs, reo_ab_table, reo_tables
@@ -42,6 +42,8 @@ REO_COLUMNS = (
     "ci_method",
     "level",
     "reason",
+    "cluster_by",
+    "design_effect",
 )
 #: Columns of :func:`reo_groups`' result.
 REO_GROUP_COLUMNS = (
@@ -79,6 +81,8 @@ REO_AB_COLUMNS = (
     "df",
     "level",
     "reason",
+    "cluster_by",
+    "design_effect",
 )
 
 
@@ -91,13 +95,17 @@ def _group_counts_table(
     arm: str | None,
     label_rule: str,
     traffic_stages: Sequence[str],
-) -> tuple[pl.DataFrame, list, Any, bool]:
-    """(counts in the pipeline's ``group_counts`` layout, its days, the caller's
-    kind, whether the input was dated). Raises ValueError when no default or
-    no random traffic is present."""
+    cluster: str | None = None,
+    cluster_buckets: int = CLUSTER_BUCKETS,
+) -> tuple[pl.DataFrame, pl.DataFrame | None, list, Any, bool]:
+    """(counts in the pipeline's ``group_counts`` layout, the per-bucket counts
+    when ``cluster`` is given, the days, the caller's kind, whether the input
+    was dated). Raises ValueError when no default or no random traffic is
+    present, or for ``cluster`` with counts."""
     frame, kind = as_polars(data, "rows" if label is not None else "counts")
+    buckets = None
     if label is not None:
-        tidy = count_rows(
+        long = count_rows(
             frame,
             group=group,
             label=label,
@@ -105,7 +113,14 @@ def _group_counts_table(
             arm=arm,
             label_rule=label_rule,
             traffic_stages=traffic_stages,
+            cluster=cluster,
+            cluster_buckets=cluster_buckets,
         )
+        tidy = long.group_by(*COUNT_COLUMNS[:4]).agg(pl.col("n").sum(), pl.col("n_pos").sum())
+        if cluster is not None:
+            buckets = long.filter(pl.col("cbucket").is_not_null())
+    elif cluster is not None:
+        raise ValueError("cluster needs rows (label=...): per-group counts carry no cluster ids")
     elif isinstance(group, str):
         tidy = tidy_counts(frame, group=group, traffic=traffic, arm=arm, traffic_stages=traffic_stages)
     else:
@@ -125,14 +140,23 @@ def _group_counts_table(
         pl.col("ds").cast(pl.Date).alias("window_start"),
         pl.col("ds").cast(pl.Date).alias("window_end"),
     ).select(list(GROUP_COUNTS_SCHEMA))
-    return table.cast(GROUP_COUNTS_SCHEMA), sorted(set(table.get_column("ds"))), kind, dated
+    days = sorted(set(table.get_column("ds")))
+    return table.cast(GROUP_COUNTS_SCHEMA).sort("traffic", "arm", "attribute", "group"), buckets, days, kind, dated
 
 
-def _estimates(data, *, group, label, traffic, arm, label_rule, traffic_stages, **est) -> tuple:
-    counts, days, kind, dated = _group_counts_table(
-        data, group=group, label=label, traffic=traffic, arm=arm, label_rule=label_rule, traffic_stages=traffic_stages
+def _estimates(data, *, group, label, traffic, arm, label_rule, traffic_stages, cluster, cluster_buckets, **est):
+    counts, buckets, days, kind, dated = _group_counts_table(
+        data,
+        group=group,
+        label=label,
+        traffic=traffic,
+        arm=arm,
+        label_rule=label_rule,
+        traffic_stages=traffic_stages,
+        cluster=cluster,
+        cluster_buckets=cluster_buckets,
     )
-    parts = [reo_tables(counts, d, **est) for d in days]
+    parts = [reo_tables(counts, d, buckets=buckets, cluster_by=cluster or "none", **est) for d in days]
     groups = pl.concat([p[0] for p in parts])
     overall = pl.concat([p[1] for p in parts])
     return groups, overall, kind, dated
@@ -153,6 +177,8 @@ def reo(
     min_expected_positives: float = MIN_EXPECTED_POSITIVES,
     label_rule: str = "any",
     traffic_stages: Sequence[str] = (),
+    cluster: str | None = None,
+    cluster_buckets: int = CLUSTER_BUCKETS,
 ) -> Any:
     """REO with missing labels, from default and random traffic, with its interval and verdict.
 
@@ -171,8 +197,14 @@ def reo(
     ``arm``: the arm column of default traffic (None: a column ``arm`` if
     present, else one arm ``all``); random traffic is shared by every arm.
     The input is one unit (a day's default traffic and its random window)
-    unless counts carry ``ds``. Rows are treated as independent draws (the
-    pipeline's ``cluster_by = "none"``).
+    unless counts carry ``ds``.
+
+    ``cluster``: a column of cluster ids (rows only; e.g. ``request_id`` or
+    ``user_id``): rows sharing an id are not independent, so the intervals
+    use the cluster-robust (sandwich) covariance over ``cluster_buckets``
+    hash buckets of the ids, exactly as ``fairmon run`` with ``[estimation]
+    cluster_by`` (DESIGN §4.1 "Clustered rows"); ``design_effect`` then says
+    how much wider they are. None: independent rows (``cluster_by = "none"``).
 
     ``ci_method``: ``delta`` (full multinomial covariance; DESIGN §4.1),
     ``delta_paper`` (the paper's diagonal Γ) or ``bootstrap_percentile`` /
@@ -187,7 +219,8 @@ def reo(
     interval valid near 0), reo_bc (bias-corrected), the parity test,
     verdict_80pct (``exceeds``/``within``/``inconclusive``/``undefined``, from
     the interval) and a reason wherever a value is NaN. These are the columns
-    of the pipeline's ``reo`` table, computed by the same code.
+    of the pipeline's ``reo`` table, computed by the same code, plus
+    ``cluster_by`` (the cluster column or ``none``) and ``design_effect``.
 
     Raises ValueError for a missing column (naming it and the columns present),
     a label that is not boolean, an unknown traffic value, no default or no
@@ -206,6 +239,8 @@ def reo(
         arm=arm,
         label_rule=label_rule,
         traffic_stages=traffic_stages,
+        cluster=cluster,
+        cluster_buckets=cluster_buckets,
         ci_method=ci_method,
         level=confidence_level,
         n_boot=n_boot,
@@ -230,10 +265,12 @@ def reo_groups(
     min_expected_positives: float = MIN_EXPECTED_POSITIVES,
     label_rule: str = "any",
     traffic_stages: Sequence[str] = (),
+    cluster: str | None = None,
+    cluster_buckets: int = CLUSTER_BUCKETS,
 ) -> Any:
     """Per-group terms of REO: Q_k, P_k, U_k = Q_k/P_k and ΔU_k = U_k/mean(U) − 1 with SEs and CIs.
 
-    Inputs and arguments as :func:`reo`. Raises ValueError and TypeError as
+    Inputs and arguments (``cluster`` included) as :func:`reo`. Raises ValueError and TypeError as
     :func:`reo` does. Returns a frame of the
     caller's kind, one row per (ds,) arm × attribute × group (``(missing)``
     excluded), columns :data:`REO_GROUP_COLUMNS` (the pipeline's ``reo_group``
@@ -251,6 +288,8 @@ def reo_groups(
         arm=arm,
         label_rule=label_rule,
         traffic_stages=traffic_stages,
+        cluster=cluster,
+        cluster_buckets=cluster_buckets,
         ci_method=ci_method,
         level=confidence_level,
         n_boot=n_boot,
@@ -276,6 +315,8 @@ def reo_ab(
     seed: int = 0,
     label_rule: str = "any",
     traffic_stages: Sequence[str] = (),
+    cluster: str | None = None,
+    cluster_buckets: int = CLUSTER_BUCKETS,
 ) -> Any:
     """A/B differences of REO and of each ΔU_k, treatment arm minus control arm.
 
@@ -286,13 +327,15 @@ def reo_ab(
     (joint delta method through the shared P̂, DESIGN §4.1), ``delta_paper``
     (SE = sqrt(SE_T² + SE_C²)), ``partition`` (paired folds, ``folds``) and
     ``bootstrap`` (``n_boot`` joint resamples seeded by ``seed``).
+    ``cluster``/``cluster_buckets``: cluster-robust intervals as in :func:`reo`.
 
     Returns a frame of the caller's kind, one row per (ds,) attribute ×
     treatment × metric (``reo``, then ``delta_U:<group>``) × method, columns
     :data:`REO_AB_COLUMNS`: diff = metric_T − metric_C (dimensionless), se,
     ci_low, ci_high at ``confidence_level``, two-sided p_value, its
     Benjamini–Hochberg q_value over the day's rows of a method, df (the
-    partition method's t degrees of freedom) and a reason for NaNs.
+    partition method's t degrees of freedom), a reason for NaNs, cluster_by
+    and design_effect.
 
     Raises ValueError when ``control`` or a treatment is not an arm of the
     default traffic (naming the arms present), for an unknown method, and as
@@ -300,8 +343,16 @@ def reo_ab(
 
     Source: seed 001 Algorithms 2–4; the joint delta method of DESIGN §4.1.
     """
-    counts, days, kind, dated = _group_counts_table(
-        data, group=group, label=label, traffic=traffic, arm=arm, label_rule=label_rule, traffic_stages=traffic_stages
+    counts, buckets, days, kind, dated = _group_counts_table(
+        data,
+        group=group,
+        label=label,
+        traffic=traffic,
+        arm=arm,
+        label_rule=label_rule,
+        traffic_stages=traffic_stages,
+        cluster=cluster,
+        cluster_buckets=cluster_buckets,
     )
     arms = sorted(set(counts.filter(pl.col("traffic") == "default").get_column("arm")))
     wanted = [control, *(treatments or [])]
@@ -314,7 +365,16 @@ def reo_ab(
     out = pl.concat(
         [
             reo_ab_table(
-                counts, d, pairs, methods=tuple(methods), level=confidence_level, folds=folds, n_boot=n_boot, seed=seed
+                counts,
+                d,
+                pairs,
+                methods=tuple(methods),
+                level=confidence_level,
+                folds=folds,
+                n_boot=n_boot,
+                seed=seed,
+                buckets=buckets,
+                cluster_by=cluster or "none",
             )
             for d in days
         ]
