@@ -460,6 +460,8 @@ def test_read_table_returns_only_published_days(tmp_path):
         ("r2", days[2], 2, "published"),
         ("r3", days[3], 1, "published"),
     ]
+    with pytest.raises(RuntimeError, match="cannot tell which days are published: .*f.duckdb does not exist yet"):
+        fairmon.read_table(cfg, "reo")
     with db.connect(tmp_path / "f.duckdb") as con:
         db.execute(con, "runs_create")
         db.execute(con, "runs_migrate")
