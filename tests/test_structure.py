@@ -166,13 +166,7 @@ NOT_YET = {
     "pipelines/ingest/adapters.py",
     "pipelines/ingest/staging.py",
     "pipelines/orchestration/flows.py",
-    "transforms/decisions/sdt.py",
-    "transforms/decisions/threshold.py",
-    "transforms/envy/certify.py",
     "transforms/registry.py",
-    "transforms/reo/ab.py",
-    "transforms/reo/reo_tables.py",
-    "transforms/report_data.py",
 }
 
 
