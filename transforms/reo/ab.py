@@ -10,14 +10,14 @@ D_k = ΔU_k^T − ΔU_k^C. Methods (DESIGN §4.1):
 * ``delta_paper``: Algorithm 2 as printed, SE = sqrt(SE_T² + SE_C²) with the
   paper's diagonal single-arm SEs; it ignores that both arms share P̂, so it
   is far too wide when both arms favour the same group and too narrow
-  (coverage 0.81–0.86) when a treatment flips which group is favoured —
+  (under-covers, DESIGN §4.1) when a treatment flips which group is favoured —
   kept for comparison with the paper, not as a default;
 * ``partition``: Algorithm 3, the rows of each arm and of the random traffic
   split at random into M folds (multivariate hypergeometric on the count
   tables), the metric computed per fold; fold m of both arms uses random
   fold m, so the per-fold differences are paired: a paired t on M − 1
-  degrees of freedom (the unpaired Welch form under-covers, 0.74–0.88, when
-  a treatment flips the favoured group);
+  degrees of freedom (the unpaired Welch form under-covers when a treatment
+  flips the favoured group, DESIGN §4.1);
 * ``bootstrap``: Algorithm 4, both arms and the shared random traffic
   resampled together (multinomial on the count tables), B replicates;
   percentile CI, SE = bootstrap sd, normal two-sided p-value.
@@ -137,8 +137,8 @@ def paired_fold_se(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     fold m, so d_m = x_m − y_m are M independent replicates of a difference
     estimated on 1/M of the data: SE = sd(d)/√M (ddof = 1), df = M − 1 — a
     paired t (DESIGN §4.1; seed 001 Algorithm 3 with the folds paired). The
-    unpaired Welch form ignores the shared P̂ and covers only
-    0.74–0.88 when a treatment flips the favoured group. Shapes (M,), M ≥ 2,
+    unpaired Welch form ignores the shared P̂ and under-covers when a
+    treatment flips the favoured group (figures in DESIGN §4.1). Shapes (M,), M ≥ 2,
     or (M, J) for J metrics at once (then SE has shape (J,)).
     """
     d = np.asarray(x, float) - np.asarray(y, float)
