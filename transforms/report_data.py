@@ -70,53 +70,8 @@ def report_data(
             frame = frame.join(runs, on=["ds", "run_id"], how="semi")
         return frame.sort("ds")
 
-    excluded = excluded_days(dq)
-    seen = set(dq.get_column("ds").to_list()) if not dq.is_empty() else set()
-    never = [start + dt.timedelta(days=i) for i in range((end - start).days + 1)]
-    never = [d for d in never if d not in seen]
-    if never:
-        why = {}
-        if latest_runs is not None:
-            for r in latest_runs.iter_rows(named=True):
-                if r["status"] == "running":
-                    why[r["ds"]] = "its latest run did not finish (killed, or still running)"
-                elif r["status"] == "failed":
-                    why[r["ds"]] = f"its latest run failed: {r['detail']}"
-        excluded = pl.concat(
-            [
-                excluded,
-                pl.DataFrame(
-                    {
-                        "ds": never,
-                        "reasons": [
-                            why.get(d, "no data-quality record: the day was not run or failed before its checks")
-                            for d in never
-                        ],
-                    },
-                    schema={"ds": pl.Date, "reasons": pl.String},
-                ),
-            ]
-        ).sort("ds")
-    if dq.is_empty():
-        summary = pl.DataFrame()
-    else:
-        summary = (
-            dq.group_by("ds", "suite")
-            .agg(
-                pl.len().alias("subjects"),
-                pl.col("success").all().alias("passed"),
-                pl.col("n_expectations").sum().alias("expectations"),
-                (pl.col("n_failed") - pl.col("n_warnings")).sum().alias("failed_critical"),
-                pl.col("n_warnings").sum().alias("warnings"),
-                pl.col("failed_warning")
-                .filter(pl.col("failed_warning") != "")
-                .unique()
-                .sort()
-                .str.join(", ")
-                .alias("warning_names"),
-            )
-            .sort("ds", "suite")
-        )
+    excluded = _with_never_checked(excluded_days(dq), dq, start, end, latest_runs)
+    summary = _checks_summary(dq)
 
     def opt(frame: pl.DataFrame | None) -> pl.DataFrame:
         return keep(frame if frame is not None else pl.DataFrame())
@@ -133,6 +88,55 @@ def report_data(
         opt(threshold_prevalence),
         opt(sdt),
         {name: opt(frame) for name, frame in (extras or {}).items()},
+    )
+
+
+def _with_never_checked(
+    excluded: pl.DataFrame, dq: pl.DataFrame, start: dt.date, end: dt.date, latest_runs: pl.DataFrame | None
+) -> pl.DataFrame:
+    """``excluded`` (ds, reasons) plus every day of [start, end] without a
+    data-quality record, so the report names each missing day rather than
+    skipping it silently; the reason is the latest run's status when known
+    (still running or killed, failed with its detail)."""
+    seen = set(dq.get_column("ds").to_list()) if not dq.is_empty() else set()
+    never = [start + dt.timedelta(days=i) for i in range((end - start).days + 1)]
+    never = [d for d in never if d not in seen]
+    if not never:
+        return excluded
+    why = {}
+    if latest_runs is not None:
+        for r in latest_runs.iter_rows(named=True):
+            if r["status"] == "running":
+                why[r["ds"]] = "its latest run did not finish (killed, or still running)"
+            elif r["status"] == "failed":
+                why[r["ds"]] = f"its latest run failed: {r['detail']}"
+    reasons = [why.get(d, "no data-quality record: the day was not run or failed before its checks") for d in never]
+    missing = pl.DataFrame({"ds": never, "reasons": reasons}, schema={"ds": pl.Date, "reasons": pl.String})
+    return pl.concat([excluded, missing]).sort("ds")
+
+
+def _checks_summary(dq: pl.DataFrame) -> pl.DataFrame:
+    """One row per (ds, suite) of ``dq_results``: subjects checked, whether
+    all passed, expectations run, critical failures, warnings and their
+    names, so the report can show what each day's gate looked at."""
+    if dq.is_empty():
+        return pl.DataFrame()
+    return (
+        dq.group_by("ds", "suite")
+        .agg(
+            pl.len().alias("subjects"),
+            pl.col("success").all().alias("passed"),
+            pl.col("n_expectations").sum().alias("expectations"),
+            (pl.col("n_failed") - pl.col("n_warnings")).sum().alias("failed_critical"),
+            pl.col("n_warnings").sum().alias("warnings"),
+            pl.col("failed_warning")
+            .filter(pl.col("failed_warning") != "")
+            .unique()
+            .sort()
+            .str.join(", ")
+            .alias("warning_names"),
+        )
+        .sort("ds", "suite")
     )
 
 

@@ -168,7 +168,36 @@ def envy_cfg_table(cfg, name: str) -> pl.DataFrame:
 
 
 def run_demo(out: Path, console: Console) -> None:
-    """Write and run the demo under ``out``; print REO tables and output paths."""
+    """Write and run the demo under ``out``; print REO tables and output paths.
+
+    Six parts, each in its own folder with its own config, DuckDB file and
+    warehouse, run in this order; exits 1 (SystemExit) when any day of any
+    part did not publish, so a broken demo never looks like a working one."""
+    parts = [
+        part(out, console)
+        for part in (_simulated_part, _coat_part, _compas_part, _labels_part, _envy_part, _reach_part)
+    ]
+    (sim, _, sim_report), (coat, _, coat_report), (compas, _, compas_report) = parts[:3]
+    (labels, _, labels_report), (envy, _, envy_report), (reach, _, reach_report) = parts[3:]
+    console.rule("outputs")
+    console.print(f"more reports: {compas_report}  {labels_report}  {envy_report}  {reach_report}")
+    for name, c in (
+        ("simulation", sim), ("coat", coat), ("compas", compas), ("labels", labels), ("envy", envy),
+        ("coat-reach", reach),
+    ):  # fmt: skip
+        console.print(
+            f"{name}: tables under {c / 'warehouse'} (ds=YYYY-MM-DD partitions), DuckDB file {c / 'fairmon.duckdb'}"
+        )
+    console.print(f"reports (open offline in a browser): {sim_report}  {coat_report}")
+    console.print(f"data-quality Data Docs: {sim / 'gx' / 'uncommitted' / 'data_docs' / 'local_site' / 'index.html'}")
+    failed = [r for _, results, _ in parts for r in results if r["status"] != "published"]
+    if failed:
+        raise SystemExit(1)
+
+
+def _simulated_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
+    """Part 1: 14 simulated days, a control and three treatment arms (seed 001 §4.4): daily REO
+    beside the truth, the A/B table and the stage table. Returns (folder, day results, report)."""
     # A post-recall stage at parity (recall U = 1.1 for both groups): the ranking stage creates the
     # disparity, and the reo_stage table (seed 001 App. I.4) says so.
     spec = SimulationSpec(
@@ -208,7 +237,11 @@ def run_demo(out: Path, console: Console) -> None:
     console.print(ab_table(last["reo_ab"], true_d))
     console.print(stage_lines(sim_cfg, last["ds"], paths["truth_stages"]))
     sim_report = build_report(sim_cfg, days[0], days[-1], config_name=str(paths["config"]))
+    return sim, results, sim_report
 
+
+def _coat_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
+    """Part 2: Coat, self-selected ratings as default traffic and random ratings as random traffic."""
     console.rule("2. Coat: self-selected ratings = default traffic, random ratings = random traffic")
     coat = out / "coat"
     coat.mkdir(parents=True, exist_ok=True)
@@ -218,7 +251,12 @@ def run_demo(out: Path, console: Console) -> None:
     if coat_results[0]["status"] == "published":
         console.print(reo_table(coat_results[0]["reo"], "Coat REO (label: rating >= 4)"))
     coat_report = build_report(coat_cfg, COAT_DS, COAT_DS, config_name=str(cfg))
+    return coat, coat_results, coat_report
 
+
+def _compas_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
+    """Part 3: COMPAS, prevalence at the threshold and an ε-DP audit release (seeds 002, 000);
+    a fresh folder each time, so the demo never exhausts its privacy ledger."""
     console.rule("3. COMPAS: prevalence at the threshold t = 5 (d = 3), ProPublica filter on (seed 002 §5.1)")
     compas = out / "compas"
     if compas.exists():  # a fresh privacy ledger per demo run: the demo spends ε = 0.5 of COMPAS' 1.0 each time
@@ -248,7 +286,11 @@ def run_demo(out: Path, console: Console) -> None:
             f"-> decision at α = {rel['alpha']}: [bold]{rel['decision']}[/bold]; {compas / 'releases'}"
         )
     compas_report = build_report(compas_cfg, COMPAS_DS, COMPAS_DS, config_name=str(ccfg))  # with the release
+    return compas, compas_results, compas_report
 
+
+def _labels_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
+    """Part 4: simulated labelers with known d' and criteria per content group (seed 002 §5.3)."""
     console.rule("4. simulated labelers: known d' and criteria per content group (seed 002 §5.3)")
     labels = out / "labels"
     lspec = LabelingSpec(start=DEMO_START, days=7, items_per_day=20_000, gold_rate=0.8, seed=3)
@@ -267,7 +309,11 @@ def run_demo(out: Path, console: Console) -> None:
         )
         console.print("true cost ratios: " + ", ".join(f"{lab}/{g} {c:.2f}" for (lab, g), c in sorted(truth_l.items())))
     labels_report = build_report(labels_cfg, lds, lds, config_name=str(lpaths["config"]))
+    return labels, label_results, labels_report
 
+
+def _envy_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
+    """Part 5: an envy-freeness audit of simulated swap traffic with a known verdict (seed 004)."""
     console.rule("5. envy-freeness audit: swap traffic from a recommender with known preferences (seed 004)")
     envy = out / "envy"
     epaths = write_envy_simulation(envy, scenario="envious", days=4, start=DEMO_START, seed=0)
@@ -278,7 +324,11 @@ def run_demo(out: Path, console: Console) -> None:
     envy_report = build_report(envy_cfg, edays[0], edays[-1], config_name=str(epaths["config"]))
     for line in envy_findings(envy_cfg_table(envy_cfg, "envy_audit"), envy_cfg_table(envy_cfg, "group_envy"))[1:-1]:
         console.print(line)
+    return envy, envy_results, envy_report
 
+
+def _reach_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
+    """Part 6: reachability and stability of a biased MF trained on Coat, audited as a snapshot (seed 003)."""
     console.rule("6. reachability and stability: a biased MF trained on Coat, audited as a model snapshot (seed 003)")
     reach = out / "coat-reach"
     summary = write_coat_reach_project(reach, COAT_DS, data_dir("coat"))
@@ -294,22 +344,4 @@ def run_demo(out: Path, console: Console) -> None:
         read_table(wh, "reach_group"),
     ):  # fmt: skip
         console.print(line)
-
-    console.rule("outputs")
-    console.print(f"more reports: {compas_report}  {labels_report}  {envy_report}  {reach_report}")
-    for name, c in (
-        ("simulation", sim), ("coat", coat), ("compas", compas), ("labels", labels), ("envy", envy),
-        ("coat-reach", reach),
-    ):  # fmt: skip
-        console.print(
-            f"{name}: tables under {c / 'warehouse'} (ds=YYYY-MM-DD partitions), DuckDB file {c / 'fairmon.duckdb'}"
-        )
-    console.print(f"reports (open offline in a browser): {sim_report}  {coat_report}")
-    console.print(f"data-quality Data Docs: {sim / 'gx' / 'uncommitted' / 'data_docs' / 'local_site' / 'index.html'}")
-    failed = [
-        r
-        for r in results + coat_results + compas_results + label_results + envy_results + reach_results
-        if r["status"] != "published"
-    ]
-    if failed:
-        raise SystemExit(1)
+    return reach, reach_results, reach_report

@@ -200,6 +200,31 @@ start = {start}
 """
 
 
+def _expected_group_cells(system, targets, donors, mu, pulls_own: int, default_rows: int) -> list[dict]:
+    """The expected value of each (group, donor group) cell of ``group_envy``
+    under this design (seed 004 App. B, eq. 6), for the truth file: U_cross
+    averages the swap pairs equally (each target-donor pair gets the same
+    pulls); U_own weighs each user's own utility by the own-policy rows it
+    gets (default traffic spread evenly over all M users, plus ``pulls_own``
+    per target). ``mu`` (targets, donors) holds the swap utilities."""
+    import numpy as np
+
+    U = system.utility
+    M = U.shape[0]
+    weight_own = np.full(M, default_rows / M)
+    weight_own[targets] += pulls_own
+    cells = []
+    groups = sorted(set(system.group))
+    for g in groups:
+        in_g = system.group == g
+        own_g = float((np.diag(U)[in_g] * weight_own[in_g]).sum() / weight_own[in_g].sum())
+        for h in groups:
+            sel = (system.group[targets] == g)[:, None] & (system.group[donors] == h)
+            if sel.any():
+                cells.append({"group": g, "donor_group": h, "U_cross": float(mu[sel].mean()), "U_own": own_g})
+    return cells
+
+
 def write_envy_simulation(
     out: Path,
     *,
@@ -261,23 +286,11 @@ def write_envy_simulation(
         if progress:
             progress(d + 1, days)
     U = system.utility
-    mu = U[targets[:, None], donors]
+    mu = U[targets[:, None], donors]  # (targets, donors): each target's utility under each donor's policy
     own = np.diag(U)[targets]
     envy_t = (mu > own[:, None]).any(axis=1)
     free_t = (mu <= own[:, None] + epsilon).all(axis=1)
-    # expected group cells under this design: swap pairs weigh equally; own rows weigh by their volume
-    M = U.shape[0]
-    weight_own = np.full(M, default_rows / M)
-    weight_own[targets] += pulls_own
-    cells = []
-    groups = sorted(set(system.group))
-    for g in groups:
-        in_g = system.group == g
-        own_g = float((np.diag(U)[in_g] * weight_own[in_g]).sum() / weight_own[in_g].sum())
-        for h in groups:
-            sel = (system.group[targets] == g)[:, None] & (system.group[donors] == h)
-            if sel.any():
-                cells.append({"group": g, "donor_group": h, "U_cross": float(mu[sel].mean()), "U_own": own_g})
+    cells = _expected_group_cells(system, targets, donors, mu, pulls_own, default_rows)
     share = system.envious_share(epsilon, gamma)
     correct = (["not_envy_free"] if envy_t.any() else []) + (["envy_free"] if share <= lam else [])
     truth = {

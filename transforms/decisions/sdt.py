@@ -171,6 +171,37 @@ def rates_from_sdt(t: float, d_prime: float) -> tuple[float, float]:
     return float(stats.norm.sf(t)), float(stats.norm.cdf(t - d_prime))
 
 
+def _exact_intervals(
+    tp: int, fn: int, fp: int, tn: int, level: float, point: tuple[float, float, float]
+) -> tuple[tuple[float, float], tuple[float, float], tuple[float, float]]:
+    """Exact intervals for (t, d′, c) from the raw counts (module docstring):
+    Clopper–Pearson bounds on the rates carried through the monotone maps — t
+    at ``level``, d′ at its square root per rate, c through
+    :func:`_exact_log_c`. Used when a cell is too small for the delta method.
+    Each interval is widened to contain its point estimate in ``point``
+    (t, d′, c), since the log-linear-corrected points may sit just outside the
+    raw-count bounds. Source: seed 002 §5.3, eq. 12."""
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
+    n_pos, n_neg = tp + fn, fp + tn
+    f_lo, f_hi = clopper_pearson(fp, n_neg, level)
+    t_ci = (float(stats.norm.isf(f_hi)), float(stats.norm.isf(f_lo)))
+    g2 = level**0.5
+    f2_lo, f2_hi = clopper_pearson(fp, n_neg, g2)
+    m2_lo, m2_hi = clopper_pearson(fn, n_pos, g2)
+    d_ci = (
+        float(stats.norm.isf(f2_hi) - stats.norm.ppf(m2_hi)),
+        float(stats.norm.isf(f2_lo) - stats.norm.ppf(m2_lo)),
+    )
+    lc_lo, lc_hi = _exact_log_c(tp, fn, fp, tn, level)
+    with np.errstate(over="ignore"):
+        c_ci = (float(np.exp(lc_lo)), float(np.exp(lc_hi)))
+    t_ci, d_ci, c_ci = (
+        (min(lo, x), max(hi, x)) for (lo, hi), x in ((t_ci, point[0]), (d_ci, point[1]), (c_ci, point[2]))
+    )
+    return t_ci, d_ci, c_ci
+
+
 def sdt_estimate(
     tp: int,
     fn: int,
@@ -239,20 +270,7 @@ def sdt_estimate(
             f"fewer than {min_errors} in a cell ({cells}): exact Clopper–Pearson bounds carried through"
             " (t at the level, d′ at its square root, c at its cube root per rate)"
         )
-        f_lo, f_hi = clopper_pearson(fp, n_neg, level)
-        t_ci = (float(stats.norm.isf(f_hi)), float(stats.norm.isf(f_lo)))
-        g2 = level**0.5
-        f2_lo, f2_hi = clopper_pearson(fp, n_neg, g2)
-        m2_lo, m2_hi = clopper_pearson(fn, n_pos, g2)
-        d_ci = (
-            float(stats.norm.isf(f2_hi) - stats.norm.ppf(m2_hi)),
-            float(stats.norm.isf(f2_lo) - stats.norm.ppf(m2_lo)),
-        )
-        lc_lo, lc_hi = _exact_log_c(tp, fn, fp, tn, level)
-        with np.errstate(over="ignore"):
-            c_ci = (float(np.exp(lc_lo)), float(np.exp(lc_hi)))
-        # the corrected point estimates may sit just outside the raw-count bounds
-        t_ci, d_ci, c_ci = ((min(lo, x), max(hi, x)) for (lo, hi), x in ((t_ci, t), (d_ci, d), (c_ci, c)))
+        t_ci, d_ci, c_ci = _exact_intervals(tp, fn, fp, tn, level, (t, d, c))
         if not np.isfinite(c_ci[1]):
             reasons.append("no finite upper bound on the cost ratio (no false negative)")
         if c_ci[0] == 0:

@@ -38,10 +38,9 @@ same d and kernel, widened where needed to contain the local linear point
 estimate, which stays the reported value. The local linear fit's leading
 bias is proportional to the curvature of E[Y | s] times d², and it does not
 shrink as the window fills, so with many rows in the window the conventional
-interval misses the truth more often than its level says
-(``bench/coverage_decisions.py``: 20,000 rows within d = 0.5 of t on a
-logistic curve cover 0.91, within d = 1 about 0.5); the robust interval
-keeps coverage near the level at about 1.4 times the width.
+interval misses the truth more often than its level says; the robust
+interval keeps coverage near the level at a moderately larger width
+(``bench/coverage_decisions.py``; figures in bench/README.md).
 
 Windows with fewer than :data:`MIN_FIT_ROWS` rows, or a single distinct
 score, give NaN with a reason.
@@ -53,8 +52,8 @@ for the point estimate. The flag fires when |β0(d) − β0(d/2)| exceeds the
 larger of the two estimates' SEs, each being the SE behind its own
 conventional interval (the HC SE for ``hc_normal``, the 95 % Wilson
 half-width / 1.96 for ``wilson_neff``). The larger is the d/2 one in
-practice; with no bias the difference's own SD is about 0.75 of it, so the
-flag also fires by chance in roughly one window in ten (measured in the bench).
+practice and exceeds the difference's own SD without bias, so the flag
+also fires by chance now and then (rate in bench/README.md).
 """
 
 from __future__ import annotations
@@ -64,63 +63,41 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize
 
-HC_TYPES = ("HC0", "HC1", "HC3")
+from fairmon.transforms.decisions.local_poly import (
+    HC_TYPES,
+    IntervalPart,
+    LocalFit,
+    local_linear_at,
+    local_linear_fit,
+    tricube,
+    wilson_interval,
+)
+
+__all__ = [
+    "CI_TYPES",
+    "HC_TYPES",
+    "MIN_EFFECTIVE_EVENTS",
+    "MIN_FIT_ROWS",
+    "IntervalPart",
+    "LocalFit",
+    "PrevalenceDifference",
+    "ThresholdPrevalence",
+    "cost_ratio_from_threshold",
+    "group_difference",
+    "implied_threshold",
+    "local_linear_at",
+    "local_linear_fit",
+    "prevalence_at_threshold",
+    "prevalence_difference",
+    "tricube",
+    "wilson_interval",
+]
+
 CI_TYPES = ("robust", "conventional")
 #: Fewest rows within d of t for any estimate (a line through fewer points is noise).
 MIN_FIT_ROWS = 10
 #: Fewest effective events (and non-events), n_eff·min(β0, 1 − β0), for the normal interval.
 MIN_EFFECTIVE_EVENTS = 5.0
-
-
-@dataclass(frozen=True)
-class LocalFit:
-    """A tricube-weighted local polynomial fit at t (seed 002 eq. 10 for degree 1).
-
-    ``beta`` (degree + 1,): intercept β0, slope β1, …; ``cov`` (degree + 1,
-    degree + 1): the HC covariance; ``weights0`` (n,): the intercept's
-    equivalent-kernel weights l (β0 = l·y, Σ l = 1); ``n``: rows with w > 0.
-    """
-
-    beta: np.ndarray
-    cov: np.ndarray
-    weights0: np.ndarray
-    n: int
-
-    @property
-    def n_eff(self) -> float:
-        """Kish effective sample size of the intercept, 1/Σ lᵢ² (rows)."""
-        return float(1.0 / np.sum(self.weights0**2))
-
-
-@dataclass(frozen=True)
-class IntervalPart:
-    """One estimate behind an interval: ``method`` (``hc_normal`` or
-    ``wilson_neff``), the ``estimate`` clipped to [0, 1] (probability), its HC
-    ``se`` and effective rows ``n_eff``."""
-
-    method: str
-    estimate: float
-    se: float
-    n_eff: float
-
-    def at(self, level: float) -> tuple[float, float]:
-        """(low, high) at confidence ``level``, inside [0, 1]."""
-        from scipy import stats  # imported here, not at the top (fairmon.transforms)
-
-        if self.method == "hc_normal":
-            z = float(stats.norm.ppf(0.5 + level / 2))
-            return float(max(0.0, self.estimate - z * self.se)), float(min(1.0, self.estimate + z * self.se))
-        return wilson_interval(self.estimate, self.n_eff, level)
-
-    @property
-    def interval_se(self) -> float:
-        """The SE behind the interval: the HC SE, or the 95 % Wilson half-width / z."""
-        from scipy import stats  # imported here, not at the top (fairmon.transforms)
-
-        if self.method == "hc_normal":
-            return self.se
-        lo, hi = wilson_interval(self.estimate, self.n_eff, 0.95)
-        return float((hi - lo) / (2 * stats.norm.ppf(0.975)))
 
 
 @dataclass(frozen=True)
@@ -164,77 +141,6 @@ class ThresholdPrevalence:
         return _hull(self.parts, self.prevalence_at_threshold, level)
 
 
-def tricube(u: np.ndarray) -> np.ndarray:
-    """w = (1 − |u|³)³ for |u| < 1, else 0 (seed 002 eq. 11). u = (s − t)/d, any shape."""
-    u = np.abs(np.asarray(u, dtype=float))
-    return np.where(u < 1, (1 - u**3) ** 3, 0.0)
-
-
-def local_linear_fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, hc: str = "HC1", degree: int = 1) -> LocalFit:
-    """WLS of y on [1, x, …, x^degree] with weights w (seed 002 eq. 10 for
-    degree 1) and its heteroskedasticity-robust covariance.
-
-    x = s − t (score units), y outcomes (0/1 or any real), w ≥ 0 weights, all
-    shape (n,); rows with w = 0 are dropped. With the whitened design
-    X* = √w X, residuals e* = √w e and k = degree + 1 columns the covariance
-    is (X*ᵀX*)⁻¹ X*ᵀ diag(ωᵢ e*ᵢ²) X* (X*ᵀX*)⁻¹ with ωᵢ = 1 (HC0), n/(n − k)
-    (HC1) or 1/(1 − hᵢ)² (HC3, hᵢ the leverage of row i in X*), as statsmodels'
-    ``WLS(...).fit(cov_type=hc)``. HC3 with a row of leverage 1, or HC1 with
-    n = k, gives a NaN covariance. Raises ValueError on an unknown ``hc``,
-    degree < 0, or a singular design (fewer than degree + 1 distinct x).
-    """
-    if hc not in HC_TYPES:
-        raise ValueError(f"hc must be one of {HC_TYPES}, got {hc!r}")
-    if degree < 0:
-        raise ValueError(f"degree must be >= 0, got {degree}")
-    x, y, w = (np.asarray(a, dtype=float) for a in (x, y, w))
-    keep = w > 0
-    x, y, w = x[keep], y[keep], w[keep]
-    k = degree + 1
-    X = np.vander(x, k, increasing=True)
-    sw = np.sqrt(w)
-    Xs, ys = X * sw[:, None], y * sw
-    XtX = Xs.T @ Xs
-    if x.size < k or np.unique(x).size < k or np.linalg.matrix_rank(XtX) < k:
-        raise ValueError(f"singular design: the window needs at least {k} distinct scores")
-    inv = np.linalg.inv(XtX)
-    proj = inv @ Xs.T  # (k, n): β = proj @ y*
-    beta = proj @ ys
-    e = ys - Xs @ beta
-    omega = e**2
-    if hc == "HC1":
-        omega = omega * x.size / (x.size - k) if x.size > k else np.full_like(omega, np.nan)
-    elif hc == "HC3":
-        h = np.einsum("ij,ji->i", Xs, proj)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            omega = np.where(h < 1 - 1e-10, omega / (1 - h) ** 2, np.nan)
-    cov = (proj * omega) @ proj.T
-    return LocalFit(beta, cov, proj[0] * sw, int(x.size))
-
-
-def local_linear_at(x: np.ndarray, y: np.ndarray, w: np.ndarray, hc: str = "HC1") -> tuple[np.ndarray, np.ndarray]:
-    """(β (2,), robust covariance (2, 2)) of the local linear :func:`local_linear_fit`
-    (seed 002 eq. 10). Raises ValueError on an unknown hc or a singular design."""
-    fit = local_linear_fit(x, y, w, hc)
-    return fit.beta, fit.cov
-
-
-def wilson_interval(p: float, n: float, level: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a proportion ``p`` ∈ [0, 1] observed on ``n`` > 0
-    (possibly fractional, effective) trials at confidence ``level``: inside
-    [0, 1] and of positive width for every p (DESIGN §4.2: small and
-    all-equal windows). Raises ValueError when p is outside [0, 1] or n ≤ 0."""
-    from scipy import stats  # imported here, not at the top (fairmon.transforms)
-
-    if not (0 <= p <= 1 and n > 0):
-        raise ValueError(f"need 0 <= p <= 1 and n > 0, got p={p}, n={n}")
-    z = float(stats.norm.ppf(0.5 + level / 2))
-    z2n = z * z / n
-    centre = (p + z2n / 2) / (1 + z2n)
-    half = z / (1 + z2n) * np.sqrt(p * (1 - p) / n + z2n / (4 * n))
-    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
-
-
 def _part(fit: LocalFit, min_window_rows: int, constant: float | None = None) -> tuple[IntervalPart, str | None]:
     """The interval part of a fit and, for ``wilson_neff``, why the normal interval was not used.
     ``constant``: the common value when all outcomes in the window are equal (the fit is then
@@ -276,6 +182,82 @@ def _fit_window(
         return n, str(e)
 
 
+def _check_arguments(s: np.ndarray, y: np.ndarray, d: float, hc: str, ci: str, min_window_rows: int) -> None:
+    """Raise ValueError for arguments no estimate can come from (shapes, d ≤ 0,
+    unknown ``hc`` or ``ci``, ``min_window_rows`` < 1): a caller's mistake, not data."""
+    if s.shape != y.shape:
+        raise ValueError("score and outcome must have the same shape")
+    if not d > 0:
+        raise ValueError(f"bandwidth d must be > 0, got {d}")
+    if hc not in HC_TYPES:
+        raise ValueError(f"hc must be one of {HC_TYPES}, got {hc!r}")
+    if ci not in CI_TYPES:
+        raise ValueError(f"ci must be one of {CI_TYPES}, got {ci!r}")
+    if min_window_rows < 1:
+        raise ValueError(f"min_window_rows must be >= 1, got {min_window_rows}")
+
+
+def _robust_parts(
+    s: np.ndarray,
+    y: np.ndarray,
+    t: float,
+    d: float,
+    hc: str,
+    min_window_rows: int,
+    constant: float | None,
+    parts: tuple[IntervalPart, ...],
+    *,
+    quiet: bool,
+    reasons: list[str],
+) -> tuple[IntervalPart, ...]:
+    """The ``robust`` interval's part: built around the local quadratic fit
+    (bias-corrected, see the module docstring), or ``parts`` unchanged, with a
+    reason, when that fit is undefined. Appends to ``reasons``; ``quiet``
+    (the conventional part already fell back to Wilson and said so) skips
+    repeating the fallback. Source: seed 002 eqs. 8-11, DESIGN §4.2."""
+    _, quad = _fit_window(s, y, t, d, hc, degree=2)
+    if isinstance(quad, str):
+        reasons.append(f"no bias-corrected (local quadratic) fit: {quad}; conventional interval")
+        return parts
+    part, why_q = _part(quad, min_window_rows, constant)
+    if why_q and not quiet:
+        reasons.append(f"bias-corrected fit: {why_q}: Wilson interval on its effective n = {quad.n_eff:.1f}")
+    return (part,)
+
+
+def _half_bandwidth(
+    s: np.ndarray,
+    y: np.ndarray,
+    t: float,
+    d: float,
+    hc: str,
+    min_window_rows: int,
+    constant: float | None,
+    b0: float,
+    main: IntervalPart,
+    reasons: list[str],
+) -> tuple[float, float, bool]:
+    """The bandwidth diagnostic (DESIGN §4.2): (β0 at d/2, its SE, flag). The
+    flag is set when the d/2 estimate differs from ``b0`` by more than the
+    larger of the two SEs: a bias that halving the window exposes, so d may
+    be too wide. Appends to ``reasons``; NaNs and no flag when the d/2 window
+    cannot be fitted."""
+    _, fit_half = _fit_window(s, y, t, d / 2, hc)
+    if isinstance(fit_half, str):
+        reasons.append(f"no d/2 estimate: {fit_half}")
+        return float("nan"), float("nan"), False
+    half, _ = _part(fit_half, min_window_rows, constant)
+    half_b0, half_se = half.estimate, half.interval_se
+    bar = max(main.interval_se, half_se)
+    if abs(b0 - half_b0) > bar:
+        reasons.append(
+            f"bandwidth: the d/2 estimate {half_b0:.3g} differs from {b0:.3g} by more than"
+            f" the larger SE ({bar:.2g}); the point estimate may be biased, d may be too wide"
+        )
+        return half_b0, half_se, True
+    return half_b0, half_se, False
+
+
 def prevalence_at_threshold(
     score: np.ndarray,
     outcome: np.ndarray,
@@ -313,16 +295,7 @@ def prevalence_at_threshold(
     """
     s = np.asarray(score, dtype=float)
     y = np.asarray(outcome, dtype=float)
-    if s.shape != y.shape:
-        raise ValueError("score and outcome must have the same shape")
-    if not d > 0:
-        raise ValueError(f"bandwidth d must be > 0, got {d}")
-    if hc not in HC_TYPES:
-        raise ValueError(f"hc must be one of {HC_TYPES}, got {hc!r}")
-    if ci not in CI_TYPES:
-        raise ValueError(f"ci must be one of {CI_TYPES}, got {ci!r}")
-    if min_window_rows < 1:
-        raise ValueError(f"min_window_rows must be >= 1, got {min_window_rows}")
+    _check_arguments(s, y, d, hc, ci, min_window_rows)
     nan = float("nan")
     n, fit = _fit_window(s, y, t, d, hc)
     naive = float(y[np.abs(s - t) < d].mean()) if n else nan
@@ -345,14 +318,7 @@ def prevalence_at_threshold(
     if why:
         reasons.append(f"{why}: Wilson interval on the effective n = {fit.n_eff:.1f}")
     if ci == "robust":
-        _, quad = _fit_window(s, y, t, d, hc, degree=2)
-        if isinstance(quad, str):
-            reasons.append(f"no bias-corrected (local quadratic) fit: {quad}; conventional interval")
-        else:
-            part, why_q = _part(quad, min_window_rows, constant)
-            parts = (part,)
-            if why_q and not why:
-                reasons.append(f"bias-corrected fit: {why_q}: Wilson interval on its effective n = {quad.n_eff:.1f}")
+        parts = _robust_parts(s, y, t, d, hc, min_window_rows, constant, parts, quiet=bool(why), reasons=reasons)
     method = ("robust_" if parts[0] is not main else "") + parts[0].method
     lo, hi = _hull(parts, b0, level)
 
@@ -364,21 +330,7 @@ def prevalence_at_threshold(
     c_lo = (1 - hi) / hi if hi > 0 else float("inf")
     c_hi = (1 - lo) / lo if lo > 0 else float("inf")
 
-    half_b0 = half_se = nan
-    flag = False
-    _, fit_half = _fit_window(s, y, t, d / 2, hc)
-    if isinstance(fit_half, str):
-        reasons.append(f"no d/2 estimate: {fit_half}")
-    else:
-        half, _ = _part(fit_half, min_window_rows, constant)
-        half_b0, half_se = half.estimate, half.interval_se
-        bar = max(main.interval_se, half_se)
-        if abs(b0 - half_b0) > bar:
-            flag = True
-            reasons.append(
-                f"bandwidth: the d/2 estimate {half_b0:.3g} differs from {b0:.3g} by more than"
-                f" the larger SE ({bar:.2g}); the point estimate may be biased, d may be too wide"
-            )
+    half_b0, half_se, flag = _half_bandwidth(s, y, t, d, hc, min_window_rows, constant, b0, main, reasons)
     return ThresholdPrevalence(
         n,
         b0,

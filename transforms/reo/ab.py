@@ -10,14 +10,14 @@ D_k = ΔU_k^T − ΔU_k^C. Methods (DESIGN §4.1):
 * ``delta_paper``: Algorithm 2 as printed, SE = sqrt(SE_T² + SE_C²) with the
   paper's diagonal single-arm SEs; it ignores that both arms share P̂, so it
   is far too wide when both arms favour the same group and too narrow
-  (coverage 0.81–0.86) when a treatment flips which group is favoured —
+  (under-covers, DESIGN §4.1) when a treatment flips which group is favoured —
   kept for comparison with the paper, not as a default;
 * ``partition``: Algorithm 3, the rows of each arm and of the random traffic
   split at random into M folds (multivariate hypergeometric on the count
   tables), the metric computed per fold; fold m of both arms uses random
   fold m, so the per-fold differences are paired: a paired t on M − 1
-  degrees of freedom (the unpaired Welch form under-covers, 0.74–0.88, when
-  a treatment flips the favoured group);
+  degrees of freedom (the unpaired Welch form under-covers when a treatment
+  flips the favoured group, DESIGN §4.1);
 * ``bootstrap``: Algorithm 4, both arms and the shared random traffic
   resampled together (multinomial on the count tables), B replicates;
   percentile CI, SE = bootstrap sd, normal two-sided p-value.
@@ -137,8 +137,8 @@ def paired_fold_se(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     fold m, so d_m = x_m − y_m are M independent replicates of a difference
     estimated on 1/M of the data: SE = sd(d)/√M (ddof = 1), df = M − 1 — a
     paired t (DESIGN §4.1; seed 001 Algorithm 3 with the folds paired). The
-    unpaired Welch form ignores the shared P̂ and covers only
-    0.74–0.88 when a treatment flips the favoured group. Shapes (M,), M ≥ 2,
+    unpaired Welch form ignores the shared P̂ and under-covers when a
+    treatment flips the favoured group (figures in DESIGN §4.1). Shapes (M,), M ≥ 2,
     or (M, J) for J metrics at once (then SE has shape (J,)).
     """
     d = np.asarray(x, float) - np.asarray(y, float)
@@ -197,8 +197,6 @@ def ab_estimates(
     Raises ValueError for an unknown method.
     Source: seed 001 Algorithms 2-4; joint delta method per DESIGN §4.1.
     """
-    from scipy import stats  # imported here, not at the top (fairmon.transforms)
-
     unknown = set(methods) - set(AB_METHODS)
     if unknown:
         raise ValueError(f"unknown A/B method(s) {sorted(unknown)}; expected {AB_METHODS}")
@@ -208,20 +206,7 @@ def ab_estimates(
     K = len(groups)
     U_T = utilities(a_T[None], np.array([n_T]), b[None], np.array([n_rand]))[0]
     U_C = utilities(a_C[None], np.array([n_C]), b[None], np.array([n_rand]))[0]
-    reason = None
-    if K < 2:
-        reason = "fewer than 2 groups"
-    elif min(n_T, n_C, n_rand) == 0 or (b == 0).any():
-        reason = "P_k = 0 or an empty sample: U undefined"
-    elif (a_T == 0).any() or (a_C == 0).any():
-        reason = "Q_k = 0 in an arm: SE undefined"
-    elif reo_rows(U_T) == 0 or reo_rows(U_C) == 0:
-        reason = "REO = 0 in an arm: not differentiable"
-    elif cluster_note:
-        reason = cluster_note
-    elif any(c is not None and c.G < folds for c in clusters) and "partition" in methods:
-        few = min(c.G for c in clusters if c is not None)
-        reason = f"{few} non-empty cluster buckets: fewer than the {folds} partition folds"
+    reason = _undefined_reason(K, a_T, n_T, a_C, n_C, b, n_rand, U_T, U_C, methods, folds, clusters, cluster_note)
     diff = _metrics(U_T) - _metrics(U_C) if K >= 1 else np.array([])
     if reason:
         nan = float("nan")
@@ -241,23 +226,7 @@ def ab_estimates(
     Q_T, Q_C, P = a_T / n_T, a_C / n_C, b / n_rand
     c_T, c_C, c_R = clusters
     clustered = any(c is not None for c in clusters)
-    # Var of each difference: the treatment's, the control's and the shared random traffic's (gradient G_T − G_C)
-    var_mult = (
-        metric_quad_diag(1 / (Q_T * n_T), U_T)
-        + metric_quad_diag(1 / (Q_C * n_C), U_C)
-        + metric_quad_diag(1 / (P * n_rand), U_T, U_C)
-    )
-    var, deff = var_mult, np.ones(len(names))
-    if clustered:
-
-        def quad(c: BucketSums | None, share: np.ndarray, n: int, U: np.ndarray, U_C=None) -> np.ndarray:
-            """The rows' quadratic forms in V = ZᵀZ (buckets) or diag(1/(Q n))."""
-            if c is None:
-                return metric_quad_diag(1 / (share * n), U, U_C)
-            return metric_quad_factor(c.log_share_factor(), U, U_C)
-
-        var = quad(c_T, Q_T, n_T, U_T) + quad(c_C, Q_C, n_C, U_C) + quad(c_R, P, n_rand, U_T, U_C)
-        deff = var / var_mult
+    var, deff = _difference_variances((Q_T, Q_C, P), (n_T, n_C, n_rand), U_T, U_C, clusters, len(names))
     out: list[ABEstimate] = []
     for method in methods:
         if method == "delta":
@@ -273,39 +242,156 @@ def ab_estimates(
             fT, nT = c_T.folds(folds, rng) if c_T is not None else split_counts(a_T, n_T, folds, rng)
             fC, nC = c_C.folds(folds, rng) if c_C is not None else split_counts(a_C, n_C, folds, rng)
             fR, nR = c_R.folds(folds, rng) if c_R is not None else split_counts(b, n_rand, folds, rng)
-            mT, mC = _metrics(utilities(fT, nT, fR, nR)), _metrics(utilities(fC, nC, fR, nR))
-            finite = np.isfinite(mT).all(axis=0) & np.isfinite(mC).all(axis=0)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                se_f, nu = paired_fold_se(mT, mC)  # every metric at once
-                p_f = np.where(se_f > 0, 2 * stats.t.sf(np.abs(diff) / se_f, nu), np.nan)
-            t = stats.t.ppf(0.5 + level / 2, nu)
-            for m, d, ok, se, p in zip(names, diff, finite, se_f, p_f):
-                if not ok:
-                    why = "a fold has P_k = 0; use fewer folds"
-                    out.append(ABEstimate(m, float(d), *[float("nan")] * 4, method, reason=why))
-                    continue
-                se = float(se)
-                out.append(ABEstimate(m, float(d), se, float(d - t * se), float(d + t * se), float(p), method, df=nu))
+            out += _partition_rows(names, diff, (fT, nT), (fC, nC), (fR, nR), level, method)
         elif method == "bootstrap":
-
-            def draw(c: BucketSums | None, pos: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-                return c.resample(n_boot, rng) if c is not None else (resample_counts(pos, n, n_boot, rng), n)
-
-            (bT, nT), (bC, nC) = draw(c_T, a_T, n_T), draw(c_C, a_C, n_C)
-            bR, nR = draw(c_R, b, n_rand)  # shared by both arms in each replicate
-            ones = np.ones(n_boot)
-            d_b = _metrics(utilities(bT, ones * nT, bR, ones * nR)) - _metrics(utilities(bC, ones * nC, bR, ones * nR))
-            finite = np.isfinite(d_b).all(axis=0)  # every metric's replicates at once (thousands of groups)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                se_b = d_b.std(axis=0, ddof=1)
-                p_b = np.where(se_b > 0, 2 * stats.norm.sf(np.abs(diff) / se_b), np.nan)
-            lo_b, hi_b = np.quantile(d_b, [(1 - level) / 2, (1 + level) / 2], axis=0)
-            for m, d, ok, se, lo, hi, p in zip(names, diff, finite, se_b, lo_b, hi_b, p_b):
-                if not ok:
-                    out.append(ABEstimate(m, float(d), *[float("nan")] * 4, method, reason="a resample has P_k = 0"))
-                    continue
-                out.append(ABEstimate(m, float(d), float(se), float(lo), float(hi), float(p), method))
+            out += _bootstrap_rows(
+                names, diff, (a_T, n_T), (a_C, n_C), (b, n_rand), clusters, level, n_boot, rng, method
+            )
     if clustered:  # the design effect is the data's, the same on every method's row of a metric
         by_metric = dict(zip(names, deff))
         out = [replace(e, design_effect=float(by_metric[e.metric])) for e in out]
+    return out
+
+
+def _undefined_reason(
+    K: int,
+    a_T: np.ndarray,
+    n_T: int,
+    a_C: np.ndarray,
+    n_C: int,
+    b: np.ndarray,
+    n_rand: int,
+    U_T: np.ndarray,
+    U_C: np.ndarray,
+    methods: tuple[str, ...],
+    folds: int,
+    clusters: tuple[BucketSums | None, BucketSums | None, BucketSums | None],
+    cluster_note: str | None,
+) -> str | None:
+    """Why no A/B interval is defined (the first that applies), else None:
+    K < 2, an empty sample or P_k = 0 (U undefined), Q_k = 0 in an arm (no
+    delta variance), REO = 0 in an arm (not differentiable), the caller's
+    ``cluster_note``, or fewer cluster buckets than partition folds."""
+    if K < 2:
+        return "fewer than 2 groups"
+    if min(n_T, n_C, n_rand) == 0 or (b == 0).any():
+        return "P_k = 0 or an empty sample: U undefined"
+    if (a_T == 0).any() or (a_C == 0).any():
+        return "Q_k = 0 in an arm: SE undefined"
+    if reo_rows(U_T) == 0 or reo_rows(U_C) == 0:
+        return "REO = 0 in an arm: not differentiable"
+    if cluster_note:
+        return cluster_note
+    if any(c is not None and c.G < folds for c in clusters) and "partition" in methods:
+        few = min(c.G for c in clusters if c is not None)
+        return f"{few} non-empty cluster buckets: fewer than the {folds} partition folds"
+    return None
+
+
+def _difference_variances(
+    shares: tuple[np.ndarray, np.ndarray, np.ndarray],
+    sizes: tuple[int, int, int],
+    U_T: np.ndarray,
+    U_C: np.ndarray,
+    clusters: tuple[BucketSums | None, BucketSums | None, BucketSums | None],
+    n_metrics: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(Var of each difference, design effect), shapes (1 + K,), by the joint
+    delta method (DESIGN §4.1): the treatment's, the control's and the shared
+    random traffic's terms (the last with gradient G_T − G_C, since both arms
+    share P̂). A bucketed sample contributes its cluster-robust quadratic form
+    in place of the multinomial one; the design effect is robust ÷ multinomial
+    (1 without clustering). Source: seed 001 Algorithm 2."""
+    (Q_T, Q_C, P), (n_T, n_C, n_rand) = shares, sizes
+    var_mult = (
+        metric_quad_diag(1 / (Q_T * n_T), U_T)
+        + metric_quad_diag(1 / (Q_C * n_C), U_C)
+        + metric_quad_diag(1 / (P * n_rand), U_T, U_C)
+    )
+    if not any(c is not None for c in clusters):
+        return var_mult, np.ones(n_metrics)
+
+    def quad(c: BucketSums | None, share: np.ndarray, n: int, U: np.ndarray, U_C=None) -> np.ndarray:
+        """The rows' quadratic forms in V = ZᵀZ (buckets) or diag(1/(Q n))."""
+        if c is None:
+            return metric_quad_diag(1 / (share * n), U, U_C)
+        return metric_quad_factor(c.log_share_factor(), U, U_C)
+
+    c_T, c_C, c_R = clusters
+    var = quad(c_T, Q_T, n_T, U_T) + quad(c_C, Q_C, n_C, U_C) + quad(c_R, P, n_rand, U_T, U_C)
+    return var, var / var_mult
+
+
+def _partition_rows(
+    names: list[str],
+    diff: np.ndarray,
+    treatment: tuple[np.ndarray, np.ndarray],
+    control: tuple[np.ndarray, np.ndarray],
+    random: tuple[np.ndarray, np.ndarray],
+    level: float,
+    method: str = "partition",
+) -> list[ABEstimate]:
+    """Algorithm 3 (``partition``) from fold counts (positives (M, K), rows
+    (M,)) of each arm and of the random traffic: a paired t on the per-fold
+    differences, because fold m of both arms shares random fold m (unpaired
+    Welch under-covers when a treatment flips the favoured group, DESIGN §4.1).
+    A metric with a fold where P_k = 0 is NaN with a reason. Source: seed 001 Algorithm 3."""
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
+    (fT, nT), (fC, nC), (fR, nR) = treatment, control, random
+    mT, mC = _metrics(utilities(fT, nT, fR, nR)), _metrics(utilities(fC, nC, fR, nR))
+    finite = np.isfinite(mT).all(axis=0) & np.isfinite(mC).all(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        se_f, nu = paired_fold_se(mT, mC)  # every metric at once
+        p_f = np.where(se_f > 0, 2 * stats.t.sf(np.abs(diff) / se_f, nu), np.nan)
+    t = stats.t.ppf(0.5 + level / 2, nu)
+    out = []
+    for m, d, ok, se, p in zip(names, diff, finite, se_f, p_f):
+        if not ok:
+            why = "a fold has P_k = 0; use fewer folds"
+            out.append(ABEstimate(m, float(d), *[float("nan")] * 4, method, reason=why))
+            continue
+        se = float(se)
+        out.append(ABEstimate(m, float(d), se, float(d - t * se), float(d + t * se), float(p), method, df=nu))
+    return out
+
+
+def _bootstrap_rows(
+    names: list[str],
+    diff: np.ndarray,
+    treatment: tuple[np.ndarray, int],
+    control: tuple[np.ndarray, int],
+    random: tuple[np.ndarray, int],
+    clusters: tuple[BucketSums | None, BucketSums | None, BucketSums | None],
+    level: float,
+    n_boot: int,
+    rng: np.random.Generator,
+    method: str = "bootstrap",
+) -> list[ABEstimate]:
+    """Algorithm 4 (``bootstrap``): ``n_boot`` replicates resampling both arms
+    and the shared random traffic together (buckets when clustered), so each
+    replicate's two arms see the same P̂; percentile CI, SE = replicate sd,
+    normal p-value. A metric with a replicate where P_k = 0 is NaN with a
+    reason. Source: seed 001 Algorithm 4."""
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
+    def draw(c: BucketSums | None, pos: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        return c.resample(n_boot, rng) if c is not None else (resample_counts(pos, n, n_boot, rng), n)
+
+    c_T, c_C, c_R = clusters
+    (bT, nT), (bC, nC) = draw(c_T, *treatment), draw(c_C, *control)
+    bR, nR = draw(c_R, *random)  # shared by both arms in each replicate
+    ones = np.ones(n_boot)
+    d_b = _metrics(utilities(bT, ones * nT, bR, ones * nR)) - _metrics(utilities(bC, ones * nC, bR, ones * nR))
+    finite = np.isfinite(d_b).all(axis=0)  # every metric's replicates at once (thousands of groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        se_b = d_b.std(axis=0, ddof=1)
+        p_b = np.where(se_b > 0, 2 * stats.norm.sf(np.abs(diff) / se_b), np.nan)
+    lo_b, hi_b = np.quantile(d_b, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    out = []
+    for m, d, ok, se, lo, hi, p in zip(names, diff, finite, se_b, lo_b, hi_b, p_b):
+        if not ok:
+            out.append(ABEstimate(m, float(d), *[float("nan")] * 4, method, reason="a resample has P_k = 0"))
+            continue
+        out.append(ABEstimate(m, float(d), float(se), float(lo), float(hi), float(p), method))
     return out

@@ -20,6 +20,7 @@ from fairmon.transforms.reo.estimate import (
     EIGHTY_PERCENT_RULE_REO,
     MIN_EXPECTED_POSITIVES,
     CIMethod,
+    REOEstimate,
     estimate_reo,
     naive_reo_missing_as_negative,
     naive_reo_recommended_only,
@@ -176,69 +177,93 @@ def reo_tables(
                 cluster_note=note_rec or note_rand,
             )
             clustered = c_rec is not None or c_rand is not None or bool(note_rec or note_rand)
-            for i, g in enumerate(groups):
-                group_rows.append(
-                    {
-                        "ds": ds,
-                        "arm": arm,
-                        "attribute": attribute,
-                        "group": g,
-                        "n_rec": int(n_g_rec[i]),
-                        "n_rand": int(n_g_rand[i]),
-                        "n_pos_rec": int(a[i]),
-                        "n_pos_rand": int(b[i]),
-                        "P": float(est.P[i]),
-                        "Q": float(est.Q[i]),
-                        "U": float(est.U[i]),
-                        "delta_U": float(est.delta_U[i]),
-                        "se_delta_U": float(est.se_delta_U[i]),
-                        "ci_low": float(est.ci_low_delta_U[i]),
-                        "ci_high": float(est.ci_high_delta_U[i]),
-                        "ci_method": ci_method,
-                        "reason": est.group_reasons[i] if est.group_reasons else None,
-                        "small_group": est.small_group[i],
-                        "small_group_reason": (
-                            f"arm {arm}, {attribute}: {est.small_group_reasons[i]}"
-                            if est.small_group_reasons[i]
-                            else None
-                        ),
-                    }
-                )
+            where = {"ds": ds, "arm": arm, "attribute": attribute}
+            group_rows += _group_rows(where, groups, (n_g_rec, n_g_rand, a, b), est, ci_method)
             reo_rows.append(
                 {
-                    "ds": ds,
-                    "arm": arm,
-                    "attribute": attribute,
-                    "K": est.K,
-                    "reo": est.reo,
-                    "se": est.se,
-                    "ci_low": est.ci_low,
-                    "ci_high": est.ci_high,
-                    "n_rec": n_rec,
-                    "n_rand": n_rand,
+                    **where,
+                    **_reo_values(est, (a, n_g_rec, n_rec), (n_g_rand, n_rand), ci_method, level),
                     "rand_window_start": w_start,
                     "rand_window_end": w_end,
-                    "ci_method": ci_method,
-                    "level": level,
-                    "reo_naive_recommended_only": naive_reo_recommended_only(a, n_g_rec),
-                    "reo_naive_missing_as_negative": naive_reo_missing_as_negative(a, n_rec, n_g_rand, n_rand),
-                    "reason": est.reason,
-                    "reo_bc": est.reo_bc,
-                    "parity_stat": est.parity_stat,
-                    "parity_df": est.parity_df,
-                    "parity_p_value": est.parity_p_value,
-                    "reo_threshold": est.threshold,
-                    "verdict_80pct": est.verdict,
-                    "n_small_groups": int(sum(est.small_group)),
                     "look_ahead": bool(w_end is not None and w_end > ds),
                     "cluster_by": cluster_by if clustered else "none",
-                    "design_effect": est.design_effect,
                 }
             )
     return (
         pl.DataFrame(group_rows, schema=REO_GROUP_SCHEMA),
         pl.DataFrame(reo_rows, schema=REO_SCHEMA),
     )
+
+
+def _group_rows(
+    where: dict, groups: list[str], counts: tuple[np.ndarray, ...], est: REOEstimate, ci_method: str
+) -> list[dict]:
+    """``reo_group`` rows of one (ds, arm, attribute) (``where``): the counts
+    (rows and positives per group in default and random traffic, shapes (K,))
+    beside the estimate's per-group values, so a reader sees what each ΔU_k
+    rests on. A small group's reason names its arm and attribute."""
+    n_g_rec, n_g_rand, a, b = counts
+    arm, attribute = where["arm"], where["attribute"]
+    return [
+        {
+            **where,
+            "group": g,
+            "n_rec": int(n_g_rec[i]),
+            "n_rand": int(n_g_rand[i]),
+            "n_pos_rec": int(a[i]),
+            "n_pos_rand": int(b[i]),
+            "P": float(est.P[i]),
+            "Q": float(est.Q[i]),
+            "U": float(est.U[i]),
+            "delta_U": float(est.delta_U[i]),
+            "se_delta_U": float(est.se_delta_U[i]),
+            "ci_low": float(est.ci_low_delta_U[i]),
+            "ci_high": float(est.ci_high_delta_U[i]),
+            "ci_method": ci_method,
+            "reason": est.group_reasons[i] if est.group_reasons else None,
+            "small_group": est.small_group[i],
+            "small_group_reason": (
+                f"arm {arm}, {attribute}: {est.small_group_reasons[i]}" if est.small_group_reasons[i] else None
+            ),
+        }
+        for i, g in enumerate(groups)
+    ]
+
+
+def _reo_values(
+    est: REOEstimate,
+    rec: tuple[np.ndarray, np.ndarray, int],
+    rand: tuple[np.ndarray, int],
+    ci_method: str,
+    level: float,
+) -> dict:
+    """The ``reo`` row's estimate columns from one :class:`REOEstimate`, with
+    the two naive REOs beside it (diagnostics the report contrasts with the
+    estimate; seed 001 §1). ``rec`` = (positives (K,), rows per group (K,),
+    n_rec); ``rand`` = (rows per group (K,), n_rand)."""
+    (a, n_g_rec, n_rec), (n_g_rand, n_rand) = rec, rand
+    return {
+        "K": est.K,
+        "reo": est.reo,
+        "se": est.se,
+        "ci_low": est.ci_low,
+        "ci_high": est.ci_high,
+        "n_rec": n_rec,
+        "n_rand": n_rand,
+        "ci_method": ci_method,
+        "level": level,
+        "reo_naive_recommended_only": naive_reo_recommended_only(a, n_g_rec),
+        "reo_naive_missing_as_negative": naive_reo_missing_as_negative(a, n_rec, n_g_rand, n_rand),
+        "reason": est.reason,
+        "reo_bc": est.reo_bc,
+        "parity_stat": est.parity_stat,
+        "parity_df": est.parity_df,
+        "parity_p_value": est.parity_p_value,
+        "reo_threshold": est.threshold,
+        "verdict_80pct": est.verdict,
+        "n_small_groups": int(sum(est.small_group)),
+        "design_effect": est.design_effect,
+    }
 
 
 def ab_pairs(arms: list[str], control: str | None, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:

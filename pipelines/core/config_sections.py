@@ -1,0 +1,315 @@
+"""fairmon configuration, the settings sections: ``[estimation]``, ``[ab]``,
+``[quality]``, ``[audit]``, ``[schedule]``, ``[gx]``, ``[envy]``, ``[reach]``
+and ``[spark]`` (DESIGN §4; each section's rules beside its fields).
+
+Why a module of its own: these sections say how to estimate and publish,
+not what to read (:mod:`fairmon.pipelines.core.config_inputs`);
+:mod:`fairmon.pipelines.core.config` assembles the whole file and
+re-exports every name here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from fairmon.pipelines.core.config_inputs import ConfigError, Strict, check_identifiers, check_template
+
+
+class EstimationConfig(Strict):
+    """Estimator settings (DESIGN §4.1)."""
+
+    confidence_level: float = Field(default=0.95, gt=0.5, lt=1.0)
+    ci_method: Literal["delta", "delta_paper", "bootstrap_percentile", "bootstrap_normal", "bootstrap_bca"] = "delta"
+    bootstrap_resamples: int = Field(default=1000, ge=50, description="B for the bootstrap ci_methods")
+    seed: int = Field(default=0, description="seed of every resampling (fixed per day, so re-runs agree)")
+    reo_threshold: float = Field(
+        default=1 / 9,
+        gt=0,
+        description="REO line of the verdict for attributes with K > 2 groups (K = 2 uses 1/9, the 80 % rule)",
+    )
+    rsp: bool = Field(default=False, description="also write the rsp table (seed 001 App. H.1: exposure parity)")
+    user_attributes: list[str] = Field(
+        default_factory=list,
+        description="attributes of users, not items: the user_precision table (seed 001 App. H.2) for each; "
+        "they are left out of rsp",
+    )
+    stage_traffic: str = Field(
+        default="post_recall",
+        description="traffic stage of forced-inserted post-recall rows: when present, the reo_stage table "
+        "(seed 001 App. I.4)",
+    )
+    min_expected_positives: float = Field(
+        default=30,
+        ge=0,
+        description="a group with fewer positives in default or random traffic is a small group: "
+        "its day's verdict is inconclusive at best",
+    )
+    cluster_by: Literal["auto", "request_id", "user_id", "none"] = Field(
+        default="auto",
+        description="rows sharing this id are one cluster for the cluster-robust (sandwich) variance; auto = "
+        "request_id where the impressions files have it, else none (independent rows)",
+    )
+    cluster_buckets: int = Field(
+        default=128,
+        ge=16,
+        le=65536,
+        description="cluster ids are hashed into this many buckets in the count stage; the robust variance "
+        "has buckets - 1 degrees of freedom",
+    )
+
+
+class ABConfig(Strict):
+    """A/B fairness tests between experiment arms (seed 001 App. D-G)."""
+
+    control: str | None = Field(default=None, description="compare every other arm of the day with this arm")
+    pairs: list[tuple[str, str]] = Field(default_factory=list, description="explicit [control, treatment] pairs")
+    methods: list[Literal["delta", "delta_paper", "partition", "bootstrap"]] = Field(
+        default_factory=lambda: ["delta"], min_length=1, description="first = the headline method"
+    )
+    partition_folds: int = Field(default=10, ge=2, description="M of Algorithm 3")
+    bootstrap_resamples: int = Field(default=1000, ge=100, description="B of Algorithm 4 (≥ 1000 recommended)")
+
+
+class QualityConfig(Strict):
+    """Data-quality gate settings (expectations/*.json)."""
+
+    positive_rate_min: float = Field(default=0.0, ge=0.0, le=1.0, description="lowest plausible n_pos/n per group")
+    positive_rate_max: float = Field(default=1.0, ge=0.0, le=1.0, description="highest plausible n_pos/n per group")
+    sufficiency_epsilon: float = Field(default=0.1, gt=0.0, description="relative error ε for seed 001 Thm E.1")
+    sufficiency_delta: float = Field(default=0.05, gt=0.0, lt=1.0, description="failure probability δ for Thm E.1")
+    severity: dict[str, Literal["critical", "warning"]] = Field(
+        default_factory=dict, description="override an expectation's severity by name, e.g. random_traffic_sufficient"
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self) -> QualityConfig:
+        if self.positive_rate_max < self.positive_rate_min:
+            raise ValueError("positive_rate_max is below positive_rate_min")
+        return self
+
+
+class AuditConfig(Strict):
+    """Differentially private audit releases of score logs (seed 000 §5)."""
+
+    total_epsilon: float = Field(default=1.0, gt=0, description="privacy budget per data set, over all releases")
+    qualified_outcome: bool = Field(
+        default=False,
+        description="an individual is qualified when outcome equals this (COMPAS: two_year_recid = 0 -> false)",
+    )
+    alpha: float = Field(default=0.2, gt=0, lt=1)
+    delta: float = Field(default=0.05, gt=0, lt=1)
+    # The score set Y is declared, never derived from the data (DESIGN §4.6): exactly one of these.
+    score_values: list[float] | None = Field(
+        default=None, min_length=2, description="discrete scores, e.g. [1, 2, ..., 10]: one bin per value"
+    )
+    bins: list[float] | None = Field(
+        default=None, description="[lo, hi, n]: n equal-width bins from lo to hi (outer bins open-ended)"
+    )
+    edges: list[float] | None = Field(
+        default=None, min_length=3, description="explicit increasing bin edges (outer bins open-ended)"
+    )
+    public_group_sizes: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="per attribute, the declared public number of qualified individuals per group "
+        "(seed 000's setting); attributes not listed get noisy group sizes at half the release's epsilon",
+    )
+    groups: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="per attribute without public sizes, the declared group names of the release",
+    )
+
+    @field_validator("bins", mode="before")
+    @classmethod
+    def _bins_declared(cls, v: object) -> object:
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            raise ValueError(
+                "bins is now the declared [lo, hi, n] (edges were derived from the data, which leaks their "
+                "min, max and distinct values); or declare score_values = [...] or edges = [...]"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _score_set(self) -> AuditConfig:
+        given = [k for k in ("score_values", "bins", "edges") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError(f"declare one of score_values, bins, edges (got {', '.join(given)})")
+        if self.bins is not None:
+            if len(self.bins) != 3 or not self.bins[1] > self.bins[0] or self.bins[2] != int(self.bins[2]):
+                raise ValueError("bins must be [lo, hi, n] with hi > lo and an integer n >= 1")
+            if self.bins[2] < 1:
+                raise ValueError("bins must be [lo, hi, n] with hi > lo and an integer n >= 1")
+        for k in ("score_values", "edges"):
+            v = getattr(self, k)
+            if v is not None and any(b <= a for a, b in zip(v, v[1:], strict=False)):
+                raise ValueError(f"{k} must be strictly increasing")
+        for attr, sizes in self.public_group_sizes.items():
+            if not sizes or any(n < 1 for n in sizes.values()):
+                raise ValueError(f"public_group_sizes.{attr}: give at least one group, each with n >= 1")
+        for attr, names in self.groups.items():
+            if not names or len(set(names)) != len(names):
+                raise ValueError(f"groups.{attr}: give unique group names")
+        return self
+
+    def score_bins(self) -> tuple[list[float], list[str]]:
+        """The declared bin edges (outer bins open-ended in use) and a label per
+        bin. Raises :class:`ConfigError` naming the keys when none is declared."""
+        if self.score_values is not None:
+            v = self.score_values
+            mids = [(a + b) / 2 for a, b in zip(v, v[1:], strict=False)]
+            return [v[0] - 0.5, *mids, v[-1] + 0.5], [f"{x:g}" for x in v]
+        if self.bins is not None:
+            lo, hi, n = self.bins[0], self.bins[1], int(self.bins[2])
+            e = [lo + (hi - lo) * i / n for i in range(n + 1)]
+        elif self.edges is not None:
+            e = list(self.edges)
+        else:
+            raise ConfigError(
+                "audit.score_values / audit.bins / audit.edges: audit-export needs the score set declared "
+                "in advance (e.g. score_values = [1, 2, ..., 10] or bins = [0.0, 1.0, 20]); "
+                "edges are never derived from the data"
+            )
+        return e, [f"[{a:g}, {b:g})" for a, b in zip(e, e[1:], strict=False)]
+
+    def release_groups(self, attribute: str) -> tuple[list[str], list[int] | None]:
+        """The declared groups of ``attribute`` and their public sizes (None: sizes
+        are released with noise). Raises :class:`ConfigError` naming the keys when
+        the attribute's groups are not declared."""
+        if attribute in self.public_group_sizes:
+            sizes = self.public_group_sizes[attribute]
+            return list(sizes), list(sizes.values())
+        if attribute in self.groups:
+            return list(self.groups[attribute]), None
+        raise ConfigError(
+            f"audit.public_group_sizes.{attribute} / audit.groups.{attribute}: declare the groups of "
+            f"{attribute!r} (with public sizes, or names only for noisy sizes); they are never taken from the data"
+        )
+
+
+class ScheduleConfig(Strict):
+    """When the daily job runs (``fairmon serve``)."""
+
+    cron: str = Field(default="0 6 * * *", description="cron expression of the daily run")
+    timezone: str = "UTC"
+    lag_days: int = Field(default=1, ge=0, description="the run computes the day this many days before today")
+    name: str = "fairmon-daily"
+
+
+class GxConfig(Strict):
+    """Great Expectations' own files (validation results, Data Docs pages)."""
+
+    keep_days: int = Field(
+        default=30,
+        ge=1,
+        description="validation results and their Data Docs pages older than this many days are deleted after "
+        "each run (dq_results keeps every day's outcome in the warehouse)",
+    )
+
+
+class EnvyConfig(Strict):
+    """Envy-freeness audit from swap traffic (seed 004; DESIGN §4.7). Needs
+    contract-format impressions with ``user_id`` and, on ``traffic = 'swap'``
+    rows, ``policy_user_id`` (the donor whose policy served the row) or
+    ``policy_group``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    epsilon: float = Field(default=0.05, gt=0, le=1, description="ε: envy below this is tolerated (reward scale)")
+    delta: float = Field(default=0.05, gt=0, lt=1, description="δ: failure probability of the whole audit")
+    lam: float = Field(
+        default=0.1, gt=0, lt=1, alias="lambda", description="λ: share of users allowed to be (ε, γ)-envious"
+    )
+    gamma: float = Field(default=0.1, gt=0, lt=1, description="γ: share of other users a user may envy")
+    start: dt.date = Field(
+        description="first day of the audit: the bounds accumulate every day from here (anytime-valid, "
+        "seed 004 Lemma 4); days before it get no envy tables",
+    )
+    attributes: list[str] | None = Field(
+        default=None, description="user attributes for group envy (default: every impressions attribute)"
+    )
+    group_attribute: str | None = Field(
+        default=None,
+        description="the attribute a policy_group column names groups of (default: the first attribute); rows "
+        "with a policy_user_id take the donor's group from the donor's own rows",
+    )
+
+    @field_validator("attributes")
+    @classmethod
+    def _identifiers(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else check_identifiers(v)
+
+
+class ReachConfig(Strict):
+    """Reachability and stability audit of a recommender's model snapshots
+    (seed 003; DESIGN §2 model snapshots, §4.8)."""
+
+    path: str = Field(description="snapshot folder per day, a template with {ds} (users, items, ratings, global files)")
+    rating_min: float = Field(description="lowest rating of the scale: the action box's lower end")
+    rating_max: float = Field(description="highest rating of the scale: the action box's upper end")
+    user_attributes: list[str] | None = Field(
+        default=None, description="user attribute columns to compare (default: every non-factor column)"
+    )
+    item_attributes: list[str] | None = Field(
+        default=None, description="item attribute columns to compare (default: every non-factor column)"
+    )
+    beta: float = Field(default=1.0, gt=0, description="softmax inverse temperature β of the selection rule")
+    budget: int = Field(default=10, ge=1, description="K: the action set, the K unseen items predicted highest")
+    stability_budgets: list[int] = Field(
+        default=[1, 5, 10], min_length=1, description="B: how many other users' data each perturbation changes"
+    )
+    perturbations: int = Field(default=5, ge=1, description="R: random perturbations (retrainings) per B")
+    noise_seeds: int = Field(default=3, ge=0, description="retrainings of the unchanged data with other seeds")
+    bootstrap_resamples: int = Field(default=2000, ge=100, description="bootstrap resamples of the group CIs")
+    seed: int = Field(default=0, description="seed of the perturbation draws and the bootstrap")
+
+    @model_validator(mode="after")
+    def _scale(self) -> ReachConfig:
+        check_template(self.path, {"ds"}, "path")
+        if "{ds}" not in self.path:
+            raise ValueError("path must contain {ds}: one snapshot per day")
+        if self.rating_max <= self.rating_min:
+            raise ValueError("rating_max must be above rating_min")
+        return self
+
+    @field_validator("user_attributes", "item_attributes")
+    @classmethod
+    def _identifiers(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else check_identifiers(v)
+
+
+class SparkConfig(Strict):
+    """Where the Spark engine runs the count stage (DESIGN §1 "Engines"): a
+    cluster manager (``master``) or a Spark Connect server (``remote``)."""
+
+    master: str | None = Field(
+        default=None,
+        description="Spark master: local[*] (default), local[2], spark://host:7077, yarn, k8s://…",
+    )
+    remote: str | None = Field(
+        default=None, description="Spark Connect URL, e.g. sc://spark-connect.internal:15002 (instead of master)"
+    )
+    app_name: str = Field(default="fairmon", description="the application name the cluster shows")
+    conf: dict[str, str] = Field(
+        default_factory=dict,
+        description="extra Spark settings, e.g. {'spark.executor.memory' = '8g', "
+        "'spark.sql.shuffle.partitions' = '64'}",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _engine_at_top(cls, data):
+        if isinstance(data, dict) and "engine" in data:
+            raise ValueError(
+                "engine goes at the top of the file (engine = 'spark', before any [section]), not in [spark]"
+            )
+        return data
+
+    @model_validator(mode="after")
+    def _one_target(self) -> SparkConfig:
+        if self.master is not None and self.remote is not None:
+            raise ValueError("give master or remote, not both")
+        if self.remote is not None and not self.remote.startswith("sc://"):
+            raise ValueError(f"remote {self.remote!r} must be a Spark Connect URL sc://host:port")
+        return self

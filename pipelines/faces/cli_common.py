@@ -1,0 +1,184 @@
+"""What every ``fairmon`` command shares: the Typer app, the consoles, the
+common options, the exit codes and the helpers that load a config, parse a
+date or end a command with a given code.
+
+Why a module of its own: the commands live in several modules
+(:mod:`fairmon.pipelines.faces.cli_runs`, ``cli_plans``, ``cli_data``) that
+register on one app, and :mod:`fairmon.pipelines.faces.cli` assembles them;
+this is the floor they all stand on.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+app = typer.Typer(
+    help="fairmon: daily fairness metrics (REO with confidence intervals) from recommender logs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # help text as written: [audit] is a config section, not markup
+)
+# Piped output (CI logs, files) gets a fixed width so tables are not squeezed to 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 130)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 130)
+
+ConfigOpt = Annotated[
+    Path,
+    typer.Option("--config", "-c", envvar="FAIRMON_CONFIG", help="fairmon TOML config file (or $FAIRMON_CONFIG)."),
+]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print one JSON document on stdout (messages go to stderr).", metavar="")
+]
+
+#: Exit codes of every command (README "Exit codes").
+EXIT_PUBLISHED = 0  # every day published (or nothing to do)
+EXIT_QUARANTINED = 1  # a day was quarantined by its data-quality gate
+EXIT_USAGE = 2  # bad options or config
+EXIT_REFUSED = 3  # refused: the release would overspend the privacy budget
+EXIT_FAILED = 4  # a day failed (crash or unreadable input)
+EXIT_LOCKED = 5  # another run holds the project's DuckDB file
+
+
+def exit_code(results: list[dict]) -> int:
+    """The command's exit code for per-day run summaries: 4 when a day failed,
+    else 1 when one was quarantined, else 0."""
+    status = {r["status"] for r in results}
+    if "failed" in status:
+        return EXIT_FAILED
+    return EXIT_QUARANTINED if "quarantined" in status else EXIT_PUBLISHED
+
+
+def dump_json(doc: dict) -> None:
+    """One JSON document on stdout (dates and paths as strings, NaN as null)."""
+    import json
+
+    def clean(x):
+        if isinstance(x, float) and x != x:
+            return None
+        if isinstance(x, dict):
+            return {str(k): clean(v) for k, v in x.items()}
+        if isinstance(x, list | tuple):
+            return [clean(v) for v in x]
+        return x
+
+    sys.stdout.write(json.dumps(clean(doc), default=str) + "\n")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from fairmon import __version__
+
+        console.print(f"fairmon {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print fairmon's version and exit.", metavar=""
+        ),
+    ] = False,
+) -> None:
+    """fairmon: daily fairness metrics (REO with confidence intervals) from recommender logs."""
+
+
+def run_with_progress(
+    cfg, config: Path, days: list[dt.date], show_progress: bool = True, out: Console | None = None, **options
+) -> list[dict]:
+    """The runner over ``days`` with a progress bar on ``out`` (default stdout);
+    a held run lock ends the command (exit 5)."""
+    from fairmon.pipelines.faces.views import run_days_with_progress
+    from fairmon.pipelines.storage.locking import RunLockedError
+
+    try:
+        return run_days_with_progress(
+            out or console, cfg, days, config_path=str(config), show_progress=show_progress, **options
+        )
+    except RunLockedError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(EXIT_LOCKED) from None
+
+
+def _show_warnings() -> None:
+    """fairmon's own warnings (``fairmon`` logger: a missing input file, a day
+    without random traffic, a file not staged) on stderr, once."""
+    import logging
+
+    log = logging.getLogger("fairmon")
+
+    class Stderr(logging.StreamHandler):  # the current sys.stderr at each message (tests swap it)
+        @property
+        def stream(self):
+            return sys.stderr
+
+        @stream.setter
+        def stream(self, value) -> None:
+            pass
+
+    if not any(getattr(h, "fairmon_cli", False) for h in log.handlers):
+        handler = Stderr()
+        handler.setFormatter(logging.Formatter("warning: %(message)s"))
+        handler.setLevel(logging.WARNING)
+        handler.fairmon_cli = True
+        log.addHandler(handler)
+        log.propagate = False
+
+
+def prefect_env(verbose: bool = False) -> None:
+    """Quiet, local Prefect defaults (overridable from the environment); with
+    ``verbose`` Prefect's per-stage logs, else fairmon's warnings alone."""
+    if not verbose:
+        _show_warnings()
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    # Failures are summarised by fairmon itself; --verbose shows Prefect's per-stage logs.
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO" if verbose else "CRITICAL")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+    # Great Expectations imports PySpark when it is installed (fairmon[spark]); PySpark then warns about
+    # pandas >= 3 on every command, though fairmon hands it no pandas frame.
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
+
+
+def launch_api() -> None:
+    """Start Prefect's temporary local API now when the command will need one
+    (:func:`fairmon.pipelines.orchestration.prefect_guard.launch_temporary_server`): its
+    seconds of start-up overlap the command's imports and work."""
+    from fairmon.pipelines.orchestration.prefect_guard import launch_temporary_server
+
+    launch_temporary_server()
+
+
+def parse_date(value: str, name: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not a date YYYY-MM-DD", param_hint=name) from None
+
+
+def load_or_exit(config: Path):
+    from fairmon.pipelines.core.config import ConfigError, load_config
+
+    try:
+        return load_config(config)
+    except ConfigError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(EXIT_USAGE) from None
+
+
+def parse_floats(value: str, name: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in value.split(","))
+    except ValueError:
+        raise typer.BadParameter(f"{value!r}: expected comma-separated numbers", param_hint=name) from None

@@ -1,0 +1,321 @@
+"""The commands that make data and look at it: ``simulate``,
+``simulate-labels``, ``simulate-envy``, ``train-snapshot``, ``demo``, ``sql``
+and ``init``; they register on :data:`fairmon.pipelines.faces.cli_common.app`
+in this order."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+
+from fairmon.pipelines.faces.cli_common import (
+    EXIT_USAGE,
+    ConfigOpt,
+    JsonOpt,
+    app,
+    console,
+    dump_json,
+    err,
+    load_or_exit,
+    parse_date,
+    parse_floats,
+    prefect_env,
+)
+
+
+def _parse_arm(value: str) -> tuple[str, dict[int, float]]:
+    name, _, weights = value.partition("=")
+    out: dict[int, float] = {}
+    try:
+        for part in filter(None, weights.split(",")):
+            k, _, w = part.partition(":")
+            out[int(k)] = float(w)
+    except ValueError:
+        raise typer.BadParameter(f"{value!r}: expected NAME or NAME=GROUP:WEIGHT,...", param_hint="--arm") from None
+    return name, out
+
+
+@app.command()
+def simulate(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write into.")] = Path("sim"),
+    days: Annotated[int, typer.Option(min=1, help="Number of days.")] = 14,
+    start: Annotated[str, typer.Option(help="First day, YYYY-MM-DD.")] = "2026-01-01",
+    rows_per_day: Annotated[int, typer.Option(min=1, help="Default-traffic rows per day and arm.")] = 50_000,
+    random_rows_per_day: Annotated[int, typer.Option(min=1, help="Random-traffic rows per day.")] = 6_000,
+    rec_share: Annotated[str, typer.Option(help="Group shares in default traffic, e.g. 0.45,0.55.")] = "0.45,0.55",
+    rec_rate: Annotated[str, typer.Option(help="Positive rates per group in default traffic.")] = "0.30,0.36",
+    rand_share: Annotated[str, typer.Option(help="Group shares in random traffic.")] = "0.5,0.5",
+    rand_rate: Annotated[str, typer.Option(help="Positive rates per group in random traffic.")] = "0.25,0.28",
+    arm: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Arm as NAME or NAME=GROUP:WEIGHT,... (seed 001 §4.4 boosting weights), e.g. "
+            "'deboost=0:1.25'. Repeat for several arms. Default: one arm 'all'."
+        ),
+    ] = None,
+    regime: Annotated[
+        str | None,
+        typer.Option(
+            help="Seed 001 §4.1 regime: dense p=(0.01,0.05), sparse p=(0.001,0.005), very_sparse "
+            "p=(0.0001,0.0005) (p = P(Y=1,S=k) in random traffic), q=(10p1,5p2), U∝(10,5), REO=1/3; "
+            "overrides shares and rates; random traffic gets --rows-per-day rows per day, as default traffic."
+        ),
+    ] = None,
+    pool_days: Annotated[int, typer.Option(min=1, help="Days per pooled random-traffic file.")] = 7,
+    pool_policy: Annotated[
+        str,
+        typer.Option(
+            help="pool_policy of the written config: overlap (every pool meeting a day's window, as for the "
+            "published data set; reo.look_ahead marks pools reaching past the day) or contained (only pools "
+            "inside the window: most days then have no random traffic unless the window is longer than a pool)."
+        ),
+    ] = "overlap",
+    post_recall_rows_per_day: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Forced-inserted post-recall rows per day and arm (seed 001 App. I.4); 0: no post-recall "
+            "stage. With it the config gets stage_paths and the run the reo_stage table.",
+        ),
+    ] = 0,
+    recall_share: Annotated[str, typer.Option(help="Group shares after the recall stage.")] = "0.5,0.5",
+    recall_rate: Annotated[str, typer.Option(help="Positive rates per group after the recall stage.")] = "0.27,0.33",
+    request_size: Annotated[
+        int, typer.Option(min=1, help="Rows per request (they share a request_id); 1 = independent rows.")
+    ] = 1,
+    icc: Annotated[
+        float,
+        typer.Option(min=0.0, max=0.99, help="Intra-class correlation of positives within a request (0 = none)."),
+    ] = 0.0,
+    group_per_request: Annotated[
+        bool,
+        typer.Option("--group-per-request", help="One group per request (a user attribute), not per row.", metavar=""),
+    ] = False,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    fmt: Annotated[str, typer.Option("--format", help="csv or parquet.")] = "csv",
+) -> None:
+    """Write simulated impressions in the TikTok layout with a known truth
+    (true U, ΔU and REO per day and arm) and a config to run fairmon on them."""
+    from fairmon.pipelines.faces.simulated import write_simulation
+    from fairmon.transforms.simulators.impressions import SimulationSpec, regime_spec
+
+    arms = dict(_parse_arm(a) for a in arm) if arm else {"all": {}}
+    common = dict(start=parse_date(start, "--start"), days=days, arms=arms, random_pool_days=pool_days, seed=seed)
+    common |= dict(request_size=request_size, icc=icc, group_per_request=group_per_request)
+    if post_recall_rows_per_day:
+        common |= dict(
+            post_recall_rows_per_day=post_recall_rows_per_day,
+            recall_share=parse_floats(recall_share, "--recall-share"),
+            recall_rate=parse_floats(recall_rate, "--recall-rate"),
+        )
+    try:
+        if regime:
+            spec = regime_spec(regime, rows_per_day=rows_per_day, **common)
+        else:
+            spec = SimulationSpec(
+                rows_per_day=rows_per_day,
+                random_rows_per_day=random_rows_per_day,
+                rec_share=parse_floats(rec_share, "--rec-share"),
+                rec_rate=parse_floats(rec_rate, "--rec-rate"),
+                rand_share=parse_floats(rand_share, "--rand-share"),
+                rand_rate=parse_floats(rand_rate, "--rand-rate"),
+                **common,
+            )
+        with Progress(TextColumn("simulate"), BarColumn(), MofNCompleteColumn(), console=console) as p:
+            job = p.add_task("files", total=None)
+            paths = write_simulation(
+                spec, out, fmt, progress=lambda i, n: p.update(job, completed=i, total=n), pool_policy=pool_policy
+            )
+    except ValueError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(EXIT_USAGE) from None
+    end = spec.start + dt.timedelta(days=spec.days - 1)
+    console.print(f"wrote {spec.days} days to {out}; config {paths['config']}; truth {paths['truth_reo']}")
+    console.print(f"next: fairmon backfill -c {paths['config']} --start {spec.start} --end {end}")
+
+
+@app.command("simulate-labels")
+def simulate_labels(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write into.")] = Path("sim-labels"),
+    days: Annotated[int, typer.Option(min=1, help="Number of days.")] = 7,
+    start: Annotated[str, typer.Option(help="First day, YYYY-MM-DD.")] = "2026-01-01",
+    items_per_day: Annotated[int, typer.Option(min=1, help="Labeled items per day.")] = 20_000,
+    gold_rate: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of items with an expert gold label.")] = 1.0,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+) -> None:
+    """Write simulated labeling logs: content groups with known prevalence and
+    labelers with known per-group d′ and criterion (seed 002 §5.3), the true
+    implied thresholds and cost ratios (truth_labelers.csv), and a config."""
+    from fairmon.pipelines.faces.simulated import write_labeling_simulation
+    from fairmon.transforms.simulators.labelers import LabelingSpec
+
+    try:
+        spec = LabelingSpec(
+            start=parse_date(start, "--start"), days=days, items_per_day=items_per_day, gold_rate=gold_rate, seed=seed
+        )
+    except ValueError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(EXIT_USAGE) from None
+    paths = write_labeling_simulation(spec, out)
+    end = spec.start + dt.timedelta(days=days - 1)
+    console.print(f"wrote {days} days of labels to {out}; config {paths['config']}; truth {paths['truth']}")
+    console.print(f"next: fairmon run -c {paths['config']} --date {end}")
+
+
+@app.command("simulate-envy")
+def simulate_envy(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write into.")] = Path("sim-envy"),
+    scenario: Annotated[str, typer.Option(help="envious or envy-free.")] = "envious",
+    days: Annotated[int, typer.Option(min=1, help="Number of days.")] = 14,
+    start: Annotated[str, typer.Option(help="First day, YYYY-MM-DD.")] = "2026-01-01",
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+) -> None:
+    """Write simulated swap and default traffic from a recommender with known
+    preferences (seed 004 §5.1): AUDIT's target users, each served by its own
+    policy and by K donors' policies every day, plus default and random
+    traffic; the truth (truth_envy.json) and a config with [envy]. The
+    envy-free scenario is certified after about nine days; the envious one
+    (a minority the model knows nothing about) is found on the first."""
+    from fairmon.pipelines.faces.simulated import write_envy_simulation
+    from fairmon.transforms.simulators.envy_world import SCENARIOS
+
+    if scenario not in SCENARIOS:
+        raise typer.BadParameter(f"{scenario!r}: one of {', '.join(SCENARIOS)}", param_hint="--scenario")
+    first = parse_date(start, "--start")
+    with Progress(transient=True, console=err) as bar:
+        task_id = bar.add_task("writing days", total=days)
+        paths = write_envy_simulation(
+            out,
+            scenario=scenario,
+            days=days,
+            start=first,
+            seed=seed,
+            progress=lambda i, n: bar.update(task_id, completed=i),
+        )
+    end = first + dt.timedelta(days=days - 1)
+    console.print(
+        f"wrote {days} days of swap and default traffic to {out}; config {paths['config']}; truth {paths['truth']}"
+    )
+    console.print(f"next: fairmon backfill -c {paths['config']} --start {first} --end {end}")
+
+
+@app.command("train-snapshot")
+def train_snapshot(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Project folder to write into.")] = Path("coat-reach"),
+    date: Annotated[str, typer.Option("--date", "-d", help="The day the snapshot is for, YYYY-MM-DD.")] = "2016-06-19",
+    coat: Annotated[
+        Path | None, typer.Option(help="Coat folder (train.ascii, test.ascii, features); default: the bundled copy.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the ALS initial factors.")] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Train a biased matrix factorisation on Coat's self-selected ratings
+    (rank and ridge chosen by RMSE on its random-exposure ratings), write it as
+    a model snapshot (DESIGN §2) with a config whose [reach] audits it:
+    reachability, discovery, availability and stability (seed 003)."""
+    from fairmon.pipelines.ingest.snapshots import write_coat_reach_project
+    from fairmon.resources import data_dir
+
+    ds = parse_date(date, "--date")
+    folder = coat or data_dir("coat")
+    if not (folder / "train.ascii").is_file():
+        raise typer.BadParameter(f"{folder} has no train.ascii", param_hint="--coat")
+    with err.status("training the biased MF (grid of ranks and ridges)"):
+        summary = write_coat_reach_project(out, ds, folder, seed=seed)
+    if as_json:
+        dump_json(summary)
+        return
+    for rank, lam, rmse in summary["grid"]:
+        mark = "  <- chosen" if (rank, lam) == (summary["rank"], summary["lam"]) else ""
+        console.print(f"rank {rank:>3}  lambda {lam:>5}  test RMSE {rmse:.4f}{mark}")
+    console.print(f"snapshot: {Path(summary['files']['users']).parent}; config {summary['config']}")
+    console.print(f"next: fairmon run -c {summary['config']} --date {ds}")
+
+
+@app.command()
+def demo(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the demo's data and outputs.")] = Path(
+        "fairmon-demo"
+    ),
+) -> None:
+    """Run everything on bundled and simulated data: 14 simulated days with a
+    control and three treatment arms (daily REO with CIs beside the truth, and
+    the A/B table of seed 001 §4.4), Coat (item attribute gender, rating >= 4),
+    COMPAS (prevalence at the threshold t = 5 and a private audit release),
+    simulated labelers (SDT cost ratios), an envy-freeness audit of swap
+    traffic, and the reachability and stability of a model trained on Coat;
+    print where tables and reports went."""
+    prefect_env()
+    from fairmon.pipelines.faces.demo import run_demo
+
+    run_demo(out.resolve(), console)
+
+
+@app.command()
+def sql(
+    query: Annotated[str, typer.Argument(help='A SELECT over the output tables, e.g. "select * from reo".')],
+    config: ConfigOpt = Path("fairmon.toml"),
+    as_json: Annotated[bool, typer.Option("--json", help="Rows as a JSON array of objects.", metavar="")] = False,
+    csv: Annotated[bool, typer.Option("--csv", help="Rows as CSV.", metavar="")] = False,
+    limit: Annotated[int, typer.Option(min=1, help="Rows shown in the table view.")] = 50,
+) -> None:
+    """Query the published outputs with DuckDB SQL, read-only. Works while a
+    run holds the project's DuckDB file: the tables are read from the
+    warehouse's Parquet files. Views: one per output table (reo, reo_group,
+    reo_ab, group_counts, ...) and <table>_published (days whose latest run
+    published). Quote the reserved words group and table: "group"."""
+    import duckdb
+
+    from fairmon.pipelines.storage.warehouse import query_warehouse
+
+    cfg = load_or_exit(config)
+    try:
+        frame, note = query_warehouse(cfg.duckdb_path, cfg.warehouse_path, query)
+    except (duckdb.Error, ValueError) as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(EXIT_USAGE) from None
+    if note:
+        err.print(f"[yellow]note:[/yellow] {escape(note)}")
+    if as_json:
+        dump_json({"columns": frame.columns, "rows": frame.to_dicts()})
+    elif csv:
+        sys.stdout.write(frame.write_csv())
+    else:
+        t = Table(title=f"{frame.height} row(s)", title_justify="left")
+        for c in frame.columns:
+            t.add_column(c)
+        for row in frame.head(limit).iter_rows():
+            t.add_row(*(escape("" if v is None else str(v)) for v in row))
+        console.print(t)
+        if frame.height > limit:
+            console.print(f"... {frame.height - limit} more (--limit, --csv or --json for all)")
+
+
+@app.command()
+def init(
+    fmt: Annotated[str, typer.Option("--format", help="Input format: tiktok, contract or coat.")] = "tiktok",
+    out: Annotated[Path, typer.Option("--out", "-o", help="Config file to write.")] = Path("fairmon.toml"),
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.", metavar="")] = False,
+) -> None:
+    """Write a commented starter config for an input format; edit its paths,
+    signals and attributes, then `fairmon run --date YYYY-MM-DD`."""
+    from fairmon.pipelines.faces.templates import FORMATS, config_template
+
+    if fmt not in FORMATS:
+        raise typer.BadParameter(f"{fmt!r}: choose one of {', '.join(FORMATS)}", param_hint="--format")
+    if out.exists() and not force:
+        err.print(f"[red]error:[/red] {out} exists (--force to overwrite)")
+        raise typer.Exit(EXIT_USAGE)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(config_template(fmt))
+    console.print(f"wrote {out} ({fmt} format); check it with: fairmon run --date YYYY-MM-DD -c {out}")
+
+
+#: One line per command for ``fairmon --help`` (the full text is on ``fairmon CMD --help``).

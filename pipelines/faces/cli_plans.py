@@ -1,0 +1,321 @@
+"""The commands that size and release audits: ``plan`` (traffic for a given
+accuracy, seed 001 App. E), ``audit-export`` (an ε-DP release, seed 000),
+``sample-size`` and ``envy-plan`` (seed 004); they register on
+:data:`fairmon.pipelines.faces.cli_common.app` in this order."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from fairmon.pipelines.faces.cli_common import (
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    ConfigOpt,
+    JsonOpt,
+    app,
+    console,
+    dump_json,
+    err,
+    load_or_exit,
+    parse_date,
+    parse_floats,
+)
+
+
+@app.command()
+def plan(
+    config: ConfigOpt = Path("fairmon.toml"),
+    start: Annotated[str | None, typer.Option(help="First day of counts to plan from.")] = None,
+    end: Annotated[str | None, typer.Option(help="Last day of counts to plan from.")] = None,
+    epsilon: Annotated[
+        float, typer.Option(help="Accuracy ε (relative for E.1 and the union bound, else absolute).")
+    ] = 0.1,
+    delta: Annotated[float, typer.Option(help="Failure probability δ.")] = 0.05,
+    target_se: Annotated[float | None, typer.Option(help="Also solve for this SE of REO.")] = None,
+    rec_rate: Annotated[
+        float | None, typer.Option(help="Overall recommendation rate P(R = 1), needed by seed 001 Theorem E.2.")
+    ] = None,
+    p: Annotated[str | None, typer.Option("--P", help="Given rates instead of counts: P_k, e.g. 0.01,0.05.")] = None,
+    q: Annotated[str | None, typer.Option("--Q", help="Given rates: Q_k, e.g. 0.1,0.25.")] = None,
+    n_rec: Annotated[int | None, typer.Option(help="Given rates: default rows per day.")] = None,
+    rand_per_day: Annotated[int | None, typer.Option(help="Given rates: random rows per day.")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON ({'volumes': [...]}) instead of tables.", metavar="")
+    ] = False,
+) -> None:
+    """How much random (and default) traffic a given accuracy needs (seed 001 App. E).
+
+    Methods: thm_e1 (each P_k within relative ε), thm_e2 (each U_k within ε; needs
+    --rec-rate), thm_e3 / thm_e4 (every ΔU_k / REO within ε, as printed) and their
+    corrected constants, and fairmon's own union bound. Uses the published group
+    counts of START..END, or rates given with --P/--Q.
+    """
+    import json as _json
+
+    from fairmon.pipelines.faces.audit_export import plan_from_counts
+
+    if p and q:
+        _plan_from_rates(p, q, epsilon, delta, target_se, rec_rate, n_rec, rand_per_day, as_json)
+        return
+    cfg = load_or_exit(config)
+    a = parse_date(start, "--start") if start else dt.date.min
+    b = parse_date(end, "--end") if end else dt.date.max
+    try:
+        table, volumes = plan_from_counts(cfg, a, b, epsilon, delta, target_se, rec_rate)
+    except ValueError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(EXIT_USAGE) from None
+    if as_json:
+        print(
+            _json.dumps(
+                {"epsilon": epsilon, "delta": delta, "volumes": volumes, "summary": table.to_dicts()}, default=str
+            )
+        )
+        return
+    console.print(_traffic_now_table(table))
+    for r in table.iter_rows(named=True):
+        if r["target_se_note"]:
+            console.print(
+                f"[yellow]{escape(r['arm'])} / {escape(r['attribute'])}: {escape(r['target_se_note'])}[/yellow]"
+            )
+    console.print(_volumes_table(volumes, f"Volumes needed (ε = {epsilon}, δ = {delta})", by_arm=True))
+
+
+def _plan_from_rates(
+    p: str,
+    q: str,
+    epsilon: float,
+    delta: float,
+    target_se: float | None,
+    rec_rate: float | None,
+    n_rec: int | None,
+    rand_per_day: int | None,
+    as_json: bool,
+) -> None:
+    """``plan --P … --Q …``: volumes from given per-group rates rather than
+    published counts (a planner's what-if before any traffic exists), with
+    SE(REO) at the given daily volumes and the random rows a target SE needs.
+    Raises typer.BadParameter when --P and --Q differ in length."""
+    import json as _json
+
+    import numpy as np
+
+    from fairmon.transforms.planning.traffic import plan_volumes, random_volume_for_reo_se, reo_se_for_volume
+
+    P, Q = np.array(parse_floats(p, "--P")), np.array(parse_floats(q, "--Q"))
+    if P.shape != Q.shape:
+        raise typer.BadParameter("--P and --Q need one value per group", param_hint="--Q")
+    volumes = plan_volumes(P, Q, epsilon, delta, rec_rate)
+    for v in volumes:
+        v["rand_days"] = v["n_rand"] / rand_per_day if rand_per_day and v["n_rand"] is not None else None
+        v["rec_days"] = v["n_rec"] / n_rec if n_rec and v["n_rec"] is not None else None
+    extra = {}
+    if n_rec and rand_per_day:
+        extra["se_reo"] = reo_se_for_volume(Q, P, n_rec, rand_per_day)[0]
+        if target_se:
+            extra["rand_for_target_se"] = random_volume_for_reo_se(Q, P, n_rec, target_se)
+    if as_json:
+        print(_json.dumps({"epsilon": epsilon, "delta": delta, "volumes": volumes, **extra}, default=str))
+        return
+    console.print(_volumes_table(volumes, f"Traffic plan (ε = {epsilon}, δ = {delta}) for P = {p}, Q = {q}"))
+    if "se_reo" in extra:
+        console.print(f"SE(REO) with {n_rec} default and {rand_per_day} random rows: {extra['se_reo']:.5f}")
+    if "rand_for_target_se" in extra:
+        need = extra["rand_for_target_se"]
+        console.print(
+            f"random rows for SE(REO) = {target_se}: {need:.0f} ({need / rand_per_day:.1f} days)"
+            if np.isfinite(need)
+            else f"SE(REO) = {target_se} is out of reach with {n_rec} default rows: add default traffic"
+        )
+
+
+def _traffic_now_table(table) -> Table:
+    """Rich table of the traffic the published counts show now, per arm ×
+    attribute: random rows a day, window span, SE(REO) now, and the random
+    rows (and days) a target SE needs, "out of reach" when none suffice."""
+    t = Table(title=f"Traffic now (counts of {table['ds'][0]})", title_justify="left")
+    for c in (
+        "arm",
+        "attribute",
+        "random rows/day",
+        "window span (days)",
+        "SE(REO) now",
+        "random rows for target SE",
+        "days to collect them",
+    ):
+        t.add_column(c, justify="left" if c in ("arm", "attribute") else "right")
+    for r in table.iter_rows(named=True):
+        need = r["rand_for_target_se"]
+        t.add_row(
+            r["arm"],
+            r["attribute"],
+            f"{r['rand_per_day']:.0f}",
+            str(r["rand_span_days"]),
+            f"{r['se_reo_now']:.4f}",
+            "-" if need != need else (f"{need:.0f}" if need != float("inf") else "out of reach"),
+            "-" if need != need or need == float("inf") else f"{r['days_for_target_se']:.1f}",
+        )
+    return t
+
+
+def _volumes_table(volumes: list[dict], title: str, by_arm: bool = False) -> Table:
+    """Rich table of planner volumes (one row per method, and arm × attribute)."""
+    t = Table(title=title, title_justify="left")
+    cols = (["arm", "attribute"] if by_arm else []) + [
+        "method",
+        "ε bounds",
+        "default rows",
+        "days of default",
+        "random rows",
+        "days of random",
+        "note",
+    ]
+    for c in cols:
+        t.add_column(c, justify="right" if "rows" in c or "days" in c else "left")
+
+    def num(x, fmt="{:.0f}"):
+        return "-" if x is None else fmt.format(x)
+
+    for v in volumes:
+        t.add_row(
+            *([v["arm"], v["attribute"]] if by_arm else []),
+            v["method"],
+            v["target"],
+            num(v["n_rec"]),
+            num(v.get("rec_days"), "{:.1f}"),
+            num(v["n_rand"]),
+            num(v.get("rand_days"), "{:.1f}"),
+            v["note"],
+        )
+    return t
+
+
+@app.command("audit-export")
+def audit_export(
+    date: Annotated[str, typer.Option("--date", "-d", help="Last day of the score window, YYYY-MM-DD.")],
+    attribute: Annotated[str, typer.Option(help="Group attribute of the release.")],
+    config: ConfigOpt = Path("fairmon.toml"),
+    model: Annotated[str | None, typer.Option(help="Model (default: the first configured threshold's).")] = None,
+    epsilon: Annotated[float, typer.Option(help="Privacy budget of this release.")] = 0.5,
+    survival: Annotated[
+        bool,
+        typer.Option(
+            "--survival", help="Also show the survival form P*(a, >= y) (eq. 5; not used in the decision).", metavar=""
+        ),
+    ] = False,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Release file (JSON).")] = None,
+) -> None:
+    """Release per-group histograms of qualified individuals' scores over the
+    declared score set ([audit] score_values, bins or edges) with discrete
+    Laplace noise from OpenDP, ε-differentially private (seed 000 §4.3.3, §5.1;
+    DESIGN §4.6). Group sizes are declared public ([audit] public_group_sizes)
+    or released with noise at ε/2 ([audit] groups). Prints P* (eq. 4), the
+    empirical fairness gap, the interval for FG and the decision: fair only
+    when the interval lies at or below α, unfair only when above, else
+    inconclusive. Refused when it would overspend the data set's budget."""
+    from fairmon.pipelines.faces.audit_export import BudgetExceeded, export_release
+
+    cfg = load_or_exit(config)
+    ds = parse_date(date, "--date")
+    if cfg.scores is None:
+        err.print("[red]error:[/red] audit-export needs a [scores] section in the config")
+        raise typer.Exit(EXIT_USAGE)
+    model = model or cfg.scores.thresholds[0].model
+    out = out or cfg.warehouse_path.parent / "releases" / f"{model}_{attribute}_{ds}.json"
+    try:
+        r = export_release(cfg, ds, attribute, model, epsilon, survival=survival, out=out)
+    except BudgetExceeded as e:
+        err.print(f"[red]refused:[/red] {escape(str(e))}")
+        raise typer.Exit(EXIT_REFUSED) from None
+    except ValueError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(EXIT_USAGE) from None
+    colour = {"fair": "green", "unfair": "red"}.get(r["decision"], "yellow")
+    console.print(
+        f"release {r['release_id']} of {r['model']} by {r['attribute']} ({r['window'][0]}..{r['window'][1]}),"
+        f" ε = {epsilon} (spent {r['budget_spent']:g} of {r['budget_total']:g})"
+    )
+    console.print(
+        f"groups {r['groups']}, sizes {r['group_sizes']} {r['n_q']}; |Y| = {len(r['score_bins'])} declared bins"
+    )
+    lo, hi = r["fg_interval"]
+    console.print(
+        f"EFG = {r['efg']:.4f}, per-cell error t = {r['cell_error_t']:.4f} (δ = {r['delta']}) -> "
+        f"FG in [{lo:.4f}, {hi:.4f}] vs α = {r['alpha']} -> decision: [{colour}]{r['decision']}[/{colour}]"
+    )
+    for c in r["seed_conditions_failed"]:
+        console.print(f"  [yellow]{escape(c)}[/yellow]")
+    p = r["platform_only"]
+    console.print(
+        f"platform only (not in the release): {p['duplicate_rows_dropped']} duplicate item rows dropped "
+        f"(latest kept), {p['qualified_rows_outside_declared_groups']} qualified rows outside the declared groups"
+    )
+    console.print(f"written: {out}")
+
+
+@app.command("sample-size")
+def sample_size(
+    alpha: Annotated[float, typer.Option(help="Fairness tolerance α.")] = 0.2,
+    groups: Annotated[int, typer.Option(min=1, help="|A|, number of groups.")] = 2,
+    levels: Annotated[int, typer.Option(min=1, help="|Y|, number of score levels.")] = 100,
+    delta: Annotated[float, typer.Option(help="Failure probability δ.")] = 0.05,
+    as_json: JsonOpt = False,
+) -> None:
+    """Minimum qualified individuals per group for an audit, private (seed 000
+    eqs. 6, 8) and non-private (eq. 7), and their ratio (at most 4·ln3/ln2 ≈ 6.34)."""
+    from fairmon.transforms.private.release import min_sample_nonprivate, min_sample_private, sample_size_ratio
+
+    a, b = min_sample_private(alpha, groups, levels, delta), min_sample_nonprivate(alpha, groups, levels, delta)
+    if as_json:
+        dump_json(
+            {
+                "alpha": alpha,
+                "groups": groups,
+                "levels": levels,
+                "delta": delta,
+                "private": a,
+                "nonprivate": b,
+                "ratio": sample_size_ratio(groups, levels, delta),
+            }
+        )
+        return
+    console.print(
+        f"private (eqs. 6, 8): {a}   non-private (eq. 7): {b}   ratio {a / b:.2f} "
+        f"(unrounded {sample_size_ratio(groups, levels, delta):.3f}; supremum 6.34)"
+    )
+
+
+@app.command("envy-plan")
+def envy_plan(
+    delta: Annotated[float, typer.Option(help="Failure probability δ of the whole audit.")] = 0.05,
+    lam: Annotated[float, typer.Option("--lambda", help="λ: the share of users allowed to be (ε, γ)-envious.")] = 0.1,
+    gamma: Annotated[float, typer.Option(help="γ: the share of other users a user may envy.")] = 0.1,
+    as_json: JsonOpt = False,
+) -> None:
+    """What the platform must log for an envy-freeness audit (seed 004 Alg. 2,
+    Th. 2): M_tilde target users drawn uniformly, each served by the policies of
+    K donors drawn uniformly from the other users (swap traffic), each user's
+    certificate run at δ/(3·M_tilde)."""
+    from fairmon.transforms.envy.certify import audit_sizes
+
+    try:
+        m_tilde, k = audit_sizes(delta, lam, gamma)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    per_user = delta / (3 * m_tilde)
+    if as_json:
+        dump_json(
+            {"delta": delta, "lambda": lam, "gamma": gamma, "M_tilde": m_tilde, "K": k, "delta_per_user": per_user}
+        )
+        return
+    console.print(
+        f"M_tilde = {m_tilde} target users, K = {k} donors each "
+        f"({m_tilde * k} target-donor pairs to log as swap traffic); "
+        f"each certificate at δ/(3·M_tilde) = {per_user:.3g}"
+    )

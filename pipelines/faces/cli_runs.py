@@ -1,0 +1,263 @@
+"""The commands that compute and publish days and serve the schedule:
+``run``, ``ingest``, ``backfill``, ``serve``, ``schedule show`` and ``report``
+(they register on :data:`fairmon.pipelines.faces.cli_common.app` in this
+order, the order ``fairmon --help`` lists them)."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from fairmon.pipelines.faces.cli_common import (
+    EXIT_LOCKED,
+    EXIT_PUBLISHED,
+    EXIT_QUARANTINED,
+    ConfigOpt,
+    JsonOpt,
+    app,
+    console,
+    dump_json,
+    err,
+    exit_code,
+    launch_api,
+    load_or_exit,
+    parse_date,
+    prefect_env,
+    run_with_progress,
+)
+from fairmon.pipelines.faces.views import ab_view, prevalence_table, reo_table, run_summary, sdt_view
+
+
+@app.command()
+def run(
+    date: Annotated[str, typer.Option("--date", "-d", help="The log day to compute, YYYY-MM-DD (UTC).")],
+    config: ConfigOpt = Path("fairmon.toml"),
+    force_ingest: Annotated[
+        bool, typer.Option("--force-ingest", help="Re-stage input files even when unchanged.", metavar="")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show Prefect's per-stage logs.", metavar="")
+    ] = False,
+    wait: Annotated[float, typer.Option(help="Seconds to wait for another run on the same DuckDB file.")] = 0.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Compute one day: ingest its impressions, count groups, estimate REO with
+    CIs and publish the day's partitions (replacing any earlier run of it).
+    Exit code 0 published, 1 quarantined, 4 failed, 5 lock busy."""
+    prefect_env(verbose)
+    ds = parse_date(date, "--date")
+    cfg = load_or_exit(config)
+    launch_api()
+    err.print(f"fairmon run {ds} ({config}): checking inputs, then counts and estimators", highlight=False)
+    r = run_with_progress(cfg, config, [ds], show_progress=False, force_ingest=force_ingest, wait_seconds=wait)[0]
+    if as_json:
+        dump_json({"days": [r], "exit_code": exit_code([r])})
+        raise typer.Exit(exit_code([r]))
+    if r["status"] != "published":
+        err.print(f"[red]{r['status']}:[/red] {escape(r['error'])}")
+        raise typer.Exit(exit_code([r]))
+    if r["reo"]:
+        console.print(reo_table(r["reo"], f"REO for {ds}"))
+    if r["reo_ab"]:
+        console.print(ab_view(r["reo_ab"], f"A/B: D_REO = REO(treatment) − REO(control), {ds}"))
+    if r["threshold_prevalence"]:
+        console.print(prevalence_table(r["threshold_prevalence"], f"Prevalence at the threshold, {ds}"))
+    if r["sdt"]:
+        console.print(sdt_view(r["sdt"], f"Labelers (signal detection), {ds}"))
+    console.print(f"partitions written: {', '.join(r['paths'].values())}")
+
+
+@app.command()
+def ingest(
+    date: Annotated[str, typer.Option("--date", "-d", help="The log day whose inputs to stage, YYYY-MM-DD.")],
+    config: ConfigOpt = Path("fairmon.toml"),
+    force: Annotated[
+        bool, typer.Option("--force-ingest", "--force", help="Re-stage input files even when unchanged.", metavar="")
+    ] = False,
+) -> None:
+    """Validate and stage a day's input files (and its random-traffic window)
+    without computing anything; re-ingesting replaces the files' rows."""
+    prefect_env()
+    ds = parse_date(date, "--date")
+    cfg = load_or_exit(config)
+    from fairmon.pipelines.orchestration.flows import ingest as ingest_flow
+    from fairmon.pipelines.storage.locking import RunLockedError, project_lock
+
+    try:
+        with project_lock(cfg.duckdb_path, cfg.warehouse_path):
+            results = ingest_flow(cfg, ds, force)
+    except RunLockedError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(EXIT_LOCKED) from None
+    for r in results:
+        done = "checked" if r.table == "snapshot" else "staged"  # a model snapshot is read where it lies
+        status = f"[green]{done}[/green]" if r.success else f"[red]not {done}[/red]: {escape(r.summary())}"
+        console.print(f"{r.subject}: {status}")
+    if not all(r.success for r in results):
+        raise typer.Exit(EXIT_QUARANTINED)
+
+
+@app.command()
+def backfill(
+    start: Annotated[str, typer.Option("--start", help="First day, YYYY-MM-DD.")],
+    end: Annotated[str, typer.Option("--end", help="Last day (inclusive), YYYY-MM-DD.")],
+    config: ConfigOpt = Path("fairmon.toml"),
+    force_ingest: Annotated[
+        bool, typer.Option("--force-ingest", help="Re-stage input files even when unchanged.", metavar="")
+    ] = False,
+    only_failed: Annotated[
+        bool,
+        typer.Option(
+            "--only-failed",
+            help="Only days whose latest run did not publish (quarantined, failed or never run).",
+            metavar="",
+        ),
+    ] = False,
+    only_stale: Annotated[
+        bool,
+        typer.Option(
+            "--only-stale", help="Only days whose inputs changed after they were computed (late data).", metavar=""
+        ),
+    ] = False,
+    concurrency: Annotated[int, typer.Option(min=1, help="Days run at the same time.")] = 1,
+    wait: Annotated[float, typer.Option(help="Seconds to wait for another run on the same DuckDB file.")] = 0.0,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show Prefect's per-stage logs.", metavar="")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run every day from START to END (inclusive) with a progress bar and a
+    closing summary per day (published / quarantined with reason / failed with
+    error). Days are independent: a failing day never stops the others.
+    Re-running is idempotent: each day's partitions are replaced, never appended.
+    Exit code 0 all published, 1 a day quarantined, 4 a day failed, 5 lock busy."""
+    out = err if as_json else console
+    prefect_env(verbose)
+    a, b = parse_date(start, "--start"), parse_date(end, "--end")
+    if b < a:
+        raise typer.BadParameter("--end is before --start", param_hint="--end")
+    cfg = load_or_exit(config)
+    launch_api()
+    from fairmon.pipelines.orchestration.ops import days_to_run, detect_stale
+    from fairmon.pipelines.storage.locking import RunLockedError, project_lock
+
+    try:  # choosing the days reads the DuckDB file: queue behind another run like the run itself
+        with project_lock(cfg.duckdb_path, cfg.warehouse_path, wait):
+            if only_stale:
+                found = detect_stale(cfg)
+                if found.height:
+                    out.print(f"late data: {found.height} (day, file) pair(s) marked stale")
+            days = days_to_run(cfg, a, b, only_failed=only_failed, only_stale=only_stale)
+    except RunLockedError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(EXIT_LOCKED) from None
+    if not days:
+        out.print("nothing to run: every selected day is up to date")
+        if as_json:
+            dump_json({"days": [], "exit_code": EXIT_PUBLISHED})
+        return
+    results = run_with_progress(
+        cfg, config, days, out=out, force_ingest=force_ingest, concurrency=concurrency, wait_seconds=wait
+    )
+    out.print(run_summary(results))
+    if as_json:
+        dump_json({"days": results, "exit_code": exit_code(results)})
+    raise typer.Exit(exit_code(results))
+
+
+@app.command()
+def serve(
+    config: ConfigOpt = Path("fairmon.toml"),
+    cron: Annotated[
+        str | None, typer.Option(help="Cron expression (default: config [schedule].cron, '0 6 * * *').")
+    ] = None,
+    timezone: Annotated[str | None, typer.Option(help="Time zone of the cron (default UTC).")] = None,
+    lag_days: Annotated[
+        int | None, typer.Option(help="Compute the day this many days before today (default 1: yesterday).")
+    ] = None,
+) -> None:
+    """Register the daily job as a Prefect deployment with its cron schedule and
+    serve it (blocks; Ctrl-C stops). Each run computes the lagged day and
+    recomputes days that late data made stale."""
+    prefect_env(verbose=True)
+    import signal
+    import threading
+
+    stop = threading.Event()  # a SIGTERM before the serving loop takes it over: remembered, then a clean stop
+    signal.signal(signal.SIGTERM, lambda *_args: stop.set())
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C
+        cfg = load_or_exit(config)
+        from fairmon.pipelines.orchestration.ops import build_deployment
+
+        sc = cfg.schedule
+        dep = build_deployment(
+            config, cron or sc.cron, timezone or sc.timezone, sc.lag_days if lag_days is None else lag_days, sc.name
+        )
+        console.print(
+            f"serving deployment {dep.name}: cron {dep.schedules[0].schedule.cron} "
+            f"({dep.schedules[0].schedule.timezone}), parameters {dep.parameters}; stop with Ctrl-C or SIGTERM",
+            highlight=False,
+        )
+        import asyncio
+
+        from fairmon.pipelines.orchestration.ops import serve_until_stopped
+
+        asyncio.run(serve_until_stopped(dep, stop))
+    console.print("fairmon serve stopped")
+
+
+schedule_app = typer.Typer(help="Inspect the daily schedule.", no_args_is_help=True)
+app.add_typer(schedule_app, name="schedule")
+
+
+@schedule_app.command("show")
+def schedule_show(
+    config: ConfigOpt = Path("fairmon.toml"),
+    n: Annotated[int, typer.Option("--count", "-n", min=1, help="How many upcoming runs to list.")] = 5,
+) -> None:
+    """Print the deployment ``fairmon serve`` would register and its next runs."""
+    prefect_env()
+    cfg = load_or_exit(config)
+    from fairmon.pipelines.orchestration.ops import build_deployment, next_runs
+
+    sc = cfg.schedule
+    dep = build_deployment(config, sc.cron, sc.timezone, sc.lag_days, sc.name)
+    sched = dep.schedules[0].schedule
+    t = Table(title=f"deployment {dep.flow_name}/{dep.name}", title_justify="left", show_header=False)
+    t.add_row("cron", sched.cron)
+    t.add_row("timezone", sched.timezone)
+    t.add_row("parameters", escape(str(dep.parameters)))
+    for i, when in enumerate(next_runs(sched.cron, sched.timezone, n)):
+        lag = dt.timedelta(days=sc.lag_days)
+        t.add_row("next runs" if i == 0 else "", f"{when:%Y-%m-%d %H:%M %Z} → computes {(when - lag).date()}")
+    console.print(t)
+
+
+@app.command()
+def report(
+    start: Annotated[str, typer.Option("--start", help="First day, YYYY-MM-DD.")],
+    end: Annotated[str, typer.Option("--end", help="Last day (inclusive), YYYY-MM-DD.")],
+    config: ConfigOpt = Path("fairmon.toml"),
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="HTML file to write (default: report_START_END.html beside the warehouse)."),
+    ] = None,
+) -> None:
+    """Build one self-contained HTML report (opens offline) for START..END from
+    published days only: daily REO per attribute and arm with CI bands and the
+    80%-rule line, ΔU per group with CIs, the data-quality summary and the
+    excluded days with their reasons."""
+    from fairmon.pipelines.faces.report import build_report
+
+    a, b = parse_date(start, "--start"), parse_date(end, "--end")
+    if b < a:
+        raise typer.BadParameter("--end is before --start", param_hint="--end")
+    cfg = load_or_exit(config)
+    path = build_report(cfg, a, b, out, config_name=str(config))
+    console.print(f"report: {path}")

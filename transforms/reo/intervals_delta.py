@@ -1,0 +1,145 @@
+"""REO's delta-method intervals: ``delta`` (full multinomial covariance),
+``delta_paper`` (seed 001 Algorithm 1's diagonal Γ) and their
+cluster-robust form when rows are clustered (DESIGN §4.1).
+
+Why apart from :func:`fairmon.transforms.reo.estimate.estimate_reo`: the
+covariance model of log Û (multinomial, paper diagonal, one or both samples
+bucketed) decides everything else, and each choice has its own undefined
+cases; here they are in one place. Source: seed 001 Algorithm 1 with the full
+multinomial Γ of DESIGN §4.1; the cluster-robust covariance of
+transforms/reo/cluster.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fairmon.transforms.reo.cluster import BucketSums
+from fairmon.transforms.reo.intervals_near_zero import parity_test, reo_bc_from_trace, reo_interval_near_zero
+from fairmon.transforms.reo.reo_math import (
+    delta_u_covariance,
+    delta_u_factor,
+    reo_log_gradient,
+)
+
+
+def log_utility_model(
+    v: np.ndarray,
+    Q: np.ndarray,
+    P: np.ndarray,
+    n_rec: int,
+    n_rand: int,
+    ci_method: str,
+    clusters_rec: BucketSums | None,
+    clusters_rand: BucketSums | None,
+    cluster_note: str | None,
+) -> tuple[np.ndarray, str | None]:
+    """The covariance model of log Û: (v, note).
+
+    Input ``v`` is the per-group variance (K,) of log Û_j under independent
+    rows (:func:`fairmon.transforms.reo.reo_math.log_utility_variance` for
+    ``ci_method``). The returned ``v`` is that one, or a full covariance
+    (K, K) when exactly one sample is bucketed (its cluster sandwich plus the
+    other sample's multinomial diagonal). When both samples are bucketed it
+    stays the multinomial one (the robust factor is formed by :func:`delta_intervals`).
+    ``note`` is the reason every interval is NaN (the caller's
+    ``cluster_note``, ``delta_paper`` on clustered rows, fewer than 2
+    non-empty buckets), else the ``cluster_note`` given. Never raises.
+    """
+    clustered = clusters_rec is not None or clusters_rand is not None
+    if cluster_note:
+        return v, cluster_note
+    if clustered and ci_method == "delta_paper":
+        return v, "delta_paper assumes independent rows: undefined when rows are clustered"
+    if clustered:
+        if cl_few := [c.G for c in (clusters_rec, clusters_rand) if c is not None and c.G < 2]:
+            return v, f"{min(cl_few)} non-empty cluster bucket(s): the cluster-robust variance is undefined"
+        if clusters_rec is None or clusters_rand is None:  # one sample bucketed: V = its sandwich + a diagonal
+            K = len(Q)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                V = np.zeros((K, K))
+                for cl, share, n in ((clusters_rec, Q, n_rec), (clusters_rand, P, n_rand)):
+                    V = V + (cl.log_share_covariance() if cl is not None else np.diag(1.0 / (share * n)))
+            return V, cluster_note
+    return v, cluster_note
+
+
+@dataclass(frozen=True)
+class DeltaIntervals:
+    """What the delta method gives for one REO: SEs of ΔÛ (K,), the
+    near-parity REO interval, reo_bc, the parity test (W, df, p), REO's SE,
+    the design effect and the reasons for anything undefined, in order."""
+
+    se_dU: np.ndarray
+    ci_low: float
+    ci_high: float
+    reo_bc: float
+    parity: tuple[float, int, float]
+    se_reo: float
+    design_effect: float
+    notes: tuple[str, ...]
+
+
+def delta_intervals(
+    U: np.ndarray,
+    dU: np.ndarray,
+    reo: float,
+    v: np.ndarray,
+    v_mult: np.ndarray,
+    level: float,
+    clusters_rec: BucketSums | None,
+    clusters_rand: BucketSums | None,
+) -> DeltaIntervals:
+    """Delta-method SEs and the near-parity interval for REO from positive, finite U (K,).
+
+    ``v`` is the covariance model of log Û (:func:`log_utility_model`),
+    ``v_mult`` the multinomial one (the design effect's denominator). When
+    both samples are bucketed, V = FᵀF of rank ≤ 2(G − 1) and Σ = BᵀB is never
+    formed (many groups: O(GK), not O(K³)). The parity test is undefined when
+    a bucketed covariance cannot span the K − 1 contrasts; REO's SE when
+    REO = 0 (std/mean is not differentiable there). Never raises.
+    Source: seed 001 Algorithm 1, DESIGN §4.1.
+    """
+    K = U.size
+    clustered = clusters_rec is not None or clusters_rand is not None
+    notes: list[str] = []
+    se_reo = float("nan")
+    design_effect = 1.0 if not clustered else float("nan")
+    parity = (float("nan"), 0, float("nan"))
+    F = None
+    if clusters_rec is not None and clusters_rand is not None:
+        F = np.vstack([clusters_rec.log_share_factor(), clusters_rand.log_share_factor()])
+    if F is not None:
+        B = delta_u_factor(U, F)
+        var_dU = (B * B).sum(axis=0)
+        ci_low, ci_high = reo_interval_near_zero(dU, None, level, factor=B)
+    else:
+        cov = delta_u_covariance(U, v)
+        var_dU = np.diag(cov)
+        ci_low, ci_high = reo_interval_near_zero(dU, cov, level)
+    se_dU = np.sqrt(var_dU)
+    reo_bc = reo_bc_from_trace(reo, float(var_dU.sum()), K)
+    rank = sum(c.G - 1 if c is not None else K for c in (clusters_rec, clusters_rand))
+    if clustered and rank < K - 1:  # Σ of G − 1 df per bucketed sample cannot span K − 1 contrasts
+        notes.append(
+            f"parity test undefined: the cluster-robust covariance has rank at most {rank} (non-empty "
+            f"buckets − 1, per sample), fewer than the K − 1 = {K - 1} contrasts; raise cluster_buckets"
+        )
+    else:
+        parity = parity_test(U, F.T @ F if F is not None else v)
+    g = reo_log_gradient(U)
+    if reo == 0:
+        notes.append("REO = 0: std/mean is not differentiable there, SE undefined")
+    elif F is not None:
+        se_reo = float(np.linalg.norm(F @ g))
+    else:
+        se_reo = float(np.sqrt(g @ v @ g if v.ndim == 2 else np.sum(g**2 * v)))
+    if clustered:
+        design_effect = (
+            float(se_reo**2 / np.sum(g**2 * v_mult))
+            if reo > 0
+            else float(var_dU.sum() / np.trace(delta_u_covariance(U, v_mult)))
+        )
+    return DeltaIntervals(se_dU, ci_low, ci_high, reo_bc, parity, se_reo, design_effect, tuple(notes))

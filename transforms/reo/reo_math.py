@@ -1,0 +1,207 @@
+"""REO's algebra on per-group utilities: the point estimate, relative
+utilities, their log-scale gradients and delta-method covariances, the
+verdict rule and the small-group rule.
+
+These are the pieces every interval method shares (delta, cluster-robust,
+bootstrap, A/B, planning), kept apart from :func:`fairmon.transforms.reo.estimate.estimate_reo`
+so that the interval modules import them without importing each other.
+
+Source: seed 001 (Dong, Jin, Hu, Liu, "Measuring Fairness in Large-Scale
+Recommendation Systems with Missing Labels", 2024). Equation numbers below are
+that paper's; ``DESIGN.md §4.1`` fixes the conventions used here.
+
+Notation (per sensitive group k = 1..K):
+
+* ``Q_k = #{Y=1, S=k in D_rec} / |D_rec|``  (default traffic, one day, one arm)
+* ``P_k = #{Y=1, S=k in D_rand} / |D_rand|`` (random traffic, trailing window)
+* ``U_k = Q_k / P_k``                          RTPR utility, eq. 4 (up to a common
+  constant that every reported quantity is invariant to)
+* ``ΔU_k = U_k / mean(U) - 1``                 relative utility, eqs. 3 and 7
+* ``REO = std(U) / mean(U)`` (population std, ddof = 0), eq. 19
+
+Variance. Q̂ (and P̂) are shares of one multinomial draw, so
+``Cov(Q̂_j, Q̂_k) = (δ_jk Q_k - Q_j Q_k) / n``. REO and ΔU are invariant to a
+common rescaling of U, so their gradients with respect to ``log U`` sum to zero
+and the ``-Q_j Q_k`` term drops out exactly. With ``g_j = ∂REO/∂log U_j``::
+
+    Var(REO)  = Σ_j g_j² (1/(Q_j n_rec) + 1/(P_j n_rand))        # method "delta"
+
+which is Algorithm 1 (Var = HᵀGᵀΓGH) with the full multinomial Γ. The paper's
+diagonal Γ uses ``(1-Q_j)/(Q_j n_rec) + (1-P_j)/(P_j n_rand)`` (method
+"delta_paper"); that form is right only when Q, P ≪ 1 and undercovers at
+engagement rates of 20–40 %.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+CIMethod = Literal["delta", "delta_paper", "bootstrap_percentile", "bootstrap_normal", "bootstrap_bca"]
+CI_METHODS: tuple[str, ...] = ("delta", "delta_paper", "bootstrap_percentile", "bootstrap_normal", "bootstrap_bca")
+
+#: REO of U = (0.8, 1): the 80 % rule expressed as an REO threshold (seed 001 §4.3).
+EIGHTY_PERCENT_RULE_REO = 1.0 / 9.0
+
+#: Default ``min_expected_positives``: a group with fewer positives than this in
+#: default or random traffic is a small group (DESIGN §4.1).
+MIN_EXPECTED_POSITIVES = 30
+
+Verdict = Literal["exceeds", "within", "inconclusive", "undefined"]
+
+
+def reo_of_utilities(U: np.ndarray) -> float:
+    """REO = std(U)/mean(U) with the population std (ddof = 0).
+
+    Source: seed 001 eq. 19. Input: U, shape (K,), non-negative utilities (any
+    common scale). Returns NaN when mean(U) is 0 or U has a NaN.
+
+    Reference values (DESIGN §5): U = (0.8, 1) gives 1/9; U = (1/2, 1) gives
+    1/3 (seed 001 Example 3.1, dataset B, prints 2/3, which is |U1-U2|/mean,
+    not std/mean; this function keeps the std/mean definition and gives 1/3).
+    """
+    U = np.asarray(U, dtype=float)
+    m = U.mean()
+    if not np.isfinite(m) or m == 0:
+        return float("nan")
+    return float(U.std(ddof=0) / m)
+
+
+def relative_utilities(U: np.ndarray) -> np.ndarray:
+    """ΔU_k = U_k / mean(U) - 1 (seed 001 eqs. 3 and 7). Shape (K,) -> (K,)."""
+    U = np.asarray(U, dtype=float)
+    return U / U.mean() - 1.0
+
+
+def reo_log_gradient(U: np.ndarray) -> np.ndarray:
+    """g_j = ∂REO/∂log U_j, shape (K,).
+
+    Closed form of ``U_j (G H)_j`` from seed 001 Algorithm 1, with
+    G_{j,k} = ∂ΔU_k/∂U_j = K(δ_jk ΣU - U_k)/(ΣU)² and H_j = ΔU_j/(K·REO):
+    ``g_j = (1 + ΔU_j)/K · (ΔU_j/REO - REO)``. Sums to zero (scale invariance).
+    Raises ZeroDivisionError-free: returns NaN entries when REO = 0 (REO is not
+    differentiable there).
+    """
+    U = np.asarray(U, dtype=float)
+    K = U.size
+    dU = relative_utilities(U)
+    r = reo_of_utilities(U)
+    if not np.isfinite(r) or r == 0:
+        return np.full(K, np.nan)
+    return (1.0 + dU) / K * (dU / r - r)
+
+
+def delta_u_log_jacobian(U: np.ndarray) -> np.ndarray:
+    """A_{k,j} = ∂ΔU_k/∂log U_j, shape (K, K).
+
+    From G of seed 001 Algorithm 1: ``A_{k,j} = δ_kj (1+ΔU_k) - (1+ΔU_j)(1+ΔU_k)/K``.
+    Each row sums to zero (scale invariance).
+    """
+    U = np.asarray(U, dtype=float)
+    K = U.size
+    a = 1.0 + relative_utilities(U)
+    return np.diag(a) - np.outer(a, a) / K
+
+
+def log_utility_variance(
+    Q: np.ndarray, P: np.ndarray, n_rec: float, n_rand: float, method: CIMethod = "delta"
+) -> np.ndarray:
+    """Per-group variance term v_j of log Û_j used by both REO and ΔU, shape (K,).
+
+    ``delta``: 1/(Q_j n_rec) + 1/(P_j n_rand), the diagonal left after the
+    common multinomial term cancels (DESIGN §4.1). ``delta_paper``:
+    (1-Q_j)/(Q_j n_rec) + (1-P_j)/(P_j n_rand), seed 001 Algorithm 1's
+    diagonal Γ divided by U_j². Raises ValueError on an unknown method.
+    Entries are inf where Q_j or P_j is 0.
+    """
+    Q = np.asarray(Q, dtype=float)
+    P = np.asarray(P, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if method == "delta":
+            return 1.0 / (Q * n_rec) + 1.0 / (P * n_rand)
+        if method == "delta_paper":
+            return (1.0 - Q) / (Q * n_rec) + (1.0 - P) / (P * n_rand)
+    raise ValueError(f"unknown ci_method {method!r}; expected one of {CI_METHODS}")
+
+
+def z_value(level: float) -> float:
+    """Two-sided normal quantile for a confidence level in (0, 1)."""
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"confidence level must be in (0, 1), got {level}")
+    return float(stats.norm.ppf(0.5 + level / 2.0))
+
+
+def delta_u_covariance(U: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Σ = A diag(v) Aᵀ, the delta-method covariance of ΔÛ, shape (K, K).
+
+    Inputs: utilities U (K,) and the per-group variances v (K,) of log Û_j
+    (:func:`log_utility_variance`), or a full covariance V (K, K) of log Û
+    (the cluster-robust one, giving A V Aᵀ); A is :func:`delta_u_log_jacobian`. Rank
+    K − 1 (ΔU sums to zero). Source: seed 001 Algorithm 1 (Σ = GᵀΓG) with the
+    full multinomial Γ of DESIGN §4.1.
+    """
+    A = delta_u_log_jacobian(U)
+    v = np.asarray(v, dtype=float)
+    if v.ndim == 2:  # a full covariance of log Û (cluster-robust, transforms/reo/cluster.py)
+        return A @ v @ A.T
+    return (A * v) @ A.T
+
+
+def delta_u_factor(U: np.ndarray, F: np.ndarray) -> np.ndarray:
+    """B = F Aᵀ, shape (r, K), with Σ = BᵀB the delta covariance of ΔÛ when
+    the covariance of log Û is V = FᵀF (F (r, K), e.g. the stacked
+    cluster-robust factors of default and random traffic,
+    :meth:`fairmon.transforms.reo.cluster.BucketSums.log_share_factor`). A
+    (:func:`delta_u_log_jacobian`) is diag(a) − aaᵀ/K with a = 1 + ΔU, so B
+    costs O(rK) and Σ is never formed: diag Σ, tr Σ and its spectrum come
+    from B. Source: seed 001 Algorithm 1 (Σ = GᵀΓG) with a factored Γ."""
+    U = np.asarray(U, dtype=float)
+    F = np.asarray(F, dtype=float)
+    a = 1.0 + relative_utilities(U)
+    return F * a - np.outer(F @ a, a) / U.size
+
+
+def verdict_80pct(
+    ci_low: float, ci_high: float, threshold: float = EIGHTY_PERCENT_RULE_REO, *, small: bool = False
+) -> str:
+    """The verdict against the REO line from the CI, never the point estimate (DESIGN §4.1).
+
+    ``exceeds`` when ci_low > threshold, ``within`` when ci_high ≤ threshold,
+    otherwise ``inconclusive``; ``undefined`` when a bound is NaN. A day with a
+    small group (``small``) is ``inconclusive`` at best. The default threshold
+    1/9 is the 80 % rule for K = 2 (seed 001 §4.3); for K > 2 it is the
+    configured ``reo_threshold``.
+    """
+    if not (np.isfinite(ci_low) and np.isfinite(ci_high)):
+        return "undefined"
+    if small:
+        return "inconclusive"
+    if ci_low > threshold:
+        return "exceeds"
+    if ci_high <= threshold:
+        return "within"
+    return "inconclusive"
+
+
+def small_groups(
+    groups: tuple[str, ...], n_pos_rec: np.ndarray, n_pos_rand: np.ndarray, minimum: float
+) -> tuple[tuple[bool, ...], tuple[str | None, ...]]:
+    """Which groups are small: expected positives n_rec·Q̂_k (= positives in
+    default traffic) or n_rand·P̂_k (in random traffic) below ``minimum``
+    (config ``min_expected_positives``, DESIGN §4.1). Shapes (K,). Returns
+    (flags, reasons) per group: with few expected positives the delta
+    intervals under-cover and REO is biased up (figures in bench/README.md)."""
+    flags, reasons = [], []
+    for g, a, b in zip(groups, np.asarray(n_pos_rec), np.asarray(n_pos_rand)):
+        small = bool(a < minimum or b < minimum)
+        flags.append(small)
+        reasons.append(
+            f"small group {g!r}: {int(a)} positives in default, {int(b)} in random traffic "
+            f"(min_expected_positives = {minimum:g})"
+            if small
+            else None
+        )
+    return tuple(flags), tuple(reasons)
