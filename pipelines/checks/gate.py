@@ -34,7 +34,7 @@ from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.core.run import active_run, frames_digest
 from fairmon.resources import suite_file
 from fairmon.transforms.contract import PROFILE_N, PROFILE_ROW
-from fairmon.transforms.registry import polars_schema
+from fairmon.transforms.registry import TABLES, generated_checks, polars_schema, table
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 
@@ -112,7 +112,26 @@ def dq_frame(ds: dt.date, results: list[DQResult]) -> pl.DataFrame:
 
 @cache
 def load_spec(suite: str) -> dict:
-    """The suite's JSON spec from expectations/. Raises FileNotFoundError."""
+    """The spec of ``suite``. For a declared output table (the flow names its
+    suite after the table): the checks its declaration generates (key unique,
+    not null, ranges; :func:`fairmon.transforms.registry.generated_checks`)
+    followed by the domain checks of the JSON suite the declaration names
+    (``Table.suite``; none when None). Any other name (an input suite) is read
+    from ``expectations/<suite>.json``. Raises FileNotFoundError for a suite
+    without a file."""
+    if suite not in TABLES:
+        return _read_suite(suite)
+    t = table(suite)
+    extra = _read_suite(t.suite) if t.suite else {"description": f"Output {t.name} (DESIGN §3).", "expectations": []}
+    return {
+        "suite": suite,
+        "table": t.name,
+        "description": extra["description"],
+        "expectations": generated_checks(t) + extra["expectations"],
+    }
+
+
+def _read_suite(suite: str) -> dict:
     node = suite_file(suite)
     if not node.is_file():
         raise FileNotFoundError(f"no expectation suite {suite}.json in the fairmon package")
