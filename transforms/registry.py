@@ -250,6 +250,12 @@ def register(decl: Declaration) -> Declaration:
     return decl
 
 
+def unregister(name: str) -> None:
+    """Forget table ``name``'s declaration (a test's toy table, a module
+    reloaded). Unknown names are ignored."""
+    _DECLARATIONS.pop(name, None)
+
+
 def declare(
     table: Table,
     *,
