@@ -49,6 +49,116 @@ def report_template() -> str:
     return (files("fairmon.pipelines.faces") / "html" / "report.html.j2").read_text(encoding="utf-8")
 
 
+def _decision_context(d: ReportData, prevalence_diff: pl.DataFrame | None) -> dict:
+    """Template variables of the decision sections (threshold prevalence,
+    labelers' SDT; seed 002): figures, the latest day's rows, the outlying
+    labelers and the findings."""
+    from markupsafe import Markup
+
+    model_fig = model_threshold_figure(d.threshold_prevalence) if not d.threshold_prevalence.is_empty() else None
+    labeler_fig = labeler_threshold_figure(d.sdt) if not d.sdt.is_empty() else None
+    outliers = []
+    if not d.sdt.is_empty():
+        last = d.sdt.filter(pl.col("ds") == d.sdt.get_column("ds").max())
+        pool = last.filter(pl.col("labeler_id") == "*").select("attribute", "group", pl.col("cost_ratio").alias("pool"))
+        outliers = (
+            last.filter((pl.col("labeler_id") != "*") & (pl.col("q_value") < 0.05))
+            .join(pool, on=["attribute", "group"], how="left")
+            .sort("q_value")
+            .to_dicts()
+        )
+    prev_day = d.threshold_prevalence.get_column("ds").max() if not d.threshold_prevalence.is_empty() else None
+    prevalence_rows = (
+        d.threshold_prevalence.filter(pl.col("ds") == prev_day).sort("model", "attribute", "group").to_dicts()
+        if prev_day is not None
+        else []
+    )
+    diffs = prevalence_diff if prevalence_diff is not None else pl.DataFrame()
+    prevalence_diffs = (
+        diffs.filter(pl.col("ds") == prev_day).sort("model", "attribute", "group_a", "group_b").to_dicts()
+        if prev_day is not None and not diffs.is_empty()
+        else []
+    )
+    sdt_day = d.sdt.get_column("ds").max() if not d.sdt.is_empty() else None
+    labeler_rows = (
+        d.sdt.filter(pl.col("ds") == sdt_day).sort("attribute", "labeler_id", "group").to_dicts()
+        if sdt_day is not None
+        else []
+    )
+    return {
+        "model_fig": Markup(model_fig) if model_fig else None,
+        "labeler_fig": Markup(labeler_fig) if labeler_fig else None,
+        "outliers": outliers,
+        "sdt_ci": f"{100 * float(d.sdt.get_column('level').max()):g}% CI"
+        if not d.sdt.is_empty() and "level" in d.sdt.columns
+        else "CI",
+        "prevalence_findings": prevalence_finding(d.threshold_prevalence),
+        "prevalence_rows": prevalence_rows,
+        "prevalence_diffs": prevalence_diffs,
+        "prev_ci": ci_label(d.threshold_prevalence) if prevalence_rows else "CI",
+        "labeler_findings": labeler_finding(d.sdt),
+        "labeler_rows": labeler_rows,
+    }
+
+
+def _envy_context(d: ReportData) -> dict:
+    """Template variables of the envy-freeness section (seed 004): the AUDIT
+    days, the latest day's group envy and the findings."""
+    envy_audit = (d.extras or {}).get("envy_audit", pl.DataFrame())
+    group_envy = (d.extras or {}).get("group_envy", pl.DataFrame())
+    envy_groups = (
+        group_envy.filter(pl.col("ds") == group_envy.get_column("ds").max())
+        .sort("attribute", "group", "donor_group")
+        .to_dicts()
+        if not group_envy.is_empty()
+        else []
+    )
+    return {
+        "envy_findings": envy_findings(envy_audit, group_envy),
+        "envy_days": envy_audit.sort("ds").to_dicts() if not envy_audit.is_empty() else [],
+        "envy_groups": envy_groups,
+    }
+
+
+def _reach_context(d: ReportData) -> dict:
+    """Template variables of the reachability and stability section (seed
+    003): the latest day's group figures and rows and the findings."""
+    from markupsafe import Markup
+
+    reach = {
+        t: (d.extras or {}).get(t, pl.DataFrame())
+        for t in ("reach_item", "reach_user", "stability_user", "reach_group")
+    }
+    reach_day = reach["reach_group"].get_column("ds").max() if not reach["reach_group"].is_empty() else None
+    reach_figs: dict[str, str | None] = {"item": None, "user": None, "stability": None}
+    reach_rows = []
+    if reach_day is not None:
+        rg = reach["reach_group"].filter(pl.col("ds") == reach_day)
+        ri = reach["reach_item"].filter(pl.col("ds") == reach_day) if not reach["reach_item"].is_empty() else None
+        uniform = ri.get_column("availability_uniform").mean() if ri is not None and ri.height else None
+        if rg.filter(pl.col("side") == "item").height:
+            reach_figs["item"] = reach_group_figure(rg, "item", ["availability_base", "availability_max"], uniform)
+        stab = sorted(
+            (m for m in set(rg.get_column("metric")) if m.startswith("stability_lb_B")), key=lambda m: int(m[14:])
+        )
+        if rg.filter(pl.col("side") == "user").height:
+            reach_figs["user"] = reach_group_figure(rg, "user", ["discovery_base", "discovery_max"])
+            if stab:
+                reach_figs["stability"] = reach_group_figure(rg, "user", [*stab, "noise_floor"])
+        shown = ["availability_max", "unavailable", "discovery_max", *stab[-1:], "noise_floor"]
+        reach_rows = rg.filter(pl.col("metric").is_in(shown)).sort("side", "attribute", "metric", "group").to_dicts()
+    return {
+        "reach_findings": reach_findings(
+            reach["reach_item"], reach["reach_user"], reach["stability_user"], reach["reach_group"]
+        ),
+        "reach_day": reach_day,
+        "reach_item_fig": Markup(reach_figs["item"]) if reach_figs["item"] else None,
+        "reach_user_fig": Markup(reach_figs["user"]) if reach_figs["user"] else None,
+        "stability_fig": Markup(reach_figs["stability"]) if reach_figs["stability"] else None,
+        "reach_rows": reach_rows,
+    }
+
+
 def render_report(
     d: ReportData,
     config: str = "",
@@ -64,6 +174,8 @@ def render_report(
     ``threshold_prevalence_diff`` rows of published days; ``generic``
     {table: rows of published days} of the tables without a custom section
     (each gets :func:`fairmon.pipelines.faces.report_sections.generic_section`)."""
+    from markupsafe import Markup
+
     attrs = sorted(set(d.reo.get_column("attribute"))) if not d.reo.is_empty() else []
     excluded = d.excluded.get_column("ds").to_list()
     colors = arm_colors(
@@ -89,69 +201,10 @@ def render_report(
     verdicts = {v: 0 for v in ("exceeds", "within", "inconclusive", "undefined")}
     if counts is not None:
         verdicts.update({v: int(n) for v, n in counts.iter_rows()})
-    model_fig = model_threshold_figure(d.threshold_prevalence) if not d.threshold_prevalence.is_empty() else None
-    labeler_fig = labeler_threshold_figure(d.sdt) if not d.sdt.is_empty() else None
-    outliers = []
-    if not d.sdt.is_empty():
-        last = d.sdt.filter(pl.col("ds") == d.sdt.get_column("ds").max())
-        pool = last.filter(pl.col("labeler_id") == "*").select("attribute", "group", pl.col("cost_ratio").alias("pool"))
-        outliers = (
-            last.filter((pl.col("labeler_id") != "*") & (pl.col("q_value") < 0.05))
-            .join(pool, on=["attribute", "group"], how="left")
-            .sort("q_value")
-            .to_dicts()
-        )
+    decision = _decision_context(d, prevalence_diff)
     extras = extra_sections(d.extras or {})
-    envy_audit = (d.extras or {}).get("envy_audit", pl.DataFrame())
-    group_envy = (d.extras or {}).get("group_envy", pl.DataFrame())
-    envy_days = envy_audit.sort("ds").to_dicts() if not envy_audit.is_empty() else []
-    envy_groups = (
-        group_envy.filter(pl.col("ds") == group_envy.get_column("ds").max())
-        .sort("attribute", "group", "donor_group")
-        .to_dicts()
-        if not group_envy.is_empty()
-        else []
-    )
-    reach = {
-        t: (d.extras or {}).get(t, pl.DataFrame())
-        for t in ("reach_item", "reach_user", "stability_user", "reach_group")
-    }
-    reach_day = reach["reach_group"].get_column("ds").max() if not reach["reach_group"].is_empty() else None
-    reach_figs: dict[str, str | None] = {"item": None, "user": None, "stability": None}
-    reach_rows = []
-    if reach_day is not None:
-        rg = reach["reach_group"].filter(pl.col("ds") == reach_day)
-        ri = reach["reach_item"].filter(pl.col("ds") == reach_day) if not reach["reach_item"].is_empty() else None
-        uniform = ri.get_column("availability_uniform").mean() if ri is not None and ri.height else None
-        if rg.filter(pl.col("side") == "item").height:
-            reach_figs["item"] = reach_group_figure(rg, "item", ["availability_base", "availability_max"], uniform)
-        stab = sorted(
-            (m for m in set(rg.get_column("metric")) if m.startswith("stability_lb_B")), key=lambda m: int(m[14:])
-        )
-        if rg.filter(pl.col("side") == "user").height:
-            reach_figs["user"] = reach_group_figure(rg, "user", ["discovery_base", "discovery_max"])
-            if stab:
-                reach_figs["stability"] = reach_group_figure(rg, "user", [*stab, "noise_floor"])
-        shown = ["availability_max", "unavailable", "discovery_max", *stab[-1:], "noise_floor"]
-        reach_rows = rg.filter(pl.col("metric").is_in(shown)).sort("side", "attribute", "metric", "group").to_dicts()
-    prev_day = d.threshold_prevalence.get_column("ds").max() if not d.threshold_prevalence.is_empty() else None
-    prevalence_rows = (
-        d.threshold_prevalence.filter(pl.col("ds") == prev_day).sort("model", "attribute", "group").to_dicts()
-        if prev_day is not None
-        else []
-    )
-    diffs = prevalence_diff if prevalence_diff is not None else pl.DataFrame()
-    prevalence_diffs = (
-        diffs.filter(pl.col("ds") == prev_day).sort("model", "attribute", "group_a", "group_b").to_dicts()
-        if prev_day is not None and not diffs.is_empty()
-        else []
-    )
-    sdt_day = d.sdt.get_column("ds").max() if not d.sdt.is_empty() else None
-    labeler_rows = (
-        d.sdt.filter(pl.col("ds") == sdt_day).sort("attribute", "labeler_id", "group").to_dicts()
-        if sdt_day is not None
-        else []
-    )
+    envy = _envy_context(d)
+    reach = _reach_context(d)
     dq_rows = d.dq_summary.to_dicts() if d.dq_summary.height else []
     dq_problems = sorted(
         (r for r in dq_rows if not r["passed"] or r["warnings"]), key=lambda r: (r["passed"], str(r["ds"]))
@@ -159,8 +212,6 @@ def render_report(
     env = Environment(autoescape=True)
     env.globals["fmt"] = fmt
     env.globals["pfmt"] = pfmt
-    from markupsafe import Markup
-
     return env.from_string(report_template()).render(
         d=d,
         built=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -168,39 +219,19 @@ def render_report(
         reo_figs=[(a, Markup(s)) for a, s in reo_figs],
         du_figs=[(a, Markup(s)) for a, s in du_figs],
         ab_figs=[(a, Markup(s)) for a, s in ab_figs],
-        model_fig=Markup(model_fig) if model_fig else None,
-        labeler_fig=Markup(labeler_fig) if labeler_fig else None,
-        outliers=outliers,
         latest=latest,
         latest_day=latest_day,
         verdicts=verdicts,
         ab_latest=ab_latest,
-        sdt_ci=f"{100 * float(d.sdt.get_column('level').max()):g}% CI"
-        if not d.sdt.is_empty() and "level" in d.sdt.columns
-        else "CI",
         ab_day=ab_day,
         extras=extras,
         ci=ci_label(d.reo) if attrs else "CI",
         docs=docs,
         docs_href=Path(docs).resolve().as_uri() if docs else "",
         verdict_paragraphs=reo_verdict_paragraphs(d.reo, d.reo_group) if attrs else [],
-        prevalence_findings=prevalence_finding(d.threshold_prevalence),
-        prevalence_rows=prevalence_rows,
-        prevalence_diffs=prevalence_diffs,
-        prev_ci=ci_label(d.threshold_prevalence) if prevalence_rows else "CI",
-        labeler_findings=labeler_finding(d.sdt),
-        labeler_rows=labeler_rows,
-        envy_findings=envy_findings(envy_audit, group_envy),
-        envy_days=envy_days,
-        envy_groups=envy_groups,
-        reach_findings=reach_findings(
-            reach["reach_item"], reach["reach_user"], reach["stability_user"], reach["reach_group"]
-        ),
-        reach_day=reach_day,
-        reach_item_fig=Markup(reach_figs["item"]) if reach_figs["item"] else None,
-        reach_user_fig=Markup(reach_figs["user"]) if reach_figs["user"] else None,
-        stability_fig=Markup(reach_figs["stability"]) if reach_figs["stability"] else None,
-        reach_rows=reach_rows,
+        **decision,
+        **envy,
+        **reach,
         releases=releases or [],
         dq_passed=sum(1 for r in dq_rows if r["passed"] and not r["warnings"]),
         dq_problems=dq_problems,
