@@ -13,9 +13,36 @@ import polars as pl
 
 from fairmon.transforms.contract import INTERSECTION_SEP
 from fairmon.transforms.planning.traffic import random_traffic_required
+from fairmon.transforms.registry import DS, B, Column, I, S, Table, declare
 from fairmon.transforms.reo.reo_tables import MISSING_GROUP
 
 TEXT_TRUE_FALSE = ("true", "false")
+
+DQ_RESULTS = Table(
+    "dq_results",
+    "Data-quality results of the day: one row per suite and subject (file or table).",
+    "DESIGN §3; expectations/README.md",
+    ("ds", "table", "suite", "subject"),
+    (
+        DS,
+        Column("table", S, "-", "Input or output table the suite validates."),
+        Column("suite", S, "-", "Expectation suite (expectations/<suite>.json)."),
+        Column("subject", S, "-", "What was validated: a file path or a table name."),
+        Column("success", B, "-", "No critical expectation failed.", nullable=False),
+        Column("n_expectations", I, "expectations", "Expectations evaluated."),
+        Column("n_failed", I, "expectations", "Expectations that failed, critical or warning."),
+        Column("n_warnings", I, "expectations", "Failed expectations of severity warning."),
+        Column("failed_critical", S, "-", "Names of the failed critical expectations, comma-separated."),
+        Column("failed_warning", S, "-", "Names of the failed warnings, comma-separated."),
+        Column("details", S, "JSON", "Each failure with its unexpected count, sample values and file rows."),
+    ),
+    "dq_results",
+    published_view=False,
+)
+
+
+#: dq_results is written by the gate itself (fairmon.pipelines.checks.gate.dq_frame), for every run.
+declare(DQ_RESULTS, stage="quality", inputs=("results", "ds"))
 
 
 def raw_check_frame(raw: pl.DataFrame, text_columns: list[str]) -> pl.DataFrame:

@@ -21,7 +21,7 @@ import polars as pl
 
 from fairmon.pipelines.core.faults import fault_point
 from fairmon.pipelines.storage import db, ddl
-from fairmon.transforms.registry import GATED_TABLES, TABLES
+from fairmon.transforms.registry import GATED_TABLES, TABLES, check_frame
 
 PART_FILE = "part-0.parquet"
 
@@ -39,8 +39,18 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_partitions(warehouse: Path, ds: dt.date, tables: dict[str, pl.DataFrame]) -> dict[str, Path]:
+def write_partitions(
+    warehouse: Path, ds: dt.date, tables: dict[str, pl.DataFrame], *, checked: bool = True
+) -> dict[str, Path]:
     """Replace day ``ds`` of every table in ``tables`` ({name: frame with a ds column}).
+
+    With ``checked`` (always, but in tests that fake a file an older fairmon
+    wrote), every frame is first checked against its table's declaration
+    (:func:`fairmon.transforms.registry.check_frame`: the declared columns
+    plus ``run_id``, the declared dtypes), so nothing undeclared reaches the
+    warehouse; raises :class:`fairmon.transforms.registry.SchemaMismatch`
+    naming the table and the column, KeyError for an undeclared table,
+    before any file is written.
 
     All files are written and fsynced aside first; then each is atomically
     renamed over its partition (dq_results last: a crash between two renames
@@ -48,6 +58,9 @@ def write_partitions(warehouse: Path, ds: dt.date, tables: dict[str, pl.DataFram
     readers treat as not published). Returns {table: final path}. Raises
     ValueError when a frame holds rows of another day.
     """
+    if checked:
+        for name, frame in tables.items():
+            check_frame(name, frame)
     clean_tmp(warehouse)
     tmp_dir = warehouse / "_tmp"
     tmp_dir.mkdir(parents=True, exist_ok=True)

@@ -17,20 +17,285 @@ import polars as pl
 from fairmon.transforms.contract import ATTR_PREFIX
 from fairmon.transforms.decisions.sdt import compare_cost_ratios, sdt_estimate
 from fairmon.transforms.decisions.threshold import prevalence_at_threshold, prevalence_difference
-from fairmon.transforms.registry import polars_schema
+from fairmon.transforms.registry import (
+    ATTR,
+    DS,
+    GROUP,
+    REASON,
+    B,
+    Column,
+    D,
+    F,
+    I,
+    S,
+    Table,
+    declares,
+    non_negative,
+    positive,
+    probability,
+)
 from fairmon.transforms.reo.multiplicity import bh_q_values
 
 ALL = "*"
 
-PREVALENCE_SCHEMA = polars_schema("threshold_prevalence")
-PREVALENCE_DIFF_SCHEMA = polars_schema("threshold_prevalence_diff")
-SDT_SCHEMA = polars_schema("sdt")
+WIN_START = Column("window_start", D, "date", "First day of the rows the row was computed from.")
+WIN_END = Column("window_end", D, "date", "Last day of the rows the row was computed from.")
+MODEL = Column("model", S, "-", "Model name/version of the score log.")
+T = Column("t", F, "score", "Decision threshold of the model (config `scores.thresholds`).")
+BANDWIDTH = Column("d", F, "score", "Bandwidth: rows with |s − t| < d enter the local regression.")
+
+
+def has_scores(cfg) -> bool:
+    """Whether the config reads a score log (seed 002 §5.1)."""
+    return cfg.scores is not None
+
+
+def has_labels(cfg) -> bool:
+    """Whether the config reads a labeling log (seed 002 §5.2)."""
+    return cfg.labels is not None
+
+
+THRESHOLD_PREVALENCE = Table(
+    "threshold_prevalence",
+    "Outcome rate at a model's decision threshold per group, and the implied cost ratio.",
+    "seed 002 eqs. 6, 8–11; DESIGN §4.2",
+    ("ds", "model", "attribute", "group", "t", "d"),
+    (
+        DS,
+        MODEL,
+        ATTR,
+        GROUP,
+        T,
+        BANDWIDTH,
+        WIN_START,
+        WIN_END,
+        Column("n_window", I, "rows", "Scored rows with |s − t| < d and a known outcome."),
+        Column(
+            "n_eff",
+            F,
+            "rows",
+            "Kish effective rows of β0: 1/Σ lᵢ² over the fit's equivalent-kernel weights (β0 = Σ lᵢ yᵢ).",
+        ),
+        Column(
+            "prevalence_at_threshold",
+            F,
+            "probability",
+            "β0 = E[Y | s = t], tricube-weighted local linear fit, clipped to [0, 1].",
+        ),
+        Column(
+            "se",
+            F,
+            "probability",
+            "Heteroskedasticity-robust (HC) standard error of the fitted β0.",
+            bounds=non_negative("se_non_negative"),
+        ),
+        Column(
+            "ci_low",
+            F,
+            "probability",
+            "Lower bound of β0's interval at `level`; inside [0, 1].",
+            bounds=probability("ci_low_in_unit_interval"),
+        ),
+        Column(
+            "ci_high",
+            F,
+            "probability",
+            "Upper bound of β0's interval; inside [0, 1], above ci_low.",
+            bounds=probability("ci_high_in_unit_interval"),
+        ),
+        Column(
+            "ci_method",
+            S,
+            "-",
+            "hc_normal (β0 ± z·HC SE) or wilson_neff (Wilson on n_eff: small, all-equal or rare-event"
+            " windows); robust_… when built around the bias-corrected (local quadratic) fit.",
+        ),
+        Column(
+            "implied_cost_ratio",
+            F,
+            "ratio",
+            "c = (1 − β0)/β0 (seed 002 eq. 6).",
+            bounds=positive("cost_ratio_positive"),
+        ),
+        Column("cost_ratio_ci_low", F, "ratio", "Lower bound of c's interval (β0's bounds carried through)."),
+        Column("cost_ratio_ci_high", F, "ratio", "Upper bound of c's interval; inf when ci_low is 0."),
+        Column(
+            "naive_window_mean",
+            F,
+            "probability",
+            "Mean outcome in the window, unweighted (seed 002 eq. 9).",
+            bounds=probability("naive_mean_in_unit_interval"),
+        ),
+        Column("slope", F, "probability per score unit", "β1, the local slope of the outcome rate at t."),
+        Column(
+            "prevalence_half_d",
+            F,
+            "probability",
+            "β0 fitted again with half the bandwidth, d/2.",
+            bounds=probability("half_d_in_unit_interval"),
+        ),
+        Column("se_half_d", F, "probability", "SE behind the d/2 estimate's interval (HC, or Wilson width/2z)."),
+        Column(
+            "bandwidth_flag",
+            B,
+            "-",
+            "β0 at d and at d/2 differ by more than the larger of their SEs: β0 may be biased, d too wide.",
+        ),
+        Column("hc", S, "-", "Which HC variance estimator gave `se` (HC0, HC1 or HC3)."),
+        REASON,
+    ),
+    "threshold_prevalence",
+)
+
+THRESHOLD_PREVALENCE_DIFF = Table(
+    "threshold_prevalence_diff",
+    "Differences in prevalence at the threshold between pairs of groups.",
+    "seed 002 §5.1; DESIGN §4.2",
+    ("ds", "model", "attribute", "group_a", "group_b", "t", "d"),
+    (
+        DS,
+        MODEL,
+        ATTR,
+        Column("group_a", S, "-", "First group of the pair."),
+        Column("group_b", S, "-", "Second group of the pair."),
+        T,
+        BANDWIDTH,
+        Column("diff", F, "probability", "Prevalence at the threshold of group_a minus that of group_b."),
+        Column("se", F, "probability", "√(se_a² + se_b²) from the groups' HC SEs (independent groups)."),
+        Column(
+            "ci_low", F, "probability", "Lower bound at `level`: the groups' intervals combined by MOVER (Newcombe)."
+        ),
+        Column("ci_high", F, "probability", "Upper bound at `level` (MOVER)."),
+        Column(
+            "p_value",
+            F,
+            "probability",
+            "Two-sided p-value of no difference: below α exactly when the level-(1 − α) interval excludes 0.",
+            bounds=probability("p_value_in_unit_interval"),
+        ),
+        Column(
+            "q_value",
+            F,
+            "probability",
+            "Benjamini–Hochberg q-value over all of the day's p-values in this table (NaN p excluded).",
+            bounds=probability("q_value_in_unit_interval"),
+        ),
+        REASON,
+    ),
+    "threshold_prevalence_diff",
+)
+
+SDT = Table(
+    "sdt",
+    "Labelers' signal-detection parameters against gold labels, per group (pooled `*` and per labeler).",
+    "seed 002 §5.3, eq. 12; DESIGN §4.3",
+    ("ds", "attribute", "group", "labeler_id"),
+    (
+        DS,
+        ATTR,
+        GROUP,
+        Column("labeler_id", S, "-", "Labeler, or `*` for all labelers pooled."),
+        WIN_START,
+        WIN_END,
+        Column(
+            "n_pos", I, "items", "Gold-positive (violating) items labeled.", bounds=non_negative("counts_non_negative")
+        ),
+        Column("n_neg", I, "items", "Gold-negative items labeled."),
+        Column(
+            "fpr",
+            F,
+            "probability",
+            "False-positive rate among gold negatives.",
+            bounds=probability("fpr_in_unit_interval"),
+        ),
+        Column(
+            "fnr",
+            F,
+            "probability",
+            "False-negative rate among gold positives.",
+            bounds=probability("fnr_in_unit_interval"),
+        ),
+        Column(
+            "prevalence", F, "probability", "φ = mean gold label.", bounds=probability("prevalence_in_unit_interval")
+        ),
+        Column("criterion_t", F, "standard deviations", "Criterion t = Φ⁻¹(1 − FPR)."),
+        Column("se_t", F, "standard deviations", "Standard error of t (delta method)."),
+        Column("criterion_t_ci_low", F, "standard deviations", "Lower bound of t's interval (by `ci_method`)."),
+        Column("criterion_t_ci_high", F, "standard deviations", "Upper bound of t's interval; may be inf."),
+        Column("d_prime", F, "standard deviations", "d′ = t − Φ⁻¹(FNR)."),
+        Column("se_d_prime", F, "standard deviations", "Standard error of d′ (delta method)."),
+        Column("d_prime_ci_low", F, "standard deviations", "Lower bound of d′'s interval; may be −inf."),
+        Column("d_prime_ci_high", F, "standard deviations", "Upper bound of d′'s interval; may be inf."),
+        Column(
+            "implied_threshold",
+            F,
+            "probability",
+            "1/(1 + ((1−φ)/φ)·exp(−t·d′ + d′²/2)) (seed 002 eq. 12).",
+            bounds=probability("implied_threshold_in_unit_interval"),
+        ),
+        Column(
+            "implied_threshold_ci_low",
+            F,
+            "probability",
+            "Lower bound of the implied threshold's interval.",
+            bounds=probability("implied_threshold_ci_low_in_unit_interval"),
+        ),
+        Column(
+            "implied_threshold_ci_high",
+            F,
+            "probability",
+            "Upper bound of the implied threshold's interval.",
+            bounds=probability("implied_threshold_ci_high_in_unit_interval"),
+        ),
+        Column(
+            "cost_ratio",
+            F,
+            "ratio",
+            "c = ((1−φ)/φ)·exp(−t·d′ + d′²/2) (seed 002 eq. 12).",
+            bounds=positive("cost_ratio_positive"),
+        ),
+        Column("cost_ratio_ci_low", F, "ratio", "Lower bound of the cost ratio's interval; may be 0."),
+        Column("cost_ratio_ci_high", F, "ratio", "Upper bound of the cost ratio's interval; may be inf."),
+        Column(
+            "ci_method", S, "-", "delta, or exact (Clopper–Pearson bounds carried through; a cell below `min_errors`)."
+        ),
+        Column("corrected", B, "-", "A rate was 0 or 1 and the log-linear correction (+0.5 per cell) was used."),
+        Column(
+            "p_vs_pool",
+            F,
+            "probability",
+            "p-value: labeler's log cost ratio vs the other labelers' (Wald; interval overlap if exact).",
+            bounds=probability("p_vs_pool_in_unit_interval"),
+        ),
+        Column(
+            "q_value",
+            F,
+            "probability",
+            "Benjamini–Hochberg q-value over the day's p_vs_pool values (NaN p excluded).",
+            bounds=probability("q_value_in_unit_interval"),
+        ),
+        REASON,
+    ),
+    "sdt",
+)
+
+
+PREVALENCE_SCHEMA = THRESHOLD_PREVALENCE.schema
+PREVALENCE_DIFF_SCHEMA = THRESHOLD_PREVALENCE_DIFF.schema
+SDT_SCHEMA = SDT.schema
 
 
 def _join(*parts: str | None) -> str | None:
     return "; ".join(p for p in parts if p) or None
 
 
+@declares(
+    THRESHOLD_PREVALENCE,
+    THRESHOLD_PREVALENCE_DIFF,
+    stage="scores",
+    inputs=("rows", "ds", "window", "thresholds", "attributes"),
+    enabled=has_scores,
+)
 def threshold_tables(
     rows: pl.DataFrame,
     ds: dt.date,
@@ -130,6 +395,7 @@ def threshold_tables(
     return pl.DataFrame(prev, schema=PREVALENCE_SCHEMA), pl.DataFrame(diffs, schema=PREVALENCE_DIFF_SCHEMA)
 
 
+@declares(SDT, stage="labels", inputs=("confusion", "ds", "window"), enabled=has_labels)
 def sdt_table(
     confusion: pl.DataFrame,
     ds: dt.date,

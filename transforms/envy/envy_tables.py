@@ -11,9 +11,187 @@ import datetime as dt
 import polars as pl
 
 from fairmon.transforms.envy.certify import audit_verdict, group_envy, ocef_decisions
-from fairmon.transforms.registry import polars_schema
+from fairmon.transforms.registry import (
+    CI_HIGH,
+    CI_LOW,
+    DS,
+    LEVEL,
+    REASON,
+    B,
+    Bounds,
+    Column,
+    D,
+    F,
+    I,
+    S,
+    Table,
+    declares,
+    non_negative,
+    polars_schema,
+    probability,
+)
 
 
+def has_envy(cfg) -> bool:
+    """Whether the config runs the envy-freeness audit (DESIGN §4.7)."""
+    return cfg.envy is not None
+
+
+GROUP_ENVY = Table(
+    "group_envy",
+    "Group envy per user attribute and ordered pair (target group, donor group) from swap traffic.",
+    "seed 004 App. B, eq. 6, Lemma 4, Prop. 2; DESIGN §4.7",
+    ("ds", "attribute", "group", "donor_group"),
+    (
+        DS,
+        Column("attribute", S, "-", "User attribute (config `envy.attributes`)."),
+        Column("group", S, "-", "Target users' group g."),
+        Column("donor_group", S, "-", "Group g' whose users' policies served the swap rows."),
+        Column("n_cross", I, "rows", "Swap rows of the day: users of g served by policies of g'."),
+        Column("n_own", I, "rows", "Own-policy (default-traffic) rows of the day of users of g."),
+        Column(
+            "U_cross",
+            F,
+            "mean reward",
+            "U(g, g'): mean reward of the day's (g, g') swap rows (eq. 6).",
+            bounds=probability("U_cross_is_mean_reward"),
+        ),
+        Column(
+            "U_own",
+            F,
+            "mean reward",
+            "Mean reward of g's own-policy rows of the day.",
+            bounds=probability("U_own_is_mean_reward"),
+        ),
+        Column(
+            "diff",
+            F,
+            "mean reward",
+            "U_cross − U_own: > 0 means g gains from g's policies.",
+            bounds=Bounds("diff_in_range", min_value=-1, max_value=1),
+        ),
+        Column("se", F, "mean reward", "Standard error of diff (independent binomial rows)."),
+        CI_LOW,
+        CI_HIGH,
+        Column("p_value", F, "probability", "One-sided p-value of H0: diff ≤ 0 (normal test)."),
+        Column("q_value", F, "probability", "Benjamini–Hochberg q-value over the attribute's pairs of the day."),
+        Column("window_start", D, "date", "First day of the audit (config `envy.start`): the bounds accumulate."),
+        Column(
+            "window_n_cross",
+            I,
+            "rows",
+            "(g, g') swap rows accumulated since window_start.",
+            bounds=Bounds("window_n_cross_positive", min_value=1),
+        ),
+        Column(
+            "window_n_own",
+            I,
+            "rows",
+            "Own-policy rows of g accumulated since window_start.",
+            bounds=Bounds("window_n_own_positive", min_value=1),
+        ),
+        Column("anytime_lower", F, "mean reward", "Lower bound of diff valid at every day at once (Lemma 4)."),
+        Column("anytime_upper", F, "mean reward", "Upper bound of diff valid at every day at once (Lemma 4)."),
+        Column("epsilon", F, "mean reward", "ε of the verdict (config `envy.epsilon`)."),
+        Column("verdict", S, "-", "`envy` (anytime_lower > 0), `eps_envy_free` (anytime_upper ≤ ε) or `undecided`."),
+        LEVEL,
+    ),
+    "group_envy",
+)
+
+ENVY_USER = Table(
+    "envy_user",
+    "Per target user: OCEF's certificate from the accumulated own-policy and swap rows.",
+    "seed 004 Alg. 1 lines 7–9, Lemma 4, Alg. 2; DESIGN §4.7",
+    ("ds", "user_id"),
+    (
+        DS,
+        Column("user_id", S, "-", "Target user (a user with swap rows since window_start)."),
+        Column("window_start", D, "date", "First day of the audit (config `envy.start`)."),
+        Column(
+            "n_donors",
+            I,
+            "users",
+            "Donors whose policies served the user.",
+            bounds=non_negative("n_donors_non_negative"),
+        ),
+        Column("n_own", I, "rows", "Own-policy rows accumulated.", bounds=non_negative("n_own_non_negative")),
+        Column(
+            "mean_own",
+            F,
+            "mean reward",
+            "Mean reward under the user's own policy.",
+            bounds=probability("mean_own_is_mean_reward"),
+        ),
+        Column("lower_own", F, "mean reward", "Lemma 4 lower bound of the own policy's mean."),
+        Column("upper_own", F, "mean reward", "Lemma 4 upper bound of the own policy's mean."),
+        Column("best_donor_mean", F, "mean reward", "Largest mean reward under a donor's policy."),
+        Column("max_donor_lower", F, "mean reward", "Largest lower bound among the donors."),
+        Column("max_donor_upper", F, "mean reward", "Largest upper bound among the donors."),
+        Column(
+            "delta_user",
+            F,
+            "probability",
+            "δ of this certificate: δ/(3·targets) (Alg. 2 line 4).",
+            bounds=probability("delta_user_is_probability"),
+        ),
+        Column("decision", S, "-", "`envy`, `eps_no_envy` or `undecided` (OCEF's stopping rules)."),
+        REASON,
+    ),
+    "envy_user",
+)
+
+ENVY_AUDIT = Table(
+    "envy_audit",
+    "The day's AUDIT verdict on the whole system: (ε, γ, λ)-envy-free, not envy-free, or undecided.",
+    "seed 004 Alg. 2, Th. 2, Def. 3.2; DESIGN §4.7",
+    ("ds", "window_start"),
+    (
+        DS,
+        Column("window_start", D, "date", "First day of the audit (config `envy.start`)."),
+        Column(
+            "M_tilde",
+            I,
+            "users",
+            "Target users AUDIT needs: ⌈log(3/δ)/λ⌉.",
+            bounds=Bounds("M_tilde_positive", min_value=1),
+        ),
+        Column(
+            "K",
+            I,
+            "users",
+            "Donors per target AUDIT needs: ⌈log(3M̃/δ)/log(1/(1−γ))⌉.",
+            bounds=Bounds("K_positive", min_value=1),
+        ),
+        Column(
+            "targets",
+            I,
+            "users",
+            "Target users logged since window_start.",
+            bounds=non_negative("targets_non_negative"),
+        ),
+        Column("min_donors", I, "users", "Fewest donors of a target."),
+        Column("design_ok", B, "-", "Enough targets and donors per target (uniform draws are assumed)."),
+        Column("design_reason", S, "-", "What the logged design lacks, or that it suffices."),
+        Column("n_envy", I, "users", "Targets certified envious."),
+        Column("n_eps_no_envy", I, "users", "Targets certified ε-free of envy."),
+        Column("n_undecided", I, "users", "Targets not yet decided."),
+        Column("epsilon", F, "mean reward", "ε (config `envy.epsilon`)."),
+        Column("delta", F, "probability", "δ of the audit (config `envy.delta`)."),
+        Column("lambda_share", F, "share", "λ: share of users allowed to be (ε, γ)-envious (config `envy.lambda`)."),
+        Column("gamma_share", F, "share", "γ: share of other users a user may envy (config `envy.gamma`)."),
+        Column(
+            "verdict",
+            S,
+            "-",
+            "`not_envy_free` (a target is envious), `envy_free` (certified (ε, γ, λ)) or `undecided`.",
+        ),
+    ),
+    "envy_audit",
+)
+
+
+@declares(GROUP_ENVY, stage="envy", inputs=("counts", "ds", "window_start"), enabled=has_envy)
 def group_envy_table(
     counts: pl.DataFrame,
     ds: dt.date,
@@ -53,6 +231,7 @@ def group_envy_table(
     return pl.concat(frames, how="vertical_relaxed").select(list(schema)).cast(schema)
 
 
+@declares(ENVY_USER, ENVY_AUDIT, stage="envy", inputs=("counts", "ds", "window_start"), enabled=has_envy)
 def envy_user_tables(
     counts: pl.DataFrame,
     ds: dt.date,

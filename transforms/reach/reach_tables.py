@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,12 +21,25 @@ import polars as pl
 from fairmon.transforms.reach.reachability import (
     BiasedMF,
     affine_scores,
-    fit_biased_mf,
     max_reachability,
     softmax_probabilities,
     top1_reachable,
 )
-from fairmon.transforms.registry import polars_schema
+from fairmon.transforms.registry import (
+    DS,
+    REASON,
+    B,
+    Bounds,
+    Column,
+    F,
+    I,
+    S,
+    Table,
+    declares,
+    non_negative,
+    polars_schema,
+    probability,
+)
 
 
 @dataclass(frozen=True)
@@ -42,6 +55,110 @@ class Ratings:
         """(items, ratings) of user index ``u``."""
         m = self.users == u
         return self.items[m], self.ratings[m]
+
+
+def has_reach(cfg) -> bool:
+    """Whether the config audits a model snapshot's reachability (DESIGN §4.8)."""
+    return cfg.reach is not None
+
+
+REACH_USER = Table(
+    "reach_user",
+    "Per user of a model snapshot: how many items the user can make the recommender show (discovery).",
+    "seed 003 Def. 1 (reachability); DESIGN §4.8 after Curmei, Dean and Recht (ICML 2021)",
+    ("ds", "user_id"),
+    (
+        DS,
+        Column("user_id", S, "-", "User of the snapshot.", nullable=False),
+        Column("attributes", S, "JSON", "The user's attributes {attribute: group} (config `reach.user_attributes`)."),
+        Column(
+            "n_targets",
+            I,
+            "items",
+            "|T_u|: unseen items outside the action set.",
+            bounds=non_negative("n_targets_in_range"),
+        ),
+        Column(
+            "discovery_base",
+            F,
+            "share",
+            "Share of targets with baseline ρ > 1/|T_u| (at the model's predictions).",
+            bounds=probability("discovery_base_in_range"),
+        ),
+        Column(
+            "discovery_max",
+            F,
+            "share",
+            "Share of targets with ρ* > 1/|T_u| (best ratings of the action set).",
+            bounds=probability("discovery_max_in_range"),
+        ),
+        Column(
+            "mean_lift",
+            F,
+            "ratio",
+            "Mean over targets of ρ*/ρ.",
+            bounds=Bounds("lift_at_least_one", min_value=0.999999999),
+        ),
+        Column("mean_gain", F, "probability", "Mean over targets of ρ* − ρ.", bounds=probability("gain_in_range")),
+        Column(
+            "top1_reachable_share",
+            F,
+            "share",
+            "Share of targets the user can put on top (β → ∞, exact).",
+            bounds=probability("top1_reachable_share_in_range"),
+        ),
+        Column("beta", F, "1/rating", "Softmax inverse temperature β (config `reach.beta`)."),
+        Column("budget", I, "items", "K: size of the action set (config `reach.budget`)."),
+        REASON,
+    ),
+    "reach_user",
+)
+
+REACH_ITEM = Table(
+    "reach_item",
+    "Per item of a model snapshot: how available it is to the users it is a target for.",
+    "seed 003 Def. 1 (reachability); DESIGN §4.8",
+    ("ds", "item_id"),
+    (
+        DS,
+        Column("item_id", S, "-", "Item of the snapshot.", nullable=False),
+        Column("attributes", S, "JSON", "The item's attributes {attribute: group} (config `reach.item_attributes`)."),
+        Column("n_users", I, "users", "Users for whom the item is a target.", bounds=non_negative("n_users_in_range")),
+        Column(
+            "availability_base",
+            F,
+            "probability",
+            "Mean baseline ρ over those users.",
+            bounds=probability("availability_base_in_range"),
+        ),
+        Column(
+            "availability_max",
+            F,
+            "probability",
+            "Mean ρ* over those users (DESIGN §4.8 availability).",
+            bounds=probability("availability_max_in_range"),
+        ),
+        Column(
+            "availability_uniform",
+            F,
+            "probability",
+            "Mean 1/|T_u|: the availability of a uniform recommender.",
+            bounds=probability("availability_uniform_in_range"),
+        ),
+        Column("unavailable", B, "-", "availability_max < availability_uniform: effectively unavailable."),
+        Column(
+            "top1_reachable_share",
+            F,
+            "share",
+            "Share of those users who can put the item on top.",
+            bounds=probability("top1_reachable_share_in_range"),
+        ),
+        Column("beta", F, "1/rating", "Softmax inverse temperature β (config `reach.beta`)."),
+        Column("budget", I, "items", "K: size of the action set (config `reach.budget`)."),
+        REASON,
+    ),
+    "reach_item",
+)
 
 
 def action_and_targets(pred_u: np.ndarray, hist: np.ndarray, budget: int) -> tuple[np.ndarray, np.ndarray]:
@@ -124,6 +241,9 @@ def _attributes_json(frame: pl.DataFrame, attributes: list[str]) -> pl.Series:
     )
 
 
+@declares(
+    REACH_USER, stage="reach", inputs=("ds", "problems", "users", "attributes", "beta", "budget"), enabled=has_reach
+)
 def reach_user_table(
     ds: dt.date, problems: pl.DataFrame, users: pl.DataFrame, attributes: list[str], beta: float, budget: int
 ) -> pl.DataFrame:
@@ -157,6 +277,9 @@ def reach_user_table(
     return out.select(list(polars_schema("reach_user"))).cast(polars_schema("reach_user")).sort("user_id")
 
 
+@declares(
+    REACH_ITEM, stage="reach", inputs=("ds", "problems", "items", "attributes", "beta", "budget"), enabled=has_reach
+)
 def reach_item_table(
     ds: dt.date, problems: pl.DataFrame, items: pl.DataFrame, attributes: list[str], beta: float, budget: int
 ) -> pl.DataFrame:
@@ -191,251 +314,24 @@ def reach_item_table(
     return out.select(list(polars_schema("reach_item"))).cast(polars_schema("reach_item")).sort("item_id")
 
 
-def recommendation_distribution(model: BiasedMF, history: Ratings, beta: float) -> np.ndarray:
-    """π_u over the items user u has not rated: softmax(β · predicted rating),
-    rated items get 0 (the recommendation whose change seed 003 Def. 1
-    "stability" measures). Shape (U, I), rows sum to 1. Raises nothing; a
-    user who rated every item gets a row of NaN."""
-    s = beta * model.predict()
-    s[history.users, history.items] = -np.inf
-    s -= s.max(axis=1, keepdims=True)
-    e = np.exp(s)
-    return e / e.sum(axis=1, keepdims=True)
+#: Names that moved to sibling modules (the modules import this one, so they are looked up lazily).
+_MOVED = {
+    "ITEM_METRICS": "fairmon.transforms.reach.reach_groups",
+    "USER_METRICS": "fairmon.transforms.reach.reach_groups",
+    "group_summary": "fairmon.transforms.reach.reach_groups",
+    "reach_group_inputs": "fairmon.transforms.reach.reach_groups",
+    "reach_group_table": "fairmon.transforms.reach.reach_groups",
+    "Training": "fairmon.transforms.reach.stability_tables",
+    "recommendation_distribution": "fairmon.transforms.reach.stability_tables",
+    "stability_table": "fairmon.transforms.reach.stability_tables",
+    "total_variation": "fairmon.transforms.reach.stability_tables",
+}
 
 
-def total_variation(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Total variation ½ Σ |p − q| along the last axis: the distance d of seed
-    003 Def. 1 (stability) between two recommendation distributions. Shapes
-    broadcast; returns values in [0, 1] for distributions."""
-    return 0.5 * np.abs(p - q).sum(axis=-1)
+def __getattr__(name: str):
+    """The names of :data:`_MOVED`, imported from their module on first use."""
+    if name in _MOVED:
+        import importlib
 
-
-@dataclass(frozen=True)
-class Training:
-    """How the snapshot's model is retrained for stability: rank, ridge ``lam``,
-    ALS ``iters`` and the ``seed`` of the initial factors."""
-
-    rank: int
-    lam: float
-    iters: int
-    seed: int
-
-
-def _fit(history: Ratings, ratings: np.ndarray, n_users: int, n_items: int, training: Training, seed: int):
-    return fit_biased_mf(
-        history.users,
-        history.items,
-        ratings,
-        n_users=n_users,
-        n_items=n_items,
-        rank=training.rank,
-        lam=training.lam,
-        iters=training.iters,
-        seed=seed,
-    )
-
-
-def stability_table(
-    ds: dt.date,
-    history: Ratings,
-    users: pl.DataFrame,
-    items_count: int,
-    training: Training,
-    *,
-    beta: float,
-    budgets: Iterable[int],
-    perturbations: int,
-    noise_seeds: int,
-    r_min: float,
-    r_max: float,
-    seed: int = 0,
-    progress: Callable[[int], None] | None = None,
-) -> pl.DataFrame:
-    """``stability_user`` rows (seed 003 Def. 1, "individual-level stability").
-
-    The model is retrained from the snapshot's ratings (``training``; the base
-    fit uses ``training.seed``). For each budget B, ``perturbations`` times: B
-    users drawn at random have every rating replaced by a uniform draw from
-    the rating scale (integers when the ratings are), the model is retrained
-    with the same seed, and every other user's recommendation distribution
-    (:func:`recommendation_distribution`) is compared with the base one in
-    total variation. ``stability_lb`` is the largest change seen: a lower bound
-    of the maximum over all B-user changes. ``noise_floor`` is the largest
-    change from retraining the unchanged data with ``noise_seeds`` other seeds:
-    a change below it cannot be told from training noise. ``progress`` is
-    called with 1 after each retraining. Raises ValueError when a budget is
-    not in 1..(users − 1) or ``perturbations`` < 1.
-    """
-    n_users = users.height
-    budgets = sorted(set(int(b) for b in budgets))
-    if perturbations < 1:
-        raise ValueError("perturbations must be >= 1")
-    if any(b < 1 or b >= n_users for b in budgets):
-        raise ValueError(f"stability budgets must be in 1..{n_users - 1}, got {budgets}")
-    tick = progress or (lambda _n: None)
-    base_pi = recommendation_distribution(
-        _fit(history, history.ratings, n_users, items_count, training, training.seed), history, beta
-    )
-    tick(1)
-    floor = np.zeros(n_users)
-    for k in range(noise_seeds):
-        other = _fit(history, history.ratings, n_users, items_count, training, training.seed + 1 + k)
-        floor = np.maximum(floor, total_variation(base_pi, recommendation_distribution(other, history, beta)))
-        tick(1)
-    rng = np.random.default_rng(seed)
-    integral = bool(np.all(history.ratings == np.round(history.ratings))) and np.floor(r_max) >= np.ceil(r_min)
-    rows = []
-    for b in budgets:
-        worst = np.full(n_users, np.nan)
-        tried = np.zeros(n_users, dtype=np.int64)
-        for _ in range(perturbations):
-            changed = rng.choice(n_users, size=b, replace=False)
-            ratings = history.ratings.copy()
-            edit = np.isin(history.users, changed)
-            draw = (
-                rng.integers(int(np.ceil(r_min)), int(np.floor(r_max)) + 1, size=int(edit.sum()))
-                if integral
-                else rng.uniform(r_min, r_max, size=int(edit.sum()))
-            )
-            ratings[edit] = draw
-            pi = recommendation_distribution(
-                _fit(history, ratings, n_users, items_count, training, training.seed), history, beta
-            )
-            tv = total_variation(base_pi, pi)
-            keep = np.ones(n_users, dtype=bool)
-            keep[changed] = False  # τ_j must stay unchanged for user j (seed 003 Def. 1)
-            worst[keep] = np.fmax(worst[keep], tv[keep])
-            tried[keep] += 1
-            tick(1)
-        rows.append(
-            pl.DataFrame(
-                {
-                    "user_id": users.get_column("user_id"),
-                    "B": np.full(n_users, b, dtype=np.int64),
-                    "n_perturbations": tried,
-                    "stability_lb": worst,
-                    "noise_floor": floor if noise_seeds else np.full(n_users, np.nan),
-                }
-            )
-        )
-    out = pl.concat(rows).with_columns(
-        ds=pl.lit(ds),
-        noise_seeds=pl.lit(int(noise_seeds), dtype=pl.Int64),
-        above_noise=pl.col("stability_lb") > pl.col("noise_floor"),
-        reason=pl.when(pl.col("n_perturbations") == 0)
-        .then(pl.lit("every perturbation changed this user's own data"))
-        .when(pl.col("noise_floor").is_nan())
-        .then(pl.lit("no training-noise floor (noise_seeds = 0)")),
-    )
-    out = out.with_columns(pl.col("stability_lb").fill_nan(None).fill_null(float("nan")))
-    return out.select(list(polars_schema("stability_user"))).cast(polars_schema("stability_user")).sort("B", "user_id")
-
-
-def _diff_of_means(x, y, axis=-1):
-    return np.mean(x, axis=axis) - np.mean(y, axis=axis)
-
-
-def _mean(x, axis=-1):
-    return np.mean(x, axis=axis)
-
-
-def group_summary(
-    values: np.ndarray, in_group: np.ndarray, *, level: float, n_resamples: int, seed: int
-) -> dict[str, float | int | str | None]:
-    """Mean, median and percentile-bootstrap CI (SciPy ``bootstrap``) of
-    ``values`` (n,) over the units ``in_group`` (n,) bool, and the difference
-    of its mean from the other units' mean with a two-sample bootstrap CI
-    (units resampled within each side; DESIGN §3 reach_group). NaN values are
-    left out. Fewer than 2 units on a side leave that CI NaN with a reason.
-    Returns a dict of the reach_group columns n … diff_ci_high and reason.
-    Raises ValueError (SciPy's) for a level outside (0, 1)."""
-    from scipy import stats  # imported here, not at the top (fairmon.transforms)
-
-    ok = ~np.isnan(values)
-    x, y = values[ok & in_group], values[ok & ~in_group]
-    out: dict = {
-        "n": int(x.size),
-        "mean": float(x.mean()) if x.size else float("nan"),
-        "median": float(np.median(x)) if x.size else float("nan"),
-        "ci_low": float("nan"),
-        "ci_high": float("nan"),
-        "diff_vs_rest": float(x.mean() - y.mean()) if x.size and y.size else float("nan"),
-        "diff_ci_low": float("nan"),
-        "diff_ci_high": float("nan"),
-        "reason": None,
-    }
-    common = {"confidence_level": level, "n_resamples": n_resamples, "method": "percentile", "vectorized": True}
-    if x.size >= 2:
-        ci = stats.bootstrap((x,), _mean, rng=np.random.default_rng(seed), **common).confidence_interval
-        out["ci_low"], out["ci_high"] = float(ci.low), float(ci.high)
-    if x.size >= 2 and y.size >= 2:
-        ci = stats.bootstrap((x, y), _diff_of_means, rng=np.random.default_rng(seed + 1), **common).confidence_interval
-        out["diff_ci_low"], out["diff_ci_high"] = float(ci.low), float(ci.high)
-    else:
-        out["reason"] = f"{x.size} unit(s) in the group and {y.size} outside: no bootstrap interval from fewer than 2"
-    return out
-
-
-def reach_group_table(
-    ds: dt.date,
-    frames: dict[str, tuple[pl.DataFrame, list[str], list[str]]],
-    *,
-    level: float,
-    n_resamples: int = 2000,
-    seed: int = 0,
-) -> pl.DataFrame:
-    """``reach_group`` rows: for each side (``item`` | ``user``), attribute,
-    group and metric, the group's n, mean, median and bootstrap CI over its
-    units (items or users), and its difference from the rest of the units
-    with a CI (:func:`group_summary`).
-
-    ``frames`` maps a side to (unit frame with the metric columns and the
-    attributes as JSON in ``attributes``, attribute names, metric names); a
-    boolean metric is summarised as a share; a null attribute value is the
-    group ``(missing)``, as in group_counts."""
-    rows = []
-    for side, (frame, attributes, metrics) in frames.items():
-        attrs = [json.loads(x) for x in frame.get_column("attributes").to_list()]
-        for attribute in attributes:
-            labels = np.array(
-                ["(missing)" if a.get(attribute) is None else str(a.get(attribute)) for a in attrs], dtype=object
-            )
-            for metric in metrics:
-                values = frame.get_column(metric).cast(pl.Float64).fill_null(float("nan")).to_numpy()
-                for k, group in enumerate(sorted(set(labels))):
-                    s = group_summary(values, labels == group, level=level, n_resamples=n_resamples, seed=seed + k)
-                    rows.append({"side": side, "attribute": attribute, "group": group, "metric": metric, **s})
-    schema = polars_schema("reach_group")
-    if not rows:
-        return pl.DataFrame(schema=schema)
-    out = pl.DataFrame(rows).with_columns(ds=pl.lit(ds), level=pl.lit(float(level)))
-    return out.select(list(schema)).cast(schema)
-
-
-ITEM_METRICS = ("availability_base", "availability_max", "top1_reachable_share", "unavailable")
-USER_METRICS = ("discovery_base", "discovery_max", "mean_lift", "mean_gain", "top1_reachable_share")
-
-
-def reach_group_inputs(
-    reach_user: pl.DataFrame,
-    reach_item: pl.DataFrame,
-    stability_user: pl.DataFrame,
-    user_attributes: list[str],
-    item_attributes: list[str],
-) -> dict[str, tuple[pl.DataFrame, list[str], list[str]]]:
-    """The ``frames`` argument of :func:`reach_group_table`: items with
-    :data:`ITEM_METRICS`; users with :data:`USER_METRICS`, their
-    ``stability_lb_B<B>`` for each budget and ``noise_floor``."""
-    users = reach_user
-    metrics = list(USER_METRICS)
-    if stability_user.height:
-        wide = stability_user.pivot(on="B", index="user_id", values="stability_lb")
-        wide = wide.rename({c: f"stability_lb_B{c}" for c in wide.columns if c != "user_id"})
-        floor = stability_user.group_by("user_id").agg(pl.col("noise_floor").first())
-        users = users.join(wide, on="user_id", how="left").join(floor, on="user_id", how="left")
-        budgets = sorted(stability_user.get_column("B").unique().to_list())
-        metrics += [f"stability_lb_B{b}" for b in budgets] + ["noise_floor"]
-    return {
-        "item": (reach_item, item_attributes, list(ITEM_METRICS)),
-        "user": (users, user_attributes, metrics),
-    }
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

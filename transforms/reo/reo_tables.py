@@ -13,8 +13,29 @@ import zlib
 import numpy as np
 import polars as pl
 
-from fairmon.transforms.registry import polars_schema
-from fairmon.transforms.reo.ab import ab_estimates
+from fairmon.transforms.registry import (
+    ARM,
+    ATTR,
+    CI_HIGH,
+    CI_LOW,
+    DS,
+    GROUP,
+    LEVEL,
+    REASON,
+    B,
+    Bounds,
+    Column,
+    D,
+    F,
+    I,
+    S,
+    Table,
+    declare,
+    declares,
+    non_negative,
+    positive,
+    probability,
+)
 from fairmon.transforms.reo.cluster import BucketSums
 from fairmon.transforms.reo.estimate import (
     EIGHTY_PERCENT_RULE_REO,
@@ -25,19 +46,213 @@ from fairmon.transforms.reo.estimate import (
     naive_reo_missing_as_negative,
     naive_reo_recommended_only,
 )
-from fairmon.transforms.reo.multiplicity import bh_q_values
 
 #: Group label given to rows whose attribute value is null. Such rows count in
 #: the traffic totals |D_rec| and |D_rand| but are not a group of the REO.
 MISSING_GROUP = "(missing)"
 
-GROUP_COUNTS_SCHEMA: dict[str, pl.DataType] = polars_schema("group_counts")
 
-REO_GROUP_SCHEMA: dict[str, pl.DataType] = polars_schema("reo_group")
+CLUSTER_BY = Column(
+    "cluster_by",
+    S,
+    "-",
+    "Rows sharing this id are one cluster in the interval (`request_id`, `user_id`); `none`: independent rows "
+    "(config `estimation.cluster_by`).",
+)
+DESIGN_EFFECT = Column(
+    "design_effect",
+    F,
+    "ratio",
+    "Cluster-robust ÷ multinomial variance of the estimate (delta method); 1 for independent rows.",
+    bounds=positive("design_effect_positive"),
+)
 
-REO_AB_SCHEMA: dict[str, pl.DataType] = polars_schema("reo_ab")
 
-REO_SCHEMA: dict[str, pl.DataType] = polars_schema("reo")
+def has_impressions(cfg) -> bool:
+    """Whether the config reads impressions (the REO family's tables need them)."""
+    return cfg.impressions is not None
+
+
+GROUP_COUNTS = Table(
+    "group_counts",
+    "Per-group counts of logged user-item pairs and positives, per traffic and arm.",
+    "DESIGN §3; seed 001 §3 (Q_k, P_k are n_pos shares of these counts)",
+    ("ds", "source", "traffic", "arm", "attribute", "group"),
+    (
+        DS,
+        Column("source", S, "-", "Input the counts come from (`impressions`)."),
+        Column("traffic", S, "-", "Traffic: `default`, `random` or another named stage such as `post_recall`."),
+        Column("arm", S, "-", "Experiment arm; `all` for random traffic, which every arm shares."),
+        ATTR,
+        GROUP,
+        Column(
+            "n",
+            I,
+            "user-item pairs",
+            "Logged pairs of the group in this traffic (and window, for random).",
+            bounds=non_negative("n_non_negative"),
+        ),
+        Column(
+            "n_pos",
+            I,
+            "user-item pairs",
+            "Of those, pairs with label Y = 1 (`label_rule` over the signals).",
+            bounds=non_negative("n_pos_non_negative"),
+        ),
+        Column(
+            "window_start",
+            D,
+            "date",
+            "First day of the rows counted (random traffic: of the rows and pools the window used).",
+        ),
+        Column(
+            "window_end",
+            D,
+            "date",
+            "Last day of the rows counted (random traffic: a used pool's declared end; after ds = look-ahead).",
+        ),
+    ),
+    "group_counts",
+)
+
+REO_GROUP = Table(
+    "reo_group",
+    "Per-group RTPR utility U_k and relative utility ΔU_k with a confidence interval.",
+    "seed 001 eqs. 3, 4, 7; Algorithm 1 (delta method)",
+    ("ds", "arm", "attribute", "group"),
+    (
+        DS,
+        ARM,
+        ATTR,
+        GROUP,
+        Column("n_rec", I, "user-item pairs", "Default-traffic pairs of the arm in the group."),
+        Column("n_rand", I, "user-item pairs", "Random-traffic pairs of the group in the window."),
+        Column("n_pos_rec", I, "user-item pairs", "Positive default-traffic pairs of the group."),
+        Column("n_pos_rand", I, "user-item pairs", "Positive random-traffic pairs of the group."),
+        Column(
+            "P",
+            F,
+            "share",
+            "P_k = positives of the group in random traffic / |D_rand| (seed 001 eq. 4).",
+            bounds=probability("P_is_share"),
+        ),
+        Column(
+            "Q",
+            F,
+            "share",
+            "Q_k = positives of the group in default traffic / |D_rec| (seed 001 eq. 4).",
+            bounds=probability("Q_is_share"),
+        ),
+        Column("U", F, "ratio", "RTPR utility U_k = Q_k / P_k (seed 001 eq. 4)."),
+        Column(
+            "delta_U",
+            F,
+            "ratio",
+            "Relative utility ΔU_k = U_k / mean(U) − 1 (seed 001 eqs. 3, 7).",
+            bounds=Bounds("delta_U_at_least_minus_one", min_value=-1),
+        ),
+        Column(
+            "se_delta_U", F, "ratio", "Standard error of ΔU_k by `ci_method`.", bounds=non_negative("se_non_negative")
+        ),
+        CI_LOW,
+        CI_HIGH,
+        Column("ci_method", S, "-", "Interval method: delta, delta_paper or a bootstrap (config)."),
+        REASON,
+        Column(
+            "small_group",
+            B,
+            "-",
+            "Fewer than `min_expected_positives` positives in default or random traffic (DESIGN §4.1).",
+        ),
+        Column("small_group_reason", S, "-", "Names the small group and its counts; null when not small."),
+    ),
+    "reo_group",
+)
+
+REO = Table(
+    "reo",
+    "Ranking-based Equal Opportunity per attribute and arm, with a confidence interval.",
+    "seed 001 eq. 19, Algorithm 1; DESIGN §4.1",
+    ("ds", "arm", "attribute"),
+    (
+        DS,
+        ARM,
+        ATTR,
+        Column(
+            "K",
+            I,
+            "groups",
+            "Number of groups of the attribute entering the REO.",
+            bounds=Bounds("at_least_two_groups", min_value=2),
+        ),
+        Column(
+            "reo",
+            F,
+            "ratio",
+            "REO = std(U)/mean(U), population std (seed 001 eq. 19).",
+            bounds=non_negative("reo_non_negative"),
+        ),
+        Column("se", F, "ratio", "Standard error of REO by `ci_method`.", bounds=non_negative("se_non_negative")),
+        CI_LOW,
+        CI_HIGH,
+        Column("n_rec", I, "user-item pairs", "Default-traffic pairs of the arm, |D_rec|."),
+        Column("n_rand", I, "user-item pairs", "Random-traffic pairs in the window, |D_rand|."),
+        Column("rand_window_start", D, "date", "First day of the random traffic actually used."),
+        Column("rand_window_end", D, "date", "Last day of the random traffic actually used."),
+        Column("ci_method", S, "-", "Interval method: delta, delta_paper or a bootstrap (config)."),
+        LEVEL,
+        Column("reo_bc", F, "ratio", "Bias-corrected REO: sqrt(max(0, REO² − tr Var(ΔÛ)/K)) (DESIGN §4.1)."),
+        Column(
+            "parity_stat",
+            F,
+            "χ²",
+            "Wald statistic of parity (all U_k equal), on the log-utility contrasts (DESIGN §4.1).",
+        ),
+        Column("parity_df", I, "degrees of freedom", "Degrees of freedom of the parity test, K − 1."),
+        Column(
+            "parity_p_value",
+            F,
+            "probability",
+            "p-value of the parity test (χ² on K − 1 df).",
+            bounds=probability("parity_p_value_is_probability"),
+        ),
+        Column(
+            "reo_threshold",
+            F,
+            "ratio",
+            "The line the verdict uses: 1/9 (the 80 % rule) for K = 2; config `reo_threshold` for K > 2.",
+        ),
+        Column(
+            "verdict_80pct",
+            S,
+            "-",
+            "From the CI: `exceeds` (ci_low > line), `within` (ci_high ≤ line), `inconclusive`, `undefined`.",
+        ),
+        Column("n_small_groups", I, "groups", "Groups below `min_expected_positives` (verdict inconclusive at best)."),
+        Column(
+            "look_ahead",
+            B,
+            "-",
+            "Some random rows may come from after ds (a pooled file under `pool_policy = overlap`).",
+        ),
+        Column("reo_naive_recommended_only", F, "ratio", "Diagnostic: REO from default traffic alone (biased)."),
+        Column("reo_naive_missing_as_negative", F, "ratio", "Diagnostic: REO treating unshown pairs as negatives."),
+        REASON,
+        CLUSTER_BY,
+        DESIGN_EFFECT,
+    ),
+    "reo",
+)
+
+
+#: group_counts is computed in SQL by the count stage (sql/group_counts*.sql, or Spark).
+declare(GROUP_COUNTS, stage="counts", inputs=("impressions",), enabled=has_impressions)
+
+GROUP_COUNTS_SCHEMA: dict[str, pl.DataType] = GROUP_COUNTS.schema
+
+REO_GROUP_SCHEMA: dict[str, pl.DataType] = REO_GROUP.schema
+
+REO_SCHEMA: dict[str, pl.DataType] = REO.schema
 
 
 def _counts_by_group(frame: pl.DataFrame) -> dict[str, tuple[int, int]]:
@@ -49,7 +264,7 @@ def day_rng(seed: int, ds: dt.date, *keys: str) -> np.random.Generator:
     return np.random.default_rng([seed, ds.toordinal(), zlib.crc32("|".join(keys).encode())])
 
 
-def _by_group(frame: pl.DataFrame, groups: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
+def group_arrays(frame: pl.DataFrame, groups: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
     c = _counts_by_group(frame)
     n = np.array([c.get(g, (0, 0))[0] for g in groups], dtype=np.int64)
     pos = np.array([c.get(g, (0, 0))[1] for g in groups], dtype=np.int64)
@@ -99,6 +314,7 @@ def bucket_sums(
     return BucketSums(pos, rows), None
 
 
+@declares(REO_GROUP, REO, stage="impressions", inputs=("counts", "ds"), enabled=has_impressions)
 def reo_tables(
     counts: pl.DataFrame,
     ds: dt.date,
@@ -156,8 +372,8 @@ def reo_tables(
         for arm in arms:
             rec = rec_all.filter((pl.col("arm") == arm) & (pl.col("attribute") == attribute))
             groups = sorted((set(rec.get_column("group")) | set(rand.get_column("group"))) - {MISSING_GROUP})
-            n_g_rec, a, n_rec = _by_group(rec, groups)
-            n_g_rand, b, n_rand = _by_group(rand, groups)
+            n_g_rec, a, n_rec = group_arrays(rec, groups)
+            n_g_rand, b, n_rand = group_arrays(rand, groups)
             c_rec, note_rec = bucket_sums(buckets, "default", arm, attribute, groups, n_rec)
             c_rand, note_rand = bucket_sums(buckets, "random", "all", attribute, groups, n_rand)
             est = estimate_reo(
@@ -266,112 +482,18 @@ def _reo_values(
     }
 
 
-def ab_pairs(arms: list[str], control: str | None, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The (control, treatment) pairs of a day: the explicit ``pairs`` plus,
-    when ``control`` is set and present, control against every other arm."""
-    out = [tuple(p) for p in pairs]
-    if control is not None and control in arms:
-        out += [(control, a) for a in sorted(arms) if a != control and (control, a) not in out]
-    return out
+#: Names that moved to sibling modules (the modules import this one, so they are looked up lazily).
+_MOVED = {
+    "REO_AB_SCHEMA": "fairmon.transforms.reo.ab_tables",
+    "ab_pairs": "fairmon.transforms.reo.ab_tables",
+    "reo_ab_table": "fairmon.transforms.reo.ab_tables",
+}
 
 
-def reo_ab_table(
-    counts: pl.DataFrame,
-    ds: dt.date,
-    pairs: list[tuple[str, str]],
-    *,
-    methods: tuple[str, ...] = ("delta",),
-    level: float = 0.95,
-    folds: int = 10,
-    n_boot: int = 1000,
-    seed: int = 0,
-    buckets: pl.DataFrame | None = None,
-    cluster_by: str = "none",
-) -> pl.DataFrame:
-    """The ``reo_ab`` table for one day: every (control, treatment) pair ×
-    attribute × metric (REO, ΔU per group) × method (seed 001 Algorithms 2-4,
-    see :mod:`fairmon.transforms.reo.ab`). Both arms use the day's shared random-traffic
-    window. A pair whose arm has no traffic that day gives NaN rows with a
-    reason. ``q_value``: Benjamini–Hochberg over the day's p-values of one
-    method (DESIGN §4.1). ``buckets``/``cluster_by`` as in :func:`reo_tables`:
-    cluster-robust intervals, with ``cluster_by`` and ``design_effect`` per row.
-    Returns a frame with :data:`REO_AB_SCHEMA`.
-    """
-    day = counts.filter(pl.col("ds") == ds)
-    rec = day.filter(pl.col("traffic") == "default")
-    rand = day.filter(pl.col("traffic") == "random")
-    arms = set(rec.get_column("arm").to_list())
-    rows: list[dict] = []
-    for attribute in sorted(set(day.get_column("attribute").to_list())):
-        r_attr = rand.filter(pl.col("attribute") == attribute)
-        for control, treatment in pairs:
-            base = {"ds": ds, "attribute": attribute, "control": control, "treatment": treatment, "level": level}
-            if control not in arms or treatment not in arms:
-                missing = [a for a in (control, treatment) if a not in arms]
-                for m in methods:
-                    rows.append(
-                        {
-                            **base,
-                            "metric": "reo",
-                            "method": m,
-                            "reason": f"no default traffic for arm(s) {', '.join(missing)}",
-                        }
-                    )
-                continue
-            c_attr = rec.filter((pl.col("attribute") == attribute) & (pl.col("arm") == control))
-            t_attr = rec.filter((pl.col("attribute") == attribute) & (pl.col("arm") == treatment))
-            groups = sorted(
-                (set(c_attr.get_column("group")) | set(t_attr.get_column("group")) | set(r_attr.get_column("group")))
-                - {MISSING_GROUP}
-            )
-            _, a_C, n_C = _by_group(c_attr, groups)
-            _, a_T, n_T = _by_group(t_attr, groups)
-            _, b, n_rand = _by_group(r_attr, groups)
-            sums = [
-                bucket_sums(buckets, tr, arm, attribute, groups, n)
-                for tr, arm, n in (("default", treatment, n_T), ("default", control, n_C), ("random", "all", n_rand))
-            ]
-            notes = [note for _, note in sums if note]
-            clustered = bool(notes) or any(c is not None for c, _ in sums)
-            est = ab_estimates(
-                groups,
-                a_T,
-                n_T,
-                a_C,
-                n_C,
-                b,
-                n_rand,
-                methods=methods,
-                level=level,
-                folds=folds,
-                n_boot=n_boot,
-                rng=day_rng(seed, ds, attribute, control, treatment),
-                clusters=tuple(c for c, _ in sums),
-                cluster_note=notes[0] if notes else None,
-            )
-            rows += [
-                {
-                    **base,
-                    "metric": e.metric,
-                    "diff": e.diff,
-                    "se": e.se,
-                    "ci_low": e.ci_low,
-                    "ci_high": e.ci_high,
-                    "p_value": e.p_value,
-                    "method": e.method,
-                    "df": e.df,
-                    "reason": e.reason,
-                    "cluster_by": cluster_by if clustered else "none",
-                    "design_effect": e.design_effect,
-                }
-                for e in est
-            ]
-    out = pl.DataFrame(rows, schema=REO_AB_SCHEMA)
-    if out.height:  # one BH family per method: the day's tests of every pair, attribute and metric
-        out = out.with_columns(
-            pl.col("p_value")
-            .map_batches(lambda p: pl.Series(bh_q_values(p.to_numpy()), dtype=pl.Float64))
-            .over("method")
-            .alias("q_value")
-        )
-    return out.select(list(REO_AB_SCHEMA))
+def __getattr__(name: str):
+    """The names of :data:`_MOVED`, imported from their module on first use."""
+    if name in _MOVED:
+        import importlib
+
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

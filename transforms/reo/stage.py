@@ -32,14 +32,154 @@ import datetime as dt
 import numpy as np
 import polars as pl
 
-from fairmon.transforms.registry import polars_schema
+from fairmon.transforms.registry import (
+    ARM,
+    ATTR,
+    CI_HIGH,
+    CI_LOW,
+    DS,
+    GROUP,
+    LEVEL,
+    REASON,
+    Bounds,
+    Column,
+    F,
+    I,
+    S,
+    Table,
+    declares,
+    non_negative,
+    probability,
+)
 from fairmon.transforms.reo.cluster import BucketSums, ratio_log_covariance
 from fairmon.transforms.reo.estimate import estimate_reo, reo_log_gradient, reo_of_utilities, z_value
-from fairmon.transforms.reo.reo_tables import MISSING_GROUP, bucket_sums
+from fairmon.transforms.reo.reo_tables import MISSING_GROUP, bucket_sums, has_impressions
 
-REO_STAGE_SCHEMA = polars_schema("reo_stage")
-RSP_SCHEMA = polars_schema("rsp")
-USER_PRECISION_SCHEMA = polars_schema("user_precision")
+
+def has_user_attributes(cfg) -> bool:
+    """Whether the config names user attributes (the user_precision table, seed 001 App. H.2)."""
+    return cfg.impressions is not None and bool(cfg.estimation.user_attributes)
+
+
+REO_STAGE = Table(
+    "reo_stage",
+    "Stage-wise diagnosis: recall, ranking and system RTPR utilities, ΔU and REO per group.",
+    "seed 001 App. I.4; DESIGN §4.4",
+    ("ds", "arm", "attribute", "stage", "group"),
+    (
+        DS,
+        ARM,
+        ATTR,
+        Column("stage", S, "-", "`recall` (post-recall ÷ random), `ranking` (default ÷ post-recall) or `system`."),
+        GROUP,
+        Column(
+            "U",
+            F,
+            "ratio",
+            "Stage utility: U^recall = Q^pr/P, U^rank = Q^rec/Q^pr, U^sys = Q^rec/P.",
+            bounds=non_negative("U_non_negative"),
+        ),
+        Column("delta_U", F, "ratio", "Relative utility ΔU_k = U_k/mean(U) − 1 of the stage."),
+        Column("se_delta_U", F, "ratio", "Delta-method SE of ΔU_k (two independent samples)."),
+        CI_LOW,
+        CI_HIGH,
+        Column("reo", F, "ratio", "REO of the stage's utilities (std/mean).", bounds=non_negative("reo_non_negative")),
+        Column("reo_se", F, "ratio", "Delta-method SE of the stage REO."),
+        Column("reo_ci_low", F, "ratio", "Lower bound of the stage REO's interval (valid near 0, DESIGN §4.1)."),
+        Column("reo_ci_high", F, "ratio", "Upper bound of the stage REO's interval."),
+        LEVEL,
+        REASON,
+    ),
+    "reo_stage",
+)
+
+RSP = Table(
+    "rsp",
+    "Ranking-based statistical parity: exposure share in recommendations over share in the pool.",
+    "seed 001 App. H.1, eqs. 24–26; DESIGN §4.4",
+    ("ds", "arm", "attribute", "group"),
+    (
+        DS,
+        ARM,
+        ATTR,
+        GROUP,
+        Column(
+            "share_rec",
+            F,
+            "share",
+            "Group's share of the default-traffic rows of the arm.",
+            bounds=probability("share_rec_is_share"),
+        ),
+        Column(
+            "share_pool",
+            F,
+            "share",
+            "Group's share of the candidate pool (random-traffic rows).",
+            bounds=probability("share_pool_is_share"),
+        ),
+        Column("U", F, "ratio", "share_rec/share_pool over its mean across groups (the seed's U_k up to P(R = 1))."),
+        Column("delta_U", F, "ratio", "Additive ΔU_k = U_k − mean(U) on that scale (eq. 25)."),
+        Column("se_delta_U", F, "ratio", "Delta-method SE of ΔU_k."),
+        Column(
+            "rsp", F, "ratio", "RSP = std(U)/mean(U) (eq. 26), scale-free.", bounds=non_negative("rsp_non_negative")
+        ),
+        Column("se", F, "ratio", "Delta-method SE of RSP."),
+        CI_LOW,
+        CI_HIGH,
+        LEVEL,
+        REASON,
+    ),
+    None,
+)
+
+USER_PRECISION = Table(
+    "user_precision",
+    "User-side precision per user group (share of positives in default traffic) and its disparity.",
+    "seed 001 App. H.2, eq. 27; DESIGN §4.4",
+    ("ds", "arm", "attribute", "group"),
+    (
+        DS,
+        ARM,
+        Column("attribute", S, "-", "User attribute (config `estimation.user_attributes`)."),
+        GROUP,
+        Column(
+            "n",
+            I,
+            "user-item pairs",
+            "Default-traffic rows of users in the group.",
+            bounds=Bounds("n_positive", min_value=1),
+        ),
+        Column("n_pos", I, "user-item pairs", "Of those, rows with Y = 1."),
+        Column(
+            "precision",
+            F,
+            "probability",
+            "n_pos / n (seed 001 eq. 27).",
+            bounds=probability("precision_is_probability"),
+        ),
+        Column("se", F, "probability", "Binomial SE of the precision."),
+        CI_LOW,
+        CI_HIGH,
+        Column(
+            "disparity",
+            F,
+            "ratio",
+            "std/mean of the groups' precisions.",
+            bounds=non_negative("disparity_non_negative"),
+        ),
+        Column("disparity_se", F, "ratio", "Delta-method SE of the disparity (independent binomials)."),
+        Column("disparity_ci_low", F, "ratio", "Lower bound of the disparity's interval."),
+        Column("disparity_ci_high", F, "ratio", "Upper bound of the disparity's interval."),
+        LEVEL,
+        REASON,
+    ),
+    None,
+)
+
+
+REO_STAGE_SCHEMA = REO_STAGE.schema
+RSP_SCHEMA = RSP.schema
+USER_PRECISION_SCHEMA = USER_PRECISION.schema
 
 #: (stage, numerator traffic, denominator traffic) of App. I.4.
 STAGES = (("recall", "post_recall", "random"), ("ranking", "default", "post_recall"), ("system", "default", "random"))
@@ -70,6 +210,7 @@ def _clusters(
     return bucket_sums(buckets, traffic, arm, attribute, groups, n, value)
 
 
+@declares(REO_STAGE, stage="impressions", inputs=("counts", "ds"), enabled=has_impressions)
 def reo_stage_table(
     counts: pl.DataFrame,
     ds: dt.date,
@@ -127,6 +268,7 @@ def reo_stage_table(
     return pl.DataFrame(rows, schema=REO_STAGE_SCHEMA)
 
 
+@declares(RSP, stage="impressions", inputs=("counts", "ds"), enabled=has_impressions)
 def rsp_table(
     counts: pl.DataFrame,
     ds: dt.date,
@@ -217,6 +359,7 @@ def precision_disparity(
     return d, se, max(0.0, d - z * se), d + z * se, None
 
 
+@declares(USER_PRECISION, stage="impressions", inputs=("counts", "ds", "user_attributes"), enabled=has_user_attributes)
 def user_precision_table(
     counts: pl.DataFrame,
     ds: dt.date,

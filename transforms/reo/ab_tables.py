@@ -1,0 +1,195 @@
+"""The ``reo_ab`` table of a day: A/B differences of REO and of ΔU_k between
+arms (seed 001 §3.4, Algorithms 2–4; DESIGN §4.1), from the group counts.
+
+Pure: no I/O. Its declaration sits beside the function that computes it
+(DESIGN §1); the estimators are in :mod:`fairmon.transforms.reo.ab`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+
+from fairmon.transforms.registry import (
+    ATTR,
+    CI_HIGH,
+    CI_LOW,
+    DS,
+    LEVEL,
+    REASON,
+    Column,
+    F,
+    S,
+    Table,
+    declares,
+    non_negative,
+    probability,
+)
+from fairmon.transforms.reo.ab import ab_estimates
+from fairmon.transforms.reo.multiplicity import bh_q_values
+from fairmon.transforms.reo.reo_tables import (
+    CLUSTER_BY,
+    DESIGN_EFFECT,
+    MISSING_GROUP,
+    bucket_sums,
+    day_rng,
+    group_arrays,
+    has_impressions,
+)
+
+REO_AB = Table(
+    "reo_ab",
+    "A/B differences of REO and of ΔU_k between a treatment and its control, by method.",
+    "seed 001 §3.4, Algorithms 2–4; DESIGN §4.1 (joint delta method)",
+    ("ds", "attribute", "control", "treatment", "metric", "method"),
+    (
+        DS,
+        ATTR,
+        Column("control", S, "-", "Control arm."),
+        Column("treatment", S, "-", "Treatment arm."),
+        Column("metric", S, "-", "`reo`, or `delta_U:<group>` for a group's relative utility."),
+        Column("diff", F, "ratio", "metric(treatment) − metric(control)."),
+        Column(
+            "se", F, "ratio", "Standard error of the difference by `method`.", bounds=non_negative("se_non_negative")
+        ),
+        CI_LOW,
+        CI_HIGH,
+        Column(
+            "p_value",
+            F,
+            "probability",
+            "Two-sided p-value of no difference.",
+            bounds=probability("p_value_in_unit_interval"),
+        ),
+        Column("method", S, "-", "delta (joint), delta_paper, partition or bootstrap."),
+        Column("df", F, "degrees of freedom", "Degrees of freedom of the t reference (partition); NaN otherwise."),
+        LEVEL,
+        REASON,
+        Column(
+            "q_value",
+            F,
+            "probability",
+            "Benjamini–Hochberg q-value over the day's p-values of one method (pairs, attributes, metrics).",
+            bounds=probability("q_value_is_probability"),
+        ),
+        CLUSTER_BY,
+        DESIGN_EFFECT,
+    ),
+    "reo_ab",
+)
+
+
+REO_AB_SCHEMA: dict[str, pl.DataType] = REO_AB.schema
+
+
+def ab_pairs(arms: list[str], control: str | None, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The (control, treatment) pairs of a day: the explicit ``pairs`` plus,
+    when ``control`` is set and present, control against every other arm."""
+    out = [tuple(p) for p in pairs]
+    if control is not None and control in arms:
+        out += [(control, a) for a in sorted(arms) if a != control and (control, a) not in out]
+    return out
+
+
+@declares(REO_AB, stage="impressions", inputs=("counts", "ds", "pairs"), enabled=has_impressions)
+def reo_ab_table(
+    counts: pl.DataFrame,
+    ds: dt.date,
+    pairs: list[tuple[str, str]],
+    *,
+    methods: tuple[str, ...] = ("delta",),
+    level: float = 0.95,
+    folds: int = 10,
+    n_boot: int = 1000,
+    seed: int = 0,
+    buckets: pl.DataFrame | None = None,
+    cluster_by: str = "none",
+) -> pl.DataFrame:
+    """The ``reo_ab`` table for one day: every (control, treatment) pair ×
+    attribute × metric (REO, ΔU per group) × method (seed 001 Algorithms 2-4,
+    see :mod:`fairmon.transforms.reo.ab`). Both arms use the day's shared random-traffic
+    window. A pair whose arm has no traffic that day gives NaN rows with a
+    reason. ``q_value``: Benjamini–Hochberg over the day's p-values of one
+    method (DESIGN §4.1). ``buckets``/``cluster_by`` as in :func:`reo_tables`:
+    cluster-robust intervals, with ``cluster_by`` and ``design_effect`` per row.
+    Returns a frame with :data:`REO_AB_SCHEMA`.
+    """
+    day = counts.filter(pl.col("ds") == ds)
+    rec = day.filter(pl.col("traffic") == "default")
+    rand = day.filter(pl.col("traffic") == "random")
+    arms = set(rec.get_column("arm").to_list())
+    rows: list[dict] = []
+    for attribute in sorted(set(day.get_column("attribute").to_list())):
+        r_attr = rand.filter(pl.col("attribute") == attribute)
+        for control, treatment in pairs:
+            base = {"ds": ds, "attribute": attribute, "control": control, "treatment": treatment, "level": level}
+            if control not in arms or treatment not in arms:
+                missing = [a for a in (control, treatment) if a not in arms]
+                for m in methods:
+                    rows.append(
+                        {
+                            **base,
+                            "metric": "reo",
+                            "method": m,
+                            "reason": f"no default traffic for arm(s) {', '.join(missing)}",
+                        }
+                    )
+                continue
+            c_attr = rec.filter((pl.col("attribute") == attribute) & (pl.col("arm") == control))
+            t_attr = rec.filter((pl.col("attribute") == attribute) & (pl.col("arm") == treatment))
+            groups = sorted(
+                (set(c_attr.get_column("group")) | set(t_attr.get_column("group")) | set(r_attr.get_column("group")))
+                - {MISSING_GROUP}
+            )
+            _, a_C, n_C = group_arrays(c_attr, groups)
+            _, a_T, n_T = group_arrays(t_attr, groups)
+            _, b, n_rand = group_arrays(r_attr, groups)
+            sums = [
+                bucket_sums(buckets, tr, arm, attribute, groups, n)
+                for tr, arm, n in (("default", treatment, n_T), ("default", control, n_C), ("random", "all", n_rand))
+            ]
+            notes = [note for _, note in sums if note]
+            clustered = bool(notes) or any(c is not None for c, _ in sums)
+            est = ab_estimates(
+                groups,
+                a_T,
+                n_T,
+                a_C,
+                n_C,
+                b,
+                n_rand,
+                methods=methods,
+                level=level,
+                folds=folds,
+                n_boot=n_boot,
+                rng=day_rng(seed, ds, attribute, control, treatment),
+                clusters=tuple(c for c, _ in sums),
+                cluster_note=notes[0] if notes else None,
+            )
+            rows += [
+                {
+                    **base,
+                    "metric": e.metric,
+                    "diff": e.diff,
+                    "se": e.se,
+                    "ci_low": e.ci_low,
+                    "ci_high": e.ci_high,
+                    "p_value": e.p_value,
+                    "method": e.method,
+                    "df": e.df,
+                    "reason": e.reason,
+                    "cluster_by": cluster_by if clustered else "none",
+                    "design_effect": e.design_effect,
+                }
+                for e in est
+            ]
+    out = pl.DataFrame(rows, schema=REO_AB_SCHEMA)
+    if out.height:  # one BH family per method: the day's tests of every pair, attribute and metric
+        out = out.with_columns(
+            pl.col("p_value")
+            .map_batches(lambda p: pl.Series(bh_q_values(p.to_numpy()), dtype=pl.Float64))
+            .over("method")
+            .alias("q_value")
+        )
+    return out.select(list(REO_AB_SCHEMA))
