@@ -62,8 +62,9 @@ def staged(tmp_path):
     with db.connect(tmp_path / "t.duckdb") as con:
         for f in frames.values():
             con.register("staged", f)
-            db.execute(con, "impressions_create")
-            db.execute(con, "impressions_insert")
+            # a frame of the test's own layout, not the declared one (staging_tables.IMPRESSIONS)
+            con.execute("CREATE TABLE IF NOT EXISTS impressions AS SELECT * FROM staged LIMIT 0")
+            con.execute("INSERT INTO impressions BY NAME SELECT * FROM staged")
             con.unregister("staged")
         counts = _query(con, "group_counts", [D], (D - W0).days + 1)
     return frames, counts

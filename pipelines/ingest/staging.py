@@ -27,6 +27,7 @@ from fairmon.pipelines.checks.gate import DQResult, gate_for
 from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.core.run import active_run, ensured
+from fairmon.pipelines.ingest import staging_tables
 from fairmon.pipelines.ingest.adapters import (
     IngestUnit,
     envy_profile,
@@ -44,8 +45,7 @@ from fairmon.pipelines.ingest.adapters import (
     units_for_day,
 )
 from fairmon.pipelines.storage import db
-from fairmon.pipelines.storage.ddl import ident
-from fairmon.transforms.contract import ATTR_PREFIX, InputContractError, without_buckets
+from fairmon.transforms.contract import InputContractError, without_buckets
 from fairmon.transforms.gate_frames import raw_check_frame
 from fairmon.transforms.registry import polars_schema
 
@@ -73,7 +73,7 @@ def warn(msg: str, *args) -> None:
 class InputSource:
     """How one input (impressions, scores or labels) is read, checked and staged."""
 
-    name: str  # staging table and sql/<name>_*.sql prefix
+    name: str  # its staging table (staging_tables.STAGING_TABLES)
     suite: str
     params: dict
     text_columns: list[str]
@@ -163,18 +163,21 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
     envy = None
     if src.name == "impressions" and cfg.envy is not None:  # per-user rows of the same files (DESIGN §4.7)
         envy = pl.concat([envy_profile(cfg, b.unit) for b in batch], how="vertical_relaxed")
+    table = staging_tables.staging_table(src.name)
+    envy_table = staging_tables.ENVY_ROWS
     with db.connect(cfg.duckdb_path) as con:
-        con.register("staged", staged)
+        con.register(table.frame, staged)
         if envy is not None:
-            con.register("envy_staged", envy)
-            db.execute(con, "envy_rows_create")
-            have_envy = db.relation(con, "envy_rows_head").columns
+            con.register(envy_table.frame, envy)
+            staging_tables.create(con, envy_table, staging_tables.config_columns(cfg, envy_table))
+            have_envy = staging_tables.table_columns(con, envy_table)
             for col in [c for c in envy.columns if c not in have_envy]:  # an attribute added to the config
-                con.execute(f"ALTER TABLE envy_rows ADD COLUMN {ident(col)} VARCHAR")
+                staging_tables.add_column(con, envy_table, col, "VARCHAR")
         db.execute(con, "ingest_log_create")  # also on a first run with force_ingest
-        db.execute(con, f"{src.name}_create")
-        have = db.relation(con, f"{src.name}_head").columns
-        added = [c for c in staged.columns if c not in have and (c.startswith(ATTR_PREFIX) or c == "cbucket")]
+        declared = staging_tables.config_columns(cfg, table)
+        staging_tables.create(con, table, declared)
+        have = staging_tables.table_columns(con, table)
+        added = [c for c in staged.columns if c not in have and table.may_add(c)]
         if set(have) != set(staged.columns) - set(added):
             raise InputContractError(
                 f"the staging table {src.name} in {cfg.duckdb_path} has columns {have}, but this config gives "
@@ -182,17 +185,18 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
                 f"use a separate duckdb path",
                 file=str(batch[0].unit.file),
             )
+        kinds = dict(declared)
         for col in added:  # an attribute (or the cluster bucket) added: every file is re-staged with it (new config)
-            kind = "INTEGER" if col == "cbucket" else "VARCHAR"
-            con.execute(f"ALTER TABLE {ident(src.name)} ADD COLUMN {ident(col)} {kind}")
+            staging_tables.add_column(con, table, col, kinds.get(col, "VARCHAR"))
         with db.transaction(con):
             for b in batch:
-                db.execute(con, f"{src.name}_delete_unit", **src.delete_params(b.unit))
+                file = src.delete_params(b.unit)["file"]
+                staging_tables.delete_unit(con, table, file)
                 if envy is not None:
-                    db.execute(con, "envy_rows_delete_unit", **src.delete_params(b.unit))
-            db.execute(con, f"{src.name}_insert")
+                    staging_tables.delete_unit(con, envy_table, file)
+            staging_tables.insert(con, table)
             if envy is not None:
-                db.execute(con, "envy_rows_insert")
+                staging_tables.insert(con, envy_table)
             for b in batch:
                 u = b.unit
                 db.execute(
@@ -209,9 +213,9 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
                     rows=b.rows,
                     dq=json.dumps({"n_expectations": b.dq.n_expectations, "failures": b.dq.failures}, default=str),
                 )
-        con.unregister("staged")
+        con.unregister(table.frame)
         if envy is not None:
-            con.unregister("envy_staged")
+            con.unregister(envy_table.frame)
     run = active_run()
     if run is not None:  # counts computed before this write no longer hold
         with run.lock:
@@ -247,7 +251,7 @@ def count_days(cfg: FairmonConfig, days: list[dt.date]) -> tuple[pl.DataFrame, p
     that the cluster-robust variance needs (transforms/reo/cluster.py); it is
     empty without clustering. Empty frames when nothing was ever staged."""
     with db.connect(cfg.duckdb_path) as con:
-        if db.query(con, "impressions_exists").item() == 0:
+        if not staging_tables.exists(con, staging_tables.IMPRESSIONS):
             empty = pl.DataFrame(schema=polars_schema("group_counts"))
             totals = pl.DataFrame(schema={"ds": pl.Date, "traffic": pl.String, "arm": pl.String, "n": pl.Int64})
             return empty, totals, pl.DataFrame(schema=BUCKET_SCHEMA)
