@@ -251,7 +251,7 @@ def test_a_hash_shared_by_two_combinations_splits_the_profile_by_bucket(monkeypa
     (day, window start, label, bucket, rows, first file row)."""
     import duckdb
 
-    from fairmon.pipelines.ingest import adapters
+    from fairmon.pipelines.ingest import adapters, profiles
     from fairmon.transforms.contract import BUCKET_LABEL, CLUSTER_BUCKET, without_buckets
 
     scan = pl.DataFrame({"__h": [1, 1, 1], "g": ["x", "y", None], CLUSTER_BUCKET: [None, None, 3]})
@@ -277,7 +277,7 @@ def test_a_hash_shared_by_two_combinations_splits_the_profile_by_bucket(monkeypa
     cluster = adapters.ClusterScan("request_id", 16, ("s1", "s2"), rule == "all")
     fast = adapters.profile_rows(duckdb.connect(), rows, cols, "f", cluster=cluster)
     split = adapters.profile_rows(duckdb.connect(), rows, cols, "f", cluster=adapters.ClusterScan("request_id", 16))
-    monkeypatch.setattr(adapters, "with_bucket_combinations", lambda scan, combination: None)
+    monkeypatch.setattr(profiles, "with_bucket_combinations", lambda scan, combination: None)
     fallback = adapters.profile_rows(duckdb.connect(), rows, cols, "f", cluster=cluster)
     assert BUCKET_LABEL in fast.columns and BUCKET_LABEL not in fallback.columns
     assert fallback.equals(split) and CLUSTER_BUCKET in split.columns

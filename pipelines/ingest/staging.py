@@ -32,22 +32,32 @@ from fairmon.pipelines.ingest.adapters import (
     IngestUnit,
     envy_profile,
     file_fingerprint,
-    log_units_for_day,
     normalize_log_unit,
     normalize_unit,
     prefetch_profiles,
-    prime_table_fingerprints,
-    random_window_note,
     read_log_unit,
     read_unit,
     rows_in,
-    unit_key,
+)
+from fairmon.pipelines.ingest.identity import unit_key
+from fairmon.pipelines.ingest.range_counts import (  # noqa: F401 (re-exported)
+    BUCKET_SCHEMA,
+    count_days,
+    count_range,
+    peek_range_counts,
+    take_range_counts,
+)
+from fairmon.pipelines.ingest.sources import (  # noqa: F401 (day_files, current_files re-exported)
+    current_files,
+    day_files,
+    log_units_for_day,
+    prime_table_fingerprints,
     units_for_day,
 )
+from fairmon.pipelines.ingest.windows import random_window_note
 from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import InputContractError, without_buckets
 from fairmon.transforms.gate_frames import raw_check_frame
-from fairmon.transforms.registry import polars_schema
 
 
 def run_logger() -> logging.Logger | logging.LoggerAdapter:
@@ -220,112 +230,6 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
     if run is not None:  # counts computed before this write no longer hold
         with run.lock:
             run.generation += 1
-
-
-def day_files(cfg: FairmonConfig, days: list[dt.date]) -> pl.DataFrame:
-    """(day, file) for every impressions file each of ``days`` needs, resolved
-    now (file = :func:`unit_key`): the only staged rows a day may count. A day
-    whose files cannot be resolved contributes no rows."""
-    rows = []
-    for ds in days:
-        try:
-            rows += [(ds, unit_key(cfg, u.file)) for u in units_for_day(cfg, ds)]
-        except InputContractError:
-            continue
-    return pl.DataFrame(rows, schema={"day": pl.Date, "file": pl.String}, orient="row")
-
-
-def current_files(cfg: FairmonConfig, source: str, ds: dt.date) -> list[str]:
-    """Identities (:func:`unit_key`) of the ``scores`` or ``labels`` files day
-    ``ds`` needs now: the only staged rows its estimates may use."""
-    return [unit_key(cfg, u.file) for u in log_units_for_day(cfg, source, ds)]
-
-
-def count_days(cfg: FairmonConfig, days: list[dt.date]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Group counts (sql/group_counts.sql) and, counted independently, staged
-    rows per traffic and arm (sql/traffic_totals.sql) of every day of ``days``
-    in one statement each, from the rows of each day's current files only.
-    Returns (counts with a ds column, totals with a ds column, per-bucket
-    counts): the third frame holds, when rows carry a cluster bucket, the
-    rows and positives per (ds, traffic, arm, attribute, group, cbucket)
-    that the cluster-robust variance needs (transforms/reo/cluster.py); it is
-    empty without clustering. Empty frames when nothing was ever staged."""
-    with db.connect(cfg.duckdb_path) as con:
-        if not staging_tables.exists(con, staging_tables.IMPRESSIONS):
-            empty = pl.DataFrame(schema=polars_schema("group_counts"))
-            totals = pl.DataFrame(schema={"ds": pl.Date, "traffic": pl.String, "arm": pl.String, "n": pl.Int64})
-            return empty, totals, pl.DataFrame(schema=BUCKET_SCHEMA)
-        con.register("day_files", day_files(cfg, days))
-        try:
-            imp = cfg.impressions
-            window = {"window_days": imp.random_window_days, "pool_policy": imp.pool_policy}
-            by_bucket = db.query(con, "group_counts", **window)
-            with timing.within("checks"):  # the totals exist to check the counts
-                totals = db.query(con, "traffic_totals", **window)
-        finally:
-            con.unregister("day_files")
-    keys = ["ds", "source", "traffic", "arm", "attribute", "group"]
-    counts = (
-        by_bucket.group_by(keys, maintain_order=True)
-        .agg(pl.col("n").sum(), pl.col("n_pos").sum(), pl.col("window_start").min(), pl.col("window_end").max())
-        .select([c for c in by_bucket.columns if c != "cbucket"])
-    )
-    buckets = by_bucket.filter(pl.col("cbucket").is_not_null()).select(list(BUCKET_SCHEMA)).cast(BUCKET_SCHEMA)
-    return counts, totals, buckets
-
-
-#: Per-bucket counts of :func:`count_days` (cluster-robust variance, transforms/reo/cluster.py).
-BUCKET_SCHEMA = {
-    "ds": pl.Date,
-    "traffic": pl.String,
-    "arm": pl.String,
-    "attribute": pl.String,
-    "group": pl.String,
-    "cbucket": pl.Int32,
-    "n": pl.Int64,
-    "n_pos": pl.Int64,
-}
-
-
-def count_range(cfg: FairmonConfig, days: list[dt.date]) -> None:
-    """Count every day of ``days`` at once (:func:`count_days`) and keep the
-    counts in the current run for :func:`take_range_counts`, valid until the
-    next staging write. Outside a run there is nowhere to keep them, and
-    nothing is counted."""
-    run = active_run()
-    if run is None:
-        return
-    counts, totals, buckets = count_days(cfg, days)
-    with run.lock:
-        for ds in days:
-            run.range_counts[ds] = (
-                run.generation,
-                counts.filter(pl.col("ds") == ds),
-                totals.filter(pl.col("ds") == ds).drop("ds"),
-                buckets.filter(pl.col("ds") == ds),
-            )
-
-
-def peek_range_counts(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:
-    """As :func:`take_range_counts`, leaving the counts for the day to take."""
-    run = active_run()
-    if run is None:
-        return None
-    with run.lock:
-        hit = run.range_counts.get(ds)
-        return hit[1:] if hit and hit[0] == run.generation else None
-
-
-def take_range_counts(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:
-    """Day ``ds``'s (group counts, traffic totals, per-bucket counts) counted ahead by
-    :func:`count_range` in the current run, if nothing was staged since;
-    else None. A day takes its counts once."""
-    run = active_run()
-    if run is None:
-        return None
-    with run.lock:
-        hit = run.range_counts.pop(ds, None)
-        return hit[1:] if hit and hit[0] == run.generation else None
 
 
 def prestage_impressions(cfg: FairmonConfig, days: list[dt.date], force: bool = False) -> dict:
