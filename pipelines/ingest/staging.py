@@ -1,11 +1,13 @@
 """Staging: each input file is checked by its raw suite and, when it passes,
 its parsed rows replace the file's earlier rows in the DuckDB staging table
-of its input (``impressions``, ``scores``, ``labels``), recorded in
-``ingest_log`` with its fingerprint. A backfill profiles and stages all its
-impressions files ahead (:func:`prestage_impressions`) and counts the range
-in one statement; the counts wait in the current run
-(:class:`fairmon.pipelines.core.run.Run`) until a day takes them, valid while
-nothing has been staged since.
+of its input (``impressions``, ``scores``, ``labels``; declared, their SQL
+generated, in :mod:`fairmon.pipelines.ingest.staging_tables`), recorded in
+``ingest_log`` with its fingerprint. Which files a day needs is
+:mod:`fairmon.pipelines.ingest.sources`' answer. A backfill profiles and
+stages all its impressions files ahead (:func:`prestage_impressions`) and
+counts the range in one statement
+(:mod:`fairmon.pipelines.ingest.range_counts`, whose names this module
+re-exports).
 """
 
 from __future__ import annotations
@@ -48,11 +50,11 @@ from fairmon.pipelines.ingest.range_counts import (  # noqa: F401 (re-exported)
     take_range_counts,
 )
 from fairmon.pipelines.ingest.sources import (  # noqa: F401 (day_files, current_files re-exported)
+    ImpressionsInput,
     current_files,
     day_files,
-    log_units_for_day,
+    input_of,
     prime_table_fingerprints,
-    units_for_day,
 )
 from fairmon.pipelines.ingest.windows import random_window_note
 from fairmon.pipelines.storage import db
@@ -89,7 +91,7 @@ class InputSource:
     text_columns: list[str]
     read: Callable[[IngestUnit], pl.DataFrame]
     normalize: Callable[[IngestUnit, pl.DataFrame], pl.DataFrame]
-    delete_params: Callable[[IngestUnit], dict]  # binds $file: the unit's identity (adapters.unit_key)
+    delete_params: Callable[[IngestUnit], dict]  # binds $file: the unit's identity (identity.unit_key)
 
 
 def input_source(cfg: FairmonConfig, name: str) -> InputSource:
@@ -249,9 +251,10 @@ def prestage_impressions(cfg: FairmonConfig, days: list[dt.date], force: bool = 
         return out
     prime_table_fingerprints(cfg, days)  # a catalog table's partitions for the whole range, in one query
     units: dict[Path, IngestUnit] = {}
+    impressions = ImpressionsInput(cfg)
     for ds in days:
         try:
-            units.update({u.file: u for u in units_for_day(cfg, ds)})
+            units.update({u.file: u for u in impressions.units(ds)})
         except InputContractError:
             continue
     known = {} if force else recorded_results(cfg, "impressions", list(units.values()))
@@ -351,9 +354,9 @@ def _recorded(cfg: FairmonConfig, source: str, units: list[IngestUnit]) -> dict[
 def units_for(cfg: FairmonConfig, source: str, ds: dt.date) -> list[IngestUnit]:
     """The files of input ``source`` that day ``ds`` needs (a warning when no
     default-traffic file matches). Raises :class:`InputContractError` as
-    :func:`units_for_day` does."""
+    :meth:`fairmon.pipelines.ingest.sources.InputKind.units` does."""
     if source == "impressions":
-        units = units_for_day(cfg, ds)
+        units = input_of(cfg, source).units(ds)
         if cfg.impressions.table is not None and not any(u.ds_end == ds for u in units):
             warn("%s: no partition ds=%s in the table %s", ds, ds, cfg.impressions.table)
         elif not any(u.scope == "all" or u.traffic == "default" for u in units):
@@ -362,7 +365,7 @@ def units_for(cfg: FairmonConfig, source: str, ds: dt.date) -> list[IngestUnit]:
         if cfg.impressions.format == "tiktok" and not any(u.scope == "random" for u in units):
             warn("%s: %s", ds, random_window_note(cfg, ds))
         return units
-    return log_units_for_day(cfg, source, ds)
+    return input_of(cfg, source).units(ds)
 
 
 def ensure_staged(cfg: FairmonConfig, days: list[dt.date], run_name: str) -> list[dt.date]:
@@ -374,9 +377,10 @@ def ensure_staged(cfg: FairmonConfig, days: list[dt.date], run_name: str) -> lis
     not in the staging tables)."""
     units: list[tuple[dt.date, IngestUnit]] = []
     short: set[dt.date] = set()
+    impressions = ImpressionsInput(cfg)
     for ds in days:
         try:
-            found = units_for_day(cfg, ds)
+            found = impressions.units(ds)
         except InputContractError:
             found = []
         if not found:
