@@ -62,8 +62,9 @@ def staged(tmp_path):
     with db.connect(tmp_path / "t.duckdb") as con:
         for f in frames.values():
             con.register("staged", f)
-            db.execute(con, "impressions_create")
-            db.execute(con, "impressions_insert")
+            # a frame of the test's own layout, not the declared one (staging_tables.IMPRESSIONS)
+            con.execute("CREATE TABLE IF NOT EXISTS impressions AS SELECT * FROM staged LIMIT 0")
+            con.execute("INSERT INTO impressions BY NAME SELECT * FROM staged")
             con.unregister("staged")
         counts = _query(con, "group_counts", [D], (D - W0).days + 1)
     return frames, counts
@@ -250,7 +251,7 @@ def test_a_hash_shared_by_two_combinations_splits_the_profile_by_bucket(monkeypa
     (day, window start, label, bucket, rows, first file row)."""
     import duckdb
 
-    from fairmon.pipelines.ingest import adapters
+    from fairmon.pipelines.ingest import adapters, profiles
     from fairmon.transforms.contract import BUCKET_LABEL, CLUSTER_BUCKET, without_buckets
 
     scan = pl.DataFrame({"__h": [1, 1, 1], "g": ["x", "y", None], CLUSTER_BUCKET: [None, None, 3]})
@@ -276,7 +277,7 @@ def test_a_hash_shared_by_two_combinations_splits_the_profile_by_bucket(monkeypa
     cluster = adapters.ClusterScan("request_id", 16, ("s1", "s2"), rule == "all")
     fast = adapters.profile_rows(duckdb.connect(), rows, cols, "f", cluster=cluster)
     split = adapters.profile_rows(duckdb.connect(), rows, cols, "f", cluster=adapters.ClusterScan("request_id", 16))
-    monkeypatch.setattr(adapters, "with_bucket_combinations", lambda scan, combination: None)
+    monkeypatch.setattr(profiles, "with_bucket_combinations", lambda scan, combination: None)
     fallback = adapters.profile_rows(duckdb.connect(), rows, cols, "f", cluster=cluster)
     assert BUCKET_LABEL in fast.columns and BUCKET_LABEL not in fallback.columns
     assert fallback.equals(split) and CLUSTER_BUCKET in split.columns

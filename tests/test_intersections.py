@@ -58,8 +58,9 @@ def test_intersections_are_counted_in_the_same_scan(tmp_path):
     with db.connect(tmp_path / "t.duckdb") as con:
         for traffic, raw in raws.items():
             con.register("staged", _stage(raw, traffic))
-            db.execute(con, "impressions_create")
-            db.execute(con, "impressions_insert")
+            # a frame of the test's own layout, not the declared one (staging_tables.IMPRESSIONS)
+            con.execute("CREATE TABLE IF NOT EXISTS impressions AS SELECT * FROM staged LIMIT 0")
+            con.execute("INSERT INTO impressions BY NAME SELECT * FROM staged")
             con.unregister("staged")
         con.register("day_files", pl.DataFrame({"day": [D, D], "file": ["default", "random"]}))
         counts = db.query(con, "group_counts", window_days=1, pool_policy="contained")

@@ -288,7 +288,7 @@ def test_files_checked_together_for_duplicate_ids_find_what_each_alone_finds(tmp
     with its copies exactly as when every file is checked alone."""
     import duckdb
 
-    from fairmon.pipelines.ingest import adapters
+    from fairmon.pipelines.ingest import profiles
     from fairmon.pipelines.ingest.adapters import id_check_batches, profile_parquet
 
     rng = np.random.default_rng(7)
@@ -304,7 +304,7 @@ def test_files_checked_together_for_duplicate_ids_find_what_each_alone_finds(tmp
 
     cols = ["ds", "traffic", "arm", "s1", "s2", "g"]
     together = profile_parquet(duckdb.connect(), files, cols)
-    monkeypatch.setattr(adapters, "ID_CHECK_BYTES", 1)  # every file alone
+    monkeypatch.setattr(profiles, "ID_CHECK_BYTES", 1)  # every file alone
     alone = profile_parquet(duckdb.connect(), files, cols)
     for f in files:
         assert together[f].equals(alone[f])

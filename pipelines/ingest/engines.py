@@ -9,7 +9,7 @@ statements, translated, on Apache Spark, where the logs live. Only reading
 rows differs by engine (:func:`spark_rows`): which file and row each row
 came from is DuckDB's ``file_row_number`` and Spark's ``_metadata``.
 
-The profile logic itself (:func:`fairmon.pipelines.ingest.adapters.profile_rows`)
+The profile logic itself (:func:`fairmon.pipelines.ingest.profiles.profile_rows`)
 is written once against this interface.
 """
 

@@ -29,31 +29,13 @@ import polars as pl
 from fairmon.pipelines.checks.gate import DQResult, QualityGate
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.ingest.adapters import read_table
+from fairmon.pipelines.ingest.sources import SNAPSHOT_FILES, snapshot_files, snapshot_folder
 from fairmon.transforms.contract import InputContractError
 from fairmon.transforms.datasets.coat import one_hot_families
 from fairmon.transforms.reach.reach_tables import Ratings, Training
 from fairmon.transforms.reach.reachability import BiasedMF, fit_biased_mf
 
-SNAPSHOT_FILES = ("users", "items", "ratings", "global")
 FACTOR = re.compile(r"f_(\d+)")
-
-
-def snapshot_folder(cfg: FairmonConfig, ds: dt.date) -> Path:
-    """The snapshot folder of day ``ds`` (config ``reach.path`` with {ds}
-    filled, resolved against the config's folder; DESIGN §2 model snapshots)."""
-    return cfg.resolve(cfg.reach.path.replace("{ds}", ds.isoformat()))
-
-
-def snapshot_files(cfg: FairmonConfig, ds: dt.date) -> dict[str, Path]:
-    """{name: file} of the snapshot files of day ``ds`` that exist (Parquet preferred over CSV)."""
-    folder = snapshot_folder(cfg, ds)
-    out = {}
-    for name in SNAPSHOT_FILES:
-        for ext in (".parquet", ".csv"):
-            if (folder / f"{name}{ext}").is_file():
-                out[name] = folder / f"{name}{ext}"
-                break
-    return out
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,13 @@
 """Staging: each input file is checked by its raw suite and, when it passes,
 its parsed rows replace the file's earlier rows in the DuckDB staging table
-of its input (``impressions``, ``scores``, ``labels``), recorded in
-``ingest_log`` with its fingerprint. A backfill profiles and stages all its
-impressions files ahead (:func:`prestage_impressions`) and counts the range
-in one statement; the counts wait in the current run
-(:class:`fairmon.pipelines.core.run.Run`) until a day takes them, valid while
-nothing has been staged since.
+of its input (``impressions``, ``scores``, ``labels``; declared, their SQL
+generated, in :mod:`fairmon.pipelines.ingest.staging_tables`), recorded in
+``ingest_log`` with its fingerprint. Which files a day needs is
+:mod:`fairmon.pipelines.ingest.sources`' answer. A backfill profiles and
+stages all its impressions files ahead (:func:`prestage_impressions`) and
+counts the range in one statement
+(:mod:`fairmon.pipelines.ingest.range_counts`, whose names this module
+re-exports).
 """
 
 from __future__ import annotations
@@ -27,27 +29,37 @@ from fairmon.pipelines.checks.gate import DQResult, gate_for
 from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.core.run import active_run, ensured
+from fairmon.pipelines.ingest import staging_tables
 from fairmon.pipelines.ingest.adapters import (
     IngestUnit,
     envy_profile,
     file_fingerprint,
-    log_units_for_day,
     normalize_log_unit,
     normalize_unit,
     prefetch_profiles,
-    prime_table_fingerprints,
-    random_window_note,
     read_log_unit,
     read_unit,
     rows_in,
-    unit_key,
-    units_for_day,
 )
+from fairmon.pipelines.ingest.identity import unit_key
+from fairmon.pipelines.ingest.range_counts import (  # noqa: F401 (re-exported)
+    BUCKET_SCHEMA,
+    count_days,
+    count_range,
+    peek_range_counts,
+    take_range_counts,
+)
+from fairmon.pipelines.ingest.sources import (  # noqa: F401 (day_files, current_files re-exported)
+    ImpressionsInput,
+    current_files,
+    day_files,
+    input_of,
+    prime_table_fingerprints,
+)
+from fairmon.pipelines.ingest.windows import random_window_note
 from fairmon.pipelines.storage import db
-from fairmon.pipelines.storage.ddl import ident
-from fairmon.transforms.contract import ATTR_PREFIX, InputContractError, without_buckets
+from fairmon.transforms.contract import InputContractError, without_buckets
 from fairmon.transforms.gate_frames import raw_check_frame
-from fairmon.transforms.registry import polars_schema
 
 
 def run_logger() -> logging.Logger | logging.LoggerAdapter:
@@ -73,13 +85,13 @@ def warn(msg: str, *args) -> None:
 class InputSource:
     """How one input (impressions, scores or labels) is read, checked and staged."""
 
-    name: str  # staging table and sql/<name>_*.sql prefix
+    name: str  # its staging table (staging_tables.STAGING_TABLES)
     suite: str
     params: dict
     text_columns: list[str]
     read: Callable[[IngestUnit], pl.DataFrame]
     normalize: Callable[[IngestUnit, pl.DataFrame], pl.DataFrame]
-    delete_params: Callable[[IngestUnit], dict]  # binds $file: the unit's identity (adapters.unit_key)
+    delete_params: Callable[[IngestUnit], dict]  # binds $file: the unit's identity (identity.unit_key)
 
 
 def input_source(cfg: FairmonConfig, name: str) -> InputSource:
@@ -163,18 +175,21 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
     envy = None
     if src.name == "impressions" and cfg.envy is not None:  # per-user rows of the same files (DESIGN §4.7)
         envy = pl.concat([envy_profile(cfg, b.unit) for b in batch], how="vertical_relaxed")
+    table = staging_tables.staging_table(src.name)
+    envy_table = staging_tables.ENVY_ROWS
     with db.connect(cfg.duckdb_path) as con:
-        con.register("staged", staged)
+        con.register(table.frame, staged)
         if envy is not None:
-            con.register("envy_staged", envy)
-            db.execute(con, "envy_rows_create")
-            have_envy = db.relation(con, "envy_rows_head").columns
+            con.register(envy_table.frame, envy)
+            staging_tables.create(con, envy_table, staging_tables.config_columns(cfg, envy_table))
+            have_envy = staging_tables.table_columns(con, envy_table)
             for col in [c for c in envy.columns if c not in have_envy]:  # an attribute added to the config
-                con.execute(f"ALTER TABLE envy_rows ADD COLUMN {ident(col)} VARCHAR")
+                staging_tables.add_column(con, envy_table, col, "VARCHAR")
         db.execute(con, "ingest_log_create")  # also on a first run with force_ingest
-        db.execute(con, f"{src.name}_create")
-        have = db.relation(con, f"{src.name}_head").columns
-        added = [c for c in staged.columns if c not in have and (c.startswith(ATTR_PREFIX) or c == "cbucket")]
+        declared = staging_tables.config_columns(cfg, table)
+        staging_tables.create(con, table, declared)
+        have = staging_tables.table_columns(con, table)
+        added = [c for c in staged.columns if c not in have and table.may_add(c)]
         if set(have) != set(staged.columns) - set(added):
             raise InputContractError(
                 f"the staging table {src.name} in {cfg.duckdb_path} has columns {have}, but this config gives "
@@ -182,17 +197,18 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
                 f"use a separate duckdb path",
                 file=str(batch[0].unit.file),
             )
+        kinds = dict(declared)
         for col in added:  # an attribute (or the cluster bucket) added: every file is re-staged with it (new config)
-            kind = "INTEGER" if col == "cbucket" else "VARCHAR"
-            con.execute(f"ALTER TABLE {ident(src.name)} ADD COLUMN {ident(col)} {kind}")
+            staging_tables.add_column(con, table, col, kinds.get(col, "VARCHAR"))
         with db.transaction(con):
             for b in batch:
-                db.execute(con, f"{src.name}_delete_unit", **src.delete_params(b.unit))
+                file = src.delete_params(b.unit)["file"]
+                staging_tables.delete_unit(con, table, file)
                 if envy is not None:
-                    db.execute(con, "envy_rows_delete_unit", **src.delete_params(b.unit))
-            db.execute(con, f"{src.name}_insert")
+                    staging_tables.delete_unit(con, envy_table, file)
+            staging_tables.insert(con, table)
             if envy is not None:
-                db.execute(con, "envy_rows_insert")
+                staging_tables.insert(con, envy_table)
             for b in batch:
                 u = b.unit
                 db.execute(
@@ -209,119 +225,13 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
                     rows=b.rows,
                     dq=json.dumps({"n_expectations": b.dq.n_expectations, "failures": b.dq.failures}, default=str),
                 )
-        con.unregister("staged")
+        con.unregister(table.frame)
         if envy is not None:
-            con.unregister("envy_staged")
+            con.unregister(envy_table.frame)
     run = active_run()
     if run is not None:  # counts computed before this write no longer hold
         with run.lock:
             run.generation += 1
-
-
-def day_files(cfg: FairmonConfig, days: list[dt.date]) -> pl.DataFrame:
-    """(day, file) for every impressions file each of ``days`` needs, resolved
-    now (file = :func:`unit_key`): the only staged rows a day may count. A day
-    whose files cannot be resolved contributes no rows."""
-    rows = []
-    for ds in days:
-        try:
-            rows += [(ds, unit_key(cfg, u.file)) for u in units_for_day(cfg, ds)]
-        except InputContractError:
-            continue
-    return pl.DataFrame(rows, schema={"day": pl.Date, "file": pl.String}, orient="row")
-
-
-def current_files(cfg: FairmonConfig, source: str, ds: dt.date) -> list[str]:
-    """Identities (:func:`unit_key`) of the ``scores`` or ``labels`` files day
-    ``ds`` needs now: the only staged rows its estimates may use."""
-    return [unit_key(cfg, u.file) for u in log_units_for_day(cfg, source, ds)]
-
-
-def count_days(cfg: FairmonConfig, days: list[dt.date]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Group counts (sql/group_counts.sql) and, counted independently, staged
-    rows per traffic and arm (sql/traffic_totals.sql) of every day of ``days``
-    in one statement each, from the rows of each day's current files only.
-    Returns (counts with a ds column, totals with a ds column, per-bucket
-    counts): the third frame holds, when rows carry a cluster bucket, the
-    rows and positives per (ds, traffic, arm, attribute, group, cbucket)
-    that the cluster-robust variance needs (transforms/reo/cluster.py); it is
-    empty without clustering. Empty frames when nothing was ever staged."""
-    with db.connect(cfg.duckdb_path) as con:
-        if db.query(con, "impressions_exists").item() == 0:
-            empty = pl.DataFrame(schema=polars_schema("group_counts"))
-            totals = pl.DataFrame(schema={"ds": pl.Date, "traffic": pl.String, "arm": pl.String, "n": pl.Int64})
-            return empty, totals, pl.DataFrame(schema=BUCKET_SCHEMA)
-        con.register("day_files", day_files(cfg, days))
-        try:
-            imp = cfg.impressions
-            window = {"window_days": imp.random_window_days, "pool_policy": imp.pool_policy}
-            by_bucket = db.query(con, "group_counts", **window)
-            with timing.within("checks"):  # the totals exist to check the counts
-                totals = db.query(con, "traffic_totals", **window)
-        finally:
-            con.unregister("day_files")
-    keys = ["ds", "source", "traffic", "arm", "attribute", "group"]
-    counts = (
-        by_bucket.group_by(keys, maintain_order=True)
-        .agg(pl.col("n").sum(), pl.col("n_pos").sum(), pl.col("window_start").min(), pl.col("window_end").max())
-        .select([c for c in by_bucket.columns if c != "cbucket"])
-    )
-    buckets = by_bucket.filter(pl.col("cbucket").is_not_null()).select(list(BUCKET_SCHEMA)).cast(BUCKET_SCHEMA)
-    return counts, totals, buckets
-
-
-#: Per-bucket counts of :func:`count_days` (cluster-robust variance, transforms/reo/cluster.py).
-BUCKET_SCHEMA = {
-    "ds": pl.Date,
-    "traffic": pl.String,
-    "arm": pl.String,
-    "attribute": pl.String,
-    "group": pl.String,
-    "cbucket": pl.Int32,
-    "n": pl.Int64,
-    "n_pos": pl.Int64,
-}
-
-
-def count_range(cfg: FairmonConfig, days: list[dt.date]) -> None:
-    """Count every day of ``days`` at once (:func:`count_days`) and keep the
-    counts in the current run for :func:`take_range_counts`, valid until the
-    next staging write. Outside a run there is nowhere to keep them, and
-    nothing is counted."""
-    run = active_run()
-    if run is None:
-        return
-    counts, totals, buckets = count_days(cfg, days)
-    with run.lock:
-        for ds in days:
-            run.range_counts[ds] = (
-                run.generation,
-                counts.filter(pl.col("ds") == ds),
-                totals.filter(pl.col("ds") == ds).drop("ds"),
-                buckets.filter(pl.col("ds") == ds),
-            )
-
-
-def peek_range_counts(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:
-    """As :func:`take_range_counts`, leaving the counts for the day to take."""
-    run = active_run()
-    if run is None:
-        return None
-    with run.lock:
-        hit = run.range_counts.get(ds)
-        return hit[1:] if hit and hit[0] == run.generation else None
-
-
-def take_range_counts(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:
-    """Day ``ds``'s (group counts, traffic totals, per-bucket counts) counted ahead by
-    :func:`count_range` in the current run, if nothing was staged since;
-    else None. A day takes its counts once."""
-    run = active_run()
-    if run is None:
-        return None
-    with run.lock:
-        hit = run.range_counts.pop(ds, None)
-        return hit[1:] if hit and hit[0] == run.generation else None
 
 
 def prestage_impressions(cfg: FairmonConfig, days: list[dt.date], force: bool = False) -> dict:
@@ -341,9 +251,10 @@ def prestage_impressions(cfg: FairmonConfig, days: list[dt.date], force: bool = 
         return out
     prime_table_fingerprints(cfg, days)  # a catalog table's partitions for the whole range, in one query
     units: dict[Path, IngestUnit] = {}
+    impressions = ImpressionsInput(cfg)
     for ds in days:
         try:
-            units.update({u.file: u for u in units_for_day(cfg, ds)})
+            units.update({u.file: u for u in impressions.units(ds)})
         except InputContractError:
             continue
     known = {} if force else recorded_results(cfg, "impressions", list(units.values()))
@@ -443,9 +354,9 @@ def _recorded(cfg: FairmonConfig, source: str, units: list[IngestUnit]) -> dict[
 def units_for(cfg: FairmonConfig, source: str, ds: dt.date) -> list[IngestUnit]:
     """The files of input ``source`` that day ``ds`` needs (a warning when no
     default-traffic file matches). Raises :class:`InputContractError` as
-    :func:`units_for_day` does."""
+    :meth:`fairmon.pipelines.ingest.sources.InputKind.units` does."""
     if source == "impressions":
-        units = units_for_day(cfg, ds)
+        units = input_of(cfg, source).units(ds)
         if cfg.impressions.table is not None and not any(u.ds_end == ds for u in units):
             warn("%s: no partition ds=%s in the table %s", ds, ds, cfg.impressions.table)
         elif not any(u.scope == "all" or u.traffic == "default" for u in units):
@@ -454,7 +365,7 @@ def units_for(cfg: FairmonConfig, source: str, ds: dt.date) -> list[IngestUnit]:
         if cfg.impressions.format == "tiktok" and not any(u.scope == "random" for u in units):
             warn("%s: %s", ds, random_window_note(cfg, ds))
         return units
-    return log_units_for_day(cfg, source, ds)
+    return input_of(cfg, source).units(ds)
 
 
 def ensure_staged(cfg: FairmonConfig, days: list[dt.date], run_name: str) -> list[dt.date]:
@@ -466,9 +377,10 @@ def ensure_staged(cfg: FairmonConfig, days: list[dt.date], run_name: str) -> lis
     not in the staging tables)."""
     units: list[tuple[dt.date, IngestUnit]] = []
     short: set[dt.date] = set()
+    impressions = ImpressionsInput(cfg)
     for ds in days:
         try:
-            found = units_for_day(cfg, ds)
+            found = impressions.units(ds)
         except InputContractError:
             found = []
         if not found:

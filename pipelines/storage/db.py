@@ -113,6 +113,21 @@ def execute(con: duckdb.DuckDBPyConnection, name: str, **params) -> None:
     con.fetchall()
 
 
+def run_statement(con: duckdb.DuckDBPyConnection, statement: str, **params) -> list[tuple]:
+    """Run a statement generated from a declaration (the staging tables,
+    :mod:`fairmon.pipelines.ingest.staging_tables`) rather than read from
+    ``sql/``, with named parameters; returns its rows (none for DDL and
+    writes), which also drains the result as :func:`execute` does. The
+    caller vouches that the text was built from checked identifiers only."""
+    return con.execute(statement, params or None).fetchall()
+
+
+def statement_columns(con: duckdb.DuckDBPyConnection, statement: str) -> list[str]:
+    """The column names of a generated query, bound but not run (e.g. a
+    table's ``SELECT * … LIMIT 0``: the columns it has now)."""
+    return con.sql(statement).columns
+
+
 def ensure(con: duckdb.DuckDBPyConnection, names: tuple[str, ...], done: set[str] | None = None) -> None:
     """Run the idempotent DDL statements ``names`` (``CREATE TABLE IF NOT
     EXISTS``, ``ADD COLUMN IF NOT EXISTS``) that are not in ``done`` yet,

@@ -1,0 +1,108 @@
+"""Counts of staged impressions rows, per day, from each day's current files
+only (DESIGN §2 "Input identity"): group counts, traffic totals and rows per
+cluster bucket of a batch of days in one statement each. A backfill counts
+its whole range ahead (:func:`count_range`); the counts wait in the current
+run (:class:`fairmon.pipelines.core.run.Run`) until a day takes them, valid
+while nothing has been staged since (``Run.generation``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+
+from fairmon.pipelines.core import timing
+from fairmon.pipelines.core.config import FairmonConfig
+from fairmon.pipelines.core.run import active_run
+from fairmon.pipelines.ingest import staging_tables
+from fairmon.pipelines.ingest.sources import day_files
+from fairmon.pipelines.storage import db
+from fairmon.transforms.registry import polars_schema
+
+
+def count_days(cfg: FairmonConfig, days: list[dt.date]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Group counts (sql/group_counts.sql) and, counted independently, staged
+    rows per traffic and arm (sql/traffic_totals.sql) of every day of ``days``
+    in one statement each, from the rows of each day's current files only.
+    Returns (counts with a ds column, totals with a ds column, per-bucket
+    counts): the third frame holds, when rows carry a cluster bucket, the
+    rows and positives per (ds, traffic, arm, attribute, group, cbucket)
+    that the cluster-robust variance needs (transforms/reo/cluster.py); it is
+    empty without clustering. Empty frames when nothing was ever staged."""
+    with db.connect(cfg.duckdb_path) as con:
+        if not staging_tables.exists(con, staging_tables.IMPRESSIONS):
+            empty = pl.DataFrame(schema=polars_schema("group_counts"))
+            totals = pl.DataFrame(schema={"ds": pl.Date, "traffic": pl.String, "arm": pl.String, "n": pl.Int64})
+            return empty, totals, pl.DataFrame(schema=BUCKET_SCHEMA)
+        con.register("day_files", day_files(cfg, days))
+        try:
+            imp = cfg.impressions
+            window = {"window_days": imp.random_window_days, "pool_policy": imp.pool_policy}
+            by_bucket = db.query(con, "group_counts", **window)
+            with timing.within("checks"):  # the totals exist to check the counts
+                totals = db.query(con, "traffic_totals", **window)
+        finally:
+            con.unregister("day_files")
+    keys = ["ds", "source", "traffic", "arm", "attribute", "group"]
+    counts = (
+        by_bucket.group_by(keys, maintain_order=True)
+        .agg(pl.col("n").sum(), pl.col("n_pos").sum(), pl.col("window_start").min(), pl.col("window_end").max())
+        .select([c for c in by_bucket.columns if c != "cbucket"])
+    )
+    buckets = by_bucket.filter(pl.col("cbucket").is_not_null()).select(list(BUCKET_SCHEMA)).cast(BUCKET_SCHEMA)
+    return counts, totals, buckets
+
+
+#: Per-bucket counts of :func:`count_days` (cluster-robust variance, transforms/reo/cluster.py).
+BUCKET_SCHEMA = {
+    "ds": pl.Date,
+    "traffic": pl.String,
+    "arm": pl.String,
+    "attribute": pl.String,
+    "group": pl.String,
+    "cbucket": pl.Int32,
+    "n": pl.Int64,
+    "n_pos": pl.Int64,
+}
+
+
+def count_range(cfg: FairmonConfig, days: list[dt.date]) -> None:
+    """Count every day of ``days`` at once (:func:`count_days`) and keep the
+    counts in the current run for :func:`take_range_counts`, valid until the
+    next staging write. Outside a run there is nowhere to keep them, and
+    nothing is counted."""
+    run = active_run()
+    if run is None:
+        return
+    counts, totals, buckets = count_days(cfg, days)
+    with run.lock:
+        for ds in days:
+            run.range_counts[ds] = (
+                run.generation,
+                counts.filter(pl.col("ds") == ds),
+                totals.filter(pl.col("ds") == ds).drop("ds"),
+                buckets.filter(pl.col("ds") == ds),
+            )
+
+
+def peek_range_counts(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:
+    """As :func:`take_range_counts`, leaving the counts for the day to take."""
+    run = active_run()
+    if run is None:
+        return None
+    with run.lock:
+        hit = run.range_counts.get(ds)
+        return hit[1:] if hit and hit[0] == run.generation else None
+
+
+def take_range_counts(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:
+    """Day ``ds``'s (group counts, traffic totals, per-bucket counts) counted ahead by
+    :func:`count_range` in the current run, if nothing was staged since;
+    else None. A day takes its counts once."""
+    run = active_run()
+    if run is None:
+        return None
+    with run.lock:
+        hit = run.range_counts.pop(ds, None)
+        return hit[1:] if hit and hit[0] == run.generation else None

@@ -1,3 +1,0 @@
--- Whether the staging table exists yet (0 or 1).
-SELECT count(*)::BIGINT AS n FROM duckdb_tables()
-WHERE table_name = 'impressions' AND schema_name = 'main' AND database_name = current_database()
