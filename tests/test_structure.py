@@ -153,8 +153,6 @@ MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 100
 #: Files still over a limit, each waiting for its owner's split; the lead shrinks this list, never widens it.
 NOT_YET = {
-    "pipelines/ingest/adapters.py",
-    "pipelines/ingest/staging.py",
     "pipelines/orchestration/flows.py",
 }
 
