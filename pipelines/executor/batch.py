@@ -49,7 +49,7 @@ from fairmon.pipelines.executor.estimators import (
 from fairmon.pipelines.executor.outcomes import DayFailed, DayQuarantined, Hooks
 from fairmon.pipelines.executor.publishing import WarehouseViews, finish_record, publish, start_record
 from fairmon.pipelines.ingest.snapshots import read_snapshot
-from fairmon.pipelines.ingest.staging import ingest_source, run_logger
+from fairmon.pipelines.ingest.staging import run_logger
 from fairmon.transforms.contract import InputContractError
 
 
@@ -190,7 +190,7 @@ def _impressions(batch: Batch, days: list[Day]) -> None:
     cfg, step = batch.cfg, batch.hooks.step
 
     def ingest_and_count(d: Day) -> None:
-        _gate(d, ingest_source(cfg, "impressions", d.ds, batch.force_ingest))
+        _gate(d, batch.hooks.ingest(cfg, "impressions", d.ds, batch.force_ingest))
         d.counts, d.totals, d.buckets = step(count_groups, cfg, d.ds)
 
     def estimates(d: Day) -> None:
@@ -217,7 +217,7 @@ def _other_input(batch: Batch, name: str, d: Day) -> None:
         _gate(d, checked)
         tables = step(estimate_reach, cfg, ds, snap)
     else:
-        _gate(d, ingest_source(cfg, name, ds, batch.force_ingest))
+        _gate(d, batch.hooks.ingest(cfg, name, ds, batch.force_ingest))
         tables = step(estimate_threshold if name == "scores" else estimate_sdt, cfg, ds)
     _gate(d, step(check_outputs, cfg, {ds: output_check_frames(tables, None)})[ds])
     d.tables |= tables

@@ -56,6 +56,10 @@ class FlowSteps(Hooks):
     run; the day's end returns a :class:`DayResult` (its artifacts recorded)
     or a failed state named ``Quarantined``; any other error fails the flow run."""
 
+    def ingest(self, cfg: FairmonConfig, source: str, ds: dt.date, force: bool) -> list[DQResult]:
+        """:func:`fairmon.pipelines.ingest.staging.ingest_source`: each file staged is a ``stage-unit`` task run."""
+        return ingest_source(cfg, source, ds, force)
+
     def step(self, fn: Callable, *args) -> Any:
         """``fn(*args)`` as a task run of the current flow run. Raises what ``fn`` raises."""
         return task_for(fn)(*args)
