@@ -76,14 +76,18 @@ class _Backfill(FlowSteps):
         self.artifacts: ThreadPoolExecutor | None = None
 
     def start(self) -> Callable[[], None]:
+        """Start reaching Prefect's API in the background; returns the wait (raising what starting raised)."""
         return start_api_in_background().result
 
     def step(self, fn: Callable, *args) -> Any:
+        """``fn(*args)``, a plain call inside the parent flow run. Raises what ``fn`` raises."""
         # each nested task run costs Prefect's server a run, its states and events: in a 14-day
         # backfill the server's share of the cores went to recording step runs (bench/README "Issue 21")
         return fn(*args)
 
     def around(self, days: list[dt.date], body: Callable[[], list[Any]]) -> list[Any]:
+        """``body`` inside the parent flow run :func:`backfill` of ``days``, with
+        an artifacts thread. Returns the days' summaries; raises what the parent run raises."""
         out: list[Any] = []
 
         def each_day() -> None:
@@ -100,6 +104,7 @@ class _Backfill(FlowSteps):
         return out
 
     def day(self, ds: dt.date, finish: Callable[[], Mapping]) -> dict:
+        """Day ``ds``'s end as its task run :func:`backfill_day`; returns its summary, never raising for the day."""
         return summarise_state(ds, backfill_day(self.cfg, ds, finish, self.artifacts, return_state=True))
 
 
@@ -110,9 +115,12 @@ class _DayAlone(FlowSteps):
         self.cfg, self.force_ingest, self.wait_seconds, self.on_day = cfg, force_ingest, wait_seconds, on_day
 
     def start(self) -> Callable[[], None]:
+        """Start reaching Prefect's API in the background; returns the wait (raising what starting raised)."""
         return start_api_in_background().result
 
     def around(self, days: list[dt.date], body: Callable[[], list[Any]]) -> list[Any]:
+        """``body`` as the flow run :func:`daily` of the one day in ``days``;
+        returns [its summary] (given to ``on_day`` too), never raising for the day."""
         (ds,) = days
         with prefect_heartbeat_off():  # the flow sends its own (fairmon.pipelines.orchestration.heartbeat)
             state = daily(self.cfg, ds, self.force_ingest, self.wait_seconds, body=body, return_state=True)
