@@ -21,6 +21,15 @@ the group-by's.
 
     .venv/bin/python bench/scaling.py [--days 1,7,30,90,365] [--scales 0.25,1,4] [--groups 2,16,256,4096]
                                       [--repeat 2]
+    .venv/bin/python bench/scaling.py --against ../before [--days 7,30] [--rounds 3]
+
+``--against CHECKOUT`` compares this checkout with another one (its own
+``.venv``) instead: for each range of days, cold backfills of both over the
+same data, interleaved (A B, then B A, ... so that a machine busy with other
+work slows both alike), timed in CPU seconds of the backfill process and its
+children (user + system: what a shared machine's load changes least); wall
+seconds beside. Last line: the median CPU seconds of this checkout over the
+other's, per range and over all.
 
 Ranges of up to 30 days take the best of ``--repeat`` runs (about 17 minutes
 in all on 2 cores).
@@ -35,6 +44,8 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import resource
+import statistics
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -119,19 +130,55 @@ def raw_groupby(default: list[Path], random: list[Path]) -> tuple[float, int]:
     return best, rows
 
 
-def backfill(folder: Path, days: int) -> float:
-    """A cold ``fairmon backfill`` of the first ``days`` days; its wall seconds."""
+def backfill(folder: Path, days: int, checkout: Path = ROOT) -> float:
+    """A cold ``fairmon backfill`` of the first ``days`` days by ``checkout``
+    (this one by default, with the running interpreter); its wall seconds."""
+    return timed_backfill(folder, days, checkout)[0]
+
+
+def timed_backfill(folder: Path, days: int, checkout: Path = ROOT) -> tuple[float, float]:
+    """:func:`backfill`; (wall seconds, CPU seconds of the process and its children)."""
     fresh(folder)
     start = SimulationSpec().start
     end = start + dt.timedelta(days=days - 1)
-    cmd = [sys.executable, "-m", "fairmon", "backfill", "-c", str(folder / "fairmon.toml")]
+    python = sys.executable if checkout == ROOT else str(checkout / ".venv" / "bin" / "python")
+    cmd = [python, "-m", "fairmon", "backfill", "-c", str(folder / "fairmon.toml")]
     cmd += ["--start", str(start), "--end", str(end)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with Stopwatch() as w:
-        res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        res = subprocess.run(cmd, cwd=checkout, capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if res.returncode:
         tail = f"{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
-        raise SystemExit(f"fairmon backfill failed ({folder}, {days} days):\n{tail}")
-    return w.seconds
+        raise SystemExit(f"fairmon backfill failed ({checkout}, {folder}, {days} days):\n{tail}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return w.seconds, cpu
+
+
+def compare(other: Path, data: Path, day_counts: list[int], rounds: int) -> None:
+    """This checkout against ``other`` over the same data (:func:`make_data`
+    for the longest range), interleaved; prints each run and the ratios."""
+    other = other.resolve()
+    folder = data / f"days{max(day_counts)}"
+    make_data(folder, max(day_counts))
+    ratios: list[float] = []
+    for n in day_counts:
+        cpu: dict[str, list[float]] = {"this": [], "other": []}
+        for r in range(rounds):
+            order = [("this", ROOT), ("other", other)]
+            for name, checkout in order if r % 2 == 0 else order[::-1]:
+                wall, c = timed_backfill(folder, n, checkout)
+                cpu[name].append(c)
+                print(f"  days {n:4}  round {r + 1}  {name:5}  cpu {c:7.2f} s  wall {wall:7.2f} s", flush=True)
+        ratio = statistics.median(cpu["this"]) / statistics.median(cpu["other"])
+        ratios.append(ratio)
+        print(
+            f"days {n}: median cpu this {statistics.median(cpu['this']):.2f} s, "
+            f"other {statistics.median(cpu['other']):.2f} s, this/other {ratio:.3f}",
+            flush=True,
+        )
+    per = ", ".join(f"{n} days {x:.3f}" for n, x in zip(day_counts, ratios, strict=True))
+    print(f"CPU seconds this/other ({ROOT} vs {other}): {per}; geometric mean {statistics.geometric_mean(ratios):.3f}")
 
 
 def measure(series: str, folder: Path, days: int, K: int, repeat: int) -> Point:
@@ -159,7 +206,12 @@ def main() -> None:
     ap.add_argument("--groups", type=ints, default=[2, 16, 256, 4096], help="K of the groups series")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA / "scaling")
     ap.add_argument("--repeat", type=int, default=2, help="best of this many runs for ranges of up to 30 days")
+    ap.add_argument("--against", type=Path, help="compare with this checkout (its .venv) instead, in CPU seconds")
+    ap.add_argument("--rounds", type=int, default=3, help="with --against: interleaved runs of each checkout")
     args = ap.parse_args()
+    if args.against is not None:
+        compare(args.against, args.data, args.days, args.rounds)
+        return
 
     points: list[Point] = []
     longest = max(args.days)

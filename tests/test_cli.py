@@ -128,12 +128,12 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
     assert f"warning: 2026-03-03: no default-traffic file {sim / 'default' / '2026-03-03.csv'}" in res.stderr
 
     # a crash inside the day: exit 4
-    from fairmon.pipelines.orchestration import flows
+    from fairmon.pipelines.executor import batch
 
     def boom(*args, **kwargs):
         raise RuntimeError("estimator crashed")
 
-    monkeypatch.setattr(flows, "estimate", boom)
+    monkeypatch.setattr(batch, "estimate", boom)
     res = runner.invoke(app, ["run", "--date", "2026-03-01"], env=env)
     assert res.exit_code == EXIT_FAILED and "estimator crashed" in res.stderr
     monkeypatch.undo()

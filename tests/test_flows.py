@@ -375,21 +375,33 @@ def _gx_runs(monkeypatch) -> list[str]:
     return runs
 
 
-def test_a_backfill_checks_its_days_dq_results_ahead_in_one_run(sim, monkeypatch):
-    """The checks ahead build each day's dq_results frame (its files'
-    recorded results, impressions_day, the output suites) and validate all
-    days in one GX run; each day's own check of its identical frame takes the
-    kept result. What is published is what days run alone publish."""
+def test_a_batch_checks_its_days_together_and_publishes_what_days_alone_publish(sim, monkeypatch):
+    """A batch's days go through each stage together: one GX run per suite
+    for all their counts, outputs and dq_results, each day estimated once.
+    What is published is what days run alone publish."""
+    from fairmon.pipelines.executor import batch
     from fairmon.pipelines.orchestration import runner
 
     runs = _gx_runs(monkeypatch)
+    estimated = []
+    real = batch.estimate
+
+    def estimate(cfg, counts, ds, *args):
+        estimated.append(ds)
+        return real(cfg, counts, ds, *args)
+
+    monkeypatch.setattr(batch, "estimate", estimate)
     sim_dir, cfg_path = sim
     cfg = load_config(cfg_path)
     days = [SPEC.start + dt.timedelta(days=i) for i in range(3)]
     assert [r["status"] for r in runner.run_days(cfg, days)] == ["published"] * 3
-    assert runs.count("dq_results") == 1  # three days' frames, one GX run
+    assert estimated == days  # each day once: nothing computed twice
+    assert {s: runs.count(s) for s in ("impressions_day", "reo", "group_counts", "dq_results")} == dict.fromkeys(
+        ("impressions_day", "reo", "group_counts", "dq_results"), 1
+    )  # three days' frames, one GX run a suite
     wh = sim_dir / "warehouse"
     together = read_table(wh, "dq_results").drop("run_id").sort("ds", "suite", "subject")
+    reo = read_table(wh, "reo").drop("run_id").sort("ds", "arm", "attribute")
     runs.clear()
     for d in days:  # each day alone: its own dq_results run, the same rows
         assert runner.run_days(cfg, [d])[0]["status"] == "published"
@@ -397,28 +409,41 @@ def test_a_backfill_checks_its_days_dq_results_ahead_in_one_run(sim, monkeypatch
     alone = read_table(wh, "dq_results").drop("run_id").sort("ds", "suite", "subject")
     assert set(together.get_column("ds")) == set(days) and together.height > 3 * 5  # files, day, outputs
     assert together.equals(alone)
+    assert reo.equals(read_table(wh, "reo").drop("run_id").sort("ds", "arm", "attribute"))
 
 
-def test_a_day_whose_dq_results_cannot_be_built_ahead_checks_its_own(sim, monkeypatch):
-    """Building a day's dq_results frame ahead is only a shortcut: when it
-    fails (here its files cannot be listed ahead) the backfill goes on, that
-    day runs GX on its own frame and every day publishes."""
-    from fairmon.pipelines.orchestration import flows, runner
-    from fairmon.transforms.contract import InputContractError
+def test_a_day_that_raises_stops_alone_and_the_batch_goes_on(sim, monkeypatch):
+    """A day whose estimator raises fails with that error (its run recorded
+    failed); the batch's other days are checked together and publish."""
+    from fairmon.pipelines.executor import batch
+    from fairmon.pipelines.orchestration import runner
 
-    days = [SPEC.start + dt.timedelta(days=i) for i in range(2)]
-    real_units = flows.units_for_day
+    days = [SPEC.start + dt.timedelta(days=i) for i in range(3)]
+    real = batch.estimate
 
-    def units(cfg, ds):
+    def estimate(cfg, counts, ds, *args):
         if ds == days[1]:
-            raise InputContractError("cannot list the files ahead", file="(test)")
-        return real_units(cfg, ds)
+            raise RuntimeError("estimator crashed")
+        return real(cfg, counts, ds, *args)
 
-    monkeypatch.setattr(flows, "units_for_day", units)
+    monkeypatch.setattr(batch, "estimate", estimate)
     runs = _gx_runs(monkeypatch)
     _, cfg_path = sim
-    assert [r["status"] for r in runner.run_days(load_config(cfg_path), days)] == ["published"] * 2
-    assert runs.count("dq_results") == 2  # day 1's frame checked ahead, day 2's by the day itself
+    cfg = load_config(cfg_path)
+    out = runner.run_days(cfg, days, prefect=False)
+    assert [r["status"] for r in out] == ["published", "failed", "published"]
+    assert out[1]["error"] == "RuntimeError: estimator crashed"
+    assert runs.count("dq_results") == 1 and runs.count("reo") == 1  # the two other days, together
+    con = duckdb.connect(str(cfg.duckdb_path), read_only=True)
+    try:
+        rows = con.sql("SELECT ds, status, detail FROM runs ORDER BY ds").fetchall()
+    finally:
+        con.close()
+    assert rows == [
+        (days[0], "published", ""),
+        (days[1], "failed", "RuntimeError: estimator crashed"),
+        (days[2], "published", ""),
+    ]
 
 
 def test_a_days_unchanged_files_take_their_recorded_results_in_one_lookup(sim, monkeypatch):
@@ -492,13 +517,13 @@ def test_runner_flows_send_their_own_heartbeat_and_end_without_waiting(sim, monk
 
     events, inside = [], []
     monkeypatch.setattr(prefect.events, "emit_event", lambda **kw: events.append(kw))
-    real = flows.run_day
+    real = flows.daily_body
 
     def recording(*args, **kwargs):  # the body of the day's flow: the settings its flow run sees
         inside.append(get_current_settings().flows.heartbeat_frequency)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(flows, "run_day", recording)
+    monkeypatch.setattr(flows, "daily_body", recording)
     _, cfg_path = sim
     cfg = load_config(cfg_path)
     with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: 60}):

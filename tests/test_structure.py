@@ -128,7 +128,7 @@ def test_no_two_modules_share_a_name_across_folders():
 
 
 #: pipelines' rooms from the ground up: a room may import only rooms listed before it (DESIGN §1 "one-way graph")
-PIPELINE_FLOORS = ("core", "storage", "checks", "ingest", "orchestration", "faces")
+PIPELINE_FLOORS = ("core", "storage", "checks", "ingest", "executor", "orchestration", "faces")
 
 
 def test_pipelines_rooms_form_a_one_way_graph():

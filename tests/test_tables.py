@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from fairmon.pipelines.checks.gate import DQResult, dq_frame, load_spec
-from fairmon.pipelines.orchestration.flows import output_check_frames
+from fairmon.pipelines.executor.day_checks import output_check_frames
 from fairmon.pipelines.storage import ddl
 from fairmon.pipelines.storage.warehouse import clean_tmp, refresh_views, remove_partitions, write_partitions
 from fairmon.transforms.decisions.decision_tables import sdt_table, threshold_tables
@@ -155,34 +155,6 @@ def _record(con, run_id, ds, status, minute):
     )
 
 
-def test_a_day_takes_the_estimates_made_ahead_only_for_the_same_counts(tmp_path, monkeypatch):
-    """A backfill's checks ahead estimate each day (estimate_ahead); the day's
-    estimate step returns those tables without computing again when its
-    counts are the same frame, and computes anew from other counts."""
-    from fairmon.pipelines.core.config import load_config
-    from fairmon.pipelines.core.run import Run, run_scope
-    from fairmon.pipelines.orchestration import flows
-
-    (tmp_path / "f.toml").write_text(
-        'warehouse = "wh"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\npath = "in/{ds}.csv"\n'
-        'signals = ["s1"]\nattributes = ["grp"]\n[ab]\ncontrol = "control"\n'
-    )
-    cfg = load_config(tmp_path / "f.toml")
-    calls = []
-    real = flows.reo_tables
-    monkeypatch.setattr(flows, "reo_tables", lambda *a, **k: calls.append(1) or real(*a, **k))
-    counts = _counts()
-    with run_scope(Run(cfg)):
-        ahead, seconds = flows.estimate_ahead(cfg, counts, D, None)
-        assert calls == [1] and seconds > 0 and set(ahead) >= {"reo", "reo_group", "reo_ab"}
-        same = flows.estimate.fn(cfg, counts.clone(), D, None)
-        assert calls == [1] and all(same[k].equals(ahead[k]) for k in ahead)
-        flows.estimate_ahead(cfg, counts, D, None)
-        other = counts.with_columns(pl.col("n_pos") + 1)
-        fresh = flows.estimate.fn(cfg, other, D, None)
-        assert calls == [1, 1, 1] and not fresh["reo"].equals(ahead["reo"])
-
-
 def test_duckdb_views_have_the_registry_schema_and_read_the_files(tmp_path):
     wh = tmp_path / "wh"
     con = duckdb.connect(str(tmp_path / "t.duckdb"))
@@ -297,21 +269,22 @@ def test_a_publish_that_fails_partway_leaves_the_next_refresh_listing_everything
     from types import SimpleNamespace
 
     from fairmon.pipelines.core.run import Run, run_scope
-    from fairmon.pipelines.orchestration.flows import publish
+    from fairmon.pipelines.executor.publishing import WarehouseViews, publish
 
     wh = tmp_path / "wh"
     cfg = SimpleNamespace(warehouse_path=wh, duckdb_path=tmp_path / "t.duckdb")
     frames = {k: v.with_columns(pl.lit("r1").alias("run_id")) for k, v in _frames().items()}
     d2 = D + dt.timedelta(days=1)
-    with run_scope(Run(cfg)) as run:
-        publish.fn(cfg, D, frames)
+    run = WarehouseViews()  # what the run knows of its warehouse, passed to each publish
+    with run_scope(Run(cfg)):
+        publish(cfg, D, frames, True, run)
         assert run.partitions["reo_ab"]
         (wh / "reo_ab" / f"ds={D.isoformat()}" / ".DS_Store").write_text("")  # rmdir will fail after the unlink
         without_ab = {k: v for k, v in frames.items() if k != "reo_ab"}
         with pytest.raises(OSError):
-            publish.fn(cfg, D, without_ab)
+            publish(cfg, D, without_ab, True, run)
         assert not run.partitions and not run.views  # forgotten: the next refresh lists every partition
-        publish.fn(cfg, d2, {k: v.with_columns(pl.lit(d2).alias("ds")) for k, v in without_ab.items()})
+        publish(cfg, d2, {k: v.with_columns(pl.lit(d2).alias("ds")) for k, v in without_ab.items()}, True, run)
         assert not list((wh / "reo_ab").glob("ds=*/*.parquet"))
         assert "WHERE false" in run.views["reo_ab"]  # no partition left: an empty, typed view
         con = duckdb.connect(str(cfg.duckdb_path))

@@ -26,6 +26,7 @@ import pytest
 
 from fairmon.pipelines.checks.gate import DQResult
 from fairmon.pipelines.core.config import ConfigError, ImpressionsConfig, load_config
+from fairmon.pipelines.executor.day_checks import check_days
 from fairmon.pipelines.faces.simulated import config_toml, write_simulation
 from fairmon.pipelines.ingest.adapters import (
     current_inputs,
@@ -38,7 +39,6 @@ from fairmon.pipelines.ingest.adapters import (
     units_for_day,
 )
 from fairmon.pipelines.ingest.staging import Staged, count_days, input_source, replace_units
-from fairmon.pipelines.orchestration.flows import check_day
 from fairmon.pipelines.orchestration.ops import detect_stale
 from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import InputContractError
@@ -343,7 +343,7 @@ def test_no_contained_pool_gives_nan_and_a_gate_that_names_the_policy(pools):
     assert 'pool_policy = "overlap"' in note and "random_window_days" in note
 
     # the day's gate: random_traffic_present fails and says why
-    dq = check_day.fn(cfg, D, counts)
+    dq = check_days(cfg, {D: counts})[D]
     assert dq.failed_critical == ["random_traffic_present"]
     assert 'pool_policy = "contained"' in dq.summary() and _pool_file("P1") in dq.summary()
     (failure,) = json.loads(dq.row(D)["details"])  # dq_results keeps the reason

@@ -2,13 +2,15 @@
 
 A *run* is what one command does: ``fairmon run`` (one day), a backfill (many
 days, possibly in threads), the scheduled job, or a direct call of a flow.
-Everything it accumulates lives in its :class:`Run`: the config (loaded once,
-so an edit mid-backfill cannot change later days), whether Data Docs wait for
-the end, the group counts a backfill computed ahead of its days, the input
-profiles it prefetched, and the per-day stage timings.
+What the layers below the executor accumulate for it lives in its
+:class:`Run`: the config (loaded once, so an edit mid-backfill cannot change
+later days), whether Data Docs wait for the end, the group counts prestaged
+for a range, the input profiles it prefetched, and the per-day stage
+timings. The executor's own state (what it knows of the warehouse, a
+batch's days) is passed explicitly, not kept here.
 
-The runner (:mod:`fairmon.pipelines.orchestration.runner`) opens a run with
-:func:`run_scope`; code below it reaches the run with :func:`active_run`
+The executor (:func:`fairmon.pipelines.executor.days.run_days`) opens a run
+with :func:`ensure_run`; code below it reaches the run with :func:`active_run`
 (a :class:`contextvars.ContextVar`, copied into worker
 threads by :func:`in_run`). A flow called directly opens a run of its own
 (:func:`ensure_run`); a task's function called outside any run (``.fn`` in a
@@ -24,7 +26,6 @@ import io
 import json
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,25 +52,19 @@ class Run:
     - ``table_fingerprints``: with ``[impressions] table`` (Spark engine),
       each day's partition (bytes, mtime_ns), or None when it has none,
       listed once per run.
-    - ``prechecked``: suite results a backfill computed ahead for its days'
-      check frames (:meth:`fairmon.pipelines.checks.gate.QualityGate.validate_many`),
-      keyed by (suite, subject, run name) with the digest of the frame and
-      parameters they hold for; a day's check of the same frame takes it.
-    - ``estimated``: a backfill's estimator tables computed ahead for its
-      days' checks (:func:`fairmon.pipelines.orchestration.flows.precheck_days`), keyed by
-      day with the digest of the counts they came from; the day's estimate
-      step takes them when its counts are the same.
-    - ``artifacts``: in a backfill, the thread that records the days'
-      Prefect artifacts (:func:`fairmon.pipelines.orchestration.flows.day_artifacts`)
-      while the next days run; the runner waits for it before the run ends.
-    - ``views``: the DuckDB views this run created, {view: SQL}
-      (:func:`fairmon.pipelines.storage.warehouse.refresh_views` creates only
-      those whose SQL changed).
-    - ``partitions``: the warehouse's partition files per table with their
-      columns, as the run's last view refresh saw them; a publish looks
-      again only at its own day's.
+    - ``prechecked``: suite results kept by
+      :meth:`fairmon.pipelines.checks.gate.QualityGate.validate_many` when
+      asked to remember them, keyed by (suite, subject, run name) with the
+      digest of the frame and parameters they hold for; the gate's later
+      check of the same frame takes it. (The executor checks a batch's days
+      together and asks for nothing to be kept.)
     - ``ensured``: the idempotent DDL statements already run on the run's
       DuckDB file (:func:`fairmon.pipelines.storage.db.ensure`), once a run.
+
+    What the run knows of its warehouse's views and partitions is not here:
+    the executor owns it (:class:`fairmon.pipelines.executor.publishing.WarehouseViews`)
+    and passes it to each publish; so are a backfill's Prefect artifacts
+    (:mod:`fairmon.pipelines.orchestration.runner`).
 
     ``lock`` guards these fields across the threads of a ``--concurrency`` backfill.
     """
@@ -84,11 +79,7 @@ class Run:
     # per catalog table (engine = "spark"): each day's partition fingerprint (None: no partition), listed once a run
     table_fingerprints: dict[str, dict[dt.date, tuple[int, int] | None]] = field(default_factory=dict)
     prechecked: dict[tuple[str, str, str], tuple[str, object]] = field(default_factory=dict)
-    estimated: dict[dt.date, tuple[str, dict[str, pl.DataFrame]]] = field(default_factory=dict)
-    views: dict[str, str] = field(default_factory=dict)
-    partitions: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
     ensured: set[str] = field(default_factory=set)
-    artifacts: ThreadPoolExecutor | None = None
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     @property

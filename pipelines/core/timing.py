@@ -22,7 +22,7 @@ from contextlib import contextmanager, nullcontext
 
 from fairmon.pipelines.core.run import STAGES, Run, active_run
 
-__all__ = ["STAGES", "book", "clock", "start", "take", "within"]
+__all__ = ["STAGES", "book", "clock", "share", "start", "take", "within"]
 
 _local = threading.local()  # .stack: this thread's open clocks, [run, day, stage, child seconds]
 
@@ -94,3 +94,21 @@ def take(ds) -> dict[str, float]:
     with run.lock if run else nullcontext():
         b = run.books.pop(str(ds), None) if run else None
     return {k: round(v, 3) for k, v in (b or dict.fromkeys(STAGES, 0.0)).items()}
+
+
+def share(days: list, stage: str, seconds: float) -> None:
+    """Add ``seconds`` spent on several days at once (one GX run for a batch's
+    frames) to ``stage`` of each day's open book, in equal parts.
+
+    Raises ValueError for a stage not in :data:`STAGES`.
+    """
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}; one of {STAGES}")
+    run = active_run()
+    if run is None or not days:
+        return
+    with run.lock:
+        for ds in days:
+            b = run.books.get(str(ds))
+            if b is not None:
+                b[stage] += seconds / len(days)

@@ -1,45 +1,35 @@
-"""The runner: the one loop that runs days (``fairmon run``, ``fairmon
-backfill``, the demo, the scheduled job and bench/ all use it).
+"""The runner: days as Prefect runs (``fairmon run``, ``fairmon backfill``, the demo, the scheduled job, bench/).
 
-For a list of days it opens one run (:class:`fairmon.pipelines.core.run.Run`,
-config loaded once), holds the DuckDB file's run lock and one connection for
-the whole range, creates the GX gate while Prefect's API starts, profiles,
-stages and counts a multi-day range ahead (:func:`prestage_impressions`),
-then runs the daily flow for each day (``concurrency`` at a time; one failing
-day never stops the others) and builds Data Docs once at the end. It knows
-nothing of terminals: progress goes to the callbacks the caller passes.
+The days themselves are the executor's (:func:`fairmon.pipelines.executor.days.run_days`:
+one run, the project lock, prestaged chunks run as batches); this module
+gives them Prefect's shape through the executor's hooks: Prefect's API is
+reached (its temporary server started) while the range is prestaged; a day
+alone is the flow run ``fairmon-daily/<ds>`` (:func:`fairmon.pipelines.orchestration.flows.daily`);
+a range is the parent flow run ``fairmon-backfill/<start>..<end>`` whose
+days are its task runs ``fairmon-daily/<ds>``, their artifacts recorded by
+a thread of their own meanwhile. With ``prefect=False`` the same executor
+runs in process with no API and no server. It knows nothing of terminals:
+progress goes to the callbacks the caller passes.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Any
 
 from prefect import flow
 
-from fairmon.pipelines.checks.gate import gate_for, preload_gate, prune_gx
-from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
-from fairmon.pipelines.core.run import Run, in_run, run_scope
-from fairmon.pipelines.ingest.staging import prestage_impressions
-from fairmon.pipelines.orchestration.flows import DayQuarantined, backfill_day, daily, precheck_days, refresh_run_views
+from fairmon.pipelines.executor import days as executor_days
+from fairmon.pipelines.executor.days import PRESTAGE_DAYS, PRESTAGE_DAYS_SPLIT, docs_deferred
+from fairmon.pipelines.executor.outcomes import summarise
+from fairmon.pipelines.orchestration.flows import FlowSteps, backfill_day, daily
 from fairmon.pipelines.orchestration.heartbeat import beating, prefect_heartbeat_off
 from fairmon.pipelines.orchestration.prefect_guard import launch_temporary_server, wait_for_api
-from fairmon.pipelines.storage import db
-from fairmon.pipelines.storage.locking import project_lock
-from fairmon.pipelines.storage.warehouse import clean_tmp
 
-#: Days prestaged together in a backfill (:func:`run_days`): a quarter's files
-#: profiled and staged at once; memory follows this, not the range's length.
-#: Each chunk pays fixed costs (one GX run per suite, ~1.2 s): 31-day chunks
-#: made a year's backfill 86 s, 92-day chunks 74 s at 0.89 GB peak (issue 21).
-PRESTAGE_DAYS = 92
-#: The same on Spark, whose clustered profiles are split by bucket (up to ~9x
-#: more rows than DuckDB's two grouping sets, adapters.profile_rows): a month.
-PRESTAGE_DAYS_SPLIT = 31
+__all__ = ["PRESTAGE_DAYS", "PRESTAGE_DAYS_SPLIT", "backfill", "docs_deferred", "run_days", "start_api"]
 
 
 def start_api() -> None:
@@ -71,36 +61,73 @@ def start_api_in_background() -> Future:
     return future
 
 
-@contextmanager
-def docs_deferred(run: Run) -> Iterator[None]:
-    """Build Data Docs once when the block ends (a backfill) instead of once
-    per day: each build re-renders the index, about 0.35 s a day."""
-    run.docs_deferred = True
-    try:
-        yield
-    finally:
-        run.docs_deferred = False
-        prune_gx(run.cfg.gx_root, run.cfg.gx.keep_days)  # [gx] keep_days: GX's files do not grow without end
-        gate_for(run.cfg).build_docs()
+def summarise_state(ds: dt.date, state) -> dict:
+    """A day's Prefect ``state`` as the runner's summary of day ``ds``
+    (:func:`fairmon.pipelines.executor.outcomes.summarise`: its result, or
+    quarantined, or failed with the day's own error)."""
+    return summarise(ds, state.result)
 
 
-def day_summary(run: Run, ds: dt.date, force_ingest: bool, wait_seconds: float, in_backfill: bool = False) -> dict:
-    """Run day ``ds`` in ``run`` and summarise it:
-    {ds, status: published | quarantined | failed, ...the day's result, or error}.
-    A day alone is the flow run ``fairmon-daily/<ds>`` (:func:`daily`); a day
-    of a backfill (``in_backfill``) is the task run of that name under the
-    backfill's parent flow run (:func:`backfill_day`)."""
-    if in_backfill:
-        state = backfill_day(run.cfg, ds, force_ingest, wait_seconds, return_state=True)
-    else:
+class _Backfill(FlowSteps):
+    """A range: one parent flow run, each day's end its task run (steps are plain calls inside)."""
+
+    def __init__(self, cfg: FairmonConfig) -> None:
+        self.cfg = cfg
+        self.artifacts: ThreadPoolExecutor | None = None
+
+    def start(self) -> Callable[[], None]:
+        """Start reaching Prefect's API in the background; returns the wait (raising what starting raised)."""
+        return start_api_in_background().result
+
+    def step(self, fn: Callable, *args) -> Any:
+        """``fn(*args)``, a plain call inside the parent flow run. Raises what ``fn`` raises."""
+        # each nested task run costs Prefect's server a run, its states and events: in a 14-day
+        # backfill the server's share of the cores went to recording step runs (bench/README "Issue 21")
+        return fn(*args)
+
+    def around(self, days: list[dt.date], body: Callable[[], list[Any]]) -> list[Any]:
+        """``body`` inside the parent flow run :func:`backfill` of ``days``, with
+        an artifacts thread. Returns the days' summaries; raises what the parent run raises."""
+        out: list[Any] = []
+
+        def each_day() -> None:
+            """The days, their artifacts recorded by a thread of their own (about 50 ms a day of
+            API calls); all recorded before the parent run ends."""
+            try:
+                with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fairmon-artifacts") as self.artifacts:
+                    out.extend(body())
+            finally:
+                self.artifacts = None
+
         with prefect_heartbeat_off():  # the flow sends its own (fairmon.pipelines.orchestration.heartbeat)
-            state = daily(run.cfg, ds, force_ingest, wait_seconds, return_state=True)
-    try:
-        return {"ds": ds, "status": "published", **state.result()}
-    except DayQuarantined as e:
-        return {"ds": ds, "status": "quarantined", "error": str(e)}
-    except Exception as e:  # the day's own exception, re-raised by result()
-        return {"ds": ds, "status": "failed", "error": f"{type(e).__name__}: {e}"}
+            backfill(days[0], days[-1], len(days), each_day)
+        return out
+
+    def day(self, ds: dt.date, finish: Callable[[], Mapping]) -> dict:
+        """Day ``ds``'s end as its task run :func:`backfill_day`; returns its summary, never raising for the day."""
+        return summarise_state(ds, backfill_day(self.cfg, ds, finish, self.artifacts, return_state=True))
+
+
+class _DayAlone(FlowSteps):
+    """A day alone: the flow run ``fairmon-daily/<ds>`` around the executor's work, steps as its task runs."""
+
+    def __init__(self, cfg: FairmonConfig, force_ingest: bool, wait_seconds: float, on_day) -> None:
+        self.cfg, self.force_ingest, self.wait_seconds, self.on_day = cfg, force_ingest, wait_seconds, on_day
+
+    def start(self) -> Callable[[], None]:
+        """Start reaching Prefect's API in the background; returns the wait (raising what starting raised)."""
+        return start_api_in_background().result
+
+    def around(self, days: list[dt.date], body: Callable[[], list[Any]]) -> list[Any]:
+        """``body`` as the flow run :func:`daily` of the one day in ``days``;
+        returns [its summary] (given to ``on_day`` too), never raising for the day."""
+        (ds,) = days
+        with prefect_heartbeat_off():  # the flow sends its own (fairmon.pipelines.orchestration.heartbeat)
+            state = daily(self.cfg, ds, self.force_ingest, self.wait_seconds, body=body, return_state=True)
+        summary = summarise_state(ds, state)
+        if self.on_day is not None:
+            self.on_day(summary)
+        return [summary]
 
 
 def run_days(
@@ -114,86 +141,39 @@ def run_days(
     on_prestage: Callable[[dict], None] | None = None,
     on_day: Callable[[dict], None] | None = None,
     prestage_days: int | None = None,
+    prefect: bool = True,
 ) -> list[dict]:
-    """Run the daily flow for each of ``days`` in one run of ``cfg``.
-
-    A range of more than one day is prestaged (one profile scan, staging
-    transaction and count, and the checks ahead) in chunks of at most
-    ``prestage_days`` consecutive days (default :data:`PRESTAGE_DAYS`, on
-    Spark :data:`PRESTAGE_DAYS_SPLIT`), each just before its days run, so
-    that memory follows the chunk, not the range. ``on_prestage`` receives
-    each chunk's prestage figures ({files, staged, ingest, checks, counts,
-    estimators}); ``on_day`` each day's summary as it finishes. Returns one
-    summary per day, in day order
-    (see :func:`day_summary`). Raises
+    """Run ``days`` of ``cfg`` (:func:`fairmon.pipelines.executor.days.run_days`,
+    whose arguments these are), as Prefect runs when ``prefect`` (a day
+    alone: the flow run ``fairmon-daily/<ds>``; a range: the parent flow run
+    ``fairmon-backfill/<start>..<end>`` with a task run per day), or in
+    process with no Prefect API and no server when not. Returns one summary
+    per day, in day order: {ds, status: published | quarantined | failed,
+    ...the day's result, or error}. Raises
     :class:`fairmon.pipelines.storage.locking.RunLockedError` when another
-    process holds the DuckDB file longer than ``wait_seconds``.
+    process holds the project longer than ``wait_seconds``, and what
+    starting Prefect's API raises.
     """
-    run = Run(cfg, config_path)
-    path = cfg.duckdb_path
-    results: dict[dt.date, dict] = {}
-    lock = project_lock(path, cfg.warehouse_path, wait_seconds)
-    with run_scope(run), lock as fresh, db.session(path), docs_deferred(run):
-        if fresh:  # nothing else writes this warehouse now: a killed run's leftovers can go
-            clean_tmp(cfg.warehouse_path, older_than_s=0)
-            refresh_run_views(cfg)  # views over what the warehouse holds now
-        preload_gate(cfg)  # GX imports while Prefect's API starts
-        if prestage_days is None:
-            prestage_days = PRESTAGE_DAYS_SPLIT if cfg.engine == "spark" else PRESTAGE_DAYS
-        step = max(1, prestage_days)
-        chunks = [days[i : i + step] for i in range(0, len(days), step)]
-
-        def prestage(chunk: list[dt.date]) -> None:
-            """One scan, one staging transaction and one count for the chunk; its checks ahead."""
-            pre = prestage_impressions(cfg, chunk, force_ingest)
-            timing.start("prestage")
-            with timing.clock("prestage", "checks"):  # the days' checks on their counts and outputs ahead
-                estimators = precheck_days(cfg, chunk)  # (one GX run a suite), their estimates with them
-            pre["checks"] = pre.get("checks", 0.0) + timing.take("prestage").get("checks", 0.0)  # less estimators
-            pre["estimators"] = estimators
-            if on_prestage is not None:
-                on_prestage(pre)
-
-        api = start_api_in_background()  # its temporary server starts (seconds) while the range is prestaged
-        try:
-            if len(days) > 1:
-                prestage(chunks[0])
-        finally:
-            api.result()  # raises what starting the API raised
-
-        def each_day() -> None:
-            # a backfill's days are task runs of its parent flow run
-            one = in_run(lambda ds: day_summary(run, ds, force_ingest, wait_seconds, in_backfill=len(days) > 1))
-            for k, chunk in enumerate(chunks):
-                if k:
-                    prestage(chunk)
-                with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-                    for r in pool.map(one, chunk):
-                        results[r["ds"]] = r
-                        if on_day is not None:
-                            on_day(r)
-
-        def each_day_recording_meanwhile() -> None:
-            """The days, their artifacts recorded by a thread of their own (about 50 ms a day of
-            API calls); all recorded before the parent run ends."""
-            try:
-                with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fairmon-artifacts") as run.artifacts:
-                    each_day()
-            finally:
-                run.artifacts = None
-
-        if len(days) > 1:  # one parent run in Prefect's UI; the days are its fairmon-daily/<ds> task runs
-            with prefect_heartbeat_off():  # the flow sends its own (fairmon.pipelines.orchestration.heartbeat)
-                backfill(days[0], days[-1], len(days), each_day_recording_meanwhile)
-        else:
-            each_day()
-    return [results[d] for d in days]
+    options = dict(
+        config_path=config_path,
+        force_ingest=force_ingest,
+        concurrency=concurrency,
+        wait_seconds=wait_seconds,
+        on_prestage=on_prestage,
+        prestage_days=prestage_days,
+    )
+    if not prefect:
+        return executor_days.run_days(cfg, days, on_day=on_day, **options)
+    if len(days) == 1:
+        hooks = _DayAlone(cfg, force_ingest, wait_seconds, on_day)
+        return executor_days.run_days(cfg, days, hooks=hooks, **options)
+    return executor_days.run_days(cfg, days, on_day=on_day, hooks=_Backfill(cfg), **options)
 
 
 @flow(name="fairmon-backfill", flow_run_name="fairmon-backfill/{start}..{end}", validate_parameters=False)
 def backfill(start: dt.date, end: dt.date, n_days: int, each_day: Any) -> None:
     """The parent flow run of a range of days (``fairmon-backfill/<start>..<end>``):
-    ``each_day`` runs the days, each as its task run ``fairmon-daily/<ds>``.
+    ``each_day`` runs the days, each ending as its task run ``fairmon-daily/<ds>``.
     Its state is Completed when every day was run, whatever each day's own
     outcome (published, quarantined or failed: see the day runs); an error
     outside the days fails it."""

@@ -138,7 +138,7 @@ def refresh_views(
     dropped: the Parquet files are the outputs. Called after every publish.
 
     ``made`` ({view: SQL}) holds the views this run has already created in
-    this DuckDB file (:attr:`fairmon.pipelines.core.run.Run.views`; empty at the
+    this DuckDB file (:attr:`fairmon.pipelines.executor.publishing.WarehouseViews.views`; empty at the
     run's first call, which creates everything): a view whose SQL is unchanged
     is left as it is, since it reads its partitions by a glob when queried
     and creating it again costs a read of every partition's footer (a
@@ -146,7 +146,7 @@ def refresh_views(
     updated. None: every view is created.
 
     ``partitions`` ({table: {partition file: its columns}},
-    :attr:`fairmon.pipelines.core.run.Run.partitions`) holds the partitions the
+    :attr:`fairmon.pipelines.executor.publishing.WarehouseViews.partitions`) holds the partitions the
     run's last refresh saw. With ``ds`` (the day just published, or whose
     partitions were removed) and a filled ``partitions``, only that day's
     partition of each table is looked at again; otherwise every partition is
@@ -154,7 +154,7 @@ def refresh_views(
     backfill's cost grow with the square of its days (56 ms a day at 365
     days, issue 21). The run holds the project lock, so nothing else changes
     the warehouse meanwhile; a publish that fails partway empties
-    ``partitions`` (:func:`fairmon.pipelines.orchestration.flows.forget_warehouse`). A
+    ``partitions`` (:func:`fairmon.pipelines.executor.publishing.forget_warehouse`). A
     refresh that raises empties ``made`` and ``partitions``: the next one
     starts afresh. Raises OSError for an unreadable partition file."""
     try:

@@ -1,0 +1,307 @@
+"""One code path for a batch of days: ingest -> counts -> checks -> estimators -> checks -> publish.
+
+The days of a batch go through each stage together: every day is ingested
+and counted, then the counts of all the days are checked in one GX run per
+suite, then every day is estimated, then the outputs of all the days are
+checked together, then each day publishes (or is quarantined) and its run
+is recorded. A single day is a batch of one. A day whose check fails stops
+there (quarantined), a day that raises stops there (failed); the other days
+go on. What the days share is passed explicitly: the :class:`Batch` (config,
+options, hooks, what the run knows of its warehouse).
+
+How each unit runs is the caller's :class:`fairmon.pipelines.executor.outcomes.Hooks`:
+plain calls in process (the defaults), Prefect task and flow runs in
+:mod:`fairmon.pipelines.orchestration`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import polars as pl
+
+from fairmon.pipelines.checks.gate import DQResult, build_docs, gate_for
+from fairmon.pipelines.core import timing
+from fairmon.pipelines.core.config import FairmonConfig
+from fairmon.pipelines.core.faults import fault_point
+from fairmon.pipelines.core.run import in_run
+from fairmon.pipelines.executor.day_checks import (
+    ab_config_check,
+    check_days,
+    check_outputs,
+    dq_tables,
+    output_check_frames,
+)
+from fairmon.pipelines.executor.estimators import (
+    count_groups,
+    estimate,
+    estimate_envy,
+    estimate_reach,
+    estimate_sdt,
+    estimate_threshold,
+)
+from fairmon.pipelines.executor.outcomes import DayFailed, DayQuarantined, Hooks
+from fairmon.pipelines.executor.publishing import WarehouseViews, finish_record, publish, start_record
+from fairmon.pipelines.ingest.snapshots import read_snapshot
+from fairmon.pipelines.ingest.staging import run_logger
+from fairmon.transforms.contract import InputContractError
+
+
+def configured_inputs(cfg: FairmonConfig) -> list[str]:
+    """The inputs config ``cfg`` reads, in run order (impressions, scores, labels, reach)."""
+    return [n for n in ("impressions", "scores", "labels", "reach") if getattr(cfg, n) is not None]
+
+
+@dataclass
+class Batch:
+    """What the days of a run share: the run's config and its path, whether
+    to re-ingest unchanged files, the ``hooks`` each unit runs through, what
+    the run ``known``-s of its warehouse (owned by the run, passed to every
+    publish) and how many days run their per-day units at once."""
+
+    cfg: FairmonConfig
+    config_path: str = ""
+    force_ingest: bool = False
+    hooks: Hooks = field(default_factory=Hooks)
+    known: WarehouseViews = field(default_factory=WarehouseViews)
+    concurrency: int = 1
+
+    def each(self, items: Iterable, fn: Callable) -> Iterator:
+        """``fn`` of each item, yielded in order as they finish, ``concurrency``
+        at a time (threads in the current run's context, :func:`fairmon.pipelines.core.run.in_run`)."""
+        if self.concurrency <= 1:
+            yield from map(fn, items)
+            return
+        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="fairmon-day") as pool:
+            yield from pool.map(in_run(fn), items)
+
+
+@dataclass
+class Day:
+    """One day on its way through the batch: its run id and record, the
+    check results and tables so far, its counts, and how it stopped
+    (``stopped``: the input whose critical check failed; ``error``: what it raised)."""
+
+    ds: dt.date
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    recorded: str | None = None
+    results: list[DQResult] = field(default_factory=list)
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+    counts: pl.DataFrame | None = None
+    totals: pl.DataFrame | None = None
+    buckets: pl.DataFrame | None = None
+    pending: dict[str, pl.DataFrame] = field(default_factory=dict)
+    dq: pl.DataFrame | None = None
+    stopped: str | None = None
+    error: BaseException | None = None
+
+    @property
+    def going(self) -> bool:
+        """Neither quarantined nor failed so far."""
+        return self.stopped is None and self.error is None
+
+
+class _Stop(Exception):
+    """A stage's critical check failed (internal: the day is quarantined)."""
+
+
+def _gate(day: Day, new: list[DQResult]) -> None:
+    day.results += new
+    if not all(r.success for r in new):
+        raise _Stop
+
+
+def _guard(day: Day, stage: str, fn: Callable[[Day], Any]) -> None:
+    """Run ``fn(day)`` for a day still going; what stops the day is kept on it
+    (an input's contract error as :class:`DayFailed` naming ``stage``)."""
+    if not day.going:
+        return
+    try:
+        fn(day)
+    except InputContractError as e:
+        day.error = DayFailed(f"{day.ds}: stage {stage} ingest: {e}")
+        day.error.__cause__ = e
+    except _Stop:
+        day.stopped, day.tables = stage, {}
+    except Exception as e:
+        day.error = e
+
+
+def _per_day(batch: Batch, days: list[Day], stage: str, fn: Callable[[Day], Any]) -> None:
+    list(batch.each(days, lambda d: _guard(d, stage, fn)))
+
+
+def _together(
+    batch: Batch, days: list[Day], stage: str, fn: Callable, item: Callable, take: Callable, stepped: bool = True
+) -> None:
+    """``fn(cfg, {day: item(day)})`` once for the days still going (a step of
+    the hooks when ``stepped``), each day's part handed to ``take(day,
+    part)``; when the call raises, each day alone, so that only the day that
+    breaks it stops."""
+    call = batch.hooks.step if stepped else (lambda f, *args: f(*args))
+    going = [d for d in days if d.going]
+    if len(going) > 1:
+        try:
+            out = call(fn, batch.cfg, {d.ds: item(d) for d in going})
+        except Exception as e:  # one day's frame broke the batch's run: each day alone
+            run_logger().info(
+                "%s of %d days together failed (%s: %s): each day alone", stage, len(going), type(e).__name__, e
+            )
+        else:
+            for d in going:
+                _guard(d, stage, lambda d: take(d, out[d.ds]))
+            return
+    for d in going:
+        _guard(d, stage, lambda d: take(d, call(fn, batch.cfg, {d.ds: item(d)})[d.ds]))
+
+
+def _open(batch: Batch, day: Day) -> None:
+    """Open the day's book of timings and record its run as 'running' with its parameters."""
+    cfg, ds = batch.cfg, day.ds
+    params = {
+        "ds": ds,
+        "force_ingest": batch.force_ingest,
+        "estimation": cfg.estimation.model_dump(),
+        "ab": cfg.ab.model_dump(),
+        "quality": cfg.quality.model_dump(),
+    }
+    if cfg.impressions is not None:  # which random traffic the day used (DESIGN §2 "Random-traffic windows")
+        params["random_window"] = {
+            "random_window_days": cfg.impressions.random_window_days,
+            "pool_policy": cfg.impressions.pool_policy,
+        }
+    timing.start(ds)
+    try:
+        day.recorded = start_record(cfg, batch.config_path, day.run_id, ds, params)
+    except Exception as e:
+        day.error = e
+
+
+def _impressions(batch: Batch, days: list[Day]) -> None:
+    """Impressions for the batch: each day ingested and counted; all days'
+    counts checked together; each day estimated (REO, A/B, stages, envy);
+    all days' outputs checked together."""
+    cfg, step = batch.cfg, batch.hooks.step
+
+    def ingest_and_count(d: Day) -> None:
+        _gate(d, batch.hooks.ingest(cfg, "impressions", d.ds, batch.force_ingest))
+        d.counts, d.totals, d.buckets = step(count_groups, cfg, d.ds)
+
+    def estimates(d: Day) -> None:
+        tables = {"group_counts": d.counts, **step(estimate, cfg, d.counts, d.ds, d.buckets)}
+        if cfg.envy is not None:
+            tables |= step(estimate_envy, cfg, d.ds)
+        d.results += ab_config_check(cfg, d.counts)
+        d.tables |= tables
+        d.pending = output_check_frames(tables, d.totals)
+
+    _per_day(batch, days, "impressions", ingest_and_count)
+    _together(batch, days, "impressions", check_days, lambda d: d.counts, lambda d, r: _gate(d, [r]))
+    _per_day(batch, days, "impressions", estimates)
+    _together(batch, days, "impressions", check_outputs, lambda d: d.pending, _gate)
+
+
+def _other_input(batch: Batch, name: str, d: Day) -> None:
+    """Scores, labels or reach (``name``) for day ``d``: ingest (or read the
+    snapshot), estimate, check the outputs."""
+    cfg, ds, step = batch.cfg, d.ds, batch.hooks.step
+    if name == "reach":
+        with timing.clock(ds, "checks"):
+            snap, checked = read_snapshot(cfg, ds, gate_for(cfg), str(ds))
+        _gate(d, checked)
+        tables = step(estimate_reach, cfg, ds, snap)
+    else:
+        _gate(d, batch.hooks.ingest(cfg, name, ds, batch.force_ingest))
+        tables = step(estimate_threshold if name == "scores" else estimate_sdt, cfg, ds)
+    _gate(d, step(check_outputs, cfg, {ds: output_check_frames(tables, None)})[ds])
+    d.tables |= tables
+
+
+def _quarantine(batch: Batch, d: Day) -> None:
+    """Publish why the day failed its checks (dq_results only) and raise :class:`DayQuarantined`."""
+    cfg, ds = batch.cfg, d.ds
+    dq = dq_tables(cfg, {ds: d.results})[ds].with_columns(pl.lit(d.run_id).alias("run_id"))
+    batch.hooks.step(publish, cfg, ds, {"dq_results": dq}, False, batch.known)
+    with timing.clock(ds, "checks"):
+        build_docs(cfg)
+    failed = "; ".join(r.summary() for r in d.results if not r.success)
+    raise DayQuarantined(f"{ds}: quarantined at stage {d.stopped}: {failed}")
+
+
+def _publish(batch: Batch, d: Day) -> dict:
+    """Publish the day's tables and dq_results (metrics first, dq_results last); its result."""
+    cfg, ds, tables = batch.cfg, d.ds, d.tables
+    stamped = {k: v.with_columns(pl.lit(d.run_id).alias("run_id")) for k, v in {**tables, "dq_results": d.dq}.items()}
+    paths = batch.hooks.step(publish, cfg, ds, stamped, True, batch.known)
+    fault_point("publish_record")
+    with timing.clock(ds, "checks"):
+        docs = build_docs(cfg)
+    rows = {
+        k: tables[k].to_dicts() if k in tables else []
+        for k in ("reo", "reo_ab", "threshold_prevalence", "sdt", "envy_audit")
+    }
+    return {
+        "ds": ds,
+        "run_id": d.run_id,
+        **rows,
+        "dq": d.dq.to_dicts(),
+        "paths": paths,
+        "data_docs": str(docs),
+        "timings": timing.book(ds),
+    }
+
+
+def finish_day(batch: Batch, d: Day) -> dict:
+    """The day's last unit: raise what stopped it, or publish it; then close
+    its run record. Returns the day's result {ds, run_id, reo, reo_ab,
+    threshold_prevalence, sdt, envy_audit (rows as dicts, empty when not
+    configured), dq, paths, data_docs, timings}. Raises
+    :class:`DayQuarantined` when a critical check failed (its dq_results
+    published), :class:`DayFailed` when the day could not be computed, or
+    what the day raised."""
+    status, detail = "failed", ""
+    try:
+        if d.error is not None:
+            raise d.error
+        if d.stopped is not None:
+            _quarantine(batch, d)
+        out = _publish(batch, d)
+        status = "published"
+        return out
+    except DayQuarantined as e:
+        status, detail = "quarantined", str(e)
+        raise
+    except Exception as e:
+        detail = f"{type(e).__name__}: {e}"
+        run_logger().error("%s: run failed: %s", d.ds, detail)
+        raise
+    finally:
+        timings = timing.take(d.ds)
+        if d.recorded is not None:
+            outputs = {k: v.height for k, v in d.tables.items()}
+            finish_record(batch.cfg, d.run_id, d.ds, d.recorded, status, detail, outputs, timings)
+
+
+def execute(batch: Batch, dates: list[dt.date]) -> Iterator[Any]:
+    """Run the days ``dates`` of a batch through every configured input's
+    stages, then publish each. The caller holds the project lock and the
+    DuckDB session (:func:`fairmon.pipelines.executor.days.run_days` does).
+    Yields, in day order as each finishes, what ``batch.hooks.day`` returns
+    for it (in process: the day's summary, never raising for a day's own failure)."""
+    days = [Day(ds) for ds in dates]
+    _per_day(batch, days, "start", partial(_open, batch))
+    for name in configured_inputs(batch.cfg):
+        if name == "impressions":
+            _impressions(batch, days)
+        else:
+            _per_day(batch, days, name, partial(_other_input, batch, name))
+    _together(
+        batch, days, "dq_results", dq_tables, lambda d: d.results, lambda d, f: setattr(d, "dq", f), stepped=False
+    )
+    yield from batch.each(days, lambda d: batch.hooks.day(d.ds, partial(finish_day, batch, d)))

@@ -1,0 +1,165 @@
+"""A day's way out: its partitions published atomically, the DuckDB views refreshed, its run recorded.
+
+What a run knows of its warehouse (the views it created, the partitions it
+saw) is a :class:`WarehouseViews` the batch owns and passes to
+:func:`publish`: each publish looks again only at its own day's partitions,
+so a backfill's cost does not grow with the square of its days.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+
+import polars as pl
+
+from fairmon.pipelines.core import timing
+from fairmon.pipelines.core.config import FairmonConfig
+from fairmon.pipelines.core.run import ensured
+from fairmon.pipelines.executor.outcomes import step
+from fairmon.pipelines.ingest.adapters import current_inputs
+from fairmon.pipelines.ingest.staging import run_logger
+from fairmon.pipelines.storage import db
+from fairmon.pipelines.storage.warehouse import refresh_views, remove_partitions, write_partitions
+
+
+class WarehouseViews:
+    """What a run knows of its warehouse and DuckDB file, valid while it holds
+    the project lock: ``views`` ({view: SQL}) created by its refreshes and
+    ``partitions`` ({table: {partition file: its columns}}) seen by its last
+    refresh (:func:`fairmon.pipelines.storage.warehouse.refresh_views`).
+    Empty: the next refresh lists and creates everything. A plain object, not
+    a dataclass: an orchestrator that walks a step's arguments (Prefect looks
+    for futures in dataclasses and dicts) passes it through whole."""
+
+    __slots__ = ("partitions", "views")
+
+    def __init__(self) -> None:
+        self.views: dict[str, str] = {}
+        self.partitions: dict[str, dict[str, frozenset[str]]] = {}
+
+
+@step("publish-day")
+def publish(
+    cfg: FairmonConfig,
+    ds: dt.date,
+    tables: dict[str, pl.DataFrame],
+    complete: bool = True,
+    known: WarehouseViews | None = None,
+) -> dict[str, str]:
+    """Atomically replace day ``ds``'s partitions of ``tables`` in the
+    config's warehouse; when the run ``complete``-ly publishes the day, also
+    remove the day's partitions of tables it no longer produces. Then refresh
+    the DuckDB views over the warehouse (:func:`refresh_run_views` with
+    ``known``). Returns {table: partition path}. Raises OSError when a file
+    cannot be written or removed (``known`` is forgotten first)."""
+    log = run_logger()
+    t0 = time.perf_counter()
+    with timing.clock(ds, "writes"):
+        try:
+            paths = write_partitions(cfg.warehouse_path, ds, tables)
+            if complete:
+                removed = remove_partitions(cfg.warehouse_path, ds, set(tables))
+                if removed:
+                    log.info("publish %s: removed partitions of tables this run does not produce: %s", ds, removed)
+        except BaseException:
+            forget_warehouse(known)  # some files may have changed: the next refresh lists every partition again
+            raise
+        refresh_run_views(cfg, ds, known)
+    log.info(
+        "publish %s: %d rows out (%s), %.2fs",
+        ds,
+        sum(v.height for v in tables.values()),
+        ", ".join(f"{k}={v.height}" for k, v in tables.items()),
+        time.perf_counter() - t0,
+    )
+    return {k: str(v) for k, v in paths.items()}
+
+
+def refresh_run_views(cfg: FairmonConfig, ds: dt.date | None = None, known: WarehouseViews | None = None) -> None:
+    """Refresh the DuckDB views over the config's warehouse
+    (:func:`fairmon.pipelines.storage.warehouse.refresh_views`), creating
+    again only the views whose SQL changed since the refreshes ``known``
+    records (None: every view, nothing kept). ``ds``: the day just
+    published, whose partitions are the only ones looked at again. None (the
+    run has just taken the project lock): what ``known`` held is forgotten
+    first, and every partition is listed. Raises OSError for an unreadable
+    partition file."""
+    if ds is None:
+        forget_warehouse(known)
+    with db.connect(cfg.duckdb_path) as con:
+        if known is None:
+            refresh_views(con, cfg.warehouse_path)
+        else:
+            refresh_views(con, cfg.warehouse_path, known.views, known.partitions, ds)
+
+
+def forget_warehouse(known: WarehouseViews | None) -> None:
+    """Forget what ``known`` and the current run knew of the warehouse and its
+    DuckDB file (views created, partitions seen, DDL run), so that the next
+    refresh lists and creates everything again: after the run takes the
+    project lock (another process may have written meanwhile) or a publish
+    that failed partway."""
+    if known is not None:
+        known.views.clear()
+        known.partitions.clear()
+    done = ensured()
+    if done is not None:
+        done.clear()
+
+
+def start_record(cfg: FairmonConfig, config_path: str, run_id: str, ds: dt.date, params: dict) -> str:
+    """Record day ``ds``'s run ``run_id`` in ``runs`` as 'running', started
+    now, with ``params`` and the inputs the day needs now (file identities and
+    fingerprints, :func:`fairmon.pipelines.ingest.adapters.current_inputs`).
+    Returns those inputs as recorded (JSON), for :func:`finish_record`.
+    Raises what the input listing or DuckDB raises."""
+    started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    inputs = json.dumps(current_inputs(cfg, ds), default=str)
+    with db.connect(cfg.duckdb_path) as con:
+        db.ensure(con, ("runs_create", "runs_migrate"), ensured())
+        db.execute(
+            con,
+            "runs_start",
+            run_id=run_id,
+            ds=ds,
+            started_at=started,
+            config_path=str(config_path),
+            config_fp=cfg.fingerprint(),
+            params=json.dumps(params, default=str),
+            inputs=inputs,
+        )
+    return inputs
+
+
+def finish_record(
+    cfg: FairmonConfig,
+    run_id: str,
+    ds: dt.date,
+    recorded: str,
+    status: str,
+    detail: str,
+    outputs: dict[str, int],
+    timings: dict,
+) -> None:
+    """Close run ``run_id``'s record (status, detail, outputs, timings; its
+    inputs, ``recorded`` by :func:`start_record`, gain the file rows each
+    staged); a published day ``ds`` is no longer stale. Raises what DuckDB raises."""
+    with db.connect(cfg.duckdb_path) as con:
+        db.ensure(con, ("stale_create", "ingest_log_create"), ensured())
+        inputs = json.loads(recorded)
+        staged = dict(db.rows(con, "ingest_log_rows", files=[i["file"] for i in inputs]))
+        inputs = [{**i, "rows": staged.get(i["file"])} for i in inputs]
+        db.execute(
+            con,
+            "runs_finish",
+            run_id=run_id,
+            status=status,
+            detail=detail,
+            inputs=json.dumps(inputs, default=str),
+            outputs=json.dumps(outputs),
+            timings=json.dumps(timings),
+        )
+        if status == "published":
+            db.execute(con, "stale_clear", ds=ds)
