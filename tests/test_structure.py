@@ -151,10 +151,6 @@ def test_pipelines_rooms_form_a_one_way_graph():
 #: Size limits of a production module (issue 36 item 7): a reader holds a module and a function in view.
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 100
-#: Files still over a limit, each waiting for its owner's split; the lead shrinks this list, never widens it.
-NOT_YET = {
-    "pipelines/orchestration/flows.py",
-}
 
 
 def _oversized() -> dict[str, list[str]]:
@@ -174,10 +170,7 @@ def _oversized() -> dict[str, list[str]]:
 
 
 def test_no_module_or_function_is_over_its_size_limit():
-    over = _oversized()
-    assert {k: v for k, v in over.items() if k not in NOT_YET} == {}
-    # a file that got under both limits leaves the allow-list, so that it cannot grow back unnoticed
-    assert sorted(NOT_YET - set(over)) == []
+    assert _oversized() == {}
 
 
 @pytest.mark.usefixtures("prefect_harness")
