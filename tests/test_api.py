@@ -177,8 +177,7 @@ def _pipeline_counts(raw: pl.DataFrame, signals, attributes, tmp_path) -> pl.Dat
     staged = normalize_impressions(raw, file="day.parquet", signals=signals, attributes=attributes, ds=D)
     with db.connect(tmp_path / "t.duckdb") as con:
         con.register("staged", staged)
-        db.execute(con, "impressions_create")
-        db.execute(con, "impressions_insert")
+        con.execute("CREATE TABLE impressions AS SELECT * FROM staged")  # the staged layout, as staging writes it
         con.unregister("staged")
         con.register("day_files", pl.DataFrame({"day": [D], "file": ["day.parquet"]}))
         out = db.query(con, "group_counts", window_days=1, pool_policy="contained")
