@@ -20,13 +20,14 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/fairmon demo --out fairmon-demo
 
-# Everything: unit tests, end-to-end flow tests, the installed-wheel check.
+# Everything: unit tests, Monte-Carlo coverage simulations, end-to-end flow tests, Spark, the installed-wheel check.
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-# Unit tests only (no Prefect API, no subprocess runs, no Spark): under a minute.
+# Unit tests only (no Prefect API, no subprocess runs, no Spark, no Monte-Carlo coverage simulations):
+# under a minute on two cores (about 30 s; bench/README.md "Test suite cost").
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow and not spark"
+	$(BIN)/python -m pytest -m "not slow and not spark and not coverage"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -38,3 +38,34 @@ def prefect_harness():
 def coat_dir() -> Path:
     """The Coat data: ../shared/data/coat when present, else the bundled copy."""
     return SHARED_COAT if (SHARED_COAT / "train.ascii").exists() else BUNDLED_COAT
+
+
+def browser_required() -> bool:
+    """True where the browser tests must run: ``FAIRMON_REQUIRE_BROWSER`` (``.ci/run``
+    exports it) or ``CI`` set to anything but an empty, ``0``, ``false`` or ``no``."""
+    return any(
+        os.environ.get(var, "").strip().lower() not in ("", "0", "false", "no")
+        for var in ("FAIRMON_REQUIRE_BROWSER", "CI")
+    )
+
+
+def _find_chromium() -> str:
+    import shutil
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium:
+        return chromium
+    if browser_required():
+        pytest.fail(
+            "chromium is not installed and a browser test is required here (FAIRMON_REQUIRE_BROWSER or CI is set): "
+            "install Debian's chromium (`apt-get install chromium`; .ci/run does when root)"
+        )
+    pytest.skip("chromium is not installed (set FAIRMON_REQUIRE_BROWSER=1 to make this a failure instead)")
+
+
+@pytest.fixture(scope="session")
+def find_chromium():
+    """A browser test calls ``find_chromium()`` in its body: Chromium's path, or
+    the test FAILS when none is installed and a browser is required
+    (``browser_required``), else it skips with that reason (shown by ``-rs``)."""
+    return _find_chromium

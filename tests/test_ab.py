@@ -162,6 +162,7 @@ def _days(treatment, days, seed):
     return aC, aT, bb, truth
 
 
+@pytest.mark.coverage
 @pytest.mark.parametrize("treatment", ["deboost_1.25", "boost_2"])
 def test_d_reo_coverage_delta_nominal_paper_too_wide(treatment):
     days = 600
@@ -176,6 +177,7 @@ def test_d_reo_coverage_delta_nominal_paper_too_wide(treatment):
     assert cov["delta_paper"] > 0.98, cov
 
 
+@pytest.mark.coverage
 def test_section_4_4_directions():
     expected = {"deboost_1.25": -1, "deboost_2": +1, "boost_2": +1}  # seed 001 Fig. 9
     for treatment, sign in expected.items():

@@ -150,6 +150,7 @@ def _simulate(fg: float, n: int, eps: float, public: bool, reps: int, rng) -> np
     return np.array(out, dtype=object)
 
 
+@pytest.mark.coverage
 @pytest.mark.parametrize("public", [True, False])
 def test_false_fair_rate_is_below_delta(public):
     rng = np.random.default_rng(11)
@@ -170,6 +171,7 @@ def _max_log_ratio(x: np.ndarray, y: np.ndarray, min_count: int = 400) -> float:
     return float(np.abs(np.log(hx[ok] / hy[ok])).max())
 
 
+@pytest.mark.coverage
 def test_empirical_privacy_loss_for_one_changed_score():
     """Neighbours differ in one individual's score (bin 0 -> bin 1 of group a),
     ε = 1, 20,000 releases each: the log ratio of the frequencies of a released

@@ -158,6 +158,7 @@ def test_factored_robust_estimate_equals_the_dense_formulas(K, buckets):
         assert np.isnan(e.parity_p_value) and e.ci_low == pytest.approx(lo, rel=1e-6)
 
 
+@pytest.mark.coverage
 def test_hashed_buckets_of_independent_rows_keep_the_multinomial_variance():
     # Rows are their own clusters, hashed into 128 buckets: the bucketed
     # sandwich is unbiased, so its variance of REO averages the multinomial one.
@@ -269,7 +270,7 @@ def _rep(spec: SimulationSpec, buckets: int) -> tuple[bool, bool, float]:
     return m.ci_low <= truth <= m.ci_high, r.ci_low <= truth <= r.ci_high, r.design_effect
 
 
-@pytest.mark.slow
+@pytest.mark.coverage
 def test_correlated_requests_robust_covers_where_multinomial_does_not():
     # Requests of 8 rows, one group per request (a user attribute), ICC 0.3:
     # design effect ≈ 1 + 7·ρ for membership and positives alike. 200

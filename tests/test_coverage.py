@@ -32,6 +32,7 @@ def _run(spec, n_rec, n_rand, days, seed, method):
     return cover, cover_du, width
 
 
+@pytest.mark.coverage
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("n_rec,n_rand", [(20_000, 5_000), (150_000, 43_000)])
 def test_delta_coverage_is_nominal_and_paper_form_undercovers(case, n_rec, n_rand):
@@ -47,6 +48,7 @@ def test_delta_coverage_is_nominal_and_paper_form_undercovers(case, n_rec, n_ran
     assert np.all(cov_du_p < cov_du)
 
 
+@pytest.mark.coverage
 def test_error_shrinks_like_one_over_sqrt_n():
     spec = CASES["K2"]
     Q, P = spec.true_QP("all")
@@ -76,6 +78,7 @@ def test_section_4_1_regimes_scale_p_as_the_paper():
         assert spec.random_rows_per_day == spec.rows_per_day
 
 
+@pytest.mark.coverage
 def test_section_4_1_regimes_converge_to_one_third():
     # Same truth (REO = 1/3); less random traffic -> larger error, never a biased centre.
     errors = {}

@@ -159,6 +159,7 @@ def test_bandwidth_flag_fires_on_a_curved_truth_with_many_rows():
     assert not prevalence_at_threshold(s2, y2, 0.0, 1.0).bandwidth_flag
 
 
+@pytest.mark.coverage
 def test_small_window_coverage_in_simulation():
     """Coverage of β0 = logistic(a) with 30-row windows, both interval kinds (fast)."""
     rng = np.random.default_rng(12)
@@ -249,6 +250,7 @@ def test_sdt_no_false_negative_is_corrected_flagged_and_unbounded_above():
     assert sdt_estimate(400, 100, 300, 3000).ci_method == "delta"
 
 
+@pytest.mark.coverage
 def test_sdt_near_zero_fnr_coverage_in_simulation():
     """FNR = 0.001 with ~20 gold positives used to cover 0.000; the exact bounds cover."""
     rng = np.random.default_rng(13)
@@ -271,6 +273,7 @@ def test_sdt_near_zero_fnr_coverage_in_simulation():
         assert total > 250 and hits / total >= 0.9, (fnr, n, hits / total)
 
 
+@pytest.mark.coverage
 def test_interval_overlap_p_value_is_valid_under_the_null():
     rng = np.random.default_rng(14)
     reject = 0

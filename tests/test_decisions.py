@@ -122,6 +122,7 @@ def test_log_linear_correction_and_minimum_counts():
     assert np.isfinite(sdt_estimate(5, 2, 10, 100, min_pos=7).cost_ratio)
 
 
+@pytest.mark.coverage
 def test_simulated_labelers_are_recovered_with_nominal_coverage():
     rng = np.random.default_rng(7)
     cases = [(2.0, 1.2, 0.1, 5000), (1.5, 1.6, 0.2, 4000), (2.5, 1.0, 0.3, 3000)]

@@ -60,6 +60,7 @@ def test_bandit_problems_match_design():
 TRUTH = {"P1": "eps_no_envy", "P2": "envy", "P3": "eps_no_envy", "P4": "envy"}
 
 
+@pytest.mark.coverage
 @pytest.mark.parametrize("problem", ["P1", "P2", "P3", "P4"])
 def test_ocef_online_on_the_seed_problems(problem):
     """100 runs each (δ = ε = 0.05, α = 0.3): wrong answers and violations of the
@@ -76,6 +77,7 @@ def test_ocef_online_on_the_seed_problems(problem):
         assert r["cost"].mean() > 0
 
 
+@pytest.mark.coverage
 @pytest.mark.parametrize("problem", ["P2", "P3", "P4"])
 def test_duration_is_minimal_at_an_interior_alpha(problem):
     """Seed 004 Fig. 3: for P2–P4 the mean duration over 100 runs is smaller at
@@ -90,6 +92,7 @@ def test_duration_is_minimal_at_an_interior_alpha(problem):
     assert d[0.3] < d[0.05] and d[0.3] < d[1.0], d
 
 
+@pytest.mark.coverage
 def test_conservative_constraint_binds():
     """With α small the constraint holds on every run while an unconstrained
     (α = 1) run explores freely and falls below (1 − 0.05)μ_0 on P1."""
@@ -206,6 +209,7 @@ def test_group_envy_by_hand():
     assert v == {"a": "envy", "b": "eps_envy_free"}
 
 
+@pytest.mark.coverage
 def test_group_envy_normal_ci_covers():
     """1,000 simulated days with true diff = 0.02 at 2,000 rows a cell: the
     day's Wald interval covers within [0.93, 0.97]; the anytime bound over the
@@ -269,6 +273,7 @@ def test_rows_reward_like_the_exact_utilities():
     assert rows.filter(pl.col("traffic") == "swap")["policy_user_id"].null_count() == 0
 
 
+@pytest.mark.coverage
 @pytest.mark.parametrize("scenario", ["envious", "envy-free"])
 def test_daily_audit_reaches_the_truth_and_never_the_wrong_one(scenario):
     """20 seeds × 14 days at δ = 0.05, λ = 0.1, γ = 0.3, ε = 0.1: every run
@@ -294,6 +299,7 @@ def test_daily_audit_reaches_the_truth_and_never_the_wrong_one(scenario):
         assert days[-1]["design_ok"]
 
 
+@pytest.mark.coverage
 @pytest.mark.parametrize("scenario", ["envious", "envy-free"])
 def test_online_audit_with_conservative_exploration(scenario):
     """AUDIT run interactively (OCEF per target at δ/(3M̃), α = 0.1) on the

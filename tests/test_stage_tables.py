@@ -43,6 +43,7 @@ def test_stage_utilities_factor_exactly():
     assert reo_stage_table(counts.filter(pl.col("traffic") != "post_recall"), DS).height == 0
 
 
+@pytest.mark.coverage
 def test_stage_reo_intervals_cover():
     """Known recall and ranking truths, 600 simulated days: each stage's REO interval covers."""
     rng = np.random.default_rng(4)

@@ -85,6 +85,7 @@ def test_coat_color_is_not_called_unfair(coat_counts):
 # --- near parity --------------------------------------------------------------------
 
 
+@pytest.mark.coverage
 @pytest.mark.parametrize("K", [2, 4, 8])
 def test_parity_p_values_are_uniform_under_parity(K):
     rng = np.random.default_rng(K)
@@ -95,6 +96,7 @@ def test_parity_p_values_are_uniform_under_parity(K):
     assert np.mean(np.array(p) < 0.05) == pytest.approx(0.05, abs=0.02)
 
 
+@pytest.mark.coverage
 @pytest.mark.parametrize("K", [4, 8])
 def test_interval_covers_parity_where_the_delta_interval_did_not(K):
     """DESIGN §4.1 measured the delta CI at REO = 0 covering 0.74 (K = 4) and 0.24 (K = 8)."""
@@ -107,6 +109,7 @@ def test_interval_covers_parity_where_the_delta_interval_did_not(K):
     assert np.mean([e.verdict == "within" for e in est]) > 0.9  # 1000 positives per group: parity is visible
 
 
+@pytest.mark.coverage
 def test_reo_bc_removes_the_norms_bias():
     """K = 8, REO = 0.1, 1000 expected positives per group: the plug-in is biased up, reo_bc is not
     (bias below a quarter of its SE)."""
@@ -126,6 +129,7 @@ def test_reo_bc_removes_the_norms_bias():
     assert 0.93 <= cover <= 0.98
 
 
+@pytest.mark.coverage
 def test_many_groups_put_the_plug_in_above_an_honest_interval():
     """K = 64 at parity (REO = 0), 100 expected positives a group (no small
     group): tr Σ/K, the plug-in's bias in REO², exceeds the interval's reach,
@@ -209,6 +213,7 @@ def test_reo_table_uses_reo_threshold_for_more_than_two_groups():
 # --- A/B ------------------------------------------------------------------------------
 
 
+@pytest.mark.coverage
 def test_paired_partition_covers_under_a_flip():
     """A treatment that flips the favoured group (K = 4 mirror): D_REO = 0 truly; the
     unpaired Welch form reported a change 13 % of the time (issue 14)."""
