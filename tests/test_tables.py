@@ -84,7 +84,7 @@ def _frames() -> dict[str, pl.DataFrame]:
         {
             "attribute": ["g"] * 4,
             "group": ["u", "u", "v", "v"],
-            "donor_group": [None, "v", None, "u"],
+            "donor_group": ["u", "v", "v", "u"],  # Def. B.1's baseline: the same-group swap cells
             "is_day": [True] * 4,
             "n": [1000] * 4,
             "n_pos": [500, 600, 700, 400],

@@ -512,7 +512,7 @@ TABLES: dict[str, Table] = {
         Table(
             "group_envy",
             "Group envy per user attribute and ordered pair (target group, donor group) from swap traffic.",
-            "seed 004 App. B, eq. 6, Lemma 4, Prop. 2; DESIGN §4.7",
+            "seed 004 App. B, eq. 6, Def. B.1, Lemma 4, Prop. 2; DESIGN §4.7",
             ("ds", "attribute", "group", "donor_group"),
             (
                 _DS,
@@ -520,18 +520,27 @@ TABLES: dict[str, Table] = {
                 _c("group", S, "-", "Target users' group g."),
                 _c("donor_group", S, "-", "Group g' whose users' policies served the swap rows."),
                 _c("n_cross", I, "rows", "Swap rows of the day: users of g served by policies of g'."),
-                _c("n_own", I, "rows", "Own-policy (default-traffic) rows of the day of users of g."),
+                _c(
+                    "n_same", I, "rows", "Swap rows of the day: users of g served by policies of g (same-group donors)."
+                ),
                 _c("U_cross", F, "mean reward", "U(g, g'): mean reward of the day's (g, g') swap rows (eq. 6)."),
-                _c("U_own", F, "mean reward", "Mean reward of g's own-policy rows of the day."),
-                _c("diff", F, "mean reward", "U_cross − U_own: > 0 means g gains from g's policies."),
+                _c("U_same", F, "mean reward", "U(g, g): mean reward of the day's (g, g) swap rows (eq. 6 at g' = g)."),
+                _c(
+                    "diff",
+                    F,
+                    "mean reward",
+                    "U_cross − U_same (Def. B.1): > 0: g gains from the policies of g'; 0 on the diagonal.",
+                ),
                 _c("se", F, "mean reward", "Standard error of diff (independent binomial rows)."),
                 _CI_LOW,
                 _CI_HIGH,
-                _c("p_value", F, "probability", "One-sided p-value of H0: diff ≤ 0 (normal test)."),
+                _c(
+                    "p_value", F, "probability", "One-sided p-value of H0: diff ≤ 0 (normal test); NaN on the diagonal."
+                ),
                 _c("q_value", F, "probability", "Benjamini–Hochberg q-value over the attribute's pairs of the day."),
                 _c("window_start", D, "date", "First day of the audit (config `envy.start`): the bounds accumulate."),
                 _c("window_n_cross", I, "rows", "(g, g') swap rows accumulated since window_start."),
-                _c("window_n_own", I, "rows", "Own-policy rows of g accumulated since window_start."),
+                _c("window_n_same", I, "rows", "(g, g) swap rows accumulated since window_start."),
                 _c("anytime_lower", F, "mean reward", "Lower bound of diff valid at every day at once (Lemma 4)."),
                 _c("anytime_upper", F, "mean reward", "Upper bound of diff valid at every day at once (Lemma 4)."),
                 _c("epsilon", F, "mean reward", "ε of the verdict (config `envy.epsilon`)."),
@@ -539,9 +548,23 @@ TABLES: dict[str, Table] = {
                     "verdict",
                     S,
                     "-",
-                    "`envy` (anytime_lower > 0), `eps_envy_free` (anytime_upper ≤ ε) or `undecided`.",
+                    "`envy` (anytime_lower > 0), `eps_envy_free` (anytime_upper ≤ ε; always on the diagonal) "
+                    "or `undecided`.",
                 ),
                 _LEVEL,
+                _c(
+                    "n_own_policy",
+                    I,
+                    "rows",
+                    "Diagnostic, not Def. B.1: default-traffic (own-policy) rows of g of the day.",
+                ),
+                _c(
+                    "U_own_policy",
+                    F,
+                    "mean reward",
+                    "Diagnostic, not Def. B.1: mean reward of g's own-policy rows of the day.",
+                ),
+                _c("diff_own_policy", F, "mean reward", "Diagnostic, not Def. B.1: U_cross − U_own_policy."),
             ),
             "group_envy",
         ),

@@ -482,10 +482,10 @@ and metrics). Bold: q &lt; 0.05, a change that survives the multiple comparisons
 <td class="{{ {'envy_free': 'ok', 'not_envy_free': 'bad'}.get(r.verdict, 'warn') }}">{{ r.verdict }}</td></tr>{% endfor %}</table>
 {% if envy_groups %}<h3>Group envy, latest published day (App. B, eq. 6)</h3>
 <table class="group-envy"><tr><th>attribute</th><th>group</th><th>served by</th><th class="num">U(g, g′)</th>
-<th class="num">own</th><th class="num">difference</th><th>day's CI</th><th class="num">q</th><th>anytime bounds</th>
+<th class="num">U(g, g)</th><th class="num">difference</th><th>day's CI</th><th class="num">q</th><th>anytime bounds</th>
 <th>verdict</th></tr>
 {% for r in envy_groups %}<tr><td>{{ r.attribute }}</td><td>{{ r.group }}</td><td>{{ r.donor_group }}</td>
-<td class="num">{{ fmt(r.U_cross) }}</td><td class="num">{{ fmt(r.U_own) }}</td><td class="num">{{ fmt(r.diff) }}</td>
+<td class="num">{{ fmt(r.U_cross) }}</td><td class="num">{{ fmt(r.U_same) }}</td><td class="num">{{ fmt(r.diff) }}</td>
 <td>[{{ fmt(r.ci_low) }}, {{ fmt(r.ci_high) }}]</td><td class="num">{{ pfmt(r.q_value) }}</td>
 <td>[{{ fmt(r.anytime_lower) }}, {{ fmt(r.anytime_upper) }}]</td>
 <td class="{{ {'eps_envy_free': 'ok', 'envy': 'bad'}.get(r.verdict, 'warn') }}">{{ r.verdict }}</td></tr>{% endfor %}

@@ -229,7 +229,8 @@ def write_envy_simulation(
     at all, ``envy_free`` when at most a λ share of all users is
     (ε, γ)-envious), that share, each target's true decision,
     and per (group, donor group) the expected value of the group-envy cells
-    under this design. ``fairmon.toml``: a config with ``[envy]``.
+    under this design: U_cross, U_same (Def. B.1's U(g, g), seed 004 App. B)
+    and U_own (the own-policy diagnostic). ``fairmon.toml``: a config with ``[envy]``.
     ``progress(i, n)`` is called after each day. Returns the paths written.
     Raises ValueError for an unknown scenario.
     """
@@ -276,8 +277,10 @@ def write_envy_simulation(
         own_g = float((np.diag(U)[in_g] * weight_own[in_g]).sum() / weight_own[in_g].sum())
         for h in groups:
             sel = (system.group[targets] == g)[:, None] & (system.group[donors] == h)
-            if sel.any():
-                cells.append({"group": g, "donor_group": h, "U_cross": float(mu[sel].mean()), "U_own": own_g})
+            same = (system.group[targets] == g)[:, None] & (system.group[donors] == g)
+            if sel.any() and same.any():  # Def. B.1's baseline U(g, g): the same-group swap pairs
+                u_cross, u_same = float(mu[sel].mean()), float(mu[same].mean())
+                cells.append({"group": g, "donor_group": h, "U_cross": u_cross, "U_same": u_same, "U_own": own_g})
     share = system.envious_share(epsilon, gamma)
     correct = (["not_envy_free"] if envy_t.any() else []) + (["envy_free"] if share <= lam else [])
     truth = {

@@ -10,7 +10,8 @@ import datetime as dt
 
 import polars as pl
 
-from fairmon.transforms.envy.certify import audit_verdict, group_envy, ocef_decisions
+from fairmon.transforms.envy.certify import audit_verdict, ocef_decisions
+from fairmon.transforms.envy.group import group_envy
 from fairmon.transforms.registry import polars_schema
 
 
@@ -23,14 +24,16 @@ def group_envy_table(
     delta: float,
     level: float = 0.95,
 ) -> pl.DataFrame:
-    """Rows of ``group_envy`` for day ``ds`` (:func:`fairmon.transforms.envy.certify.group_envy` per attribute).
+    """Rows of ``group_envy`` for day ``ds`` (:func:`fairmon.transforms.envy.group.group_envy` per attribute).
 
-    ``counts``: columns attribute, group, donor_group (null for own-policy
-    rows), is_day (the row counts rows of ``ds`` itself; the others are
+    ``counts``: columns attribute, group, donor_group (the serving donor's
+    group of a swap row; null for default traffic, used only by the
+    own-policy diagnostic), is_day (the row counts rows of ``ds`` itself; the others are
     earlier days of the window), n, n_pos. The window (everything from
     ``window_start``) gives the anytime bounds, the day the normal interval;
     a pair with window rows but none on the day has NaN day estimates.
-    Returns a frame with the registry schema (empty when there are no swap rows).
+    Returns a frame with the registry schema (empty when no group has same-group
+    swap rows: Def. B.1 needs U(g, g) from them, seed 004 App. B).
     """
     schema = polars_schema("group_envy")
     frames = []
