@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from fairmon.transforms.envy.certify import OMEGA, _check_delta, confidence_bounds
+from fairmon.transforms.envy.certify import OMEGA, confidence_bounds
 from fairmon.transforms.reo.multiplicity import bh_q_values
 
 NEED = ("group", "donor_group", "n", "n_pos")
@@ -98,7 +98,8 @@ def group_envy(
     for name, f in (("day", day), ("window", window)):
         if missing := set(NEED) - set(f.columns):
             raise ValueError(f"{name}: missing columns {sorted(missing)}")
-    _check_delta(delta)
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must lie in (0, 1), got {delta}")
     z = stats.norm.ppf(0.5 + level / 2)
     w = _cells(window)
     n_cells = max(w.filter(pl.col("donor_group").is_not_null()).height, 1)
