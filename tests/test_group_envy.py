@@ -142,3 +142,26 @@ def test_envious_simulator_truth_is_found():
             assert r["group"] != r["donor_group"] or r["verdict"] == "eps_envy_free"
     v = {(r["group"], r["donor_group"]): r["verdict"] for r in out.iter_rows(named=True)}
     assert v[("1", "0")] == "envy" and v[("0", "1")] == "eps_envy_free"
+
+
+def test_count_sql_puts_swap_rows_in_donor_cells_and_default_rows_apart():
+    """sql/envy_group_counts.sql: default traffic (no donor) has a null donor_group (the
+    diagnostic only); every swap row, also one whose donor is the user (eq. 6's uniform draw
+    over g includes m), counts in its donor's group: here (a, a) = 2 rows, (a, b) = 1."""
+    import duckdb
+
+    from fairmon.pipelines.storage import db
+
+    con = duckdb.connect()
+    con.execute(
+        "CREATE TABLE envy_rows AS SELECT * FROM (VALUES "
+        "(DATE '2026-01-01', 'f', 'u1', NULL, NULL, 5, 4, 'a'), (DATE '2026-01-01', 'f', 'u1', 'u2', NULL, 3, 1, 'a'), "
+        "(DATE '2026-01-01', 'f', 'u1', 'u1', NULL, 2, 2, 'a'), (DATE '2026-01-01', 'f', 'u1', 'u3', NULL, 7, 0, 'a'), "
+        "(DATE '2026-01-01', 'f', 'u2', NULL, NULL, 1, 1, 'a'), (DATE '2026-01-01', 'f', 'u3', NULL, NULL, 1, 0, 'b')) "
+        "AS t(ds, src_file, user_id, donor_user_id, donor_group, n, n_pos, attr__g)"
+    )
+    con.register("envy_files", pl.DataFrame({"file": ["f"]}))
+    day = dt.date(2026, 1, 1)
+    got = db.query(con, "envy_group_counts", group_attribute="g", start=day, ds=day)
+    cells = {(r["group"], r["donor_group"]): (r["n"], r["n_pos"]) for r in got.iter_rows(named=True)}
+    assert cells == {("a", None): (6, 5), ("a", "a"): (5, 3), ("a", "b"): (7, 0), ("b", None): (1, 0)}
