@@ -1,11 +1,15 @@
 -- Group envy (DESIGN §4.7; seed 004 App. B eq. 6): per attribute, target
 -- group and donor group, the rows and positives of the day ($ds, is_day) and
 -- of the audit window $start..$ds, from the staged rows of the files those
--- days need now (`envy_files`). Own-policy rows (default traffic, or a swap
--- row whose donor is the user) have a null donor_group. A swap row's donor
--- group is the donor user's own group for that attribute (from any of the
--- donor's rows in the window), else its policy_group when the attribute is
--- $group_attribute, else '(missing)'. Null attribute values are '(missing)'.
+-- days need now (`envy_files`). Default-traffic rows (the users' own
+-- policies; only the own-policy diagnostic uses them) have a null donor_group.
+-- Every swap row has a donor group, also one whose donor is the user: eq. 6
+-- draws the donor uniformly from g' (for g' = g, m itself included), and
+-- U(g, g) of Def. B.1 is the (g, g) swap cell, not default traffic. A swap
+-- row's donor group is the donor user's own group for that attribute (from
+-- any of the donor's rows in the window), else its policy_group when the
+-- attribute is $group_attribute, else '(missing)'. Null attribute values are
+-- '(missing)'.
 WITH w AS (
     SELECT ds, user_id, donor_user_id, donor_group, n, n_pos, COLUMNS('^attr__')
     FROM envy_rows
@@ -21,7 +25,7 @@ users AS (
 )
 SELECT l.attribute,
        l.grp AS "group",
-       CASE WHEN (l.donor_user_id IS NULL AND l.donor_group IS NULL) OR l.donor_user_id = l.user_id THEN NULL
+       CASE WHEN l.donor_user_id IS NULL AND l.donor_group IS NULL THEN NULL
             ELSE coalesce(u.grp, CASE WHEN l.attribute = $group_attribute THEN l.donor_group END, '(missing)')
        END AS donor_group,
        l.ds = $ds AS is_day,

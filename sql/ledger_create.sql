@@ -1,4 +1,5 @@
--- Privacy budget spent per data set: one row per differentially private release.
+-- Privacy budget spent per population of individuals (DESIGN §4.6): one row per differentially
+-- private release part; `dataset` is the population key (see sql/ledger_spent.sql).
 CREATE TABLE IF NOT EXISTS privacy_ledger (
     dataset     VARCHAR,
     release_id  VARCHAR PRIMARY KEY,

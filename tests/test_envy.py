@@ -180,57 +180,6 @@ def test_audit_verdict():
     assert one["verdict"] == "not_envy_free" and one["n_envy"] == 1
 
 
-def test_group_envy_by_hand():
-    """g = a envies b's policies: U(a, b) = 0.6 (600/1000) against U(a, a) = 0.5
-    (500/1000); se = sqrt(0.24/1000 + 0.25/1000) = 0.022136."""
-    day = pl.DataFrame(
-        {
-            "group": ["a", "a", "b", "b"],
-            "donor_group": [None, "b", None, "a"],
-            "n": [1000, 1000, 1000, 1000],
-            "n_pos": [500, 600, 700, 400],
-        }
-    )
-    out = envy.group_envy(day, day, epsilon=0.05, delta=0.05)
-    ab = out.filter(pl.col("group") == "a").row(0, named=True)
-    assert ab["donor_group"] == "b" and ab["diff"] == pytest.approx(0.1)
-    se = math.sqrt(0.6 * 0.4 / 1000 + 0.25 / 1000)
-    assert ab["se"] == pytest.approx(se)
-    assert ab["ci_low"] == pytest.approx(0.1 - 1.959964 * se, abs=1e-6)
-    assert ab["p_value"] == pytest.approx(0.5 * math.erfc(0.1 / se / math.sqrt(2)), rel=1e-9)
-    b4 = float(envy.lil_beta(1000, 4, 0.05))  # four cells in the union bound
-    assert ab["anytime_lower"] == pytest.approx(0.1 - 2 * b4)
-    ba = out.filter(pl.col("group") == "b").row(0, named=True)
-    assert ba["diff"] == pytest.approx(-0.3)
-    # 1,000 rows per cell: β = 0.105, the anytime bounds are wide; 100x the rows decide both pairs
-    assert {ab["verdict"], ba["verdict"]} == {"undecided", "eps_envy_free"}
-    big = day.with_columns(pl.col("n") * 100, pl.col("n_pos") * 100)
-    v = dict(zip(*envy.group_envy(big, big, epsilon=0.05, delta=0.05)[["group", "verdict"]], strict=True))
-    assert v == {"a": "envy", "b": "eps_envy_free"}
-
-
-@pytest.mark.coverage
-def test_group_envy_normal_ci_covers():
-    """1,000 simulated days with true diff = 0.02 at 2,000 rows a cell: the
-    day's Wald interval covers within [0.93, 0.97]; the anytime bound over the
-    accumulated days never excludes the truth."""
-    rng = np.random.default_rng(5)
-    cover, wrong = 0, 0
-    acc = np.zeros(4)
-    for _ in range(1000):
-        pos = rng.binomial(2000, [0.30, 0.32, 0.5, 0.5])
-        acc += pos
-        day = pl.DataFrame(
-            {"group": ["a", "a", "b", "b"], "donor_group": [None, "b", None, "a"], "n": [2000] * 4, "n_pos": pos}
-        )
-        window = day.with_columns(pl.Series("n_pos", acc.astype(int)), pl.col("n") * (_ + 1))
-        row = envy.group_envy(day, window, epsilon=0.01, delta=0.05).filter(pl.col("group") == "a").row(0, named=True)
-        cover += row["ci_low"] <= 0.02 <= row["ci_high"]
-        wrong += not (row["anytime_lower"] <= 0.02 <= row["anytime_upper"])
-    assert 0.93 <= cover / 1000 <= 0.97
-    assert wrong == 0
-
-
 # --- the simulated recommender (transforms/simulators/envy_world.py) ---
 
 from fairmon.transforms.simulators import envy_world as se  # noqa: E402

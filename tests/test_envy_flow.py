@@ -52,7 +52,7 @@ def _check_users(folder, truth: dict) -> None:
 
 def _check_group_cells(folder, truth: dict) -> None:
     ge = read_table(load_config(folder / "fairmon.toml").warehouse_path, "group_envy")
-    want = {(c["group"], c["donor_group"]): c["U_cross"] - c["U_own"] for c in truth["group_cells"]}
+    want = {(c["group"], c["donor_group"]): c["U_cross"] - c["U_same"] for c in truth["group_cells"]}
     assert ge.height == len(want) * ge["ds"].n_unique()
     for r in ge.iter_rows(named=True):
         assert r["anytime_lower"] <= want[(r["group"], r["donor_group"])] <= r["anytime_upper"], r

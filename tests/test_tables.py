@@ -15,7 +15,8 @@ from fairmon.pipelines.executor.day_checks import output_check_frames
 from fairmon.pipelines.storage import ddl
 from fairmon.pipelines.storage.warehouse import clean_tmp, refresh_views, remove_partitions, write_partitions
 from fairmon.transforms.decisions.decision_tables import sdt_table, threshold_tables
-from fairmon.transforms.envy.envy_tables import envy_user_tables, group_envy_table
+from fairmon.transforms.envy.envy_tables import envy_user_tables
+from fairmon.transforms.envy.group import group_envy_table
 from fairmon.transforms.reach.reach_tables import (
     reach_group_inputs,
     reach_group_table,
@@ -84,7 +85,7 @@ def _frames() -> dict[str, pl.DataFrame]:
         {
             "attribute": ["g"] * 4,
             "group": ["u", "u", "v", "v"],
-            "donor_group": [None, "v", None, "u"],
+            "donor_group": ["u", "v", "v", "u"],  # Def. B.1's baseline: the same-group swap cells
             "is_day": [True] * 4,
             "n": [1000] * 4,
             "n_pos": [500, 600, 700, 400],

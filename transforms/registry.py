@@ -182,6 +182,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "fairmon.transforms.reo.ab_tables",
     "fairmon.transforms.decisions.decision_tables",
     "fairmon.transforms.reo.stage",
+    "fairmon.transforms.envy.group",
     "fairmon.transforms.envy.envy_tables",
     "fairmon.transforms.reach.reach_tables",
     "fairmon.transforms.reach.reach_groups",

@@ -30,7 +30,8 @@ from fairmon.pipelines.ingest.staging import (
 )
 from fairmon.pipelines.storage import db
 from fairmon.transforms.decisions.decision_tables import sdt_table, threshold_tables
-from fairmon.transforms.envy.envy_tables import envy_user_tables, group_envy_table
+from fairmon.transforms.envy.envy_tables import envy_user_tables
+from fairmon.transforms.envy.group import group_envy_table
 from fairmon.transforms.reach.reach_tables import (
     reach_group_inputs,
     reach_group_table,

@@ -32,6 +32,7 @@ from fairmon.transforms.private.release import (
     histogram_scale,
     laplace_release,
     min_sample_private,
+    population_key,
     score_distribution,
     score_histograms,
     seed_conditions,
@@ -67,8 +68,12 @@ def export_release(
     ``platform_only`` entry (duplicate rows dropped, rows outside the declared
     groups) that is not written to the release file.
 
+    The budget is per population of individuals, not per model or file
+    (:func:`charge_ledger`); the release file names no data set (the
+    population key is data-derived: ``platform_only['ledger_key']``).
+
     Raises :class:`BudgetExceeded` (nothing released) when ε would overspend
-    ``audit.total_epsilon`` for this data set; ConfigError when the score set
+    ``audit.total_epsilon`` for these individuals; ConfigError when the score set
     or the attribute's groups are not declared, or when the window's qualified
     counts differ from declared public sizes (the message does not say by
     how much); ValueError when scores are not configured.
@@ -82,40 +87,23 @@ def export_release(
     a = cfg.audit
     a.score_bins(), a.release_groups(attribute)  # refuse undeclared bins/groups before touching data
     w0 = window_start(ds, cfg.scores.window_days)
-    dataset = f"{cfg.resolve(cfg.scores.path)}#{model}"
     with project_lock(cfg.duckdb_path, cfg.warehouse_path):
         with db.connect(cfg.duckdb_path) as con:
             files = current_files(cfg, "scores", ds)  # rows of the files the day needs now, nothing older
             rows = db.query(con, "scores_audit_window", ds=ds, window_start=w0, files=files, model=model)
+        members = rows.select(pl.col("item_id").cast(pl.String)).unique()
+        population = population_key(members.get_column("item_id"))
         release_id = uuid.uuid4().hex
         spent = 0.0
 
         def record(parts: list[tuple[str, float]], n_dup: int) -> None:
             nonlocal spent
-            what = f"{model} by {attribute}, {w0}..{ds}, {n_dup} duplicate item rows dropped"
-            with db.connect(cfg.duckdb_path) as con:
-                db.execute(con, "ledger_create")
-                with db.transaction(con):
-                    spent = db.query(con, "ledger_spent", dataset=dataset).item()
-                    if spent + epsilon > a.total_epsilon + 1e-12:
-                        raise BudgetExceeded(
-                            f"release refused: data set {dataset} has spent ε = {spent:g} of "
-                            f"{a.total_epsilon:g}; this release asks for {epsilon:g}"
-                        )
-                    for part, eps in parts:
-                        db.execute(
-                            con,
-                            "ledger_insert",
-                            dataset=dataset,
-                            release_id=f"{release_id}:{part}",
-                            epsilon=eps,
-                            description=f"{what}: noisy {part}",
-                        )
+            what = f"{model} by {attribute}, {w0}..{ds}, {members.height} individuals, {n_dup} duplicate rows dropped"
+            spent = charge_ledger(cfg, population, members, [(f"{release_id}:{p}", e) for p, e in parts], what)
 
         core, platform = private_release(a, rows, attribute, epsilon, survival=survival, before_noise=record)
     release = {
         "release_id": release_id,
-        "dataset": dataset,
         "model": model,
         "attribute": attribute,
         "window": [str(w0), str(ds)],
@@ -129,7 +117,56 @@ def export_release(
         tmp = out.with_name(out.name + ".tmp")
         tmp.write_text(json.dumps(release, indent=2))
         tmp.replace(out)
-    return {**release, "platform_only": platform}
+    return {**release, "platform_only": {**platform, "ledger_key": population}}
+
+
+def charge_ledger(
+    cfg: FairmonConfig, population: str, members: pl.DataFrame, parts: list[tuple[str, float]], what: str
+) -> float:
+    """Spend ``parts`` ((release part id, ε) pairs) from the budget of the individuals in
+    ``members`` (column item_id), or refuse (DESIGN §4.6; seed 000 §5: basic composition).
+
+    The ledger (DuckDB tables privacy_ledger, privacy_ledger_members) is keyed by
+    ``population`` (:func:`fairmon.transforms.private.release.population_key`), never by a
+    path or model: ``spent`` is the most ε any one of these individuals has spent over all
+    earlier releases (sql/ledger_spent.sql), plus every row of the older ``path#model``
+    keys, which cannot be matched to individuals and so count against every release
+    (conservative migration: an old ledger is never forgotten). One transaction: check,
+    then record the parts and, with a population's first release, its members.
+    Returns ε spent before this release. Raises :class:`BudgetExceeded` (nothing
+    recorded) when spent + Σε exceeds ``audit.total_epsilon``."""
+    total, asked = cfg.audit.total_epsilon, sum(e for _, e in parts)
+    with db.connect(cfg.duckdb_path) as con:
+        db.execute(con, "ledger_create")
+        db.execute(con, "ledger_members_create")
+        con.register("release_members", members)
+        try:
+            with db.transaction(con):
+                spent, legacy, n_legacy = db.query(con, "ledger_spent").row(0)
+                if spent + asked > total + 1e-12:
+                    old = (
+                        f", of which ε = {legacy:g} from {n_legacy} ledger row(s) keyed by path#model"
+                        if n_legacy
+                        else ""
+                    )
+                    raise BudgetExceeded(
+                        f"release refused: the {members.height} individuals of this release have spent up to "
+                        f"ε = {spent:g} of {total:g} over earlier releases (any model or file){old}; "
+                        f"this release asks for {asked:g}"
+                    )
+                for release_id, eps in parts:
+                    db.execute(
+                        con,
+                        "ledger_insert",
+                        dataset=population,
+                        release_id=release_id,
+                        epsilon=eps,
+                        description=f"{what}: noisy {release_id.rsplit(':', 1)[-1]}",
+                    )
+                db.execute(con, "ledger_members_insert", population=population)
+        finally:
+            con.unregister("release_members")
+    return spent
 
 
 def _rounded(P: np.ndarray) -> list[list[float | None]]:

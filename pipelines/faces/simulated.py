@@ -204,9 +204,12 @@ def _expected_group_cells(system, targets, donors, mu, pulls_own: int, default_r
     """The expected value of each (group, donor group) cell of ``group_envy``
     under this design (seed 004 App. B, eq. 6), for the truth file: U_cross
     averages the swap pairs equally (each target-donor pair gets the same
-    pulls); U_own weighs each user's own utility by the own-policy rows it
-    gets (default traffic spread evenly over all M users, plus ``pulls_own``
-    per target). ``mu`` (targets, donors) holds the swap utilities."""
+    pulls); U_same (Def. B.1's U(g, g)) averages the same-group swap pairs
+    likewise, and a group without same-group swap pairs has no baseline and
+    no cells. U_own (the own-policy diagnostic) weighs each user's own
+    utility by the own-policy rows it gets (default traffic spread evenly
+    over all M users, plus ``pulls_own`` per target). ``mu`` (targets,
+    donors) holds the swap utilities."""
     import numpy as np
 
     U = system.utility
@@ -218,10 +221,12 @@ def _expected_group_cells(system, targets, donors, mu, pulls_own: int, default_r
     for g in groups:
         in_g = system.group == g
         own_g = float((np.diag(U)[in_g] * weight_own[in_g]).sum() / weight_own[in_g].sum())
+        same = (system.group[targets] == g)[:, None] & (system.group[donors] == g)
         for h in groups:
             sel = (system.group[targets] == g)[:, None] & (system.group[donors] == h)
-            if sel.any():
-                cells.append({"group": g, "donor_group": h, "U_cross": float(mu[sel].mean()), "U_own": own_g})
+            if sel.any() and same.any():  # Def. B.1's baseline U(g, g): the same-group swap pairs
+                u_cross, u_same = float(mu[sel].mean()), float(mu[same].mean())
+                cells.append({"group": g, "donor_group": h, "U_cross": u_cross, "U_same": u_same, "U_own": own_g})
     return cells
 
 
@@ -254,7 +259,8 @@ def write_envy_simulation(
     at all, ``envy_free`` when at most a λ share of all users is
     (ε, γ)-envious), that share, each target's true decision,
     and per (group, donor group) the expected value of the group-envy cells
-    under this design. ``fairmon.toml``: a config with ``[envy]``.
+    under this design: U_cross, U_same (Def. B.1's U(g, g), seed 004 App. B)
+    and U_own (the own-policy diagnostic). ``fairmon.toml``: a config with ``[envy]``.
     ``progress(i, n)`` is called after each day. Returns the paths written.
     Raises ValueError for an unknown scenario.
     """

@@ -16,8 +16,7 @@ no I/O.
 * :func:`ocef_online` — OCEF as the interactive bandit loop with the
   conservative-exploration check (eq. 4), vectorised over independent runs.
 * :func:`audit_sizes`, :func:`audit_verdict` — AUDIT (Alg. 2, Th. 2).
-* :func:`group_envy` — group utilities U(g, g') (App. B, eq. 6) and their
-  differences with a normal CI and anytime-valid bounds.
+* Group envy (App. B, eq. 6, Def. B.1) is in :mod:`fairmon.transforms.envy.group`.
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ from fairmon.transforms.envy.envy_bounds import (
     lil_beta,
     utilities,
 )
-from fairmon.transforms.reo.multiplicity import bh_q_values
 
 __all__ = [
     "DECISIONS",
@@ -48,7 +46,6 @@ __all__ = [
     "check_delta",
     "confidence_bounds",
     "freedman_phi",
-    "group_envy",
     "lil_beta",
     "ocef_decisions",
     "ocef_online",
@@ -333,104 +330,3 @@ def bandit_problem(name: str, n_arms: int = 10) -> np.ndarray:
         p4[[0, 1]] = p3[[1, 0]]
         return p4
     raise ValueError(f"unknown bandit problem {name!r}; P1, P2, P3 or P4")
-
-
-def group_envy(
-    day: pl.DataFrame,
-    window: pl.DataFrame,
-    *,
-    epsilon: float,
-    delta: float,
-    level: float = 0.95,
-    omega: float = OMEGA,
-) -> pl.DataFrame:
-    """Group envy per ordered pair of groups of one attribute (seed 004 App. B, eq. 6; DESIGN §4.7).
-
-    ``day`` and ``window``: counts with columns ``group`` (the target users'
-    group g), ``donor_group`` (g' whose users' policies served the swap rows;
-    null for rows of the users' own policy, i.e. their default traffic),
-    ``n`` and ``n_pos`` (rows and positive rewards). ``day`` holds one day,
-    ``window`` everything accumulated up to and including it.
-    U(g, g') = n_pos/n of the (g, g') swap cell: with donors drawn uniformly
-    from g' it estimates eq. 6. ``U_own`` = n_pos/n of g's own-policy rows,
-    the mean of u^m(π^m) over g's users: eq. 6's U(g, g) (g served by its
-    group's average policy) only when users within g are alike (Prop. 2),
-    and the comparison an envy audit is about. A swap cell with g' = g
-    (donors from the same group) is reported like any other pair.
-
-    Per (g, g') with swap rows in the window and own rows for g: ``diff`` =
-    U(g, g') − U_own(g) on the day with a normal (Wald) CI at ``level`` and
-    a one-sided p-value for H0: diff ≤ 0, BH q-values over the attribute's
-    pairs; ``anytime_lower``/``anytime_upper`` from Lemma 4 over the window
-    (union bound over all the attribute's cells), valid however many days
-    are looked at; ``verdict``: ``envy`` when anytime_lower > 0,
-    ``eps_envy_free`` when anytime_upper ≤ ε, else ``undecided``. Both
-    intervals treat rows as independent; rows of one user are not, so they
-    are optimistic when users repeat.
-
-    Group envy-freeness says nothing about individuals unless users within a
-    group have similar preferences and policies (Prop. 2).
-    Raises ValueError on missing columns.
-    """
-    from scipy import stats  # imported here, not at the top (fairmon.transforms)
-
-    need = {"group", "donor_group", "n", "n_pos"}
-    for name, f in (("day", day), ("window", window)):
-        if missing := need - set(f.columns):
-            raise ValueError(f"{name}: missing columns {sorted(missing)}")
-    check_delta(delta)
-    z = stats.norm.ppf(0.5 + level / 2)
-
-    def cells(f):
-        return f.group_by("group", "donor_group").agg(pl.col("n").sum(), pl.col("n_pos").sum())
-
-    d, w = cells(day), cells(window)
-    n_cells = max(w.height, 1)
-    own_d = d.filter(pl.col("donor_group").is_null()).select(
-        "group", pl.col("n").alias("n_own"), pl.col("n_pos").alias("pos_own")
-    )
-    own_w = w.filter(pl.col("donor_group").is_null()).select(
-        "group", pl.col("n").alias("wn_own"), pl.col("n_pos").alias("wpos_own")
-    )
-    cross = (
-        w.filter(pl.col("donor_group").is_not_null())
-        .rename({"n": "wn_cross", "n_pos": "wpos_cross"})
-        .join(d.rename({"n": "n_cross", "n_pos": "pos_cross"}), on=["group", "donor_group"], how="left")
-        .join(own_d, on="group", how="left")
-        .join(own_w, on="group", how="inner")
-        .fill_null(0)
-        .sort("group", "donor_group")
-    )
-    n_c, p_c = cross["n_cross"].to_numpy().astype(float), cross["pos_cross"].to_numpy().astype(float)
-    n_o, p_o = cross["n_own"].to_numpy().astype(float), cross["pos_own"].to_numpy().astype(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        u_c, u_o = p_c / n_c, p_o / n_o
-        diff = u_c - u_o
-        se = np.sqrt(u_c * (1 - u_c) / n_c + u_o * (1 - u_o) / n_o)
-        p = np.where(se > 0, stats.norm.sf(diff / se), np.where(diff > 0, 0.0, 1.0))
-    p = np.where(np.isfinite(diff), p, np.nan)
-    _, lo_c, hi_c = confidence_bounds(cross["wn_cross"], cross["wpos_cross"], n_cells, delta, omega=omega)
-    _, lo_o, hi_o = confidence_bounds(cross["wn_own"], cross["wpos_own"], n_cells, delta, omega=omega)
-    a_lo, a_hi = lo_c - hi_o, hi_c - lo_o
-    verdict = np.where(a_lo > 0, "envy", np.where(a_hi <= epsilon, "eps_envy_free", "undecided"))
-    return pl.DataFrame(
-        {
-            "group": cross["group"],
-            "donor_group": cross["donor_group"],
-            "n_cross": n_c.astype(np.int64),
-            "n_own": n_o.astype(np.int64),
-            "U_cross": u_c,
-            "U_own": u_o,
-            "diff": diff,
-            "se": se,
-            "ci_low": diff - z * se,
-            "ci_high": diff + z * se,
-            "p_value": p,
-            "q_value": bh_q_values(p),
-            "window_n_cross": cross["wn_cross"].cast(pl.Int64),
-            "window_n_own": cross["wn_own"].cast(pl.Int64),
-            "anytime_lower": a_lo,
-            "anytime_upper": a_hi,
-            "verdict": verdict,
-        }
-    )

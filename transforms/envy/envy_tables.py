@@ -1,7 +1,8 @@
 """The envy-freeness tables of a day (DESIGN §3, §4.7; seed 004) from counts.
 
-Pure: the counts come from the count stage (sql/envy_group_counts.sql,
-sql/envy_user_counts.sql); the estimators are in :mod:`fairmon.transforms.envy.certify`.
+Pure: the counts come from the count stage (sql/envy_user_counts.sql); the
+estimators are in :mod:`fairmon.transforms.envy.certify`. ``group_envy`` is
+declared and computed in :mod:`fairmon.transforms.envy.group`.
 """
 
 from __future__ import annotations
@@ -10,12 +11,9 @@ import datetime as dt
 
 import polars as pl
 
-from fairmon.transforms.envy.certify import audit_verdict, group_envy, ocef_decisions
+from fairmon.transforms.envy.certify import audit_verdict, ocef_decisions
 from fairmon.transforms.registry import (
-    CI_HIGH,
-    CI_LOW,
     DS,
-    LEVEL,
     REASON,
     B,
     Bounds,
@@ -36,68 +34,6 @@ def has_envy(cfg) -> bool:
     """Whether the config runs the envy-freeness audit (DESIGN §4.7)."""
     return cfg.envy is not None
 
-
-GROUP_ENVY = Table(
-    "group_envy",
-    "Group envy per user attribute and ordered pair (target group, donor group) from swap traffic.",
-    "seed 004 App. B, eq. 6, Lemma 4, Prop. 2; DESIGN §4.7",
-    ("ds", "attribute", "group", "donor_group"),
-    (
-        DS,
-        Column("attribute", S, "-", "User attribute (config `envy.attributes`)."),
-        Column("group", S, "-", "Target users' group g."),
-        Column("donor_group", S, "-", "Group g' whose users' policies served the swap rows."),
-        Column("n_cross", I, "rows", "Swap rows of the day: users of g served by policies of g'."),
-        Column("n_own", I, "rows", "Own-policy (default-traffic) rows of the day of users of g."),
-        Column(
-            "U_cross",
-            F,
-            "mean reward",
-            "U(g, g'): mean reward of the day's (g, g') swap rows (eq. 6).",
-            bounds=probability("U_cross_is_mean_reward"),
-        ),
-        Column(
-            "U_own",
-            F,
-            "mean reward",
-            "Mean reward of g's own-policy rows of the day.",
-            bounds=probability("U_own_is_mean_reward"),
-        ),
-        Column(
-            "diff",
-            F,
-            "mean reward",
-            "U_cross − U_own: > 0 means g gains from g's policies.",
-            bounds=Bounds("diff_in_range", min_value=-1, max_value=1),
-        ),
-        Column("se", F, "mean reward", "Standard error of diff (independent binomial rows)."),
-        CI_LOW,
-        CI_HIGH,
-        Column("p_value", F, "probability", "One-sided p-value of H0: diff ≤ 0 (normal test)."),
-        Column("q_value", F, "probability", "Benjamini–Hochberg q-value over the attribute's pairs of the day."),
-        Column("window_start", D, "date", "First day of the audit (config `envy.start`): the bounds accumulate."),
-        Column(
-            "window_n_cross",
-            I,
-            "rows",
-            "(g, g') swap rows accumulated since window_start.",
-            bounds=Bounds("window_n_cross_positive", min_value=1),
-        ),
-        Column(
-            "window_n_own",
-            I,
-            "rows",
-            "Own-policy rows of g accumulated since window_start.",
-            bounds=Bounds("window_n_own_positive", min_value=1),
-        ),
-        Column("anytime_lower", F, "mean reward", "Lower bound of diff valid at every day at once (Lemma 4)."),
-        Column("anytime_upper", F, "mean reward", "Upper bound of diff valid at every day at once (Lemma 4)."),
-        Column("epsilon", F, "mean reward", "ε of the verdict (config `envy.epsilon`)."),
-        Column("verdict", S, "-", "`envy` (anytime_lower > 0), `eps_envy_free` (anytime_upper ≤ ε) or `undecided`."),
-        LEVEL,
-    ),
-    "group_envy",
-)
 
 ENVY_USER = Table(
     "envy_user",
@@ -189,46 +125,6 @@ ENVY_AUDIT = Table(
     ),
     "envy_audit",
 )
-
-
-@declares(GROUP_ENVY, stage="envy", inputs=("counts", "ds", "window_start"), enabled=has_envy)
-def group_envy_table(
-    counts: pl.DataFrame,
-    ds: dt.date,
-    window_start: dt.date,
-    *,
-    epsilon: float,
-    delta: float,
-    level: float = 0.95,
-) -> pl.DataFrame:
-    """Rows of ``group_envy`` for day ``ds`` (:func:`fairmon.transforms.envy.certify.group_envy` per attribute).
-
-    ``counts``: columns attribute, group, donor_group (null for own-policy
-    rows), is_day (the row counts rows of ``ds`` itself; the others are
-    earlier days of the window), n, n_pos. The window (everything from
-    ``window_start``) gives the anytime bounds, the day the normal interval;
-    a pair with window rows but none on the day has NaN day estimates.
-    Returns a frame with the registry schema (empty when there are no swap rows).
-    """
-    schema = polars_schema("group_envy")
-    frames = []
-    for (attribute,), part in counts.partition_by("attribute", as_dict=True, maintain_order=True).items():
-        window = part.group_by("group", "donor_group").agg(pl.col("n").sum(), pl.col("n_pos").sum())
-        day = part.filter(pl.col("is_day")).select("group", "donor_group", "n", "n_pos")
-        out = group_envy(day, window, epsilon=epsilon, delta=delta, level=level)
-        if out.height:
-            frames.append(
-                out.with_columns(
-                    pl.lit(ds).alias("ds"),
-                    pl.lit(attribute).alias("attribute"),
-                    pl.lit(window_start).alias("window_start"),
-                    pl.lit(epsilon).alias("epsilon"),
-                    pl.lit(level).alias("level"),
-                )
-            )
-    if not frames:
-        return pl.DataFrame(schema=schema)
-    return pl.concat(frames, how="vertical_relaxed").select(list(schema)).cast(schema)
 
 
 @declares(ENVY_USER, ENVY_AUDIT, stage="envy", inputs=("counts", "ds", "window_start"), enabled=has_envy)

@@ -61,6 +61,20 @@ def sample_size_ratio(n_groups: int, n_levels: int, delta: float) -> float:
 # --- the data the histogram is built from ---------------------------------------------------
 
 
+def population_key(item_ids) -> str:
+    """The privacy ledger's key of the individuals a release is about (DESIGN §4.6, §2: one
+    individual per item_id): ``population:`` + SHA-256 (hex) of the sorted distinct item_ids,
+    as text, one per line. ``item_ids``: any iterable (duplicates and order do not matter).
+    It depends on who is in the data only, not on the model, file name or folder, so two
+    models scoring the same people share one budget and a moved project keeps its ledger.
+    The key is a function of the data: it stays with the platform (ledger), never in a
+    release (it would tell whether a given set of individuals is the population)."""
+    import hashlib
+
+    ids = sorted({str(i) for i in item_ids})
+    return "population:" + hashlib.sha256("\n".join(ids).encode()).hexdigest()
+
+
 def dedupe_latest(rows: pl.DataFrame, key: str = "item_id") -> tuple[pl.DataFrame, int]:
     """One row per ``key`` (DESIGN §2 scores: one individual per item_id): the
     last row in the frame's order wins (callers sort by ds, then load order, so
