@@ -280,7 +280,8 @@ def labeler_finding(sdt: pl.DataFrame) -> list[str]:
 
 #: Said beside every group-envy reading (seed 004 App. B, Prop. 2).
 GROUP_ENVY_CAVEAT = (
-    "Group envy compares a group's own recommendations with those of another group's users on average; "
+    "Group envy compares, on average, what a group's users get from the policies of their own group's members "
+    "with what they would get from another group's (Def. B.1); "
     "being free of group envy implies that individual users are free of envy only when users within each "
     "group have similar preferences and recommendations (seed 004, Prop. 2). The per-user certificates "
     "are the audit."
