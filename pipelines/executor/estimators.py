@@ -187,7 +187,8 @@ def staged_query(con, table: str, query: str, empty: dict, **params) -> pl.DataF
 @step("estimate-threshold-prevalence")
 def estimate_threshold(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
     """Prevalence at the threshold per model threshold × attribute × group over
-    the trailing window, and the differences between groups (seed 002 §4-5.1)."""
+    the trailing window, and the differences between groups (seed 002 §4-5.1):
+    the scores stage's declared tables, from the window's staged rows."""
     log = run_logger()
     t0 = time.perf_counter()
     sc = cfg.scores
@@ -222,7 +223,8 @@ def estimate_threshold(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFram
 @step("estimate-sdt")
 def estimate_sdt(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
     """Signal-detection metrics per attribute × group, pooled and per labeler,
-    over the trailing window (seed 002 §5.3); confusion counts in SQL."""
+    over the trailing window (seed 002 §5.3): the labels stage's declared
+    tables, from confusion counts made in SQL."""
     log = run_logger()
     t0 = time.perf_counter()
     lc = cfg.labels
@@ -263,7 +265,9 @@ def estimate_reach(cfg: FairmonConfig, ds: dt.date, snap: Snapshot) -> dict[str,
     """Reachability of every (user, target item), discovery per user,
     availability per item, stability per user beside the training-noise floor,
     and the group comparisons of one checked model snapshot (seed 003;
-    DESIGN §4.8). Progress goes to the run log every 10 % of the users."""
+    DESIGN §4.8): the reach stage's declared tables, from the snapshot's
+    parts, its reachability problems and the stability budgets below its
+    user count. Progress goes to the run log every 10 % of the users."""
     log = run_logger()
     rc = cfg.reach
     t0 = time.perf_counter()
