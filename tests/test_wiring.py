@@ -117,3 +117,41 @@ def test_a_declared_table_is_published_gated_and_reported(toy, tmp_path):
     # in the report: the generic section from its declaration
     html = build_report(cfg, DAYS[0], DAYS[1]).read_text()
     assert "toy_share (tests/test_wiring.py)" in html
+
+
+def test_run_stage_binds_inputs_options_and_earlier_tables():
+    """How a stage hands its tables their inputs (registry.run_stage): an
+    aliased input (``param=name``), a table's own ``<table>.<name>`` input,
+    each declaration's ``options(cfg)``, an earlier table of the stage as an
+    input of a later one, and no frame for an empty ``omit_empty`` table."""
+    from fairmon.transforms.registry import DS, Column, I, Table, declare
+
+    a = Table("wire_a", "a", "tests", ("ds",), (DS, Column("v", I, "-", "value")), None)
+    b = Table("wire_b", "b", "tests", ("ds",), (DS, Column("v", I, "-", "value")), None)
+    e = Table("wire_e", "e", "tests", ("ds",), (DS, Column("v", I, "-", "value")), None)
+
+    def first(ds, x, *, k):
+        return pl.DataFrame({"ds": [ds], "v": [x * k]})
+
+    def second(ds, wire_a, x):
+        return pl.DataFrame({"ds": [ds], "v": [wire_a.get_column("v").item() + x]})
+
+    def empty(ds):
+        return pl.DataFrame(schema=e.schema)
+
+    cfg = {"k": 10}
+    try:
+        declare(a, stage="wire", inputs=("ds", "x=big"), compute=first, options=lambda c: {"k": c["k"]})
+        declare(b, stage="wire", inputs=("ds", "wire_a", "x"), compute=second)
+        declare(e, stage="wire", inputs=("ds",), compute=empty, omit_empty=True)
+        out = registry.run_stage("wire", cfg, {"ds": DAYS[0], "big": 5, "x": 1, "wire_b.x": 2})
+        assert list(out) == ["wire_a", "wire_b"]  # registry order; the empty omit_empty table left out
+        assert out["wire_a"].get_column("v").item() == 50  # x=big, k from the declaration's options
+        assert out["wire_b"].get_column("v").item() == 52  # wire_a as input; its own wire_b.x wins over x
+        explicit = registry.run_stage("wire", cfg, {"ds": DAYS[0], "big": 5, "x": 1}, {"wire_a": {"k": 1}})
+        assert explicit["wire_a"].get_column("v").item() == 5
+        with pytest.raises(KeyError, match="big"):
+            registry.run_stage("wire", cfg, {"ds": DAYS[0], "x": 1})
+    finally:
+        for t in (a, b, e):
+            registry.unregister(t.name)
