@@ -123,7 +123,7 @@ def fairmon_counts(
             ds = START + dt.timedelta(days=d)
             timing.start(ds)
             for unit in units_for_day(cfg, ds):
-                dq = stage_unit.fn(cfg, "impressions", unit, str(ds))
+                dq = stage_unit(cfg, "impressions", unit, str(ds))
                 if not dq.success:
                     raise SystemExit(f"fairmon rejected {unit.file}: {dq.summary()}")
             counts, _, _ = count_groups.fn(cfg, ds)

@@ -430,29 +430,6 @@ def test_validate_many_keeps_uniqueness_per_subject(gate):
     assert _as_dict(many[1]) == _as_dict(gate.validate("reo", frames[1], {}, "reo", "day1"))
 
 
-def test_prechecked_results_serve_only_the_same_frame(gate):
-    """Results kept by validate_many(remember=True) answer a later check of the
-    same suite, subject, run name and frame once; a changed frame runs GX."""
-    from fairmon.pipelines.core.config import FairmonConfig
-    from fairmon.pipelines.core.run import Run, run_scope
-
-    good = pl.DataFrame(
-        {"ds": [D0], "arm": ["c"], "attribute": ["g"], "K": [2], "reo": [0.2], "se": [0.05], "ci_low": [0.1]}
-    ).with_columns(pl.lit(0.3).alias("ci_high"))
-    run = Run(FairmonConfig.model_construct())
-    with run_scope(run):
-        frames = [(reo_check_frame(good), "reo", "d1"), (reo_check_frame(good), "reo", "d2")]
-        gate.validate_many("reo", frames, {}, remember=True)
-        assert set(run.prechecked) == {("reo", "reo", "d1"), ("reo", "reo", "d2")}
-        kept = run.prechecked[("reo", "reo", "d1")][1]
-        same = gate.validate("reo", reo_check_frame(good), {}, "reo", "d1")
-        assert same.success and same is not kept and _as_dict(same) == _as_dict(kept)
-        assert ("reo", "reo", "d1") not in run.prechecked  # taken once
-        broken = good.with_columns(pl.lit(1.5).alias("reo"))
-        r = gate.validate("reo", reo_check_frame(broken), {}, "reo", "d2")  # kept for another frame: GX runs
-        assert "reo_at_most_sqrt_K_minus_1" in r.failed_critical
-
-
 def test_labels_and_scores_suites(gate):
     labels = pl.DataFrame(
         {

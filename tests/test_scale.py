@@ -276,7 +276,7 @@ def test_prestaged_range_counts_serve_the_days_until_something_is_staged(three_d
         time.sleep(0.01)
         _day(cfg.resolve("."), days[2], 700, np.random.default_rng(2))
         unit = units_for_day(cfg, days[2])[0]
-        assert stage_unit.fn(cfg, "impressions", unit, str(days[2])).success
+        assert stage_unit(cfg, "impressions", unit, str(days[2])).success
         third, _, _ = count_groups.fn(cfg, days[2])
         assert third.get_column("n").sum() == 700
 

@@ -8,6 +8,7 @@ into columns here and checked by the suites in ``expectations/``.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 
 import polars as pl
 
@@ -140,6 +141,24 @@ def reo_ab_check_frame(reo_ab: pl.DataFrame) -> pl.DataFrame:
             "undefined_without_reason"
         )
     )
+
+
+#: The frame an output table's suite checks, built from the day's frame of the
+#: table and the day's other inputs (``totals``: rows staged per traffic and
+#: arm), for the tables whose suites need derived columns; every other table
+#: is checked as it is (:func:`output_check_frame`).
+CHECK_FRAMES: dict[str, Callable[[pl.DataFrame, dict], pl.DataFrame]] = {
+    "group_counts": lambda frame, day: group_counts_check_frame(frame, day["totals"]),
+    "reo": lambda frame, day: reo_check_frame(frame),
+    "reo_ab": lambda frame, day: reo_ab_check_frame(frame),
+}
+
+
+def output_check_frame(name: str, frame: pl.DataFrame, day: dict) -> pl.DataFrame:
+    """The frame table ``name``'s suite checks (:data:`CHECK_FRAMES`, else
+    ``frame`` itself); ``day``: the day's other inputs. Raises what the builder raises."""
+    build = CHECK_FRAMES.get(name)
+    return frame if build is None else build(frame, day)
 
 
 def excluded_days(dq: pl.DataFrame) -> pl.DataFrame:

@@ -152,7 +152,15 @@ class Declaration:
     arguments), ``enabled(cfg)`` (whether the config asks for the table) and
     ``output`` (the index of the table in ``compute``'s returned tuple; None
     when it returns the frame itself). ``compute`` is None for a table
-    computed outside the transforms (SQL counts, the gate's own results)."""
+    computed outside the transforms (SQL counts, the gate's own results).
+
+    An input ``"param=name"`` hands the stage's input ``name`` to parameter
+    ``param`` (two tables of a stage naming different frames alike); an
+    input ``<table>.<name>`` of the stage, when present, takes precedence
+    over ``name`` for that table. ``options(cfg)`` gives the config-derived
+    keyword arguments (None: none), so that the executor holds no per-table
+    list. ``omit_empty``: a day whose frame has no rows publishes no
+    partition of the table (a stage of traffic the day lacks)."""
 
     table: Table
     stage: str
@@ -162,6 +170,30 @@ class Declaration:
     output: int | None = None
     module: str = ""
     order: int = field(default=0, compare=False)
+    options: Callable[[Any], dict] | None = field(default=None, compare=False)
+    omit_empty: bool = False
+
+    def config_options(self, cfg: Any) -> dict:
+        """The keyword arguments config ``cfg`` gives ``compute`` ({} without ``options``)."""
+        return {} if self.options is None or cfg is None else dict(self.options(cfg))
+
+    def arguments(self, available: dict[str, Any]) -> dict[str, Any]:
+        """{parameter: value} of the declared inputs, taken from ``available``.
+        Raises KeyError naming the missing inputs."""
+        args, missing = {}, []
+        for spec in self.inputs:
+            param, _, name = spec.partition("=")
+            name = name or param
+            own = f"{self.table.name}.{name}"
+            if own in available:
+                args[param] = available[own]
+            elif name in available:
+                args[param] = available[name]
+            else:
+                missing.append(name)
+        if missing:
+            raise KeyError(f"table {self.table.name!r} needs inputs {missing} of stage {self.stage!r}")
+        return args
 
     def run(self, available: dict[str, Any], **options: Any) -> pl.DataFrame:
         """The table's frame: ``compute`` called with the declared inputs taken
@@ -169,24 +201,24 @@ class Declaration:
         Raises KeyError naming a missing input, TypeError without ``compute``."""
         if self.compute is None:
             raise TypeError(f"table {self.table.name!r} is computed outside the transforms (stage {self.stage!r})")
-        missing = [k for k in self.inputs if k not in available]
-        if missing:
-            raise KeyError(f"table {self.table.name!r} needs inputs {missing} of stage {self.stage!r}")
-        out = self.compute(**{k: available[k] for k in self.inputs}, **options)
+        out = self.compute(**self.arguments(available), **options)
         return out if self.output is None else out[self.output]
 
 
-#: The family modules holding declarations, in the order of :data:`TABLES`.
+#: The family modules holding declarations, in the order of :data:`TABLES`,
+#: which is the order a stage computes its tables in (:func:`run_stage`: a
+#: table may take an earlier table of its stage as input) and the order of a
+#: day's checks in ``dq_results``.
 FAMILY_MODULES: tuple[str, ...] = (
     "fairmon.transforms.reo.reo_tables",
+    "fairmon.transforms.reo.stage",
     "fairmon.transforms.reo.ab_tables",
     "fairmon.transforms.decisions.decision_tables",
-    "fairmon.transforms.reo.stage",
     "fairmon.transforms.envy.group",
     "fairmon.transforms.envy.envy_tables",
     "fairmon.transforms.reach.reach_tables",
-    "fairmon.transforms.reach.reach_groups",
     "fairmon.transforms.reach.stability_tables",
+    "fairmon.transforms.reach.reach_groups",
     "fairmon.transforms.gate_frames",
 )
 
@@ -266,13 +298,20 @@ def declare(
     compute: Callable | None = None,
     output: int | None = None,
     module: str | None = None,
+    options: Callable[[Any], dict] | None = None,
+    omit_empty: bool = False,
 ) -> Table:
     """Declare ``table`` at module level (for a table computed in SQL or by the
     pipeline, ``compute`` None). ``module`` defaults to ``compute``'s module or
-    the caller's. Returns the table."""
+    the caller's; ``options`` and ``omit_empty`` as in :class:`Declaration`.
+    Returns the table."""
     if module is None:
         module = compute.__module__ if compute is not None else _caller_module()
-    register(Declaration(table, stage, tuple(inputs), enabled, compute, output, module))
+    register(
+        Declaration(
+            table, stage, tuple(inputs), enabled, compute, output, module, options=options, omit_empty=omit_empty
+        )
+    )
     return table
 
 
@@ -281,15 +320,20 @@ def declares(
     stage: str,
     inputs: tuple[str, ...] = (),
     enabled: Callable[[Any], bool] = always,
+    options: Callable[[Any], dict] | None = None,
+    omit_empty: bool = False,
 ) -> Callable[[Callable], Callable]:
     """Decorator: the pure function computes ``tables`` (see :class:`Declaration`);
-    with several, it returns a tuple of frames in that order. Returns the
-    function unchanged."""
+    with several, it returns a tuple of frames in that order. ``options(cfg)``:
+    its config-derived keyword arguments. Returns the function unchanged."""
 
     def mark(fn: Callable) -> Callable:
         for i, t in enumerate(tables):
             output = i if len(tables) > 1 else None
-            declare(t, stage=stage, inputs=inputs, enabled=enabled, compute=fn, output=output, module=fn.__module__)
+            declare(
+                t, stage=stage, inputs=inputs, enabled=enabled, compute=fn, output=output, module=fn.__module__,
+                options=options, omit_empty=omit_empty,
+            )  # fmt: skip
         return fn
 
     return mark
@@ -315,11 +359,15 @@ def declared(stage: str | None = None, cfg: Any = None) -> list[Declaration]:
 
 
 def run_stage(stage: str, cfg: Any, available: dict[str, Any], options: dict[str, dict] | None = None) -> dict:
-    """Every enabled table of ``stage`` computed from ``available`` (named
-    inputs): {table: frame}. A function declaring several tables runs once.
-    ``options``: {table: keyword arguments} from the config. Raises as
-    :meth:`Declaration.run`."""
+    """Every table of ``stage`` that config ``cfg`` enables, computed from
+    ``available`` (the stage's named inputs) in registry order: {table:
+    frame}, without the empty frames of ``omit_empty`` tables. A function
+    declaring several tables runs once. Each table's keyword arguments are
+    ``options[table]`` when given, else its declaration's ``options(cfg)``.
+    A computed table is an input of the later tables of the stage, under
+    its name. Raises as :meth:`Declaration.run`."""
     options = options or {}
+    available = dict(available)
     done: dict[int, Any] = {}
     out: dict[str, pl.DataFrame] = {}
     for d in declared(stage, cfg):
@@ -328,8 +376,12 @@ def run_stage(stage: str, cfg: Any, available: dict[str, Any], options: dict[str
         key = id(d.compute)
         if key not in done:
             whole = Declaration(d.table, d.stage, d.inputs, d.enabled, d.compute, None, d.module)
-            done[key] = whole.run(available, **options.get(d.table.name, {}))
-        out[d.table.name] = done[key] if d.output is None else done[key][d.output]
+            kwargs = options[d.table.name] if d.table.name in options else d.config_options(cfg)
+            done[key] = whole.run(available, **kwargs)
+        frame = done[key] if d.output is None else done[key][d.output]
+        available[d.table.name] = frame
+        if not (d.omit_empty and frame.is_empty()):
+            out[d.table.name] = frame
     return out
 
 

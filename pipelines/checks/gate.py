@@ -15,7 +15,6 @@ Docs therefore show profile rows for those suites.
 
 from __future__ import annotations
 
-import copy
 import gc
 import json
 import logging
@@ -37,7 +36,7 @@ from fairmon.pipelines.checks.suites import (
     load_spec,
 )
 from fairmon.pipelines.core.config import FairmonConfig
-from fairmon.pipelines.core.run import active_run, frames_digest
+from fairmon.pipelines.core.run import active_run
 from fairmon.transforms.contract import PROFILE_N, PROFILE_ROW
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
@@ -146,15 +145,12 @@ class QualityGate:
         frame (columns ``__n``, ``__first_row``) has its failures reported in
         file rows: unexpected_count = rows represented, rows = first file rows.
         """
-        ahead = self._take_prechecked(suite, frame, params, subject, run_name)
-        if ahead is not None:
-            return ahead
         return self._validate_alone(suite, frame, params, subject, run_name)
 
     def _validate_alone(
         self, suite: str, frame: pl.DataFrame, params: dict, subject: str, run_name: str, only: set[str] | None = None
     ) -> DQResult:
-        """:meth:`validate` without the results kept ahead. ``only``: run just
+        """:meth:`validate`, ``only``: run just
         the expectations of these names, the others being known to pass (GX
         decides each expectation on its own, so the failures are those of a
         run of the whole suite); the run is kept for Data Docs under the
@@ -223,29 +219,7 @@ class QualityGate:
         self.pending_docs.append(key)
         return vr
 
-    def _digest(self, frame: pl.DataFrame, params: dict) -> str:
-        """What a result depends on besides the suite: the frame's schema and
-        values, the parameters and the severity overrides."""
-        return frames_digest(frame, extra=[params, self.severity])
-
-    def _take_prechecked(
-        self, suite: str, frame: pl.DataFrame, params: dict, subject: str, run_name: str
-    ) -> DQResult | None:
-        """A copy of the result :meth:`validate_many` kept in the current run for
-        this check, when it was made on the same frame and parameters; else
-        None. Taken once."""
-        run = active_run()
-        if run is None or not run.prechecked:
-            return None
-        with run.lock:
-            hit = run.prechecked.pop((suite, subject, run_name), None)
-        if hit is None or hit[0] != self._digest(frame, params):
-            return None
-        return copy.deepcopy(hit[1])
-
-    def validate_many(
-        self, suite: str, frames: list[tuple[pl.DataFrame, str, str]], params: dict, remember: bool = False
-    ) -> list[DQResult]:
+    def validate_many(self, suite: str, frames: list[tuple[pl.DataFrame, str, str]], params: dict) -> list[DQResult]:
         """:meth:`validate` for several subjects at once (``frames``: (frame,
         subject, run name) triples, e.g. the profiles of a backfill's files or
         one output table of each of its days), with the
@@ -267,10 +241,7 @@ class QualityGate:
         (counts, rows, samples) are exactly those of a run on the subject
         alone. Every empty frame, every group that cannot be batched and every
         group where a table-level expectation failed is validated alone by
-        :meth:`validate`. With ``remember``, each result is kept in the
-        current run for the same check made later (:meth:`validate` of the
-        same suite, subject, run name, frame and parameters returns it without
-        running GX). Returns one :class:`DQResult` per triple, in order.
+        :meth:`validate`. Returns one :class:`DQResult` per triple, in order.
         """
         out: list[DQResult | None] = [None] * len(frames)
         spec = load_spec(suite)
@@ -311,13 +282,9 @@ class QualityGate:
                 elif failed[pos]:
                     frame, subj, run_name = frames[i]
                     out[i] = self._validate_alone(suite, frame, params, subj, run_name, only=failed[pos])
-        run = active_run() if remember else None
         for i, (frame, subject, run_name) in enumerate(frames):
             if out[i] is None:
                 out[i] = self.validate(suite, frame, params, subject, run_name)
-            if run is not None:
-                with run.lock:
-                    run.prechecked[(suite, subject, run_name)] = (self._digest(frame, params), out[i])
         return out
 
 

@@ -21,9 +21,6 @@ from __future__ import annotations
 
 import contextvars
 import datetime as dt
-import hashlib
-import io
-import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -52,12 +49,6 @@ class Run:
     - ``table_fingerprints``: with ``[impressions] table`` (Spark engine),
       each day's partition (bytes, mtime_ns), or None when it has none,
       listed once per run.
-    - ``prechecked``: suite results kept by
-      :meth:`fairmon.pipelines.checks.gate.QualityGate.validate_many` when
-      asked to remember them, keyed by (suite, subject, run name) with the
-      digest of the frame and parameters they hold for; the gate's later
-      check of the same frame takes it. (The executor checks a batch's days
-      together and asks for nothing to be kept.)
     - ``ensured``: the idempotent DDL statements already run on the run's
       DuckDB file (:func:`fairmon.pipelines.storage.db.ensure`), once a run.
 
@@ -78,7 +69,6 @@ class Run:
     books: dict[str, dict[str, float]] = field(default_factory=dict)
     # per catalog table (engine = "spark"): each day's partition fingerprint (None: no partition), listed once a run
     table_fingerprints: dict[str, dict[dt.date, tuple[int, int] | None]] = field(default_factory=dict)
-    prechecked: dict[tuple[str, str, str], tuple[str, object]] = field(default_factory=dict)
     ensured: set[str] = field(default_factory=set)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
@@ -140,17 +130,3 @@ def in_run(fn):
         return ctx.copy().run(fn, *args, **kwargs)
 
     return call
-
-
-def frames_digest(*frames: pl.DataFrame | None, extra=None) -> str:
-    """SHA-256 of the frames' schemas and values (Arrow IPC; None counts as
-    absent) and of ``extra`` (JSON-able), for the run's caches of results
-    computed ahead: equal digests mean equal inputs."""
-    h = hashlib.sha256()
-    for frame in frames:
-        buf = io.BytesIO()
-        if frame is not None:
-            frame.write_ipc(buf)
-        h.update(len(buf.getvalue()).to_bytes(8, "little") + buf.getvalue())
-    h.update(json.dumps(extra, sort_keys=True, default=str).encode())
-    return h.hexdigest()

@@ -20,12 +20,7 @@ from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.executor.outcomes import DayFailed, step
 from fairmon.pipelines.ingest.adapters import random_window_note
 from fairmon.transforms.contract import InputContractError
-from fairmon.transforms.gate_frames import (
-    day_check_frame,
-    group_counts_check_frame,
-    reo_ab_check_frame,
-    reo_check_frame,
-)
+from fairmon.transforms.gate_frames import day_check_frame, output_check_frame
 
 
 def validate_days(
@@ -94,19 +89,12 @@ def check_outputs(cfg: FairmonConfig, frames: dict[dt.date, dict[str, pl.DataFra
 
 
 def output_check_frames(tables: dict[str, pl.DataFrame], totals: pl.DataFrame | None) -> dict[str, pl.DataFrame]:
-    """The frames the output suites check, per table of ``tables``:
-    group_counts beside ``totals`` (rows staged per traffic and arm), reo
-    with its √(K−1) bound, reo_ab with its undefined rows that lack a
-    reason; the others as they are. Raises what the frame builders
-    (:mod:`fairmon.transforms.gate_frames`) raise."""
-    frames = dict(tables)
-    if "group_counts" in frames:
-        frames["group_counts"] = group_counts_check_frame(frames["group_counts"], totals)
-    if "reo" in frames:
-        frames["reo"] = reo_check_frame(frames["reo"])
-    if "reo_ab" in frames:
-        frames["reo_ab"] = reo_ab_check_frame(frames["reo_ab"])
-    return frames
+    """The frames the output suites check, per table of ``tables``: each as
+    :func:`fairmon.transforms.gate_frames.output_check_frame` builds it
+    (group_counts beside ``totals``, rows staged per traffic and arm; reo
+    with its √(K−1) bound; reo_ab with its undefined rows that lack a
+    reason; the others as they are). Raises what the frame builders raise."""
+    return {name: output_check_frame(name, frame, {"totals": totals}) for name, frame in tables.items()}
 
 
 def ab_config_check(cfg: FairmonConfig, counts: pl.DataFrame) -> list[DQResult]:

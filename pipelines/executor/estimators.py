@@ -1,7 +1,10 @@
-"""The estimators of a day, one step each: counts, REO and A/B, envy, prevalence at the threshold, SDT, reach.
+"""The estimators of a day, one step per stage: counts, impressions (REO and A/B), envy, scores, labels, reach.
 
-Each step reads staged rows (DuckDB, ``sql/``) and calls the pure estimators
-of :mod:`fairmon.transforms`; none decides whether a day publishes (that is
+Each step reads its stage's inputs (staged rows through DuckDB, ``sql/``; a
+model snapshot) and computes every table the registry declares on that stage
+and the config enables (:func:`fairmon.transforms.registry.run_stage`, each
+table with its declared config options), so a new table edits no step here.
+None decides whether a day publishes (that is
 the batch's gate, :mod:`fairmon.pipelines.executor.batch`). Each logs its
 rows in and out and adds its seconds to the day's book
 (:mod:`fairmon.pipelines.core.timing`).
@@ -17,6 +20,7 @@ import polars as pl
 from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.executor.outcomes import step
+from fairmon.pipelines.ingest import staging_tables
 from fairmon.pipelines.ingest.adapters import window_start
 from fairmon.pipelines.ingest.snapshots import Snapshot
 from fairmon.pipelines.ingest.staging import (
@@ -29,20 +33,9 @@ from fairmon.pipelines.ingest.staging import (
     warn,
 )
 from fairmon.pipelines.storage import db
-from fairmon.transforms.decisions.decision_tables import sdt_table, threshold_tables
-from fairmon.transforms.envy.envy_tables import envy_user_tables
-from fairmon.transforms.envy.group import group_envy_table
-from fairmon.transforms.reach.reach_tables import (
-    reach_group_inputs,
-    reach_group_table,
-    reach_item_table,
-    reach_problems,
-    reach_user_table,
-    stability_table,
-)
-from fairmon.transforms.registry import polars_schema
-from fairmon.transforms.reo.reo_tables import GROUP_COUNTS_SCHEMA, ab_pairs, reo_ab_table, reo_tables
-from fairmon.transforms.reo.stage import reo_stage_table, rsp_table, user_precision_table
+from fairmon.transforms.reach.reach_tables import reach_problems
+from fairmon.transforms.registry import run_stage
+from fairmon.transforms.reo.reo_tables import GROUP_COUNTS_SCHEMA
 
 
 @step("count-groups")
@@ -78,56 +71,17 @@ def count_groups(cfg: FairmonConfig, ds: dt.date) -> tuple[pl.DataFrame, pl.Data
 def estimate(
     cfg: FairmonConfig, counts: pl.DataFrame, ds: dt.date, buckets: pl.DataFrame | None = None
 ) -> dict[str, pl.DataFrame]:
-    """REO per group and overall, and the A/B differences between arms, from
-    the counts (transforms.reo_tables), and when configured or present the seed 001
-    extras (transforms.stage_tables). ``buckets``: the count stage's per-bucket
-    counts when rows are clustered (cluster-robust intervals, transforms/reo/cluster.py).
-    Returns {reo_group, reo[, reo_ab, reo_stage, rsp, user_precision]}."""
+    """Every table the registry declares on the ``impressions`` stage that the
+    config enables (REO per group and overall, its stages, RSP, user
+    precision, the A/B differences between arms: seed 001), computed from
+    the day's ``counts``, ``ds`` and ``buckets`` (the count stage's
+    per-bucket counts when rows are clustered, else None) with each
+    declaration's config options (:func:`fairmon.transforms.registry.run_stage`).
+    Returns {table: frame} in registry order."""
     log = run_logger()
     t0 = time.perf_counter()
-    est, ab = cfg.estimation, cfg.ab
     with timing.clock(ds, "estimators"):
-        group, overall = reo_tables(
-            counts,
-            ds,
-            ci_method=est.ci_method,
-            level=est.confidence_level,
-            n_boot=est.bootstrap_resamples,
-            seed=est.seed,
-            reo_threshold=est.reo_threshold,
-            min_expected_positives=est.min_expected_positives,
-            buckets=buckets,
-            cluster_by=cluster_name(cfg),
-        )
-        out = {"reo_group": group, "reo": overall}
-        stages = reo_stage_table(
-            counts, ds, level=est.confidence_level, stage_traffic=est.stage_traffic, buckets=buckets
-        )
-        if stages.height:
-            out["reo_stage"] = stages
-        if est.rsp:
-            out["rsp"] = rsp_table(
-                counts, ds, level=est.confidence_level, exclude=tuple(est.user_attributes), buckets=buckets
-            )
-        if est.user_attributes:
-            out["user_precision"] = user_precision_table(
-                counts, ds, est.user_attributes, level=est.confidence_level, buckets=buckets
-            )
-        arms = sorted(set(overall.get_column("arm").to_list()))
-        pairs = ab_pairs(arms, ab.control, ab.pairs)
-        if pairs:
-            out["reo_ab"] = reo_ab_table(
-                counts,
-                ds,
-                pairs,
-                methods=tuple(ab.methods),
-                level=est.confidence_level,
-                folds=ab.partition_folds,
-                n_boot=ab.bootstrap_resamples,
-                seed=est.seed,
-                buckets=buckets,
-                cluster_by=cluster_name(cfg),
-            )
+        out = run_stage("impressions", cfg, {"counts": counts, "ds": ds, "buckets": buckets})
     log.info(
         "estimators %s: %d count rows in, %s out, %.3fs",
         ds,
@@ -136,12 +90,6 @@ def estimate(
         time.perf_counter() - t0,
     )
     return out
-
-
-def cluster_name(cfg: FairmonConfig) -> str:
-    """The id that makes a cluster under ``[estimation] cluster_by`` (``auto``: request_id)."""
-    by = cfg.estimation.cluster_by
-    return "request_id" if by == "auto" else by
 
 
 @step("estimate-envy")
@@ -165,7 +113,7 @@ def estimate_envy(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
     group_attr = env.group_attribute or cfg.impressions.attributes[0]
     with timing.clock(ds, "estimators"):
         with db.connect(cfg.duckdb_path) as con:
-            if db.query(con, "envy_rows_exists").item() == 0:
+            if not staging_tables.exists(con, staging_tables.ENVY_ROWS):
                 group_counts = pl.DataFrame(
                     schema={
                         "attribute": pl.String,
@@ -189,27 +137,28 @@ def estimate_envy(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
                 finally:
                     con.unregister("envy_files")
         group_counts = group_counts.filter(pl.col("attribute").is_in(attrs))
-        out = {
-            "group_envy": group_envy_table(
-                group_counts, ds, env.start, epsilon=env.epsilon, delta=env.delta, level=cfg.estimation.confidence_level
-            )
+        available = {
+            "ds": ds,
+            "window_start": env.start,
+            "group_envy.counts": group_counts,
+            "envy_user.counts": user_counts,
         }
-        out["envy_user"], audit = envy_user_tables(
-            user_counts, ds, env.start, epsilon=env.epsilon, delta=env.delta, lam=env.lam, gamma=env.gamma
-        )
-        if missing:
+        out = run_stage("envy", cfg, available)
+        audit = out.get("envy_audit")
+        if missing and audit is not None:
             note = (
                 f"{len(missing)} day(s) of the window left out (files missing or failing their checks): "
                 + ", ".join(map(str, missing[:5]))
             )
-            audit = audit.with_columns((pl.col("design_reason") + "; " + note).alias("design_reason"))
-        out["envy_audit"] = audit
+            out["envy_audit"] = audit = audit.with_columns(
+                (pl.col("design_reason") + "; " + note).alias("design_reason")
+            )
     log.info(
         "estimators %s: envy from %s, %d users, verdict %s, %.3fs",
         ds,
         env.start,
-        out["envy_user"].height,
-        audit.get_column("verdict").item(),
+        out["envy_user"].height if "envy_user" in out else 0,
+        audit.get_column("verdict").item() if audit is not None else "-",
         time.perf_counter() - t0,
     )
     return out
@@ -218,7 +167,7 @@ def estimate_envy(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
 def staged_query(con, table: str, query: str, empty: dict, **params) -> pl.DataFrame:
     """``sql/<query>.sql`` over the staging table ``table``, or an empty frame
     with the schema ``empty`` while that table does not exist yet."""
-    if db.query(con, f"{table}_exists").item() == 0:
+    if not staging_tables.exists(con, staging_tables.staging_table(table)):
         return pl.DataFrame(schema=empty)
     return db.query(con, query, **params)
 
@@ -226,7 +175,8 @@ def staged_query(con, table: str, query: str, empty: dict, **params) -> pl.DataF
 @step("estimate-threshold-prevalence")
 def estimate_threshold(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
     """Prevalence at the threshold per model threshold × attribute × group over
-    the trailing window, and the differences between groups (seed 002 §4-5.1)."""
+    the trailing window, and the differences between groups (seed 002 §4-5.1):
+    the scores stage's declared tables, from the window's staged rows."""
     log = run_logger()
     t0 = time.perf_counter()
     sc = cfg.scores
@@ -247,32 +197,22 @@ def estimate_threshold(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFram
                 window_start=w0,
                 files=current_files(cfg, "scores", ds),
             )
-        prev, diff = threshold_tables(
-            rows,
-            ds,
-            (w0, ds),
-            [(t.model, t.t, t.d) for t in sc.thresholds],
-            sc.attributes,
-            level=cfg.estimation.confidence_level,
-            hc=sc.hc,
-            min_window_rows=sc.min_window_rows,
-            ci=sc.ci,
-        )
+        out = run_stage("scores", cfg, {"rows": rows, "ds": ds, "window": (w0, ds)})
     log.info(
-        "estimators %s: %d scored rows in, threshold_prevalence=%d, diffs=%d, %.3fs",
+        "estimators %s: %d scored rows in, %s out, %.3fs",
         ds,
         rows.height,
-        prev.height,
-        diff.height,
+        ", ".join(f"{k}={v.height}" for k, v in out.items()),
         time.perf_counter() - t0,
     )
-    return {"threshold_prevalence": prev, "threshold_prevalence_diff": diff}
+    return out
 
 
 @step("estimate-sdt")
 def estimate_sdt(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
     """Signal-detection metrics per attribute × group, pooled and per labeler,
-    over the trailing window (seed 002 §5.3); confusion counts in SQL."""
+    over the trailing window (seed 002 §5.3): the labels stage's declared
+    tables, from confusion counts made in SQL."""
     log = run_logger()
     t0 = time.perf_counter()
     lc = cfg.labels
@@ -296,19 +236,16 @@ def estimate_sdt(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
                 window_start=w0,
                 files=current_files(cfg, "labels", ds),
             )
-        out = sdt_table(
-            conf.filter(pl.col("group") != "(missing)"),
-            ds,
-            (w0, ds),
-            level=cfg.estimation.confidence_level,
-            min_pos=lc.min_pos,
-            min_neg=lc.min_neg,
-            min_errors=lc.min_errors,
-        )
+        confusion = conf.filter(pl.col("group") != "(missing)")
+        out = run_stage("labels", cfg, {"confusion": confusion, "ds": ds, "window": (w0, ds)})
     log.info(
-        "estimators %s: %d confusion rows in, sdt=%d, %.3fs", ds, conf.height, out.height, time.perf_counter() - t0
+        "estimators %s: %d confusion rows in, %s out, %.3fs",
+        ds,
+        conf.height,
+        ", ".join(f"{k}={v.height}" for k, v in out.items()),
+        time.perf_counter() - t0,
     )
-    return {"sdt": out}
+    return out
 
 
 @step("estimate-reach")
@@ -316,7 +253,9 @@ def estimate_reach(cfg: FairmonConfig, ds: dt.date, snap: Snapshot) -> dict[str,
     """Reachability of every (user, target item), discovery per user,
     availability per item, stability per user beside the training-noise floor,
     and the group comparisons of one checked model snapshot (seed 003;
-    DESIGN §4.8). Progress goes to the run log every 10 % of the users."""
+    DESIGN §4.8): the reach stage's declared tables, from the snapshot's
+    parts, its reachability problems and the stability budgets below its
+    user count. Progress goes to the run log every 10 % of the users."""
     log = run_logger()
     rc = cfg.reach
     t0 = time.perf_counter()
@@ -333,36 +272,24 @@ def estimate_reach(cfg: FairmonConfig, ds: dt.date, snap: Snapshot) -> dict[str,
             snap.model, snap.history, beta=rc.beta, budget=rc.budget, r_min=rc.rating_min, r_max=rc.rating_max,
             progress=tick,
         )  # fmt: skip
-        users = reach_user_table(ds, problems, snap.users, snap.user_attributes, rc.beta, rc.budget)
-        items = reach_item_table(ds, problems, snap.items, snap.item_attributes, rc.beta, rc.budget)
         budgets = [b for b in rc.stability_budgets if b < n_users]
         if len(budgets) < len(rc.stability_budgets):
             warn(
                 "%s: stability budgets %s are not below the snapshot's %d users: left out",
                 ds, sorted(set(rc.stability_budgets) - set(budgets)), n_users,
             )  # fmt: skip
-        stability = (
-            stability_table(
-                ds, snap.history, snap.users, snap.items.height, snap.training, beta=rc.beta, budgets=budgets,
-                perturbations=rc.perturbations, noise_seeds=rc.noise_seeds, r_min=rc.rating_min,
-                r_max=rc.rating_max, seed=rc.seed,
-            )
-            if budgets
-            else pl.DataFrame(schema=polars_schema("stability_user"))
-        )  # fmt: skip
-        groups = reach_group_table(
-            ds,
-            reach_group_inputs(users, items, stability, snap.user_attributes, snap.item_attributes),
-            level=cfg.estimation.confidence_level,
-            n_resamples=rc.bootstrap_resamples,
-            seed=rc.seed,
-        )
+        available = {
+            "ds": ds, "problems": problems, "users": snap.users, "items": snap.items,
+            "user_attributes": snap.user_attributes, "item_attributes": snap.item_attributes,
+            "history": snap.history, "items_count": snap.items.height, "training": snap.training, "budgets": budgets,
+        }  # fmt: skip
+        out = run_stage("reach", cfg, available)
     log.info(
-        "estimators %s: %d reachability problems, %d stability retrainings, reach_group=%d, %.1fs",
+        "estimators %s: %d reachability problems, %d stability retrainings, %s, %.1fs",
         ds,
         problems.height,
         len(budgets) * rc.perturbations + rc.noise_seeds + 1,
-        groups.height,
+        ", ".join(f"{k}={v.height}" for k, v in out.items()),
         time.perf_counter() - t0,
     )
-    return {"reach_user": users, "reach_item": items, "stability_user": stability, "reach_group": groups}
+    return out

@@ -14,7 +14,7 @@ from typing import Any
 
 from fairmon.pipelines.checks.gate import DQResult
 from fairmon.pipelines.core.config import FairmonConfig
-from fairmon.pipelines.executor.day_ingest import ingest_day
+from fairmon.pipelines.ingest.staging import ingest_source
 
 
 class DayFailed(RuntimeError):
@@ -99,9 +99,10 @@ class Hooks:
 
     def ingest(self, cfg: FairmonConfig, source: str, ds: dt.date, force: bool) -> list[DQResult]:
         """Stage input ``source``'s files for day ``ds`` in process
-        (:func:`fairmon.pipelines.executor.day_ingest.ingest_day`). Returns
-        one result per file; raises what staging raises."""
-        return ingest_day(cfg, source, ds, force)
+        (:func:`fairmon.pipelines.ingest.staging.ingest_source`, each file by
+        the plain ``stage_unit``). Returns one result per file; raises what
+        staging raises."""
+        return ingest_source(cfg, source, ds, force)
 
     def step(self, fn: Callable, *args) -> Any:
         """Call ``fn(*args)``. Returns what it returns, raises what it raises."""

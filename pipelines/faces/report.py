@@ -268,33 +268,21 @@ def build_report(
     """Write the report for start..end to ``out`` (default
     ``<warehouse>/../report_<start>_<end>.html``) atomically; return its path."""
     wh = cfg.warehouse_path
+    tables = {name: read_table(wh, name) for name in TABLES}  # every declared table, read once
     d = report_data(
-        read_table(wh, "reo"),
-        read_table(wh, "reo_group"),
-        read_table(wh, "dq_results"),
+        tables["reo"],
+        tables["reo_group"],
+        tables["dq_results"],
         start,
         end,
-        reo_ab=read_table(wh, "reo_ab"),
-        threshold_prevalence=read_table(wh, "threshold_prevalence"),
-        sdt=read_table(wh, "sdt"),
+        reo_ab=tables["reo_ab"],
+        threshold_prevalence=tables["threshold_prevalence"],
+        sdt=tables["sdt"],
         latest_runs=latest_runs(cfg.duckdb_path),
-        extras={
-            t: read_table(wh, t)
-            for t in (
-                "reo_stage",
-                "rsp",
-                "user_precision",
-                "envy_audit",
-                "group_envy",
-                "reach_item",
-                "reach_user",
-                "stability_user",
-                "reach_group",
-            )
-        },  # fmt: skip
+        extras={name: frame for name, frame in tables.items() if name in CUSTOM_SECTIONS},
     )
     docs = cfg.gx_root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
-    diffs = read_table(wh, "threshold_prevalence_diff")
+    diffs = tables["threshold_prevalence_diff"]
     if not diffs.is_empty() and d.published:
         diffs = diffs.filter(pl.col("ds").is_in(d.published))
     text = render_report(
@@ -310,9 +298,8 @@ def build_report(
         prevalence_diff=diffs,
         generic={
             name: rows.filter(pl.col("ds").is_in(d.published)) if not rows.is_empty() else rows
-            for name in TABLES
+            for name, rows in tables.items()
             if name not in CUSTOM_SECTIONS
-            for rows in [read_table(wh, name)]
         },
     )
     out = out or wh.parent / f"report_{start}_{end}.html"

@@ -86,16 +86,6 @@ def count_range(cfg: FairmonConfig, days: list[dt.date]) -> None:
             )
 
 
-def peek_range_counts(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:
-    """As :func:`take_range_counts`, leaving the counts for the day to take."""
-    run = active_run()
-    if run is None:
-        return None
-    with run.lock:
-        hit = run.range_counts.get(ds)
-        return hit[1:] if hit and hit[0] == run.generation else None
-
-
 def take_range_counts(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:
     """Day ``ds``'s (group counts, traffic totals, per-bucket counts) counted ahead by
     :func:`count_range` in the current run, if nothing was staged since;

@@ -15,15 +15,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
-from prefect import get_run_logger, task
-from prefect.cache_policies import NO_CACHE
-from prefect.exceptions import MissingContextError
 
 from fairmon.pipelines.checks.gate import DQResult, gate_for
 from fairmon.pipelines.core import timing
@@ -46,7 +44,6 @@ from fairmon.pipelines.ingest.range_counts import (  # noqa: F401 (re-exported)
     BUCKET_SCHEMA,
     count_days,
     count_range,
-    peek_range_counts,
     take_range_counts,
 )
 from fairmon.pipelines.ingest.sources import (  # noqa: F401 (day_files, current_files re-exported)
@@ -64,9 +61,15 @@ from fairmon.transforms.gate_frames import raw_check_frame
 
 def run_logger() -> logging.Logger | logging.LoggerAdapter:
     """Prefect's run logger inside a flow or task run; the ``fairmon`` logger
-    when a task's function is called directly (``task.fn``, as bench/ does)."""
+    outside one. Ingest does not import Prefect: when no one imported it
+    (an in-process run), there is no run to log to."""
+    prefect = sys.modules.get("prefect")
+    if prefect is None:
+        return logging.getLogger("fairmon")
+    from prefect.exceptions import MissingContextError
+
     try:
-        return get_run_logger()
+        return prefect.get_run_logger()
     except MissingContextError:
         return logging.getLogger("fairmon")
 
@@ -286,13 +289,15 @@ def prestage_impressions(cfg: FairmonConfig, days: list[dt.date], force: bool = 
     return out | {k: v for k, v in timing.take("prestage").items() if k in out}
 
 
-@task(name="stage-unit", cache_policy=NO_CACHE)
 def stage_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, run_name: str, force: bool = False) -> DQResult:
     """Validate one file of input ``source`` with its raw suite and, if no
     critical expectation failed, stage it into the DuckDB table of that name
     (replacing the file's previous rows). An unchanged file (same size, mtime
     and config) is not read again; its recorded result is returned.
 
+    A plain function: an orchestrator that wants each file as a unit of its
+    own wraps it (:mod:`fairmon.pipelines.orchestration.flows` makes it the
+    Prefect task ``stage-unit``) and hands it to :func:`ingest_source`.
     Returns the file's :class:`DQResult`. Raises :class:`InputContractError`
     when a file that passed the suite still cannot be parsed.
     """
@@ -401,19 +406,26 @@ def ensure_staged(cfg: FairmonConfig, days: list[dt.date], run_name: str) -> lis
         if seen.get(unit_key(cfg, u.file)) == (*file_fingerprint(u.file, cfg), fp):
             continue
         try:
-            if not stage_unit.fn(cfg, "impressions", u, run_name).success:
+            if not stage_unit(cfg, "impressions", u, run_name).success:
                 short.add(ds)
         except InputContractError:
             short.add(ds)
     return sorted(short)
 
 
-def ingest_source(cfg: FairmonConfig, source: str, ds: dt.date, force: bool) -> list[DQResult]:
-    """Stage every file of input ``source`` that day ``ds`` needs
-    (:func:`stage_unit` each, a task run); a file unchanged since it was
+def ingest_source(
+    cfg: FairmonConfig, source: str, ds: dt.date, force: bool, stage: Callable[..., DQResult] | None = None
+) -> list[DQResult]:
+    """Stage every file of input ``source`` (impressions, scores, labels)
+    that day ``ds`` needs, each by ``stage`` (default :func:`stage_unit`
+    called in process; an orchestrator passes its wrapped form, e.g. a
+    Prefect task, with the same arguments); a file unchanged since it was
     staged (unless ``force``) is not read again and its recorded result is
     taken from one ingest-log query for all the day's files (a backfill's
-    files are all staged ahead). Returns one :class:`DQResult` per file."""
+    files are all staged ahead). Returns one :class:`DQResult` per file.
+    Raises :class:`fairmon.transforms.contract.InputContractError` for a
+    file that breaks its input contract."""
+    stage = stage or stage_unit
     units = units_for(cfg, source, ds)
     t0 = time.perf_counter()
     with timing.clock(str(ds), "ingest"):
@@ -426,5 +438,5 @@ def ingest_source(cfg: FairmonConfig, source: str, ds: dt.date, force: bool) -> 
             run_logger().info("ingest %s: unchanged since staged (%d rows), skipped, %.2fs", u.file, rows, seconds)
             out.append(dq)
         else:
-            out.append(stage_unit(cfg, source, u, str(ds), force))
+            out.append(stage(cfg, source, u, str(ds), force))
     return out

@@ -31,7 +31,7 @@ from fairmon.pipelines.executor.batch import configured_inputs
 from fairmon.pipelines.executor.days import run_days
 from fairmon.pipelines.executor.outcomes import DayFailed, DayQuarantined, DayResult, Hooks
 from fairmon.pipelines.ingest.snapshots import read_snapshot
-from fairmon.pipelines.ingest.staging import ingest_source, run_logger, warn
+from fairmon.pipelines.ingest.staging import ingest_source, run_logger, stage_unit, warn
 from fairmon.pipelines.orchestration.heartbeat import beating
 
 __all__ = ["DayFailed", "DayQuarantined", "DayResult", "FlowSteps", "backfill_day", "daily", "ingest"]
@@ -40,6 +40,9 @@ _TASKS: dict[Callable, Any] = {}
 
 #: The count step as a Prefect task (bench/ calls its function, ``count_groups.fn``).
 count_groups = task(name="count-groups", cache_policy=NO_CACHE)(estimators.count_groups)
+
+#: One file's staging as a Prefect task run, handed to ingest (which does not import Prefect).
+stage_unit_task = task(name="stage-unit", cache_policy=NO_CACHE)(stage_unit)
 
 
 def task_for(fn: Callable):
@@ -58,7 +61,7 @@ class FlowSteps(Hooks):
 
     def ingest(self, cfg: FairmonConfig, source: str, ds: dt.date, force: bool) -> list[DQResult]:
         """:func:`fairmon.pipelines.ingest.staging.ingest_source`: each file staged is a ``stage-unit`` task run."""
-        return ingest_source(cfg, source, ds, force)
+        return ingest_source(cfg, source, ds, force, stage_unit_task)
 
     def step(self, fn: Callable, *args) -> Any:
         """``fn(*args)`` as a task run of the current flow run. Raises what ``fn`` raises."""
@@ -104,7 +107,7 @@ def ingest(config: FairmonConfig | str, ds: dt.date, force: bool = False) -> lis
             for r in (
                 read_snapshot(cfg, ds, gate_for(cfg), str(ds))[1]  # a snapshot is checked, never staged
                 if name == "reach"
-                else ingest_source(cfg, name, ds, force)
+                else ingest_source(cfg, name, ds, force, stage_unit_task)
             )
         ]
         build_docs(cfg)

@@ -55,6 +55,19 @@ def has_labels(cfg) -> bool:
     return cfg.labels is not None
 
 
+def threshold_options(cfg) -> dict:
+    """The keyword arguments of :func:`threshold_tables` from ``[scores]``."""
+    sc, level = cfg.scores, cfg.estimation.confidence_level
+    return dict(thresholds=[(t.model, t.t, t.d) for t in sc.thresholds], attributes=sc.attributes, level=level,
+                hc=sc.hc, min_window_rows=sc.min_window_rows, ci=sc.ci)  # fmt: skip
+
+
+def sdt_options(cfg) -> dict:
+    """The keyword arguments of :func:`sdt_table` from ``[labels]``."""
+    lc, level = cfg.labels, cfg.estimation.confidence_level
+    return dict(level=level, min_pos=lc.min_pos, min_neg=lc.min_neg, min_errors=lc.min_errors)
+
+
 THRESHOLD_PREVALENCE = Table(
     "threshold_prevalence",
     "Outcome rate at a model's decision threshold per group, and the implied cost ratio.",
@@ -285,16 +298,13 @@ PREVALENCE_DIFF_SCHEMA = THRESHOLD_PREVALENCE_DIFF.schema
 SDT_SCHEMA = SDT.schema
 
 
-def _join(*parts: str | None) -> str | None:
-    return "; ".join(p for p in parts if p) or None
-
-
 @declares(
     THRESHOLD_PREVALENCE,
     THRESHOLD_PREVALENCE_DIFF,
     stage="scores",
-    inputs=("rows", "ds", "window", "thresholds", "attributes"),
+    inputs=("rows", "ds", "window"),
     enabled=has_scores,
+    options=threshold_options,
 )
 def threshold_tables(
     rows: pl.DataFrame,
@@ -395,7 +405,7 @@ def threshold_tables(
     return pl.DataFrame(prev, schema=PREVALENCE_SCHEMA), pl.DataFrame(diffs, schema=PREVALENCE_DIFF_SCHEMA)
 
 
-@declares(SDT, stage="labels", inputs=("confusion", "ds", "window"), enabled=has_labels)
+@declares(SDT, stage="labels", inputs=("confusion", "ds", "window"), enabled=has_labels, options=sdt_options)
 def sdt_table(
     confusion: pl.DataFrame,
     ds: dt.date,
@@ -481,7 +491,7 @@ def sdt_table(
                 "corrected": e.corrected,
                 "p_vs_pool": p_pool,
                 "q_value": float("nan"),
-                "reason": _join(e.reason, why_p),
+                "reason": "; ".join(p for p in (e.reason, why_p) if p) or None,
             }
         )
     q = bh_q_values(np.array([r["p_vs_pool"] for r in rows], dtype=float))

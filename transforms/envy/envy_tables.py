@@ -127,7 +127,20 @@ ENVY_AUDIT = Table(
 )
 
 
-@declares(ENVY_USER, ENVY_AUDIT, stage="envy", inputs=("counts", "ds", "window_start"), enabled=has_envy)
+def envy_user_options(cfg) -> dict:
+    """The keyword arguments of :func:`envy_user_tables` from ``[envy]`` (OCEF's ε, δ and AUDIT's λ, γ)."""
+    env = cfg.envy
+    return {"epsilon": env.epsilon, "delta": env.delta, "lam": env.lam, "gamma": env.gamma}
+
+
+@declares(
+    ENVY_USER,
+    ENVY_AUDIT,
+    stage="envy",
+    inputs=("counts", "ds", "window_start"),
+    enabled=has_envy,
+    options=envy_user_options,
+)
 def envy_user_tables(
     counts: pl.DataFrame,
     ds: dt.date,

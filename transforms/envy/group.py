@@ -236,7 +236,14 @@ GROUP_ENVY = Table(
 )
 
 
-@declares(GROUP_ENVY, stage="envy", inputs=("counts", "ds", "window_start"), enabled=has_envy)
+def group_envy_options(cfg) -> dict:
+    """The keyword arguments of :func:`group_envy_table` from ``[envy]`` and the confidence level."""
+    return {"epsilon": cfg.envy.epsilon, "delta": cfg.envy.delta, "level": cfg.estimation.confidence_level}
+
+
+@declares(
+    GROUP_ENVY, stage="envy", inputs=("counts", "ds", "window_start"), enabled=has_envy, options=group_envy_options
+)
 def group_envy_table(
     counts: pl.DataFrame,
     ds: dt.date,

@@ -101,7 +101,34 @@ def group_summary(
     return out
 
 
-@declares(REACH_GROUP, stage="reach", inputs=("ds", "frames"), enabled=has_reach)
+def reach_group_options(cfg) -> dict:
+    """The keyword arguments of :func:`reach_group_day` from the config."""
+    rc = cfg.reach
+    return {"level": cfg.estimation.confidence_level, "n_resamples": rc.bootstrap_resamples, "seed": rc.seed}
+
+
+@declares(
+    REACH_GROUP,
+    stage="reach",
+    inputs=("ds", "reach_user", "reach_item", "stability_user", "user_attributes", "item_attributes"),
+    enabled=has_reach,
+    options=reach_group_options,
+)
+def reach_group_day(
+    ds: dt.date,
+    reach_user: pl.DataFrame,
+    reach_item: pl.DataFrame,
+    stability_user: pl.DataFrame,
+    user_attributes: list[str],
+    item_attributes: list[str],
+    **kw,
+) -> pl.DataFrame:
+    """The day's ``reach_group`` from the reach stage's earlier tables
+    (:func:`reach_group_inputs`, then :func:`reach_group_table` with ``kw``)."""
+    frames = reach_group_inputs(reach_user, reach_item, stability_user, user_attributes, item_attributes)
+    return reach_group_table(ds, frames, **kw)
+
+
 def reach_group_table(
     ds: dt.date,
     frames: dict[str, tuple[pl.DataFrame, list[str], list[str]]],

@@ -62,6 +62,11 @@ def has_reach(cfg) -> bool:
     return cfg.reach is not None
 
 
+def reach_options(cfg) -> dict:
+    """The keyword arguments of :func:`reach_user_table` and :func:`reach_item_table` from ``[reach]``."""
+    return {"beta": cfg.reach.beta, "budget": cfg.reach.budget}
+
+
 REACH_USER = Table(
     "reach_user",
     "Per user of a model snapshot: how many items the user can make the recommender show (discovery).",
@@ -242,7 +247,11 @@ def _attributes_json(frame: pl.DataFrame, attributes: list[str]) -> pl.Series:
 
 
 @declares(
-    REACH_USER, stage="reach", inputs=("ds", "problems", "users", "attributes", "beta", "budget"), enabled=has_reach
+    REACH_USER,
+    stage="reach",
+    inputs=("ds", "problems", "users", "attributes=user_attributes"),
+    enabled=has_reach,
+    options=reach_options,
 )
 def reach_user_table(
     ds: dt.date, problems: pl.DataFrame, users: pl.DataFrame, attributes: list[str], beta: float, budget: int
@@ -278,7 +287,11 @@ def reach_user_table(
 
 
 @declares(
-    REACH_ITEM, stage="reach", inputs=("ds", "problems", "items", "attributes", "beta", "budget"), enabled=has_reach
+    REACH_ITEM,
+    stage="reach",
+    inputs=("ds", "problems", "items", "attributes=item_attributes"),
+    enabled=has_reach,
+    options=reach_options,
 )
 def reach_item_table(
     ds: dt.date, problems: pl.DataFrame, items: pl.DataFrame, attributes: list[str], beta: float, budget: int

@@ -120,8 +120,20 @@ def _fit(history: Ratings, ratings: np.ndarray, n_users: int, n_items: int, trai
     )
 
 
+def stability_options(cfg) -> dict:
+    """The keyword arguments of :func:`stability_table` from ``[reach]`` (the
+    budgets are an input: the reach stage keeps those below the snapshot's users)."""
+    rc = cfg.reach
+    return dict(beta=rc.beta, perturbations=rc.perturbations, noise_seeds=rc.noise_seeds, r_min=rc.rating_min,
+                r_max=rc.rating_max, seed=rc.seed)  # fmt: skip
+
+
 @declares(
-    STABILITY_USER, stage="reach", inputs=("ds", "history", "users", "items_count", "training"), enabled=has_reach
+    STABILITY_USER,
+    stage="reach",
+    inputs=("ds", "history", "users", "items_count", "training", "budgets"),
+    enabled=has_reach,
+    options=stability_options,
 )
 def stability_table(
     ds: dt.date,
@@ -152,7 +164,7 @@ def stability_table(
     change from retraining the unchanged data with ``noise_seeds`` other seeds:
     a change below it cannot be told from training noise. ``progress`` is
     called with 1 after each retraining. Raises ValueError when a budget is
-    not in 1..(users − 1) or ``perturbations`` < 1.
+    not in 1..(users − 1) or ``perturbations`` < 1. Without budgets: no rows.
     """
     n_users = users.height
     budgets = sorted(set(int(b) for b in budgets))
@@ -160,6 +172,8 @@ def stability_table(
         raise ValueError("perturbations must be >= 1")
     if any(b < 1 or b >= n_users for b in budgets):
         raise ValueError(f"stability budgets must be in 1..{n_users - 1}, got {budgets}")
+    if not budgets:  # no budget to perturb: no row, and no retraining
+        return pl.DataFrame(schema=polars_schema("stability_user"))
     tick = progress or (lambda _n: None)
     base_pi = recommendation_distribution(
         _fit(history, history.ratings, n_users, items_count, training, training.seed), history, beta

@@ -27,12 +27,13 @@ from fairmon.transforms.registry import (
     probability,
 )
 from fairmon.transforms.reo.ab import ab_estimates
+from fairmon.transforms.reo.cluster import bucket_sums
 from fairmon.transforms.reo.multiplicity import bh_q_values
 from fairmon.transforms.reo.reo_tables import (
     CLUSTER_BY,
     DESIGN_EFFECT,
     MISSING_GROUP,
-    bucket_sums,
+    cluster_name,
     day_rng,
     group_arrays,
     has_impressions,
@@ -92,7 +93,50 @@ def ab_pairs(arms: list[str], control: str | None, pairs: list[tuple[str, str]])
     return out
 
 
-@declares(REO_AB, stage="impressions", inputs=("counts", "ds", "pairs"), enabled=has_impressions)
+def reo_ab_options(cfg) -> dict:
+    """The keyword arguments of :func:`reo_ab_day` from the config's ``[ab]`` and ``[estimation]``."""
+    ab, est = cfg.ab, cfg.estimation
+    return {
+        "control": ab.control,
+        "configured_pairs": [tuple(p) for p in ab.pairs],
+        "methods": tuple(ab.methods),
+        "level": est.confidence_level,
+        "folds": ab.partition_folds,
+        "n_boot": ab.bootstrap_resamples,
+        "seed": est.seed,
+        "cluster_by": cluster_name(cfg),
+    }
+
+
+@declares(
+    REO_AB,
+    stage="impressions",
+    inputs=("counts", "ds", "buckets"),
+    enabled=has_impressions,
+    options=reo_ab_options,
+    omit_empty=True,
+)
+def reo_ab_day(
+    counts: pl.DataFrame,
+    ds: dt.date,
+    buckets: pl.DataFrame | None = None,
+    *,
+    control: str | None,
+    configured_pairs: list[tuple[str, str]],
+    **kw,
+) -> pl.DataFrame:
+    """The day's ``reo_ab``: :func:`reo_ab_table` over the pairs
+    :func:`ab_pairs` makes of the day's default-traffic arms (those of the
+    ``reo`` table) and the config's ``control`` and ``configured_pairs``;
+    ``kw`` as in :func:`reo_ab_table`. Returns an empty frame (no partition
+    published) when there is no pair."""
+    day = counts.filter((pl.col("ds") == ds) & (pl.col("traffic") == "default"))
+    pairs = ab_pairs(sorted(set(day.get_column("arm").to_list())), control, configured_pairs)
+    if not pairs:
+        return pl.DataFrame(schema=REO_AB_SCHEMA)
+    return reo_ab_table(counts, ds, pairs, buckets=buckets, **kw)
+
+
 def reo_ab_table(
     counts: pl.DataFrame,
     ds: dt.date,

@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import polars as pl
 
 
 @dataclass(frozen=True)
@@ -167,3 +168,46 @@ def sums_from_rows(bucket: np.ndarray, group: np.ndarray, y: np.ndarray, K: int)
     hit = (y.astype(bool)) & (group >= 0)
     np.add.at(pos, (inv[hit], group[hit]), 1.0)
     return BucketSums(pos, rows)
+
+
+def bucket_sums(
+    buckets: pl.DataFrame | None,
+    traffic: str,
+    arm: str,
+    attribute: str,
+    groups: list[str],
+    n_total: int,
+    value: str = "n_pos",
+) -> tuple[BucketSums | None, str | None]:
+    """The per-bucket sums of one sample (this module) from the
+    per-bucket counts of the count stage (columns traffic, arm, attribute,
+    group, cbucket, n, n_pos; one day). ``groups`` orders the columns of
+    ``pos`` ('(missing)' counts in the bucket rows only); ``n_total`` is the
+    sample's row count from group_counts. ``value``: the per-group column
+    summed into ``pos`` (``n_pos``; ``n`` for exposure shares, RSP).
+
+    Returns (sums, None); (None, None) when the sample's rows carry no cluster
+    bucket (independent rows); (None, reason) when only some do (some input
+    files lack the cluster id): no robust variance can be formed then.
+    """
+    if buckets is None or buckets.is_empty():
+        return None, None
+    sel = buckets.filter((pl.col("traffic") == traffic) & (pl.col("arm") == arm) & (pl.col("attribute") == attribute))
+    if sel.is_empty():
+        return None, None
+    ids, inv = np.unique(sel.get_column("cbucket").to_numpy(), return_inverse=True)
+    rows = np.bincount(inv, weights=sel.get_column("n").to_numpy(), minlength=ids.size)
+    if int(round(rows.sum())) != n_total:
+        return None, (
+            f"{traffic} traffic: {int(rows.sum())} of {n_total} rows carry a cluster id (some input files lack it): "
+            "the cluster-robust variance is undefined"
+        )
+    k = (
+        sel.get_column("group")
+        .replace_strict(list(groups), list(range(len(groups))), default=-1, return_dtype=pl.Int64)
+        .to_numpy()
+    )
+    pos = np.zeros((ids.size, len(groups)))
+    keep = k >= 0
+    np.add.at(pos, (inv[keep], k[keep]), sel.get_column(value).to_numpy()[keep])
+    return BucketSums(pos, rows), None

@@ -36,7 +36,7 @@ from fairmon.transforms.registry import (
     positive,
     probability,
 )
-from fairmon.transforms.reo.cluster import BucketSums
+from fairmon.transforms.reo.cluster import bucket_sums
 from fairmon.transforms.reo.estimate import (
     EIGHTY_PERCENT_RULE_REO,
     MIN_EXPECTED_POSITIVES,
@@ -71,6 +71,21 @@ DESIGN_EFFECT = Column(
 def has_impressions(cfg) -> bool:
     """Whether the config reads impressions (the REO family's tables need them)."""
     return cfg.impressions is not None
+
+
+def cluster_name(cfg) -> str:
+    """The id that makes a cluster under ``[estimation] cluster_by`` (``auto``: request_id)."""
+    by = cfg.estimation.cluster_by
+    return "request_id" if by == "auto" else by
+
+
+def reo_options(cfg) -> dict:
+    """The keyword arguments of :func:`reo_tables` from the config's ``[estimation]``."""
+    e = cfg.estimation
+    return dict(
+        ci_method=e.ci_method, level=e.confidence_level, n_boot=e.bootstrap_resamples, seed=e.seed,
+        reo_threshold=e.reo_threshold, min_expected_positives=e.min_expected_positives, cluster_by=cluster_name(cfg),
+    )  # fmt: skip
 
 
 GROUP_COUNTS = Table(
@@ -271,50 +286,14 @@ def group_arrays(frame: pl.DataFrame, groups: list[str]) -> tuple[np.ndarray, np
     return n, pos, sum(v[0] for v in c.values())
 
 
-def bucket_sums(
-    buckets: pl.DataFrame | None,
-    traffic: str,
-    arm: str,
-    attribute: str,
-    groups: list[str],
-    n_total: int,
-    value: str = "n_pos",
-) -> tuple[BucketSums | None, str | None]:
-    """The per-bucket sums of one sample (transforms/reo/cluster.py) from the
-    per-bucket counts of the count stage (columns traffic, arm, attribute,
-    group, cbucket, n, n_pos; one day). ``groups`` orders the columns of
-    ``pos`` ('(missing)' counts in the bucket rows only); ``n_total`` is the
-    sample's row count from group_counts. ``value``: the per-group column
-    summed into ``pos`` (``n_pos``; ``n`` for exposure shares, RSP).
-
-    Returns (sums, None); (None, None) when the sample's rows carry no cluster
-    bucket (independent rows); (None, reason) when only some do (some input
-    files lack the cluster id): no robust variance can be formed then.
-    """
-    if buckets is None or buckets.is_empty():
-        return None, None
-    sel = buckets.filter((pl.col("traffic") == traffic) & (pl.col("arm") == arm) & (pl.col("attribute") == attribute))
-    if sel.is_empty():
-        return None, None
-    ids, inv = np.unique(sel.get_column("cbucket").to_numpy(), return_inverse=True)
-    rows = np.bincount(inv, weights=sel.get_column("n").to_numpy(), minlength=ids.size)
-    if int(round(rows.sum())) != n_total:
-        return None, (
-            f"{traffic} traffic: {int(rows.sum())} of {n_total} rows carry a cluster id (some input files lack it): "
-            "the cluster-robust variance is undefined"
-        )
-    k = (
-        sel.get_column("group")
-        .replace_strict(list(groups), list(range(len(groups))), default=-1, return_dtype=pl.Int64)
-        .to_numpy()
-    )
-    pos = np.zeros((ids.size, len(groups)))
-    keep = k >= 0
-    np.add.at(pos, (inv[keep], k[keep]), sel.get_column(value).to_numpy()[keep])
-    return BucketSums(pos, rows), None
-
-
-@declares(REO_GROUP, REO, stage="impressions", inputs=("counts", "ds"), enabled=has_impressions)
+@declares(
+    REO_GROUP,
+    REO,
+    stage="impressions",
+    inputs=("counts", "ds", "buckets"),
+    enabled=has_impressions,
+    options=reo_options,
+)
 def reo_tables(
     counts: pl.DataFrame,
     ds: dt.date,

@@ -51,9 +51,31 @@ from fairmon.transforms.registry import (
     non_negative,
     probability,
 )
-from fairmon.transforms.reo.cluster import BucketSums, ratio_log_covariance
+from fairmon.transforms.reo.cluster import BucketSums, bucket_sums, ratio_log_covariance
 from fairmon.transforms.reo.estimate import estimate_reo, reo_log_gradient, reo_of_utilities, z_value
-from fairmon.transforms.reo.reo_tables import MISSING_GROUP, bucket_sums, has_impressions
+from fairmon.transforms.reo.reo_tables import MISSING_GROUP, has_impressions
+
+
+def has_rsp(cfg) -> bool:
+    """Whether the config asks for the rsp table (``[estimation] rsp``; seed 001 App. H.1)."""
+    return cfg.impressions is not None and bool(cfg.estimation.rsp)
+
+
+def stage_options(cfg) -> dict:
+    """The keyword arguments of :func:`reo_stage_table` from ``[estimation]``."""
+    return {"level": cfg.estimation.confidence_level, "stage_traffic": cfg.estimation.stage_traffic}
+
+
+def rsp_options(cfg) -> dict:
+    """The keyword arguments of :func:`rsp_table`: user attributes are left out (user_precision covers them)."""
+    est = cfg.estimation
+    return {"level": est.confidence_level, "exclude": tuple(est.user_attributes)}
+
+
+def precision_options(cfg) -> dict:
+    """The keyword arguments of :func:`user_precision_table` from ``[estimation]``."""
+    est = cfg.estimation
+    return {"user_attributes": est.user_attributes, "level": est.confidence_level}
 
 
 def has_user_attributes(cfg) -> bool:
@@ -210,7 +232,14 @@ def _clusters(
     return bucket_sums(buckets, traffic, arm, attribute, groups, n, value)
 
 
-@declares(REO_STAGE, stage="impressions", inputs=("counts", "ds"), enabled=has_impressions)
+@declares(
+    REO_STAGE,
+    stage="impressions",
+    inputs=("counts", "ds", "buckets"),
+    enabled=has_impressions,
+    options=stage_options,
+    omit_empty=True,
+)
 def reo_stage_table(
     counts: pl.DataFrame,
     ds: dt.date,
@@ -268,7 +297,7 @@ def reo_stage_table(
     return pl.DataFrame(rows, schema=REO_STAGE_SCHEMA)
 
 
-@declares(RSP, stage="impressions", inputs=("counts", "ds"), enabled=has_impressions)
+@declares(RSP, stage="impressions", inputs=("counts", "ds", "buckets"), enabled=has_rsp, options=rsp_options)
 def rsp_table(
     counts: pl.DataFrame,
     ds: dt.date,
@@ -359,7 +388,13 @@ def precision_disparity(
     return d, se, max(0.0, d - z * se), d + z * se, None
 
 
-@declares(USER_PRECISION, stage="impressions", inputs=("counts", "ds", "user_attributes"), enabled=has_user_attributes)
+@declares(
+    USER_PRECISION,
+    stage="impressions",
+    inputs=("counts", "ds", "buckets"),
+    enabled=has_user_attributes,
+    options=precision_options,
+)
 def user_precision_table(
     counts: pl.DataFrame,
     ds: dt.date,
