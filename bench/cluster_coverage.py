@@ -25,6 +25,7 @@ import time
 import numpy as np
 import polars as pl
 
+from fairmon.api.counting import cluster_bucket
 from fairmon.transforms.reo.cluster import sums_from_rows
 from fairmon.transforms.reo.estimate import estimate_reo, reo_of_utilities
 from fairmon.transforms.simulators.impressions import SimulationSpec, simulate_day, simulate_random_pool
@@ -36,7 +37,7 @@ def day_sums(frame: pl.DataFrame, buckets: int, K: int):
     """(positives per group (K,), rows, BucketSums) of one simulated frame."""
     y = frame.select(pl.max_horizontal(pl.exclude("request_id", "item_id", ATTR, "arm")) > 0).to_series().to_numpy()
     g = frame.get_column(ATTR).to_numpy().astype(np.int64)
-    b = (frame.get_column("request_id").hash(seed=0) % buckets).to_numpy()
+    b = cluster_bucket(frame.get_column("request_id"), buckets).to_numpy()
     pos = np.bincount(g[y], minlength=K)
     return pos, frame.height, sums_from_rows(b, g, y, K)
 

@@ -5,11 +5,20 @@
 -- the random-traffic window) stays one. The profile then groups by __cbucket
 -- too: per bucket and group the rows and positives that the cluster-robust
 -- variance needs come out of the same scan (transforms/reo/cluster.py).
--- Portable (pipelines/storage/portable.py): hash() is each engine's own
--- (DuckDB's 64-bit hash; Spark's Murmur3), so which clusters share a bucket
--- depends on the engine; ((h % b) + b) % b keeps Spark's signed hash in range.
--- The hash is shifted right by one bit and cast to BIGINT first: DuckDB's
--- hash is UBIGINT, and UBIGINT % (a bound INTEGER) is computed in HUGEINT,
--- which made this scan 3x slower (bench/README.md, issue 20).
-SELECT *, CAST(((CAST(hash({{cluster}}) >> 1 AS BIGINT) % $buckets) + $buckets) % $buckets AS INTEGER) AS __cbucket
+-- Formula 3 (pipelines/core/config.py BUCKET_FORMULA), the same on every
+-- engine (DESIGN §1 "Engines"): the id as text, its SHA-1 digest of the UTF-8
+-- bytes, the first 4 bytes of the digest (its first 8 hex digits) read as an
+-- unsigned big-endian 32-bit integer, modulo $buckets:
+--     bucket = int(sha1(utf8(id)).hexdigest()[:8], 16) % buckets
+-- A null id is one cluster, in bucket 6893924396578271964 % $buckets (where
+-- DuckDB's hash put it before). sha1() gives the same lowercase hex digest on
+-- DuckDB and Spark; DuckDB reads the hex digits with CAST('0x' || … AS BIGINT),
+-- which the Spark translation spells CAST(conv(…, 16, 10) AS BIGINT)
+-- (pipelines/storage/portable.py). The value is below 2^32, so BIGINT holds
+-- it and the modulo is never negative. Engine-specific hash() is not used:
+-- DuckDB's and Spark's differ, and so would the buckets and the intervals.
+-- CPU per 10^7 ids on DuckDB: 1.5 s (md5: 1.55 s; the former hash(): 0.15 s;
+-- bench/README.md, issue 37).
+SELECT *,
+       CAST(coalesce(CAST('0x' || substr(sha1({{cluster:text}}), 1, 8) AS BIGINT), 6893924396578271964) % $buckets AS INTEGER) AS __cbucket
 FROM raw_in

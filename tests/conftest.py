@@ -1,6 +1,7 @@
 """Shared fixtures. Prefect's temporary API starts once per session (only for
 the tests that request ``prefect_harness``)."""
 
+import hashlib
 import os
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -14,6 +15,16 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SHARED_COAT = REPO.parent / "shared" / "data" / "coat"
 BUNDLED_COAT = REPO / "data" / "coat"
+
+#: Ids whose bucket every engine must agree on: ASCII, non-ASCII, empty, long, digits, null.
+BUCKET_IDS = ["r1", "req-2026-01-05-000017", "é", "ユーザー☃", "", "x" * 500, "0042", " a ", None]
+
+
+def reference_bucket(cluster_id: str | None, buckets: int) -> int:
+    """sql/impressions_bucket.sql (formula 3) in Python: the first 8 hex digits of the SHA-1 of the id's
+    UTF-8 bytes as an unsigned integer, modulo the buckets; a null id in DuckDB's former null bucket."""
+    h = 6893924396578271964 if cluster_id is None else int(hashlib.sha1(cluster_id.encode()).hexdigest()[:8], 16)
+    return h % buckets
 
 
 def pytest_collection_modifyitems(config, items):

@@ -10,7 +10,6 @@ import math
 import subprocess
 import sys
 
-import duckdb
 import numpy as np
 import pandas as pd
 import polars as pl
@@ -19,6 +18,7 @@ import pytest
 from scipy import stats
 
 import fairmon
+from fairmon.api.counting import cluster_bucket
 from fairmon.pipelines.ingest.adapters import read_coat
 from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import InputContractError, normalize_impressions
@@ -148,7 +148,7 @@ def test_coat_clustered_by_user_equals_the_sandwich_by_hand(coat):
     Q, P = a / n_rec, b / n_rand
     r = (Q[0] / P[0]) / (Q[1] / P[1])
     ids = sorted(set(rows.get_column("user")))
-    bucket = dict(duckdb.sql(f"SELECT id, (hash(id) >> 1) % 128 FROM (SELECT unnest({ids}) AS id)").fetchall())
+    bucket = dict(zip(ids, cluster_bucket(pl.Series(ids)).to_list()))
 
     def var_log_share(traffic, share):
         part = rows.filter(pl.col("traffic") == traffic)

@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from fairmon.api.counting import cluster_bucket
 from fairmon.transforms.reo.ab import ab_estimates
 from fairmon.transforms.reo.cluster import BucketSums, ratio_log_covariance, sums_from_rows
 from fairmon.transforms.reo.estimate import (
@@ -262,7 +263,7 @@ def _rep(spec: SimulationSpec, buckets: int) -> tuple[bool, bool, float]:
         y = frame.select(pl.max_horizontal(pl.exclude("request_id", "item_id", "young_adult", "arm")) > 0)
         y = y.to_series().to_numpy()
         g = frame.get_column("young_adult").to_numpy().astype(np.int64)
-        b = (frame.get_column("request_id").hash(seed=0) % buckets).to_numpy()
+        b = cluster_bucket(frame.get_column("request_id"), buckets).to_numpy()
         sides.append((np.bincount(g[y], minlength=2), frame.height, sums_from_rows(b, g, y, 2)))
     (a, n_rec, c_rec), (b, n_rand, c_rand) = sides
     m = estimate_reo(["0", "1"], a, n_rec, b, n_rand)

@@ -6,6 +6,7 @@ import datetime as dt
 import numpy as np
 import polars as pl
 import pytest
+from conftest import BUCKET_IDS, reference_bucket
 
 from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import normalize_impressions
@@ -157,23 +158,28 @@ def test_a_range_counts_each_day_as_the_day_alone(staged, tmp_path):
     assert set(rng.get_column("ds")) == set(days)
 
 
-def test_cluster_bucket_is_the_shifted_hash_modulo_the_buckets():
-    """sql/impressions_bucket.sql: the bucket is DuckDB's hash shifted right by one
-    bit, as BIGINT, modulo the buckets. Taken modulo directly, the UBIGINT hash and
-    the bound INTEGER are computed in HUGEINT, which made the clustered profile scan
-    3x slower (bench/README.md, issue 20)."""
+def test_cluster_bucket_is_the_sha1_prefix_modulo_the_buckets():
+    """sql/impressions_bucket.sql on DuckDB gives each id the bucket that hashlib gives it (int32),
+    and 2000 ids fill all 7 buckets."""
     import duckdb
 
     from fairmon.pipelines.storage.portable import render
 
     con = duckdb.connect()
     con.execute("CREATE TABLE raw_in AS SELECT 'r' || i AS request_id FROM range(2000) AS t(i)")
+    con.execute("INSERT INTO raw_in SELECT unnest($ids)", {"ids": BUCKET_IDS})
+    for buckets in (7, 128, 65536):
+        got = con.sql(render("impressions_bucket", cluster=["request_id"]), params={"buckets": buckets}).pl()
+        want = [reference_bucket(i, buckets) for i in got.get_column("request_id")]
+        assert got.get_column("__cbucket").to_list() == want
+        assert got.get_column("__cbucket").dtype == pl.Int32
+    assert set(want) > {reference_bucket(None, 65536)}
     got = con.sql(render("impressions_bucket", cluster=["request_id"]), params={"buckets": 7}).pl()
-    want = con.sql("SELECT request_id, (hash(request_id) >> 1) % 7 AS b FROM raw_in").pl()
-    got, want = got.sort("request_id"), want.sort("request_id")
-    assert got.get_column("__cbucket").to_list() == want.get_column("b").to_list()
-    assert got.get_column("__cbucket").dtype == pl.Int32
     assert set(got.get_column("__cbucket").to_list()) == set(range(7))
+    # an integer id is bucketed as its text: a Parquet column of numbers and a CSV column of digits agree
+    con.execute("CREATE TABLE nums AS SELECT 42 AS i")
+    ints = con.sql(render("impressions_bucket", cluster=["i"]).replace("raw_in", "nums"), params={"buckets": 128})
+    assert ints.fetchall()[0][1] == reference_bucket("42", 128)
 
 
 def _clustered_rows(signal_kind: str, n: int = 3000) -> pl.DataFrame:
@@ -210,7 +216,7 @@ def test_rows_per_cluster_bucket_from_the_profile_scan(kind, rule):
     without clustering and, per bucket, the rows per combination and label
     (sql/impressions_profile_buckets.sql; text signals: the profile split by
     bucket). Both are checked against the rows themselves: bucket = the
-    shifted hash modulo 16, label = any/all of the signals with SQL's null
+    SHA-1 prefix modulo 16 (reference_bucket), label = any/all of the signals with SQL's null
     logic (null OR false is null, null AND true is null)."""
     import duckdb
 
@@ -228,10 +234,11 @@ def test_rows_per_cluster_bucket_from_the_profile_scan(kind, rule):
     assert without_buckets(split).equals(plain) and rows_in(split) == rows.height == rows_in(plain)
 
     staged = normalize_impressions(split, file="f", signals=["s1", "s2"], attributes=["g", "h"], label_rule=rule)
-    con.register("rows", rows)
+    buckets = [reference_bucket(i, 16) for i in rows.get_column("request_id")]
+    con.register("rows", rows.with_columns(pl.Series("__cbucket", buckets)))
     y = "s1 OR s2" if rule == "any" else "s1 AND s2"
     want = con.sql(
-        f"""SELECT traffic, arm, ({y}) AS y, g, h, CAST((hash(request_id) >> 1) % 16 AS INTEGER) AS cbucket,
+        f"""SELECT traffic, arm, ({y}) AS y, g, h, CAST(__cbucket AS INTEGER) AS cbucket,
                    count(*) AS n
             FROM rows GROUP BY ALL"""
     ).pl()

@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from fairmon.api.counting import cluster_bucket
 from fairmon.pipelines.core.config import load_config
 from fairmon.pipelines.faces.cli import app
 from fairmon.pipelines.faces.report import build_report
@@ -44,8 +45,7 @@ def sim(tmp_path):
 
 def _sums(frame: pl.DataFrame, y: pl.Expr, buckets: int = 128) -> BucketSums:
     """Per-bucket sums of the rows: request ids hashed as sql/impressions_bucket.sql says, from the CSV rows."""
-    bucket = f"SELECT ((hash(request_id) >> 1) % {buckets})::INTEGER AS b FROM frame"
-    b = duckdb.sql(bucket).pl().get_column("b").to_numpy()
+    b = cluster_bucket(frame.get_column("request_id"), buckets).to_numpy()
     return sums_from_rows(b, frame.get_column("young_adult").to_numpy(), frame.select(y).to_series().to_numpy(), 2)
 
 
@@ -219,7 +219,7 @@ def test_coat_gender_matches_independent_computation(tmp_path, coat_dir):
     def var_log_ratio(mat, share):
         users = np.nonzero(mat)[0]
         ids = [f"u{x}" for x in sorted(set(users))]
-        bucket = dict(duckdb.sql(f"SELECT id, (hash(id) >> 1) % 128 FROM (SELECT unnest({ids}) AS id)").fetchall())
+        bucket = dict(zip(ids, cluster_bucket(pl.Series(ids)).to_list()))
         b = np.array([bucket[f"u{x}"] for x in range(mat.shape[0])])  # users without ratings never enter
         liked = mat >= 4
         e = np.zeros((128, 2))

@@ -97,7 +97,11 @@ def count_rows(
 def cluster_bucket(ids: pl.Series, buckets: int = CLUSTER_BUCKETS) -> pl.Series:
     """The hash bucket (0 .. ``buckets`` − 1, int32) of each cluster id, computed by the pipeline's own
     statement ``sql/impressions_bucket.sql`` on DuckDB, so an id falls in the bucket it falls in when
-    ``fairmon run`` clusters (transforms/reo/cluster.py). Raises ValueError for ``buckets`` < 2."""
+    ``fairmon run`` clusters on either engine (transforms/reo/cluster.py; DESIGN §1 "Engines"):
+    ``int(hashlib.sha1(text.encode()).hexdigest()[:8], 16) % buckets``, ``text`` the id cast to VARCHAR
+    (the first 4 bytes of the SHA-1 of its UTF-8 bytes, big-endian); a null id in bucket
+    ``6893924396578271964 % buckets`` (formula 3, pipelines/core/config.py ``BUCKET_FORMULA``).
+    Raises ValueError for ``buckets`` < 2."""
     if buckets < 2:
         raise ValueError(f"cluster_buckets must be at least 2, got {buckets}")
     import duckdb

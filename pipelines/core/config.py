@@ -69,8 +69,9 @@ __all__ = [
 
 #: Version of the cluster-bucket formula of sql/impressions_bucket.sql, part of
 #: :meth:`FairmonConfig.fingerprint` when rows are clustered: changing the formula
-#: re-stages every file (2: the hash shifted right one bit, as BIGINT, modulo the buckets).
-BUCKET_FORMULA = 2
+#: re-stages every file (2: DuckDB's or Spark's own hash() shifted right one bit, modulo the buckets;
+#: 3: the first 8 hex digits of the id's SHA-1 as an integer, modulo the buckets, the same on every engine).
+BUCKET_FORMULA = 3
 
 
 class FairmonConfig(Strict):
@@ -187,7 +188,9 @@ class FairmonConfig(Strict):
         # with [envy] every impressions file also stages its per-user rows (and swap rows are allowed)
         if self.envy is not None:
             inputs["envy"] = True
-        # each engine hashes cluster ids its own way (sql/impressions_bucket.sql): its profiles are its own
+        # buckets are the same on every engine (formula 3), but the staged rows are not: DuckDB stages the
+        # rows per bucket and label from grouping sets of one scan (sql/impressions_profile_buckets.sql),
+        # Spark the profile split by bucket, so the rows and their src_row differ although their sums agree
         if self.engine != "duckdb":
             inputs["engine"] = self.engine
         return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]

@@ -13,7 +13,11 @@ columns, and each must match ``[A-Za-z_][A-Za-z0-9_]*`` (:func:`ident`), so
 rendering cannot inject SQL; values stay bound parameters (``$name``).
 DuckDB runs the rendered text as it is; the Spark engine runs the same text
 translated by sqlglot (DuckDB → Spark dialect, ``$name`` → ``:name``). There
-is no second hand-written copy of the query logic to drift.
+is no second hand-written copy of the query logic to drift. One DuckDB idiom
+has no Spark spelling that sqlglot knows: a hexadecimal number read from text,
+``CAST('0x' || h AS BIGINT)``, which becomes ``CAST(conv(h, 16, 10) AS BIGINT)``
+(the same integer for up to 15 hex digits; the cluster bucket,
+sql/impressions_bucket.sql).
 """
 
 from __future__ import annotations
@@ -49,14 +53,29 @@ def render(name: str, **columns: list[str] | tuple[str, ...]) -> str:
     return _HOLE.sub(fill, sql_text(name))
 
 
+def _hex_cast(node):
+    """``CAST('0x' || h AS <integer>)`` (DuckDB reads ``h`` as hex digits) as
+    ``CAST(conv(h, 16, 10) AS <integer>)``, Spark's reading of the same digits."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Cast) and node.to.is_type(*exp.DataType.INTEGER_TYPES):
+        inner = node.this
+        if isinstance(inner, exp.DPipe) and isinstance(inner.this, exp.Literal) and inner.this.this == "0x":
+            conv = exp.Anonymous(
+                this="conv", expressions=[inner.expression, exp.Literal.number(16), exp.Literal.number(10)]
+            )
+            return exp.Cast(this=conv, to=node.to)
+    return node
+
+
 @functools.cache
 def _to_spark(text: str) -> str:
     import sqlglot  # only the Spark engine needs it (extra fairmon[spark])
 
-    out = sqlglot.transpile(text, read="duckdb", write="spark")
+    out = sqlglot.parse(text, read="duckdb")
     if len(out) != 1:
         raise ValueError(f"expected one statement, got {len(out)}")
-    return out[0]
+    return out[0].transform(_hex_cast).sql(dialect="spark")
 
 
 def render_spark(name: str, **columns: list[str] | tuple[str, ...]) -> str:
