@@ -205,10 +205,8 @@ class Declaration:
         return out if self.output is None else out[self.output]
 
 
-#: The family modules holding declarations, in the order of :data:`TABLES`,
-#: which is the order a stage computes its tables in (:func:`run_stage`: a
-#: table may take an earlier table of its stage as input) and the order of a
-#: day's checks in ``dq_results``.
+#: The family modules holding declarations, in the order of :data:`TABLES`: the order a stage computes its
+#: tables in (:func:`run_stage`: a table may take an earlier one of its stage) and of a day's ``dq_results``.
 FAMILY_MODULES: tuple[str, ...] = (
     "fairmon.transforms.reo.reo_tables",
     "fairmon.transforms.reo.stage",
