@@ -4,8 +4,8 @@ GX imports, when they are installed, the integrations of every engine it can
 validate on: SQLAlchemy (installed here for Prefect's server, which runs in a
 process of its own) and PySpark (``fairmon[spark]``). fairmon gives GX only
 pandas frames (:class:`fairmon.pipelines.checks.gate.QualityGate`'s pandas data
-source), so those integrations are dead weight: about 0.5 CPU-s of the 1.5 s
-that importing GX costs a run (bench/README.md "Issue 37"). GX treats a
+source), so those integrations are dead weight: 0.2–0.3 CPU-s of the ~2.1 s
+that importing GX cost a run (bench/README.md "startup.py"). GX treats a
 package it cannot import as not installed (its ``compatibility`` modules),
 which is a configuration GX supports; the packages stay importable for
 everything else in this process once GX is in.
