@@ -299,6 +299,43 @@ def test_a_temporary_server_that_never_answers_ends_the_run_with_an_error_line_n
     assert stubs == []  # stopped at exit
 
 
+_NO_SERVER = """
+import os, subprocess, sys
+started = []
+popen = subprocess.Popen
+def recording(cmd, *args, **kwargs):
+    started.append(" ".join(map(str, cmd)))
+    return popen(cmd, *args, **kwargs)
+subprocess.Popen = recording
+from fairmon.pipelines.faces.cli import app
+try:
+    app(sys.argv[1:], prog_name="fairmon")
+except SystemExit as e:
+    code = e.code
+SERVER = "prefect.server" + ".api.server"
+print(code, SERVER in sys.modules, "FAIRMON_RUN_TOKEN" in os.environ, len(started))
+"""
+
+
+def test_without_an_api_fairmon_run_starts_no_prefect_server(tmp_path):
+    """With no Prefect API configured, ``fairmon run`` (and backfill) runs the
+    day in process: no temporary server, no guard, no process at all is
+    started and Prefect's server package is never imported; it publishes."""
+    import os
+    import subprocess
+    import sys
+
+    cfg = _sim(tmp_path, days=2)
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(tmp_path / "home")
+    for args in (["run", "--date", str(D0)], ["backfill", "--start", str(D0), "--end", str(D0 + dt.timedelta(1))]):
+        cmd = [sys.executable, "-c", _NO_SERVER, *args, "-c", str(cfg)]
+        run = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.splitlines()[-1].split() == ["0", "False", "False", "0"], run.stdout
+    assert len(list(cfg.parent.glob("warehouse/reo/ds=*/part-0.parquet"))) == 2
+
+
 def _cmdline(pid: str) -> bytes:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
