@@ -115,9 +115,19 @@ def run_with_progress(
         raise typer.Exit(EXIT_FAILED) from None
 
 
-def _show_warnings() -> None:
+def show_stage_logs() -> None:
+    """``--verbose`` for days run in process (no Prefect run logger): the
+    ``fairmon`` logger's per-stage lines (rows in/out, seconds) and warnings
+    on stderr, in the shape of Prefect's log lines."""
+    import logging
+
+    _show_warnings(logging.INFO, "%(asctime)s.%(msecs)03d | %(levelname)-7s | fairmon - %(message)s")
+
+
+def _show_warnings(level: int = 0, fmt: str = "warning: %(message)s") -> None:
     """fairmon's own warnings (``fairmon`` logger: a missing input file, a day
-    without random traffic, a file not staged) on stderr, once."""
+    without random traffic, a file not staged) on stderr, once; from ``level``
+    (default WARNING) in format ``fmt`` when given."""
     import logging
 
     log = logging.getLogger("fairmon")
@@ -133,11 +143,13 @@ def _show_warnings() -> None:
 
     if not any(getattr(h, "fairmon_cli", False) for h in log.handlers):
         handler = Stderr()
-        handler.setFormatter(logging.Formatter("warning: %(message)s"))
-        handler.setLevel(logging.WARNING)
+        handler.setFormatter(logging.Formatter(fmt, datefmt="%H:%M:%S"))
+        handler.setLevel(level or logging.WARNING)
         handler.fairmon_cli = True
         log.addHandler(handler)
         log.propagate = False
+        if level and log.getEffectiveLevel() > level:
+            log.setLevel(level)
 
 
 def prefect_env(verbose: bool = False) -> None:

@@ -31,6 +31,7 @@ from fairmon.pipelines.faces.cli_common import (
     parse_date,
     prefect_env,
     run_with_progress,
+    show_stage_logs,
     use_prefect,
 )
 from fairmon.pipelines.faces.views import ab_view, prevalence_table, reo_table, run_summary, sdt_view
@@ -43,9 +44,7 @@ def run(
     force_ingest: Annotated[
         bool, typer.Option("--force-ingest", help="Re-stage input files even when unchanged.", metavar="")
     ] = False,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Show Prefect's per-stage logs.", metavar="")
-    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show the per-stage logs.", metavar="")] = False,
     wait: Annotated[float, typer.Option(help="Seconds to wait for another run on the same DuckDB file.")] = 0.0,
     as_json: JsonOpt = False,
     prefect: PrefectOpt = None,
@@ -58,6 +57,8 @@ def run(
     cfg = load_or_exit(config)
     prefect = use_prefect(prefect)
     launch_api(prefect)
+    if verbose and not prefect:
+        show_stage_logs()
     err.print(f"fairmon run {ds} ({config}): checking inputs, then counts and estimators", highlight=False)
     options = dict(force_ingest=force_ingest, wait_seconds=wait, prefect=prefect)
     r = run_with_progress(cfg, config, [ds], show_progress=False, **options)[0]
@@ -132,9 +133,7 @@ def backfill(
     ] = False,
     concurrency: Annotated[int, typer.Option(min=1, help="Days run at the same time.")] = 1,
     wait: Annotated[float, typer.Option(help="Seconds to wait for another run on the same DuckDB file.")] = 0.0,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Show Prefect's per-stage logs.", metavar="")
-    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show the per-stage logs.", metavar="")] = False,
     as_json: JsonOpt = False,
     prefect: PrefectOpt = None,
 ) -> None:
@@ -151,6 +150,8 @@ def backfill(
     cfg = load_or_exit(config)
     prefect = use_prefect(prefect)
     launch_api(prefect)
+    if verbose and not prefect:
+        show_stage_logs()
     from fairmon.pipelines.orchestration.ops import days_to_run, detect_stale
     from fairmon.pipelines.storage.locking import RunLockedError, project_lock
 
