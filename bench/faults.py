@@ -76,6 +76,7 @@ def backfill(config: Path, home: Path, *extra: str, kill_after: float | None = N
         str(START),
         "--end",
         str(end),
+        "--prefect",  # through Prefect's temporary server: a kill must leave no server behind either
         *extra,
     ]
     t0 = time.monotonic()

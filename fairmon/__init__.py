@@ -12,6 +12,7 @@ frames (through Narwhals; the result is of the caller's kind)::
     fairmon.sdt(labels, label="label", gold_label="gold", labeler="labeler_id", group="g")
     fairmon.envy_audit(rows, user="user_id", donor="policy_user_id", reward="y", ...)     # seed 004
     fairmon.read_table("fairmon.toml", "reo", "2026-03-01", "2026-03-31")  # published outputs
+    fairmon.run_day("fairmon.toml", "2026-03-01")  # a day computed and published in process, as `fairmon run`
 
 Each function's docstring gives its input shapes, units, errors and source
 equation. The names load on first use: ``import fairmon`` itself imports
@@ -46,6 +47,7 @@ _EXPORTS = {
     "envy_users": "fairmon.api.envy_frames",
     "envy_audit": "fairmon.api.envy_frames",
     "read_table": "fairmon.api.published",
+    "run_day": "fairmon.api.day_runs",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -54,13 +54,13 @@ def test_import_fairmon_is_light_and_exports_documented_functions():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[] []"
     names = ["group_counts", "reo", "reo_groups", "reo_ab", "threshold_prevalence", "threshold_prevalence_diff"]
-    names += ["sdt", "envy_users", "envy_audit", "read_table"]
+    names += ["sdt", "envy_users", "envy_audit", "read_table", "run_day"]
     assert fairmon.__all__ == ["__version__", *names]
     for name in names:
         doc = getattr(fairmon, name).__doc__
-        assert "Raises" in doc and ("Source" in doc or name == "read_table"), name
-    with pytest.raises(AttributeError, match="run_day"):
-        fairmon.run_day  # noqa: B018 (wired later by the in-process executor, not exported yet)
+        assert "Raises" in doc and ("Source" in doc or name in ("read_table", "run_day")), name
+    with pytest.raises(AttributeError, match="run_days"):
+        fairmon.run_days  # noqa: B018 (a range of days is the CLI's backfill)
 
 
 # --- Coat: REO and SE against the delta method written out here (DESIGN §4.1) ---------------------
@@ -477,3 +477,65 @@ def test_read_table_returns_only_published_days(tmp_path):
     assert fairmon.read_table(cfg, "reo", end=days[2], backend="pandas")["ds"].tolist() == [days[0]]
     with pytest.raises(ValueError, match="no published table 'nope'; tables with published views: .*reo"):
         fairmon.read_table(cfg, "nope")
+
+
+# --- run_day: a day in process, the partitions `fairmon run` publishes ---------------------------------
+
+_RUN_DAY = """
+import subprocess, sys
+started = []
+popen = subprocess.Popen
+def recording(cmd, *args, **kwargs):
+    started.append(" ".join(map(str, cmd)))
+    return popen(cmd, *args, **kwargs)
+subprocess.Popen = recording
+import fairmon
+summary = fairmon.run_day(sys.argv[1], sys.argv[2])
+SERVER = "prefect.server" + ".api.server"
+print(summary["status"], SERVER in sys.modules, [c for c in started if "uvicorn" in c or "prefect" in c])
+"""
+
+
+def _partitions(root) -> dict:
+    """{table/ds=...: frame without run_id, ``root`` written <ROOT>} of every partition of ``root``/warehouse."""
+    out = {}
+    for p in sorted((root / "warehouse").glob("*/ds=*/part-0.parquet")):
+        frame = pl.read_parquet(p).drop("run_id", strict=False)
+        text = [c for c, t in frame.schema.items() if t == pl.String]
+        frame = frame.with_columns(pl.col(c).str.replace_all(str(root), "<ROOT>", literal=True) for c in text)
+        out[f"{p.parent.parent.name}/{p.parent.name}"] = frame
+    return out
+
+
+def test_run_day_publishes_what_fairmon_run_publishes_without_a_prefect_server(tmp_path, prefect_harness):
+    """``fairmon.run_day`` in a fresh process with no Prefect API configured
+    starts no server (nor imports Prefect's server package) and publishes
+    the partitions ``fairmon run`` publishes through Prefect, run_id apart."""
+    import os
+
+    from typer.testing import CliRunner
+
+    from fairmon.pipelines.faces.cli import app
+    from fairmon.pipelines.faces.simulated import write_simulation
+    from fairmon.transforms.simulators.impressions import SimulationSpec
+
+    spec = SimulationSpec(start=D, days=2, rows_per_day=3000, random_rows_per_day=1500, seed=11)
+    for name in ("lib", "cli"):
+        write_simulation(spec, tmp_path / name, "csv")
+    ds = str(D + dt.timedelta(days=1))
+    res = CliRunner().invoke(app, ["run", "-c", str(tmp_path / "cli" / "fairmon.toml"), "--date", ds, "--prefect"])
+    assert res.exit_code == 0, res.output
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    run = subprocess.run(
+        [sys.executable, "-c", _RUN_DAY, str(tmp_path / "lib" / "fairmon.toml"), ds],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["published", "False", "[]"]
+    lib, cli = _partitions(tmp_path / "lib"), _partitions(tmp_path / "cli")
+    assert sorted(lib) == sorted(cli) and any(k.startswith("reo/") for k in lib)
+    for key, frame in cli.items():
+        assert lib[key].equals(frame, null_equal=True), key

@@ -432,3 +432,33 @@ def test_the_script_exits_with_the_commands_code_after_every_exit_handler(tmp_pa
         assert res.stderr.rstrip().endswith("threading exit callback ran\nexit handler ran")
         if code:
             assert "config file not found" in res.stderr
+
+
+def _same_but_run(doc: dict, root) -> dict:
+    """A ``--json`` document without run ids and stage seconds, ``root`` written <ROOT>."""
+
+    def clean(x):
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items() if k not in ("run_id", "timings")}
+        if isinstance(x, list):
+            return [clean(v) for v in x]
+        return x.replace(str(root), "<ROOT>") if isinstance(x, str) else x
+
+    return clean(doc)
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_in_process_and_through_prefect_give_the_same_json_and_exit_codes(tmp_path):
+    """``--no-prefect`` (the default without an API) and through Prefect (an
+    API configured: the harness) print the same ``--json`` documents and
+    exit with the same codes, run ids and stage seconds apart (issue 37)."""
+    docs = {}
+    for name, flag in (("prefect", "--prefect"), ("alone", "--no-prefect")):
+        write_simulation(SPEC, tmp_path / name, "csv")
+        (tmp_path / name / "default" / "2026-03-02.csv").write_text("")  # a quarantined day too
+        cfg = str(tmp_path / name / "fairmon.toml")
+        ran = CliRunner().invoke(app, ["backfill", "-c", cfg, *DAYS, "--json", flag])
+        one = CliRunner().invoke(app, ["run", "-c", cfg, "--date", "2026-03-01", "--json", flag])
+        assert (ran.exit_code, one.exit_code) == (EXIT_QUARANTINED, EXIT_PUBLISHED), ran.output
+        docs[name] = [_same_but_run(json.loads(r.stdout), tmp_path / name) for r in (ran, one)]
+    assert docs["alone"] == docs["prefect"]

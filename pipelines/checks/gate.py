@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from fairmon.pipelines.checks.gx_import import import_gx
 from fairmon.pipelines.checks.suites import (
     DQ_SCHEMA,
     SEVERITIES,
@@ -66,8 +67,8 @@ class QualityGate:
     Data Docs: ``<root>/gx/uncommitted/data_docs/local_site/index.html``.
     """
 
-    def __init__(self, root: Path, severity: dict[str, str] | None = None):
-        import great_expectations as gx
+    def __init__(self, root: Path, severity: dict[str, str] | None = None, spark: bool = False):
+        gx = import_gx(spark)  # without the integrations no check uses; ``spark``: PySpark may be loading
         from great_expectations.data_context.types.base import ProgressBarsConfig
 
         logging.getLogger("great_expectations").setLevel(logging.ERROR)
@@ -376,7 +377,7 @@ def gate_for(cfg: FairmonConfig) -> QualityGate:
     root = cfg.gx_root.resolve()
     with _GATES_LOCK:
         if root not in _GATES:
-            _GATES[root] = QualityGate(root)
+            _GATES[root] = QualityGate(root, spark=cfg.engine == "spark")
         gate = _GATES[root]
         gate.severity = dict(cfg.quality.severity)
         return gate

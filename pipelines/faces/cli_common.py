@@ -100,6 +100,7 @@ def run_with_progress(
     """The runner over ``days`` with a progress bar on ``out`` (default stdout);
     a held run lock ends the command (exit 5)."""
     from fairmon.pipelines.faces.views import run_days_with_progress
+    from fairmon.pipelines.orchestration.prefect_guard import TemporaryServerError
     from fairmon.pipelines.storage.locking import RunLockedError
 
     try:
@@ -109,11 +110,24 @@ def run_with_progress(
     except RunLockedError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(EXIT_LOCKED) from None
+    except TemporaryServerError as e:  # Prefect's temporary API did not come up: no day ran
+        err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)  # one line, however narrow the terminal
+        raise typer.Exit(EXIT_FAILED) from None
 
 
-def _show_warnings() -> None:
+def show_stage_logs() -> None:
+    """``--verbose`` for days run in process (no Prefect run logger): the
+    ``fairmon`` logger's per-stage lines (rows in/out, seconds) and warnings
+    on stderr, in the shape of Prefect's log lines."""
+    import logging
+
+    _show_warnings(logging.INFO, "%(asctime)s.%(msecs)03d | %(levelname)-7s | fairmon - %(message)s")
+
+
+def _show_warnings(level: int = 0, fmt: str = "warning: %(message)s") -> None:
     """fairmon's own warnings (``fairmon`` logger: a missing input file, a day
-    without random traffic, a file not staged) on stderr, once."""
+    without random traffic, a file not staged) on stderr, once; from ``level``
+    (default WARNING) in format ``fmt`` when given."""
     import logging
 
     log = logging.getLogger("fairmon")
@@ -129,11 +143,13 @@ def _show_warnings() -> None:
 
     if not any(getattr(h, "fairmon_cli", False) for h in log.handlers):
         handler = Stderr()
-        handler.setFormatter(logging.Formatter("warning: %(message)s"))
-        handler.setLevel(logging.WARNING)
+        handler.setFormatter(logging.Formatter(fmt, datefmt="%H:%M:%S"))
+        handler.setLevel(level or logging.WARNING)
         handler.fairmon_cli = True
         log.addHandler(handler)
         log.propagate = False
+        if level and log.getEffectiveLevel() > level:
+            log.setLevel(level)
 
 
 def prefect_env(verbose: bool = False) -> None:
@@ -151,10 +167,38 @@ def prefect_env(verbose: bool = False) -> None:
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
 
 
-def launch_api() -> None:
+PrefectOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--prefect/--no-prefect",
+        help="Run the days as Prefect flow runs (default when PREFECT_API_URL is configured; without one "
+        "fairmon starts Prefect's temporary server) or in process with no Prefect API "
+        "(default when none is configured). Outputs and exit codes are the same.",
+        show_default=False,
+    ),
+]
+
+
+def use_prefect(prefect: bool | None) -> bool:
+    """Whether a command's days run through Prefect: as ``--prefect/--no-prefect``
+    says, else through Prefect exactly when an API is configured
+    (``PREFECT_API_URL``; :func:`fairmon.pipelines.orchestration.prefect_guard.api_configured`),
+    so that no command starts a Prefect server it does not need."""
+    if prefect is not None:
+        return prefect
+    from fairmon.pipelines.orchestration.prefect_guard import api_configured
+
+    return api_configured()
+
+
+def launch_api(prefect: bool = True) -> None:
     """Start Prefect's temporary local API now when the command will need one
-    (:func:`fairmon.pipelines.orchestration.prefect_guard.launch_temporary_server`): its
-    seconds of start-up overlap the command's imports and work."""
+    (``prefect``: its days run through Prefect and no API is configured;
+    :func:`fairmon.pipelines.orchestration.prefect_guard.launch_temporary_server`): its
+    seconds of start-up overlap the command's imports and work. Does nothing
+    for days run in process."""
+    if not prefect:
+        return
     from fairmon.pipelines.orchestration.prefect_guard import launch_temporary_server
 
     launch_temporary_server()

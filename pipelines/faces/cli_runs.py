@@ -20,6 +20,7 @@ from fairmon.pipelines.faces.cli_common import (
     EXIT_QUARANTINED,
     ConfigOpt,
     JsonOpt,
+    PrefectOpt,
     app,
     console,
     dump_json,
@@ -30,6 +31,8 @@ from fairmon.pipelines.faces.cli_common import (
     parse_date,
     prefect_env,
     run_with_progress,
+    show_stage_logs,
+    use_prefect,
 )
 from fairmon.pipelines.faces.views import ab_view, prevalence_table, reo_table, run_summary, sdt_view
 
@@ -41,11 +44,10 @@ def run(
     force_ingest: Annotated[
         bool, typer.Option("--force-ingest", help="Re-stage input files even when unchanged.", metavar="")
     ] = False,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Show Prefect's per-stage logs.", metavar="")
-    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show the per-stage logs.", metavar="")] = False,
     wait: Annotated[float, typer.Option(help="Seconds to wait for another run on the same DuckDB file.")] = 0.0,
     as_json: JsonOpt = False,
+    prefect: PrefectOpt = None,
 ) -> None:
     """Compute one day: ingest its impressions, count groups, estimate REO with
     CIs and publish the day's partitions (replacing any earlier run of it).
@@ -53,9 +55,13 @@ def run(
     prefect_env(verbose)
     ds = parse_date(date, "--date")
     cfg = load_or_exit(config)
-    launch_api()
+    prefect = use_prefect(prefect)
+    launch_api(prefect)
+    if verbose and not prefect:
+        show_stage_logs()
     err.print(f"fairmon run {ds} ({config}): checking inputs, then counts and estimators", highlight=False)
-    r = run_with_progress(cfg, config, [ds], show_progress=False, force_ingest=force_ingest, wait_seconds=wait)[0]
+    options = dict(force_ingest=force_ingest, wait_seconds=wait, prefect=prefect)
+    r = run_with_progress(cfg, config, [ds], show_progress=False, **options)[0]
     if as_json:
         dump_json({"days": [r], "exit_code": exit_code([r])})
         raise typer.Exit(exit_code([r]))
@@ -127,10 +133,9 @@ def backfill(
     ] = False,
     concurrency: Annotated[int, typer.Option(min=1, help="Days run at the same time.")] = 1,
     wait: Annotated[float, typer.Option(help="Seconds to wait for another run on the same DuckDB file.")] = 0.0,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Show Prefect's per-stage logs.", metavar="")
-    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show the per-stage logs.", metavar="")] = False,
     as_json: JsonOpt = False,
+    prefect: PrefectOpt = None,
 ) -> None:
     """Run every day from START to END (inclusive) with a progress bar and a
     closing summary per day (published / quarantined with reason / failed with
@@ -143,7 +148,10 @@ def backfill(
     if b < a:
         raise typer.BadParameter("--end is before --start", param_hint="--end")
     cfg = load_or_exit(config)
-    launch_api()
+    prefect = use_prefect(prefect)
+    launch_api(prefect)
+    if verbose and not prefect:
+        show_stage_logs()
     from fairmon.pipelines.orchestration.ops import days_to_run, detect_stale
     from fairmon.pipelines.storage.locking import RunLockedError, project_lock
 
@@ -162,9 +170,8 @@ def backfill(
         if as_json:
             dump_json({"days": [], "exit_code": EXIT_PUBLISHED})
         return
-    results = run_with_progress(
-        cfg, config, days, out=out, force_ingest=force_ingest, concurrency=concurrency, wait_seconds=wait
-    )
+    options = dict(force_ingest=force_ingest, concurrency=concurrency, wait_seconds=wait, prefect=prefect)
+    results = run_with_progress(cfg, config, days, out=out, **options)
     out.print(run_summary(results))
     if as_json:
         dump_json({"days": results, "exit_code": exit_code(results)})

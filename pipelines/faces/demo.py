@@ -156,8 +156,11 @@ def stage_lines(cfg, ds, truth_path: Path) -> str:
 
 def _run(console: Console, config_path: Path, days: list[dt.date], show_progress: bool = False):
     """Load one demo config once, run its days, print the run summary. Returns (config, summaries)."""
+    from fairmon.pipelines.orchestration.prefect_guard import api_configured
+
     cfg = load_config(config_path)
-    results = run_days_with_progress(console, cfg, days, config_path=str(config_path), show_progress=show_progress)
+    options = dict(show_progress=show_progress, prefect=api_configured())  # no Prefect server the demo does not need
+    results = run_days_with_progress(console, cfg, days, config_path=str(config_path), **options)
     console.print(run_summary(results))
     return cfg, results
 

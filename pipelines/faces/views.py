@@ -247,7 +247,10 @@ def run_days_with_progress(
 ) -> list[dict]:
     """:func:`fairmon.pipelines.orchestration.runner.run_days` with a Rich progress bar on
     ``console`` (hidden when ``show_progress`` is false) and the prestage line.
-    ``options`` go to ``run_days`` (force_ingest, concurrency, wait_seconds).
+    ``options`` go to ``run_days`` (force_ingest, concurrency, wait_seconds,
+    prefect: default True; with ``prefect=False`` the executor's own
+    :func:`fairmon.pipelines.executor.days.run_days` runs the days in process,
+    and Prefect's orchestration module is not even imported).
     Returns its per-day summaries; raises what it raises."""
     progress = Progress(
         TextColumn("[bold]{task.description}"),
@@ -267,9 +270,10 @@ def run_days_with_progress(
 
     with progress:
         job = progress.add_task(f"fairmon {len(days)} day(s): starting", total=len(days))
-        from fairmon.pipelines.orchestration.runner import (
-            run_days,  # imports Prefect and GX: only when days run, bar shown first
-        )
+        if options.pop("prefect", True):  # imports Prefect's flows: only when days run, bar shown first
+            from fairmon.pipelines.orchestration.runner import run_days
+        else:
+            from fairmon.pipelines.executor.days import run_days
 
         def day_done(r: dict) -> None:
             progress.update(job, description=f"fairmon {r['ds']} {r['status']}")

@@ -100,6 +100,24 @@ _SERVER_MODULE = "prefect.server" + ".api.server"  # split: no command line quot
 #: Exit code of Prefect's server when its port was taken meanwhile (Prefect's launcher retries on it too).
 _PORT_TAKEN = 3
 
+#: Prefect's setting that bounds the wait for its temporary server (:func:`wait_for_api` follows it).
+STARTUP_TIMEOUT_SETTING = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
+
+
+class TemporaryServerError(RuntimeError):
+    """Prefect's temporary server did not start: it exited, or did not answer
+    within ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` (the message
+    names the setting). Commands report it as one ``error:`` line (exit 4)."""
+
+
+def api_configured() -> bool:
+    """Whether a Prefect API is configured (``PREFECT_API_URL`` in the
+    environment or the active Prefect profile, or set by a temporary server
+    this process started): runs go through Prefect then, in process otherwise."""
+    from prefect.settings import PREFECT_API_URL
+
+    return bool(PREFECT_API_URL.value())
+
 
 def launch_temporary_server() -> str | None:
     """Start Prefect's temporary local API now, when Prefect would start it at
@@ -128,11 +146,20 @@ def launch_temporary_server() -> str | None:
     return _start_server()
 
 
+def server_command(port: int) -> list[str]:
+    """The command of Prefect's temporary server on ``port`` (Prefect 3.8's launcher's:
+    uvicorn serving ``create_app``, no UI). Tests replace it with a server that never answers."""
+    import prefect
+
+    cmd = [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory"]
+    cmd += ["prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port)]
+    return [*cmd, "--log-level", "error", "--lifespan", "on"]
+
+
 def _start_server() -> str:
     """Start the server process on a port free now (its output to a temporary
     file, shown only if it fails to start, not its shutdown noise) and point
     this process's ``PREFECT_API_URL`` at it. Returns the API URL."""
-    import prefect
     from prefect.context import refresh_global_settings_context
     from prefect.settings import get_current_settings
 
@@ -147,11 +174,8 @@ def _start_server() -> str:
         "PREFECT__SERVER_FINAL": "1",
         **{k: v for k, v in settings.items() if k != "PREFECT_API_URL"},
     }
-    cmd = [sys.executable, "-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent), "--factory"]
-    cmd += ["prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port)]
-    cmd += ["--log-level", "error", "--lifespan", "on"]
     log = tempfile.TemporaryFile()  # noqa: SIM115 (open while the server lives)
-    _server.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
+    _server.append(subprocess.Popen(server_command(port), env=env, stdout=log, stderr=subprocess.STDOUT))
     _server_log.append(log)
     url = f"http://127.0.0.1:{port}/api"
     os.environ["PREFECT_API_URL"] = url
@@ -163,8 +187,8 @@ def wait_for_api(timeout_s: float | None = None) -> None:
     """Wait until the server :func:`launch_temporary_server` started answers
     ``/health`` (up to ``timeout_s``, default Prefect's
     ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS``). Does nothing when
-    this process started none. Raises RuntimeError naming the exit code when
-    the server exited, or the timeout."""
+    this process started none. Raises :class:`TemporaryServerError` naming
+    the exit code when the server exited, or the timeout and its setting."""
     import httpx
     from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
 
@@ -185,7 +209,7 @@ def wait_for_api(timeout_s: float | None = None) -> None:
                 continue
             if proc.poll() is not None:
                 taken = " (its port was taken)" if proc.returncode == _PORT_TAKEN else ""
-                raise RuntimeError(
+                raise TemporaryServerError(
                     f"Prefect's temporary server exited with code {proc.returncode}{taken}: {_server_output()}"
                 )
             try:
@@ -194,7 +218,12 @@ def wait_for_api(timeout_s: float | None = None) -> None:
             except httpx.TransportError:
                 pass
             time.sleep(0.05)
-    raise RuntimeError(f"Prefect's temporary server did not answer at {url} within {limit:g} s: {_server_output()}")
+    output = _server_output()
+    raise TemporaryServerError(
+        f"Prefect's temporary server did not answer within {limit:g} s ({STARTUP_TIMEOUT_SETTING}={limit:g}) "
+        f"at {url}: raise {STARTUP_TIMEOUT_SETTING} on a busy machine, set PREFECT_API_URL to a running server, "
+        f"or run in process with --no-prefect" + ("" if output == "(no output)" else f"; the server wrote:\n{output}")
+    )
 
 
 def _server_output(limit: int = 4000) -> str:

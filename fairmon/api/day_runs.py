@@ -1,0 +1,53 @@
+"""A day of the pipeline from Python (DESIGN §1 "A library first": ``run_day``
+beside ``read_table``): the executor's in-process day, with no Prefect API
+and no server (:func:`fairmon.pipelines.executor.days.run_day`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+
+def run_day(config: Any, ds: dt.date | str, *, force_ingest: bool = False) -> dict:
+    """Compute and publish day ``ds`` of a fairmon project in this process.
+
+    ``config``: the path of a fairmon config file (``fairmon.toml``, str or
+    Path) or a loaded :class:`fairmon.pipelines.core.config.FairmonConfig`.
+    ``ds``: the log day, a date or ``'YYYY-MM-DD'``. ``force_ingest``:
+    re-stage the day's input files even when unchanged.
+
+    Runs the same stages as ``fairmon run --date ds`` (ingest -> counts ->
+    data-quality gate -> estimators -> checks -> publish), through the same
+    executor, and publishes the same partitions
+    (``<warehouse>/<table>/ds=YYYY-MM-DD/part-0.parquet``, equal to
+    ``fairmon run``'s apart from their ``run_id``), its run recorded in the
+    DuckDB file's ``runs`` table. It starts no Prefect server and needs no
+    Prefect API (``fairmon run`` goes through Prefect only when one is
+    configured). Holds the project lock while it runs, without waiting.
+
+    Returns the day's summary, a dict: ``ds``; ``status``: ``published``,
+    ``quarantined`` (its gate failed: nothing published, ``error`` says
+    why) or ``failed`` (``error``: the day, stage and cause); for a
+    published day the rows of its tables (``reo``, ``reo_ab``, ...) and
+    ``paths`` (table -> partition written). A day's own failure is reported
+    in the summary, not raised.
+
+    Raises :class:`fairmon.pipelines.storage.locking.RunLockedError` when
+    another process holds the project; ValueError for a bad ``ds``; what
+    :func:`fairmon.pipelines.core.config.load_config` raises for a missing
+    or invalid config (``ConfigError``, naming the key).
+    """
+    from fairmon.pipelines.core.config import FairmonConfig
+    from fairmon.pipelines.executor.days import run_day as run_in_process
+
+    if isinstance(ds, str):
+        try:
+            ds = dt.date.fromisoformat(ds)
+        except ValueError:
+            raise ValueError(f"ds: expected a date or 'YYYY-MM-DD', got {ds!r}") from None
+    if not isinstance(ds, dt.date) or isinstance(ds, dt.datetime):
+        raise ValueError(f"ds: expected a date or 'YYYY-MM-DD', got {ds!r}")
+    if not isinstance(config, FairmonConfig):
+        config = str(Path(config))
+    return run_in_process(config, ds, force_ingest=force_ingest)
