@@ -157,3 +157,23 @@ def test_every_suite_file_is_well_formed_and_named_by_a_declaration_or_an_input(
         generated = {e["name"] for e in registry.generated_checks(t)}
         extra = {e["name"] for e in json.loads(suite_file(t.suite).read_text())["expectations"]} if t.suite else set()
         assert not generated & extra, (t.name, generated & extra)
+
+
+def test_a_new_family_module_is_found_without_listing_it(tmp_path, monkeypatch):
+    """The registry finds declaring modules by reading their source (transforms/declaring_modules.py): a module
+    that calls ``declares`` is found, one that does not is not imported; today's families are all found."""
+    from fairmon.transforms import registry
+    from fairmon.transforms.declaring_modules import declaring_modules
+
+    pkg = tmp_path / "toyfamily"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "shares.py").write_text(
+        "from x import declares\n\n\n@declares(T, stage='impressions')\ndef f(): ...\n"
+    )
+    (pkg / "plain.py").write_text("raise RuntimeError('never imported')\n")
+    (pkg / "mentions.py").write_text('"""Calls declares( in prose only."""\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert declaring_modules("toyfamily") == ["toyfamily.sub.shares"]
+    assert set(declaring_modules()) == set(registry.FAMILY_MODULES)

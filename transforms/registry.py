@@ -481,14 +481,15 @@ LEVEL = Column("level", F, "probability", "Confidence level of the interval (con
 
 
 def discover() -> None:
-    """Import every family module of :data:`FAMILY_MODULES` once, so their
-    declarations register (DESIGN §1). Lazy (on first lookup, not at import):
-    a family module imports this one, and may look up its own tables while
-    the others are not yet imported."""
+    """Import once every module that declares tables (DESIGN §1): :data:`FAMILY_MODULES` in order, then any other
+    module of ``fairmon.transforms`` that declares one, so a new family module needs no edit here. Lazy (on first
+    lookup): a family module imports this one and may look up its own tables meanwhile."""
     if _DISCOVERED:
         return
     _DISCOVERED.append(True)
-    for mod in FAMILY_MODULES:
+    from fairmon.transforms.declaring_modules import declaring_modules
+
+    for mod in (*FAMILY_MODULES, *(m for m in declaring_modules() if m not in FAMILY_MODULES)):
         importlib.import_module(mod)
 
 
