@@ -12,8 +12,9 @@ from scipy import stats
 from statsmodels.stats.proportion import proportion_confint
 
 from fairmon.pipelines.core.config import ScoresConfig
-from fairmon.transforms.decisions.decision_tables import bh_q_values, sdt_table, threshold_tables
+from fairmon.transforms.decisions.decision_tables import bh_q_values, threshold_tables
 from fairmon.transforms.decisions.sdt import compare_cost_ratios, sdt_estimate, sdt_from_rates
+from fairmon.transforms.decisions.sdt_tables import sdt_table
 from fairmon.transforms.decisions.threshold import (
     MIN_FIT_ROWS,
     local_linear_fit,

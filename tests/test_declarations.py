@@ -177,3 +177,11 @@ def test_a_new_family_module_is_found_without_listing_it(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     assert declaring_modules("toyfamily") == ["toyfamily.sub.shares"]
     assert set(declaring_modules()) == set(registry.FAMILY_MODULES)
+
+
+def test_a_runs_result_carries_the_tables_declared_summary():
+    """`--json` and the terminal summary carry the rows of the tables declared ``summary=True`` (README "In
+    scripts"): the five headline tables today, in registry order; no executor list names them."""
+    from fairmon.pipelines.executor.batch import summary_tables
+
+    assert summary_tables() == ("reo", "reo_ab", "threshold_prevalence", "sdt", "envy_audit")

@@ -14,7 +14,8 @@ from fairmon.pipelines.checks.gate import DQResult, dq_frame, load_spec
 from fairmon.pipelines.executor.day_checks import output_check_frames
 from fairmon.pipelines.storage import ddl
 from fairmon.pipelines.storage.warehouse import clean_tmp, refresh_views, remove_partitions, write_partitions
-from fairmon.transforms.decisions.decision_tables import sdt_table, threshold_tables
+from fairmon.transforms.decisions.decision_tables import threshold_tables
+from fairmon.transforms.decisions.sdt_tables import sdt_table
 from fairmon.transforms.envy.envy_tables import envy_user_tables
 from fairmon.transforms.envy.group import group_envy_table
 from fairmon.transforms.reach.reach_tables import (

@@ -22,10 +22,10 @@ Pure declarations (no I/O), so transforms may import it. Column order is the
 order the frames and files have. ``run_id`` (:data:`RUN_ID`) is added to every
 table's rows at publish time by the flow, not by the estimators.
 
-Discovery: the registry imports the family modules of :data:`FAMILY_MODULES`
-at the end of this module, so ``TABLES`` is complete for every importer.
-:data:`TABLES` keeps the order of :data:`FAMILY_MODULES`, then of declaration
-within a module, whatever order the modules were imported in.
+Discovery (:func:`discover`) is lazy: the first lookup imports every module
+that declares tables. :data:`TABLES` keeps the order of
+:data:`FAMILY_MODULES`, then of declaration within a module, whatever order
+the modules were imported in.
 """
 
 from __future__ import annotations
@@ -38,47 +38,9 @@ from typing import Any
 
 import polars as pl
 
+from fairmon.transforms.column_bounds import Bounds, non_negative, positive, probability  # noqa: F401 (declarations import them here)
+
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-@dataclass(frozen=True)
-class Bounds:
-    """The range of a column's values, checked by the gate as a critical
-    ``ExpectColumnValuesToBeBetween`` named ``name`` (the name published in
-    ``dq_results``). ``None`` leaves a side open; ``strict_min`` excludes the
-    minimum (e.g. a positive ratio). Nulls and NaN are not range violations
-    (GX skips nulls; a NaN is a defined "undefined")."""
-
-    name: str
-    min_value: float | None = None
-    max_value: float | None = None
-    strict_min: bool = False
-
-    def kwargs(self, column: str) -> dict:
-        """The GX kwargs of the check on ``column`` (only the bounds that are set)."""
-        kw: dict[str, Any] = {"column": column}
-        if self.min_value is not None:
-            kw["min_value"] = self.min_value
-        if self.max_value is not None:
-            kw["max_value"] = self.max_value
-        if self.strict_min:
-            kw["strict_min"] = True
-        return kw
-
-
-def probability(name: str) -> Bounds:
-    """[0, 1]: a probability, share or rate."""
-    return Bounds(name, 0, 1)
-
-
-def non_negative(name: str) -> Bounds:
-    """≥ 0: a count, a standard error, a dispersion."""
-    return Bounds(name, 0)
-
-
-def positive(name: str) -> Bounds:
-    """> 0: a ratio that cannot be 0."""
-    return Bounds(name, 0, strict_min=True)
 
 
 @dataclass(frozen=True)
@@ -106,7 +68,8 @@ class Table:
     names the JSON suite in ``expectations/`` with the domain checks column
     metadata cannot express (None: only the generated checks). The gate runs
     them under the table's name (:func:`generated_checks`).
-    ``published_view`` says whether DuckDB exposes ``<name>_published``.
+    ``published_view`` says whether DuckDB exposes ``<name>_published``;
+    ``summary`` puts the day's rows in a run's result (``--json``, the terminal summary).
     """
 
     name: str
@@ -116,6 +79,7 @@ class Table:
     columns: tuple[Column, ...]
     suite: str | None
     published_view: bool = True
+    summary: bool = False
 
     def __post_init__(self) -> None:
         names = [c.name for c in self.columns]
@@ -212,6 +176,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "fairmon.transforms.reo.stage",
     "fairmon.transforms.reo.ab_tables",
     "fairmon.transforms.decisions.decision_tables",
+    "fairmon.transforms.decisions.sdt_tables",
     "fairmon.transforms.envy.group",
     "fairmon.transforms.envy.envy_tables",
     "fairmon.transforms.reach.reach_tables",

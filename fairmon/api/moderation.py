@@ -3,7 +3,7 @@ prevalence at the decision threshold and signal detection theory against gold
 labels. The rows go through the pipeline's parsers (booleans as true/false or
 0/1, numbers or numeric text) and the pipeline's table builders
 (:func:`fairmon.transforms.decisions.decision_tables.threshold_tables`,
-:func:`~fairmon.transforms.decisions.decision_tables.sdt_table`) compute.
+:func:`~fairmon.transforms.decisions.sdt_tables.sdt_table`) compute.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import polars as pl
 from fairmon.api.counting import UNDATED
 from fairmon.api.frames import as_caller, as_polars, names, reject_reserved, require_columns
 from fairmon.transforms.contract import ATTR_PREFIX, parse_bool, parse_float
-from fairmon.transforms.decisions.decision_tables import ALL, sdt_table, threshold_tables
+from fairmon.transforms.decisions.decision_tables import ALL, threshold_tables
+from fairmon.transforms.decisions.sdt_tables import sdt_table
 from fairmon.transforms.reo.reo_tables import MISSING_GROUP
 
 #: Columns of :func:`threshold_prevalence`' result.

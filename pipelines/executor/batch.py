@@ -51,6 +51,7 @@ from fairmon.pipelines.executor.publishing import WarehouseViews, finish_record,
 from fairmon.pipelines.ingest.snapshots import read_snapshot
 from fairmon.pipelines.ingest.staging import run_logger
 from fairmon.transforms.contract import InputContractError
+from fairmon.transforms.registry import TABLES
 
 
 def configured_inputs(cfg: FairmonConfig) -> list[str]:
@@ -234,6 +235,11 @@ def _quarantine(batch: Batch, d: Day) -> None:
     raise DayQuarantined(f"{ds}: quarantined at stage {d.stopped}: {failed}")
 
 
+def summary_tables() -> tuple[str, ...]:
+    """The tables whose day rows a run's result carries (declared ``summary=True``), in registry order."""
+    return tuple(name for name, t in TABLES.items() if t.summary)
+
+
 def _publish(batch: Batch, d: Day) -> dict:
     """Publish the day's tables and dq_results (metrics first, dq_results last); its result."""
     cfg, ds, tables = batch.cfg, d.ds, d.tables
@@ -242,10 +248,7 @@ def _publish(batch: Batch, d: Day) -> dict:
     fault_point("publish_record")
     with timing.clock(ds, "checks"):
         docs = build_docs(cfg)
-    rows = {
-        k: tables[k].to_dicts() if k in tables else []
-        for k in ("reo", "reo_ab", "threshold_prevalence", "sdt", "envy_audit")
-    }
+    rows = {k: tables[k].to_dicts() if k in tables else [] for k in summary_tables()}
     return {
         "ds": ds,
         "run_id": d.run_id,
@@ -259,9 +262,10 @@ def _publish(batch: Batch, d: Day) -> dict:
 
 def finish_day(batch: Batch, d: Day) -> dict:
     """The day's last unit: raise what stopped it, or publish it; then close
-    its run record. Returns the day's result {ds, run_id, reo, reo_ab,
-    threshold_prevalence, sdt, envy_audit (rows as dicts, empty when not
-    configured), dq, paths, data_docs, timings}. Raises
+    its run record. Returns the day's result {ds, run_id, the rows of every
+    table declared with ``summary=True`` (reo, reo_ab, threshold_prevalence,
+    sdt, envy_audit today; as dicts, empty when not configured), dq, paths,
+    data_docs, timings}. Raises
     :class:`DayQuarantined` when a critical check failed (its dq_results
     published), :class:`DayFailed` when the day could not be computed, or
     what the day raised."""

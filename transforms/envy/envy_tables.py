@@ -124,6 +124,7 @@ ENVY_AUDIT = Table(
         ),
     ),
     "envy_audit",
+    summary=True,
 )
 
 

@@ -78,6 +78,7 @@ REO_AB = Table(
         DESIGN_EFFECT,
     ),
     "reo_ab",
+    summary=True,
 )
 
 

@@ -257,6 +257,7 @@ REO = Table(
         DESIGN_EFFECT,
     ),
     "reo",
+    summary=True,
 )
 
 
