@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+import duckdb
 import pytest
 from typer.testing import CliRunner
 
@@ -47,7 +48,15 @@ def test_init_templates_are_valid_configs(tmp_path):
         res = CliRunner().invoke(app, ["init", "--format", fmt, "-o", str(path)])
         assert res.exit_code == 0, res.output
         assert path.read_text() == config_template(fmt)
-        assert load_config(path).impressions.format == fmt
+        cfg = load_config(path)
+        assert cfg.impressions.format == fmt and cfg.impressions.pool_policy == "contained"  # the default
+        reserved = {
+            r[0]
+            for r in duckdb.sql(
+                "select keyword_name from duckdb_keywords() where keyword_category = 'reserved'"
+            ).fetchall()
+        }
+        assert not {c.lower() for c in [*cfg.impressions.attributes, *cfg.impressions.signals]} & reserved
     res = CliRunner().invoke(app, ["init", "--format", "tiktok", "-o", str(tmp_path / "tiktok" / "fairmon.toml")])
     assert res.exit_code == EXIT_USAGE and "exists" in res.output
     res = CliRunner().invoke(app, ["init", "--format", "excel", "-o", str(tmp_path / "x.toml")])
@@ -83,6 +92,8 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
     (sim / "fairmon.toml").unlink()
     runner = CliRunner()
     assert runner.invoke(app, ["init", "--format", "tiktok", "-o", str(sim / "fairmon.toml")]).exit_code == 0
+    toml = sim / "fairmon.toml"  # the simulated pools span the days: a backfill of them reads overlapping pools
+    toml.write_text(toml.read_text().replace('pool_policy = "contained"', 'pool_policy = "overlap"'))
     env = {"FAIRMON_CONFIG": str(sim / "fairmon.toml")}
 
     res = runner.invoke(app, ["backfill", *DAYS, "--json"], env=env)

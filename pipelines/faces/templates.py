@@ -2,8 +2,10 @@
 
 Each template is a complete, valid config (``load_config`` accepts it as
 written) whose comments say what every key means and which files it expects;
-``fairmon init --format tiktok`` in a folder written by ``fairmon simulate``
-runs as is.
+every template keeps the documented defaults (README "Input formats") and
+names no column after a reserved word of ``fairmon sql`` (DuckDB). The tiktok
+template reads a folder written by ``fairmon simulate``; its pools span
+several days, so a backfill of such a folder sets ``pool_policy = "overlap"``.
 """
 
 from __future__ import annotations
@@ -41,7 +43,11 @@ signals = ["like_video", "share", "follow", "finish", "download", "long_view"]
 label_rule = "any"                 # Y = 1 when any signal is true ("all": every signal)
 attributes = ["young_adult"]       # each column is one grouping of the items or users
 random_window_days = 7             # a day uses random traffic from its trailing window
-pool_policy = "overlap"            # pools meeting the window ("contained": only pools inside it)
+pool_policy = "contained"          # the default: only pools whose start..end lies inside the window,
+                                   # so no random row can come from after the day (a day with none is
+                                   # quarantined). "overlap": every pool meeting the window, to backfill
+                                   # a published or simulated data set whose pools span several days;
+                                   # the reo row then says look_ahead = true when a pool reaches past ds.
 """,
     "contract": """# fairmon config: logs in fairmon's contract layout (DESIGN §2), written by `fairmon init`.
 # One file per day with columns ds, traffic (default | random), arm, the signals and the
@@ -55,7 +61,7 @@ format = "contract"
 path = "logs/{ds}.parquet"         # default and random rows of day {ds} (YYYY-MM-DD)
 signals = ["click"]                # boolean columns; Y = 1 by label_rule
 label_rule = "any"
-attributes = ["group"]             # each column is one grouping of the items or users
+attributes = ["creator_group"]     # each column is one grouping of the items or users
 random_window_days = 7             # a day uses random rows dated within its trailing window
 """,
     "coat": """# fairmon config: the Coat data set (Schnabel et al., ICML 2016), written by `fairmon init`.
