@@ -473,3 +473,25 @@ def test_in_process_and_through_prefect_give_the_same_json_and_exit_codes(tmp_pa
         assert (ran.exit_code, one.exit_code) == (EXIT_QUARANTINED, EXIT_PUBLISHED), ran.output
         docs[name] = [_same_but_run(json.loads(r.stdout), tmp_path / name) for r in (ran, one)]
     assert docs["alone"] == docs["prefect"]
+
+
+def test_tables_prints_the_data_dictionary():
+    """fairmon tables: the registry's dictionary (it ships with the wheel, docs/ does not)."""
+    from pathlib import Path
+
+    from fairmon.transforms.registry import table
+
+    res = CliRunner().invoke(app, ["tables", "reo"])
+    assert res.exit_code == 0, res.output
+    for c in table("reo").stored_columns:
+        assert c.name in res.stdout
+    assert "user-item pairs" in res.stdout and "degrees of freedom" in res.stdout  # units
+    assert "reo_group" not in res.stdout.replace("reo_published", "")  # one table only
+
+    res = CliRunner().invoke(app, ["tables", "no_such_table"])
+    assert res.exit_code == EXIT_USAGE and "reo_group" in res.stderr
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "tables.md").read_text()
+    section = docs[docs.index("## `reo`\n") : docs.index("## `reo_stage`\n")]
+    assert CliRunner().invoke(app, ["tables", "reo", "--markdown"]).stdout == section
+    assert CliRunner().invoke(app, ["tables", "--markdown"]).stdout == docs

@@ -65,6 +65,7 @@ SHORT_HELP = {
     "demo": "Run everything on bundled and simulated data.",
     "sql": "Query the published outputs with DuckDB SQL (read-only).",
     "init": "Write a commented starter config for an input format.",
+    "tables": "Print the data dictionary: every output table's columns, units and meaning.",
 }
 
 
@@ -87,6 +88,7 @@ COMMAND_ORDER = (
     "demo",
     "sql",
     "init",
+    "tables",
 )
 
 

@@ -1,6 +1,6 @@
 """The commands that make data and look at it: ``simulate``,
 ``simulate-labels``, ``simulate-envy``, ``train-snapshot``, ``demo``, ``sql``
-and ``init``; they register on :data:`fairmon.pipelines.faces.cli_common.app`
+``init`` and ``tables``; they register on :data:`fairmon.pipelines.faces.cli_common.app`
 in this order."""
 
 from __future__ import annotations
@@ -318,4 +318,31 @@ def init(
     console.print(f"wrote {out} ({fmt} format); check it with: fairmon run --date YYYY-MM-DD -c {out}")
 
 
-#: One line per command for ``fairmon --help`` (the full text is on ``fairmon CMD --help``).
+@app.command()
+def tables(
+    name: Annotated[str | None, typer.Argument(help="One output table, e.g. reo (default: every table).")] = None,
+    markdown: Annotated[
+        bool, typer.Option("--markdown", help="Markdown, as docs/tables.md (NAME: its section).", metavar="")
+    ] = False,
+) -> None:
+    """Print the data dictionary of the output tables from the installed
+    registry: each table's key, gate, published view and source, and every
+    column with its type, unit, checks and meaning. Unknown NAME: exit 2."""
+    from fairmon.pipelines.storage.ddl import column_checks, duckdb_type, table_markdown, tables_markdown
+    from fairmon.transforms.registry import TABLES
+
+    if name is not None and name not in TABLES:
+        err.print(f"[red]error:[/red] no output table {escape(name)!r}; known: {', '.join(TABLES)}")
+        raise typer.Exit(EXIT_USAGE)
+    if markdown:
+        sys.stdout.write(tables_markdown() if name is None else table_markdown(name))
+        return
+    for t in TABLES.values() if name is None else [TABLES[name]]:
+        view = f"{t.name}_published" if t.published_view else "none"
+        caption = f"key: {', '.join(t.key)}; published view: {view}; source: {t.source}"
+        rt = Table(title=f"{t.name}: {t.description}", title_justify="left", caption=caption, caption_justify="left")
+        for col, kw in (("column", {}), ("type", {}), ("unit", {}), ("checks", {}), ("meaning", {"ratio": 1})):
+            rt.add_column(col, no_wrap=col != "meaning", **kw)
+        for c in t.stored_columns:
+            rt.add_row(c.name, duckdb_type(c.dtype), escape(c.unit), column_checks(c), escape(c.meaning))
+        console.print(rt)

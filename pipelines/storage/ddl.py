@@ -8,7 +8,9 @@ from the registry and are checked against ``[A-Za-z_][A-Za-z0-9_]*`` (and
 double-quoted); values are bound parameters, except the warehouse path inside
 a view definition, which DuckDB cannot bind and which is quoted as a literal.
 ``python -m fairmon.pipelines.storage.ddl --markdown`` prints
-the data dictionary that ``docs/tables.md`` holds (``make docs``).
+the data dictionary that ``docs/tables.md`` holds (``make docs``); the
+installed command ``fairmon tables [NAME] [--markdown]`` prints the same from
+the registry, so it ships with the wheel.
 """
 
 from __future__ import annotations
@@ -103,8 +105,9 @@ def published_view_sql(name: str) -> str:
     )
 
 
-def _column_checks(c: Column) -> str:
-    """The generated checks of a column, as the data dictionary shows them."""
+def column_checks(c: Column) -> str:
+    """The generated checks of column ``c`` as the data dictionary (and
+    ``fairmon tables``) shows them: ``not null``, a range."""
     parts = [] if c.nullable else ["not null"]
     if c.bounds is not None:
         b = c.bounds
@@ -134,10 +137,17 @@ def _markdown_table(t: Table) -> list[str]:
         "|---|---|---|---|---|",
     ]
     out += [
-        f"| `{c.name}` | {duckdb_type(c.dtype)} | {c.unit} | {_column_checks(c)} | {c.meaning.replace('|', '∣')} |"
+        f"| `{c.name}` | {duckdb_type(c.dtype)} | {c.unit} | {column_checks(c)} | {c.meaning.replace('|', '∣')} |"
         for c in t.stored_columns
     ]
     return [*out, ""]
+
+
+def table_markdown(name: str) -> str:
+    """Table ``name``'s section of the data dictionary, exactly as
+    :func:`tables_markdown` writes it (``fairmon tables NAME --markdown``).
+    Raises KeyError for a table the registry does not declare."""
+    return "\n".join(_markdown_table(table(name))) + "\n"
 
 
 def tables_markdown() -> str:
