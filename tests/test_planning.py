@@ -128,6 +128,14 @@ def test_per_day_volume_uses_the_span_the_random_rows_cover(monkeypatch, tmp_pat
         'signals = ["s1"]\nattributes = ["s"]\nrandom_window_days = 7\n'
     )
     table, volumes = audit.plan_from_counts(load_config(cfgp), dt.date.min, dt.date.max, 0.1, 0.05, 0.0001)
+    # from counts, --json is strict JSON: no --target-se -> rand_for_target_se NaN is null
+    res = CliRunner().invoke(app, ["plan", "-c", str(cfgp), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = _strict_json(res.output)
+    assert doc["summary"][0]["rand_for_target_se"] is None
+    e1_json = next(v for v in doc["volumes"] if v["method"] == "thm_e1")
+    # Thm E.1, default half: Q = (5000, 12500)/50000 -> q = 0.1 rules: ⌈3000 · ln 40⌉ = 11,067
+    assert e1_json["n_rec"] == 11_067 and e1_json["eq13_holds"] is None
     row = table.to_dicts()[0]
     assert row["rand_span_days"] == 2 and row["rand_per_day"] == pytest.approx(3_000)
     e1 = next(v for v in volumes if v["method"] == "thm_e1")
