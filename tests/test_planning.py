@@ -16,6 +16,8 @@ from typer.testing import CliRunner
 from fairmon.pipelines.faces.cli import app
 from fairmon.transforms.planning.traffic import (
     PLAN_METHODS,
+    default_traffic_required,
+    eq13_check,
     plan_volumes,
     random_traffic_required,
     random_volume_for_reo_se,
@@ -126,8 +128,91 @@ def test_per_day_volume_uses_the_span_the_random_rows_cover(monkeypatch, tmp_pat
         'signals = ["s1"]\nattributes = ["s"]\nrandom_window_days = 7\n'
     )
     table, volumes = audit.plan_from_counts(load_config(cfgp), dt.date.min, dt.date.max, 0.1, 0.05, 0.0001)
+    # from counts, --json is strict JSON: no --target-se -> rand_for_target_se NaN is null
+    res = CliRunner().invoke(app, ["plan", "-c", str(cfgp), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = _strict_json(res.output)
+    assert doc["summary"][0]["rand_for_target_se"] is None
+    e1_json = next(v for v in doc["volumes"] if v["method"] == "thm_e1")
+    # Thm E.1, default half: Q = (5000, 12500)/50000 -> q = 0.1 rules: ⌈3000 · ln 40⌉ = 11,067
+    assert e1_json["n_rec"] == 11_067 and e1_json["eq13_holds"] is None
     row = table.to_dicts()[0]
     assert row["rand_span_days"] == 2 and row["rand_per_day"] == pytest.approx(3_000)
     e1 = next(v for v in volumes if v["method"] == "thm_e1")
     assert e1["rand_days"] == pytest.approx(e1["n_rand"] / 3_000)
     assert row["rand_for_target_se"] == float("inf") and "out of reach" in row["target_se_note"]
+
+
+def _strict_json(text):
+    """json.loads that refuses NaN / Infinity (not JSON)."""
+
+    def bad(c):
+        raise AssertionError(f"non-JSON constant {c}")
+
+    return json.loads(text, parse_constant=bad)
+
+
+def test_thm_e1_default_traffic_by_hand():
+    # Thm E.1 for Q̂_k: ⌈3 / 0.1 · 0.1⁻² · ln 40⌉ = ⌈3000 · 3.68888⌉ = ⌈11066.64⌉ = 11,067
+    assert default_traffic_required(0.1, 0.1, 0.05) == 11_067
+    e1 = plan_volumes(np.array([0.01, 0.05]), np.array([0.1, 0.25]), 0.1, 0.05)[0]
+    assert e1["method"] == "thm_e1" and (e1["n_rec"], e1["n_rand"]) == (11_067, 110_667)
+
+
+def _eq13_by_jacobian(U):
+    """Eq. 13 from the Jacobian of eq. 10 directly: 2 Σ_j (∂_j g_k)² ≤ 4K²/S² for every k."""
+    U = np.asarray(U, float)
+    K, S = U.size, U.sum()
+    J = K * (np.eye(K) * S - U[:, None]) / S**2  # J[k, j] = ∂_j g_k
+    return bool(np.all(2 * (J**2).sum(axis=1) <= 4 * K * K / S**2 * (1 + 1e-12)))
+
+
+@pytest.mark.parametrize(
+    ("U", "holds"),
+    [
+        # K = 4, equal U: x = 1/4; (S − U_k)² + 3U_k² = 9 + 3 = 12 ≤ 2S² = 32
+        ([1, 1, 1, 1], True),
+        # K = 4, U_1/S = 10/13 = 0.769 ≤ (1 + √5)/4 = 0.809: 3² + 3·10² = 309 ≤ 2·13² = 338
+        ([10, 1, 1, 1], True),
+        # K = 4, U_1/S = 20/23 = 0.870 > 0.809: 3² + 3·20² = 1209 > 2·23² = 1058
+        ([20, 1, 1, 1], False),
+        # K = 8, bound (1 + 3)/8 = 0.5; U_1/S = 7/14 exactly: 7² + 7·7² = 392 = 2·14²
+        ([7] + [1] * 7, True),
+        # K = 8, U_1/S = 8/15 > 0.5: 7² + 7·8² = 497 > 2·15² = 450
+        ([8] + [1] * 7, False),
+        # K = 3: bound (1 + 2)/3 = 1, always holds: 2² + 2·100² = 20004 ≤ 2·102² = 20808
+        ([100, 1, 1], True),
+    ],
+)
+def test_eq13_condition_by_hand(U, holds):
+    c = eq13_check(np.array(U, float))
+    assert c["holds"] is holds and _eq13_by_jacobian(U) is holds
+    assert c["share_bound"] == pytest.approx((1 + math.sqrt(len(U) + 1)) / len(U))
+    assert ("fails" in c["reason"]) is not holds
+    assert eq13_check(3.7 * np.array(U, float))["holds"] is holds  # only U_k/ΣU enters
+
+
+def test_eq13_note_only_where_it_fails():
+    P = np.full(4, 0.1)
+    ok = {v["method"]: v for v in plan_volumes(P, np.full(4, 0.1), 0.1, 0.05)}
+    # U = Q/P = (2, 0.1, 0.1, 0.1): U_1/ΣU = 2/2.3 = 0.870 > 0.809
+    bad = {v["method"]: v for v in plan_volumes(P, np.array([0.2, 0.01, 0.01, 0.01]), 0.1, 0.05)}
+    for m in ("thm_e3", "thm_e4", "thm_e3_corrected", "thm_e4_corrected"):
+        assert ok[m]["eq13_holds"] is True and "eq. 13" not in ok[m]["note"]
+        assert bad[m]["eq13_holds"] is False and "eq. 13 fails" in bad[m]["note"]
+    assert ok["thm_e1"]["eq13_holds"] is None and bad["union_bound"]["eq13_holds"] is None
+
+
+def test_cli_plan_eq13_and_strict_json():
+    base = ["plan", "--P", "0.1,0.1,0.1,0.1", "--rand-per-day", "6000", "--n-rec", "100", "--target-se", "0.0001"]
+    ok = CliRunner().invoke(app, [*base, "--Q", "0.1,0.1,0.1,0.1"])
+    assert ok.exit_code == 0, ok.output
+    assert "eq. 13" not in ok.output
+    bad = CliRunner().invoke(app, [*base, "--Q", "0.2,0.01,0.01,0.01"])
+    assert bad.exit_code == 0 and "eq. 13 fails" in bad.output and "0.870 >" in bad.output
+    out = _strict_json(CliRunner().invoke(app, [*base, "--Q", "0.2,0.01,0.01,0.01", "--json"]).output)
+    by = {v["method"]: v for v in out["volumes"]}
+    assert by["thm_e4"]["eq13_holds"] is False and "0.870 > " in by["thm_e4"]["eq13_reason"]
+    # Thm E.1, default half: max_k ⌈3 / q_k · 100 · ln 40⌉ at q = 0.01 -> 110,667
+    assert by["thm_e1"]["n_rec"] == 110_667
+    assert out["rand_for_target_se"] is None  # out of reach (inf) is null, not Infinity

@@ -89,7 +89,10 @@ class ImpressionsConfig(Strict):
         "young_adult×region with groups such as 1×north, counted in the same scan",
     )
     traffic_stages: list[str] = Field(
-        default_factory=list, description="extra traffic values allowed besides default and random"
+        default_factory=list,
+        description="extra traffic values allowed besides default and random, e.g. ['post_recall'] for "
+        "contract files with forced-inserted post-recall rows (reo_stage, seed 001 App. I.4); a value not "
+        "listed here (nor a stage_paths key) fails the raw suite's traffic_known check and quarantines the day",
     )
     stage_paths: dict[str, str] = Field(
         default_factory=dict,

@@ -59,11 +59,13 @@ def exit_code(results: list[dict]) -> int:
 
 
 def dump_json(doc: dict) -> None:
-    """One JSON document on stdout (dates and paths as strings, NaN as null)."""
+    """One JSON document on stdout (dates and paths as strings, NaN and ±inf as
+    null, so the output is strict JSON)."""
     import json
+    import math
 
     def clean(x):
-        if isinstance(x, float) and x != x:
+        if isinstance(x, float) and not math.isfinite(x):
             return None
         if isinstance(x, dict):
             return {str(k): clean(v) for k, v in x.items()}
@@ -71,7 +73,7 @@ def dump_json(doc: dict) -> None:
             return [clean(v) for v in x]
         return x
 
-    sys.stdout.write(json.dumps(clean(doc), default=str) + "\n")
+    sys.stdout.write(json.dumps(clean(doc), default=str, allow_nan=False) + "\n")
 
 
 def _print_version(value: bool) -> None:

@@ -51,13 +51,13 @@ def plan(
 ) -> None:
     """How much random (and default) traffic a given accuracy needs (seed 001 App. E).
 
-    Methods: thm_e1 (each P_k within relative ε), thm_e2 (each U_k within ε; needs
-    --rec-rate), thm_e3 / thm_e4 (every ΔU_k / REO within ε, as printed) and their
-    corrected constants, and fairmon's own union bound. Uses the published group
-    counts of START..END, or rates given with --P/--Q.
+    Methods: thm_e1 (each P_k and Q_k within relative ε: random and default rows),
+    thm_e2 (each U_k within ε; needs --rec-rate), thm_e3 / thm_e4 (every ΔU_k / REO
+    within ε, as printed) and their corrected constants, and fairmon's own union
+    bound. E.3/E.4 carry eq. 13's check at the observed U (a note only where it
+    fails; eq13_holds in --json). Uses the published group counts of START..END,
+    or rates given with --P/--Q.
     """
-    import json as _json
-
     from fairmon.pipelines.faces.audit_export import plan_from_counts
 
     if p and q:
@@ -72,11 +72,7 @@ def plan(
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(EXIT_USAGE) from None
     if as_json:
-        print(
-            _json.dumps(
-                {"epsilon": epsilon, "delta": delta, "volumes": volumes, "summary": table.to_dicts()}, default=str
-            )
-        )
+        dump_json({"epsilon": epsilon, "delta": delta, "volumes": volumes, "summary": table.to_dicts()})
         return
     console.print(_traffic_now_table(table))
     for r in table.iter_rows(named=True):
@@ -85,6 +81,7 @@ def plan(
                 f"[yellow]{escape(r['arm'])} / {escape(r['attribute'])}: {escape(r['target_se_note'])}[/yellow]"
             )
     console.print(_volumes_table(volumes, f"Volumes needed (ε = {epsilon}, δ = {delta})", by_arm=True))
+    _print_eq13_failures(volumes)
 
 
 def _plan_from_rates(
@@ -102,8 +99,6 @@ def _plan_from_rates(
     published counts (a planner's what-if before any traffic exists), with
     SE(REO) at the given daily volumes and the random rows a target SE needs.
     Raises typer.BadParameter when --P and --Q differ in length."""
-    import json as _json
-
     import numpy as np
 
     from fairmon.transforms.planning.traffic import plan_volumes, random_volume_for_reo_se, reo_se_for_volume
@@ -121,9 +116,10 @@ def _plan_from_rates(
         if target_se:
             extra["rand_for_target_se"] = random_volume_for_reo_se(Q, P, n_rec, target_se)
     if as_json:
-        print(_json.dumps({"epsilon": epsilon, "delta": delta, "volumes": volumes, **extra}, default=str))
+        dump_json({"epsilon": epsilon, "delta": delta, "volumes": volumes, **extra})
         return
     console.print(_volumes_table(volumes, f"Traffic plan (ε = {epsilon}, δ = {delta}) for P = {p}, Q = {q}"))
+    _print_eq13_failures(volumes)
     if "se_reo" in extra:
         console.print(f"SE(REO) with {n_rec} default and {rand_per_day} random rows: {extra['se_reo']:.5f}")
     if "rand_for_target_se" in extra:
@@ -133,6 +129,17 @@ def _plan_from_rates(
             if np.isfinite(need)
             else f"SE(REO) = {target_se} is out of reach with {n_rec} default rows: add default traffic"
         )
+
+
+def _print_eq13_failures(volumes: list[dict]) -> None:
+    """One line per arm × attribute whose observed U fails seed 001 eq. 13's
+    bound (the E.3/E.4 rows' eq13_reason); nothing where it holds."""
+    seen = dict.fromkeys(
+        (v.get("arm"), v.get("attribute"), v["eq13_reason"]) for v in volumes if v.get("eq13_holds") is False
+    )
+    for arm, attribute, reason in seen:
+        where = f"{arm} / {attribute}: " if arm is not None else ""
+        console.print(f"[yellow]{escape(where + reason)}[/yellow]")
 
 
 def _traffic_now_table(table) -> Table:

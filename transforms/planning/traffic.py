@@ -24,6 +24,58 @@ def random_traffic_required(p_k: float | np.ndarray, epsilon: float, delta: floa
         return np.ceil(3.0 / p * epsilon**-2 * math.log(2.0 / delta))
 
 
+def default_traffic_required(q_k: float | np.ndarray, epsilon: float, delta: float) -> np.ndarray:
+    """|D_rec| = ⌈3 q_k⁻¹ ε⁻² ln(2/δ)⌉: default-traffic rows that estimate Q_k
+    within relative error ε with probability at least 1 − δ.
+
+    Source: seed 001 App. E, Thm E.1, the default-traffic half (the same
+    multiplicative Chernoff bound as :func:`random_traffic_required`, applied to
+    Q̂_k, the share of default rows that are positives of group k). Shape () or
+    (K,); inf where q_k = 0. Raises ValueError unless 0 < ε and 0 < δ < 1.
+    Reference: q_k = 0.1, ε = 0.1, δ = 0.05 -> ⌈3000 · ln 40⌉ = 11,067.
+    """
+    return random_traffic_required(q_k, epsilon, delta)
+
+
+def eq13_check(U: np.ndarray) -> dict:
+    """Whether seed 001 eq. 13's bound |Σ_kk| ≤ 4K²/(ΣU)² holds at the observed U.
+
+    The exact middle term of eq. 13 (the Jacobian of eq. 10 with ς² ≤ 2 from
+    eq. 12) is 2K²((S − U_k)² + (K − 1)U_k²)/S⁴ with S = Σ_i U_i; it is at most
+    4K²/S² iff (S − U_k)² + (K − 1)U_k² ≤ 2S², i.e. iff the share
+    x_k = U_k/S satisfies K x_k² − 2 x_k − 1 ≤ 0, x_k ≤ (1 + √(K + 1))/K. For
+    K ≤ 3 that bound is ≥ 1, so eq. 13 always holds; for K ≥ 4 it fails when
+    one group's share is above it (K = 4: 0.809; K = 8: 0.5). Thms E.3/E.4
+    (eqs. 14, 16, 21) rest on it. U may be on any scale (only U_k/S enters).
+
+    Returns {"holds": bool | None (None when some U_k is not finite or S ≤ 0),
+    "max_share", "share_bound" (floats or None), "reason" (str)}.
+    """
+    U = np.asarray(U, float)
+    K = U.size
+    bound = (1 + math.sqrt(K + 1)) / K
+    S = float(U.sum())
+    if not np.all(np.isfinite(U)) or not S > 0:
+        return {"holds": None, "max_share": None, "share_bound": bound, "reason": "eq. 13 not checked: U_k not finite"}
+    lhs = (S - U) ** 2 + (K - 1) * U**2
+    k = int(np.argmax(lhs))
+    x = float(U[k] / S)
+    holds = bool(lhs[k] <= 2 * S * S * (1 + 1e-12))
+    rel = "≤" if holds else ">"
+    reason = (
+        f"eq. 13 {'holds' if holds else 'fails'} at the observed U: max_k U_k/ΣU = {x:.3f} {rel} "
+        f"(1 + √(K + 1))/K = {bound:.3f} (K = {K})"
+    )
+    if not holds:
+        reason += "; its bound 4K²/(ΣU)² understates Var(ΔU_k), so E.3/E.4 are indicative only"
+    return {"holds": holds, "max_share": x, "share_bound": bound, "reason": reason}
+
+
+def _ceil_int(x: float) -> int | None:
+    """⌈x⌉ as an int, None where x is not finite (a group without positives)."""
+    return int(math.ceil(x)) if np.isfinite(x) else None
+
+
 def union_bound_volumes(P: np.ndarray, Q: np.ndarray, eps_u: float, delta: float) -> dict:
     """fairmon's own non-asymptotic bound (not one of seed 001's theorems): random
     and default traffic so that every U_k = Q_k/P_k is within relative error
@@ -46,8 +98,8 @@ def union_bound_volumes(P: np.ndarray, Q: np.ndarray, eps_u: float, delta: float
     r = random_traffic_required(P, eps_s, d_s)
     d = random_traffic_required(Q, eps_s, d_s)
     return {
-        "n_rand": int(r.max()),
-        "n_rec": int(d.max()),
+        "n_rand": _ceil_int(r.max()),
+        "n_rec": _ceil_int(d.max()),
         "per_group_rand": r,
         "per_group_rec": d,
         "eps_share": eps_s,
@@ -61,15 +113,15 @@ def _check(epsilon: float, delta: float) -> None:
         raise ValueError(f"need epsilon > 0 and 0 < delta < 1, got {epsilon}, {delta}")
 
 
-def eq8_volumes(n: float, U: np.ndarray, P: np.ndarray, Q: np.ndarray) -> tuple[int, int]:
+def eq8_volumes(n: float, U: np.ndarray, P: np.ndarray, Q: np.ndarray) -> tuple[int | None, int | None]:
     """Traffic sizes from the sample-size parameter n by seed 001 eq. 8:
     |D_rec| = n · max_k U_k² (1 − q_k)/q_k and |D_rand| = n · max_k U_k² (1 − p_k)/p_k
     (each term of Var(Û_k) = U_k²((1−q)/(q|D_rec|) + (1−p)/(p|D_rand|)) then is
-    at most 1/n). Shapes (K,). Returns (n_rec, n_rand), rounded up."""
+    at most 1/n). Shapes (K,). Returns (n_rec, n_rand), rounded up (None where not finite)."""
     U, P, Q = (np.asarray(x, float) for x in (U, P, Q))
 
-    def up(x: float) -> int:  # round up, ignoring a last-bit excess (1199 · 9.000000000000002)
-        return int(math.ceil(x * (1 - 1e-12)))
+    def up(x: float) -> int | None:  # round up, ignoring a last-bit excess (1199 · 9.000000000000002)
+        return _ceil_int(x * (1 - 1e-12))
 
     return up(n * np.max(U**2 * (1 - Q) / Q)), up(n * np.max(U**2 * (1 - P) / P))
 
@@ -99,9 +151,9 @@ def thm_e34_volumes(
     ``constant`` c = 4 is the theorems as printed; the paper's own Gaussian
     tail argument (P(|Z| ≥ x) ≤ exp(−x²/2) applied to Var = 2/n) gives 8, so
     c = 8 is the corrected constant (DESIGN §4.5). n·U_k² depends only on the
-    ratios U_k/ΣU, so U = Q/P at any scale serves. Eq. 13's bound on the
-    covariance fails for K ≥ 4 with a dominant group, so treat both as
-    indicative there. Shapes (K,). Returns {"n", "n_rec", "n_rand"}.
+    ratios U_k/ΣU, so U = Q/P at any scale serves. Both rest on eq. 13's
+    covariance bound, which :func:`eq13_check` tests at the observed U (it can
+    fail for K ≥ 4 with a dominant group). Shapes (K,). Returns {"n", "n_rec", "n_rand"}.
     Raises ValueError on bad ε, δ or theorem.
     """
     _check(epsilon, delta)
@@ -125,7 +177,10 @@ def plan_volumes(
     """Every planner's volumes for shares P, Q (shapes (K,)): one dict per
     method of :data:`PLAN_METHODS` with keys method, n_rec, n_rand (ints, or
     None where the method does not size that traffic or cannot be computed),
-    target (what ε bounds) and note (why a value is missing, or a caveat).
+    target (what ε bounds), note (why a value is missing, or a caveat: for
+    E.3/E.4 eq. 13's failure, only where it fails at U = Q/P), eq13_holds and
+    eq13_reason (:func:`eq13_check`; None for the methods that do not use it).
+    ``thm_e1`` sizes both traffics (Thm E.1: P_k and Q_k each within relative ε).
     Sources: seed 001 Thms E.1–E.4 and eq. 8; ``union_bound`` is
     :func:`union_bound_volumes` (fairmon's own). Raises ValueError on bad ε, δ.
     """
@@ -134,10 +189,10 @@ def plan_volumes(
     out = [
         {
             "method": "thm_e1",
-            "n_rec": None,
-            "n_rand": int(random_traffic_required(P, epsilon, delta).max()),
-            "target": "each P_k within relative ε",
-            "note": "random traffic only",
+            "n_rec": _ceil_int(default_traffic_required(Q, epsilon, delta).max()),
+            "n_rand": _ceil_int(random_traffic_required(P, epsilon, delta).max()),
+            "target": "each P_k and Q_k within relative ε",
+            "note": "3 p_k⁻¹ ε⁻² ln(2/δ) random, 3 q_k⁻¹ ε⁻² ln(2/δ) default rows",
         }
     ]
     if rec_rate is None:
@@ -161,9 +216,13 @@ def plan_volumes(
                 "note": f"n = {e2['n']}",
             }
         )
-    caveat = "as printed (constant 4)" + ("; eq. 13 fails for K ≥ 4 with a dominant group" if P.size >= 4 else "")
+    eq13 = eq13_check(Q / P)
+    fails = "; eq. 13 fails at the observed U (see eq13_reason)" if eq13["holds"] is False else ""
     for thm, target in (("E.3", "every ΔU_k within absolute ε"), ("E.4", "REO within absolute ε")):
-        for suffix, c, note in (("", 4.0, caveat), ("_corrected", 8.0, "constant 8 from the paper's own tail bound")):
+        for suffix, c, note in (
+            ("", 4.0, "as printed (constant 4)"),
+            ("_corrected", 8.0, "constant 8 from the paper's own tail bound"),
+        ):
             v = thm_e34_volumes(P, Q, epsilon, delta, thm, c)
             out.append(
                 {
@@ -171,7 +230,9 @@ def plan_volumes(
                     "n_rec": v["n_rec"],
                     "n_rand": v["n_rand"],
                     "target": target,
-                    "note": note,
+                    "note": note + fails,
+                    "eq13_holds": eq13["holds"],
+                    "eq13_reason": eq13["reason"],
                 }
             )
     u = union_bound_volumes(P, Q, epsilon, delta)
@@ -184,6 +245,9 @@ def plan_volumes(
             "note": "",
         }
     )
+    for r in out:  # eq. 13 concerns only E.3/E.4; null elsewhere
+        r.setdefault("eq13_holds", None)
+        r.setdefault("eq13_reason", None)
     order = {m: i for i, m in enumerate(PLAN_METHODS)}
     return sorted(out, key=lambda r: order[r["method"]])
 
