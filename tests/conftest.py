@@ -52,12 +52,12 @@ def coat_dir() -> Path:
 
 
 def browser_required() -> bool:
-    """True where the browser tests must run: ``FAIRMON_REQUIRE_BROWSER`` (``.ci/run``
-    exports it) or ``CI`` set to anything but an empty, ``0``, ``false`` or ``no``."""
-    return any(
-        os.environ.get(var, "").strip().lower() not in ("", "0", "false", "no")
-        for var in ("FAIRMON_REQUIRE_BROWSER", "CI")
-    )
+    """True where the browser tests must run: ``FAIRMON_REQUIRE_BROWSER`` when set
+    (``.ci/run`` exports 1, or 0 where it can have no browser), else ``CI``; a
+    value requires unless it is ``0``, ``false`` or ``no``."""
+    explicit = os.environ.get("FAIRMON_REQUIRE_BROWSER", "").strip().lower()
+    value = explicit or os.environ.get("CI", "").strip().lower()
+    return value not in ("", "0", "false", "no")
 
 
 def _find_chromium() -> str:
