@@ -103,7 +103,7 @@ def fairmon_counts(
     from fairmon.pipelines.core import timing
     from fairmon.pipelines.core.config import load_config
     from fairmon.pipelines.core.run import Run, run_scope
-    from fairmon.pipelines.ingest.adapters import units_for_day
+    from fairmon.pipelines.ingest.sources import units_for_day
     from fairmon.pipelines.ingest.staging import prestage_impressions, stage_unit
     from fairmon.pipelines.orchestration.flows import count_groups
     from fairmon.pipelines.storage import db

@@ -8,6 +8,7 @@ import pytest
 from scipy import stats
 
 from fairmon.transforms.reo.ab import ab_estimates, split_counts
+from fairmon.transforms.reo.ab_tables import ab_pairs, reo_ab_table
 from fairmon.transforms.reo.bootstrap import (
     bca_acceleration,
     bootstrap_interval,
@@ -17,7 +18,7 @@ from fairmon.transforms.reo.bootstrap import (
     utilities,
 )
 from fairmon.transforms.reo.estimate import estimate_reo, reo_of_utilities
-from fairmon.transforms.reo.reo_tables import GROUP_COUNTS_SCHEMA, ab_pairs, reo_ab_table
+from fairmon.transforms.reo.reo_tables import GROUP_COUNTS_SCHEMA
 from fairmon.transforms.simulators.impressions import SimulationSpec
 
 # Hand table, K = 2. U_T = (3, 2): r_T = 1.5, REO_T = 0.2; U_C = (1, 2): r_C = 0.5, REO_C = 1/3.

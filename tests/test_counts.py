@@ -220,7 +220,8 @@ def test_rows_per_cluster_bucket_from_the_profile_scan(kind, rule):
     logic (null OR false is null, null AND true is null)."""
     import duckdb
 
-    from fairmon.pipelines.ingest.adapters import ClusterScan, profile_rows, rows_in
+    from fairmon.pipelines.ingest.adapters import rows_in
+    from fairmon.pipelines.ingest.profiles import ClusterScan, profile_rows
     from fairmon.transforms.contract import BUCKET_LABEL, without_buckets
 
     rows = _clustered_rows(kind)
@@ -258,13 +259,13 @@ def test_a_hash_shared_by_two_combinations_splits_the_profile_by_bucket(monkeypa
     (day, window start, label, bucket, rows, first file row)."""
     import duckdb
 
-    from fairmon.pipelines.ingest import adapters, profiles
+    from fairmon.pipelines.ingest import profiles
     from fairmon.transforms.contract import BUCKET_LABEL, CLUSTER_BUCKET, without_buckets
 
     scan = pl.DataFrame({"__h": [1, 1, 1], "g": ["x", "y", None], CLUSTER_BUCKET: [None, None, 3]})
-    assert adapters.with_bucket_combinations(scan, ["g"]) is None
+    assert profiles.with_bucket_combinations(scan, ["g"]) is None
     ok = pl.DataFrame({"__h": [1, 2, 2], "g": ["x", "y", None], "__n": [5, 2, 2], CLUSTER_BUCKET: [None, None, 3]})
-    assert adapters.with_bucket_combinations(ok, ["g"]).to_dicts() == [
+    assert profiles.with_bucket_combinations(ok, ["g"]).to_dicts() == [
         {"g": "x", "__n": 5, CLUSTER_BUCKET: None},
         {"g": "y", "__n": 2, CLUSTER_BUCKET: None},
         {"g": "y", "__n": 2, CLUSTER_BUCKET: 3},
@@ -281,11 +282,11 @@ def test_a_hash_shared_by_two_combinations_splits_the_profile_by_bucket(monkeypa
     rows = rows.with_row_index("__row")
     cols = ["ds", "traffic", "arm", "s1", "s2", "g", "h"]
     kw = dict(file="f", signals=["s1", "s2"], attributes=["g", "h"], label_rule=rule)
-    cluster = adapters.ClusterScan("request_id", 16, ("s1", "s2"), rule == "all")
-    fast = adapters.profile_rows(duckdb.connect(), rows, cols, "f", cluster=cluster)
-    split = adapters.profile_rows(duckdb.connect(), rows, cols, "f", cluster=adapters.ClusterScan("request_id", 16))
+    cluster = profiles.ClusterScan("request_id", 16, ("s1", "s2"), rule == "all")
+    fast = profiles.profile_rows(duckdb.connect(), rows, cols, "f", cluster=cluster)
+    split = profiles.profile_rows(duckdb.connect(), rows, cols, "f", cluster=profiles.ClusterScan("request_id", 16))
     monkeypatch.setattr(profiles, "with_bucket_combinations", lambda scan, combination: None)
-    fallback = adapters.profile_rows(duckdb.connect(), rows, cols, "f", cluster=cluster)
+    fallback = profiles.profile_rows(duckdb.connect(), rows, cols, "f", cluster=cluster)
     assert BUCKET_LABEL in fast.columns and BUCKET_LABEL not in fallback.columns
     assert fallback.equals(split) and CLUSTER_BUCKET in split.columns
     assert without_buckets(fast).equals(without_buckets(split))

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from fairmon.pipelines.checks.gate import DQResult, QualityGate, expand_spec, load_spec
 from fairmon.pipelines.faces.cli import app
-from fairmon.pipelines.ingest.adapters import profile_rows
+from fairmon.pipelines.ingest.profiles import profile_rows
 from fairmon.pipelines.storage.warehouse import read_table
 from fairmon.transforms.gate_frames import (
     day_check_frame,
@@ -25,7 +25,8 @@ from fairmon.transforms.gate_frames import (
     reo_check_frame,
 )
 from fairmon.transforms.planning.traffic import random_traffic_required
-from fairmon.transforms.reo.reo_tables import GROUP_COUNTS_SCHEMA, reo_ab_table
+from fairmon.transforms.reo.ab_tables import reo_ab_table
+from fairmon.transforms.reo.reo_tables import GROUP_COUNTS_SCHEMA
 
 D0 = dt.date(2026, 4, 1)
 RAW_PARAMS = {

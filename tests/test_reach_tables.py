@@ -10,20 +10,15 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from fairmon.transforms.reach.reach_tables import (
-    Ratings,
+from fairmon.transforms.reach.reach_groups import group_summary, reach_group_inputs, reach_group_table
+from fairmon.transforms.reach.reach_tables import Ratings, reach_item_table, reach_problems, reach_user_table
+from fairmon.transforms.reach.reachability import fit_biased_mf
+from fairmon.transforms.reach.stability_tables import (
     Training,
-    group_summary,
-    reach_group_inputs,
-    reach_group_table,
-    reach_item_table,
-    reach_problems,
-    reach_user_table,
     recommendation_distribution,
     stability_table,
     total_variation,
 )
-from fairmon.transforms.reach.reachability import fit_biased_mf
 
 DS = dt.date(2026, 1, 1)
 

@@ -14,7 +14,8 @@ from fairmon.pipelines.checks.gate import QualityGate, build_docs, gate_for
 from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import load_config
 from fairmon.pipelines.core.run import Run, run_scope
-from fairmon.pipelines.ingest.adapters import prefetch_profiles, read_unit, rows_in, units_for_day
+from fairmon.pipelines.ingest.adapters import prefetch_profiles, read_unit, rows_in
+from fairmon.pipelines.ingest.sources import units_for_day
 from fairmon.pipelines.orchestration.runner import docs_deferred
 from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import without_buckets
@@ -108,7 +109,7 @@ def test_duplicate_ids_by_hash_first_equal_the_exact_aggregation(tmp_path, monke
     import duckdb
 
     from fairmon.pipelines.ingest import engines
-    from fairmon.pipelines.ingest.adapters import ID_KEY, duplicate_ids
+    from fairmon.pipelines.ingest.profiles import ID_KEY, duplicate_ids
 
     rng = np.random.default_rng(5)
     (tmp_path / "in").mkdir()
@@ -260,7 +261,8 @@ def test_suites_are_stored_once_per_process_unless_they_change(tmp_path):
 
 
 def test_prestaged_range_counts_serve_the_days_until_something_is_staged(three_days):
-    from fairmon.pipelines.ingest.staging import count_days, prestage_impressions, stage_unit
+    from fairmon.pipelines.ingest.range_counts import count_days
+    from fairmon.pipelines.ingest.staging import prestage_impressions, stage_unit
     from fairmon.pipelines.orchestration.flows import count_groups
 
     cfg, days, _ = three_days
@@ -289,7 +291,7 @@ def test_files_checked_together_for_duplicate_ids_find_what_each_alone_finds(tmp
     import duckdb
 
     from fairmon.pipelines.ingest import profiles
-    from fairmon.pipelines.ingest.adapters import id_check_batches, profile_parquet
+    from fairmon.pipelines.ingest.profiles import id_check_batches, profile_parquet
 
     rng = np.random.default_rng(7)
     files = []

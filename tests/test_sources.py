@@ -11,7 +11,8 @@ import pytest
 
 from fairmon.pipelines.core.config import load_config
 from fairmon.pipelines.ingest import sources
-from fairmon.pipelines.ingest.staging import current_files, day_files, units_for
+from fairmon.pipelines.ingest.sources import current_files, day_files
+from fairmon.pipelines.ingest.staging import units_for
 from fairmon.transforms.contract import InputContractError
 
 D = dt.date(2026, 3, 5)

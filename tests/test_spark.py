@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from fairmon.pipelines.core.config import ConfigError, load_config
 from fairmon.pipelines.faces.cli import app
 from fairmon.pipelines.faces.simulated import write_simulation
-from fairmon.pipelines.ingest import adapters
+from fairmon.pipelines.ingest import adapters, sources
 from fairmon.pipelines.storage.portable import render, render_spark
 from fairmon.pipelines.storage.warehouse import read_table
 from fairmon.transforms.contract import InputContractError, without_buckets
@@ -136,7 +136,7 @@ def test_profiles_identical(sim, tmp_path):
     per bucket sum to the same counts (the same bucket on every engine)."""
     duck, spark = _configs(sim, "none")
     cd, cs = load_config(duck), load_config(spark)
-    units = adapters.units_for_day(cd, LAST) + adapters.units_for_day(cd, BAD_DAY)
+    units = sources.units_for_day(cd, LAST) + sources.units_for_day(cd, BAD_DAY)
     assert {u.scope for u in units} == {"nonrandom", "random"}
     for u in units:
         a, b = adapters.read_unit(cd, u), adapters.read_unit(cs, u)
@@ -170,7 +170,7 @@ def test_duplicate_ids_found_alike(sim, tmp_path):
     pl.concat([rows, rows.slice(10, 2)]).write_parquet(f)
     duck, spark = _configs(folder, "none")
     cd, cs = load_config(duck), load_config(spark)
-    u = next(u for u in adapters.units_for_day(cd, LAST) if u.file == f)
+    u = next(u for u in sources.units_for_day(cd, LAST) if u.file == f)
     a, b = adapters.read_unit(cd, u), adapters.read_unit(cs, u)
     assert a.equals(b)
     assert a.filter(pl.col("id_copies") > 1).get_column("__n").sum() == 4
@@ -346,7 +346,7 @@ def test_catalog_table_matches_files(tmp_path):
     missing = load_config(table_cfg)
     missing = missing.model_copy(update={"impressions": missing.impressions.model_copy(update={"table": "logs.nope"})})
     with pytest.raises(InputContractError, match="TABLE_OR_VIEW_NOT_FOUND") as err:
-        adapters.units_for_day(missing, days[-1])
+        sources.units_for_day(missing, days[-1])
     assert "spark-table:logs.nope" in str(err.value) and "DROP VIEW" not in str(err.value)  # Spark's first line only
     dq = _table(tmp_path, "wh-table", "dq_results")
     assert f"spark-table:logs.impressions/ds={last}" in dq.get_column("subject").to_list()
@@ -384,7 +384,7 @@ def test_envy_scans_identical(tmp_path):
     spark_cfg = tmp_path / "spark.toml"
     spark_cfg.write_text('engine = "spark"\n' + base + SPARK_SECTION)
     cd, cs = load_config(duck_cfg), load_config(spark_cfg)
-    (u,) = adapters.units_for_day(cd, dt.date(2026, 1, 1))
+    (u,) = sources.units_for_day(cd, dt.date(2026, 1, 1))
     swap = pl.read_parquet(u.file)
     row = swap.with_row_index().filter(pl.col("traffic") == "swap").get_column("index")[3]
     swap.with_columns(
@@ -420,7 +420,7 @@ def test_csv_rows_numbered_across_splits(tmp_path):
     (sim / "duck.toml").write_text(base)
     (sim / "spark.toml").write_text('engine = "spark"\n' + base + SPARK_SECTION)
     cd, cs = load_config(sim / "duck.toml"), load_config(sim / "spark.toml")
-    (u,) = [u for u in adapters.units_for_day(cd, spec.start) if u.file == f]
+    (u,) = [u for u in sources.units_for_day(cd, spec.start) if u.file == f]
     spark = spark_session(cs.spark)
     old = spark.conf.get("spark.sql.files.maxPartitionBytes")
     spark.conf.set("spark.sql.files.maxPartitionBytes", str(32 * 1024))

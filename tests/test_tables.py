@@ -18,14 +18,11 @@ from fairmon.transforms.decisions.decision_tables import threshold_tables
 from fairmon.transforms.decisions.sdt_tables import sdt_table
 from fairmon.transforms.envy.envy_tables import envy_user_tables
 from fairmon.transforms.envy.group import group_envy_table
-from fairmon.transforms.reach.reach_tables import (
-    reach_group_inputs,
-    reach_group_table,
-    reach_item_table,
-    reach_user_table,
-)
+from fairmon.transforms.reach.reach_groups import reach_group_inputs, reach_group_table
+from fairmon.transforms.reach.reach_tables import reach_item_table, reach_user_table
 from fairmon.transforms.registry import GATED_TABLES, TABLES, Column, Table
-from fairmon.transforms.reo.reo_tables import reo_ab_table, reo_tables
+from fairmon.transforms.reo.ab_tables import reo_ab_table
+from fairmon.transforms.reo.reo_tables import reo_tables
 from fairmon.transforms.reo.stage import reo_stage_table, rsp_table, user_precision_table
 
 D = dt.date(2026, 2, 3)

@@ -28,17 +28,12 @@ from fairmon.pipelines.checks.gate import DQResult
 from fairmon.pipelines.core.config import ConfigError, ImpressionsConfig, load_config
 from fairmon.pipelines.executor.day_checks import check_days
 from fairmon.pipelines.faces.simulated import config_toml, write_simulation
-from fairmon.pipelines.ingest.adapters import (
-    current_inputs,
-    normalize_unit,
-    pool_admitted,
-    random_window_note,
-    read_unit,
-    rows_in,
-    unit_key,
-    units_for_day,
-)
-from fairmon.pipelines.ingest.staging import Staged, count_days, input_source, replace_units
+from fairmon.pipelines.ingest.adapters import normalize_unit, read_unit, rows_in
+from fairmon.pipelines.ingest.identity import unit_key
+from fairmon.pipelines.ingest.range_counts import count_days
+from fairmon.pipelines.ingest.sources import current_inputs, units_for_day
+from fairmon.pipelines.ingest.staging import Staged, input_source, replace_units
+from fairmon.pipelines.ingest.windows import pool_admitted, random_window_note
 from fairmon.pipelines.orchestration.ops import detect_stale
 from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import InputContractError

@@ -5,7 +5,7 @@ This module adapts frames only: rows are counted like the pipeline's count
 stage (:mod:`fairmon.api.counting`), the counts are laid out as the
 pipeline's ``group_counts`` table, and the pipeline's own table builders
 (:func:`fairmon.transforms.reo.reo_tables.reo_tables`,
-:func:`~fairmon.transforms.reo.reo_tables.reo_ab_table`) compute the
+:func:`~fairmon.transforms.reo.ab_tables.reo_ab_table`) compute the
 estimates, so the numbers are the pipeline's for the same rows.
 """
 
@@ -18,8 +18,9 @@ import polars as pl
 
 from fairmon.api.counting import CLUSTER_BUCKETS, COUNT_COLUMNS, UNDATED, count_rows, tidy_counts
 from fairmon.api.frames import as_caller, as_polars
+from fairmon.transforms.reo.ab_tables import ab_pairs, reo_ab_table
 from fairmon.transforms.reo.estimate import EIGHTY_PERCENT_RULE_REO, MIN_EXPECTED_POSITIVES
-from fairmon.transforms.reo.reo_tables import GROUP_COUNTS_SCHEMA, ab_pairs, reo_ab_table, reo_tables
+from fairmon.transforms.reo.reo_tables import GROUP_COUNTS_SCHEMA, reo_tables
 
 #: Columns of :func:`reo`'s result (``ds`` first when the input has a ``ds`` column).
 REO_COLUMNS = (

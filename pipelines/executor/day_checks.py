@@ -18,7 +18,7 @@ from fairmon.pipelines.checks.gate import DQResult, dq_frame, gate_for
 from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.executor.outcomes import DayFailed, step
-from fairmon.pipelines.ingest.adapters import random_window_note
+from fairmon.pipelines.ingest.windows import random_window_note
 from fairmon.transforms.contract import InputContractError
 from fairmon.transforms.gate_frames import day_check_frame, output_check_frame
 

@@ -31,7 +31,7 @@ from fairmon.pipelines.storage.warehouse import clean_tmp
 #: 31-day chunks made a year's backfill 86 s, 92-day chunks 74 s at 0.89 GB peak (issue 21).
 PRESTAGE_DAYS = 92
 #: The same on Spark, whose clustered profiles are split by bucket (up to ~9x
-#: more rows than DuckDB's two grouping sets, adapters.profile_rows): a month.
+#: more rows than DuckDB's two grouping sets, profiles.profile_rows): a month.
 PRESTAGE_DAYS_SPLIT = 31
 
 

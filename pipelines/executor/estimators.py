@@ -21,17 +21,11 @@ from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.executor.outcomes import step
 from fairmon.pipelines.ingest import staging_tables
-from fairmon.pipelines.ingest.adapters import window_start
+from fairmon.pipelines.ingest.range_counts import count_days, take_range_counts
 from fairmon.pipelines.ingest.snapshots import Snapshot
-from fairmon.pipelines.ingest.staging import (
-    count_days,
-    current_files,
-    day_files,
-    ensure_staged,
-    run_logger,
-    take_range_counts,
-    warn,
-)
+from fairmon.pipelines.ingest.sources import current_files, day_files
+from fairmon.pipelines.ingest.staging import ensure_staged, run_logger, warn
+from fairmon.pipelines.ingest.windows import window_start
 from fairmon.pipelines.storage import db
 from fairmon.transforms.reach.reach_tables import reach_problems
 from fairmon.transforms.registry import run_stage

@@ -18,7 +18,7 @@ from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.core.run import ensured
 from fairmon.pipelines.executor.outcomes import step
-from fairmon.pipelines.ingest.adapters import current_inputs
+from fairmon.pipelines.ingest.sources import current_inputs
 from fairmon.pipelines.ingest.staging import run_logger
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.warehouse import refresh_views, remove_partitions, write_partitions

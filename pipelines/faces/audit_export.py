@@ -13,8 +13,8 @@ import numpy as np
 import polars as pl
 
 from fairmon.pipelines.core.config import AuditConfig, ConfigError, FairmonConfig
-from fairmon.pipelines.ingest.adapters import window_start
-from fairmon.pipelines.ingest.staging import current_files
+from fairmon.pipelines.ingest.sources import current_files
+from fairmon.pipelines.ingest.windows import window_start
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock
 from fairmon.pipelines.storage.warehouse import read_table

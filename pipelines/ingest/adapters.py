@@ -8,9 +8,8 @@ and replaced as a whole on re-ingest; which units a day needs is answered by
 :mod:`fairmon.pipelines.ingest.identity`, the random-traffic windows by
 :mod:`fairmon.pipelines.ingest.windows`. The parsing rules live in
 :mod:`fairmon.transforms.contract` and :mod:`fairmon.transforms.datasets.coat`;
-this module does the I/O. The names it re-exports from those modules are
-part of its public face (orchestration, faces, tests and bench import them
-from here).
+this module does the I/O. Each name is imported from the module that
+defines it, not from here.
 """
 
 from __future__ import annotations
@@ -24,45 +23,15 @@ import polars as pl
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.core.run import active_run
 from fairmon.pipelines.ingest.engines import DuckEngine, SparkEngine, spark_rows, spark_table_rows
-from fairmon.pipelines.ingest.identity import (  # noqa: F401 (re-exported)
-    TABLE_PREFIX,
-    IngestUnit,
-    file_fingerprint,
-    first_line,
-    table_partition,
-    table_unit_path,
-    unit_key,
-)
-from fairmon.pipelines.ingest.profiles import (  # noqa: F401 (re-exported)
-    DONOR_COLUMNS,
-    ENVY_FLAGS,
-    ID_CHECK_BYTES,
-    ID_KEY,
-    ClusterScan,
+from fairmon.pipelines.ingest.identity import IngestUnit, file_fingerprint, first_line, table_partition, unit_key
+from fairmon.pipelines.ingest.profiles import (
     cluster_column,
     cluster_scan,
-    duplicate_ids,
-    engine_of,
-    id_check_batches,
     parquet_rows,
     profile_columns,
     profile_parquet,
     profile_rows,
     scratch,
-    with_bucket_combinations,
-)
-from fairmon.pipelines.ingest.sources import (  # noqa: F401 (re-exported)
-    current_inputs,
-    log_units_for_day,
-    prime_table_fingerprints,
-    units_for_day,
-)
-from fairmon.pipelines.ingest.windows import (  # noqa: F401 (re-exported)
-    days_between,
-    pool_admitted,
-    pools_left_out,
-    random_window_note,
-    window_start,
 )
 from fairmon.transforms.contract import (
     ATTR_PREFIX,

@@ -32,8 +32,9 @@ from fairmon.pipelines.ingest.adapters import read_table
 from fairmon.pipelines.ingest.sources import SNAPSHOT_FILES, snapshot_files, snapshot_folder
 from fairmon.transforms.contract import InputContractError
 from fairmon.transforms.datasets.coat import one_hot_families
-from fairmon.transforms.reach.reach_tables import Ratings, Training
+from fairmon.transforms.reach.reach_tables import Ratings
 from fairmon.transforms.reach.reachability import BiasedMF, fit_biased_mf
+from fairmon.transforms.reach.stability_tables import Training
 
 FACTOR = re.compile(r"f_(\d+)")
 

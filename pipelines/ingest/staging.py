@@ -6,8 +6,7 @@ generated, in :mod:`fairmon.pipelines.ingest.staging_tables`), recorded in
 :mod:`fairmon.pipelines.ingest.sources`' answer. A backfill profiles and
 stages all its impressions files ahead (:func:`prestage_impressions`) and
 counts the range in one statement
-(:mod:`fairmon.pipelines.ingest.range_counts`, whose names this module
-re-exports).
+(:mod:`fairmon.pipelines.ingest.range_counts`).
 """
 
 from __future__ import annotations
@@ -40,19 +39,8 @@ from fairmon.pipelines.ingest.adapters import (
     rows_in,
 )
 from fairmon.pipelines.ingest.identity import unit_key
-from fairmon.pipelines.ingest.range_counts import (  # noqa: F401 (re-exported)
-    BUCKET_SCHEMA,
-    count_days,
-    count_range,
-    take_range_counts,
-)
-from fairmon.pipelines.ingest.sources import (  # noqa: F401 (day_files, current_files re-exported)
-    ImpressionsInput,
-    current_files,
-    day_files,
-    input_of,
-    prime_table_fingerprints,
-)
+from fairmon.pipelines.ingest.range_counts import count_range
+from fairmon.pipelines.ingest.sources import ImpressionsInput, input_of, prime_table_fingerprints
 from fairmon.pipelines.ingest.windows import random_window_note
 from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import InputContractError, without_buckets

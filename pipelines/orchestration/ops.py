@@ -13,7 +13,8 @@ import polars as pl
 from prefect import flow, get_run_logger
 
 from fairmon.pipelines.core.config import FairmonConfig, load_config
-from fairmon.pipelines.ingest.adapters import current_inputs, days_between
+from fairmon.pipelines.ingest.sources import current_inputs
+from fairmon.pipelines.ingest.windows import days_between
 from fairmon.pipelines.orchestration.runner import run_days
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock

@@ -325,26 +325,3 @@ def reach_item_table(
         ),
     )
     return out.select(list(polars_schema("reach_item"))).cast(polars_schema("reach_item")).sort("item_id")
-
-
-#: Names that moved to sibling modules (the modules import this one, so they are looked up lazily).
-_MOVED = {
-    "ITEM_METRICS": "fairmon.transforms.reach.reach_groups",
-    "USER_METRICS": "fairmon.transforms.reach.reach_groups",
-    "group_summary": "fairmon.transforms.reach.reach_groups",
-    "reach_group_inputs": "fairmon.transforms.reach.reach_groups",
-    "reach_group_table": "fairmon.transforms.reach.reach_groups",
-    "Training": "fairmon.transforms.reach.stability_tables",
-    "recommendation_distribution": "fairmon.transforms.reach.stability_tables",
-    "stability_table": "fairmon.transforms.reach.stability_tables",
-    "total_variation": "fairmon.transforms.reach.stability_tables",
-}
-
-
-def __getattr__(name: str):
-    """The names of :data:`_MOVED`, imported from their module on first use."""
-    if name in _MOVED:
-        import importlib
-
-        return getattr(importlib.import_module(_MOVED[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -460,20 +460,3 @@ def _reo_values(
         "n_small_groups": int(sum(est.small_group)),
         "design_effect": est.design_effect,
     }
-
-
-#: Names that moved to sibling modules (the modules import this one, so they are looked up lazily).
-_MOVED = {
-    "REO_AB_SCHEMA": "fairmon.transforms.reo.ab_tables",
-    "ab_pairs": "fairmon.transforms.reo.ab_tables",
-    "reo_ab_table": "fairmon.transforms.reo.ab_tables",
-}
-
-
-def __getattr__(name: str):
-    """The names of :data:`_MOVED`, imported from their module on first use."""
-    if name in _MOVED:
-        import importlib
-
-        return getattr(importlib.import_module(_MOVED[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
