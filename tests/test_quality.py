@@ -11,7 +11,8 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from fairmon.pipelines.checks.gate import DQResult, QualityGate, expand_spec, load_spec
+from fairmon.pipelines.checks.gate import QualityGate
+from fairmon.pipelines.checks.suites import DQResult, expand_spec, load_spec
 from fairmon.pipelines.faces.cli import app
 from fairmon.pipelines.ingest.profiles import profile_rows
 from fairmon.pipelines.storage.warehouse import read_table

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from fairmon.pipelines.checks.gate import DQResult, dq_frame, load_spec
+from fairmon.pipelines.checks.suites import DQResult, dq_frame, load_spec
 from fairmon.pipelines.executor.day_checks import output_check_frames
 from fairmon.pipelines.storage import ddl
 from fairmon.pipelines.storage.warehouse import clean_tmp, refresh_views, remove_partitions, write_partitions

@@ -14,6 +14,7 @@ from scipy import stats
 
 from fairmon.pipelines.ingest.adapters import read_coat
 from fairmon.transforms.reo.ab import ab_estimates
+from fairmon.transforms.reo.ab_tables import REO_AB_SCHEMA, reo_ab_table
 from fairmon.transforms.reo.estimate import (
     EIGHTY_PERCENT_RULE_REO,
     estimate_reo,
@@ -21,7 +22,7 @@ from fairmon.transforms.reo.estimate import (
     reo_of_utilities,
     verdict_80pct,
 )
-from fairmon.transforms.reo.reo_tables import REO_AB_SCHEMA, reo_ab_table, reo_tables
+from fairmon.transforms.reo.reo_tables import reo_tables
 
 N = 100_000
 

@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from fairmon.pipelines.checks.gate import DQResult
+from fairmon.pipelines.checks.suites import DQResult
 from fairmon.pipelines.core.config import ConfigError, ImpressionsConfig, load_config
 from fairmon.pipelines.executor.day_checks import check_days
 from fairmon.pipelines.faces.simulated import config_toml, write_simulation

@@ -16,7 +16,7 @@ import textwrap
 import polars as pl
 import pytest
 
-from fairmon.pipelines.checks.gate import load_spec
+from fairmon.pipelines.checks.suites import load_spec
 from fairmon.pipelines.core.config import load_config
 from fairmon.pipelines.faces.simulated import write_simulation
 from fairmon.transforms import registry

@@ -28,10 +28,7 @@ import polars as pl
 
 from fairmon.pipelines.checks.gx_import import import_gx
 from fairmon.pipelines.checks.suites import (
-    DQ_SCHEMA,
-    SEVERITIES,
     DQResult,
-    dq_frame,
     expand_spec,
     html_safe,
     load_spec,
@@ -41,22 +38,6 @@ from fairmon.pipelines.core.run import active_run
 from fairmon.transforms.contract import PROFILE_N, PROFILE_ROW
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
-
-#: Names of :mod:`fairmon.pipelines.checks.suites` callers import from here.
-__all__ = [
-    "DQ_SCHEMA",
-    "SEVERITIES",
-    "DQResult",
-    "QualityGate",
-    "build_docs",
-    "dq_frame",
-    "expand_spec",
-    "gate_for",
-    "html_safe",
-    "load_spec",
-    "preload_gate",
-    "prune_gx",
-]
 
 _LOCK = threading.Lock()
 

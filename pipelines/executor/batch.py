@@ -26,7 +26,8 @@ from typing import Any
 
 import polars as pl
 
-from fairmon.pipelines.checks.gate import DQResult, build_docs, gate_for
+from fairmon.pipelines.checks.gate import build_docs, gate_for
+from fairmon.pipelines.checks.suites import DQResult
 from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.core.faults import fault_point

@@ -14,7 +14,8 @@ import time
 
 import polars as pl
 
-from fairmon.pipelines.checks.gate import DQResult, dq_frame, gate_for
+from fairmon.pipelines.checks.gate import gate_for
+from fairmon.pipelines.checks.suites import DQResult, dq_frame
 from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.executor.outcomes import DayFailed, step

@@ -12,7 +12,7 @@ import datetime as dt
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from fairmon.pipelines.checks.gate import DQResult
+from fairmon.pipelines.checks.suites import DQResult
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.ingest.staging import ingest_source
 

@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from fairmon.pipelines.checks.gate import DQResult, QualityGate
+from fairmon.pipelines.checks.gate import QualityGate
+from fairmon.pipelines.checks.suites import DQResult
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.ingest.adapters import read_table
 from fairmon.pipelines.ingest.sources import SNAPSHOT_FILES, snapshot_files, snapshot_folder

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import polars as pl
 
-from fairmon.pipelines.checks.gate import DQResult, gate_for
+from fairmon.pipelines.checks.gate import gate_for
+from fairmon.pipelines.checks.suites import DQResult
 from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.core.run import active_run, ensured

@@ -23,7 +23,8 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Failed, State
 
-from fairmon.pipelines.checks.gate import DQResult, build_docs, gate_for
+from fairmon.pipelines.checks.gate import build_docs, gate_for
+from fairmon.pipelines.checks.suites import DQResult
 from fairmon.pipelines.core.config import FairmonConfig, load_config
 from fairmon.pipelines.core.run import ensure_run
 from fairmon.pipelines.executor import estimators
