@@ -161,6 +161,9 @@ def test_count_sql_puts_swap_rows_in_donor_cells_and_default_rows_apart():
         "AS t(ds, src_file, user_id, donor_user_id, donor_group, n, n_pos, attr__g)"
     )
     con.register("envy_files", pl.DataFrame({"file": ["f"]}))
+    con.register(
+        "envy_user_attributes", pl.DataFrame(schema={"user_id": pl.String, "attribute": pl.String, "grp": pl.String})
+    )
     day = dt.date(2026, 1, 1)
     got = db.query(con, "envy_group_counts", group_attribute="g", start=day, ds=day)
     cells = {(r["group"], r["donor_group"]): (r["n"], r["n_pos"]) for r in got.iter_rows(named=True)}

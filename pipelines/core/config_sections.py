@@ -234,6 +234,12 @@ class EnvyConfig(Strict):
         description="the attribute a policy_group column names groups of (default: the first attribute); rows "
         "with a policy_user_id take the donor's group from the donor's own rows",
     )
+    user_table: str | None = Field(
+        default=None,
+        description="CSV or Parquet file of user attributes (user_id and attribute columns): a swap row's donor "
+        "group comes from here first, then from the donor's own rows anywhere in the window, then policy_group; "
+        "a row none resolves fails swap_donor_group_resolved",
+    )
 
     @field_validator("attributes")
     @classmethod

@@ -197,9 +197,11 @@ def _impressions(batch: Batch, days: list[Day]) -> None:
 
     def estimates(d: Day) -> None:
         tables = {"group_counts": d.counts, **step(estimate, cfg, d.counts, d.ds, d.buckets)}
-        if cfg.envy is not None:
-            tables |= step(estimate_envy, cfg, d.ds)
         d.results += ab_config_check(cfg, d.counts)
+        if cfg.envy is not None:
+            envy_tables, envy_checks = step(estimate_envy, cfg, d.ds)
+            tables |= envy_tables
+            _gate(d, envy_checks)  # a swap row without a donor group quarantines the day (unless a warning)
         d.tables |= tables
         d.pending = output_check_frames(tables, d.totals)
 

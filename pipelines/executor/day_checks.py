@@ -121,6 +121,47 @@ def ab_config_check(cfg: FairmonConfig, counts: pl.DataFrame) -> list[DQResult]:
     return [DQResult("reo_ab", "ab_config", "[ab] control/pairs", 1, [failure])]
 
 
+def donor_group_check(cfg: FairmonConfig, ds: dt.date, unresolved: pl.DataFrame) -> DQResult:
+    """The ``swap_donor_group_resolved`` expectation of day ``ds`` (DESIGN
+    §4.7): every swap row of the envy window has a donor group (from ``[envy]
+    user_table``, the donor's own rows anywhere in the window, or its
+    policy_group). ``unresolved`` (sql/envy_unresolved_donors.sql): per donor,
+    the rows left out of group envy, of the day (n_day) and of the window
+    (n_window). A failure counts the window's rows (``unexpected_count``, the
+    rows the day's bounds lose), names the day's and up to 5 donor ids
+    (``sample``) and the attributes; critical unless ``[quality.severity]``
+    says warning, so by default the day is quarantined rather than published
+    without them. Returns a :class:`DQResult` (no failure when all resolve)."""
+    total = int(unresolved.get_column("n_window").sum() or 0)
+    if total == 0:
+        return DQResult("group_envy", "envy_donors", f"swap rows {cfg.envy.start}..{ds}", 1)
+    name = "swap_donor_group_resolved"
+    ids = [
+        r["donor_user_id"] if r["donor_user_id"] is not None else f"policy_group={r['policy_group']}"
+        for r in unresolved.head(5).iter_rows(named=True)
+    ]
+    attrs = sorted({a for s in unresolved.get_column("attributes").to_list() for a in s.split(", ")})
+    day = int(unresolved.get_column("n_day").sum() or 0)
+    failure = {
+        "name": name,
+        "severity": cfg.quality.severity.get(name, "critical"),
+        "type": "envy_donors",
+        "column": "policy_user_id",
+        "unexpected_count": total,
+        "n_day": day,
+        "n_donors": unresolved.height,
+        "attributes": attrs,
+        "rows": [],
+        "sample": ids,
+        "note": (
+            f"{total} swap row(s) since {cfg.envy.start} ({day} of the day) have a donor whose group "
+            f"({', '.join(attrs)}) is in neither [envy] user_table nor any row of the donor's own in the "
+            "window (nor a policy_group for the group attribute); they are left out of group_envy"
+        ),
+    }
+    return DQResult("group_envy", "envy_donors", f"swap rows {cfg.envy.start}..{ds}", 1, [failure])
+
+
 def dq_tables(cfg: FairmonConfig, results: dict[dt.date, list[DQResult]]) -> dict[dt.date, pl.DataFrame]:
     """Each day's dq_results rows from its ``results``, checked by the
     dq_results suite (one GX run for the days). Returns {day: frame}.

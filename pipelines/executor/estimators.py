@@ -17,10 +17,13 @@ import time
 
 import polars as pl
 
+from fairmon.pipelines.checks.suites import DQResult
 from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
+from fairmon.pipelines.executor.day_checks import donor_group_check
 from fairmon.pipelines.executor.outcomes import step
 from fairmon.pipelines.ingest import staging_tables
+from fairmon.pipelines.ingest.adapters import envy_user_attributes
 from fairmon.pipelines.ingest.range_counts import count_days, take_range_counts
 from fairmon.pipelines.ingest.snapshots import Snapshot
 from fairmon.pipelines.ingest.sources import current_files, day_files
@@ -86,8 +89,57 @@ def estimate(
     return out
 
 
+_GROUP_COUNTS = {
+    "attribute": pl.String,
+    "group": pl.String,
+    "donor_group": pl.String,
+    "is_day": pl.Boolean,
+    "n": pl.Int64,
+    "n_pos": pl.Int64,
+}
+_USER_COUNTS = {"user_id": pl.String, "donor": pl.String, "n": pl.Int64, "reward_sum": pl.Int64}
+_UNRESOLVED = {
+    "donor_user_id": pl.String,
+    "policy_group": pl.String,
+    "attributes": pl.String,
+    "n_day": pl.Int64,
+    "n_window": pl.Int64,
+}
+
+
+def _envy_counts(
+    cfg: FairmonConfig, ds: dt.date, days: list[dt.date], group_attr: str
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """(group counts, user counts, unresolved donors) of the envy window
+    ``days`` ending at ``ds`` (sql/envy_group_counts.sql,
+    envy_user_counts.sql, envy_unresolved_donors.sql), from the staged rows of
+    the files those days need now, donor groups looked up in ``[envy]
+    user_table`` first (:func:`envy_user_attributes`). Empty frames when
+    nothing is staged. Raises InputContractError for a bad user table."""
+    env = cfg.envy
+    attributes = envy_user_attributes(cfg)
+    with db.connect(cfg.duckdb_path) as con:
+        if not staging_tables.exists(con, staging_tables.ENVY_ROWS):
+            empty = (_GROUP_COUNTS, _USER_COUNTS, _UNRESOLVED)
+            return tuple(pl.DataFrame(schema=e) for e in empty)
+        # a day whose files fail their checks now counts with none of its rows, not with stale ones
+        con.register("envy_files", day_files(cfg, days))
+        con.register("envy_user_attributes", attributes)
+        try:
+            window = {"start": env.start, "ds": ds}
+            group_counts = db.query(con, "envy_group_counts", group_attribute=group_attr, **window)
+            user_counts = db.query(con, "envy_user_counts", **window)
+            unresolved = db.query(
+                con, "envy_unresolved_donors", group_attribute=group_attr, attributes=cfg.envy_attributes, **window
+            )
+        finally:
+            con.unregister("envy_files")
+            con.unregister("envy_user_attributes")
+    return group_counts, user_counts, unresolved.cast(_UNRESOLVED)
+
+
 @step("estimate-envy")
-def estimate_envy(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
+def estimate_envy(cfg: FairmonConfig, ds: dt.date) -> tuple[dict[str, pl.DataFrame], list[DQResult]]:
     """The envy-freeness tables of day ``ds`` (DESIGN §4.7; seed 004): group
     envy per user attribute, per-user OCEF certificates and AUDIT's verdict,
     from every default and swap row since ``[envy] start`` in the files those
@@ -95,10 +147,14 @@ def estimate_envy(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
     staged first (a day run alone); a day whose files are missing or fail
     their raw suite contributes no rows (not rows staged from an earlier
     version of its files) and is named in the audit's design_reason.
-    Returns {} before ``start``."""
+    Swap rows whose donor group cannot be resolved are left out of group envy
+    and reported by the ``swap_donor_group_resolved`` check
+    (:func:`fairmon.pipelines.executor.day_checks.donor_group_check`), the
+    second element: the batch gates the day on it.
+    Returns ({}, []) before ``start``."""
     env = cfg.envy
     if env is None or ds < env.start:
-        return {}
+        return {}, []
     log = run_logger()
     t0 = time.perf_counter()
     days = [env.start + dt.timedelta(days=i) for i in range((ds - env.start).days + 1)]
@@ -106,30 +162,7 @@ def estimate_envy(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
     attrs = cfg.envy_attributes
     group_attr = env.group_attribute or cfg.impressions.attributes[0]
     with timing.clock(ds, "estimators"):
-        with db.connect(cfg.duckdb_path) as con:
-            if not staging_tables.exists(con, staging_tables.ENVY_ROWS):
-                group_counts = pl.DataFrame(
-                    schema={
-                        "attribute": pl.String,
-                        "group": pl.String,
-                        "donor_group": pl.String,
-                        "is_day": pl.Boolean,
-                        "n": pl.Int64,
-                        "n_pos": pl.Int64,
-                    }
-                )
-                user_counts = pl.DataFrame(
-                    schema={"user_id": pl.String, "donor": pl.String, "n": pl.Int64, "reward_sum": pl.Int64}
-                )
-            else:
-                # a day whose files fail their checks now counts with none of its rows, not with stale ones
-                con.register("envy_files", day_files(cfg, [d for d in days if d not in missing]))
-                try:
-                    window = {"start": env.start, "ds": ds}
-                    group_counts = db.query(con, "envy_group_counts", group_attribute=group_attr, **window)
-                    user_counts = db.query(con, "envy_user_counts", **window)
-                finally:
-                    con.unregister("envy_files")
+        group_counts, user_counts, unresolved = _envy_counts(cfg, ds, [d for d in days if d not in missing], group_attr)
         group_counts = group_counts.filter(pl.col("attribute").is_in(attrs))
         available = {
             "ds": ds,
@@ -148,14 +181,15 @@ def estimate_envy(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
                 (pl.col("design_reason") + "; " + note).alias("design_reason")
             )
     log.info(
-        "estimators %s: envy from %s, %d users, verdict %s, %.3fs",
+        "estimators %s: envy from %s, %d users, verdict %s, %d unresolved donor rows, %.3fs",
         ds,
         env.start,
         out["envy_user"].height if "envy_user" in out else 0,
         audit.get_column("verdict").item() if audit is not None else "-",
+        int(unresolved.get_column("n_window").sum() or 0),
         time.perf_counter() - t0,
     )
-    return out
+    return out, [donor_group_check(cfg, ds, unresolved)]
 
 
 def staged_query(con, table: str, query: str, empty: dict, **params) -> pl.DataFrame:

@@ -369,3 +369,42 @@ def envy_profile(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
         .select(list(schema))
         .cast(schema)
     )
+
+
+def envy_user_attributes(cfg: FairmonConfig) -> pl.DataFrame:
+    """The user attribute table of ``[envy] user_table`` in long form, one
+    row per (user_id, attribute) of the configured envy attributes the file
+    has, with ``grp`` its value (null or empty: ``(missing)``): where a swap
+    row's donor group is looked up first (DESIGN §4.7;
+    sql/envy_group_counts.sql). Empty (same columns) without a table.
+
+    Raises :class:`InputContractError` naming the file when it cannot be read,
+    has no ``user_id`` column, none of the attributes, a row without a
+    user_id, or a user_id on two rows (the first repeated row).
+    """
+    schema = {"user_id": pl.String, "attribute": pl.String, "grp": pl.String}
+    if cfg.envy is None or cfg.envy.user_table is None:
+        return pl.DataFrame(schema=schema)
+    path = cfg.resolve(cfg.envy.user_table)
+    file = str(path)
+    if not path.is_file():
+        raise InputContractError("no such file (config envy.user_table)", file=file)
+    raw = read_table(path)
+    attrs = [a for a in cfg.envy_attributes if a in raw.columns]
+    if "user_id" not in raw.columns or not attrs:
+        need = "user_id" if "user_id" not in raw.columns else f"any of the attributes {cfg.envy_attributes}"
+        raise InputContractError(f"no column {need} (columns: {raw.columns})", file=file)
+    frame = raw.select(pl.col(c).cast(pl.String).str.strip_chars() for c in ["user_id", *attrs])
+    bad = frame.get_column("user_id").fill_null("") == ""
+    if bad.any():
+        raise InputContractError("user_id is empty", file=file, column="user_id", row=int(bad.arg_true()[0]) + 1)
+    dup = ~frame.get_column("user_id").is_first_distinct()
+    if dup.any():
+        row = int(dup.arg_true()[0]) + 1
+        raise InputContractError("user_id repeated: one row per user", file=file, column="user_id", row=row)
+    return (
+        frame.unpivot(index="user_id", on=attrs, variable_name="attribute", value_name="grp")
+        .with_columns(grp=pl.when(pl.col("grp").fill_null("") == "").then(pl.lit("(missing)")).otherwise("grp"))
+        .select(list(schema))
+        .cast(schema)
+    )
