@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 from scipy import stats
 
+from fairmon.transforms.reach.reach_beta import reach_beta_table
 from fairmon.transforms.reach.reach_groups import group_summary, reach_group_inputs, reach_group_table
 from fairmon.transforms.reach.reach_tables import Ratings, reach_item_table, reach_problems, reach_user_table
 from fairmon.transforms.reach.reachability import fit_biased_mf
@@ -50,8 +51,19 @@ def test_reach_user_and_item_tables_by_hand():
     assert (r1["discovery_base"], r1["discovery_max"], r1["top1_reachable_share"]) == (0.5, 0.5, 1.0)
     assert r1["mean_lift"] == pytest.approx((0.5 / 0.3 + 0.8 / 0.7) / 2)
     assert json.loads(r0["attributes"]) == {"gender": "f"} and r0["beta"] == 2.0 and r0["budget"] == 3
-    it = {r["item_id"]: r for r in reach_item_table(DS, _problems(), items, ["color"], 2.0, 3).to_dicts()}
+    # history: u0 rated i2 and i3, u1 rated i3 (twice: counted once); so i0 is in u1's action set
+    hist = Ratings(np.array([0, 0, 1, 1]), np.array([2, 3, 3, 3]), np.array([4.0, 5.0, 3.0, 2.0]))
+    frame = reach_item_table(DS, _problems(), items, ["color"], hist, users, 2.0, 3, thin_users=2)
+    it = {r["item_id"]: r for r in frame.to_dicts()}
     assert it["i1"]["n_users"] == 2
+    counts = {i: (r["n_users"], r["n_rated"], r["n_in_action_set"], r["thin"]) for i, r in it.items()}
+    assert counts == {
+        "i0": (1, 0, 1, True),
+        "i1": (2, 0, 0, False),
+        "i2": (1, 1, 0, True),
+        "i3": (0, 2, 0, True),
+    }
+    assert set(frame["thin_users"]) == {2}
     assert it["i1"]["availability_base"] == pytest.approx(0.35)
     assert it["i1"]["availability_max"] == pytest.approx(0.475)
     assert it["i1"]["unavailable"] is True  # 0.475 < 1/2: below a uniform recommender even at best
@@ -81,6 +93,46 @@ def test_reach_problems_cover_every_target_and_are_consistent(small):
     np.testing.assert_allclose(sums.to_numpy(), 1.0, atol=1e-12)
     # a top-1 reachable target can get ρ* ≥ 1/|T| (it can be put on top of every other target)
     assert (p.filter("top1")["rho_max"] >= 1 / (I - 9) - 1e-12).all()
+
+
+def test_other_betas_are_the_problems_solved_at_that_beta(small):
+    """reach_problems with betas = (1.5, 4, 0.5): the columns at 4 and 0.5 equal a run at that β
+    (warm-started from the previous β, same optimum); reach_beta summarises each by hand."""
+    model, hist, _, _ = small
+    p = reach_problems(model, hist, beta=1.5, budget=3, r_min=1, r_max=5, betas=(1.5, 4.0, 0.5))
+    assert [c for c in p.columns if "@" in c] == ["rho_base@0.5", "rho_max@0.5", "rho_base@4", "rho_max@4"]
+    for b in (4.0, 0.5):
+        alone = reach_problems(model, hist, beta=b, budget=3, r_min=1, r_max=5)
+        np.testing.assert_allclose(p[f"rho_base@{b:g}"].to_numpy(), alone["rho_base"].to_numpy(), rtol=1e-12)
+        np.testing.assert_allclose(p[f"rho_max@{b:g}"].to_numpy(), alone["rho_max"].to_numpy(), rtol=1e-7)
+    rows = reach_beta_table(DS, p, beta=1.5, betas=(4.0, 0.5), budget=3).to_dicts()
+    assert [(r["beta"], r["is_default"]) for r in rows] == [(0.5, False), (1.5, True), (4.0, False)]
+    assert rows[1]["reason"] is None and rows[0]["source"] == "config reach.betas"
+    assert "Curmei" in rows[2]["source"] and rows[1]["source"] == "config reach.beta"
+    assert rows[1]["rho_max_largest"] == p["rho_max"].max() and rows[2]["rho_max_largest"] == p["rho_max@4"].max()
+    with pytest.raises(pl.exceptions.ColumnNotFoundError):
+        reach_beta_table(DS, p, beta=1.5, betas=(2.0,), budget=3)  # never solved at 2
+
+
+def test_reach_beta_by_hand():
+    """Two users, |T| = 2 (uniform 1/2). At the configured β = 1: largest ρ* 0.9, mean 0.6625;
+    item availabilities i0 0.9, i1 0.475, i2 0.8 (i1 below 1/2); discovery base (1/2 + 1/2)/2,
+    max 1/2. At β = 4 (extra columns): ρ* (0.99, 0.6, 0.45, 0.95) → i1 (0.6 + 0.45)/2 = 0.525,
+    none below uniform; discovery max (1 + 1/2)/2."""
+    p = _problems().with_columns(
+        pl.Series("rho_base@4", [0.7, 0.3, 0.2, 0.8]), pl.Series("rho_max@4", [0.99, 0.6, 0.45, 0.95])
+    )
+    one, four = reach_beta_table(DS, p, beta=1.0, betas=(1.0, 4.0), budget=3).to_dicts()
+    assert (one["beta"], one["is_default"], one["n_problems"], one["n_items"]) == (1.0, True, 4, 3)
+    assert one["rho_max_largest"] == 0.9 and one["rho_max_mean"] == pytest.approx(2.65 / 4)
+    assert one["uniform_mean"] == 0.5 and one["availability_max_largest"] == 0.9
+    assert one["items_unavailable"] == 1 and one["discovery_base_mean"] == 0.5 and one["discovery_max_mean"] == 0.5
+    assert "Curmei" in one["source"] and four["source"].startswith("Curmei")
+    assert four["rho_max_largest"] == 0.99 and four["items_unavailable"] == 0
+    assert four["availability_max_largest"] == pytest.approx(0.99)
+    assert four["discovery_max_mean"] == 0.75 and four["discovery_base_mean"] == 0.5
+    empty = reach_beta_table(DS, p.clear(), beta=1.0, betas=(), budget=3).row(0, named=True)
+    assert empty["n_problems"] is None and "no reachability problems" in empty["reason"]
 
 
 def test_recommendation_distribution_and_total_variation(small):
@@ -150,7 +202,8 @@ def test_reach_group_table_rows(small):
     users = pl.DataFrame({"user_id": ["u0", "u1"], "gender": ["f", "m"]})
     items = pl.DataFrame({"item_id": ["i0", "i1", "i2", "i3"], "color": ["red", "red", "blue", "blue"]})
     u = reach_user_table(DS, _problems(), users, ["gender"], 2.0, 3)
-    it = reach_item_table(DS, _problems(), items, ["color"], 2.0, 3)
+    hist = Ratings(np.array([0, 1]), np.array([3, 3]), np.array([4.0, 5.0]))
+    it = reach_item_table(DS, _problems(), items, ["color"], hist, users, 2.0, 3)
     st = pl.DataFrame(
         {
             "user_id": ["u0", "u1"],

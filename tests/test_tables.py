@@ -18,8 +18,9 @@ from fairmon.transforms.decisions.decision_tables import threshold_tables
 from fairmon.transforms.decisions.sdt_tables import sdt_table
 from fairmon.transforms.envy.envy_tables import envy_user_tables
 from fairmon.transforms.envy.group import group_envy_table
+from fairmon.transforms.reach.reach_beta import reach_beta_table
 from fairmon.transforms.reach.reach_groups import reach_group_inputs, reach_group_table
-from fairmon.transforms.reach.reach_tables import reach_item_table, reach_user_table
+from fairmon.transforms.reach.reach_tables import Ratings, reach_item_table, reach_user_table
 from fairmon.transforms.registry import GATED_TABLES, TABLES, Column, Table
 from fairmon.transforms.reo.ab_tables import reo_ab_table
 from fairmon.transforms.reo.reo_tables import reo_tables
@@ -106,7 +107,9 @@ def _frames() -> dict[str, pl.DataFrame]:
     users = pl.DataFrame({"user_id": ["u0", "u1"], "g": ["a", "b"]})
     items = pl.DataFrame({"item_id": ["i0", "i1"], "c": ["x", "y"]})
     reach_user = reach_user_table(D, problems, users, ["g"], 1.0, 2)
-    reach_item = reach_item_table(D, problems, items, ["c"], 1.0, 2)
+    history = Ratings(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0))  # all are targets
+    reach_item = reach_item_table(D, problems, items, ["c"], history, users, 1.0, 2)
+    reach_beta = reach_beta_table(D, problems, beta=1.0, betas=(), budget=2)
     stability = pl.DataFrame(
         {"ds": [D, D], "user_id": ["u0", "u1"], "B": [1, 1], "n_perturbations": [2, 2], "stability_lb": [0.1, 0.2],
          "noise_floor": [0.05, 0.05], "noise_seeds": [1, 1], "above_noise": [True, True], "reason": [None, None]}
@@ -117,6 +120,7 @@ def _frames() -> dict[str, pl.DataFrame]:
     return {
         "reach_user": reach_user,
         "reach_item": reach_item,
+        "reach_beta": reach_beta,
         "stability_user": stability,
         "reach_group": reach_group,
         "group_counts": counts,

@@ -180,6 +180,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "fairmon.transforms.envy.group",
     "fairmon.transforms.envy.envy_tables",
     "fairmon.transforms.reach.reach_tables",
+    "fairmon.transforms.reach.reach_beta",
     "fairmon.transforms.reach.stability_tables",
     "fairmon.transforms.reach.reach_groups",
     "fairmon.transforms.gate_frames",

@@ -375,6 +375,22 @@ def reach_findings(
             f"recommended below a uniform recommender's ({_num(items.get_column('availability_uniform').mean(), 4)}). "
             f"{100 * items.get_column('top1_reachable_share').mean():.1f} % of (user, item) pairs can be put on top."
         )
+    every = reach_item.filter(pl.col("ds") == ds)
+    if "thin" in every.columns and every.get_column("thin").any():
+        thin = every.filter(pl.col("thin")).sort("n_users")
+        none = thin.filter(pl.col("n_users") == 0)
+        out.append(
+            f"Targets are the items a user has not rated and does not act on, so {thin.height} of {every.height} "
+            f"items are thin (targetable for fewer than {thin.get_column('thin_users').max()} users: their "
+            f"availability stands for few users; n_users in reach_item)"
+            + (
+                f", {none.height} of them for no user at all (no availability: "
+                f"{', '.join(none.get_column('item_id').head(5).to_list())}; rated or in the action set of every user)"
+                if none.height
+                else ""
+            )
+            + "."
+        )
     if users.height:
         out.append(
             f"Discovery: a user's own ratings make on average {100 * users.get_column('discovery_max').mean():.0f} % "

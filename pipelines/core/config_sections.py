@@ -260,7 +260,22 @@ class ReachConfig(Strict):
     item_attributes: list[str] | None = Field(
         default=None, description="item attribute columns to compare (default: every non-factor column)"
     )
-    beta: float = Field(default=1.0, gt=0, description="softmax inverse temperature β of the selection rule")
+    beta: float = Field(
+        default=1.0,
+        gt=0,
+        description="softmax inverse temperature β of the selection rule (default 1: Curmei, Dean and Recht's "
+        "default, on a rating scale like Coat's)",
+    )
+    betas: list[float] = Field(
+        default=[1.0, 2.0, 4.0, 10.0],
+        description="β values reach_beta publishes beside `beta` (default Curmei, Dean and Recht's grid 1, 2, 4, "
+        "10; [] for none)",
+    )
+    thin_users: int = Field(
+        default=30,
+        ge=1,
+        description="reach_item flags an item `thin` when fewer users than this have it as a target",
+    )
     budget: int = Field(default=10, ge=1, description="K: the action set, the K unseen items predicted highest")
     stability_budgets: list[int] = Field(
         default=[1, 5, 10], min_length=1, description="B: how many other users' data each perturbation changes"
@@ -277,6 +292,8 @@ class ReachConfig(Strict):
             raise ValueError("path must contain {ds}: one snapshot per day")
         if self.rating_max <= self.rating_min:
             raise ValueError("rating_max must be above rating_min")
+        if any(not b > 0 for b in self.betas):
+            raise ValueError(f"betas must be > 0, got {self.betas}")
         return self
 
     @field_validator("user_attributes", "item_attributes")

@@ -298,7 +298,7 @@ def estimate_reach(cfg: FairmonConfig, ds: dt.date, snap: Snapshot) -> dict[str,
     with timing.clock(ds, "estimators"):
         problems = reach_problems(
             snap.model, snap.history, beta=rc.beta, budget=rc.budget, r_min=rc.rating_min, r_max=rc.rating_max,
-            progress=tick,
+            betas=tuple(rc.betas), progress=tick,
         )  # fmt: skip
         budgets = [b for b in rc.stability_budgets if b < n_users]
         if len(budgets) < len(rc.stability_budgets):

@@ -127,7 +127,7 @@ def _reach_context(d: ReportData) -> dict:
 
     reach = {
         t: (d.extras or {}).get(t, pl.DataFrame())
-        for t in ("reach_item", "reach_user", "stability_user", "reach_group")
+        for t in ("reach_item", "reach_user", "stability_user", "reach_group", "reach_beta")
     }
     reach_day = reach["reach_group"].get_column("ds").max() if not reach["reach_group"].is_empty() else None
     reach_figs: dict[str, str | None] = {"item": None, "user": None, "stability": None}
@@ -156,6 +156,14 @@ def _reach_context(d: ReportData) -> dict:
         "reach_user_fig": Markup(reach_figs["user"]) if reach_figs["user"] else None,
         "stability_fig": Markup(reach_figs["stability"]) if reach_figs["stability"] else None,
         "reach_rows": reach_rows,
+        "reach_beta_rows": (
+            reach["reach_beta"]
+            .filter(pl.col("ds") == reach["reach_beta"].get_column("ds").max())
+            .sort("beta")
+            .to_dicts()
+            if not reach["reach_beta"].is_empty()
+            else []
+        ),
     }
 
 

@@ -24,6 +24,7 @@ CUSTOM_SECTIONS = frozenset(
         "envy_audit",
         "group_envy",
         "reach_item",
+        "reach_beta",
         "reach_user",
         "stability_user",
         "reach_group",

@@ -63,8 +63,13 @@ def has_reach(cfg) -> bool:
 
 
 def reach_options(cfg) -> dict:
-    """The keyword arguments of :func:`reach_user_table` and :func:`reach_item_table` from ``[reach]``."""
+    """The keyword arguments of :func:`reach_user_table` from ``[reach]``."""
     return {"beta": cfg.reach.beta, "budget": cfg.reach.budget}
+
+
+def reach_item_options(cfg) -> dict:
+    """The keyword arguments of :func:`reach_item_table` from ``[reach]``."""
+    return {**reach_options(cfg), "thin_users": cfg.reach.thin_users}
 
 
 REACH_USER = Table(
@@ -128,7 +133,41 @@ REACH_ITEM = Table(
         DS,
         Column("item_id", S, "-", "Item of the snapshot.", nullable=False),
         Column("attributes", S, "JSON", "The item's attributes {attribute: group} (config `reach.item_attributes`)."),
-        Column("n_users", I, "users", "Users for whom the item is a target.", bounds=non_negative("n_users_in_range")),
+        Column(
+            "n_users",
+            I,
+            "users",
+            "Users the item is targetable for (a target: unseen by them and outside their action set); "
+            "the availability figures are means over them.",
+            bounds=non_negative("n_users_in_range"),
+        ),
+        Column(
+            "n_rated",
+            I,
+            "users",
+            "Users who rated the item (their history): never a target for them.",
+            bounds=non_negative("n_rated_in_range"),
+        ),
+        Column(
+            "n_in_action_set",
+            I,
+            "users",
+            "Users whose action set holds the item (among their K top-predicted unseen items): not a target.",
+            bounds=non_negative("n_in_action_set_in_range"),
+        ),
+        Column(
+            "thin",
+            B,
+            "-",
+            "n_users < thin_users: the availability stands for too few users to compare (also at 0 users).",
+        ),
+        Column(
+            "thin_users",
+            I,
+            "users",
+            "Threshold of `thin` (config `reach.thin_users`, default 30).",
+            bounds=Bounds("thin_users_positive", min_value=1),
+        ),
         Column(
             "availability_base",
             F,
@@ -166,6 +205,12 @@ REACH_ITEM = Table(
 )
 
 
+def beta_columns(beta: float) -> tuple[str, str]:
+    """The names of the baseline and ρ* columns :func:`reach_problems` adds for
+    a β other than the configured one, e.g. ``("rho_base@2", "rho_max@2")``."""
+    return f"rho_base@{beta:g}", f"rho_max@{beta:g}"
+
+
 def action_and_targets(pred_u: np.ndarray, hist: np.ndarray, budget: int) -> tuple[np.ndarray, np.ndarray]:
     """The action set A_u (the ``budget`` unseen items with the highest predicted
     ratings, DESIGN §4.8; ties broken by item index) and the targets T_u (the
@@ -185,6 +230,7 @@ def reach_problems(
     budget: int,
     r_min: float,
     r_max: float,
+    betas: tuple[float, ...] = (),
     progress: Callable[[int], None] | None = None,
 ) -> pl.DataFrame:
     """Every (user, target) problem of the snapshot (seed 003 Def. 1 in the
@@ -195,10 +241,15 @@ def reach_problems(
     [r_min, r_max]), ρ*_ui (:func:`~fairmon.transforms.reach.reachability.max_reachability`)
     and top-1 reachability (:func:`~fairmon.transforms.reach.reachability.top1_reachable`).
     Returns columns user (index), item (index), n_targets, rho_base, rho_max,
-    top1; one row per problem. ``progress`` is called with 1 after each user.
+    top1; one row per problem; and for each β′ of ``betas`` other than
+    ``beta`` the baseline and ρ* at β′ (:func:`beta_columns`), each solved from
+    the previous β's maximisers (continuation: the optimum does not depend on
+    the start, the Newton steps do). Top-1 reachability does not depend on β.
+    ``progress`` is called with 1 after each user.
     Raises ValueError when r_max < r_min or β < 0.
     """
     pred = model.predict()
+    others = sorted({float(b) for b in betas} - {float(beta)})
     parts = []
     for u in range(pred.shape[0]):
         hist, hr = history.of_user(u)
@@ -208,18 +259,21 @@ def reach_problems(
             base = softmax_probabilities(B, c, np.clip(pred[u, acts], r_min, r_max), beta)
             rho, best = max_reachability(B, c, beta, r_min, r_max)
             top1 = top1_reachable(B, c, r_min, r_max, start=(beta, best))
-            parts.append(
-                pl.DataFrame(
-                    {
-                        "user": np.full(targ.size, u, dtype=np.int64),
-                        "item": targ.astype(np.int64),
-                        "n_targets": np.full(targ.size, targ.size, dtype=np.int64),
-                        "rho_base": base,
-                        "rho_max": np.maximum(rho, base),  # the solver's optimum is never below a feasible point
-                        "top1": top1,
-                    }
-                )
-            )
+            cols = {
+                "user": np.full(targ.size, u, dtype=np.int64),
+                "item": targ.astype(np.int64),
+                "n_targets": np.full(targ.size, targ.size, dtype=np.int64),
+                "rho_base": base,
+                "rho_max": np.maximum(rho, base),  # the solver's optimum is never below a feasible point
+                "top1": top1,
+            }
+            x = best
+            for b in others:
+                base_b = softmax_probabilities(B, c, np.clip(pred[u, acts], r_min, r_max), b)
+                rho_b, x = max_reachability(B, c, b, r_min, r_max, x0=x)
+                name_base, name_max = beta_columns(b)
+                cols[name_base], cols[name_max] = base_b, np.maximum(rho_b, base_b)
+            parts.append(pl.DataFrame(cols))
         if progress is not None:
             progress(1)
     schema = {
@@ -229,6 +283,7 @@ def reach_problems(
         "rho_base": pl.Float64,
         "rho_max": pl.Float64,
         "top1": pl.Boolean,
+        **{name: pl.Float64 for b in others for name in beta_columns(b)},
     }
     return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
 
@@ -289,18 +344,36 @@ def reach_user_table(
 @declares(
     REACH_ITEM,
     stage="reach",
-    inputs=("ds", "problems", "items", "attributes=item_attributes"),
+    inputs=("ds", "problems", "items", "attributes=item_attributes", "history", "users"),
     enabled=has_reach,
-    options=reach_options,
+    options=reach_item_options,
 )
 def reach_item_table(
-    ds: dt.date, problems: pl.DataFrame, items: pl.DataFrame, attributes: list[str], beta: float, budget: int
+    ds: dt.date,
+    problems: pl.DataFrame,
+    items: pl.DataFrame,
+    attributes: list[str],
+    history: Ratings,
+    users: pl.DataFrame,
+    beta: float,
+    budget: int,
+    thin_users: int = 30,
 ) -> pl.DataFrame:
     """``reach_item`` rows: per item, availability A_i = mean over the users it
     is a target for of ρ (baseline) and ρ* (maximum), the availability of a
     uniform recommender (mean 1/|T_u|), whether the item is effectively
     unavailable (max availability below uniform), and the share of those users
-    who can put it on top (DESIGN §4.8). ``items`` as ``users`` in :func:`reach_user_table`."""
+    who can put it on top (DESIGN §4.8). ``items`` as ``users`` in :func:`reach_user_table`.
+
+    Targets are the unseen items outside the action set (DESIGN §4.8), so an
+    item's figure stands for ``n_users`` users only: every one of the
+    snapshot's users (``users``, one row each) either rated it (``n_rated``,
+    from ``history``), holds it in their action set (``n_in_action_set``,
+    popular items most often) or has it as a target. ``thin`` flags
+    n_users < ``thin_users`` (30 by default: below that a mean over users is
+    too noisy to rank or compare items, as with
+    ``estimation.min_expected_positives``); an item with no target user has
+    no availability (null, with the reason) and is thin."""
     per = (
         problems.with_columns(uniform=1.0 / pl.col("n_targets"))
         .group_by("item")
@@ -314,10 +387,17 @@ def reach_item_table(
     )
     base = items.with_row_index("item").with_columns(pl.col("item").cast(pl.Int64), _attributes_json(items, attributes))
     out = base.select("item", "item_id", "attributes").join(per, on="item", how="left")
+    pairs = np.unique(history.users.astype(np.int64) * items.height + history.items)  # each (user, item) once
+    rated = np.bincount(pairs % items.height, minlength=items.height)
     out = out.with_columns(
         ds=pl.lit(ds),
         n_users=pl.col("n_users").fill_null(0).cast(pl.Int64),
+        n_rated=pl.Series(rated[out.get_column("item").to_numpy()], dtype=pl.Int64),
         unavailable=pl.col("availability_max") < pl.col("availability_uniform"),
+    ).with_columns(
+        n_in_action_set=pl.lit(users.height, dtype=pl.Int64) - pl.col("n_users") - pl.col("n_rated"),
+        thin=pl.col("n_users") < thin_users,
+        thin_users=pl.lit(int(thin_users), dtype=pl.Int64),
         beta=pl.lit(float(beta)),
         budget=pl.lit(int(budget), dtype=pl.Int64),
         reason=pl.when(pl.col("availability_base").is_null()).then(
