@@ -18,6 +18,7 @@ from fairmon.pipelines.core.config import load_config
 from fairmon.pipelines.faces.cli import app
 from fairmon.pipelines.ingest.snapshots import write_snapshot
 from fairmon.pipelines.storage.warehouse import read_table
+from fairmon.transforms.reach.reach_beta import reach_beta_table
 from fairmon.transforms.reach.reach_tables import Ratings, reach_problems, reach_user_table
 from fairmon.transforms.reach.reachability import fit_biased_mf
 
@@ -74,6 +75,18 @@ def test_reach_day_published_equals_the_transforms(project):
     assert got.sort("user_id").equals(want.sort("user_id"))
     items = read_table(wh, "reach_item").filter(pl.col("ds") == DAY1)
     assert items.height == 24 and json.loads(items["attributes"][0]).keys() == {"color"}
+    # every user either has the item as a target, rated it or acts on it; thin below 30 users
+    assert (items["n_users"] + items["n_rated"] + items["n_in_action_set"] == users.height).all()
+    assert (items["thin"] == (items["n_users"] < 30)).all() and set(items["thin_users"]) == {30}
+    # reach_beta at the configured β = 1.5 and Curmei et al.'s grid, as the transforms compute it
+    grid = (1.0, 2.0, 4.0, 10.0)
+    beta = read_table(wh, "reach_beta").filter(pl.col("ds") == DAY1).drop("run_id").sort("beta")
+    problems = reach_problems(model, hist, beta=1.5, budget=3, r_min=1, r_max=5, betas=grid)
+    want_beta = reach_beta_table(DAY1, problems, beta=1.5, betas=grid, budget=3)
+    assert beta["beta"].to_list() == [1.0, 1.5, 2.0, 4.0, 10.0] and beta["is_default"].sum() == 1
+    for c in ("rho_max_largest", "rho_max_mean", "availability_max_largest", "discovery_max_mean"):
+        np.testing.assert_allclose(beta[c].to_numpy(), want_beta[c].to_numpy(), rtol=1e-9)
+    assert beta["items_unavailable"].to_list() == want_beta["items_unavailable"].to_list()
     st = read_table(wh, "stability_user").filter(pl.col("ds") == DAY1)
     assert sorted(set(st["B"])) == [1, 3] and st.height == 32 and st["noise_floor"].is_not_nan().all()
     g = read_table(wh, "reach_group").filter(pl.col("ds") == DAY1)
@@ -85,6 +98,7 @@ def test_reach_day_published_equals_the_transforms(project):
     assert rep.exit_code == 0, rep.output
     html = (root / f"report_{DAY1}_{DAY1}.html").read_text()
     assert "Reachability and stability of the recommender" in html and "noise" in html
+    assert "The softmax temperature β (reach_beta" in html and "1.5 (config)" in html
     assert "No published REO" not in html  # a reach-only project has no REO section to be empty
     ing = CliRunner().invoke(app, ["ingest", "-c", str(root / "fairmon.toml"), "--date", str(DAY1)])
     assert ing.exit_code == 0 and ing.output.count(": checked") == 4, ing.output
