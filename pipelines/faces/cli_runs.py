@@ -30,6 +30,7 @@ from fairmon.pipelines.faces.cli_common import (
     load_or_exit,
     parse_date,
     prefect_env,
+    preflight_or_exit,
     run_with_progress,
     show_stage_logs,
     use_prefect,
@@ -55,6 +56,7 @@ def run(
     prefect_env(verbose)
     ds = parse_date(date, "--date")
     cfg = load_or_exit(config)
+    preflight_or_exit(cfg, [ds], as_json)  # before Prefect or GX is imported: a missing file answers in a second
     prefect = use_prefect(prefect)
     launch_api(prefect)
     if verbose and not prefect:
@@ -148,10 +150,34 @@ def backfill(
     if b < a:
         raise typer.BadParameter("--end is before --start", param_hint="--end")
     cfg = load_or_exit(config)
+    if only_failed or only_stale:
+        days = _chosen_days(cfg, a, b, only_failed, only_stale, wait, out)
+    else:
+        from fairmon.pipelines.ingest.windows import days_between
+
+        days = days_between(a, b)
+    if not days:
+        out.print("nothing to run: every selected day is up to date")
+        if as_json:
+            dump_json({"days": [], "exit_code": EXIT_PUBLISHED})
+        return
+    preflight_or_exit(cfg, days, as_json)  # before Prefect's server or GX start
     prefect = use_prefect(prefect)
     launch_api(prefect)
     if verbose and not prefect:
         show_stage_logs()
+    options = dict(force_ingest=force_ingest, concurrency=concurrency, wait_seconds=wait, prefect=prefect)
+    results = run_with_progress(cfg, config, days, out=out, **options)
+    out.print(run_summary(results))
+    if as_json:
+        dump_json({"days": results, "exit_code": exit_code(results)})
+    raise typer.Exit(exit_code(results))
+
+
+def _chosen_days(cfg, a: dt.date, b: dt.date, only_failed: bool, only_stale: bool, wait: float, out) -> list[dt.date]:
+    """The days of ``a``..``b`` that ``--only-failed``/``--only-stale`` select
+    (:func:`fairmon.pipelines.orchestration.ops.days_to_run`), late data
+    marked stale first; a held project lock ends the command (exit 5)."""
     from fairmon.pipelines.orchestration.ops import days_to_run, detect_stale
     from fairmon.pipelines.storage.locking import RunLockedError, project_lock
 
@@ -161,21 +187,10 @@ def backfill(
                 found = detect_stale(cfg)
                 if found.height:
                     out.print(f"late data: {found.height} (day, file) pair(s) marked stale")
-            days = days_to_run(cfg, a, b, only_failed=only_failed, only_stale=only_stale)
+            return days_to_run(cfg, a, b, only_failed=only_failed, only_stale=only_stale)
     except RunLockedError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(EXIT_LOCKED) from None
-    if not days:
-        out.print("nothing to run: every selected day is up to date")
-        if as_json:
-            dump_json({"days": [], "exit_code": EXIT_PUBLISHED})
-        return
-    options = dict(force_ingest=force_ingest, concurrency=concurrency, wait_seconds=wait, prefect=prefect)
-    results = run_with_progress(cfg, config, days, out=out, **options)
-    out.print(run_summary(results))
-    if as_json:
-        dump_json({"days": results, "exit_code": exit_code(results)})
-    raise typer.Exit(exit_code(results))
 
 
 @app.command()
