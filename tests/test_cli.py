@@ -12,6 +12,7 @@ import sys
 import time
 
 import duckdb
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
@@ -122,8 +123,13 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
     steps = {name.rsplit("-", 1)[0] for name in _task_run_names(_flow_run("fairmon-daily/2026-03-01").id)}
     assert {"count-groups", "check-day", "estimate-reo", "check-outputs", "publish-day"} <= steps
 
-    # a quarantined day: exit 1, in the JSON too; its state is named, alone and in a backfill
-    (sim / "default" / "2026-03-02.csv").write_text("")
+    # a quarantined day (a value the gate refuses; the pre-flight check reads headers only): exit 1, in the
+    # JSON too; its state is named, alone and in a backfill
+    bad = sim / "default" / "2026-03-02.csv"
+    first = pl.col("share").cast(pl.String)
+    pl.read_csv(bad).with_columns(
+        pl.when(pl.int_range(pl.len()) == 0).then(pl.lit("often")).otherwise(first).alias("share")
+    ).write_csv(bad)
     res = runner.invoke(app, ["run", "--date", "2026-03-02", "--json"], env=env)
     assert res.exit_code == EXIT_QUARANTINED == json.loads(res.stdout)["exit_code"]
     assert "DayQuarantined" not in res.stderr  # a named state, not an exception's traceback in the logs
@@ -133,10 +139,12 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
     parent = _flow_run("fairmon-backfill/2026-03-01..2026-03-02").id
     assert _task_run_state("fairmon-daily/2026-03-02", parent) == ("Quarantined", "FAILED")
 
-    # a missing input is a warning on stderr without -v, naming the day's own path
+    # a missing input: the pre-flight check's error, naming the day's own path and the key, before Prefect runs
     (sim / "default" / "2026-03-03.csv").unlink()
     res = runner.invoke(app, ["run", "--date", "2026-03-03"], env=env)
-    assert f"warning: 2026-03-03: no default-traffic file {sim / 'default' / '2026-03-03.csv'}" in res.stderr
+    assert res.exit_code == EXIT_QUARANTINED
+    assert "error: no default-traffic file for 2026-03-03: default/2026-03-03.csv does not exist" in res.stderr
+    assert "[impressions] path" in res.stderr
 
     # a crash inside the day: exit 4
     from fairmon.pipelines.executor import batch
