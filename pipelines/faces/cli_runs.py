@@ -94,12 +94,15 @@ def ingest(
     prefect_env()
     ds = parse_date(date, "--date")
     cfg = load_or_exit(config)
+    from prefect import tags
+
+    from fairmon.pipelines.orchestration.flows import absolute_config_path, run_tags
     from fairmon.pipelines.orchestration.flows import ingest as ingest_flow
     from fairmon.pipelines.storage.locking import RunLockedError, project_lock
 
     try:
-        with project_lock(cfg.duckdb_path, cfg.warehouse_path):
-            results = ingest_flow(cfg, ds, force)
+        with project_lock(cfg.duckdb_path, cfg.warehouse_path), tags(*run_tags(cfg, "ingest")):
+            results = ingest_flow(cfg, ds, force, absolute_config_path(str(config)))
     except RunLockedError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(EXIT_LOCKED) from None
@@ -215,12 +218,12 @@ def serve(
     signal.signal(signal.SIGTERM, lambda *_args: stop.set())
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C
         cfg = load_or_exit(config)
-        from fairmon.pipelines.orchestration.ops import build_deployment
+        from fairmon.pipelines.orchestration.ops import build_deployment, deployment_name
 
         sc = cfg.schedule
-        dep = build_deployment(
-            config, cron or sc.cron, timezone or sc.timezone, sc.lag_days if lag_days is None else lag_days, sc.name
-        )
+        lag = sc.lag_days if lag_days is None else lag_days
+        name = deployment_name(cfg)
+        dep = build_deployment(config, cron or sc.cron, timezone or sc.timezone, lag, name, cfg.project_name)
         console.print(
             f"serving deployment {dep.name}: cron {dep.schedules[0].schedule.cron} "
             f"({dep.schedules[0].schedule.timezone}), parameters {dep.parameters}; stop with Ctrl-C or SIGTERM",
@@ -246,15 +249,16 @@ def schedule_show(
     """Print the deployment ``fairmon serve`` would register and its next runs."""
     prefect_env()
     cfg = load_or_exit(config)
-    from fairmon.pipelines.orchestration.ops import build_deployment, next_runs
+    from fairmon.pipelines.orchestration.ops import build_deployment, deployment_name, next_runs
 
     sc = cfg.schedule
-    dep = build_deployment(config, sc.cron, sc.timezone, sc.lag_days, sc.name)
+    dep = build_deployment(config, sc.cron, sc.timezone, sc.lag_days, deployment_name(cfg), cfg.project_name)
     sched = dep.schedules[0].schedule
     t = Table(title=f"deployment {dep.flow_name}/{dep.name}", title_justify="left", show_header=False)
     t.add_row("cron", sched.cron)
     t.add_row("timezone", sched.timezone)
     t.add_row("parameters", escape(str(dep.parameters)))
+    t.add_row("tags", escape(", ".join(dep.tags)))
     for i, when in enumerate(next_runs(sched.cron, sched.timezone, n)):
         lag = dt.timedelta(days=sc.lag_days)
         t.add_row("next runs" if i == 0 else "", f"{when:%Y-%m-%d %H:%M %Z} → computes {(when - lag).date()}")
