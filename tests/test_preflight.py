@@ -216,3 +216,27 @@ def test_day_failures_name_traffic_arm_attribute_and_group():
         "group_has_positives (2 unexpected, rows 2, 4: [0, 0]): default traffic, arm all, young_adult = 1"
         in r.summary()
     )
+
+
+def test_rate_and_sufficiency_failures_name_the_rate_and_the_rows_needed():
+    frame = pl.DataFrame(
+        {
+            "traffic": ["default", "random"],
+            "arm": ["all", "all"],
+            "attribute": ["g", "g"],
+            "group": ["a", "b"],
+            "n": [10, 290],
+            "n_pos": [10, 3],
+            "rate": [1.0, 3 / 290],
+            "rand_required": [None, 1841.7],
+        }
+    )
+    failures = [
+        {"name": "positive_rate_in_bounds", "severity": "critical", "rows": [1]},
+        {"name": "random_traffic_sufficient", "severity": "warning", "rows": [2]},
+    ]
+    r = explain_groups(frame, DQResult("impressions", "impressions_day", "impressions", 5, failures))
+    assert [f["note"] for f in r.failures] == [
+        "default traffic, arm all, g = a: n_pos 10 of n 10 (rate 1)",
+        "random traffic, arm all, g = b: n_pos 3 of n 290 (the window needs 1,842 random rows, seed 001 Thm E.1)",
+    ]
