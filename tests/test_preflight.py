@@ -240,3 +240,22 @@ def test_rate_and_sufficiency_failures_name_the_rate_and_the_rows_needed():
         "default traffic, arm all, g = a: n_pos 10 of n 10 (rate 1)",
         "random traffic, arm all, g = b: n_pos 3 of n 290 (the window needs 1,842 random rows, seed 001 Thm E.1)",
     ]
+
+
+def test_a_parquet_file_is_checked_from_its_schema_and_a_long_range_prints_twenty_lines(tmp_path):
+    root = tmp_path / "p"
+    (root / "in").mkdir(parents=True)
+    pl.DataFrame({"ds": [str(D1)], "traffic": ["default"], "s1": [True], "group": ["x"]}).write_parquet(
+        root / "in" / f"{D1}.parquet"
+    )
+    (root / "f.toml").write_text(
+        'warehouse = "w"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\npath = "in/{ds}.parquet"\n'
+        'signals = ["s1"]\nattributes = ["grp"]\n'
+    )
+    f = _only(preflight(load_config(root / "f.toml"), [D1]))
+    assert f.check == "column_exists[grp]" and "(did you mean 'group'?)" in f.message
+    assert "its columns: ds, traffic, s1, group" in f.message
+    res = CliRunner().invoke(app, ["backfill", "-c", str(root / "f.toml"), "--start", str(D1), "--end", "2026-03-01"])
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert res.exit_code == EXIT_QUARANTINED and len(errors) == 21  # 60 days: 1 column, 59 missing files
+    assert errors[-1] == "error: ... and 40 more of the same kind"

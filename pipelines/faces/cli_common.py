@@ -206,6 +206,10 @@ def launch_api(prefect: bool = True) -> None:
     launch_temporary_server()
 
 
+#: Lines of pre-flight findings a command prints at most (the JSON document has them all).
+PREFLIGHT_LINES = 20
+
+
 def preflight_or_exit(cfg, days: list[dt.date], as_json: bool = False) -> None:
     """The pre-flight check of ``days`` (:func:`fairmon.pipelines.ingest.preflight.preflight`:
     file listings and headers, no Prefect, no GX). When every day has a
@@ -222,6 +226,8 @@ def preflight_or_exit(cfg, days: list[dt.date], as_json: bool = False) -> None:
     if not found:
         return
     lines = describe(found)
+    if len(lines) > PREFLIGHT_LINES:  # e.g. a path template that matches no day of a year's backfill
+        lines = [*lines[:PREFLIGHT_LINES], f"... and {len(lines) - PREFLIGHT_LINES} more of the same kind"]
     if len(found) < len(days):
         for line in lines:
             err.print(f"[yellow]warning:[/yellow] pre-flight: {escape(line)}", soft_wrap=True)
