@@ -12,6 +12,7 @@ import sys
 import time
 
 import duckdb
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
@@ -105,7 +106,11 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
 
     # one parent flow run; each day its task run fairmon-daily/<ds>, with the day's artifacts
     assert _flow_run_state("fairmon-backfill/2026-03-01..2026-03-02") == ("Completed", "COMPLETED")
-    parent = _flow_run("fairmon-backfill/2026-03-01..2026-03-02").id
+    parent_run = _flow_run("fairmon-backfill/2026-03-01..2026-03-02")
+    parent = parent_run.id
+    # the run names its project and kind in tags, and its config among its parameters (issue 41)
+    assert sorted(parent_run.tags) == ["backfill", "fairmon", "project:sim"]
+    assert parent_run.parameters["config_path"] == str(toml.resolve())
     for ds in DAYS_RANGE:
         assert _task_run_state(f"fairmon-daily/{ds}", parent) == ("Completed", "COMPLETED")
         _assert_artifacts(ds, _task_run(f"fairmon-daily/{ds}", parent).id)  # recorded meanwhile, in the day's run
@@ -119,11 +124,19 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
     # a day alone is the flow run fairmon-daily/<ds>, with the same artifacts
     assert runner.invoke(app, ["run", "--date", "2026-03-01"], env=env).exit_code == EXIT_PUBLISHED
     _assert_prefect_records("2026-03-01")
-    steps = {name.rsplit("-", 1)[0] for name in _task_run_names(_flow_run("fairmon-daily/2026-03-01").id)}
+    day_run = _flow_run("fairmon-daily/2026-03-01")
+    assert sorted(day_run.tags) == ["daily", "fairmon", "project:sim"]
+    assert day_run.parameters["config_path"] == str(toml.resolve())
+    steps = {name.rsplit("-", 1)[0] for name in _task_run_names(day_run.id)}
     assert {"count-groups", "check-day", "estimate-reo", "check-outputs", "publish-day"} <= steps
 
-    # a quarantined day: exit 1, in the JSON too; its state is named, alone and in a backfill
-    (sim / "default" / "2026-03-02.csv").write_text("")
+    # a quarantined day (a value the gate refuses; the pre-flight check reads headers only): exit 1, in the
+    # JSON too; its state is named, alone and in a backfill
+    bad = sim / "default" / "2026-03-02.csv"
+    first = pl.col("share").cast(pl.String)
+    pl.read_csv(bad).with_columns(
+        pl.when(pl.int_range(pl.len()) == 0).then(pl.lit("often")).otherwise(first).alias("share")
+    ).write_csv(bad)
     res = runner.invoke(app, ["run", "--date", "2026-03-02", "--json"], env=env)
     assert res.exit_code == EXIT_QUARANTINED == json.loads(res.stdout)["exit_code"]
     assert "DayQuarantined" not in res.stderr  # a named state, not an exception's traceback in the logs
@@ -133,10 +146,12 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
     parent = _flow_run("fairmon-backfill/2026-03-01..2026-03-02").id
     assert _task_run_state("fairmon-daily/2026-03-02", parent) == ("Quarantined", "FAILED")
 
-    # a missing input is a warning on stderr without -v, naming the day's own path
+    # a missing input: the pre-flight check's error, naming the day's own path and the key, before Prefect runs
     (sim / "default" / "2026-03-03.csv").unlink()
     res = runner.invoke(app, ["run", "--date", "2026-03-03"], env=env)
-    assert f"warning: 2026-03-03: no default-traffic file {sim / 'default' / '2026-03-03.csv'}" in res.stderr
+    assert res.exit_code == EXIT_QUARANTINED
+    assert "error: no default-traffic file for 2026-03-03: default/2026-03-03.csv does not exist" in res.stderr
+    assert "[impressions] path" in res.stderr
 
     # a crash inside the day: exit 4
     from fairmon.pipelines.executor import batch
@@ -266,9 +281,9 @@ def _assert_prefect_records(ds: str) -> None:
 
 
 def _assert_artifacts(ds: str, task_run_id=None) -> None:
-    """The day left its two artifacts (fairmon-reo-<ds>, fairmon-outputs-<ds>),
-    attached to the day's task run ``task_run_id`` when given."""
-    keys = [f"fairmon-reo-{ds}", f"fairmon-outputs-{ds}"]
+    """The day left its two artifacts (fairmon-<project>-reo-<ds>, fairmon-<project>-outputs-<ds>; the
+    project is the config's folder, ``sim``), attached to the day's task run ``task_run_id`` when given."""
+    keys = [f"fairmon-sim-reo-{ds}", f"fairmon-sim-outputs-{ds}"]
 
     async def latest(client):  # the REST call itself: this client's filter objects send fields the server rejects
         r = await client._client.post("/artifacts/latest/filter", json={"artifacts": {"key": {"any_": keys}}})

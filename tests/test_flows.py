@@ -534,7 +534,10 @@ def test_runner_flows_send_their_own_heartbeat_and_end_without_waiting(sim, monk
         assert beat["event"] == "prefect.flow-run.heartbeat"
         assert beat["resource"]["prefect.resource.name"] == f"fairmon-daily/{SPEC.start}"
         assert beat["resource"]["prefect.resource.id"].startswith("prefect.flow-run.")
-        assert [r["prefect.resource.role"] for r in beat["related"]] == ["flow"]
+        # the flow, then the run's tags (issue 41): daily, fairmon, project:<the config's folder>
+        assert [r["prefect.resource.role"] for r in beat["related"]] == ["flow", "tag", "tag", "tag"]
+        tags = sorted(r["prefect.resource.id"] for r in beat["related"][1:])
+        assert tags == ["prefect.tag.daily", "prefect.tag.fairmon", f"prefect.tag.project:{cfg_path.parent.name}"]
         # the thread beating every 60 s stopped when the flow ended, not at its next beat
         beaters = [t for t in threading.enumerate() if t.name == "fairmon-heartbeat"]
         for t in beaters:

@@ -66,6 +66,7 @@ def test_deployment_cron_timezone_and_parameters(tmp_path):
     assert (sched.cron, sched.timezone) == ("0 6 * * *", "UTC")
     assert dep.parameters == {"config_path": str((tmp_path / "f.toml").resolve()), "lag_days": 1}
     assert dep.name == "fairmon-daily" and dep.flow_name == "fairmon-scheduled"
+    assert dep.tags == ["fairmon", "scheduled"]
     after = dt.datetime(2026, 3, 1, 7, 0, tzinfo=dt.UTC)
     runs = next_runs("0 6 * * *", "UTC", 3, after)
     assert [r.isoformat() for r in runs] == [
@@ -289,3 +290,31 @@ def test_second_run_on_the_same_duckdb_file_fails_clearly(tmp_path):
     assert res.returncode == 5  # lock busy (README "Exit codes")
     assert "another fairmon run holds" in res.stderr and "--wait" in res.stderr
     assert not (tmp_path / "warehouse" / "reo").exists()  # nothing written by the refused run
+
+
+def test_prefect_names_carry_the_project(tmp_path):
+    """Issue 41: two projects on one Prefect server keep their artifacts and deployments apart; the
+    project is ``[project] name`` or the config's folder, made a key Prefect accepts (a-z, 0-9, -)."""
+    from fairmon.pipelines.orchestration.flows import artifact_keys, prefect_slug, run_tags
+    from fairmon.pipelines.orchestration.ops import deployment_name
+
+    assert prefect_slug("Shorts Ranking_v2 (EU)") == "shorts-ranking-v2-eu"
+    assert prefect_slug("--") == "project" and prefect_slug("fr.é.ch") == "fr-ch"
+    (tmp_path / "Shorts EU").mkdir()
+    folder = tmp_path / "Shorts EU" / "f.toml"
+    folder.write_text(_cfg_text())
+    cfg = load_config(folder)
+    assert cfg.project_name == "Shorts EU"
+    assert artifact_keys(cfg, dt.date(2026, 3, 1)) == (
+        "fairmon-shorts-eu-reo-2026-03-01",
+        "fairmon-shorts-eu-outputs-2026-03-01",
+    )
+    assert run_tags(cfg, "backfill") == ["fairmon", "project:shorts-eu", "backfill"]
+    assert deployment_name(cfg) == "fairmon-daily-shorts-eu"
+    named = tmp_path / "n.toml"
+    named.write_text(_cfg_text() + '\n[project]\nname = "ads"\n[schedule]\nname = "nightly"\n')
+    cfg = load_config(named)
+    assert artifact_keys(cfg, dt.date(2026, 3, 1))[0] == "fairmon-ads-reo-2026-03-01"
+    assert deployment_name(cfg) == "nightly"  # a name the config sets is kept as it is
+    dep = build_deployment(named, "0 6 * * *", "UTC", 1, deployment_name(cfg), cfg.project_name)
+    assert (dep.name, dep.tags) == ("nightly", ["fairmon", "project:ads", "scheduled"])

@@ -1,6 +1,7 @@
 """Data-quality gate: suites, severities, quarantine, dq_results and the gated report."""
 
 import datetime as dt
+import json
 import math
 import re
 from html.parser import HTMLParser
@@ -549,6 +550,19 @@ def test_gated_backfill_quarantines_each_defect_day(gated_backfill):
         assert not day.get_column("success").all()
         failed = ", ".join(day.get_column("failed_critical").to_list())
         assert name in failed.split(", "), (offset, failed)
+    # the failures name what to act on (issue 41): the duplicated keys, the group and traffic without positives
+    notes = {
+        offset: {
+            f["name"]: f.get("note") for d in dq.filter(pl.col("ds") == ds).get_column("details") for f in json.loads(d)
+        }
+        for offset in (3, 6)
+        for ds in [D0 + dt.timedelta(days=offset)]
+    }
+    day3 = D0 + dt.timedelta(days=3)
+    assert notes[3]["ids_unique"].startswith(
+        f"key (ds, traffic, request_id, item_id) repeated: ({day3}, default, {day3}-0, v) ×2, "
+    )
+    assert notes[6]["group_has_positives"].startswith("default traffic, arm all, grp = b: n_pos 0 of n ")
 
 
 def test_clean_days_publish_and_record_every_suite(gated_backfill):

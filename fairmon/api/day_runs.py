@@ -26,9 +26,16 @@ def run_day(config: Any, ds: dt.date | str, *, force_ingest: bool = False) -> di
     Prefect API (``fairmon run`` goes through Prefect only when one is
     configured). Holds the project lock while it runs, without waiting.
 
+    First the pre-flight check (:mod:`fairmon.pipelines.ingest.preflight`,
+    file listings and headers, about half a second, before GX is imported):
+    a day without its default-traffic file, a file without a configured
+    column (its columns and the config key named), a wrong delimiter or a
+    CSV that is not UTF-8 returns at once, quarantined at ``stage``
+    ``preflight``, with nothing run or recorded.
+
     Returns the day's summary, a dict: ``ds``; ``status``: ``published``,
-    ``quarantined`` (its gate failed: nothing published, ``error`` says
-    why) or ``failed`` (``error``: the day, stage and cause); for a
+    ``quarantined`` (its gate failed, or its pre-flight check: nothing
+    published, ``error`` says why) or ``failed`` (``error``: the day, stage and cause); for a
     published day the rows of its tables (``reo``, ``reo_ab``, ...) and
     ``paths`` (table -> partition written). A day's own failure is reported
     in the summary, not raised.
@@ -38,8 +45,8 @@ def run_day(config: Any, ds: dt.date | str, *, force_ingest: bool = False) -> di
     :func:`fairmon.pipelines.core.config.load_config` raises for a missing
     or invalid config (``ConfigError``, naming the key).
     """
-    from fairmon.pipelines.core.config import FairmonConfig
-    from fairmon.pipelines.executor.days import run_day as run_in_process
+    from fairmon.pipelines.core.config import FairmonConfig, load_config
+    from fairmon.pipelines.ingest.preflight import preflight, preflight_summary
 
     if isinstance(ds, str):
         try:
@@ -50,4 +57,10 @@ def run_day(config: Any, ds: dt.date | str, *, force_ingest: bool = False) -> di
         raise ValueError(f"ds: expected a date or 'YYYY-MM-DD', got {ds!r}")
     if not isinstance(config, FairmonConfig):
         config = str(Path(config))
+    cfg = config if isinstance(config, FairmonConfig) else load_config(config)
+    found = preflight(cfg, [ds]).get(ds)  # before GX is imported: a missing file or column answers in a second
+    if found:
+        return preflight_summary(ds, found)
+    from fairmon.pipelines.executor.days import run_day as run_in_process
+
     return run_in_process(config, ds, force_ingest=force_ingest)

@@ -37,6 +37,7 @@ from fairmon.pipelines.core.config_sections import (
     EnvyConfig,
     EstimationConfig,
     GxConfig,
+    ProjectConfig,
     QualityConfig,
     ReachConfig,
     ScheduleConfig,
@@ -57,6 +58,7 @@ __all__ = [
     "QualityConfig",
     "RandomPool",
     "ReachConfig",
+    "ProjectConfig",
     "ScheduleConfig",
     "ScoresConfig",
     "SparkConfig",
@@ -85,6 +87,7 @@ class FairmonConfig(Strict):
         "or Apache Spark ([spark], extra fairmon[spark]); everything after the profiles runs here either way",
     )
     spark: SparkConfig = SparkConfig()
+    project: ProjectConfig = ProjectConfig()
     impressions: ImpressionsConfig | None = None
     scores: ScoresConfig | None = None
     labels: LabelsConfig | None = None
@@ -102,6 +105,11 @@ class FairmonConfig(Strict):
         """Resolve a path from the config against the config file's directory."""
         p = Path(p).expanduser()
         return p if p.is_absolute() else (self.base_dir / p)
+
+    @property
+    def project_name(self) -> str:
+        """``[project] name``, or by default the name of the config file's folder."""
+        return self.project.name or self.base_dir.resolve().name
 
     @property
     def warehouse_path(self) -> Path:

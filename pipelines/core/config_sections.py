@@ -188,6 +188,18 @@ class AuditConfig(Strict):
         )
 
 
+class ProjectConfig(Strict):
+    """The project itself (``[project]``): its name keeps its Prefect records
+    (artifact keys, deployment name, run tags) apart from other projects' on
+    the same Prefect server."""
+
+    name: str | None = Field(
+        default=None,
+        min_length=1,
+        description="the project's name (default: the name of the config file's folder)",
+    )
+
+
 class ScheduleConfig(Strict):
     """When the daily job runs (``fairmon serve``)."""
 

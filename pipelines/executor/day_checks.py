@@ -56,7 +56,33 @@ def check_days(cfg: FairmonConfig, counts: dict[dt.date, pl.DataFrame]) -> dict[
     }
     params = {"positive_rate_min": q.positive_rate_min, "positive_rate_max": q.positive_rate_max}
     checked = validate_days(cfg, "impressions_day", frames, params)
-    return {ds: explain_random_traffic(cfg, ds, r) for ds, r in checked.items()}
+    return {ds: explain_random_traffic(cfg, ds, explain_groups(frames[ds][0], r)) for ds, r in checked.items()}
+
+
+def explain_groups(frame: pl.DataFrame, result: DQResult) -> DQResult:
+    """Name the cells behind each failed row check of ``result`` (the
+    ``impressions_day`` suite on ``frame``: group_has_positives,
+    positive_rate_in_bounds, random_traffic_sufficient): the ``note`` of a
+    failure, shown in the quarantine message and dq_results details, says
+    for each failing row its traffic, arm, attribute and group with n_pos of
+    n (e.g. ``random traffic, arm all, young_adult = 1: n_pos 0 of n 523``),
+    with the rate or the random rows the window needs where that is the rule.
+    ``rows`` are 1-based rows of ``frame``. Returns ``result``, updated in place."""
+    for f in result.failures:
+        rows = [r for r in f.get("rows") or [] if isinstance(r, int) and 1 <= r <= frame.height]
+        if not rows or not {"traffic", "attribute", "group", "n", "n_pos"} <= set(frame.columns):
+            continue
+        cells = []
+        for r in frame[[r - 1 for r in rows]].iter_rows(named=True):
+            arm = f", arm {r['arm']}" if "arm" in r else ""
+            cell = f"{r['attribute']} = {r['group']}: n_pos {r['n_pos']} of n {r['n']}"
+            if f["name"] == "positive_rate_in_bounds" and r.get("rate") is not None:
+                cell += f" (rate {r['rate']:.4g})"
+            if f["name"] == "random_traffic_sufficient" and r.get("rand_required") is not None:
+                cell += f" (the window needs {r['rand_required']:,.0f} random rows, seed 001 Thm E.1)"
+            cells.append(f"{r['traffic']} traffic{arm}, {cell}")
+        f["note"] = "; ".join(cells)
+    return result
 
 
 def explain_random_traffic(cfg: FairmonConfig, ds: dt.date, result: DQResult) -> DQResult:

@@ -206,6 +206,40 @@ def launch_api(prefect: bool = True) -> None:
     launch_temporary_server()
 
 
+#: Lines of pre-flight findings a command prints at most (the JSON document has them all).
+PREFLIGHT_LINES = 20
+
+
+def preflight_or_exit(cfg, days: list[dt.date], as_json: bool = False) -> None:
+    """The pre-flight check of ``days`` (:func:`fairmon.pipelines.ingest.preflight.preflight`:
+    file listings and headers, no Prefect, no GX). When every day has a
+    finding nothing would publish: its ``error:`` lines (each naming the
+    file, the columns found and the config key to edit) and exit 1, the
+    code of a quarantine, in seconds instead of after Prefect's and GX's
+    start (with ``as_json``, the runs' JSON document, each day quarantined
+    at stage ``preflight``). When only some days have one, a ``warning:``
+    line each and the run goes on: those days are quarantined by their
+    gate as before, their outcome recorded, and the others publish."""
+    from fairmon.pipelines.ingest.preflight import describe, preflight, preflight_summary
+
+    found = preflight(cfg, days)
+    if not found:
+        return
+    lines = describe(found)
+    if len(lines) > PREFLIGHT_LINES:  # e.g. a path template that matches no day of a year's backfill
+        lines = [*lines[:PREFLIGHT_LINES], f"... and {len(lines) - PREFLIGHT_LINES} more of the same kind"]
+    if len(found) < len(days):
+        for line in lines:
+            err.print(f"[yellow]warning:[/yellow] pre-flight: {escape(line)}", soft_wrap=True)
+        return
+    for line in lines:
+        err.print(f"[red]error:[/red] {escape(line)}", soft_wrap=True)
+    err.print(f"pre-flight: nothing ran ({len(days)} day(s) checked from file headers; exit {EXIT_QUARANTINED})")
+    if as_json:
+        dump_json({"days": [preflight_summary(ds, found[ds]) for ds in days], "exit_code": EXIT_QUARANTINED})
+    raise typer.Exit(EXIT_QUARANTINED)
+
+
 def parse_date(value: str, name: str) -> dt.date:
     try:
         return dt.date.fromisoformat(value)

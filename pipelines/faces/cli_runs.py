@@ -30,6 +30,7 @@ from fairmon.pipelines.faces.cli_common import (
     load_or_exit,
     parse_date,
     prefect_env,
+    preflight_or_exit,
     run_with_progress,
     show_stage_logs,
     use_prefect,
@@ -55,6 +56,7 @@ def run(
     prefect_env(verbose)
     ds = parse_date(date, "--date")
     cfg = load_or_exit(config)
+    preflight_or_exit(cfg, [ds], as_json)  # before Prefect or GX is imported: a missing file answers in a second
     prefect = use_prefect(prefect)
     launch_api(prefect)
     if verbose and not prefect:
@@ -92,12 +94,15 @@ def ingest(
     prefect_env()
     ds = parse_date(date, "--date")
     cfg = load_or_exit(config)
+    from prefect import tags
+
+    from fairmon.pipelines.orchestration.flows import absolute_config_path, run_tags
     from fairmon.pipelines.orchestration.flows import ingest as ingest_flow
     from fairmon.pipelines.storage.locking import RunLockedError, project_lock
 
     try:
-        with project_lock(cfg.duckdb_path, cfg.warehouse_path):
-            results = ingest_flow(cfg, ds, force)
+        with project_lock(cfg.duckdb_path, cfg.warehouse_path), tags(*run_tags(cfg, "ingest")):
+            results = ingest_flow(cfg, ds, force, absolute_config_path(str(config)))
     except RunLockedError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(EXIT_LOCKED) from None
@@ -148,10 +153,34 @@ def backfill(
     if b < a:
         raise typer.BadParameter("--end is before --start", param_hint="--end")
     cfg = load_or_exit(config)
+    if only_failed or only_stale:
+        days = _chosen_days(cfg, a, b, only_failed, only_stale, wait, out)
+    else:
+        from fairmon.pipelines.ingest.windows import days_between
+
+        days = days_between(a, b)
+    if not days:
+        out.print("nothing to run: every selected day is up to date")
+        if as_json:
+            dump_json({"days": [], "exit_code": EXIT_PUBLISHED})
+        return
+    preflight_or_exit(cfg, days, as_json)  # before Prefect's server or GX start
     prefect = use_prefect(prefect)
     launch_api(prefect)
     if verbose and not prefect:
         show_stage_logs()
+    options = dict(force_ingest=force_ingest, concurrency=concurrency, wait_seconds=wait, prefect=prefect)
+    results = run_with_progress(cfg, config, days, out=out, **options)
+    out.print(run_summary(results))
+    if as_json:
+        dump_json({"days": results, "exit_code": exit_code(results)})
+    raise typer.Exit(exit_code(results))
+
+
+def _chosen_days(cfg, a: dt.date, b: dt.date, only_failed: bool, only_stale: bool, wait: float, out) -> list[dt.date]:
+    """The days of ``a``..``b`` that ``--only-failed``/``--only-stale`` select
+    (:func:`fairmon.pipelines.orchestration.ops.days_to_run`), late data
+    marked stale first; a held project lock ends the command (exit 5)."""
     from fairmon.pipelines.orchestration.ops import days_to_run, detect_stale
     from fairmon.pipelines.storage.locking import RunLockedError, project_lock
 
@@ -161,21 +190,10 @@ def backfill(
                 found = detect_stale(cfg)
                 if found.height:
                     out.print(f"late data: {found.height} (day, file) pair(s) marked stale")
-            days = days_to_run(cfg, a, b, only_failed=only_failed, only_stale=only_stale)
+            return days_to_run(cfg, a, b, only_failed=only_failed, only_stale=only_stale)
     except RunLockedError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(EXIT_LOCKED) from None
-    if not days:
-        out.print("nothing to run: every selected day is up to date")
-        if as_json:
-            dump_json({"days": [], "exit_code": EXIT_PUBLISHED})
-        return
-    options = dict(force_ingest=force_ingest, concurrency=concurrency, wait_seconds=wait, prefect=prefect)
-    results = run_with_progress(cfg, config, days, out=out, **options)
-    out.print(run_summary(results))
-    if as_json:
-        dump_json({"days": results, "exit_code": exit_code(results)})
-    raise typer.Exit(exit_code(results))
 
 
 @app.command()
@@ -200,12 +218,12 @@ def serve(
     signal.signal(signal.SIGTERM, lambda *_args: stop.set())
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C
         cfg = load_or_exit(config)
-        from fairmon.pipelines.orchestration.ops import build_deployment
+        from fairmon.pipelines.orchestration.ops import build_deployment, deployment_name
 
         sc = cfg.schedule
-        dep = build_deployment(
-            config, cron or sc.cron, timezone or sc.timezone, sc.lag_days if lag_days is None else lag_days, sc.name
-        )
+        lag = sc.lag_days if lag_days is None else lag_days
+        name = deployment_name(cfg)
+        dep = build_deployment(config, cron or sc.cron, timezone or sc.timezone, lag, name, cfg.project_name)
         console.print(
             f"serving deployment {dep.name}: cron {dep.schedules[0].schedule.cron} "
             f"({dep.schedules[0].schedule.timezone}), parameters {dep.parameters}; stop with Ctrl-C or SIGTERM",
@@ -231,15 +249,16 @@ def schedule_show(
     """Print the deployment ``fairmon serve`` would register and its next runs."""
     prefect_env()
     cfg = load_or_exit(config)
-    from fairmon.pipelines.orchestration.ops import build_deployment, next_runs
+    from fairmon.pipelines.orchestration.ops import build_deployment, deployment_name, next_runs
 
     sc = cfg.schedule
-    dep = build_deployment(config, sc.cron, sc.timezone, sc.lag_days, sc.name)
+    dep = build_deployment(config, sc.cron, sc.timezone, sc.lag_days, deployment_name(cfg), cfg.project_name)
     sched = dep.schedules[0].schedule
     t = Table(title=f"deployment {dep.flow_name}/{dep.name}", title_justify="left", show_header=False)
     t.add_row("cron", sched.cron)
     t.add_row("timezone", sched.timezone)
     t.add_row("parameters", escape(str(dep.parameters)))
+    t.add_row("tags", escape(", ".join(dep.tags)))
     for i, when in enumerate(next_runs(sched.cron, sched.timezone, n)):
         lag = dt.timedelta(days=sc.lag_days)
         t.add_row("next runs" if i == 0 else "", f"{when:%Y-%m-%d %H:%M %Z} → computes {(when - lag).date()}")

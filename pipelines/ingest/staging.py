@@ -40,6 +40,7 @@ from fairmon.pipelines.ingest.adapters import (
     rows_in,
 )
 from fairmon.pipelines.ingest.identity import unit_key
+from fairmon.pipelines.ingest.preflight import explain_raw, raw_params
 from fairmon.pipelines.ingest.range_counts import count_range
 from fairmon.pipelines.ingest.sources import ImpressionsInput, input_of, prime_table_fingerprints
 from fairmon.pipelines.ingest.windows import random_window_note
@@ -93,29 +94,18 @@ def input_source(cfg: FairmonConfig, name: str) -> InputSource:
         return InputSource(
             "impressions",
             "impressions_raw",
-            {
-                "required_columns": ["ds", "traffic", "arm", *imp.signals, *imp.attributes],
-                "signals": imp.signals,
-                "attributes": imp.attributes,
-                "traffic_values": ["default", "random", *imp.stages, *(["swap"] if cfg.envy else [])],
-            },
+            raw_params(cfg, name),
             ["ds", "traffic", *imp.signals],
             lambda u: read_unit(cfg, u),
             lambda u, raw: normalize_unit(cfg, u, raw),
             lambda u: {"file": unit_key(cfg, u.file)},
         )
     if name in ("scores", "labels"):
-        sc = getattr(cfg, name)
-        cols = (
-            ["ds", "model", "item_id", "score", "outcome"]
-            if name == "scores"
-            else ["ds", "item_id", "labeler_id", "label", "gold_label"]
-        )
         text = ["ds", "score", "outcome"] if name == "scores" else ["ds", "label", "gold_label"]
         return InputSource(
             name,
             f"{name}_raw",
-            {"required_columns": [*cols, *sc.attributes], "attributes": sc.attributes},
+            raw_params(cfg, name),
             text,
             lambda u: read_log_unit(cfg, name, u),
             lambda u, raw: normalize_log_unit(cfg, name, u, raw),
@@ -126,9 +116,9 @@ def input_source(cfg: FairmonConfig, name: str) -> InputSource:
 
 def raw_suite(cfg: FairmonConfig, src: InputSource, unit: IngestUnit, raw: pl.DataFrame, run_name: str) -> DQResult:
     """The input's raw suite on one file as read (or its profile). Returns its :class:`DQResult`."""
-    return gate_for(cfg).validate(
-        src.suite, raw_check_frame(without_buckets(raw), src.text_columns), src.params, str(unit.file), run_name
-    )
+    frame = raw_check_frame(without_buckets(raw), src.text_columns)
+    result = gate_for(cfg).validate(src.suite, frame, src.params, str(unit.file), run_name)
+    return explain_raw(cfg, src.name, unit.file, result)
 
 
 def raw_suites(
@@ -138,7 +128,8 @@ def raw_suites(
     a schema (:meth:`fairmon.pipelines.checks.gate.QualityGate.validate_many`:
     the same results as one run per file). Returns one result per file, in order."""
     frames = [(raw_check_frame(without_buckets(raw), src.text_columns), str(u.file), run_name) for u, raw in units]
-    return gate_for(cfg).validate_many(src.suite, frames, src.params)
+    results = gate_for(cfg).validate_many(src.suite, frames, src.params)
+    return [explain_raw(cfg, src.name, u.file, r) for (u, _raw), r in zip(units, results, strict=True)]
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import datetime as dt
+import re
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -55,10 +56,43 @@ def task_for(fn: Callable):
     return made
 
 
+def prefect_slug(name: str) -> str:
+    """``name`` as Prefect's artifact keys allow it: lowercase letters, digits
+    and dashes (every other run of characters one dash, none at the ends);
+    ``project`` when nothing is left."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "project"
+
+
+def run_tags(cfg: FairmonConfig, kind: str) -> list[str]:
+    """The tags of a flow run of ``cfg``'s project: ``fairmon``,
+    ``project:<slug>`` (:func:`prefect_slug` of ``[project] name``) and
+    ``kind`` (``daily``, ``backfill``, ``ingest``, ``scheduled``), so that
+    Prefect's UI filters one project's runs of one kind."""
+    return ["fairmon", f"project:{prefect_slug(cfg.project_name)}", kind]
+
+
+def artifact_keys(cfg: FairmonConfig, ds: dt.date) -> tuple[str, str]:
+    """The keys of day ``ds``'s two artifacts, ``fairmon-<project>-reo-<ds>``
+    and ``fairmon-<project>-outputs-<ds>`` (<project>: :func:`prefect_slug`
+    of ``[project] name``): the same day of two projects on one Prefect
+    server are two artifacts, a re-run of the day a new version of its own."""
+    slug = prefect_slug(cfg.project_name)
+    return f"fairmon-{slug}-reo-{ds.isoformat()}", f"fairmon-{slug}-outputs-{ds.isoformat()}"
+
+
+def absolute_config_path(config_path: str) -> str:
+    """``config_path`` made absolute (a flow run's parameter must name the file from anywhere), or ''."""
+    return str(Path(config_path).resolve()) if config_path else ""
+
+
 class FlowSteps(Hooks):
     """The executor's hooks inside a day's own flow run: each step is a task
-    run; the day's end returns a :class:`DayResult` (its artifacts recorded)
-    or a failed state named ``Quarantined``; any other error fails the flow run."""
+    run; the day's end returns a :class:`DayResult` (its artifacts recorded,
+    keyed by ``cfg``'s project) or a failed state named ``Quarantined``; any
+    other error fails the flow run."""
+
+    def __init__(self, cfg: FairmonConfig) -> None:
+        self.cfg = cfg
 
     def ingest(self, cfg: FairmonConfig, source: str, ds: dt.date, force: bool) -> list[DQResult]:
         """:func:`fairmon.pipelines.ingest.staging.ingest_source`: each file staged is a ``stage-unit`` task run."""
@@ -70,11 +104,13 @@ class FlowSteps(Hooks):
 
     def day(self, ds: dt.date, finish: Callable[[], Mapping]) -> DayResult | State:
         """The day's end in Prefect's terms (:func:`day_outcome`, artifacts recorded inline)."""
-        return day_outcome(ds, finish, None)
+        return day_outcome(self.cfg, ds, finish, None)
 
 
-def day_outcome(ds: dt.date, finish: Callable[[], Mapping], artifacts: ThreadPoolExecutor | None) -> DayResult | State:
-    """Run day ``ds``'s last unit ``finish``; a quarantine becomes a failed
+def day_outcome(
+    cfg: FairmonConfig, ds: dt.date, finish: Callable[[], Mapping], artifacts: ThreadPoolExecutor | None
+) -> DayResult | State:
+    """Run day ``ds`` (of ``cfg``)'s last unit ``finish``; a quarantine becomes a failed
     state named ``Quarantined`` (an outcome of the gate, not a crash: no
     traceback) carrying the :class:`DayQuarantined`. A published day's
     artifacts are recorded (:func:`day_artifacts`) inline, or by the
@@ -86,22 +122,23 @@ def day_outcome(ds: dt.date, finish: Callable[[], Mapping], artifacts: ThreadPoo
     except DayQuarantined as e:
         return Failed(name="Quarantined", message=str(e), data=e)
     if artifacts is not None:
-        done = artifacts.submit(contextvars.copy_context().run, day_artifacts, ds, result)
+        done = artifacts.submit(contextvars.copy_context().run, day_artifacts, cfg, ds, result)
         done.add_done_callback(lambda f: _warn_if_failed(f, f"{ds}: Prefect artifacts not recorded"))
     else:
-        day_artifacts(ds, result)
+        day_artifacts(cfg, ds, result)
     return DayResult(dict(result))
 
 
 @flow(name="fairmon-ingest")
-def ingest(config: FairmonConfig | str, ds: dt.date, force: bool = False) -> list[DQResult]:
+def ingest(config: FairmonConfig | str, ds: dt.date, force: bool = False, config_path: str = "") -> list[DQResult]:
     """Validate and stage every configured input that day ``ds`` needs (for
     impressions: its default traffic and the random traffic of its trailing
     window; for scores and labels: the days of their windows). Re-ingesting
     replaces. Returns one :class:`DQResult` per file. ``config`` is a loaded
-    config or the path of one (loaded once). Raises what staging raises."""
+    config or the path of one (loaded once); ``config_path`` the file's path
+    when ``config`` is loaded (a parameter Prefect shows). Raises what staging raises."""
     cfg = config if isinstance(config, FairmonConfig) else load_config(config)
-    with ensure_run(cfg, "" if isinstance(config, FairmonConfig) else str(config)):
+    with ensure_run(cfg, config_path or ("" if isinstance(config, FairmonConfig) else str(config))):
         results = [
             r
             for name in configured_inputs(cfg)
@@ -122,6 +159,7 @@ def daily(
     force_ingest: bool = False,
     wait_seconds: float = 0.0,
     body: Any = None,
+    config_path: str = "",
 ) -> DayResult:
     """One day end to end, gated, for every configured input, as the flow
     run ``fairmon-daily/<ds>`` (:func:`fairmon.pipelines.executor.days.run_days`
@@ -130,6 +168,8 @@ def daily(
     for the day when the runner has already prepared it (lock, session;
     :mod:`fairmon.pipelines.orchestration.runner`); None runs the day from
     the start (waiting up to ``wait_seconds`` for the project lock).
+    ``config_path``: the config file (absolute), a parameter Prefect shows
+    with the run when ``config`` is a loaded config.
 
     Returns a :class:`DayResult` mapping {ds, run_id, reo, reo_ab,
     threshold_prevalence, sdt, envy_audit (rows as dicts, empty when not
@@ -141,10 +181,12 @@ def daily(
     run holds the project.
     """
     with beating():
-        return daily_body(config, ds, force_ingest, wait_seconds, body)
+        return daily_body(config, ds, force_ingest, wait_seconds, body, config_path)
 
 
-def daily_body(config: FairmonConfig | str, ds: dt.date, force_ingest: bool, wait_seconds: float, body: Any):
+def daily_body(
+    config: FairmonConfig | str, ds: dt.date, force_ingest: bool, wait_seconds: float, body: Any, config_path: str = ""
+):
     """The body of :func:`daily` (its arguments): the prepared ``body``, or
     the executor for day ``ds`` with :class:`FlowSteps`. Returns the day's
     :class:`DayResult` or its Quarantined state; raises what the day raises."""
@@ -152,9 +194,9 @@ def daily_body(config: FairmonConfig | str, ds: dt.date, force_ingest: bool, wai
         (out,) = body()
         return out
     cfg = config if isinstance(config, FairmonConfig) else load_config(config)
-    path = "" if isinstance(config, FairmonConfig) else str(config)
+    path = config_path or ("" if isinstance(config, FairmonConfig) else str(config))
     (out,) = run_days(
-        cfg, [ds], config_path=path, force_ingest=force_ingest, wait_seconds=wait_seconds, hooks=FlowSteps()
+        cfg, [ds], config_path=path, force_ingest=force_ingest, wait_seconds=wait_seconds, hooks=FlowSteps(cfg)
     )
     return out
 
@@ -173,7 +215,7 @@ def backfill_day(
     states as events and does not wait. ``config`` names the run's config
     (Prefect shows it). Returns the :class:`DayResult` or the Quarantined
     state; raises what the day raises."""
-    return day_outcome(ds, finish, artifacts)
+    return day_outcome(config, ds, finish, artifacts)
 
 
 def _warn_if_failed(future, what: str) -> None:
@@ -182,11 +224,12 @@ def _warn_if_failed(future, what: str) -> None:
         warn("%s: %s", what, future.exception())
 
 
-def day_artifacts(ds: dt.date, result: Mapping) -> None:
-    """Prefect artifacts of a published day ``ds`` (its ``result``), under
-    stable keys (re-runs of the day add versions of the same artifact):
-    ``fairmon-reo-<ds>``, a table of REO per arm × attribute with its CI and
-    verdict, and ``fairmon-outputs-<ds>``, a link to the day's reo partition
+def day_artifacts(cfg: FairmonConfig, ds: dt.date, result: Mapping) -> None:
+    """Prefect artifacts of a published day ``ds`` of ``cfg``'s project (its
+    ``result``), under stable keys (:func:`artifact_keys`; re-runs of the
+    day add versions of the same artifact): ``fairmon-<project>-reo-<ds>``,
+    a table of REO per arm × attribute with its CI and verdict, and
+    ``fairmon-<project>-outputs-<ds>``, a link to the day's reo partition
     (the other tables sit beside it) and the Data Docs. Best effort: a
     failure to record them is logged, never fails the day."""
     from prefect.artifacts import create_link_artifact, create_table_artifact
@@ -203,16 +246,16 @@ def day_artifacts(ds: dt.date, result: Mapping) -> None:
         }
         for r in result.get("reo", [])
     ]
-    key = ds.isoformat()
+    reo_key, outputs_key = artifact_keys(cfg, ds)
     try:
         if rows:
-            create_table_artifact(rows, key=f"fairmon-reo-{key}", description=f"REO and verdicts for {ds}")
+            create_table_artifact(rows, key=reo_key, description=f"REO and verdicts for {ds} ({cfg.project_name})")
         reo_path = result.get("paths", {}).get("reo")
         if reo_path:
             create_link_artifact(
                 Path(reo_path).resolve().as_uri(),
                 link_text=f"reo partition for {ds}",
-                key=f"fairmon-outputs-{key}",
+                key=outputs_key,
                 description=f"Data Docs: {result.get('data_docs', '')}",
             )
     except Exception as e:  # artifacts are a convenience: the day is published either way

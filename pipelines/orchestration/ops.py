@@ -15,6 +15,7 @@ from prefect import flow, get_run_logger
 from fairmon.pipelines.core.config import FairmonConfig, load_config
 from fairmon.pipelines.ingest.sources import current_inputs
 from fairmon.pipelines.ingest.windows import days_between
+from fairmon.pipelines.orchestration.flows import prefect_slug
 from fairmon.pipelines.orchestration.runner import run_days
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock
@@ -89,16 +90,32 @@ def scheduled(config_path: str, lag_days: int = 1, wait_seconds: float = 600.0) 
     return out
 
 
-def build_deployment(config_path: Path, cron: str, timezone: str, lag_days: int, name: str = "fairmon-daily"):
-    """The Prefect deployment of :func:`scheduled` with a cron schedule (not started)."""
+def deployment_name(cfg: FairmonConfig) -> str:
+    """The name ``fairmon serve`` registers ``cfg``'s deployment under:
+    ``[schedule] name`` when the config sets it, else
+    ``fairmon-daily-<project>`` (<project>: the slug of ``[project] name``,
+    :func:`fairmon.pipelines.orchestration.flows.prefect_slug`), so that two
+    projects served on one Prefect server are two deployments."""
+    sc = cfg.schedule
+    return sc.name if "name" in sc.model_fields_set else f"{sc.name}-{prefect_slug(cfg.project_name)}"
+
+
+def build_deployment(
+    config_path: Path, cron: str, timezone: str, lag_days: int, name: str = "fairmon-daily", project: str = ""
+):
+    """The Prefect deployment of :func:`scheduled` with a cron schedule (not
+    started), named ``name`` (:func:`deployment_name`), its runs tagged
+    ``fairmon``, ``scheduled`` and, given the ``project`` name,
+    ``project:<slug>``; the config file's absolute path is a parameter."""
     from prefect.client.schemas.schedules import CronSchedule
 
+    tags = ["fairmon", *([f"project:{prefect_slug(project)}"] if project else []), "scheduled"]
     return scheduled.to_deployment(
         name=name,
         schedule=CronSchedule(cron=cron, timezone=timezone),
         parameters={"config_path": str(Path(config_path).resolve()), "lag_days": lag_days},
         description="fairmon: compute yesterday's fairness metrics and recompute days made stale by late data",
-        tags=["fairmon"],
+        tags=tags,
     )
 
 

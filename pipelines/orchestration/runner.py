@@ -19,13 +19,13 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from prefect import flow
+from prefect import flow, tags
 
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.executor import days as executor_days
 from fairmon.pipelines.executor.days import PRESTAGE_DAYS, PRESTAGE_DAYS_SPLIT, docs_deferred
 from fairmon.pipelines.executor.outcomes import summarise
-from fairmon.pipelines.orchestration.flows import FlowSteps, backfill_day, daily
+from fairmon.pipelines.orchestration.flows import FlowSteps, absolute_config_path, backfill_day, daily, run_tags
 from fairmon.pipelines.orchestration.heartbeat import beating, prefect_heartbeat_off
 from fairmon.pipelines.orchestration.prefect_guard import launch_temporary_server, wait_for_api
 
@@ -71,8 +71,9 @@ def summarise_state(ds: dt.date, state) -> dict:
 class _Backfill(FlowSteps):
     """A range: one parent flow run, each day's end its task run (steps are plain calls inside)."""
 
-    def __init__(self, cfg: FairmonConfig) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: FairmonConfig, config_path: str = "") -> None:
+        super().__init__(cfg)
+        self.config_path = absolute_config_path(config_path)
         self.artifacts: ThreadPoolExecutor | None = None
 
     def start(self) -> Callable[[], None]:
@@ -99,8 +100,8 @@ class _Backfill(FlowSteps):
             finally:
                 self.artifacts = None
 
-        with prefect_heartbeat_off():  # the flow sends its own (fairmon.pipelines.orchestration.heartbeat)
-            backfill(days[0], days[-1], len(days), each_day)
+        with prefect_heartbeat_off(), tags(*run_tags(self.cfg, "backfill")):  # the flow sends its own heartbeat
+            backfill(days[0], days[-1], len(days), each_day, self.config_path)
         return out
 
     def day(self, ds: dt.date, finish: Callable[[], Mapping]) -> dict:
@@ -111,8 +112,12 @@ class _Backfill(FlowSteps):
 class _DayAlone(FlowSteps):
     """A day alone: the flow run ``fairmon-daily/<ds>`` around the executor's work, steps as its task runs."""
 
-    def __init__(self, cfg: FairmonConfig, force_ingest: bool, wait_seconds: float, on_day) -> None:
-        self.cfg, self.force_ingest, self.wait_seconds, self.on_day = cfg, force_ingest, wait_seconds, on_day
+    def __init__(
+        self, cfg: FairmonConfig, force_ingest: bool, wait_seconds: float, on_day, config_path: str = ""
+    ) -> None:
+        super().__init__(cfg)
+        self.force_ingest, self.wait_seconds, self.on_day = force_ingest, wait_seconds, on_day
+        self.config_path = absolute_config_path(config_path)
 
     def start(self) -> Callable[[], None]:
         """Start reaching Prefect's API in the background; returns the wait (raising what starting raised)."""
@@ -122,8 +127,16 @@ class _DayAlone(FlowSteps):
         """``body`` as the flow run :func:`daily` of the one day in ``days``;
         returns [its summary] (given to ``on_day`` too), never raising for the day."""
         (ds,) = days
-        with prefect_heartbeat_off():  # the flow sends its own (fairmon.pipelines.orchestration.heartbeat)
-            state = daily(self.cfg, ds, self.force_ingest, self.wait_seconds, body=body, return_state=True)
+        with prefect_heartbeat_off(), tags(*run_tags(self.cfg, "daily")):  # the flow sends its own heartbeat
+            state = daily(
+                self.cfg,
+                ds,
+                self.force_ingest,
+                self.wait_seconds,
+                body=body,
+                config_path=self.config_path,
+                return_state=True,
+            )
         summary = summarise_state(ds, state)
         if self.on_day is not None:
             self.on_day(summary)
@@ -146,7 +159,9 @@ def run_days(
     """Run ``days`` of ``cfg`` (:func:`fairmon.pipelines.executor.days.run_days`,
     whose arguments these are), as Prefect runs when ``prefect`` (a day
     alone: the flow run ``fairmon-daily/<ds>``; a range: the parent flow run
-    ``fairmon-backfill/<start>..<end>`` with a task run per day), or in
+    ``fairmon-backfill/<start>..<end>`` with a task run per day; each
+    tagged ``fairmon``, ``project:<name>`` and ``daily`` or ``backfill``,
+    ``config_path`` among its parameters), or in
     process with no Prefect API and no server when not. Returns one summary
     per day, in day order: {ds, status: published | quarantined | failed,
     ...the day's result, or error}. Raises
@@ -165,15 +180,17 @@ def run_days(
     if not prefect:
         return executor_days.run_days(cfg, days, on_day=on_day, **options)
     if len(days) == 1:
-        hooks = _DayAlone(cfg, force_ingest, wait_seconds, on_day)
+        hooks = _DayAlone(cfg, force_ingest, wait_seconds, on_day, config_path)
         return executor_days.run_days(cfg, days, hooks=hooks, **options)
-    return executor_days.run_days(cfg, days, on_day=on_day, hooks=_Backfill(cfg), **options)
+    return executor_days.run_days(cfg, days, on_day=on_day, hooks=_Backfill(cfg, config_path), **options)
 
 
 @flow(name="fairmon-backfill", flow_run_name="fairmon-backfill/{start}..{end}", validate_parameters=False)
-def backfill(start: dt.date, end: dt.date, n_days: int, each_day: Any) -> None:
+def backfill(start: dt.date, end: dt.date, n_days: int, each_day: Any, config_path: str = "") -> None:
     """The parent flow run of a range of days (``fairmon-backfill/<start>..<end>``):
-    ``each_day`` runs the days, each ending as its task run ``fairmon-daily/<ds>``.
+    ``each_day`` runs the days, each ending as its task run ``fairmon-daily/<ds>``;
+    ``config_path`` (absolute) names the project's config among the run's
+    parameters, and the runner tags the run (:func:`fairmon.pipelines.orchestration.flows.run_tags`).
     Its state is Completed when every day was run, whatever each day's own
     outcome (published, quarantined or failed: see the day runs); an error
     outside the days fails it."""

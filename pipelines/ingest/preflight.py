@@ -1,0 +1,342 @@
+"""The pre-flight check: the mistakes a newcomer makes with their own files,
+found in a second from the files' headers, before Prefect's server or Great
+Expectations start (issue 41 item 2).
+
+A day's inputs are the units :mod:`fairmon.pipelines.ingest.sources` names
+(the same that are staged); for each the check reads what costs nothing:
+whether the day's own file exists, the first 64 KiB of a CSV (its encoding)
+and its header (Polars, the reader of the real run,
+:func:`fairmon.pipelines.ingest.adapters.read_table`), a Parquet file's
+schema. It reports only what the run would surely stop on: a day with no
+default-traffic file (``default_traffic_present``), a file without a column
+its raw suite requires (``column_exists[...]``, with the columns the file
+has and the config key that names the column), an empty file
+(``has_rows``), a CSV that is not UTF-8 (the reader fails on it); an
+expectation a config's ``[quality] severity`` makes a warning is not
+reported. A one-column header holding ``;``, a tab or ``|`` is named as a
+wrong delimiter. No rows are read: values are the gate's part.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from fairmon.pipelines.checks.suites import DQResult, expand_spec, load_spec
+from fairmon.pipelines.core.config import FairmonConfig
+from fairmon.pipelines.ingest.sources import ImpressionsInput, LogInput
+from fairmon.transforms.contract import InputContractError, adapt_impressions
+
+#: Bytes of a CSV file read for its encoding and header.
+HEAD_BYTES = 64 * 1024
+#: Delimiters a one-column header is searched for (fairmon reads comma-separated CSV).
+OTHER_DELIMITERS = {";": "';'", "\t": "tab", "|": "'|'"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason day ``ds`` would not publish: ``check`` is the expectation
+    the gate would fail (``default_traffic_present``, ``column_exists[c]``,
+    ``has_rows``) or ``readable``; ``file`` the file as the config's folder
+    sees it; ``message`` says what is wrong, what was found and which config
+    key to edit."""
+
+    ds: dt.date
+    source: str
+    check: str
+    file: str
+    message: str
+
+
+def raw_params(cfg: FairmonConfig, source: str) -> dict:
+    """The parameters of input ``source``'s raw suite (``impressions_raw``,
+    ``scores_raw``, ``labels_raw``): its required columns, signals,
+    attributes and traffic values. One definition for the gate
+    (:func:`fairmon.pipelines.ingest.staging.input_source`) and this check."""
+    if source == "impressions":
+        imp = cfg.impressions
+        return {
+            "required_columns": ["ds", "traffic", "arm", *imp.signals, *imp.attributes],
+            "signals": imp.signals,
+            "attributes": imp.attributes,
+            "traffic_values": ["default", "random", *imp.stages, *(["swap"] if cfg.envy else [])],
+        }
+    sc = getattr(cfg, source)
+    cols = (
+        ["ds", "model", "item_id", "score", "outcome"]
+        if source == "scores"
+        else ["ds", "item_id", "labeler_id", "label", "gold_label"]
+    )
+    return {"required_columns": [*cols, *sc.attributes], "attributes": sc.attributes}
+
+
+def column_key(cfg: FairmonConfig, source: str, column: str) -> str:
+    """The config key that names ``column`` of input ``source`` (e.g.
+    ``[impressions] signals``), or the format whose fixed column it is."""
+    sec = getattr(cfg, source)
+    for key in ("signals", "attributes"):
+        if column in (getattr(sec, key, None) or []):
+            return f"[{source}] {key}"
+    fmt = getattr(sec, "format", "contract")
+    return f'a fixed column of [{source}] format = "{fmt}" (README "Input formats")'
+
+
+def _critical(cfg: FairmonConfig, name: str, default: str = "critical") -> bool:
+    sev = cfg.quality.severity
+    return sev.get(name, sev.get(name.split("[")[0], default)) == "critical"
+
+
+def _shown(cfg: FairmonConfig, path: Path) -> str:
+    """``path`` relative to the config's folder when inside it."""
+    try:
+        return path.resolve().relative_to(cfg.base_dir.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def read_header(path: Path) -> tuple[list[str], str | None]:
+    """The column names of a CSV or Parquet file and, for a CSV, what keeps
+    it from being read (not UTF-8, UTF-16, empty), else None. Reads at most
+    :data:`HEAD_BYTES` of a CSV and a Parquet file's footer only."""
+    if path.suffix.lower() in (".parquet", ".pq"):
+        try:
+            return list(pl.read_parquet_schema(path)), None
+        except (OSError, pl.exceptions.PolarsError) as e:
+            return [], f"cannot read its Parquet schema: {e}"
+    with open(path, "rb") as f:
+        head = f.read(HEAD_BYTES)
+    if not head:
+        return [], "the file is empty (0 bytes)"
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in head[:200]:
+        return [], "the file is UTF-16 (or binary); fairmon reads UTF-8 CSV: save it as UTF-8"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 4:  # not a character cut at the end of the chunk
+            line = head[: e.start].count(b"\n") + 1
+            return [], (
+                f"the file is not UTF-8 (byte {head[e.start]:#04x} on line {line}, e.g. Latin-1 or Windows-1252); "
+                "fairmon reads UTF-8 CSV: save it as UTF-8"
+            )
+    try:
+        return pl.read_csv(path, n_rows=0, infer_schema=False).columns, None
+    except (OSError, pl.exceptions.PolarsError) as e:
+        return [], f"cannot read its header: {e}"
+
+
+#: Columns fairmon knows by name in some format (never a suggestion for a misnamed configured column).
+_KNOWN = {"ds", "traffic", "arm", "request_id", "item_id", "user_id", "policy_user_id", "policy_group"}
+
+
+def _suggest(cfg: FairmonConfig, source: str, missing: str, found: list[str]) -> str:
+    """``(did you mean 'x'?)`` for the found column most like ``missing``
+    among those neither the config nor the format names, or ''."""
+    named = set(raw_params(cfg, source)["required_columns"]) | _KNOWN
+    free = [c for c in found if c not in named]
+    close = [c for c in free if c and (c in missing or missing in c)]
+    close = close or difflib.get_close_matches(missing, free, n=1, cutoff=0.5)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def missing_columns_message(cfg: FairmonConfig, source: str, shown: str, missing: list[str], columns: list[str]) -> str:
+    """What to tell about file ``shown`` of input ``source`` whose header
+    (``columns``) lacks the required ``missing`` columns: each with the
+    config key that names it and a close match, the columns found, the edit
+    to make; a one-column header holding another delimiter is named as
+    such."""
+    if len(columns) == 1:
+        for d, name in OTHER_DELIMITERS.items():
+            if d in columns[0]:
+                return (
+                    f"{shown} looks {name}-delimited: its header is one column, {columns[0][:120]!r}; "
+                    f"fairmon reads comma-separated CSV: re-export it with ',' "
+                    f"(the columns {', '.join(missing)} are not found)"
+                )
+    by_key: dict[str, list[str]] = {}
+    for c in missing:
+        by_key.setdefault(column_key(cfg, source, c), []).append(f"{c!r}{_suggest(cfg, source, c, columns)}")
+    parts = "; ".join(f"{', '.join(cs)}, named by {key}" for key, cs in by_key.items())
+    keys = [k for k in by_key if k.startswith("[")]
+    edit = f"rename the column in the file or edit {' / '.join(keys)} in the config" if keys else "add the column"
+    return f"{shown} has no column {parts}; its columns: {', '.join(columns) or '(none)'}; {edit}"
+
+
+class _Checker:
+    """The checks of one config, each file's header read once however many days need it."""
+
+    def __init__(self, cfg: FairmonConfig):
+        self.cfg = cfg
+        self.headers: dict[Path, tuple[list[str], str | None]] = {}
+
+    def header(self, path: Path) -> tuple[list[str], str | None]:
+        if path not in self.headers:
+            self.headers[path] = read_header(path)
+        return self.headers[path]
+
+    def file_findings(self, ds: dt.date, source: str, path: Path, unit=None) -> list[Finding]:
+        """What keeps file ``path`` of input ``source`` from passing its raw suite's column checks."""
+        cfg, shown = self.cfg, _shown(self.cfg, path)
+        if not path.is_file():
+            return []
+        columns, unreadable = self.header(path)
+        if unreadable:
+            check = "has_rows" if "empty" in unreadable else "readable"
+            if check == "has_rows" and not _critical(cfg, check):
+                return []
+            return [Finding(ds, source, check, shown, f"{shown}: {unreadable}")]
+        seen = columns
+        if source == "impressions":
+            imp = cfg.impressions
+            empty = pl.DataFrame(schema={c: pl.String for c in columns})
+            seen = adapt_impressions(empty, ds=unit.ds_end, traffic=unit.traffic, default_arm=imp.default_arm).columns
+        spec = load_spec(f"{source}_raw")
+        entries = expand_spec(spec, raw_params(cfg, source), seen, dict(cfg.quality.severity))
+        missing = [
+            e["kwargs"]["column"]
+            for e in entries
+            if e["type"] == "ExpectColumnToExist" and e["severity"] == "critical" and e["kwargs"]["column"] not in seen
+        ]
+        if not missing:
+            return []
+        checks = ", ".join(f"column_exists[{c}]" for c in missing)
+        return [Finding(ds, source, checks, shown, missing_columns_message(cfg, source, shown, missing, columns))]
+
+    def impressions(self, ds: dt.date) -> list[Finding]:
+        cfg, imp = self.cfg, self.cfg.impressions
+        if imp.format == "coat" or imp.table is not None:
+            return []
+        try:
+            units = ImpressionsInput(cfg).units(ds)
+        except InputContractError:
+            return []
+        out = []
+        own = [u for u in units if u.ds_start == ds and u.scope != "random" and u.traffic in (None, "default")]
+        if not own and _critical(cfg, "default_traffic_present"):
+            expected = _shown(cfg, cfg.resolve(imp.path.replace("{ds}", ds.isoformat())))
+            out.append(
+                Finding(
+                    ds,
+                    "impressions",
+                    "default_traffic_present",
+                    expected,
+                    f"no default-traffic file for {ds}: {expected} does not exist "
+                    f"([impressions] path = {imp.path!r}, {{ds}} = {ds})",
+                )
+            )
+        for u in units:
+            out += self.file_findings(ds, "impressions", u.file, u)
+        return out
+
+    def log(self, ds: dt.date, source: str) -> list[Finding]:
+        sc = getattr(self.cfg, source)
+        if getattr(sc, "format", "contract") != "contract":
+            return []
+        try:
+            units = LogInput(self.cfg, source).units(ds)
+        except InputContractError:
+            return []
+        return [f for u in units for f in self.file_findings(ds, source, u.file)]
+
+
+def preflight(cfg: FairmonConfig, days: list[dt.date]) -> dict[dt.date, list[Finding]]:
+    """The :class:`Finding` of each day of ``days`` under ``cfg`` (a day
+    with none is left out): what its run would surely stop on, found from
+    file listings and headers alone (module docstring). Raises nothing for
+    a file it cannot read: that is a finding."""
+    checker = _Checker(cfg)
+    out: dict[dt.date, list[Finding]] = {}
+    for ds in days:
+        found = checker.impressions(ds) if cfg.impressions is not None else []
+        for source in ("scores", "labels"):
+            if getattr(cfg, source) is not None:
+                found += checker.log(ds, source)
+        if found:
+            out[ds] = found
+    return out
+
+
+def describe(findings: dict[dt.date, list[Finding]]) -> list[str]:
+    """One line per distinct problem of ``findings``, naming its days
+    (a file every day of a range needs is said once)."""
+    by_message: dict[str, list[dt.date]] = {}
+    for ds, found in findings.items():
+        for f in found:
+            by_message.setdefault(f.message, []).append(ds)
+    lines = []
+    for message, days in by_message.items():
+        when = str(days[0]) if len(days) == 1 else f"{len(days)} days, {days[0]}..{days[-1]}"
+        lines.append(f"{message} [{when}]")
+    return lines
+
+
+def preflight_summary(ds: dt.date, found: list[Finding]) -> dict:
+    """A run summary of day ``ds`` stopped by its pre-flight ``found``
+    (the shape of :func:`fairmon.pipelines.executor.outcomes.summarise`):
+    status ``quarantined``, ``stage`` ``preflight``, ``error`` the findings'
+    messages, ``preflight`` each finding as {check, source, file, message}."""
+    return {
+        "ds": ds,
+        "status": "quarantined",
+        "stage": "preflight",
+        "error": f"{ds}: quarantined at pre-flight: " + "; ".join(f.message for f in found),
+        "preflight": [{"check": f.check, "source": f.source, "file": f.file, "message": f.message} for f in found],
+    }
+
+
+def explain_raw(cfg: FairmonConfig, source: str, path: Path, result: DQResult) -> DQResult:
+    """Give the failures of a raw suite's ``result`` on file ``path`` of
+    input ``source`` what to act on (the ``note`` shown in the quarantine
+    message and in dq_results details): a ``column_exists[c]`` the config
+    key that names ``c``, a close match and the columns the file has (its
+    header, :func:`read_header`); an ``ids_unique`` the key columns and up
+    to five duplicated keys with their copies (:func:`duplicated_keys`).
+    Files that are no local file (a catalog table's partition) are left as
+    they are. Returns ``result``, updated in place."""
+    if result.success or not path.is_file():
+        return result
+    columns: list[str] | None = None  # the header, read once and listed with the first missing column
+    for f in result.failures:
+        name = f["name"]
+        if name.startswith("column_exists["):
+            c = name[len("column_exists[") : -1]
+            f["note"] = f"named by {column_key(cfg, source, c)}"
+            if columns is None:
+                columns = read_header(path)[0]
+                found = ", ".join(columns) or "(none)"
+                f["note"] += f"{_suggest(cfg, source, c, columns)}; the file's columns: {found}"
+            else:
+                f["note"] += _suggest(cfg, source, c, columns)
+        elif name == "ids_unique":
+            keys, dups = duplicated_keys(path)
+            shown = ", ".join(f"({', '.join(map(str, k))}) ×{n}" for *k, n in dups)
+            f["note"] = f"key ({', '.join(keys)}) repeated: {shown}" if dups else f"key ({', '.join(keys)}) repeated"
+    return result
+
+
+def duplicated_keys(path: Path, limit: int = 5) -> tuple[list[str], list[tuple]]:
+    """The id key columns of impressions file ``path`` (those of
+    ds, traffic, request_id, item_id it has: ids_unique's key within a file)
+    and up to ``limit`` duplicated keys, each a tuple of its values and
+    the number of rows sharing it, most copied first. One scan, made only
+    for a file that failed ``ids_unique``."""
+    if path.suffix.lower() in (".parquet", ".pq"):
+        frame = pl.scan_parquet(path)
+    else:
+        frame = pl.scan_csv(path, infer_schema=False)
+    present = frame.collect_schema().names()
+    keys = [c for c in ("ds", "traffic", "request_id", "item_id") if c in present]
+    if not keys:
+        return [], []
+    dups = (
+        frame.group_by(keys)
+        .len()
+        .filter(pl.col("len") > 1)
+        .sort(["len", *keys], descending=[True, *[False] * len(keys)])
+        .head(limit)
+        .collect()
+    )
+    return keys, [tuple(r) for r in dups.iter_rows()]

@@ -1,0 +1,261 @@
+"""The pre-flight check (issue 41 item 2): a newcomer's file mistakes found
+from listings and headers before Prefect or GX start, and the gate's
+failures naming what to act on (columns, groups, traffic, keys)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from fairmon.pipelines.checks.suites import DQResult
+from fairmon.pipelines.core.config import load_config
+from fairmon.pipelines.executor.day_checks import explain_groups
+from fairmon.pipelines.faces.cli import EXIT_QUARANTINED, app
+from fairmon.pipelines.ingest.preflight import duplicated_keys, explain_raw, preflight, read_header
+
+D1, D2 = dt.date(2026, 1, 1), dt.date(2026, 1, 2)
+HEADER = "request_id,item_id,young_adult,like_video,share"
+ROWS = ["r1,v1,1,1,0", "r2,v2,0,0,1", "r3,v3,1,0,0"]
+
+TIKTOK = """warehouse = "warehouse"
+duckdb = "f.duckdb"
+[impressions]
+format = "tiktok"
+path = "default/{ds}.csv"
+random_path = "random/random_{start}_{end}.csv"
+signals = ["like_video", "share"]
+attributes = ["young_adult"]
+random_window_days = 1
+"""
+
+
+def _project(root: Path, extra: str = "") -> Path:
+    """A TikTok-layout project of days D1 and D2, written by hand: a default file per day, a random pool per day."""
+    for d in (D1, D2):
+        for path in (root / "default" / f"{d}.csv", root / "random" / f"random_{d}_{d}.csv"):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("\n".join([HEADER, *ROWS]) + "\n")
+    (root / "fairmon.toml").write_text(TIKTOK + extra)
+    return root / "fairmon.toml"
+
+
+def _only(found, ds=D1):
+    (f,) = found[ds]
+    return f
+
+
+def test_a_good_project_has_no_findings(tmp_path):
+    assert preflight(load_config(_project(tmp_path)), [D1, D2]) == {}
+
+
+def test_a_misnamed_column_lists_the_files_columns_the_key_and_a_close_match(tmp_path):
+    cfg = load_config(_project(tmp_path))
+    (tmp_path / "default" / f"{D1}.csv").write_text(HEADER.replace("like_video", "like") + "\n" + ROWS[0] + "\n")
+    found = preflight(cfg, [D1, D2])
+    assert list(found) == [D1]  # D2's files are fine
+    f = _only(found)
+    assert (f.check, f.file, f.source) == ("column_exists[like_video]", f"default/{D1}.csv", "impressions")
+    assert "has no column 'like_video' (did you mean 'like'?), named by [impressions] signals" in f.message
+    assert "its columns: request_id, item_id, young_adult, like, share" in f.message
+
+
+def test_a_missing_attribute_names_its_key_and_a_contract_column_its_format(tmp_path):
+    cfg = load_config(_project(tmp_path))
+    (tmp_path / "default" / f"{D1}.csv").write_text("request_id,item_id,like_video,share\nr1,v1,1,0\n")
+    assert "'young_adult', named by [impressions] attributes" in _only(preflight(cfg, [D1])).message
+    contract = tmp_path / "c"
+    (contract / "in").mkdir(parents=True)
+    (contract / "in" / f"{D1}.csv").write_text("ds,arm,s1,grp\n2026-01-01,a,1,x\n")  # no traffic column
+    (contract / "f.toml").write_text(
+        'warehouse = "w"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\npath = "in/{ds}.csv"\n'
+        'signals = ["s1"]\nattributes = ["grp"]\n'
+    )
+    f = _only(preflight(load_config(contract / "f.toml"), [D1]))
+    assert f.check == "column_exists[traffic]"
+    assert 'a fixed column of [impressions] format = "contract"' in f.message and "add the column" in f.message
+
+
+def test_a_semicolon_delimited_file_is_named_as_such(tmp_path):
+    cfg = load_config(_project(tmp_path))
+    (tmp_path / "default" / f"{D1}.csv").write_text(HEADER.replace(",", ";") + "\n" + ROWS[0].replace(",", ";"))
+    f = _only(preflight(cfg, [D1]))
+    assert f.check == "column_exists[like_video], column_exists[share], column_exists[young_adult]"
+    assert f"default/{D1}.csv looks ';'-delimited: its header is one column, 'request_id;item_id;" in f.message
+    assert "re-export it with ','" in f.message
+
+
+def test_latin1_utf16_and_empty_files(tmp_path):
+    cfg = load_config(_project(tmp_path))
+    day = tmp_path / "default" / f"{D1}.csv"
+    day.write_bytes((HEADER + "\nr1,v1,caf\xe9,1,0\n").encode("latin-1"))
+    f = _only(preflight(cfg, [D1]))
+    assert f.check == "readable" and "not UTF-8 (byte 0xe9 on line 2" in f.message
+    day.write_bytes((HEADER + "\n" + ROWS[0]).encode("utf-16"))
+    assert "UTF-16" in _only(preflight(cfg, [D1])).message
+    day.write_bytes(b"")
+    assert _only(preflight(cfg, [D1])).check == "has_rows"
+    day.write_bytes(("\ufeff" + HEADER + "\n" + ROWS[0]).encode("utf-8"))  # a UTF-8 byte-order mark is fine
+    assert read_header(day)[0] == HEADER.split(",") and preflight(cfg, [D1]) == {}
+
+
+def test_a_missing_day_file_names_the_path_and_key_unless_made_a_warning(tmp_path):
+    toml = _project(tmp_path)
+    (tmp_path / "default" / f"{D2}.csv").unlink()
+    f = _only(preflight(load_config(toml), [D1, D2]), D2)
+    assert f.check == "default_traffic_present"
+    assert f.message == (
+        f"no default-traffic file for {D2}: default/{D2}.csv does not exist "
+        f"([impressions] path = 'default/{{ds}}.csv', {{ds}} = {D2})"
+    )
+    toml.write_text(TIKTOK + '[quality]\nseverity = { default_traffic_present = "warning" }\n')
+    assert preflight(load_config(toml), [D2]) == {}  # the gate would not stop the day: neither does this
+
+
+def test_a_scores_log_names_its_attribute_key(tmp_path):
+    toml = _project(tmp_path)
+    (tmp_path / "scores").mkdir()
+    (tmp_path / "scores" / f"{D1}.csv").write_text("ds,model,item_id,score,outcome\n2026-01-01,m,a,0.3,1\n")
+    toml.write_text(
+        TIKTOK + '[scores]\npath = "scores/{ds}.csv"\nattributes = ["race"]\n'
+        'thresholds = [{model = "m", t = 0.5, d = 0.1}]\n'
+    )
+    f = _only(preflight(load_config(toml), [D1]))
+    assert f.source == "scores" and "'race', named by [scores] attributes" in f.message
+
+
+def test_run_and_backfill_stop_in_preflight_with_exit_1(tmp_path):
+    toml = _project(tmp_path)
+    for d in (D1, D2):
+        (tmp_path / "default" / f"{d}.csv").write_text(HEADER.replace("like_video", "like") + "\n" + ROWS[0] + "\n")
+    res = CliRunner().invoke(app, ["run", "-c", str(toml), "-d", str(D1), "--no-prefect"])
+    assert res.exit_code == EXIT_QUARANTINED
+    assert res.stderr.startswith(f"error: default/{D1}.csv has no column 'like_video' (did you mean 'like'?)")
+    assert "pre-flight: nothing ran" in res.stderr
+    res = CliRunner().invoke(app, ["backfill", "-c", str(toml), "--start", str(D1), "--end", str(D2), "--json"])
+    doc = json.loads(res.stdout)
+    assert res.exit_code == doc["exit_code"] == EXIT_QUARANTINED
+    assert [(d["ds"], d["status"], d["stage"]) for d in doc["days"]] == [
+        (str(D1), "quarantined", "preflight"),
+        (str(D2), "quarantined", "preflight"),
+    ]
+    assert doc["days"][1]["preflight"][0]["check"] == "column_exists[like_video]"
+    assert not (tmp_path / "warehouse").exists()  # nothing ran, nothing written
+
+
+@pytest.mark.slow
+def test_preflight_answers_without_importing_prefect_or_gx(tmp_path):
+    """In a fresh process: the CLI's and fairmon.run_day's pre-flight errors come before Prefect or GX is imported."""
+    toml = _project(tmp_path)
+    (tmp_path / "default" / f"{D2}.csv").unlink()
+    script = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from fairmon.pipelines.faces.cli import app\n"
+        f"res = CliRunner().invoke(app, ['run', '-c', {str(toml)!r}, '-d', '{D2}'])\n"
+        "import fairmon\n"
+        f"day = fairmon.run_day({str(toml)!r}, '{D2}')\n"
+        "heavy = sorted(m for m in ('prefect', 'great_expectations') if m in sys.modules)\n"
+        "print(res.exit_code, day['status'], day['stage'], heavy)\n"
+        "print(res.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    first, message, *_ = out.stdout.splitlines()
+    assert first == "1 quarantined preflight []", out.stderr
+    assert message.startswith(f"error: no default-traffic file for {D2}: default/{D2}.csv does not exist")
+
+
+def test_raw_failures_name_the_files_columns_and_duplicated_keys(tmp_path):
+    cfg = load_config(_project(tmp_path))
+    day = tmp_path / "default" / f"{D1}.csv"
+    day.write_text("\n".join([HEADER.replace("like_video", "like"), *ROWS, ROWS[1], ROWS[1], ROWS[0]]) + "\n")
+    assert duplicated_keys(day) == (["request_id", "item_id"], [("r2", "v2", 3), ("r1", "v1", 2)])
+    failures = [
+        {"name": "column_exists[like_video]", "severity": "critical"},
+        {"name": "column_exists[young_adult]", "severity": "critical"},
+        {"name": "ids_unique", "severity": "critical", "unexpected_count": 5, "rows": [1, 2], "sample": [2, 3]},
+    ]
+    r = explain_raw(cfg, "impressions", day, DQResult("impressions", "impressions_raw", str(day), 9, failures))
+    notes = [f["note"] for f in r.failures]
+    assert notes == [
+        "named by [impressions] signals (did you mean 'like'?); "
+        "the file's columns: request_id, item_id, young_adult, like, share",
+        "named by [impressions] attributes",
+        "key (request_id, item_id) repeated: (r2, v2) ×3, (r1, v1) ×2",
+    ]
+    assert "ids_unique (5 unexpected, rows 1, 2: [2, 3]): key (request_id, item_id) repeated" in r.summary()
+    assert json.loads(r.row(D1)["details"])[2]["note"] == notes[2]  # in dq_results.details too
+
+
+def test_day_failures_name_traffic_arm_attribute_and_group():
+    frame = pl.DataFrame(
+        {
+            "traffic": ["default", "default", "random", "random"],
+            "arm": ["all"] * 4,
+            "attribute": ["young_adult"] * 4,
+            "group": ["0", "1", "0", "1"],
+            "n": [500, 523, 300, 310],
+            "n_pos": [120, 0, 40, 0],
+        }
+    )
+    failures = [
+        {"name": "group_has_positives", "severity": "critical", "unexpected_count": 2, "rows": [2, 4], "sample": [0, 0]}
+    ]
+    r = explain_groups(frame, DQResult("impressions", "impressions_day", "impressions", 5, failures))
+    assert r.failures[0]["note"] == (
+        "default traffic, arm all, young_adult = 1: n_pos 0 of n 523; "
+        "random traffic, arm all, young_adult = 1: n_pos 0 of n 310"
+    )
+    assert (
+        "group_has_positives (2 unexpected, rows 2, 4: [0, 0]): default traffic, arm all, young_adult = 1"
+        in r.summary()
+    )
+
+
+def test_rate_and_sufficiency_failures_name_the_rate_and_the_rows_needed():
+    frame = pl.DataFrame(
+        {
+            "traffic": ["default", "random"],
+            "arm": ["all", "all"],
+            "attribute": ["g", "g"],
+            "group": ["a", "b"],
+            "n": [10, 290],
+            "n_pos": [10, 3],
+            "rate": [1.0, 3 / 290],
+            "rand_required": [None, 1841.7],
+        }
+    )
+    failures = [
+        {"name": "positive_rate_in_bounds", "severity": "critical", "rows": [1]},
+        {"name": "random_traffic_sufficient", "severity": "warning", "rows": [2]},
+    ]
+    r = explain_groups(frame, DQResult("impressions", "impressions_day", "impressions", 5, failures))
+    assert [f["note"] for f in r.failures] == [
+        "default traffic, arm all, g = a: n_pos 10 of n 10 (rate 1)",
+        "random traffic, arm all, g = b: n_pos 3 of n 290 (the window needs 1,842 random rows, seed 001 Thm E.1)",
+    ]
+
+
+def test_a_parquet_file_is_checked_from_its_schema_and_a_long_range_prints_twenty_lines(tmp_path):
+    root = tmp_path / "p"
+    (root / "in").mkdir(parents=True)
+    pl.DataFrame({"ds": [str(D1)], "traffic": ["default"], "s1": [True], "group": ["x"]}).write_parquet(
+        root / "in" / f"{D1}.parquet"
+    )
+    (root / "f.toml").write_text(
+        'warehouse = "w"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\npath = "in/{ds}.parquet"\n'
+        'signals = ["s1"]\nattributes = ["grp"]\n'
+    )
+    f = _only(preflight(load_config(root / "f.toml"), [D1]))
+    assert f.check == "column_exists[grp]" and "(did you mean 'group'?)" in f.message
+    assert "its columns: ds, traffic, s1, group" in f.message
+    res = CliRunner().invoke(app, ["backfill", "-c", str(root / "f.toml"), "--start", str(D1), "--end", "2026-03-01"])
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
+    assert res.exit_code == EXIT_QUARANTINED and len(errors) == 21  # 60 days: 1 column, 59 missing files
+    assert errors[-1] == "error: ... and 40 more of the same kind"
