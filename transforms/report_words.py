@@ -112,10 +112,14 @@ def _favoured(groups: list[dict]) -> str:
     clear = [g for g in groups if _finite(g.get("ci_low")) and (g["ci_low"] > 0 or g["ci_high"] < 0)]
     up = max((g for g in clear if g["ci_low"] > 0), key=lambda g: g["delta_U"], default=None)
     down = min((g for g in clear if g["ci_high"] < 0), key=lambda g: g["delta_U"], default=None)
+
+    def name(g: dict) -> str:
+        return f"group {g['group']}" if str(g["group"]).isdigit() else str(g["group"])
+
     if up:
-        return f"favours {up['group']} ({100 * up['delta_U']:+.0f} % against an even share)".replace("-", "−")
+        return f"favours {name(up)} ({100 * up['delta_U']:+.0f} % against an even share)".replace("-", "−")
     if down:
-        return f"disfavours {down['group']} ({100 * down['delta_U']:+.0f} % against an even share)".replace("-", "−")
+        return f"disfavours {name(down)} ({100 * down['delta_U']:+.0f} % against an even share)".replace("-", "−")
     return "favours no group clearly"
 
 
