@@ -14,7 +14,7 @@ from rich.table import Table
 
 from fairmon.pipelines.faces import demo_notes
 from fairmon.pipelines.faces.demo_notes import coverage_lines, dp_edge_note, undefined_methods_note
-from fairmon.pipelines.faces.views import _following_log, drop_empty_columns
+from fairmon.pipelines.faces.views import drop_empty_columns, following_log
 from fairmon.transforms.reo.estimate import estimate_reo
 from fairmon.transforms.simulators.coverage import independent_pool_coverage
 
@@ -109,7 +109,7 @@ def test_undefined_methods_and_empty_columns_are_left_out():
 def test_following_log_passes_info_lines_and_prints_nothing_new(caplog):
     log = logging.getLogger("fairmon")
     seen: list[str] = []
-    with caplog.at_level(logging.WARNING), _following_log(True) as callbacks:
+    with caplog.at_level(logging.WARNING), following_log(True) as callbacks:
         callbacks.append(seen.append)
         log.info("reach %s: %d/%d users solved", "2016-06-19", 29, 290)
         log.warning("a warning")

@@ -286,7 +286,7 @@ def run_days_with_progress(
                 f"{len(days)} day(s) ({pre['ingest'] + pre['checks'] + pre['counts']:.1f}s)"
             )
 
-    with progress, _following_log(follow_log and show_progress) as lines:
+    with progress, following_log(follow_log and show_progress) as lines:
         job = progress.add_task(f"fairmon {len(days)} day(s): starting", total=len(days))
         lines.append(lambda msg: progress.update(job, description=f"fairmon: {escape(msg[:90])}"))
         if options.pop("prefect", True):  # imports Prefect's flows: only when days run, bar shown first
@@ -302,7 +302,7 @@ def run_days_with_progress(
 
 
 @contextmanager
-def _following_log(enabled: bool):
+def following_log(enabled: bool):
     """While open, every INFO (or higher) record of the ``fairmon`` logger is
     passed as text to the callbacks appended to the yielded list. Handlers that
     were on the logger keep their own levels, so nothing new is printed."""
