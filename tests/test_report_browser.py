@@ -61,6 +61,8 @@ def _data(days: list[dt.date]) -> ReportData:
             _ab(ds, "new_ranker", "reo", -0.51, -0.55, -0.47, 1e-6),
             _ab(ds, "new_ranker", "delta_U:star", -0.51, -0.55, -0.47, 1e-6),
             _ab(ds, "worse", "reo", 0.14, 0.10, 0.18, 1e-4),
+            _ab(ds, "worse", "reo", 0.14, float("nan"), float("nan"), float("nan"))
+            | dict(method="delta_paper", reason="delta_paper assumes independent rows"),
         ]
     excluded = pl.DataFrame(schema={"ds": pl.Date, "reasons": pl.String})
     empty = pl.DataFrame()
@@ -111,6 +113,9 @@ def test_the_report_opens_in_plain_words_in_headless_chromium(tmp_path, find_chr
     assert re.search(
         r'<tr class="ab-improvement">\s*<td>creator</td><td>control → new_ranker</td>\s*<td>ΔU of group star', dom
     )
+    # a method without any interval is one line, not rows of nan
+    assert "Method delta_paper is left out: it has no interval for these data (delta_paper assumes" in text
+    assert "<td>delta_paper</td>" not in dom
     # notation in the glossary, no paper jargon in the text
     assert "Glossary" in text and "ΔU_k Group k's utility against the mean of all groups" in text
     main = text[: text.index("Glossary")]

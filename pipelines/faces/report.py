@@ -207,6 +207,10 @@ def render_report(
     latest_day = d.reo.get_column("ds").max() if attrs else None
     latest = d.reo.filter(pl.col("ds") == latest_day).sort("attribute", "arm").to_dicts() if attrs else []
     ab_latest = [r | {"effect": _ab_reading(r, d.reo, d.reo_group)} for r in ab_latest]
+    # a method with no interval for these data (delta_paper on clustered rows): one line, not a block of NaN rows
+    blank = {r["method"] for r in ab_latest} - {r["method"] for r in ab_latest if r["effect"] != "undefined"}
+    ab_undefined = [(m, next(r.get("reason") or "" for r in ab_latest if r["method"] == m)) for m in sorted(blank)]
+    ab_latest = [r for r in ab_latest if r["method"] not in blank]
     decision = _decision_context(d, prevalence_diff)
     extras = extra_sections(d.extras or {})
     envy = _envy_context(d)
@@ -234,6 +238,7 @@ def render_report(
         ab_tone=AB_TONE,
         dictionary=[TABLES[name] for name, _ in data_links or [] if name in TABLES],
         ab_latest=ab_latest,
+        ab_undefined=ab_undefined,
         ab_day=ab_day,
         extras=extras,
         ci=ci_label(d.reo) if attrs else "CI",
