@@ -238,10 +238,12 @@ def _simulated_part(out: Path, console: Console) -> tuple[Path, list[dict], Path
     }
     rows = [row for r in results if r["status"] == "published" for row in r["reo"] if row["arm"] == "control"]
     console.print(
-        reo_table(
-            rows,
-            "Daily REO of the control arm (random traffic: the 7-day pools meeting each day's 7-day window)",
-            truth,
+        drop_empty_columns(
+            reo_table(
+                rows,
+                "Daily REO of the control arm (random traffic: the 7-day pools meeting each day's 7-day window)",
+                truth,
+            )
         )
     )
     every_arm = [row for r in results if r["status"] == "published" for row in r["reo"]]
@@ -276,7 +278,7 @@ def _coat_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
     cfg.write_text(COAT_CONFIG.format(coat_dir=data_dir("coat").as_posix(), ds=COAT_DS.isoformat()))
     coat_cfg, coat_results = _run(console, cfg, [COAT_DS])
     if coat_results[0]["status"] == "published":
-        console.print(reo_table(coat_results[0]["reo"], "Coat REO (label: rating >= 4)"))
+        console.print(drop_empty_columns(reo_table(coat_results[0]["reo"], "Coat REO (label: rating >= 4)")))
     coat_report = _report(console, coat_cfg, COAT_DS, COAT_DS, config_name=str(cfg))
     return coat, coat_results, coat_report
 
@@ -299,10 +301,12 @@ def _compas_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
     if compas_results[0]["status"] == "published":
         rows = [r for r in compas_results[0]["threshold_prevalence"] if r["attribute"] in ("race", "sex")]
         console.print(
-            prevalence_table(
-                rows,
-                "COMPAS: outcome rate at the decision threshold and implied cost "
-                "ratio c = (1 - p)/p, screenings 2013-2014",
+            drop_empty_columns(
+                prevalence_table(
+                    rows,
+                    "COMPAS: outcome rate at the decision threshold and implied cost "
+                    "ratio c = (1 - p)/p, screenings 2013-2014",
+                )
             )
         )
     if compas_results[0]["status"] == "published":
@@ -333,9 +337,11 @@ def _labels_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
             (r["labeler_id"], r["group"]): r["cost_ratio"] for r in pl.read_csv(lpaths["truth"]).iter_rows(named=True)
         }
         console.print(
-            sdt_view(
-                label_results[0]["sdt"],
-                "Labelers over 7 days (q: Benjamini–Hochberg; red = q < 0.05, differs from the other labelers)",
+            drop_empty_columns(
+                sdt_view(
+                    label_results[0]["sdt"],
+                    "Labelers over 7 days (q: Benjamini–Hochberg; red = q < 0.05, differs from the other labelers)",
+                )
             )
         )
         console.print("true cost ratios: " + ", ".join(f"{lab}/{g} {c:.2f}" for (lab, g), c in sorted(truth_l.items())))
