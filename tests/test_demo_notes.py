@@ -106,8 +106,12 @@ def test_undefined_methods_and_empty_columns_are_left_out():
     assert "CI paper" not in console.export_text()
 
 
-def test_following_log_passes_info_lines_and_prints_nothing_new(caplog):
+def test_following_log_passes_info_lines_and_prints_nothing_new(caplog, monkeypatch):
     log = logging.getLogger("fairmon")
+    # a logger as a library user has it (the CLI's stderr handler, if an earlier test added it, set aside)
+    monkeypatch.setattr(log, "handlers", [])
+    monkeypatch.setattr(log, "propagate", True)
+    monkeypatch.setattr(log, "level", logging.NOTSET)
     seen: list[str] = []
     with caplog.at_level(logging.WARNING), following_log(True) as callbacks:
         callbacks.append(seen.append)
