@@ -68,9 +68,9 @@ def reo_point_figure(reo: pl.DataFrame, colors: dict[str, str] | None = None) ->
 def ab_point_figure(ab: pl.DataFrame, colors: dict[str, str] | None = None) -> str:
     """D_REO = REO(treatment) − REO(control) per attribute and treatment on
     the one day in ``ab`` (``reo_ab`` rows, ``reo`` metric, the first method
-    by name with a finite interval), with its interval, as SVG."""
+    listed that has a finite interval), with its interval, as SVG."""
     sub = ab.filter((pl.col("metric") == "reo") & pl.col("ci_low").is_not_nan())
-    method = sub.get_column("method").sort().head(1).item() if sub.height else ""
+    method = sub.get_column("method").head(1).item() if sub.height else ""  # as the daily figure: the first listed
     sub = sub.filter(pl.col("method") == method)
     colors = colors or arm_colors(sub.get_column("treatment"))
     fig, ax = plt.subplots(figsize=(7.5, 3.0), layout="constrained")
