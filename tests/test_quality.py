@@ -614,7 +614,8 @@ def test_report_is_offline_gated_and_has_the_plots(gated_backfill):
     p = _Collect()
     p.feed(text)
     assert p.urls == []  # nothing to fetch: no scripts, images or stylesheets from anywhere
-    assert all(u.startswith("file://") for u in p.links)  # links only to local data files and Data Docs
+    # links only to local data files, Data Docs and anchors within the page (the glossary)
+    assert all(u.startswith(("file://", "#")) for u in p.links)
     assert any(u.endswith("/warehouse/reo") for u in p.links)
     assert not re.search(r"<(script|link|img|iframe)\b", text)
     assert p.tags.count("svg") == 2  # daily REO (one attribute) and ΔU

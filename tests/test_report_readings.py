@@ -177,7 +177,12 @@ def test_demo_reports_in_headless_chromium(tmp_path, find_chromium):
     for name in text:
         assert (tmp_path / f"{name}.png").stat().st_size > 20_000
     sim = text["sim"]
-    assert "Verdicts in words" in sim and re.search(r"arm boost_2, young_adult \(2 groups\): group 1 is favoured", sim)
+    assert (
+        "Verdicts in detail" in sim
+        and "In short" in sim
+        and re.search(r"arm boost_2, young_adult \(2 groups\): group 1 is favoured", sim)
+    )
+    assert "By young_adult, arm control favours group 1" in sim and "an improvement" in sim
     assert "every A/B test, by q-value" in sim and "control → deboost_2" in sim
     compas = text["compas"]
     assert "outcome rate at t" in compas and "African-American" in compas

@@ -116,7 +116,8 @@ def test_a_declared_table_is_published_gated_and_reported(toy, tmp_path):
 
     # in the report: the generic section from its declaration
     html = build_report(cfg, DAYS[0], DAYS[1]).read_text()
-    assert "toy_share (tests/test_wiring.py)" in html
+    assert '<h3 class="generic">toy_share</h3>' in html  # its source is in the data dictionary below
+    assert "Source: tests/test_wiring.py" in html
 
 
 def test_run_stage_binds_inputs_options_and_earlier_tables():

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from fairmon.transforms.gate_frames import excluded_days, published_days
+from fairmon.transforms.report_words import parity_explanation
 
 
 @dataclass(frozen=True)
@@ -210,6 +211,8 @@ def reo_verdict_paragraphs(reo: pl.DataFrame, reo_group: pl.DataFrame) -> list[d
                 + (f"p = {p:.2g}" if p > 0 else "p < 1e-300")
                 + (", parity rejected." if p < 1 - (r.get("level") or 0.95) else ", parity not rejected.")
             )
+            explain = parity_explanation(r) if verdict == "inconclusive" else None
+            parts += [explain] if explain else []
         out.append({"arm": r["arm"], "attribute": r["attribute"], "verdict": verdict, "text": " ".join(parts)})
     return out
 

@@ -59,12 +59,18 @@ def exit_code(results: list[dict]) -> int:
 
 
 def dump_json(doc: dict) -> None:
-    """One JSON document on stdout (dates and paths as strings, NaN and ±inf as
-    null, so the output is strict JSON)."""
+    """One JSON document on stdout (dates and paths as strings, decimals and
+    NumPy scalars as numbers, NaN and ±inf as null, so the output is strict
+    JSON that any parser reads)."""
     import json
     import math
+    from decimal import Decimal
 
     def clean(x):
+        if isinstance(x, Decimal):
+            x = float(x)
+        elif hasattr(x, "item") and hasattr(x, "dtype") and getattr(x, "ndim", 1) == 0:
+            x = x.item()  # a NumPy scalar
         if isinstance(x, float) and not math.isfinite(x):
             return None
         if isinstance(x, dict):

@@ -13,9 +13,11 @@ from rich.table import Table
 
 from fairmon.pipelines.core.config import load_config
 from fairmon.pipelines.faces.audit_export import export_release
+from fairmon.pipelines.faces.demo_notes import coverage_lines, dp_edge_note, undefined_methods_note
 from fairmon.pipelines.faces.report import build_report
 from fairmon.pipelines.faces.simulated import write_envy_simulation, write_labeling_simulation, write_simulation
 from fairmon.pipelines.faces.views import (
+    drop_empty_columns,
     fmt,
     prevalence_table,
     reo_table,
@@ -154,15 +156,25 @@ def stage_lines(cfg, ds, truth_path: Path) -> str:
     return "\n".join(lines)
 
 
-def _run(console: Console, config_path: Path, days: list[dt.date], show_progress: bool = False):
-    """Load one demo config once, run its days, print the run summary. Returns (config, summaries)."""
+def _run(console: Console, config_path: Path, days: list[dt.date]):
+    """Load one demo config once, run its days under a progress bar that
+    follows the run's stages (elapsed time, reachability's users solved),
+    print the run summary. Returns (config, summaries)."""
     from fairmon.pipelines.orchestration.prefect_guard import api_configured
 
     cfg = load_config(config_path)
-    options = dict(show_progress=show_progress, prefect=api_configured())  # no Prefect server the demo does not need
+    options = dict(
+        show_progress=True, follow_log=True, prefect=api_configured()
+    )  # no Prefect server the demo does not need
     results = run_days_with_progress(console, cfg, days, config_path=str(config_path), **options)
     console.print(run_summary(results))
     return cfg, results
+
+
+def _report(console: Console, cfg, start: dt.date, end: dt.date, config_name: str = "") -> Path:
+    """:func:`build_report` under a status line (a report with many figures takes seconds)."""
+    with console.status(f"writing the report for {start}..{end}"):
+        return build_report(cfg, start, end, config_name=config_name)
 
 
 def envy_cfg_table(cfg, name: str) -> pl.DataFrame:
@@ -216,30 +228,44 @@ def _simulated_part(out: Path, console: Console) -> tuple[Path, list[dict], Path
     console.rule("1. simulated TikTok-format traffic: 14 days, a control arm and three treatments (seed 001 §4.4)")
     # pools of 7 days, as in the published TikTok data set: every pool meeting a day's window counts
     # (DESIGN §2 "Random-traffic windows"; reo.look_ahead marks the days whose pool reaches past them)
-    paths = write_simulation(spec, sim, "parquet", pool_policy="overlap")
+    with console.status("writing 14 simulated days (4 arms, 50,000 rows each) and their random pools"):
+        paths = write_simulation(spec, sim, "parquet", pool_policy="overlap")
     days = [spec.start + dt.timedelta(days=i) for i in range(spec.days)]
-    sim_cfg, results = _run(console, paths["config"], days, show_progress=True)
+    sim_cfg, results = _run(console, paths["config"], days)
     truth = {
         (str(r["ds"]), r["arm"], r["attribute"]): r["reo"]
         for r in pl.read_csv(paths["truth_reo"]).iter_rows(named=True)
     }
     rows = [row for r in results if r["status"] == "published" for row in r["reo"] if row["arm"] == "control"]
     console.print(
-        reo_table(
-            rows,
-            "Daily REO of the control arm (random traffic: the 7-day pools meeting each day's 7-day window)",
-            truth,
+        drop_empty_columns(
+            reo_table(
+                rows,
+                "Daily REO of the control arm (random traffic: the 7-day pools meeting each day's 7-day window)",
+                truth,
+            )
         )
     )
+    every_arm = [row for r in results if r["status"] == "published" for row in r["reo"]]
+    with console.status("simulating days with independent random pools for the coverage reference"):
+        lines = coverage_lines(every_arm, paths["truth_groups"])
+    for line in lines:
+        console.print(line)
     last = [r for r in results if r["status"] == "published"][-1]
     true_d = {
         a: truth[(str(last["ds"]), a, "young_adult")] - truth[(str(last["ds"]), "control", "young_adult")]
         for a in ARMS
         if a != "control"
     }
-    console.print(ab_table(last["reo_ab"], true_d))
+    console.print(drop_empty_columns(ab_table(last["reo_ab"], true_d)))
+    reo_ab = [r for r in last["reo_ab"] if r["metric"] == "reo"]
+    note = undefined_methods_note(
+        reo_ab, {"delta_paper": "CI paper", "partition": "CI partition", "bootstrap": "CI bootstrap"}
+    )
+    if note:
+        console.print(f"[dim]{note}[/dim]")
     console.print(stage_lines(sim_cfg, last["ds"], paths["truth_stages"]))
-    sim_report = build_report(sim_cfg, days[0], days[-1], config_name=str(paths["config"]))
+    sim_report = _report(console, sim_cfg, days[0], days[-1], config_name=str(paths["config"]))
     return sim, results, sim_report
 
 
@@ -252,8 +278,8 @@ def _coat_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
     cfg.write_text(COAT_CONFIG.format(coat_dir=data_dir("coat").as_posix(), ds=COAT_DS.isoformat()))
     coat_cfg, coat_results = _run(console, cfg, [COAT_DS])
     if coat_results[0]["status"] == "published":
-        console.print(reo_table(coat_results[0]["reo"], "Coat REO (label: rating >= 4)"))
-    coat_report = build_report(coat_cfg, COAT_DS, COAT_DS, config_name=str(cfg))
+        console.print(drop_empty_columns(reo_table(coat_results[0]["reo"], "Coat REO (label: rating >= 4)")))
+    coat_report = _report(console, coat_cfg, COAT_DS, COAT_DS, config_name=str(cfg))
     return coat, coat_results, coat_report
 
 
@@ -275,10 +301,12 @@ def _compas_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
     if compas_results[0]["status"] == "published":
         rows = [r for r in compas_results[0]["threshold_prevalence"] if r["attribute"] in ("race", "sex")]
         console.print(
-            prevalence_table(
-                rows,
-                "COMPAS: outcome rate at the decision threshold and implied cost "
-                "ratio c = (1 - p)/p, screenings 2013-2014",
+            drop_empty_columns(
+                prevalence_table(
+                    rows,
+                    "COMPAS: outcome rate at the decision threshold and implied cost "
+                    "ratio c = (1 - p)/p, screenings 2013-2014",
+                )
             )
         )
     if compas_results[0]["status"] == "published":
@@ -288,7 +316,10 @@ def _compas_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
             f"EFG = {rel['efg']:.4f}, FG in [{rel['fg_interval'][0]:.3f}, {rel['fg_interval'][1]:.3f}] "
             f"-> decision at α = {rel['alpha']}: [bold]{rel['decision']}[/bold]; {compas / 'releases'}"
         )
-    compas_report = build_report(compas_cfg, COMPAS_DS, COMPAS_DS, config_name=str(ccfg))  # with the release
+        edge = dp_edge_note(rel)
+        if edge:
+            console.print(edge)
+    compas_report = _report(console, compas_cfg, COMPAS_DS, COMPAS_DS, config_name=str(ccfg))  # with the release
     return compas, compas_results, compas_report
 
 
@@ -297,7 +328,8 @@ def _labels_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
     console.rule("4. simulated labelers: known d' and criteria per content group (seed 002 §5.3)")
     labels = out / "labels"
     lspec = LabelingSpec(start=DEMO_START, days=7, items_per_day=20_000, gold_rate=0.8, seed=3)
-    lpaths = write_labeling_simulation(lspec, labels)
+    with console.status("writing 7 days of simulated labels"):
+        lpaths = write_labeling_simulation(lspec, labels)
     lds = DEMO_START + dt.timedelta(days=6)
     labels_cfg, label_results = _run(console, lpaths["config"], [lds])
     if label_results[0]["status"] == "published":
@@ -305,13 +337,15 @@ def _labels_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
             (r["labeler_id"], r["group"]): r["cost_ratio"] for r in pl.read_csv(lpaths["truth"]).iter_rows(named=True)
         }
         console.print(
-            sdt_view(
-                label_results[0]["sdt"],
-                "Labelers over 7 days (q: Benjamini–Hochberg; red = q < 0.05, differs from the other labelers)",
+            drop_empty_columns(
+                sdt_view(
+                    label_results[0]["sdt"],
+                    "Labelers over 7 days (q: Benjamini–Hochberg; red = q < 0.05, differs from the other labelers)",
+                )
             )
         )
         console.print("true cost ratios: " + ", ".join(f"{lab}/{g} {c:.2f}" for (lab, g), c in sorted(truth_l.items())))
-    labels_report = build_report(labels_cfg, lds, lds, config_name=str(lpaths["config"]))
+    labels_report = _report(console, labels_cfg, lds, lds, config_name=str(lpaths["config"]))
     return labels, label_results, labels_report
 
 
@@ -319,12 +353,13 @@ def _envy_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
     """Part 5: an envy-freeness audit of simulated swap traffic with a known verdict (seed 004)."""
     console.rule("5. envy-freeness audit: swap traffic from a recommender with known preferences (seed 004)")
     envy = out / "envy"
-    epaths = write_envy_simulation(envy, scenario="envious", days=4, start=DEMO_START, seed=0)
+    with console.status("writing 4 days of simulated swap traffic"):
+        epaths = write_envy_simulation(envy, scenario="envious", days=4, start=DEMO_START, seed=0)
     etruth = json.loads(epaths["truth"].read_text())
     edays = [DEMO_START + dt.timedelta(days=i) for i in range(4)]
     envy_cfg, envy_results = _run(console, epaths["config"], edays)
     console.print(f"true verdict (truth_envy.json): {etruth['verdict']}; the run summary above shows fairmon's")
-    envy_report = build_report(envy_cfg, edays[0], edays[-1], config_name=str(epaths["config"]))
+    envy_report = _report(console, envy_cfg, edays[0], edays[-1], config_name=str(epaths["config"]))
     for line in envy_findings(envy_cfg_table(envy_cfg, "envy_audit"), envy_cfg_table(envy_cfg, "group_envy"))[1:-1]:
         console.print(line)
     return envy, envy_results, envy_report
@@ -334,13 +369,14 @@ def _reach_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
     """Part 6: reachability and stability of a biased MF trained on Coat, audited as a snapshot (seed 003)."""
     console.rule("6. reachability and stability: a biased MF trained on Coat, audited as a model snapshot (seed 003)")
     reach = out / "coat-reach"
-    summary = write_coat_reach_project(reach, COAT_DS, data_dir("coat"))
+    with console.status("training a biased matrix factorisation on Coat (a grid of ranks and ridges)"):
+        summary = write_coat_reach_project(reach, COAT_DS, data_dir("coat"))
     console.print(
         f"trained rank {summary['rank']}, ridge {summary['lam']} (test RMSE {summary['test_rmse']:.3f} on Coat's "
         f"random-exposure ratings); snapshot {reach / 'snapshots' / COAT_DS.isoformat()}"
     )
     reach_cfg, reach_results = _run(console, Path(summary["config"]), [COAT_DS])
-    reach_report = build_report(reach_cfg, COAT_DS, COAT_DS, config_name=summary["config"])
+    reach_report = _report(console, reach_cfg, COAT_DS, COAT_DS, config_name=summary["config"])
     wh = reach_cfg.warehouse_path
     for line in reach_findings(
         read_table(wh, "reach_item"), read_table(wh, "reach_user"), read_table(wh, "stability_user"),

@@ -27,6 +27,7 @@ from fairmon.pipelines.faces.report_figures import (
     reach_group_figure,
     reo_figure,
 )
+from fairmon.pipelines.faces.report_points import ab_point_figure, reo_point_figure
 from fairmon.pipelines.faces.report_sections import CUSTOM_SECTIONS, extra_sections, generic_sections, stage_reading
 from fairmon.pipelines.storage.warehouse import latest_runs, read_table
 from fairmon.transforms.registry import TABLES
@@ -39,6 +40,7 @@ from fairmon.transforms.report_data import (
     reo_verdict_paragraphs,
     report_data,
 )
+from fairmon.transforms.report_words import AB_TONE, GLOSSARY, ab_effect, headline_sentences
 
 __all__ = ["audit_releases", "build_report", "render_report", "stage_reading"]
 
@@ -190,13 +192,20 @@ def render_report(
         (d.reo.get_column("arm").to_list() if attrs else [])
         + (d.reo_ab.get_column("treatment").to_list() if not d.reo_ab.is_empty() else [])
     )
-    reo_figs = [(a, reo_figure(d.reo, a, excluded, d.start, d.end, colors)) for a in attrs]
+    one_day = bool(attrs) and d.reo.get_column("ds").n_unique() == 1  # a point with its interval, not a series
+    reo_figs = (
+        [("all", reo_point_figure(d.reo, colors))]
+        if one_day
+        else [(a, reo_figure(d.reo, a, excluded, d.start, d.end, colors)) for a in attrs]
+    )
     du_figs = [(a, delta_u_figure(d.reo_group, a, d.start, d.end)) for a in attrs] if not d.reo_group.is_empty() else []
     ab_figs = [
         (a, ab_figure(d.reo_ab, a, d.start, d.end, colors))
         for a in attrs
-        if not d.reo_ab.is_empty() and a in set(d.reo_ab.get_column("attribute"))
+        if not one_day and not d.reo_ab.is_empty() and a in set(d.reo_ab.get_column("attribute"))
     ]
+    if one_day and not d.reo_ab.is_empty():
+        ab_figs = [("all", ab_point_figure(d.reo_ab, colors))]
     ab_day = d.reo_ab.get_column("ds").max() if not d.reo_ab.is_empty() else None
     ab_latest = (
         d.reo_ab.filter(pl.col("ds") == ab_day).sort("q_value", "p_value", nulls_last=True).to_dicts()
@@ -205,10 +214,11 @@ def render_report(
     )
     latest_day = d.reo.get_column("ds").max() if attrs else None
     latest = d.reo.filter(pl.col("ds") == latest_day).sort("attribute", "arm").to_dicts() if attrs else []
-    counts = d.reo.get_column("verdict_80pct").value_counts() if attrs else None
-    verdicts = {v: 0 for v in ("exceeds", "within", "inconclusive", "undefined")}
-    if counts is not None:
-        verdicts.update({v: int(n) for v, n in counts.iter_rows()})
+    ab_latest = [r | {"effect": _ab_reading(r, d.reo, d.reo_group)} for r in ab_latest]
+    # a method with no interval for these data (delta_paper on clustered rows): one line, not a block of NaN rows
+    blank = {r["method"] for r in ab_latest} - {r["method"] for r in ab_latest if r["effect"] != "undefined"}
+    ab_undefined = [(m, next(r.get("reason") or "" for r in ab_latest if r["method"] == m)) for m in sorted(blank)]
+    ab_latest = [r for r in ab_latest if r["method"] not in blank]
     decision = _decision_context(d, prevalence_diff)
     extras = extra_sections(d.extras or {})
     envy = _envy_context(d)
@@ -229,8 +239,14 @@ def render_report(
         ab_figs=[(a, Markup(s)) for a, s in ab_figs],
         latest=latest,
         latest_day=latest_day,
-        verdicts=verdicts,
+        one_day=one_day,
+        headlines=headline_sentences(d.reo, d.reo_group, d.reo_ab) if attrs else [],
+        glance=glance_rows(d.reo) if attrs else [],
+        glossary=GLOSSARY,
+        ab_tone=AB_TONE,
+        dictionary=[TABLES[name] for name, _ in data_links or [] if name in TABLES],
         ab_latest=ab_latest,
+        ab_undefined=ab_undefined,
         ab_day=ab_day,
         extras=extras,
         ci=ci_label(d.reo) if attrs else "CI",
@@ -246,6 +262,43 @@ def render_report(
         data_links=data_links or [],
         generic_sections=generic_sections(generic or {}),
     )
+
+
+def _ab_reading(row: dict, reo: pl.DataFrame, reo_group: pl.DataFrame) -> str:
+    """:func:`ab_effect` of one ``reo_ab`` row; a ``delta_U:<group>`` row is
+    read against the control arm's ΔU of that group on the row's day."""
+    control = None
+    metric = row["metric"]
+    if metric.startswith("delta_U:") and not reo_group.is_empty():
+        match = reo_group.filter(
+            (pl.col("ds") == row["ds"])
+            & (pl.col("arm") == row["control"])
+            & (pl.col("attribute") == row["attribute"])
+            & (pl.col("group").cast(pl.String) == metric.split(":", 1)[1])
+        )
+        control = match.get_column("delta_U").item(0) if match.height else None
+    return ab_effect(metric, row.get("ci_low"), row.get("ci_high"), row.get("q_value"), control)
+
+
+def glance_rows(reo: pl.DataFrame) -> list[dict]:
+    """Per arm × attribute (never summed across them): the latest published
+    day's verdict and, over the range, how many published days each verdict
+    had. Rows of the ``reo`` table; single attributes before intersections."""
+    last = reo.get_column("ds").max()
+    out = []
+    for (arm, attr), g in reo.group_by("arm", "attribute"):
+        v = g.get_column("verdict_80pct").fill_null("undefined")
+        latest = g.filter(pl.col("ds") == last).get_column("verdict_80pct").to_list()
+        out.append(
+            dict(
+                arm=arm,
+                attribute=attr,
+                latest=latest[0] if latest else "not published",
+                days=g.height,
+                **{k: int((v == k).sum()) for k in ("exceeds", "inconclusive", "within", "undefined")},
+            )
+        )
+    return sorted(out, key=lambda r: ("×" in r["attribute"], r["attribute"], r["arm"] != "control", r["arm"]))
 
 
 def audit_releases(folder: Path, start: dt.date, end: dt.date) -> list[dict]:

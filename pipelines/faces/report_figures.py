@@ -32,7 +32,7 @@ def ci_text(lo, hi) -> str:
     return f"[{fmt(lo)}, {fmt(hi)}]"
 
 
-def _svg(fig, tips: dict[str, str] | None = None) -> str:
+def svg_text(fig, tips: dict[str, str] | None = None) -> str:
     """The figure as inline SVG text; ``tips`` maps an artist's gid to the
     hover text the browser shows on it (an SVG <title>, works offline)."""
     buf = io.StringIO()
@@ -54,7 +54,7 @@ def arm_colors(arms) -> dict[str, str]:
     return {a: PALETTE[i % len(PALETTE)] for i, a in enumerate(sorted(set(arms)))}
 
 
-def _point_tips(ax, x: list, y, texts: list[str], prefix: str, tips: dict[str, str]) -> None:
+def point_tips(ax, x: list, y, texts: list[str], prefix: str, tips: dict[str, str]) -> None:
     """Near-invisible hover targets on each finite point, their texts in ``tips``."""
     for i, (xi, yi, t) in enumerate(zip(x, y, texts, strict=True)):
         if yi is None or yi != yi:
@@ -69,6 +69,15 @@ def _daily(frame: pl.DataFrame, start: dt.date, end: dt.date) -> pl.DataFrame:
     break at excluded days instead of bridging them."""
     days = pl.DataFrame({"ds": pl.date_range(start, end, "1d", eager=True)})
     return days.join(frame, on="ds", how="left").sort("ds")
+
+
+def dodged(x: list, i: int, n: int, width_days: float = 0.45) -> list:
+    """Day positions ``x`` shifted for series ``i`` of ``n`` drawn on the same
+    days, so their points and whiskers sit side by side instead of on one x."""
+    if n <= 1:
+        return x
+    shift = dt.timedelta(days=width_days * ((i + 0.5) / n - 0.5))
+    return [dt.datetime.combine(d, dt.time()) + shift if d is not None else None for d in x]
 
 
 def _span(d: dt.date, half_days: float = 0.5) -> tuple[dt.datetime, dt.datetime]:
@@ -124,16 +133,17 @@ def reo_figure(
     sub = reo.filter(pl.col("attribute") == attribute)
     colors = colors or arm_colors(sub.get_column("arm"))
     tips: dict[str, str] = {}
-    for arm in sorted(set(sub.get_column("arm"))):
+    arms = sorted(set(sub.get_column("arm")))
+    for i, arm in enumerate(arms):
         a = _daily(sub.filter(pl.col("arm") == arm), start, end)
-        x = a.get_column("ds").to_list()
+        x = dodged(a.get_column("ds").to_list(), i, len(arms))
         c = colors.get(arm)
         ax.fill_between(
             x, a.get_column("ci_low").to_numpy(), a.get_column("ci_high").to_numpy(), alpha=0.2, color=c, lw=0
         )
         y = a.get_column("reo").to_numpy()
         (line,) = ax.plot(x, y, marker="o", ms=3, label=f"{arm}", color=c)
-        _point_tips(
+        point_tips(
             ax,
             x,
             y,
@@ -155,10 +165,16 @@ def reo_figure(
             alpha=0.7,
         )
     if "look_ahead" in sub.columns and sub.get_column("look_ahead").fill_null(False).any():
-        ahead = sub.filter(pl.col("look_ahead").fill_null(False))
+        ahead_x, ahead_y = [], []
+        for i, arm in enumerate(arms):  # at the arm's dodged position
+            a = _daily(sub.filter(pl.col("arm") == arm), start, end)
+            mask = a.get_column("look_ahead").fill_null(False).to_list()
+            xs = dodged(a.get_column("ds").to_list(), i, len(arms))
+            ahead_x += [x for x, m in zip(xs, mask, strict=True) if m]
+            ahead_y += [y for y, m in zip(a.get_column("reo").to_list(), mask, strict=True) if m]
         ax.scatter(
-            ahead.get_column("ds").to_list(),
-            ahead.get_column("reo").to_numpy(),
+            ahead_x,
+            ahead_y,
             s=60,
             facecolors="none",
             edgecolors="#a15c07",
@@ -184,7 +200,7 @@ def reo_figure(
     ax.set_title(f"Daily REO by arm, attribute '{attribute}' (band: {ci_label(sub)}; grey: excluded day)", loc="left")
     ax.legend(title="arm", fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     _date_axis(ax, start, end)
-    return _svg(fig, tips)
+    return svg_text(fig, tips)
 
 
 def delta_u_figure(group: pl.DataFrame, attribute: str, start: dt.date, end: dt.date) -> str:
@@ -193,13 +209,13 @@ def delta_u_figure(group: pl.DataFrame, attribute: str, start: dt.date, end: dt.
     sub = group.filter(pl.col("attribute") == attribute)
     arms = sorted(set(sub.get_column("arm")))
     groups = sorted(set(sub.get_column("group")))
-    many = len(groups) > MAX_GROUP_LINES
+    many = len(groups) > MAX_GROUP_LINES or sub.get_column("ds").n_unique() == 1  # one day: points, not series
     ncols = min(2, len(arms))  # at most two panels a row: the page width keeps the text readable
     nrows = -(-len(arms) // ncols)
     fig, axes = plt.subplots(
         nrows,
         ncols,
-        figsize=(7.5, nrows * (0.28 * len(groups) + 1.2 if many else 2.6)),
+        figsize=(7.5, nrows * (0.28 * len(groups) + 1.6 if many else 2.6)),
         squeeze=False,
         sharey=True,
         layout="constrained",
@@ -219,9 +235,9 @@ def delta_u_figure(group: pl.DataFrame, attribute: str, start: dt.date, end: dt.
             ax.set_xlabel("ΔU (relative utility)")
             ax.set_title(f"arm {arm}, {last.get_column('ds').max()}", loc="left")
         else:
-            for g in groups:
+            for i, g in enumerate(groups):
                 s = _daily(a.filter(pl.col("group") == g), start, end)
-                x = s.get_column("ds").to_list()
+                x = dodged(s.get_column("ds").to_list(), i, len(groups))
                 ax.fill_between(x, s.get_column("ci_low").to_numpy(), s.get_column("ci_high").to_numpy(), alpha=0.2)
                 y = s.get_column("delta_U").to_numpy()
                 (line,) = ax.plot(x, y, marker="o", ms=3, label=g)
@@ -245,7 +261,7 @@ def delta_u_figure(group: pl.DataFrame, attribute: str, start: dt.date, end: dt.
     fig.suptitle(
         f"Relative utility ΔU_k = U_k/mean(U) − 1 by group, '{attribute}' (95% CI)", x=0.01, ha="left", fontsize=10
     )
-    return _svg(fig)
+    return svg_text(fig)
 
 
 def ab_figure(
@@ -259,12 +275,13 @@ def ab_figure(
     sub = sub.filter(pl.col("method") == method)
     colors = colors or arm_colors(sub.get_column("treatment"))
     tips: dict[str, str] = {}
-    for (control, treatment), g in sorted(sub.group_by("control", "treatment"), key=lambda kv: kv[0]):
+    pairs = sorted(sub.group_by("control", "treatment"), key=lambda kv: kv[0])
+    for i, ((control, treatment), g) in enumerate(pairs):
         s = _daily(g.select("ds", "diff", "ci_low", "ci_high", "p_value"), start, end)
         y = s.get_column("diff").to_numpy()
-        x = s.get_column("ds").to_list()
+        x = dodged(s.get_column("ds").to_list(), i, len(pairs))
         (line,) = ax.plot(x, y, marker="o", ms=3, label=f"{treatment} − {control}", color=colors.get(treatment))
-        _point_tips(
+        point_tips(
             ax,
             x,
             y,
@@ -276,7 +293,7 @@ def ab_figure(
             tips,
         )
         ax.fill_between(
-            s.get_column("ds").to_list(),
+            x,
             s.get_column("ci_low").to_numpy(),
             s.get_column("ci_high").to_numpy(),
             alpha=0.2,
@@ -289,7 +306,7 @@ def ab_figure(
     ax.set_title(f"D_REO = REO(treatment) − REO(control), '{attribute}' (band: {band}, method {method})", loc="left")
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     _date_axis(ax, start, end)
-    return _svg(fig, tips)
+    return svg_text(fig, tips)
 
 
 def model_threshold_figure(prev: pl.DataFrame) -> str:
@@ -314,7 +331,7 @@ def model_threshold_figure(prev: pl.DataFrame) -> str:
         ax.set_xticks(list(x), sub.get_column("group").to_list(), rotation=30, ha="right", fontsize=8)
         ax.set_title(f"{model}, t = {t:g} ± {d:g}, by {attribute}", loc="left", fontsize=9)
         ax.set_ylabel("implied threshold P(Y=1 | s=t)")
-    return _svg(fig)
+    return svg_text(fig)
 
 
 def reach_group_figure(reach_group: pl.DataFrame, side: str, metrics: list[str], uniform: float | None = None) -> str:
@@ -326,7 +343,7 @@ def reach_group_figure(reach_group: pl.DataFrame, side: str, metrics: list[str],
     heights = [max(1, rows.filter(pl.col("attribute") == a).get_column("group").n_unique()) for a in attrs]
     fig, axes = plt.subplots(
         len(attrs), 1, figsize=(7, 0.9 + 0.22 * sum(heights) + 0.35 * len(attrs)), squeeze=False,
-        gridspec_kw={"height_ratios": heights},
+        gridspec_kw={"height_ratios": heights}, sharex=True,  # one x scale: the facets compare
     )  # fmt: skip
     colors = dict(zip(metrics, plt.get_cmap("tab10").colors, strict=False))
     for ax, a in zip(axes[:, 0], attrs, strict=True):
@@ -351,7 +368,7 @@ def reach_group_figure(reach_group: pl.DataFrame, side: str, metrics: list[str],
     if uniform is not None:
         axes[-1, 0].set_xlabel("mean over units (dashed: a uniform recommender's availability)")
     fig.tight_layout()
-    svg = _svg(fig)
+    svg = svg_text(fig)
     plt.close(fig)
     return svg
 
@@ -387,4 +404,4 @@ def labeler_threshold_figure(sdt: pl.DataFrame) -> str:
         ax.set_title(f"labelers by {attribute}", loc="left", fontsize=9)
         ax.set_ylabel("implied threshold")
     axes[0][-1].legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return _svg(fig)
+    return svg_text(fig)

@@ -186,7 +186,7 @@ def generic_section(t: Table, frame: pl.DataFrame) -> tuple[str, dict] | None:
     if last.height > GENERIC_MAX_ROWS:
         readings.append(f"First {GENERIC_MAX_ROWS} of {last.height} rows (by {', '.join(key)}).")
     columns = [*key, *values, *(["CI"] if has_ci else []), *verdicts]
-    return f"{t.name} ({t.source})", {"columns": columns, "rows": rows, "readings": readings}
+    return t.name, {"columns": columns, "rows": rows, "readings": readings}
 
 
 def generic_sections(frames: dict[str, pl.DataFrame]) -> list[tuple[str, dict]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -17,6 +18,18 @@ if TYPE_CHECKING:
 def fmt(x: float | None, digits: int = 4) -> str:
     """``x`` with ``digits`` decimals; ``nan`` for None or NaN."""
     return "nan" if x is None or x != x else f"{x:.{digits}f}"
+
+
+#: Printed cells that carry no value: a column with only these is left out of a printed table.
+EMPTY_CELLS = frozenset({"", "-", "nan", "[nan, nan]", "nan / nan"})
+
+
+def drop_empty_columns(table: Table) -> Table:
+    """``table`` without the columns whose every cell is empty (:data:`EMPTY_CELLS`),
+    e.g. an interval method undefined for the data; a table without rows is kept whole."""
+    if table.row_count:
+        table.columns = [c for c in table.columns if any(str(v).strip() not in EMPTY_CELLS for v in c.cells)]
+    return table
 
 
 VERDICT_STYLE = {"exceeds": "bold red", "within": "green", "inconclusive": "yellow", "undefined": "dim"}
@@ -243,6 +256,7 @@ def run_days_with_progress(
     *,
     config_path: str = "",
     show_progress: bool = True,
+    follow_log: bool = False,
     **options,
 ) -> list[dict]:
     """:func:`fairmon.pipelines.orchestration.runner.run_days` with a Rich progress bar on
@@ -251,6 +265,10 @@ def run_days_with_progress(
     prefect: default True; with ``prefect=False`` the executor's own
     :func:`fairmon.pipelines.executor.days.run_days` runs the days in process,
     and Prefect's orchestration module is not even imported).
+    With ``follow_log`` the bar's description follows the ``fairmon`` logger's
+    INFO lines (the stage a day is in, reachability's share of users solved),
+    so a long step shows what it does (the logger's own handlers print what
+    they printed before).
     Returns its per-day summaries; raises what it raises."""
     progress = Progress(
         TextColumn("[bold]{task.description}"),
@@ -268,8 +286,9 @@ def run_days_with_progress(
                 f"{len(days)} day(s) ({pre['ingest'] + pre['checks'] + pre['counts']:.1f}s)"
             )
 
-    with progress:
+    with progress, following_log(follow_log and show_progress) as lines:
         job = progress.add_task(f"fairmon {len(days)} day(s): starting", total=len(days))
+        lines.append(lambda msg: progress.update(job, description=f"fairmon: {escape(msg[:90])}"))
         if options.pop("prefect", True):  # imports Prefect's flows: only when days run, bar shown first
             from fairmon.pipelines.orchestration.runner import run_days
         else:
@@ -280,3 +299,45 @@ def run_days_with_progress(
             progress.advance(job)
 
         return run_days(cfg, days, config_path=config_path, on_prestage=prestaged, on_day=day_done, **options)
+
+
+@contextmanager
+def following_log(enabled: bool):
+    """While open, every INFO (or higher) record of the ``fairmon`` logger is
+    passed as text to the callbacks appended to the yielded list. Handlers that
+    were on the logger keep their own levels, so nothing new is printed."""
+    import logging
+
+    callbacks: list = []
+    if not enabled:
+        yield callbacks
+        return
+    log = logging.getLogger("fairmon")
+
+    before, propagate = log.getEffectiveLevel(), log.propagate
+
+    class Follow(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            for cb in callbacks:
+                cb(record.getMessage())
+            if propagate and record.levelno >= before:  # what the ancestors' handlers saw before
+                for h in logging.getLogger().handlers:
+                    if record.levelno >= h.level:
+                        h.handle(record)
+
+    handler, old_level = Follow(logging.INFO), log.level
+    log.propagate = False
+    quiet = [(h, h.level) for h in log.handlers if h.level == logging.NOTSET]
+    for h, _ in quiet:  # a handler that relied on the logger's level keeps printing what it printed
+        h.setLevel(log.getEffectiveLevel())
+    log.addHandler(handler)
+    if log.getEffectiveLevel() > logging.INFO:
+        log.setLevel(logging.INFO)
+    try:
+        yield callbacks
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(old_level)
+        log.propagate = propagate
+        for h, level in quiet:
+            h.setLevel(level)

@@ -1,0 +1,133 @@
+"""The report's opening sentences (issue 41 item 6), on hand-made rows: the
+favoured group, REO against the line, how sure, the A/B change read as an
+improvement or a harm, what to do, and why a rejected parity test stands
+beside an inconclusive verdict."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+
+from fairmon.transforms.report_words import GLOSSARY, ab_effect, headline_sentences, parity_explanation
+
+D = dt.date(2026, 2, 1)
+NAN = float("nan")
+
+
+def _reo(arm: str, reo: float, lo: float, hi: float, verdict: str, **kw) -> dict:
+    base = dict(ds=D, arm=arm, attribute="creator", K=2, reo=reo, ci_low=lo, ci_high=hi, level=0.95)
+    base |= dict(reo_threshold=1 / 9, verdict_80pct=verdict, parity_p_value=1e-9, reason=None, n_small_groups=0)
+    return base | dict(ci_method="delta") | kw
+
+
+def _grp(arm: str, group: str, du: float, lo: float, hi: float, attribute: str = "creator") -> dict:
+    return dict(ds=D, arm=arm, attribute=attribute, group=group, delta_U=du, ci_low=lo, ci_high=hi)
+
+
+def _ab(treatment: str, diff: float, lo: float, hi: float, q: float, method: str = "delta") -> dict:
+    return dict(ds=D, attribute="creator", control="control", treatment=treatment, metric="reo", method=method) | dict(
+        diff=diff, ci_low=lo, ci_high=hi, q_value=q
+    )
+
+
+def test_a_production_disparity_and_a_treatment_that_removes_it():
+    reo = pl.DataFrame(
+        [
+            _reo("control", 0.56, 0.52, 0.60, "exceeds"),
+            _reo("new_ranker", 0.05, 0.01, 0.09, "within"),
+            _reo("worse", 0.70, 0.66, 0.74, "exceeds"),
+            _reo("control", 0.3, 0.2, 0.4, "exceeds", ds=D - dt.timedelta(days=1)),  # not the latest day
+        ]
+    )
+    groups = pl.DataFrame(
+        [
+            _grp("control", "star", 0.56, 0.50, 0.62),
+            _grp("control", "new", -0.56, -0.62, -0.50),
+            _grp("new_ranker", "star", 0.05, -0.01, 0.11),
+            _grp("new_ranker", "new", -0.05, -0.11, 0.01),
+        ]
+    )
+    ab = pl.DataFrame(
+        [
+            _ab("new_ranker", -0.51, -0.55, -0.47, 1e-6),
+            _ab("new_ranker", -0.51, -0.60, -0.40, 1e-5, method="bootstrap"),  # not the arm's own method
+            _ab("worse", 0.14, 0.10, 0.18, 1e-4),
+        ]
+    )
+    out = {h["arm"]: h for h in headline_sentences(reo, groups, ab)}
+    assert list(out) == ["control", "new_ranker", "worse"]  # the latest day, control first
+    c = out["control"]
+    assert c["text"].startswith(
+        "By creator, arm control favours star (+56 % against an even share): REO 0.56, above the 0.11 line "
+        "(80 % rule), 95 % sure. Act:"
+    )
+    assert (c["verdict"], c["tone"], c["ab"]) == ("exceeds", "harm", None)
+    n = out["new_ranker"]
+    assert "arm new_ranker favours no group clearly: REO 0.05, below the 0.11 line (80 % rule), 95 % sure." in n["text"]
+    assert "It lowers REO against control: −0.51 [−0.55, −0.47], an improvement." in n["text"]
+    assert "On fairness it can ship" in n["text"] and (n["ab"], n["tone"]) == ("improvement", "good")
+    w = out["worse"]
+    assert "It raises REO against control: +0.14 [+0.10, +0.18], a harm." in w["text"]
+    assert "Do not ship this treatment" in w["text"] and w["ab"] == "harm"
+
+
+def test_inconclusive_with_a_rejected_parity_test_says_why():
+    row = _reo("all", 0.26, 0.0, 0.29, "inconclusive", K=16, reo_threshold=1 / 9, parity_p_value=0.044)
+    row |= dict(attribute="jacket", n_small_groups=3)
+    groups = pl.DataFrame(
+        [_grp("all", "bomber", 0.43, 0.02, 0.85, "jacket"), _grp("all", "vest", 0.1, -0.3, 0.5, "jacket")]
+    )
+    (h,) = headline_sentences(pl.DataFrame([row]), groups, pl.DataFrame())
+    assert h["text"].startswith(
+        "By jacket, the system favours bomber (+43 % against an even share): REO 0.26, interval [0.00, 0.29] "
+        "reaches both sides of the 0.11 line (configured reo_threshold)."
+    )
+    assert "Not sure either way: some groups are too small" in h["text"]
+    assert "The parity test rejects equal utilities (p = 0.044), but the REO interval reaches 0" in h["text"]
+    assert (h["verdict"], h["tone"]) == ("inconclusive", "warn")
+    # parity not rejected, or an interval that excludes 0: nothing to explain
+    assert parity_explanation(row | {"parity_p_value": 0.2}) is None
+    assert parity_explanation(row | {"ci_low": 0.01}) is None
+
+
+def test_an_intersection_says_it_is_one_and_comes_last():
+    reo = pl.DataFrame(
+        [
+            _reo("all", 0.76, 0.6, 0.83, "exceeds", attribute="gender×user_gender", K=4),
+            _reo("all", 0.02, 0.0, 0.09, "within", attribute="user_gender", parity_p_value=0.9),
+        ]
+    )
+    first, second = headline_sentences(reo, pl.DataFrame(), pl.DataFrame())
+    assert first["text"].startswith("By user_gender, the system favours no group clearly: REO 0.02, below the 0.11")
+    assert "No action needed." in first["text"]
+    assert second["text"].startswith("By the intersection gender×user_gender (crossed groups, smaller cells),")
+    assert "above the 0.11 line (configured reo_threshold), 95 % sure" in second["text"]
+
+
+def test_undefined_reo_names_the_reason():
+    row = _reo("all", NAN, NAN, NAN, "undefined", reason="Q_k = 0 for group(s) new", parity_p_value=NAN)
+    (h,) = headline_sentences(pl.DataFrame([row]), pl.DataFrame(), pl.DataFrame())
+    assert h["text"] == "By creator, the system: REO is undefined. Fix the input first: Q_k = 0 for group(s) new."
+    assert h["tone"] == "muted"
+
+
+def test_ab_effect_reads_reo_and_delta_u_rows():
+    assert ab_effect("reo", -0.55, -0.47, 1e-6, None) == "improvement"
+    assert ab_effect("reo", 0.10, 0.18, 0.01, None) == "harm"
+    assert ab_effect("reo", -0.1, 0.05, 0.3, None) == "no clear change"
+    assert ab_effect("reo", -0.3, -0.1, 0.2, None) == "no clear change"  # q ≥ 0.05: not after multiple comparisons
+    assert ab_effect("reo", NAN, NAN, NAN, None) == "undefined"
+    # control ΔU_0 = −0.3 (group 0 disfavoured): D in (0, 0.6) moves it towards 0
+    assert ab_effect("delta_U:0", 0.1, 0.4, 1e-3, -0.3) == "improvement"
+    assert ab_effect("delta_U:0", -0.2, -0.1, 1e-3, -0.3) == "harm"  # further below 0
+    assert ab_effect("delta_U:0", 0.7, 0.9, 1e-3, -0.3) == "harm"  # overshoots: |−0.3 + 0.7| > 0.3
+    assert ab_effect("delta_U:0", 0.4, 0.8, 1e-3, -0.3) == "changed"  # part of it overshoots
+    assert ab_effect("delta_U:1", -0.4, -0.1, 1e-3, 0.3) == "improvement"
+    assert ab_effect("delta_U:1", 0.1, 0.2, 1e-3, None) == "changed"  # no control value to compare with
+
+
+def test_glossary_defines_each_term_once():
+    terms = [t for t, _ in GLOSSARY]
+    assert len(terms) == len(set(terms))
+    assert {"utility U_k", "ΔU_k", "REO", "the line (reo_threshold)", "parity test", "q-value"} <= set(terms)
