@@ -180,9 +180,16 @@ def _open(batch: Batch, day: Day) -> None:
         }
     timing.start(ds)
     try:
-        day.recorded = start_record(cfg, batch.config_path, day.run_id, ds, params)
+        day.recorded, listing = start_record(cfg, batch.config_path, day.run_id, ds, params)
     except Exception as e:
         day.error = e
+        return
+    if listing is not None:  # recorded first, then the day fails naming the input
+        _guard(day, "inputs", lambda d: _raise(listing))
+
+
+def _raise(e: BaseException) -> None:
+    raise e
 
 
 def _impressions(batch: Batch, days: list[Day]) -> None:

@@ -20,7 +20,7 @@ from fairmon.pipelines.core.run import Run, ensure_run
 from fairmon.pipelines.executor.batch import Batch, execute
 from fairmon.pipelines.executor.outcomes import Hooks
 from fairmon.pipelines.executor.publishing import WarehouseViews, refresh_run_views
-from fairmon.pipelines.ingest.staging import prestage_impressions
+from fairmon.pipelines.ingest.staging import prestage_impressions, run_logger
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock
 from fairmon.pipelines.storage.warehouse import clean_tmp
@@ -105,7 +105,11 @@ def run_days(
         chunks = [days[i : i + step] for i in range(0, len(days), step)]
 
         def prestage(chunk: list[dt.date]) -> None:
-            pre = prestage_impressions(cfg, chunk, force_ingest)
+            try:
+                pre = prestage_impressions(cfg, chunk, force_ingest)
+            except Exception as e:  # the days stage their own files, and each records what stops it
+                run_logger().warning("prestaging %s..%s failed (%s: %s)", chunk[0], chunk[-1], type(e).__name__, e)
+                return
             if on_prestage is not None:
                 on_prestage(pre)
 
