@@ -71,3 +71,24 @@ def test_a_day_whose_inputs_cannot_be_listed_is_recorded_failed(tmp_path, monkey
     runs = latest_runs(load_config(cfg_path).duckdb_path)
     assert runs.row(0, named=True)["status"] == "failed"
     assert _published_reo(cfg_path) == []
+
+
+# ---- item 2: the same rows in two of a day's files --------------------------------------------------
+
+
+def test_a_pool_copied_under_a_second_name_quarantines_the_day_naming_both_files(tmp_path):
+    from fairmon.pipelines.executor.days import run_day
+
+    cfg_path = _sim(tmp_path / "sim")
+    (pool,) = (cfg_path.parent / "random").glob("random_*.csv")
+    copy = pool.with_name(f"random_{DAY}_{DAY}.csv")  # same rows, another declared range inside the window
+    shutil.copy(pool, copy)
+    out = run_day(str(cfg_path), DAY)
+    assert out["status"] == "quarantined"
+    assert "rows_unique_across_files" in out["error"]
+    assert f"random/{pool.name}" in out["error"] and f"random/{copy.name}" in out["error"]
+    assert _published_reo(cfg_path) == []
+    copy.unlink()  # without the copy the day publishes its n of random traffic once
+    out = run_day(str(cfg_path), DAY)
+    assert out["status"] == "published"
+    assert {r["n_rand"] for r in out["reo"]} == {SPEC.random_rows_per_day * SPEC.random_pool_days}

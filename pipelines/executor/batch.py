@@ -37,6 +37,7 @@ from fairmon.pipelines.executor.day_checks import (
     check_days,
     check_outputs,
     dq_tables,
+    file_copies_check,
     output_check_frames,
 )
 from fairmon.pipelines.executor.estimators import (
@@ -200,6 +201,7 @@ def _impressions(batch: Batch, days: list[Day]) -> None:
 
     def ingest_and_count(d: Day) -> None:
         _gate(d, batch.hooks.ingest(cfg, "impressions", d.ds, batch.force_ingest))
+        _gate(d, file_copies_check(cfg, d.ds))  # one file's rows twice, under two names
         d.counts, d.totals, d.buckets = step(count_groups, cfg, d.ds)
 
     def estimates(d: Day) -> None:

@@ -19,7 +19,10 @@ from fairmon.pipelines.checks.suites import DQResult, dq_frame
 from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.executor.outcomes import DayFailed, step
-from fairmon.pipelines.ingest.windows import random_window_note
+from fairmon.pipelines.ingest.identity import unit_key
+from fairmon.pipelines.ingest.sources import day_files
+from fairmon.pipelines.ingest.windows import random_window_note, tiktok_pools
+from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import InputContractError
 from fairmon.transforms.gate_frames import day_check_frame, output_check_frame
 
@@ -132,3 +135,45 @@ def dq_tables(cfg: FairmonConfig, results: dict[dt.date, list[DQResult]]) -> dic
         if not meta.success:
             raise DayFailed(f"{ds}: stage dq_results: {meta.summary()}")
     return frames
+
+
+#: The check of :func:`file_copies_check` (severity overridable in ``[quality.severity]``).
+FILE_COPIES = "rows_unique_across_files"
+
+
+def file_copies_check(cfg: FairmonConfig, ds: dt.date) -> list[DQResult]:
+    """Whether two of day ``ds``'s impressions files hold the same rows
+    (sql/impressions_file_copies.sql over their staged profiles): a random
+    pool copied under a second name, with another declared range, would
+    count its traffic twice and narrow every interval. Critical by default,
+    like repeated ids within one file (``ids_unique``); the failure names
+    both files. Returns [] or one failed result. Raises what DuckDB raises."""
+    files = day_files(cfg, [ds]).get_column("file").unique().sort().to_list()
+    if len(files) < 2:
+        return []
+    with timing.clock(ds, "checks"), db.connect(cfg.duckdb_path) as con:
+        pairs = db.rows(con, "impressions_file_copies", files=files, pools=pool_keys(cfg))
+    if not pairs:  # like ab_config_check: a result only when it fails, so dq_results of clean days are as before
+        return []
+    failure = {
+        "name": FILE_COPIES,
+        "severity": cfg.quality.severity.get(FILE_COPIES, "critical"),
+        "type": "files",
+        "column": "src_file",
+        "unexpected_count": len(pairs),
+        "rows": [],
+        "sample": [f"{a} = {b}" for a, b, _ in pairs[:5]],
+        "note": "; ".join(
+            f"files {a} and {b} hold the same {n} rows (a copy: their traffic would count twice)" for a, b, n in pairs
+        ),
+    }
+    return [DQResult("impressions", "impressions_files", f"impressions files of {ds}", 1, [failure])]
+
+
+def pool_keys(cfg: FairmonConfig) -> list[str]:
+    """Identities of the config's pooled random-traffic files (TikTok format),
+    whose staged dates are their declared range rather than the rows' own."""
+    imp = cfg.impressions
+    if imp is None or imp.format != "tiktok":
+        return []
+    return [unit_key(cfg, p) for p, _, _ in tiktok_pools(cfg)]
