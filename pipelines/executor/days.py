@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from fairmon.pipelines.checks.gate import gate_for, preload_gate, prune_gx
-from fairmon.pipelines.core.config import FairmonConfig, load_config
+from fairmon.pipelines.core.config import FairmonConfig, check_paths, check_writable, load_config
 from fairmon.pipelines.core.run import Run, ensure_run
 from fairmon.pipelines.executor.batch import Batch, execute
 from fairmon.pipelines.executor.outcomes import Hooks
@@ -83,9 +83,13 @@ def run_days(
     error}. A day's own failure never stops the others. Raises
     :class:`fairmon.pipelines.storage.locking.RunLockedError` when another
     process holds the project longer than ``wait_seconds``, ValueError when
-    a run of another config is in scope.
+    a run of another config is in scope,
+    :class:`fairmon.pipelines.core.config.ConfigError` when the warehouse or
+    the DuckDB file is not what the config says or cannot be written.
     """
     hooks = hooks or Hooks()
+    check_paths(cfg)  # what is on disk now: a CSV named as duckdb, a file as warehouse
+    check_writable(cfg)  # a read-only warehouse or DuckDB folder: refused before anything is written
     path = cfg.duckdb_path
     results: dict[dt.date, Any] = {}
     with (

@@ -76,9 +76,17 @@ def random_window_note(cfg: FairmonConfig, ds: dt.date) -> str:
 def matches(template: str, cfg: FairmonConfig, **fields: str) -> list[Path]:
     """The files a path ``template`` of the config names, its ``{fields}``
     filled (a field may be ``*``), resolved against the config's folder and
-    sorted; no file gives an empty list."""
-    pattern = str(cfg.resolve(template.format(**fields)))
-    return sorted(Path(p) for p in glob.glob(pattern))
+    sorted; no file gives an empty list. The template may hold glob
+    characters; the config's folder is a name, not a pattern (``proj[x]``:
+    escaped), and a path that exists as written is itself."""
+    filled = template.format(**fields)
+    path = Path(filled).expanduser()
+    pattern = str(path) if path.is_absolute() else str(Path(glob.escape(str(cfg.base_dir))) / path)
+    found = {Path(p) for p in glob.glob(pattern)}
+    literal = cfg.resolve(filled)
+    if not found and literal.exists():  # an absolute path whose own folders hold [ ] * ?
+        found.add(literal)
+    return sorted(found)
 
 
 def tiktok_pools(cfg: FairmonConfig) -> list[tuple[Path, dt.date, dt.date]]:
