@@ -18,9 +18,11 @@ from fairmon.pipelines.checks.gate import gate_for
 from fairmon.pipelines.checks.suites import DQResult, dq_frame
 from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
+from fairmon.pipelines.core.config_sections import PYTHON_CHECKS
 from fairmon.pipelines.executor.outcomes import DayFailed, step
 from fairmon.pipelines.ingest.identity import unit_key
 from fairmon.pipelines.ingest.sources import day_files
+from fairmon.pipelines.ingest.staging import run_logger
 from fairmon.pipelines.ingest.windows import random_window_note, tiktok_pools
 from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import InputContractError
@@ -105,12 +107,25 @@ def ab_config_check(cfg: FairmonConfig, counts: pl.DataFrame) -> list[DQResult]:
     """A warning (in dq_results and the run summary) when ``[ab] control`` or
     a configured pair names an arm the day's default traffic (``counts``)
     does not have: the A/B comparison it asks for cannot be made, and must
-    not vanish silently. Returns [] or one warning result."""
+    not vanish silently: the warning is also logged (``fairmon`` logger: on
+    the command's stderr) naming the arm and the [ab] key. Returns [] or one
+    warning result."""
     arms = set(counts.filter(pl.col("traffic") == "default").get_column("arm").to_list())
     wanted = ([cfg.ab.control] if cfg.ab.control else []) + [a for p in cfg.ab.pairs for a in p]
     missing = sorted({a for a in wanted if a not in arms})
     if not missing or not arms:
         return []
+    keys = (["[ab] control"] if cfg.ab.control in missing else []) + (
+        ["[ab] pairs"] if any(a in missing for p in cfg.ab.pairs for a in p) else []
+    )
+    run_logger().warning(
+        "%s: %s name(s) arm(s) %s that the day's default traffic does not have (arms: %s): "
+        "reo_ab has no rows for them; rename the arm in the config or in the logs",
+        counts.get_column("ds")[0] if "ds" in counts.columns and counts.height else "day",
+        " and ".join(keys),
+        ", ".join(missing),
+        ", ".join(sorted(arms)),
+    )
     failure = {
         "name": "ab_arm_present",
         "severity": "warning",
@@ -138,7 +153,7 @@ def dq_tables(cfg: FairmonConfig, results: dict[dt.date, list[DQResult]]) -> dic
 
 
 #: The check of :func:`file_copies_check` (severity overridable in ``[quality.severity]``).
-FILE_COPIES = "rows_unique_across_files"
+FILE_COPIES = PYTHON_CHECKS[0]
 
 
 def file_copies_check(cfg: FairmonConfig, ds: dt.date) -> list[DQResult]:
