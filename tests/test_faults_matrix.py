@@ -417,3 +417,17 @@ def test_intersection_cells_cannot_collide():
     assert str(e.value).startswith("f.csv, column 'a', row 2: value '1×x' contains '×'")
     clean = add_intersections(staged.with_columns(pl.lit("1").alias("attr__a")), [["a"]])  # a alone: no cell to merge
     assert clean.get_column("attr__a").to_list() == ["1", "1"]
+
+
+def test_views_that_cannot_be_refreshed_at_the_start_leave_each_day_to_record_its_outcome(project, monkeypatch):
+    """The run's first refresh of the views (before any day is recorded) fails: the days still run and are
+    recorded; here the publish's own refresh works, so the day publishes."""
+    from fairmon.pipelines.executor import days
+    from fairmon.pipelines.storage.warehouse import latest_runs
+
+    def unreadable(cfg, ds=None, known=None):
+        raise OSError(5, "Input/output error", str(cfg.warehouse_path / "reo"))
+
+    monkeypatch.setattr(days, "refresh_run_views", unreadable)
+    assert days.run_day(str(project), DAY)["status"] == "published"
+    assert latest_runs(load_config(project).duckdb_path).get_column("status").to_list() == ["published"]

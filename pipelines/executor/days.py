@@ -101,7 +101,10 @@ def run_days(
         batch = Batch(run.cfg, run.config_path, force_ingest, hooks, WarehouseViews(), max(1, concurrency))
         if fresh:  # nothing else writes this warehouse now: a killed run's leftovers can go
             clean_tmp(cfg.warehouse_path, older_than_s=0)
-            refresh_run_views(cfg, None, batch.known)  # views over what the warehouse holds now
+            try:
+                refresh_run_views(cfg, None, batch.known)  # views over what the warehouse holds now
+            except Exception as e:  # each day records it when its publish refreshes them again
+                run_logger().warning("refreshing the views failed (%s: %s)", type(e).__name__, e)
         preload_gate(cfg)  # GX imports while whatever the hooks start starts
         if prestage_days is None:
             prestage_days = PRESTAGE_DAYS_SPLIT if cfg.engine == "spark" else PRESTAGE_DAYS
