@@ -299,7 +299,7 @@ def _normalize_impressions(
         "y": y.alias("y"),
     }
     for a in attributes:
-        out[ATTR_PREFIX + a] = raw.get_column(a).cast(pl.String).alias(ATTR_PREFIX + a)
+        out[ATTR_PREFIX + a] = attribute_text(raw.get_column(a), file=file, column=a).alias(ATTR_PREFIX + a)
     out["cbucket"] = (
         (raw.get_column(CLUSTER_BUCKET) if CLUSTER_BUCKET in cols else pl.Series([None] * raw.height))
         .cast(pl.Int32)
@@ -394,13 +394,18 @@ def add_intersections(staged: pl.DataFrame, intersections: list[list[str]]) -> p
     Adds ``attr__a×b`` whose value is ``<a value>×<b value>`` (e.g. ``1×north``),
     null when any part is null (counted as the group ``(missing)``), so the
     count stage counts intersections in the same scan as single attributes.
-    Raises KeyError naming an attribute that is not staged.
+    Cells cannot collide: a value of an intersected attribute that contains
+    the separator (``1×x`` with ``y`` would read as ``1`` with ``x×y``) is
+    refused. Raises KeyError naming an attribute that is not staged,
+    :class:`InputContractError` naming the file, column and row of such a value.
     """
     cols = []
     for names in intersections:
         missing = [a for a in names if ATTR_PREFIX + a not in staged.columns]
         if missing:
             raise KeyError(f"intersection {intersection_name(names)}: attribute(s) {missing} are not staged")
+        for a in names:
+            _no_separator(staged, a, names)
         cols.append(
             pl.concat_str([pl.col(ATTR_PREFIX + a) for a in names], separator=INTERSECTION_SEP).alias(
                 ATTR_PREFIX + intersection_name(names)
@@ -409,9 +414,42 @@ def add_intersections(staged: pl.DataFrame, intersections: list[list[str]]) -> p
     return staged.with_columns(cols) if cols else staged
 
 
+def _no_separator(staged: pl.DataFrame, attribute: str, names: list[str]) -> None:
+    """Raise :class:`InputContractError` for the first value of ``attribute``
+    holding :data:`INTERSECTION_SEP` (its cell of ``names`` could equal another's)."""
+    bad = staged.get_column(ATTR_PREFIX + attribute).str.contains(INTERSECTION_SEP, literal=True).fill_null(False)
+    if not bad.any():
+        return
+    i = int(bad.arg_true()[0])
+    row = staged.get_column("src_row")[i] if "src_row" in staged.columns else i + 1
+    raise InputContractError(
+        f"value {staged.get_column(ATTR_PREFIX + attribute)[i]!r} contains {INTERSECTION_SEP!r}, the separator of the "
+        f"intersection {intersection_name(names)}: two different cells could read the same; rename the value",
+        file=staged.get_column("src_file")[i] if "src_file" in staged.columns else None,
+        column=attribute,
+        row=int(row) if row is not None else None,
+    )
+
+
+def attribute_text(s: pl.Series, *, file: str, column: str) -> pl.Series:
+    """An attribute column as text (its groups, DESIGN §2): text, numbers,
+    booleans and dates are spelled as they read. Raises
+    :class:`InputContractError` naming the file, the column and its type for
+    a nested column (struct, list, array) or an object column, whose text
+    (``{"a","control"}``) would become groups nobody declared."""
+    if s.dtype.is_nested() or s.dtype == pl.Object:
+        raise InputContractError(
+            f"attribute column has type {s.dtype}; an attribute must be text, a number or a boolean "
+            "(a struct or list is not a group)",
+            file=file,
+            column=column,
+        )
+    return s.cast(pl.String)
+
+
 def _attrs_and_source(raw: pl.DataFrame, attributes: list[str], file: str) -> list[pl.Series]:
     return [
-        *(raw.get_column(a).cast(pl.String).alias(ATTR_PREFIX + a) for a in attributes),
+        *(attribute_text(raw.get_column(a), file=file, column=a).alias(ATTR_PREFIX + a) for a in attributes),
         pl.Series("src_file", [file] * raw.height, dtype=pl.String),
     ]
 

@@ -220,13 +220,64 @@ def load_config(path: str | Path) -> FairmonConfig:
     """
     path = Path(path)
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config {path} is a folder, not a TOML file") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config {path} is not UTF-8 text (byte {e.start}): TOML files are UTF-8") from None
+    except OSError as e:
+        raise ConfigError(f"config {path} cannot be read: {e.strerror or e}") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"config {path} is not valid TOML: {e}") from None
     raw["base_dir"] = path.resolve().parent
     try:
-        return FairmonConfig.model_validate(raw)
+        cfg = FairmonConfig.model_validate(raw)
     except ValidationError as e:
         raise ConfigError(_format_validation_error(path, e)) from None
+    check_paths(cfg, path)
+    return cfg
+
+
+#: Bytes 8..12 of every DuckDB database file.
+DUCKDB_MAGIC = b"DUCK"
+
+
+def check_paths(cfg: FairmonConfig, path: Path | str = "") -> None:
+    """The config's ``warehouse`` and ``duckdb`` paths as they are on disk
+    now: the warehouse a folder (or not there yet), the DuckDB file a DuckDB
+    database (or not there yet), and not the same path. Raises
+    :class:`ConfigError` naming the key and the path otherwise (a CSV named as
+    ``duckdb`` would otherwise be opened, refused or overwritten)."""
+    wh, db = cfg.warehouse_path, cfg.duckdb_path
+    where = f"config {path}: " if path else ""
+    if wh.resolve() == db.resolve():
+        raise ConfigError(f"{where}warehouse and duckdb are the same path {wh}: one folder, one file")
+    if wh.exists() and not wh.is_dir():
+        raise ConfigError(f"{where}warehouse {wh} is a file, not a folder")
+    if db.is_dir():
+        raise ConfigError(f"{where}duckdb {db} is a folder, not a DuckDB file")
+    if db.exists():
+        try:
+            with open(db, "rb") as fh:
+                head = fh.read(12)
+        except OSError as e:
+            raise ConfigError(f"{where}duckdb {db} cannot be read: {e.strerror or e}") from None
+        if head[8:12] != DUCKDB_MAGIC:
+            raise ConfigError(f"{where}duckdb {db} is not a DuckDB database file (another kind of file is there)")
+
+
+def check_writable(cfg: FairmonConfig) -> None:
+    """Before a run writes: the warehouse folder and the DuckDB file's folder
+    (or the nearest folder above each that exists, where they will be made)
+    accept new files. Raises :class:`ConfigError` naming the key and the
+    folder otherwise (a read-only mount or folder), before anything is written."""
+    import os
+
+    for key, folder in (("warehouse", cfg.warehouse_path), ("duckdb", cfg.duckdb_path.parent)):
+        near = folder.resolve()
+        while not near.exists() and near != near.parent:
+            near = near.parent
+        if not os.access(near, os.W_OK | os.X_OK):
+            raise ConfigError(f"{key}: folder {near} is read-only; fairmon must write there ({key} = {folder})")

@@ -11,6 +11,7 @@ re-exports every name here.
 from __future__ import annotations
 
 import datetime as dt
+import unicodedata
 from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -73,6 +74,28 @@ class ABConfig(Strict):
     bootstrap_resamples: int = Field(default=1000, ge=100, description="B of Algorithm 4 (≥ 1000 recommended)")
 
 
+#: Checks fairmon makes in Python rather than from a suite file, whose severity ``[quality.severity]`` may set.
+PYTHON_CHECKS = ("rows_unique_across_files",)
+
+
+def known_expectations() -> frozenset[str]:
+    """Every expectation name ``[quality.severity]`` may name: those of the
+    bundled suites (``expectations/*.json``, the part before ``[``), those the
+    output-table declarations generate (key_unique, ``<column>_not_null``,
+    bounds) and :data:`PYTHON_CHECKS`."""
+    import json
+
+    from fairmon.resources import suite_file, suites
+    from fairmon.transforms.registry import TABLES, generated_checks
+
+    names = set(PYTHON_CHECKS)
+    for suite in suites():
+        names.update(e["name"].split("[")[0] for e in json.loads(suite_file(suite).read_text()).get("expectations", []))
+    for t in TABLES.values():
+        names.update(e["name"] for e in generated_checks(t))
+    return frozenset(names)
+
+
 class QualityConfig(Strict):
     """Data-quality gate settings (expectations/*.json)."""
 
@@ -83,6 +106,20 @@ class QualityConfig(Strict):
     severity: dict[str, Literal["critical", "warning"]] = Field(
         default_factory=dict, description="override an expectation's severity by name, e.g. random_traffic_sufficient"
     )
+
+    @field_validator("severity")
+    @classmethod
+    def _known_names(cls, v: dict[str, str]) -> dict[str, str]:
+        if not v:
+            return v
+        known = known_expectations()
+        unknown = sorted(k for k in v if k.split("[")[0] not in known)
+        if unknown:
+            raise ValueError(
+                f"unknown expectation name(s) {unknown}: an override would be ignored; "
+                f"known names: {', '.join(sorted(known))}"
+            )
+        return v
 
     @model_validator(mode="after")
     def _bounds(self) -> QualityConfig:
@@ -151,6 +188,16 @@ class AuditConfig(Strict):
         for attr, names in self.groups.items():
             if not names or len(set(names)) != len(names):
                 raise ValueError(f"groups.{attr}: give unique group names")
+        for key, attr, names in [
+            *(("groups", a, n) for a, n in self.groups.items()),
+            *(("public_group_sizes", a, list(n)) for a, n in self.public_group_sizes.items()),
+        ]:
+            for name in names:
+                if not name.strip() or any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in name):
+                    raise ValueError(
+                        f"{key}.{attr}: group name {name!r} is empty or holds a control character "
+                        "(newline, tab): group names are printable text on one line"
+                    )
         return self
 
     def score_bins(self) -> tuple[list[float], list[str]]:

@@ -37,6 +37,7 @@ from fairmon.pipelines.executor.day_checks import (
     check_days,
     check_outputs,
     dq_tables,
+    file_copies_check,
     output_check_frames,
 )
 from fairmon.pipelines.executor.estimators import (
@@ -180,9 +181,16 @@ def _open(batch: Batch, day: Day) -> None:
         }
     timing.start(ds)
     try:
-        day.recorded = start_record(cfg, batch.config_path, day.run_id, ds, params)
+        day.recorded, listing = start_record(cfg, batch.config_path, day.run_id, ds, params)
     except Exception as e:
         day.error = e
+        return
+    if listing is not None:  # recorded first, then the day fails naming the input
+        _guard(day, "inputs", lambda d: _raise(listing))
+
+
+def _raise(e: BaseException) -> None:
+    raise e
 
 
 def _impressions(batch: Batch, days: list[Day]) -> None:
@@ -193,6 +201,7 @@ def _impressions(batch: Batch, days: list[Day]) -> None:
 
     def ingest_and_count(d: Day) -> None:
         _gate(d, batch.hooks.ingest(cfg, "impressions", d.ds, batch.force_ingest))
+        _gate(d, file_copies_check(cfg, d.ds))  # one file's rows twice, under two names
         d.counts, d.totals, d.buckets = step(count_groups, cfg, d.ds)
 
     def estimates(d: Day) -> None:

@@ -18,8 +18,13 @@ from fairmon.pipelines.checks.gate import gate_for
 from fairmon.pipelines.checks.suites import DQResult, dq_frame
 from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
+from fairmon.pipelines.core.config_sections import PYTHON_CHECKS
 from fairmon.pipelines.executor.outcomes import DayFailed, step
-from fairmon.pipelines.ingest.windows import random_window_note
+from fairmon.pipelines.ingest.identity import unit_key
+from fairmon.pipelines.ingest.sources import day_files
+from fairmon.pipelines.ingest.staging import run_logger
+from fairmon.pipelines.ingest.windows import random_window_note, tiktok_pools
+from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import InputContractError
 from fairmon.transforms.gate_frames import day_check_frame, output_check_frame
 
@@ -128,12 +133,25 @@ def ab_config_check(cfg: FairmonConfig, counts: pl.DataFrame) -> list[DQResult]:
     """A warning (in dq_results and the run summary) when ``[ab] control`` or
     a configured pair names an arm the day's default traffic (``counts``)
     does not have: the A/B comparison it asks for cannot be made, and must
-    not vanish silently. Returns [] or one warning result."""
+    not vanish silently: the warning is also logged (``fairmon`` logger: on
+    the command's stderr) naming the arm and the [ab] key. Returns [] or one
+    warning result."""
     arms = set(counts.filter(pl.col("traffic") == "default").get_column("arm").to_list())
     wanted = ([cfg.ab.control] if cfg.ab.control else []) + [a for p in cfg.ab.pairs for a in p]
     missing = sorted({a for a in wanted if a not in arms})
     if not missing or not arms:
         return []
+    keys = (["[ab] control"] if cfg.ab.control in missing else []) + (
+        ["[ab] pairs"] if any(a in missing for p in cfg.ab.pairs for a in p) else []
+    )
+    run_logger().warning(
+        "%s: %s name(s) arm(s) %s that the day's default traffic does not have (arms: %s): "
+        "reo_ab has no rows for them; rename the arm in the config or in the logs",
+        counts.get_column("ds")[0] if "ds" in counts.columns and counts.height else "day",
+        " and ".join(keys),
+        ", ".join(missing),
+        ", ".join(sorted(arms)),
+    )
     failure = {
         "name": "ab_arm_present",
         "severity": "warning",
@@ -199,3 +217,45 @@ def dq_tables(cfg: FairmonConfig, results: dict[dt.date, list[DQResult]]) -> dic
         if not meta.success:
             raise DayFailed(f"{ds}: stage dq_results: {meta.summary()}")
     return frames
+
+
+#: The check of :func:`file_copies_check` (severity overridable in ``[quality.severity]``).
+FILE_COPIES = PYTHON_CHECKS[0]
+
+
+def file_copies_check(cfg: FairmonConfig, ds: dt.date) -> list[DQResult]:
+    """Whether two of day ``ds``'s impressions files hold the same rows
+    (sql/impressions_file_copies.sql over their staged profiles): a random
+    pool copied under a second name, with another declared range, would
+    count its traffic twice and narrow every interval. Critical by default,
+    like repeated ids within one file (``ids_unique``); the failure names
+    both files. Returns [] or one failed result. Raises what DuckDB raises."""
+    files = day_files(cfg, [ds]).get_column("file").unique().sort().to_list()
+    if len(files) < 2:
+        return []
+    with timing.clock(ds, "checks"), db.connect(cfg.duckdb_path) as con:
+        pairs = db.rows(con, "impressions_file_copies", files=files, pools=pool_keys(cfg))
+    if not pairs:  # like ab_config_check: a result only when it fails, so dq_results of clean days are as before
+        return []
+    failure = {
+        "name": FILE_COPIES,
+        "severity": cfg.quality.severity.get(FILE_COPIES, "critical"),
+        "type": "files",
+        "column": "src_file",
+        "unexpected_count": len(pairs),
+        "rows": [],
+        "sample": [f"{a} = {b}" for a, b, _ in pairs[:5]],
+        "note": "; ".join(
+            f"files {a} and {b} hold the same {n} rows (a copy: their traffic would count twice)" for a, b, n in pairs
+        ),
+    }
+    return [DQResult("impressions", "impressions_files", f"impressions files of {ds}", 1, [failure])]
+
+
+def pool_keys(cfg: FairmonConfig) -> list[str]:
+    """Identities of the config's pooled random-traffic files (TikTok format),
+    whose staged dates are their declared range rather than the rows' own."""
+    imp = cfg.impressions
+    if imp is None or imp.format != "tiktok":
+        return []
+    return [unit_key(cfg, p) for p, _, _ in tiktok_pools(cfg)]

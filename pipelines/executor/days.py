@@ -15,12 +15,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from fairmon.pipelines.checks.gate import gate_for, preload_gate, prune_gx
-from fairmon.pipelines.core.config import FairmonConfig, load_config
+from fairmon.pipelines.core.config import FairmonConfig, check_paths, check_writable, load_config
 from fairmon.pipelines.core.run import Run, ensure_run
 from fairmon.pipelines.executor.batch import Batch, execute
 from fairmon.pipelines.executor.outcomes import Hooks
 from fairmon.pipelines.executor.publishing import WarehouseViews, refresh_run_views
-from fairmon.pipelines.ingest.staging import prestage_impressions
+from fairmon.pipelines.ingest.staging import prestage_impressions, run_logger
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock
 from fairmon.pipelines.storage.warehouse import clean_tmp
@@ -83,9 +83,13 @@ def run_days(
     error}. A day's own failure never stops the others. Raises
     :class:`fairmon.pipelines.storage.locking.RunLockedError` when another
     process holds the project longer than ``wait_seconds``, ValueError when
-    a run of another config is in scope.
+    a run of another config is in scope,
+    :class:`fairmon.pipelines.core.config.ConfigError` when the warehouse or
+    the DuckDB file is not what the config says or cannot be written.
     """
     hooks = hooks or Hooks()
+    check_paths(cfg)  # what is on disk now: a CSV named as duckdb, a file as warehouse
+    check_writable(cfg)  # a read-only warehouse or DuckDB folder: refused before anything is written
     path = cfg.duckdb_path
     results: dict[dt.date, Any] = {}
     with (
@@ -97,7 +101,10 @@ def run_days(
         batch = Batch(run.cfg, run.config_path, force_ingest, hooks, WarehouseViews(), max(1, concurrency))
         if fresh:  # nothing else writes this warehouse now: a killed run's leftovers can go
             clean_tmp(cfg.warehouse_path, older_than_s=0)
-            refresh_run_views(cfg, None, batch.known)  # views over what the warehouse holds now
+            try:
+                refresh_run_views(cfg, None, batch.known)  # views over what the warehouse holds now
+            except Exception as e:  # each day records it when its publish refreshes them again
+                run_logger().warning("refreshing the views failed (%s: %s)", type(e).__name__, e)
         preload_gate(cfg)  # GX imports while whatever the hooks start starts
         if prestage_days is None:
             prestage_days = PRESTAGE_DAYS_SPLIT if cfg.engine == "spark" else PRESTAGE_DAYS
@@ -105,7 +112,11 @@ def run_days(
         chunks = [days[i : i + step] for i in range(0, len(days), step)]
 
         def prestage(chunk: list[dt.date]) -> None:
-            pre = prestage_impressions(cfg, chunk, force_ingest)
+            try:
+                pre = prestage_impressions(cfg, chunk, force_ingest)
+            except Exception as e:  # the days stage their own files, and each records what stops it
+                run_logger().warning("prestaging %s..%s failed (%s: %s)", chunk[0], chunk[-1], type(e).__name__, e)
+                return
             if on_prestage is not None:
                 on_prestage(pre)
 

@@ -109,14 +109,23 @@ def forget_warehouse(known: WarehouseViews | None) -> None:
         done.clear()
 
 
-def start_record(cfg: FairmonConfig, config_path: str, run_id: str, ds: dt.date, params: dict) -> str:
+def start_record(
+    cfg: FairmonConfig, config_path: str, run_id: str, ds: dt.date, params: dict
+) -> tuple[str, Exception | None]:
     """Record day ``ds``'s run ``run_id`` in ``runs`` as 'running', started
     now, with ``params`` and the inputs the day needs now (file identities and
-    fingerprints, :func:`fairmon.pipelines.ingest.adapters.current_inputs`).
-    Returns those inputs as recorded (JSON), for :func:`finish_record`.
-    Raises what the input listing or DuckDB raises."""
+    fingerprints, :func:`fairmon.pipelines.ingest.sources.current_inputs`).
+    The record is written even when the inputs cannot be listed (a pool file
+    named with an impossible date): every attempt is recorded before it can
+    fail, so a failed latest attempt unpublishes the day (DESIGN §3).
+    Returns (the inputs as recorded, JSON, for :func:`finish_record`; the
+    listing's error or None). Raises what DuckDB raises."""
     started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
-    inputs = json.dumps(current_inputs(cfg, ds), default=str)
+    listing: Exception | None = None
+    try:
+        inputs = json.dumps(current_inputs(cfg, ds), default=str)
+    except Exception as e:  # recorded as the day's failure by the caller
+        inputs, listing = "[]", e
     with db.connect(cfg.duckdb_path) as con:
         db.ensure(con, ("runs_create", "runs_migrate"), ensured())
         db.execute(
@@ -130,7 +139,7 @@ def start_record(cfg: FairmonConfig, config_path: str, run_id: str, ds: dt.date,
             params=json.dumps(params, default=str),
             inputs=inputs,
         )
-    return inputs
+    return inputs, listing
 
 
 def finish_record(

@@ -15,7 +15,7 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -106,7 +106,10 @@ def run_with_progress(
     cfg, config: Path, days: list[dt.date], show_progress: bool = True, out: Console | None = None, **options
 ) -> list[dict]:
     """The runner over ``days`` with a progress bar on ``out`` (default stdout);
-    a held run lock ends the command (exit 5)."""
+    a held run lock ends the command (exit 5), a warehouse or DuckDB path that
+    is not what the config says or cannot be written exit 2, a disk that
+    fails (full, unwritable) under them exit 4, each as one ``error:`` line."""
+    from fairmon.pipelines.core.config import ConfigError
     from fairmon.pipelines.faces.views import run_days_with_progress
     from fairmon.pipelines.orchestration.prefect_guard import TemporaryServerError
     from fairmon.pipelines.storage.locking import RunLockedError
@@ -121,6 +124,28 @@ def run_with_progress(
     except TemporaryServerError as e:  # Prefect's temporary API did not come up: no day ran
         err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)  # one line, however narrow the terminal
         raise typer.Exit(EXIT_FAILED) from None
+    except ConfigError as e:
+        fail(str(e), EXIT_USAGE)
+    except OSError as e:  # e.g. ENOSPC under the DuckDB folder: nothing more can be recorded
+        fail(os_error_text(e), EXIT_FAILED)
+    except Exception as e:
+        import duckdb
+
+        if not isinstance(e, duckdb.IOException):  # DuckDB's own disk errors (full, unwritable) are not OSError
+            raise
+        fail(f"{cfg.duckdb_path}: {str(e).splitlines()[0]}", EXIT_FAILED)
+
+
+def os_error_text(e: OSError) -> str:
+    """An OS error as one line naming the path: ``/x/fairmon.duckdb: No space left on device``."""
+    what = e.strerror or str(e)
+    return f"{e.filename}: {what}" if e.filename else what
+
+
+def fail(message: str, code: int) -> NoReturn:
+    """End the command with one ``error:`` line and exit ``code``."""
+    err.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+    raise typer.Exit(code)
 
 
 def show_stage_logs() -> None:
@@ -268,3 +293,22 @@ def parse_floats(value: str, name: str) -> tuple[float, ...]:
         return tuple(float(x) for x in value.split(","))
     except ValueError:
         raise typer.BadParameter(f"{value!r}: expected comma-separated numbers", param_hint=name) from None
+
+
+def out_or_exit(path: Path, option: str = "--out", folder: bool = True) -> Path:
+    """``path`` for an ``--out`` option, checked before anything is written:
+    a folder (``folder``) or a file that is not the other kind, under the
+    nearest existing folder that can be written. Ends the command with an
+    ``error:`` line naming the option (exit 2) otherwise. Returns ``path``."""
+    kind = "folder" if folder else "file"
+    if path.exists() and path.is_dir() != folder:
+        fail(f"{option} {path} is a {'file' if folder else 'folder'}; give a {kind} to write into", EXIT_USAGE)
+    near = path.absolute()
+    while not near.exists() and near != near.parent:
+        near = near.parent
+    if near != path.absolute() or not folder:
+        if not near.is_dir():
+            fail(f"{option} {path}: {near} is a file, not a folder", EXIT_USAGE)
+        if not os.access(near, os.W_OK | os.X_OK):
+            fail(f"{option} {path}: folder {near} is read-only", EXIT_USAGE)
+    return path

@@ -24,6 +24,7 @@ from fairmon.pipelines.faces.cli_common import (
     dump_json,
     err,
     load_or_exit,
+    out_or_exit,
     parse_date,
     parse_floats,
     prefect_env,
@@ -106,6 +107,8 @@ def simulate(
     from fairmon.pipelines.faces.simulated import write_simulation
     from fairmon.transforms.simulators.impressions import SimulationSpec, regime_spec
 
+    out_or_exit(out)
+
     arms = dict(_parse_arm(a) for a in arm) if arm else {"all": {}}
     common = dict(start=parse_date(start, "--start"), days=days, arms=arms, random_pool_days=pool_days, seed=seed)
     common |= dict(request_size=request_size, icc=icc, group_per_request=group_per_request)
@@ -163,6 +166,7 @@ def simulate_labels(
     except ValueError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(EXIT_USAGE) from None
+    out_or_exit(out)
     paths = write_labeling_simulation(spec, out)
     end = spec.start + dt.timedelta(days=days - 1)
     console.print(f"wrote {days} days of labels to {out}; config {paths['config']}; truth {paths['truth']}")
@@ -189,6 +193,7 @@ def simulate_envy(
     if scenario not in SCENARIOS:
         raise typer.BadParameter(f"{scenario!r}: one of {', '.join(SCENARIOS)}", param_hint="--scenario")
     first = parse_date(start, "--start")
+    out_or_exit(out)
     with Progress(transient=True, console=err) as bar:
         task_id = bar.add_task("writing days", total=days)
         paths = write_envy_simulation(
@@ -227,6 +232,7 @@ def train_snapshot(
     folder = coat or data_dir("coat")
     if not (folder / "train.ascii").is_file():
         raise typer.BadParameter(f"{folder} has no train.ascii", param_hint="--coat")
+    out_or_exit(out)
     with err.status("training the biased MF (grid of ranks and ridges)"):
         summary = write_coat_reach_project(out, ds, folder, seed=seed)
     if as_json:
@@ -255,6 +261,7 @@ def demo(
     prefect_env()
     from fairmon.pipelines.faces.demo import run_demo
 
+    out_or_exit(out)
     run_demo(out.resolve(), console)
 
 

@@ -15,9 +15,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from fairmon.pipelines.faces.cli_common import (
+    EXIT_FAILED,
     EXIT_LOCKED,
     EXIT_PUBLISHED,
     EXIT_QUARANTINED,
+    EXIT_USAGE,
     ConfigOpt,
     JsonOpt,
     PrefectOpt,
@@ -26,8 +28,11 @@ from fairmon.pipelines.faces.cli_common import (
     dump_json,
     err,
     exit_code,
+    fail,
     launch_api,
     load_or_exit,
+    os_error_text,
+    out_or_exit,
     parse_date,
     prefect_env,
     preflight_or_exit,
@@ -96,13 +101,19 @@ def ingest(
     cfg = load_or_exit(config)
     from prefect import tags
 
+    from fairmon.pipelines.core.config import ConfigError, check_writable
     from fairmon.pipelines.orchestration.flows import absolute_config_path, run_tags
     from fairmon.pipelines.orchestration.flows import ingest as ingest_flow
     from fairmon.pipelines.storage.locking import RunLockedError, project_lock
 
     try:
+        check_writable(cfg)
         with project_lock(cfg.duckdb_path, cfg.warehouse_path), tags(*run_tags(cfg, "ingest")):
             results = ingest_flow(cfg, ds, force, absolute_config_path(str(config)))
+    except ConfigError as e:
+        fail(str(e), EXIT_USAGE)
+    except OSError as e:
+        fail(os_error_text(e), EXIT_FAILED)
     except RunLockedError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(EXIT_LOCKED) from None
@@ -221,9 +232,15 @@ def serve(
         from fairmon.pipelines.orchestration.ops import build_deployment, deployment_name
 
         sc = cfg.schedule
-        lag = sc.lag_days if lag_days is None else lag_days
-        name = deployment_name(cfg)
-        dep = build_deployment(config, cron or sc.cron, timezone or sc.timezone, lag, name, cfg.project_name)
+        dep = deployment_or_exit(
+            build_deployment,
+            config,
+            cron or sc.cron,
+            timezone or sc.timezone,
+            sc.lag_days if lag_days is None else lag_days,
+            deployment_name(cfg),
+            cfg.project_name,
+        )
         console.print(
             f"serving deployment {dep.name}: cron {dep.schedules[0].schedule.cron} "
             f"({dep.schedules[0].schedule.timezone}), parameters {dep.parameters}; stop with Ctrl-C or SIGTERM",
@@ -235,6 +252,19 @@ def serve(
 
         asyncio.run(serve_until_stopped(dep, stop))
     console.print("fairmon serve stopped")
+
+
+def deployment_or_exit(build, config: Path, cron: str, timezone: str, lag_days: int, name: str, project: str):
+    """``build(config, cron, timezone, lag_days, name, project)`` (the Prefect
+    deployment); an invalid cron expression or time zone ends the command
+    with an ``error:`` line naming ``[schedule]``'s key (exit 2)."""
+    from pydantic import ValidationError
+
+    try:
+        return build(config, cron, timezone, lag_days, name, project)
+    except ValidationError as e:
+        why = "; ".join(f"schedule.{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
+        fail(f"config {config}: {why}", EXIT_USAGE)
 
 
 schedule_app = typer.Typer(help="Inspect the daily schedule.", no_args_is_help=True)
@@ -252,7 +282,9 @@ def schedule_show(
     from fairmon.pipelines.orchestration.ops import build_deployment, deployment_name, next_runs
 
     sc = cfg.schedule
-    dep = build_deployment(config, sc.cron, sc.timezone, sc.lag_days, deployment_name(cfg), cfg.project_name)
+    dep = deployment_or_exit(
+        build_deployment, config, sc.cron, sc.timezone, sc.lag_days, deployment_name(cfg), cfg.project_name
+    )
     sched = dep.schedules[0].schedule
     t = Table(title=f"deployment {dep.flow_name}/{dep.name}", title_justify="left", show_header=False)
     t.add_row("cron", sched.cron)
@@ -285,5 +317,17 @@ def report(
     if b < a:
         raise typer.BadParameter("--end is before --start", param_hint="--end")
     cfg = load_or_exit(config)
-    path = build_report(cfg, a, b, out, config_name=str(config))
+    if out is not None:
+        out_or_exit(out, folder=False)
+    from fairmon.pipelines.storage.db import DatabaseBusyError
+
+    try:
+        path = build_report(cfg, a, b, out, config_name=str(config))
+    except DatabaseBusyError as e:  # a run holds the DuckDB file whose run history says which days are published
+        fail(f"{e} (the report reads the run history there; `fairmon sql` reads the warehouse meanwhile)", EXIT_LOCKED)
+    except OSError as e:  # writing --out (bad option, 2) or reading the warehouse (4)
+        target = out.absolute().parent if out is not None else None
+        writing = e.filename is not None and Path(e.filename).absolute().parent == target
+        why = os_error_text(e)
+        fail(f"--out {out}: {why}" if writing else why, EXIT_USAGE if writing else EXIT_FAILED)
     console.print(f"report: {path}")

@@ -75,8 +75,8 @@ def read_table(path: Path) -> pl.DataFrame:
     """
     try:
         if path.suffix.lower() in (".parquet", ".pq"):
-            return pl.read_parquet(path)
-        return pl.read_csv(path, infer_schema=False)
+            return pl.read_parquet(path, glob=False)  # a folder like proj[x] is a name, not a pattern
+        return pl.read_csv(path, infer_schema=False, glob=False)
     except pl.exceptions.NoDataError:  # a 0-byte file: the gate's has_rows/column_exists report it
         return pl.DataFrame()
     except (pl.exceptions.ComputeError, OSError) as e:

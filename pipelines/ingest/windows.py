@@ -76,16 +76,25 @@ def random_window_note(cfg: FairmonConfig, ds: dt.date) -> str:
 def matches(template: str, cfg: FairmonConfig, **fields: str) -> list[Path]:
     """The files a path ``template`` of the config names, its ``{fields}``
     filled (a field may be ``*``), resolved against the config's folder and
-    sorted; no file gives an empty list."""
-    pattern = str(cfg.resolve(template.format(**fields)))
-    return sorted(Path(p) for p in glob.glob(pattern))
+    sorted; no file gives an empty list. The template may hold glob
+    characters; the config's folder is a name, not a pattern (``proj[x]``:
+    escaped), and a path that exists as written is itself."""
+    filled = template.format(**fields)
+    path = Path(filled).expanduser()
+    pattern = str(path) if path.is_absolute() else str(Path(glob.escape(str(cfg.base_dir))) / path)
+    found = {Path(p) for p in glob.glob(pattern)}
+    literal = cfg.resolve(filled)
+    if not found and literal.exists():  # an absolute path whose own folders hold [ ] * ?
+        found.add(literal)
+    return sorted(found)
 
 
 def tiktok_pools(cfg: FairmonConfig) -> list[tuple[Path, dt.date, dt.date]]:
     """Every pooled random-traffic file (path, start, end) of a TikTok config:
     the declared ``random_pools`` and the files ``random_path`` matches (its
     ``{start}``/``{end}`` read off the name). Raises
-    :class:`InputContractError` for a pool whose end is before its start."""
+    :class:`InputContractError` naming the file for a pool whose end is
+    before its start or whose name holds an impossible date (2026-02-30)."""
     imp = cfg.impressions
     pools = [(cfg.resolve(p.path), p.start, p.end) for p in imp.random_pools]
     if imp.random_path:
@@ -96,7 +105,12 @@ def tiktok_pools(cfg: FairmonConfig) -> list[tuple[Path, dt.date, dt.date]]:
         for p in matches(imp.random_path, cfg, start="*", end="*"):
             m = re.fullmatch(regex, str(p))
             if m:
-                a, b = dt.date.fromisoformat(m.group(1)), dt.date.fromisoformat(m.group(2))
+                try:
+                    a, b = dt.date.fromisoformat(m.group(1)), dt.date.fromisoformat(m.group(2))
+                except ValueError as e:
+                    raise InputContractError(
+                        f"the pool range in the file name is not a pair of dates ({e})", file=str(p)
+                    ) from None
                 if b < a:
                     raise InputContractError(f"pool range end {b} is before start {a}", file=str(p))
                 pools.append((p, a, b))

@@ -16,6 +16,7 @@ the registry, so it ships with the wheel.
 from __future__ import annotations
 
 import argparse
+import glob
 import sys
 from collections.abc import Collection
 from pathlib import Path
@@ -57,8 +58,10 @@ def sql_string(value: str) -> str:
 
 
 def parquet_glob(warehouse: Path, name: str) -> str:
-    """The glob of every partition file of table ``name``."""
-    return str(warehouse.resolve() / table(name).name / "ds=*" / "part-0.parquet")
+    """The glob of every partition file of table ``name``: the warehouse's own
+    path glob-escaped (``wh[1]*`` is a folder name, not a pattern; DuckDB's
+    and Polars' globs take ``[[]`` as a literal ``[`` as Python's do)."""
+    return str(Path(glob.escape(str(warehouse.resolve()))) / table(name).name / "ds=*" / "part-0.parquet")
 
 
 def table_view_sql(name: str, warehouse: Path, present: Collection[str] | None) -> str:

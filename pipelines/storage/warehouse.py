@@ -11,6 +11,7 @@ one, and an error before the swap leaves the previous partitions untouched.
 from __future__ import annotations
 
 import datetime as dt
+import glob
 import os
 import time
 import uuid
@@ -230,7 +231,7 @@ def read_table(warehouse: Path, table: str) -> pl.DataFrame:
     if not any(root.glob(f"ds=*/{PART_FILE}")):
         return pl.DataFrame()
     return (
-        pl.scan_parquet(root / "ds=*" / PART_FILE, hive_partitioning=True, try_parse_hive_dates=True)
+        pl.scan_parquet(ddl.parquet_glob(warehouse, table), hive_partitioning=True, try_parse_hive_dates=True)
         .collect()
         .select("ds", pl.exclude("ds"))
         .sort("ds")
@@ -257,10 +258,12 @@ def query_warehouse(duckdb_path: Path, warehouse: Path, query: str) -> tuple[pl.
     history (``runs``, which the ``_published`` views need) is copied from
     the DuckDB file opened read-only when no run holds it; otherwise the
     views over the Parquet files still answer and the returned note says
-    that ``runs`` is empty. Returns (result, note or None). Raises
+    that ``runs`` is empty. Once the views are defined the connection reads
+    only the warehouse (:func:`lock_down`): ``read_csv('/etc/passwd')`` is
+    refused, and no extension is installed or loaded. Returns (result, note or None). Raises
     :class:`duckdb.Error` for an invalid query (its message names the
     problem) and ValueError for a statement that is not a query."""
-    con = duckdb.connect()
+    con = duckdb.connect(config={"autoinstall_known_extensions": False, "autoload_known_extensions": False})
     try:
         note = None
         if duckdb_path.exists():
@@ -278,6 +281,22 @@ def query_warehouse(duckdb_path: Path, warehouse: Path, query: str) -> tuple[pl.
         if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
             raise ValueError("not a query: fairmon sql runs one SELECT statement over the warehouse (read-only)")
         refresh_views(con, warehouse)
+        lock_down(con, warehouse)
         return con.sql(query).pl(), note
     finally:
         con.close()
+
+
+def lock_down(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
+    """Let ``con`` read files only under ``warehouse`` from now on: DuckDB's
+    ``allowed_directories`` (the folder as written and glob-escaped, the form
+    the views' patterns use), ``enable_external_access = false`` (no other
+    file, URL or ATTACH), no extension installed or loaded on demand, and
+    ``lock_configuration`` so a query cannot SET any of it back (DuckDB
+    "Securing DuckDB")."""
+    root = str(warehouse.resolve())
+    dirs = ", ".join(ddl.sql_string(d.rstrip("/") + "/") for d in dict.fromkeys((root, glob.escape(root))))
+    con.execute(f"SET allowed_directories = [{dirs}]")
+    for setting in ("enable_external_access", "autoinstall_known_extensions", "autoload_known_extensions"):
+        con.execute(f"SET {setting} = false")
+    con.execute("SET lock_configuration = true")

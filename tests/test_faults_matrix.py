@@ -1,0 +1,433 @@
+"""Fault and bad-input matrix (issue 40): each case a bad input, path, config or
+environment, and what fairmon must do with it: record and unpublish a failed
+day naming its cause, quarantine repeated rows naming both files, refuse with
+an ``error:`` line and the README's exit code, or warn. Most cases are unit
+level; the few that need the whole command line run in a subprocess (slow)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fairmon.pipelines.core.config import load_config
+from fairmon.pipelines.faces.simulated import write_simulation
+from fairmon.transforms.simulators.impressions import SimulationSpec
+
+SPEC = SimulationSpec(days=2, rows_per_day=1200, random_rows_per_day=600, random_pool_days=2, seed=5)
+DAY = SPEC.start + dt.timedelta(days=1)
+
+
+def _sim(root: Path) -> Path:
+    """A small simulated TikTok project under ``root``; its config path."""
+    return Path(write_simulation(SPEC, root, "csv")["config"])
+
+
+def _published_reo(cfg_path: Path) -> list[dt.date]:
+    """The days ``reo_published`` shows (read as ``fairmon sql`` reads it)."""
+    from fairmon.pipelines.storage.warehouse import query_warehouse
+
+    cfg = load_config(cfg_path)
+    frame, _ = query_warehouse(cfg.duckdb_path, cfg.warehouse_path, "select distinct ds from reo_published")
+    return sorted(frame.get_column("ds").to_list())
+
+
+# ---- item 1: every attempt is recorded before it can fail -------------------------------------------
+
+
+def test_bad_pool_file_name_fails_the_day_naming_the_file_and_unpublishes_it(tmp_path):
+    from fairmon.pipelines.executor.days import run_day
+    from fairmon.pipelines.storage.warehouse import latest_runs
+
+    cfg_path = _sim(tmp_path / "sim")
+    assert run_day(str(cfg_path), DAY)["status"] == "published"
+    assert _published_reo(cfg_path) == [DAY]
+    (pool,) = (cfg_path.parent / "random").glob("random_*.csv")
+    bad = pool.with_name("random_2026-02-30_2026-03-01.csv")
+    shutil.copy(pool, bad)
+    out = run_day(str(cfg_path), DAY)
+    assert out["status"] == "failed"
+    assert str(bad) in out["error"] and "not a pair of dates" in out["error"]
+    latest = latest_runs(load_config(cfg_path).duckdb_path).row(0, named=True)
+    assert (latest["ds"], latest["status"]) == (DAY, "failed") and str(bad) in latest["detail"]
+    assert _published_reo(cfg_path) == []  # the old numbers left the published view
+
+
+def test_a_day_whose_inputs_cannot_be_listed_is_recorded_failed(tmp_path, monkeypatch):
+    from fairmon.pipelines.executor import publishing
+    from fairmon.pipelines.executor.days import run_day
+    from fairmon.pipelines.storage.warehouse import latest_runs
+    from fairmon.transforms.contract import InputContractError
+
+    cfg_path = _sim(tmp_path / "sim")
+    assert run_day(str(cfg_path), DAY)["status"] == "published"
+
+    def broken(cfg, ds):
+        raise InputContractError("cannot list", file="x.csv")
+
+    monkeypatch.setattr(publishing, "current_inputs", broken)
+    out = run_day(str(cfg_path), DAY)
+    assert out["status"] == "failed" and "x.csv: cannot list" in out["error"]
+    runs = latest_runs(load_config(cfg_path).duckdb_path)
+    assert runs.row(0, named=True)["status"] == "failed"
+    assert _published_reo(cfg_path) == []
+
+
+# ---- item 2: the same rows in two of a day's files --------------------------------------------------
+
+
+def test_a_pool_copied_under_a_second_name_quarantines_the_day_naming_both_files(tmp_path):
+    from fairmon.pipelines.executor.days import run_day
+
+    cfg_path = _sim(tmp_path / "sim")
+    (pool,) = (cfg_path.parent / "random").glob("random_*.csv")
+    copy = pool.with_name(f"random_{DAY}_{DAY}.csv")  # same rows, another declared range inside the window
+    shutil.copy(pool, copy)
+    out = run_day(str(cfg_path), DAY)
+    assert out["status"] == "quarantined"
+    assert "rows_unique_across_files" in out["error"]
+    assert f"random/{pool.name}" in out["error"] and f"random/{copy.name}" in out["error"]
+    assert _published_reo(cfg_path) == []
+    copy.unlink()  # without the copy the day publishes its n of random traffic once
+    out = run_day(str(cfg_path), DAY)
+    assert out["status"] == "published"
+    assert {r["n_rand"] for r in out["reo"]} == {SPEC.random_rows_per_day * SPEC.random_pool_days}
+
+
+# ---- item 5: paths with glob metacharacters; a duckdb path that is not DuckDB ----------------------
+
+
+def test_a_project_folder_and_warehouse_with_glob_characters_publish_and_read_back(tmp_path):
+    from fairmon.pipelines.executor.days import run_day
+    from fairmon.pipelines.storage.warehouse import read_table
+
+    cfg_path = _sim(tmp_path / "proj[x]")
+    text = cfg_path.read_text().replace('warehouse = "warehouse"', 'warehouse = "wh[1]*"')
+    cfg_path.write_text(text)
+    out = run_day(str(cfg_path), DAY)
+    assert out["status"] == "published", out.get("error")
+    assert _published_reo(cfg_path) == [DAY]
+    cfg = load_config(cfg_path)
+    assert cfg.warehouse_path.name == "wh[1]*"
+    assert read_table(cfg.warehouse_path, "reo").get_column("ds").to_list() == [DAY]
+
+
+def _cli(args: list[str]):
+    from typer.testing import CliRunner
+
+    from fairmon.pipelines.faces.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def _config_with(cfg_path: Path, name: str, old: str, new: str) -> Path:
+    """A copy of config ``cfg_path`` beside it, named ``name``, with ``old`` replaced by ``new``."""
+    text = cfg_path.read_text()
+    assert old in text
+    out = cfg_path.with_name(name)
+    out.write_text(text.replace(old, new))
+    return out
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    return _sim(tmp_path / "sim")
+
+
+def _bad_config(kind: str, cfg_path: Path) -> Path:
+    """The config of one bad-config case of the matrix, made from the good ``cfg_path``."""
+    root = cfg_path.parent
+    if kind == "duckdb is a CSV":
+        return _config_with(cfg_path, "c.toml", 'duckdb = "fairmon.duckdb"', 'duckdb = "truth_reo.csv"')
+    if kind == "warehouse is a file":
+        return _config_with(cfg_path, "c.toml", 'warehouse = "warehouse"', 'warehouse = "truth_reo.csv"')
+    if kind == "warehouse is the duckdb path":
+        return _config_with(cfg_path, "c.toml", 'warehouse = "warehouse"', 'warehouse = "fairmon.duckdb"')
+    if kind == "config is a folder":
+        (root / "folder.toml").mkdir()
+        return root / "folder.toml"
+    if kind == "config is not UTF-8":
+        (root / "latin1.toml").write_bytes(cfg_path.read_bytes().replace(b"warehouse", b"wareh\xe4use", 1))
+        return root / "latin1.toml"
+    if kind == "unknown severity name":
+        bad = cfg_path.with_name("c.toml")
+        bad.write_text(cfg_path.read_text() + '\n[quality.severity]\nrandom_trafic_sufficient = "warning"\n')
+        return bad
+    raise AssertionError(kind)
+
+
+BAD_CONFIGS = {
+    "duckdb is a CSV": "is not a DuckDB database file",
+    "warehouse is a file": "is a file, not a folder",
+    "warehouse is the duckdb path": "warehouse and duckdb are the same path",
+    "config is a folder": "is a folder, not a TOML file",
+    "config is not UTF-8": "is not UTF-8",
+    "unknown severity name": "unknown expectation name(s) ['random_trafic_sufficient']",
+}
+
+
+@pytest.mark.parametrize("kind", list(BAD_CONFIGS))
+def test_a_bad_config_or_path_is_a_config_error_naming_it(project, kind):
+    from fairmon.pipelines.core.config import ConfigError
+
+    bad = _bad_config(kind, project)
+    with pytest.raises(ConfigError) as e:
+        load_config(bad)
+    assert BAD_CONFIGS[kind] in str(e.value)
+    if kind == "unknown severity name":
+        assert "random_traffic_sufficient" in str(e.value)  # the known names are listed
+    res = _cli(["run", "-c", bad, "--date", DAY, "--no-prefect"])
+    assert res.exit_code == 2 and "error:" in res.output and BAD_CONFIGS[kind] in res.output
+    assert not (project.parent / "warehouse").exists()  # nothing was written
+
+
+# ---- item 7: fairmon sql reads only the warehouse ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "select * from read_csv('/etc/passwd')",
+        "select * from read_text('/etc/hostname')",
+        "select * from glob('/etc/*')",
+        "select * from read_parquet('https://example.com/x.parquet')",
+    ],
+)
+def test_fairmon_sql_refuses_files_outside_the_warehouse(project, query):
+    res = _cli(["sql", "-c", project, query])
+    assert res.exit_code == 2 and "error:" in res.output and "disabled by configuration" in res.output
+
+
+def test_fairmon_sql_still_reads_the_warehouse_and_loads_no_extension(project):
+    import duckdb
+
+    from fairmon.pipelines.executor.days import run_day
+    from fairmon.pipelines.storage.warehouse import query_warehouse
+
+    assert run_day(str(project), DAY)["status"] == "published"
+    cfg = load_config(project)
+    settings = (
+        "select current_setting('enable_external_access') e, current_setting('autoinstall_known_extensions') i, "
+        "current_setting('autoload_known_extensions') l, current_setting('lock_configuration') k"
+    )
+    frame, _ = query_warehouse(cfg.duckdb_path, cfg.warehouse_path, settings)
+    assert frame.row(0) == (False, False, False, True)
+    frame, _ = query_warehouse(cfg.duckdb_path, cfg.warehouse_path, "select count(*) from reo_published")
+    assert frame.item() == 1
+    with pytest.raises(duckdb.Error, match="disabled by configuration"):
+        query_warehouse(cfg.duckdb_path, cfg.warehouse_path, "select * from read_csv('/etc/passwd')")
+
+
+# ---- item 8: tracebacks become error: lines with the README's exit codes ---------------------------
+
+
+def _deny_writes(monkeypatch, folder: Path) -> None:
+    """Make ``folder`` read-only as os.access sees it (the tests may run as root, whom chmod does not stop)."""
+    import os
+
+    real = os.access
+    target = folder.resolve()
+
+    def access(path, mode, *args, **kwargs):
+        if Path(path).resolve() == target and mode & os.W_OK:
+            return False
+        return real(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "access", access)
+
+
+@pytest.mark.parametrize("which", ["warehouse", "duckdb folder"])
+def test_a_read_only_warehouse_or_duckdb_folder_is_refused_before_writing(project, monkeypatch, which):
+    root = project.parent
+    if which == "warehouse":
+        (root / "warehouse").mkdir()
+        _deny_writes(monkeypatch, root / "warehouse")
+    else:
+        _deny_writes(monkeypatch, root)
+    res = _cli(["run", "-c", project, "--date", DAY, "--no-prefect"])
+    assert res.exit_code == 2 and "error:" in res.output and "is read-only" in res.output
+    assert not (root / "fairmon.duckdb").exists()
+
+
+def test_a_full_disk_under_the_duckdb_folder_is_an_error_line_exit_4(project, monkeypatch):
+    import errno
+    import os
+
+    from fairmon.pipelines.storage import db
+
+    def full(path):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(db, "session", full)
+    res = _cli(["run", "-c", project, "--date", DAY, "--no-prefect"])
+    assert res.exit_code == 4 and "error:" in res.output and "No space left on device" in res.output
+    assert "fairmon.duckdb" in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [('cron = "61 * * * *"', "schedule.cron"), ('timezone = "Mars/Olympus_Mons"', "schedule.timezone")],
+)
+def test_an_invalid_cron_or_timezone_is_a_config_error(project, setting, message):
+    bad = project.with_name("c.toml")
+    bad.write_text(project.read_text() + f"\n[schedule]\n{setting}\n")
+    res = _cli(["schedule", "show", "-c", bad])
+    assert res.exit_code == 2 and "error:" in res.output and message in res.output
+
+
+@pytest.mark.parametrize("case", ["parent is a file", "read-only folder", "out is a folder"])
+def test_report_out_that_cannot_be_written_is_exit_2(project, monkeypatch, case):
+    root = project.parent
+    out = {
+        "parent is a file": root / "truth_reo.csv" / "r.html",
+        "read-only folder": root / "locked" / "r.html",
+        "out is a folder": root,
+    }[case]
+    if case == "read-only folder":
+        (root / "locked").mkdir()
+        _deny_writes(monkeypatch, root / "locked")
+    res = _cli(["report", "-c", project, "--start", SPEC.start, "--end", DAY, "--out", out])
+    assert res.exit_code == 2 and "error:" in res.output and "--out" in res.output
+
+
+@pytest.mark.parametrize("command", ["simulate", "simulate-labels", "simulate-envy"])
+def test_simulate_out_onto_a_file_is_exit_2(tmp_path, command):
+    target = tmp_path / "taken.txt"
+    target.write_text("x")
+    res = _cli([command, "--out", target, "--days", 1])
+    assert res.exit_code == 2 and "error:" in res.output and "is a file" in res.output
+    assert target.read_text() == "x"
+
+
+@pytest.mark.slow
+def test_report_while_a_run_holds_the_duckdb_file_exits_5(project):
+    """A subprocess holds the DuckDB file (as a run does); ``fairmon report`` says so and exits 5."""
+    import subprocess
+    import sys
+
+    from fairmon.pipelines.executor.days import run_day
+
+    assert run_day(str(project), DAY)["status"] == "published"
+    db_path = load_config(project).duckdb_path
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import duckdb, time; c = duckdb.connect({str(db_path)!r}); print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "fairmon",
+                "report",
+                "-c",
+                str(project),
+                "--start",
+                str(DAY),
+                "--end",
+                str(DAY),
+                "--out",
+                str(project.parent / "r.html"),
+            ],
+            capture_output=True,
+            text=True,
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+    assert out.returncode == 5, out.stderr
+    assert out.stderr.startswith("error:") and "is in use" in out.stderr and "Traceback" not in out.stderr
+
+
+# ---- item 9: silent acceptances become named errors or warnings ------------------------------------
+
+
+def test_a_struct_attribute_column_fails_the_day_naming_column_and_type(tmp_path):
+    import polars as pl
+
+    from fairmon.pipelines.executor.days import run_day
+
+    n = 40
+    pl.DataFrame(
+        {
+            "ds": ["2026-03-01"] * n,
+            "traffic": ["default"] * (n // 2) + ["random"] * (n // 2),
+            "request_id": [f"r{i}" for i in range(n)],
+            "item_id": [f"i{i}" for i in range(n)],
+            "click": [i % 3 == 0 for i in range(n)],
+            "grp": [{"a": "a" if i % 2 else "b", "arm": "control"} for i in range(n)],
+        }
+    ).write_parquet(tmp_path / "2026-03-01.parquet")
+    cfg_path = tmp_path / "fairmon.toml"
+    cfg_path.write_text(
+        'warehouse = "wh"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\npath = "{ds}.parquet"\n'
+        'signals = ["click"]\nattributes = ["grp"]\n'
+    )
+    out = run_day(str(cfg_path), dt.date(2026, 3, 1))
+    assert out["status"] == "failed"
+    assert "column 'grp'" in out["error"] and "Struct" in out["error"] and "2026-03-01.parquet" in out["error"]
+
+
+def test_a_control_arm_missing_from_the_traffic_is_a_logged_warning(project, caplog):
+    import logging
+
+    import polars as pl
+
+    from fairmon.pipelines.executor.day_checks import ab_config_check
+
+    cfg = load_config(project).model_copy(update={"ab": load_config(project).ab.model_copy(update={"control": "ctl"})})
+    counts = pl.DataFrame({"ds": [DAY, DAY], "traffic": ["default", "default"], "arm": ["control", "treat"]})
+    with caplog.at_level(logging.WARNING, logger="fairmon"):
+        (result,) = ab_config_check(cfg, counts)
+    assert result.failed_warning == ["ab_arm_present"] and result.success
+    assert any("[ab] control" in r.getMessage() and "ctl" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("name", ["a\nb", "tab\there", " ", "zero\u200bwidth"])
+def test_a_group_name_with_a_control_character_is_refused(name):
+    from pydantic import ValidationError
+
+    from fairmon.pipelines.core.config import AuditConfig
+
+    with pytest.raises(ValidationError, match="group name"):
+        AuditConfig(groups={"race": ["ok", name]}, score_values=[1, 2])
+    with pytest.raises(ValidationError, match="group name"):
+        AuditConfig(public_group_sizes={"race": {"ok": 3, name: 4}}, score_values=[1, 2])
+
+
+def test_intersection_cells_cannot_collide():
+    """``1×x`` with ``y`` and ``1`` with ``x×y`` would both read ``1×x×y``: a value holding the separator is refused."""
+    import polars as pl
+
+    from fairmon.transforms.contract import InputContractError, add_intersections
+
+    staged = pl.DataFrame(
+        {"attr__a": ["1", "1×x"], "attr__b": ["x×y", "y"], "src_file": ["f.csv", "f.csv"], "src_row": [1, 2]}
+    )
+    with pytest.raises(InputContractError) as e:
+        add_intersections(staged, [["a", "b"]])
+    assert str(e.value).startswith("f.csv, column 'a', row 2: value '1×x' contains '×'")
+    clean = add_intersections(staged.with_columns(pl.lit("1").alias("attr__a")), [["a"]])  # a alone: no cell to merge
+    assert clean.get_column("attr__a").to_list() == ["1", "1"]
+
+
+def test_views_that_cannot_be_refreshed_at_the_start_leave_each_day_to_record_its_outcome(project, monkeypatch):
+    """The run's first refresh of the views (before any day is recorded) fails: the days still run and are
+    recorded; here the publish's own refresh works, so the day publishes."""
+    from fairmon.pipelines.executor import days
+    from fairmon.pipelines.storage.warehouse import latest_runs
+
+    def unreadable(cfg, ds=None, known=None):
+        raise OSError(5, "Input/output error", str(cfg.warehouse_path / "reo"))
+
+    monkeypatch.setattr(days, "refresh_run_views", unreadable)
+    assert days.run_day(str(project), DAY)["status"] == "published"
+    assert latest_runs(load_config(project).duckdb_path).get_column("status").to_list() == ["published"]
