@@ -14,11 +14,14 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+import fairmon
 from fairmon.pipelines.checks.suites import DQResult
 from fairmon.pipelines.core.config import load_config
 from fairmon.pipelines.executor.day_checks import explain_groups
+from fairmon.pipelines.executor.publishing import finish_record, start_record
 from fairmon.pipelines.faces.cli import EXIT_QUARANTINED, app
 from fairmon.pipelines.ingest.preflight import duplicated_keys, explain_raw, preflight, read_header
+from fairmon.pipelines.storage.warehouse import latest_runs
 
 D1, D2 = dt.date(2026, 1, 1), dt.date(2026, 1, 2)
 HEADER = "request_id,item_id,young_adult,like_video,share"
@@ -146,7 +149,25 @@ def test_run_and_backfill_stop_in_preflight_with_exit_1(tmp_path):
         (str(D2), "quarantined", "preflight"),
     ]
     assert doc["days"][1]["preflight"][0]["check"] == "column_exists[like_video]"
-    assert not (tmp_path / "warehouse").exists()  # nothing ran, nothing written
+    assert not list(tmp_path.glob("warehouse/*/ds=*"))  # nothing ran, no partition written
+    runs = latest_runs(tmp_path / "f.duckdb")  # ...but each refused attempt is recorded
+    assert sorted(zip(runs["ds"], runs["status"], strict=True)) == [(D1, "quarantined"), (D2, "quarantined")]
+    assert "column_exists" not in runs["detail"][0] and "like_video" in runs["detail"][0]
+
+
+def test_a_day_published_before_and_refused_now_leaves_the_published_views(tmp_path):
+    """The worst bug is a stale "passing": a day whose file went missing after it published
+    must not stay published because the pre-flight check stopped the run before the gate."""
+    cfg = load_config(_project(tmp_path))
+    recorded, _ = start_record(cfg, "", "r-old", D1, {"ds": D1})
+    finish_record(cfg, "r-old", D1, recorded, "published", "", {"reo": 2}, {})
+    assert latest_runs(cfg.duckdb_path)["status"].to_list() == ["published"]
+    (tmp_path / "default" / f"{D1}.csv").unlink()
+    day = fairmon.run_day(cfg, D1)
+    assert (day["status"], day["stage"]) == ("quarantined", "preflight")
+    runs = latest_runs(cfg.duckdb_path)
+    assert runs["status"].to_list() == ["quarantined"]
+    assert runs["run_id"][0] != "r-old" and f"default/{D1}.csv does not exist" in runs["detail"][0]
 
 
 @pytest.mark.slow

@@ -31,7 +31,8 @@ def run_day(config: Any, ds: dt.date | str, *, force_ingest: bool = False) -> di
     a day without its default-traffic file, a file without a configured
     column (its columns and the config key named), a wrong delimiter or a
     CSV that is not UTF-8 returns at once, quarantined at ``stage``
-    ``preflight``, with nothing run or recorded.
+    ``preflight``, with nothing run; the refused attempt is recorded in
+    ``runs``, so the day's earlier numbers leave the published views.
 
     Returns the day's summary, a dict: ``ds``; ``status``: ``published``,
     ``quarantined`` (its gate failed, or its pre-flight check: nothing
@@ -59,8 +60,14 @@ def run_day(config: Any, ds: dt.date | str, *, force_ingest: bool = False) -> di
         config = str(Path(config))
     cfg = config if isinstance(config, FairmonConfig) else load_config(config)
     found = preflight(cfg, [ds]).get(ds)  # before GX is imported: a missing file or column answers in a second
-    if found:
-        return preflight_summary(ds, found)
+    if found:  # recorded as quarantined: what the day published before leaves the published views
+        from fairmon.pipelines.executor.publishing import record_refused
+
+        summary = preflight_summary(ds, found)
+        record_refused(
+            cfg, "" if isinstance(config, FairmonConfig) else str(Path(config).resolve()), {ds: summary["error"]}
+        )
+        return summary
     from fairmon.pipelines.executor.days import run_day as run_in_process
 
     return run_in_process(config, ds, force_ingest=force_ingest)

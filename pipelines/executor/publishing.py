@@ -172,3 +172,26 @@ def finish_record(
         )
         if status == "published":
             db.execute(con, "stale_clear", ds=ds)
+
+
+def record_refused(cfg: FairmonConfig, config_path: str, refused: dict[dt.date, str]) -> None:
+    """Record each day of ``refused`` (day -> why its pre-flight check
+    stopped it) as a run that was quarantined at once, so that a day
+    published before and refused now leaves the ``*_published`` views
+    (its latest attempt did not publish, DESIGN §3): a stale "passing"
+    must not outlive a file that went missing. Takes the project lock
+    without waiting and imports neither Prefect nor GX (the pre-flight
+    check answers in about a second). Raises
+    :class:`fairmon.pipelines.storage.locking.RunLockedError` when another
+    process holds the project, what DuckDB raises."""
+    import uuid
+
+    from fairmon.pipelines.core.config import check_paths
+    from fairmon.pipelines.storage.locking import project_lock
+
+    check_paths(cfg)
+    with project_lock(cfg.duckdb_path, cfg.warehouse_path):
+        for ds, why in refused.items():
+            run_id = uuid.uuid4().hex
+            recorded, _ = start_record(cfg, config_path, run_id, ds, {"ds": ds, "stage": "preflight"})
+            finish_record(cfg, run_id, ds, recorded, "quarantined", why, {}, {})

@@ -241,14 +241,16 @@ def launch_api(prefect: bool = True) -> None:
 PREFLIGHT_LINES = 20
 
 
-def preflight_or_exit(cfg, days: list[dt.date], as_json: bool = False) -> None:
+def preflight_or_exit(cfg, days: list[dt.date], as_json: bool = False, config_path: str = "") -> None:
     """The pre-flight check of ``days`` (:func:`fairmon.pipelines.ingest.preflight.preflight`:
     file listings and headers, no Prefect, no GX). When every day has a
     finding nothing would publish: its ``error:`` lines (each naming the
     file, the columns found and the config key to edit) and exit 1, the
     code of a quarantine, in seconds instead of after Prefect's and GX's
     start (with ``as_json``, the runs' JSON document, each day quarantined
-    at stage ``preflight``). When only some days have one, a ``warning:``
+    at stage ``preflight``); each refused day is recorded in ``runs`` as
+    quarantined, so numbers it published before leave the published views.
+    When only some days have one, a ``warning:``
     line each and the run goes on: those days are quarantined by their
     gate as before, their outcome recorded, and the others publish."""
     from fairmon.pipelines.ingest.preflight import describe, preflight, preflight_summary
@@ -265,10 +267,30 @@ def preflight_or_exit(cfg, days: list[dt.date], as_json: bool = False) -> None:
         return
     for line in lines:
         err.print(f"[red]error:[/red] {escape(line)}", soft_wrap=True)
+    record_preflight(cfg, config_path, {ds: preflight_summary(ds, found[ds])["error"] for ds in days})
     err.print(f"pre-flight: nothing ran ({len(days)} day(s) checked from file headers; exit {EXIT_QUARANTINED})")
     if as_json:
         dump_json({"days": [preflight_summary(ds, found[ds]) for ds in days], "exit_code": EXIT_QUARANTINED})
     raise typer.Exit(EXIT_QUARANTINED)
+
+
+def record_preflight(cfg, config_path: str, refused: dict[dt.date, str]) -> None:
+    """Record the days the pre-flight check refused
+    (:func:`fairmon.pipelines.executor.publishing.record_refused`); a project
+    held by another run ends the command with its ``error:`` line (exit 5);
+    a DuckDB file that cannot be written is a warning, as the run itself
+    would have failed on it."""
+    from fairmon.pipelines.executor.publishing import record_refused
+    from fairmon.pipelines.storage.locking import RunLockedError
+
+    try:
+        record_refused(cfg, config_path, refused)
+    except RunLockedError as e:
+        fail(str(e), EXIT_LOCKED)
+    except Exception as e:  # e.g. a read-only DuckDB folder: the findings still answer
+        err.print(
+            f"[yellow]warning:[/yellow] the refused days were not recorded ({type(e).__name__}: {escape(str(e))})"
+        )
 
 
 def parse_date(value: str, name: str) -> dt.date:

@@ -61,7 +61,9 @@ def run(
     prefect_env(verbose)
     ds = parse_date(date, "--date")
     cfg = load_or_exit(config)
-    preflight_or_exit(cfg, [ds], as_json)  # before Prefect or GX is imported: a missing file answers in a second
+    preflight_or_exit(
+        cfg, [ds], as_json, str(config.resolve())
+    )  # before Prefect or GX is imported: a missing file answers in a second
     prefect = use_prefect(prefect)
     launch_api(prefect)
     if verbose and not prefect:
@@ -175,7 +177,7 @@ def backfill(
         if as_json:
             dump_json({"days": [], "exit_code": EXIT_PUBLISHED})
         return
-    preflight_or_exit(cfg, days, as_json)  # before Prefect's server or GX start
+    preflight_or_exit(cfg, days, as_json, str(config.resolve()))  # before Prefect's server or GX start
     prefect = use_prefect(prefect)
     launch_api(prefect)
     if verbose and not prefect:
