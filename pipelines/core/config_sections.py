@@ -75,7 +75,7 @@ class ABConfig(Strict):
 
 
 #: Checks fairmon makes in Python rather than from a suite file, whose severity ``[quality.severity]`` may set.
-PYTHON_CHECKS = ("rows_unique_across_files",)
+PYTHON_CHECKS = ("rows_unique_across_files", "swap_donor_group_resolved")
 
 
 def known_expectations() -> frozenset[str]:
