@@ -37,6 +37,7 @@ from fairmon.pipelines.core.config_sections import (
     EnvyConfig,
     EstimationConfig,
     GxConfig,
+    ProjectConfig,
     QualityConfig,
     ReachConfig,
     ScheduleConfig,
@@ -54,6 +55,7 @@ __all__ = [
     "GxConfig",
     "ImpressionsConfig",
     "LabelsConfig",
+    "ProjectConfig",
     "QualityConfig",
     "RandomPool",
     "ReachConfig",
@@ -74,6 +76,10 @@ __all__ = [
 BUCKET_FORMULA = 3
 
 
+#: The sections whose settings can change a day's outputs (:meth:`FairmonConfig.output_fingerprints`).
+OUTPUT_SECTIONS = ("impressions", "scores", "labels", "estimation", "quality", "ab", "envy", "reach")
+
+
 class FairmonConfig(Strict):
     """The whole configuration. ``warehouse`` and ``duckdb`` are resolved paths."""
 
@@ -85,6 +91,7 @@ class FairmonConfig(Strict):
         "or Apache Spark ([spark], extra fairmon[spark]); everything after the profiles runs here either way",
     )
     spark: SparkConfig = SparkConfig()
+    project: ProjectConfig = ProjectConfig()
     impressions: ImpressionsConfig | None = None
     scores: ScoresConfig | None = None
     labels: LabelsConfig | None = None
@@ -102,6 +109,11 @@ class FairmonConfig(Strict):
         """Resolve a path from the config against the config file's directory."""
         p = Path(p).expanduser()
         return p if p.is_absolute() else (self.base_dir / p)
+
+    @property
+    def project_name(self) -> str:
+        """``[project] name``, or the name of the config file's folder when the config does not declare one."""
+        return self.project.name or self.base_dir.resolve().name
 
     @property
     def warehouse_path(self) -> Path:
@@ -170,6 +182,20 @@ class FairmonConfig(Strict):
     def gx_root(self) -> Path:
         """GX project folder, beside the warehouse (Data Docs under gx/uncommitted/data_docs)."""
         return self.warehouse_path.parent
+
+    def output_fingerprints(self) -> dict[str, str]:
+        """A hash per section that can change a day's published outputs
+        (:data:`OUTPUT_SECTIONS`: what is read, how it is estimated, checked
+        and compared), recorded with each day's run; a day whose latest run
+        had other hashes is stale (:func:`fairmon.pipelines.orchestration.ops.detect_stale`).
+        Paths, the schedule, the engine, GX housekeeping and ``[audit]``
+        (releases, not days) are left out."""
+        out = {}
+        for name in OUTPUT_SECTIONS:
+            section = getattr(self, name)
+            dumped = section.model_dump(mode="json") if section is not None else None
+            out[name] = hashlib.sha256(json.dumps(dumped, sort_keys=True).encode()).hexdigest()[:16]
+        return out
 
     def fingerprint(self) -> str:
         """Hash of the settings that change staged rows (used to decide re-ingest)."""

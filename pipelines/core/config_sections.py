@@ -18,6 +18,22 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from fairmon.pipelines.core.config_inputs import ConfigError, Strict, check_identifiers, check_template
 
 
+class ProjectConfig(Strict):
+    """``[project]``: which project the config belongs to. A warehouse records
+    the project that first ran on it (``fairmon-project.json``,
+    :mod:`fairmon.pipelines.storage.ownership`); another config may run on it
+    only when it declares the same ``name``."""
+
+    name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description="the project's name (default: the name of the config file's folder); a second config "
+        "runs on the same warehouse only when it declares the owner's name here",
+    )
+
+
 class EstimationConfig(Strict):
     """Estimator settings (DESIGN §4.1)."""
 
