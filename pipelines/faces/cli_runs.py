@@ -205,11 +205,11 @@ def serve(
     import threading
 
     stop = threading.Event()  # a SIGTERM before the serving loop takes it over: remembered, then a clean stop
-    waiting: list[bool] = []  # non-empty while the temporary API comes up: a SIGTERM leaves that wait
+    serving: list[bool] = []  # non-empty once the serving loop is entered: it checks ``stop`` itself
 
     def starting_stopped(*_args) -> None:
         stop.set()
-        if waiting:
+        if not serving:  # imports, the config, the temporary API coming up: leave them at once
             raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, starting_stopped)
@@ -220,13 +220,10 @@ def serve(
         from fairmon.pipelines.orchestration.runner import start_api
 
         try:
-            waiting.append(True)
             start_api()  # the guarded temporary server (none when PREFECT_API_URL is set)
         except TemporaryServerError as e:
             err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
             raise typer.Exit(EXIT_FAILED) from None
-        finally:
-            waiting.clear()
         sc = cfg.schedule
         dep = build_deployment(
             config, cron or sc.cron, timezone or sc.timezone, sc.lag_days if lag_days is None else lag_days, sc.name
@@ -240,6 +237,7 @@ def serve(
 
         from fairmon.pipelines.orchestration.ops import serve_until_stopped
 
+        serving.append(True)
         asyncio.run(serve_until_stopped(dep, stop))
     console.print("fairmon serve stopped")
 
