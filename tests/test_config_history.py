@@ -59,6 +59,16 @@ def test_the_first_config_owns_the_warehouse_and_others_must_declare_its_project
         claim_warehouse(wh, "other", False, None)
 
 
+def test_a_warehouse_first_claimed_in_code_takes_the_first_config_file_of_its_project(tmp_path):
+    wh = tmp_path / "proj" / "wh"
+    assert claim_warehouse(wh, "proj", False, None) == {"project": "proj", "config": None}
+    with pytest.raises(WarehouseOwnedError):
+        claim_warehouse(wh, "other", False, tmp_path / "proj" / "x.toml")
+    assert claim_warehouse(wh, "proj", False, tmp_path / "proj" / "a.toml")["config"] == "../a.toml"
+    with pytest.raises(WarehouseOwnedError):  # from then on the owner's config is a.toml
+        claim_warehouse(wh, "proj", False, tmp_path / "proj" / "b.toml")
+
+
 def test_a_moved_project_keeps_its_owner_and_a_foreign_record_is_named(tmp_path):
     claim_warehouse(tmp_path / "p1" / "wh", "p1", False, tmp_path / "p1" / "f.toml")
     (tmp_path / "p1").rename(tmp_path / "p2")  # the folder moved whole: the config is where it was, relatively

@@ -85,7 +85,8 @@ def claim_warehouse(warehouse: Path, project: str, declared: bool, config_path: 
 
     Accepted: no owner yet (this config becomes it), the owner's own config
     file, or a config that declares the owner's project name (a config built
-    in code: whose project name is the owner's). Raises
+    in code, or any config when the owner was one: whose project name is the
+    owner's; the first config file seen then becomes the owner's). Raises
     :class:`WarehouseOwnedError` naming the owner's project and config, and
     how to proceed, otherwise."""
     identity = config_identity(warehouse, config_path)
@@ -95,8 +96,12 @@ def claim_warehouse(warehouse: Path, project: str, declared: bool, config_path: 
         _write_owner(warehouse, record)
         return record
     same_config = identity is not None and identity == owner.get("config")
-    same_project = project == owner["project"] and (declared or identity is None)
+    # a config built in code has no file to compare: its project name is the test, both ways
+    same_project = project == owner["project"] and (declared or identity is None or owner.get("config") is None)
     if same_config or same_project:
+        if owner.get("config") is None and identity is not None:  # the owner's config file is known from now on
+            owner = {**owner, "config": identity}
+            _write_owner(warehouse, owner)
         return owner
     mine = f"config {config_path}" if config_path else "a config built in code"
     raise WarehouseOwnedError(
