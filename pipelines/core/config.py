@@ -55,6 +55,7 @@ __all__ = [
     "GxConfig",
     "ImpressionsConfig",
     "LabelsConfig",
+    "ProjectConfig",
     "QualityConfig",
     "RandomPool",
     "ReachConfig",
@@ -74,6 +75,10 @@ __all__ = [
 #: re-stages every file (2: DuckDB's or Spark's own hash() shifted right one bit, modulo the buckets;
 #: 3: the first 8 hex digits of the id's SHA-1 as an integer, modulo the buckets, the same on every engine).
 BUCKET_FORMULA = 3
+
+
+#: The sections whose settings can change a day's outputs (:meth:`FairmonConfig.output_fingerprints`).
+OUTPUT_SECTIONS = ("impressions", "scores", "labels", "estimation", "quality", "ab", "envy", "reach")
 
 
 class FairmonConfig(Strict):
@@ -108,7 +113,7 @@ class FairmonConfig(Strict):
 
     @property
     def project_name(self) -> str:
-        """``[project] name``, or by default the name of the config file's folder."""
+        """``[project] name``, or the name of the config file's folder when the config does not declare one."""
         return self.project.name or self.base_dir.resolve().name
 
     @property
@@ -178,6 +183,20 @@ class FairmonConfig(Strict):
     def gx_root(self) -> Path:
         """GX project folder, beside the warehouse (Data Docs under gx/uncommitted/data_docs)."""
         return self.warehouse_path.parent
+
+    def output_fingerprints(self) -> dict[str, str]:
+        """A hash per section that can change a day's published outputs
+        (:data:`OUTPUT_SECTIONS`: what is read, how it is estimated, checked
+        and compared), recorded with each day's run; a day whose latest run
+        had other hashes is stale (:func:`fairmon.pipelines.orchestration.ops.detect_stale`).
+        Paths, the schedule, the engine, GX housekeeping and ``[audit]``
+        (releases, not days) are left out."""
+        out = {}
+        for name in OUTPUT_SECTIONS:
+            section = getattr(self, name)
+            dumped = section.model_dump(mode="json") if section is not None else None
+            out[name] = hashlib.sha256(json.dumps(dumped, sort_keys=True).encode()).hexdigest()[:16]
+        return out
 
     def fingerprint(self) -> str:
         """Hash of the settings that change staged rows (used to decide re-ingest)."""

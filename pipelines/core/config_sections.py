@@ -19,6 +19,24 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from fairmon.pipelines.core.config_inputs import ConfigError, Strict, check_identifiers, check_template
 
 
+class ProjectConfig(Strict):
+    """``[project]``: which project the config belongs to. A warehouse records
+    the project that first ran on it (``fairmon-project.json``,
+    :mod:`fairmon.pipelines.storage.ownership`); another config may run on it
+    only when it declares the same ``name``. The name also keeps the
+    project's Prefect records (artifact keys, deployment name, run tags)
+    apart from other projects' on the same Prefect server."""
+
+    name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        pattern=r"^[^\x00-\x1f\x7f]+$",
+        description="the project's name (default: the name of the config file's folder); a second config "
+        "runs on the same warehouse only when it declares the owner's name here",
+    )
+
+
 class EstimationConfig(Strict):
     """Estimator settings (DESIGN §4.1)."""
 
@@ -233,18 +251,6 @@ class AuditConfig(Strict):
             f"audit.public_group_sizes.{attribute} / audit.groups.{attribute}: declare the groups of "
             f"{attribute!r} (with public sizes, or names only for noisy sizes); they are never taken from the data"
         )
-
-
-class ProjectConfig(Strict):
-    """The project itself (``[project]``): its name keeps its Prefect records
-    (artifact keys, deployment name, run tags) apart from other projects' on
-    the same Prefect server."""
-
-    name: str | None = Field(
-        default=None,
-        min_length=1,
-        description="the project's name (default: the name of the config file's folder)",
-    )
 
 
 class ScheduleConfig(Strict):

@@ -173,6 +173,7 @@ def _open(batch: Batch, day: Day) -> None:
         "estimation": cfg.estimation.model_dump(),
         "ab": cfg.ab.model_dump(),
         "quality": cfg.quality.model_dump(),
+        "outputs_fp": cfg.output_fingerprints(),  # a later config with other hashes makes the day stale
     }
     if cfg.impressions is not None:  # which random traffic the day used (DESIGN §2 "Random-traffic windows")
         params["random_window"] = {

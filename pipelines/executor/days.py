@@ -23,6 +23,7 @@ from fairmon.pipelines.executor.publishing import WarehouseViews, refresh_run_vi
 from fairmon.pipelines.ingest.staging import prestage_impressions, run_logger
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock
+from fairmon.pipelines.storage.ownership import claim_warehouse
 from fairmon.pipelines.storage.warehouse import clean_tmp
 
 #: Days prestaged together, and run as one batch, in a range (:func:`run_days`):
@@ -82,8 +83,10 @@ def run_days(
     day's result (:func:`fairmon.pipelines.executor.batch.finish_day`), or
     error}. A day's own failure never stops the others. Raises
     :class:`fairmon.pipelines.storage.locking.RunLockedError` when another
-    process holds the project longer than ``wait_seconds``, ValueError when
-    a run of another config is in scope,
+    process holds the project longer than ``wait_seconds``,
+    :class:`fairmon.pipelines.storage.ownership.WarehouseOwnedError` when
+    the warehouse belongs to another project, ValueError when a run of
+    another config is in scope,
     :class:`fairmon.pipelines.core.config.ConfigError` when the warehouse or
     the DuckDB file is not what the config says or cannot be written.
     """
@@ -98,6 +101,8 @@ def run_days(
         db.session(path),
         docs_deferred(run),
     ):
+        # another project's warehouse is refused before anything is written (issue 40 item 3)
+        claim_warehouse(cfg.warehouse_path, cfg.project_name, cfg.project.name is not None, run.config_path)
         batch = Batch(run.cfg, run.config_path, force_ingest, hooks, WarehouseViews(), max(1, concurrency))
         if fresh:  # nothing else writes this warehouse now: a killed run's leftovers can go
             clean_tmp(cfg.warehouse_path, older_than_s=0)

@@ -113,6 +113,7 @@ def run_with_progress(
     from fairmon.pipelines.faces.views import run_days_with_progress
     from fairmon.pipelines.orchestration.prefect_guard import TemporaryServerError
     from fairmon.pipelines.storage.locking import RunLockedError
+    from fairmon.pipelines.storage.ownership import WarehouseOwnedError
 
     try:
         return run_days_with_progress(
@@ -121,6 +122,9 @@ def run_with_progress(
     except RunLockedError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(EXIT_LOCKED) from None
+    except WarehouseOwnedError as e:  # another project's warehouse: nothing ran
+        err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+        raise typer.Exit(EXIT_USAGE) from None
     except TemporaryServerError as e:  # Prefect's temporary API did not come up: no day ran
         err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)  # one line, however narrow the terminal
         raise typer.Exit(EXIT_FAILED) from None

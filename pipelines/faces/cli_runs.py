@@ -146,7 +146,10 @@ def backfill(
     only_stale: Annotated[
         bool,
         typer.Option(
-            "--only-stale", help="Only days whose inputs changed after they were computed (late data).", metavar=""
+            "--only-stale",
+            help="Only days whose inputs (late data) or output-shaping config sections changed after they "
+            "were computed.",
+            metavar="",
         ),
     ] = False,
     concurrency: Annotated[int, typer.Option(min=1, help="Days run at the same time.")] = 1,
@@ -202,7 +205,7 @@ def _chosen_days(cfg, a: dt.date, b: dt.date, only_failed: bool, only_stale: boo
             if only_stale:
                 found = detect_stale(cfg)
                 if found.height:
-                    out.print(f"late data: {found.height} (day, file) pair(s) marked stale")
+                    out.print(f"late data or config change: {found.height} (day, cause) pair(s) marked stale")
             return days_to_run(cfg, a, b, only_failed=only_failed, only_stale=only_stale)
     except RunLockedError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
@@ -221,18 +224,36 @@ def serve(
     ] = None,
 ) -> None:
     """Register the daily job as a Prefect deployment with its cron schedule and
-    serve it (blocks; Ctrl-C stops). Each run computes the lagged day and
-    recomputes days that late data made stale."""
+    serve it (blocks; Ctrl-C or SIGTERM stops it, exit 0). Each run computes
+    the lagged day and recomputes days that late data made stale. Without
+    PREFECT_API_URL, Prefect's temporary server is started by fairmon, guarded
+    (:mod:`fairmon.pipelines.orchestration.prefect_guard`: it dies with this
+    process, SIGKILL included) and out of this process's group, so a SIGTERM
+    to the group stops the runner through a live API."""
     prefect_env(verbose=True)
     import signal
     import threading
 
     stop = threading.Event()  # a SIGTERM before the serving loop takes it over: remembered, then a clean stop
-    signal.signal(signal.SIGTERM, lambda *_args: stop.set())
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C
+    serving: list[bool] = []  # non-empty once the serving loop is entered: it checks ``stop`` itself
+
+    def starting_stopped(*_args) -> None:
+        stop.set()
+        if not serving:  # imports, the config, the temporary API coming up: leave them at once
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, starting_stopped)
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C, or a SIGTERM while starting
         cfg = load_or_exit(config)
         from fairmon.pipelines.orchestration.ops import build_deployment, deployment_name
+        from fairmon.pipelines.orchestration.prefect_guard import TemporaryServerError
+        from fairmon.pipelines.orchestration.runner import start_api
 
+        try:
+            start_api()  # the guarded temporary server (none when PREFECT_API_URL is set)
+        except TemporaryServerError as e:
+            err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+            raise typer.Exit(EXIT_FAILED) from None
         sc = cfg.schedule
         dep = deployment_or_exit(
             build_deployment,
@@ -252,6 +273,7 @@ def serve(
 
         from fairmon.pipelines.orchestration.ops import serve_until_stopped
 
+        serving.append(True)
         asyncio.run(serve_until_stopped(dep, stop))
     console.print("fairmon serve stopped")
 

@@ -21,15 +21,36 @@ from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock
 
 
+def config_change(params: str | None, now: dict[str, str]) -> str | None:
+    """What makes a day stale in its latest run's recorded ``params`` (JSON)
+    against the current config's section hashes ``now``
+    (:meth:`fairmon.pipelines.core.config.FairmonConfig.output_fingerprints`):
+    ``"config [ab], [estimation]"`` naming the sections that changed, or None
+    when none did or the run recorded no hashes (a run of an earlier fairmon:
+    unknown, not stale)."""
+    try:
+        before = json.loads(params or "{}").get("outputs_fp")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(before, dict):
+        return None
+    changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+    return "config " + ", ".join(f"[{k}]" for k in changed) if changed else None
+
+
 def detect_stale(cfg: FairmonConfig) -> pl.DataFrame:
     """Compare, for every day that has run, the inputs its latest run used
     with the files the day needs now (resolved afresh: a changed, removed or
-    *new* file, such as a late random pool, counts) and mark the days that
-    differ as stale (table ``stale_days``, one row per differing file).
+    *new* file, such as a late random pool, counts), and the config sections
+    that shape its outputs with the current ones (:func:`config_change`: an
+    arm, ``[ab]``, an attribute, an estimation setting), and mark the days
+    that differ as stale (table ``stale_days``, one row per differing file,
+    or ``config [section], ...``).
 
     Returns the newly found (ds, file) pairs.
     """
     found = []
+    sections = cfg.output_fingerprints()
     with db.connect(cfg.duckdb_path) as con:
         for name in ("runs_create", "runs_migrate", "stale_create"):
             db.execute(con, name)
@@ -37,7 +58,9 @@ def detect_stale(cfg: FairmonConfig) -> pl.DataFrame:
         for r in latest.iter_rows(named=True):
             used = {(i["file"], i["size"], i["mtime_ns"]) for i in json.loads(r["inputs"] or "[]")}
             now = {(i["file"], i["size"], i["mtime_ns"]) for i in current_inputs(cfg, r["ds"])}
-            for file in sorted({f for f, *_ in used ^ now}):
+            changes = sorted({f for f, *_ in used ^ now})
+            changed = config_change(r["params"], sections)
+            for file in changes + ([changed] if changed else []):
                 db.execute(con, "stale_insert", ds=r["ds"], file=file)
                 found.append({"ds": r["ds"], "file": file})
     return pl.DataFrame(found, schema={"ds": pl.Date, "file": pl.String})

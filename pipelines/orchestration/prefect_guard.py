@@ -10,9 +10,16 @@ this process's Prefect settings at it.
 
 No orphaned server: a small guard process is tied to the server and to
 fairmon. If fairmon dies in any way, SIGKILL included, the guard sees its
-pipe close and stops the server (which an ``atexit`` hook cannot do after a
-SIGKILL). On a normal exit the server is stopped at exit and the guard finds
-nothing to do.
+pipe close and stops the server and every other process fairmon started
+(they carry its token: e.g. the flow runs ``fairmon serve``'s runner starts),
+which an ``atexit`` hook cannot do after a SIGKILL. On a normal exit the
+server is stopped at exit and the guard finds nothing to do.
+
+The server runs in a session of its own: a SIGTERM or Ctrl-C to fairmon's
+process group (``systemctl stop``, a terminal) reaches fairmon, which still
+needs the API to stop cleanly (``fairmon serve`` stops its runner through it),
+and not the server, which fairmon stops at exit (or the guard when fairmon
+was killed).
 """
 
 from __future__ import annotations
@@ -28,22 +35,24 @@ import uuid
 from pathlib import Path
 
 # The guard: wait until its stdin closes (the parent's end closes when the parent
-# dies, however it dies), then stop every Prefect server that carries the
-# parent's token in its environment (servers inherit the parent's environment,
-# so a server started a moment before a kill is found too).
-_GUARD = r"""
+# dies, however it dies), then stop every process but itself that carries the
+# parent's token in its environment: Prefect's server and anything else fairmon
+# started (children inherit the parent's environment, so a server started a
+# moment before a kill is found too, and so are the flow-run processes of
+# `fairmon serve`'s runner).
+#: The guard's script (run with ``python -c``; its one argument is the token).
+GUARD_SCRIPT = r"""
 import os, signal, sys, time
 token = ("FAIRMON_RUN_TOKEN=" + sys.argv[1]).encode()
-SERVER = b"prefect.server" + b".api.server"  # split: this script's own command line must not match
+me = os.getpid()
 sys.stdin.buffer.read()
 
 def servers():
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
+        if int(pid) == me:
+            continue
         try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if SERVER not in fh.read():
-                    continue
             with open(f"/proc/{pid}/environ", "rb") as fh:
                 if token in fh.read().split(b"\0"):
                     found.append(int(pid))
@@ -80,7 +89,7 @@ def guard_temporary_server() -> None:
     os.environ["FAIRMON_RUN_TOKEN"] = token
     _guard.append(
         subprocess.Popen(
-            [sys.executable, "-c", _GUARD, token],
+            [sys.executable, "-c", GUARD_SCRIPT, token],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -175,7 +184,9 @@ def _start_server() -> str:
         **{k: v for k, v in settings.items() if k != "PREFECT_API_URL"},
     }
     log = tempfile.TemporaryFile()  # noqa: SIM115 (open while the server lives)
-    _server.append(subprocess.Popen(server_command(port), env=env, stdout=log, stderr=subprocess.STDOUT))
+    # a session of its own: a signal to fairmon's process group must not stop the API fairmon still needs
+    proc = subprocess.Popen(server_command(port), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    _server.append(proc)
     _server_log.append(log)
     url = f"http://127.0.0.1:{port}/api"
     os.environ["PREFECT_API_URL"] = url

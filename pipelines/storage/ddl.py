@@ -70,25 +70,33 @@ def table_view_sql(name: str, warehouse: Path, present: Collection[str] | None) 
     types (``ds`` from the partition path; a column missing from every file,
     e.g. one added after older partitions were written, reads as NULL).
     ``present`` holds the names of the columns the files have (``ds`` among
-    them), or is None when the table has no partition yet (an empty, typed view)."""
+    them), or is None when the table has no partition yet (an empty, typed view).
+
+    The view stays valid when its partitions go after it was created (a
+    table the latest runs no longer produce, issue 40 item 3): it reads the
+    glob with ``allow_empty`` under a typed empty row set (``UNION ALL BY
+    NAME``), so no partition reads as no rows of the declared columns, not
+    DuckDB's "No files found"."""
     t = table(name)
+    typed = ", ".join(f"NULL::{duckdb_type(c.dtype)} AS {ident(c.name)}" for c in t.stored_columns)
     if present is None:
-        cols = ", ".join(f"NULL::{duckdb_type(c.dtype)} AS {ident(c.name)}" for c in t.stored_columns)
-        return f"CREATE OR REPLACE VIEW {ident(t.name)} AS SELECT {cols} WHERE false"
+        return f"CREATE OR REPLACE VIEW {ident(t.name)} AS SELECT {typed} WHERE false"
     cols = ", ".join(
         f"CAST({ident(c.name)} AS {duckdb_type(c.dtype)}) AS {ident(c.name)}"
         if c.name in present
         else f"NULL::{duckdb_type(c.dtype)} AS {ident(c.name)}"
         for c in t.stored_columns
     )
-    return f"CREATE OR REPLACE VIEW {ident(t.name)} AS SELECT {cols} FROM {read_parquet_sql(warehouse, name)}"
+    rows = f"SELECT {typed} WHERE false UNION ALL BY NAME SELECT * FROM {read_parquet_sql(warehouse, name)}"
+    return f"CREATE OR REPLACE VIEW {ident(t.name)} AS SELECT {cols} FROM ({rows})"
 
 
 def read_parquet_sql(warehouse: Path, name: str) -> str:
-    """``read_parquet(...)`` of table ``name``'s partitions, ``ds`` typed DATE from the path."""
+    """``read_parquet(...)`` of table ``name``'s partitions, ``ds`` typed DATE from the path
+    (no partition: no rows, of a single column ``empty``, DuckDB's ``allow_empty``)."""
     return (
         f"read_parquet({sql_string(parquet_glob(warehouse, name))}, hive_partitioning = true, "
-        "hive_types = {'ds': DATE}, union_by_name = true)"
+        "hive_types = {'ds': DATE}, union_by_name = true, allow_empty = true)"
     )
 
 
