@@ -67,7 +67,7 @@ def missing_message(what: str, extras: Iterable[str], modules: Iterable[str] = (
     """``<what> needs the pipeline extra: pip install 'fairmon[pipeline]'`` (several extras
     joined, as one ``pip install``), naming the ``modules`` not found."""
     extras = tuple(extras)
-    names = " and ".join(extras)
+    names = extras[0] if len(extras) == 1 else f"{', '.join(extras[:-1])} and {extras[-1]}"
     line = f"{what} needs the {names} extra{'s' if len(extras) > 1 else ''}: pip install 'fairmon[{','.join(extras)}]'"
     modules = tuple(modules)
     return line + (f" (not installed: {', '.join(modules)})" if modules else "")
