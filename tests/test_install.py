@@ -150,3 +150,26 @@ def test_read_table_and_run_day_name_the_pipeline_extra(monkeypatch, tmp_path):
         fairmon.read_table(tmp_path / "fairmon.toml", "reo")
     with pytest.raises(ImportError, match=r"fairmon.run_day needs the pipeline extra: .*\(not installed: pyarrow\)$"):
         fairmon.run_day(tmp_path / "fairmon.toml", "2026-01-01")
+
+
+def test_the_lock_pins_every_requirement_within_its_range():
+    """requirements.lock (what `make` installs and the tests ran with) holds a version of every core and
+    extra requirement of pyproject.toml inside its declared range, so `pip install -c requirements.lock
+    '.[pipeline,report,audit]'` (make demo) and `-r requirements.lock` (make test) agree with the wheel."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pins = {}
+    for line in (REPO / "requirements.lock").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[canonicalize_name(name)] = version
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    reqs = [*project["dependencies"]]
+    reqs += [r for extra, rs in project["optional-dependencies"].items() if extra != "all" for r in rs]
+    outside = []
+    for r in map(Requirement, reqs):
+        version = pins.get(canonicalize_name(r.name))
+        if version is None or not r.specifier.contains(version, prereleases=True):
+            outside.append(f"{r} (lock: {version})")
+    assert outside == []
