@@ -5,6 +5,9 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEMO_STAMP := $(VENV)/.installed-demo
 LOCK   := requirements.lock
+# setuptools notes on every editable install that it is one ("Editable installation. Please be careful with
+# folders ... with the same name as your package"): information, not a problem of the package; not printed.
+EDITABLE := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet --no-deps -e .
 # The extras `fairmon demo` uses (pyproject.toml; README "Install"): not PySpark, ruff, pytest or pre-commit.
 DEMO_EXTRAS := pipeline,report,audit
 
@@ -20,16 +23,16 @@ $(STAMP): pyproject.toml $(LOCK) | $(BIN)/python
 	@echo "==> [make] installing the tested set of $(LOCK) (a few minutes on a first install; pip lists each package)"
 	$(BIN)/python -m pip install -r $(LOCK)
 	@echo "==> [make] installing fairmon itself (editable)"
-	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(EDITABLE)
 	touch $(STAMP) $(DEMO_STAMP)
 
 # Only what the demo uses: fairmon with the extras $(DEMO_EXTRAS), each package at its version in the lock file;
-# then fairmon itself made editable (quietly: setuptools notes that every editable install is one).
+# then fairmon itself made editable, so the demo runs the working tree's code.
 $(DEMO_STAMP): pyproject.toml $(LOCK) | $(BIN)/python
 	@echo "==> [make] installing fairmon[$(DEMO_EXTRAS)] at the versions of $(LOCK) (pip lists each package)"
 	$(BIN)/python -m pip install -c $(LOCK) ".[$(DEMO_EXTRAS)]"
 	@echo "==> [make] installing fairmon itself (editable)"
-	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(EDITABLE)
 	touch $(DEMO_STAMP)
 
 install: $(STAMP)
