@@ -1,23 +1,44 @@
-# fairmon: `make demo` installs everything and runs the demo; `make test` installs and runs the tests.
+# fairmon: `make demo` installs what the demo uses and runs it; `make test` installs everything and runs the tests.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 LOCK   := requirements.lock
+# setuptools notes on every editable install that it is one ("Editable installation. Please be careful with
+# folders ... with the same name as your package"): information, not a problem of the package; not printed.
+EDITABLE := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet --no-deps -e .
+# The extras `fairmon demo` uses (pyproject.toml; README "Install"): not PySpark, ruff, pytest or pre-commit.
+DEMO_EXTRAS := pipeline,report,audit
 
-.PHONY: install demo test test-fast lint format wheel-check docs lock clean
-
-# Exactly the tested set from the lock file, then fairmon itself (editable, no dependency resolution).
-$(STAMP): pyproject.toml $(LOCK)
+$(BIN)/python:
+	@echo "==> [make] creating the virtualenv $(VENV)"
 	$(PYTHON) -m venv $(VENV)
+	@echo "==> [make] upgrading pip"
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r $(LOCK)
-	$(BIN)/python -m pip install --quiet --no-deps -e .
-	touch $(STAMP)
+
+# Exactly the tested set from the lock file (tests, lint, Spark), then fairmon itself (editable, no dependency
+# resolution). It holds the demo's set too.
+$(STAMP): pyproject.toml $(LOCK) | $(BIN)/python
+	@echo "==> [make] installing the tested set of $(LOCK) (a few minutes on a first install; pip lists each package)"
+	$(BIN)/python -m pip install -r $(LOCK)
+	@echo "==> [make] installing fairmon itself (editable)"
+	$(EDITABLE)
+	touch $(STAMP) $(DEMO_STAMP)
+
+# Only what the demo uses: fairmon with the extras $(DEMO_EXTRAS), each package at its version in the lock file;
+# then fairmon itself made editable, so the demo runs the working tree's code.
+$(DEMO_STAMP): pyproject.toml $(LOCK) | $(BIN)/python
+	@echo "==> [make] installing fairmon[$(DEMO_EXTRAS)] at the versions of $(LOCK) (pip lists each package)"
+	$(BIN)/python -m pip install -c $(LOCK) ".[$(DEMO_EXTRAS)]"
+	@echo "==> [make] installing fairmon itself (editable)"
+	$(EDITABLE)
+	touch $(DEMO_STAMP)
 
 install: $(STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
+	@echo "==> [make] fairmon demo --out fairmon-demo"
 	$(BIN)/fairmon demo --out fairmon-demo
 
 # Everything: unit tests, Monte-Carlo coverage simulations, end-to-end flow tests, Spark, the installed-wheel check.
@@ -49,7 +70,7 @@ lock:
 	rm -rf .lockenv
 	$(PYTHON) -m venv .lockenv
 	.lockenv/bin/python -m pip install --quiet --upgrade pip
-	.lockenv/bin/python -m pip install --quiet ".[test,dev,spark]"
+	.lockenv/bin/python -m pip install ".[all,test,dev]"
 	{ sed -n '1,3p' $(LOCK); .lockenv/bin/python -m pip freeze --exclude-editable | grep -v '^fairmon'; } > $(LOCK).new
 	mv $(LOCK).new $(LOCK)
 	rm -rf .lockenv

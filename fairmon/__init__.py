@@ -16,7 +16,10 @@ frames (through Narwhals; the result is of the caller's kind)::
 
 Each function's docstring gives its input shapes, units, errors and source
 equation. The names load on first use: ``import fairmon`` itself imports
-neither the estimators nor Prefect or Great Expectations.
+neither the estimators nor Prefect or Great Expectations. The estimators need
+only the core install (``pip install fairmon``); ``read_table`` and
+``run_day`` need the ``pipeline`` extra and say so when it is missing
+(:mod:`fairmon.extras`; README "Install").
 
 The installed distribution exposes this one namespace: ``fairmon.api`` (the
 functions above), ``fairmon.transforms`` (pure estimators),

@@ -94,10 +94,22 @@ def count_rows(
     )
 
 
+class _ArrowStream:
+    """A Polars frame seen only through the Arrow C stream interface, which DuckDB scans without PyArrow
+    (an extra, ``fairmon[pipeline]``; the core install has none)."""
+
+    def __init__(self, frame: pl.DataFrame):
+        self.frame = frame
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        return self.frame.__arrow_c_stream__(requested_schema)
+
+
 def cluster_bucket(ids: pl.Series, buckets: int = CLUSTER_BUCKETS) -> pl.Series:
     """The hash bucket (0 .. ``buckets`` − 1, int32) of each cluster id, computed by the pipeline's own
-    statement ``sql/impressions_bucket.sql`` on DuckDB, so an id falls in the bucket it falls in when
-    ``fairmon run`` clusters on either engine (transforms/reo/cluster.py; DESIGN §1 "Engines"):
+    statement ``sql/impressions_bucket.sql`` (rendered as its DuckDB engine renders it) on DuckDB, so an
+    id falls in the bucket it falls in when ``fairmon run`` clusters on either engine
+    (transforms/reo/cluster.py; DESIGN §1 "Engines"):
     ``int(hashlib.sha1(text.encode()).hexdigest()[:8], 16) % buckets``, ``text`` the id cast to VARCHAR
     (the first 4 bytes of the SHA-1 of its UTF-8 bytes, big-endian); a null id in bucket
     ``6893924396578271964 % buckets`` (formula 3, pipelines/core/config.py ``BUCKET_FORMULA``).
@@ -106,13 +118,14 @@ def cluster_bucket(ids: pl.Series, buckets: int = CLUSTER_BUCKETS) -> pl.Series:
         raise ValueError(f"cluster_buckets must be at least 2, got {buckets}")
     import duckdb
 
-    from fairmon.pipelines.ingest.engines import DuckEngine
+    from fairmon.pipelines.storage.portable import render
 
+    rows = _ArrowStream(pl.DataFrame({"__id": ids}).with_row_index("__i"))
     con = duckdb.connect()
     try:
-        engine = DuckEngine(con)
-        engine.register("raw_in", pl.DataFrame({"__id": ids}).with_row_index("__i"))
-        out = engine.frame(engine.sql("impressions_bucket", {"buckets": buckets}, cluster=["__id"]))
+        con.register("raw_in", rows)
+        scan = con.sql(render("impressions_bucket", cluster=["__id"]), params={"buckets": buckets})
+        out = pl.DataFrame(scan.project("__i, __cbucket").fetchnumpy())  # two integer columns without nulls
     finally:
         con.close()
     return out.sort("__i").get_column("__cbucket").cast(pl.Int32)

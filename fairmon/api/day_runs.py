@@ -44,8 +44,12 @@ def run_day(config: Any, ds: dt.date | str, *, force_ingest: bool = False) -> di
     Raises :class:`fairmon.pipelines.storage.locking.RunLockedError` when
     another process holds the project; ValueError for a bad ``ds``; what
     :func:`fairmon.pipelines.core.config.load_config` raises for a missing
-    or invalid config (``ConfigError``, naming the key).
+    or invalid config (``ConfigError``, naming the key);
+    :class:`fairmon.extras.MissingExtraError` (an ImportError) without the ``pipeline`` extra.
     """
+    from fairmon.extras import require
+
+    require("fairmon.run_day", "pipeline")
     from fairmon.pipelines.core.config import FairmonConfig, load_config
     from fairmon.pipelines.ingest.preflight import preflight, preflight_summary
 
@@ -64,9 +68,8 @@ def run_day(config: Any, ds: dt.date | str, *, force_ingest: bool = False) -> di
         from fairmon.pipelines.executor.publishing import record_refused
 
         summary = preflight_summary(ds, found)
-        record_refused(
-            cfg, "" if isinstance(config, FairmonConfig) else str(Path(config).resolve()), {ds: summary["error"]}
-        )
+        path = "" if isinstance(config, FairmonConfig) else str(Path(config).resolve())
+        record_refused(cfg, path, {ds: summary["error"]})
         return summary
     from fairmon.pipelines.executor.days import run_day as run_in_process
 

@@ -51,10 +51,14 @@ def read_table(
     views) or a bad date; RuntimeError when the run history cannot be read
     (no DuckDB file yet, or a run holds it): which days are published is then
     unknown; errors of :func:`fairmon.pipelines.core.config.load_config` for a
-    bad config.
+    bad config; :class:`fairmon.extras.MissingExtraError` (an ImportError) without the
+    ``pipeline`` extra.
     """
     import polars as pl
 
+    from fairmon.extras import require
+
+    require("fairmon.read_table", "pipeline")  # the warehouse is read through PyArrow
     from fairmon.pipelines.core.config import FairmonConfig, load_config
     from fairmon.pipelines.storage.ddl import ident
     from fairmon.pipelines.storage.warehouse import query_warehouse

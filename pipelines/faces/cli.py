@@ -31,6 +31,7 @@ from fairmon.pipelines.faces.cli_common import (
     app,
     exit_code,
 )
+from fairmon.pipelines.faces.cli_extras import guard_commands, missing_module_exit
 
 __all__ = [
     "EXIT_FAILED",
@@ -109,6 +110,7 @@ def _arrange_commands() -> None:
 
 
 _arrange_commands()
+guard_commands(app)  # a command whose extra is not installed says which (pip install 'fairmon[...]'), exit 2
 
 
 def main() -> None:
@@ -117,6 +119,8 @@ def main() -> None:
         app()
     except SystemExit as e:
         _exit(e.code)
+    except ModuleNotFoundError as e:  # an extra's module a command needed after all: name the extra
+        _exit(missing_module_exit(e, app))
     _exit(0)
 
 
