@@ -243,15 +243,18 @@ def main() -> None:
         make_data(folder, 7 if folder != base else longest, 1.0, K)
         points.append(measure("groups", folder, 7, K, args.repeat))
 
-    fit = [p for p in points if p.series in ("days", "rows")] or points
-    X = np.array([[1.0, p.days, p.rows] for p in fit])
-    t = np.array([p.seconds for p in fit])
-    (fixed, per_day, per_row), *_ = np.linalg.lstsq(X, t, rcond=None)
-    print(f"\nfit over {len(fit)} runs: seconds = {fixed:.2f} + {per_day:.3f} x days + {per_row * 1e9:.0f} ns x rows")
-    worst = 0.0
-    for p, pred in zip(fit, X @ np.array([fixed, per_day, per_row])):
-        worst = max(worst, abs(p.seconds - pred) / p.seconds)
-        print(f"  {p.series:5} days {p.days:4} rows {p.rows:>11,}: {p.seconds:7.2f} s, fitted {pred:7.2f} s")
+    fit = [p for p in points if p.series in ("days", "rows")]
+    fixed = per_day = per_row = worst = float("nan")
+    if fit:
+        X = np.array([[1.0, p.days, p.rows] for p in fit])
+        t = np.array([p.seconds for p in fit])
+        (fixed, per_day, per_row), *_ = np.linalg.lstsq(X, t, rcond=None)
+        fitted = f"{fixed:.2f} + {per_day:.3f} x days + {per_row * 1e9:.0f} ns x rows"
+        print(f"\nfit over {len(fit)} runs: seconds = {fitted}")
+        worst = 0.0
+        for p, pred in zip(fit, X @ np.array([fixed, per_day, per_row])):
+            worst = max(worst, abs(p.seconds - pred) / p.seconds)
+            print(f"  {p.series:5} days {p.days:4} rows {p.rows:>11,}: {p.seconds:7.2f} s, fitted {pred:7.2f} s")
     groups = sorted((p for p in points if p.series == "groups"), key=lambda p: p.K)
     growth = 1.0
     if groups:
