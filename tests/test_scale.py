@@ -296,7 +296,7 @@ def test_range_counts_in_day_chunks_equal_one_statement(three_days, monkeypatch)
         monkeypatch.setattr(range_counts, "COUNT_ROWS_BUDGET", budget)
         with run_scope(Run(cfg)) as run, db.session(cfg.duckdb_path):
             prestage_impressions(cfg, days, force=True)
-            assert range_counts._days_per_statement(cfg, len(days)) == (len(days) if budget > 1 else 1)
+            assert range_counts.days_per_statement(cfg, len(days)) == (len(days) if budget > 1 else 1)
             kept[budget] = {ds: run.range_counts[ds][1:] for ds in days}
     for ds in days:
         for whole, chunked in zip(kept[10**12][ds], kept[1][ds], strict=True):

@@ -75,7 +75,7 @@ def count_range(cfg: FairmonConfig, days: list[dt.date]) -> None:
     run = active_run()
     if run is None:
         return
-    step = _days_per_statement(cfg, len(days))
+    step = days_per_statement(cfg, len(days))
     for i in range(0, len(days), step):
         chunk = days[i : i + step]
         counts, totals, buckets = count_days(cfg, chunk)
@@ -96,12 +96,14 @@ def count_range(cfg: FairmonConfig, days: list[dt.date]) -> None:
 COUNT_ROWS_BUDGET = 1_000_000
 
 
-def _days_per_statement(cfg: FairmonConfig, n_days: int) -> int:
+def days_per_statement(cfg: FairmonConfig, n_days: int) -> int:
     """How many days :func:`count_range` counts in one statement: all of them
     unless the staged rows a day joins (its own and its random window's,
     estimated from the staging table's rows per day) would pass
     :data:`COUNT_ROWS_BUDGET`. Each day's counts are the same either way
-    (sql/group_counts.sql counts every day from its own files only)."""
+    (sql/group_counts.sql counts every day from its own files only).
+    ``n_days``: the range's length; returns 1..n_days (n_days when nothing is
+    staged yet). Raises only what DuckDB raises opening the project's file."""
     with db.connect(cfg.duckdb_path) as con:
         if not staging_tables.exists(con, staging_tables.IMPRESSIONS):
             return max(1, n_days)
