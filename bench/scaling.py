@@ -70,6 +70,8 @@ class Point:
     K: int
     seconds: float
     raw: float
+    cpu: float = float("nan")  # CPU seconds of the backfill's process tree (the best run's)
+    peak: float = float("nan")  # its peak resident GB
 
 
 def make_data(folder: Path, days: int, scale: float = 1.0, K: int = 2) -> Path:
@@ -138,11 +140,18 @@ def backfill(folder: Path, days: int, checkout: Path = ROOT) -> float:
 
 def timed_backfill(folder: Path, days: int, checkout: Path = ROOT) -> tuple[float, float]:
     """:func:`backfill`; (wall seconds, CPU seconds of the process and its children)."""
+    wall, cpu, _ = measured_backfill(folder, days, checkout)
+    return wall, cpu
+
+
+def measured_backfill(folder: Path, days: int, checkout: Path = ROOT) -> tuple[float, float, float]:
+    """:func:`backfill` under ``/usr/bin/time``; (wall seconds, CPU seconds of
+    the process and its children, peak resident GB of the largest of them)."""
     fresh(folder)
     start = SimulationSpec().start
     end = start + dt.timedelta(days=days - 1)
     python = sys.executable if checkout == ROOT else str(checkout / ".venv" / "bin" / "python")
-    cmd = [python, "-m", "fairmon", "backfill", "-c", str(folder / "fairmon.toml")]
+    cmd = ["/usr/bin/time", "-f", "%M", python, "-m", "fairmon", "backfill", "-c", str(folder / "fairmon.toml")]
     cmd += ["--start", str(start), "--end", str(end)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with Stopwatch() as w:
@@ -152,7 +161,8 @@ def timed_backfill(folder: Path, days: int, checkout: Path = ROOT) -> tuple[floa
         tail = f"{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
         raise SystemExit(f"fairmon backfill failed ({checkout}, {folder}, {days} days):\n{tail}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return w.seconds, cpu
+    peak = int(res.stderr.strip().splitlines()[-1]) / 1024**2  # KiB
+    return w.seconds, cpu, peak
 
 
 def compare(other: Path, data: Path, day_counts: list[int], rounds: int) -> None:
@@ -182,14 +192,16 @@ def compare(other: Path, data: Path, day_counts: list[int], rounds: int) -> None
 
 
 def measure(series: str, folder: Path, days: int, K: int, repeat: int) -> Point:
-    """One point: the best of ``repeat`` cold backfills for ranges of up to
-    30 days (single runs vary by +-30 % here, mostly Prefect's temporary
-    server), one run for longer ranges."""
+    """One point: the best of ``repeat`` cold backfills (by CPU seconds) for
+    ranges of up to 30 days (single runs vary by +-30 % here), one run for
+    longer ranges."""
     raw, rows = raw_groupby(*day_files(folder, days))
-    best = min(backfill(folder, days) for _ in range(repeat if days <= 30 else 1))
-    p = Point(series, days, rows, K, best, raw)
+    runs = [measured_backfill(folder, days) for _ in range(repeat if days <= 30 else 1)]
+    wall, cpu, peak = min(runs, key=lambda r: r[1])
+    p = Point(series, days, rows, K, wall, raw, cpu, peak)
     print(
-        f"  {series:6} days {days:4}  rows {rows:>11,}  K {K:5}  backfill {p.seconds:7.2f} s  group-by {raw:6.3f} s",
+        f"  {series:6} days {days:4}  rows {rows:>11,}  K {K:5}  backfill {p.cpu:7.2f} CPU-s ({p.seconds:7.2f} s wall, "
+        f"peak {peak:.2f} GB)  group-by {raw:6.3f} s",
         flush=True,
     )
     return p
@@ -214,13 +226,14 @@ def main() -> None:
         return
 
     points: list[Point] = []
-    longest = max(args.days)
+    longest = max(args.days, default=0)  # --days "": the groups series alone
     print(f"days series (TikTok size), data {args.data}")
     base = args.data / f"days{longest}"
-    make_data(base, longest)
+    if longest:
+        make_data(base, longest)
     points += [measure("days", base, n, 2, args.repeat) for n in args.days]
     print("rows series (7 days)")
-    for s in args.scales:
+    for s in args.scales if args.days else []:
         folder = base if s == 1.0 and longest >= 7 else args.data / f"scale{s:g}"
         make_data(folder, 7 if folder != base else longest, s)
         points.append(measure("rows", folder, 7, 2, args.repeat))
@@ -231,27 +244,35 @@ def main() -> None:
         points.append(measure("groups", folder, 7, K, args.repeat))
 
     fit = [p for p in points if p.series in ("days", "rows")]
-    X = np.array([[1.0, p.days, p.rows] for p in fit])
-    t = np.array([p.seconds for p in fit])
-    (fixed, per_day, per_row), *_ = np.linalg.lstsq(X, t, rcond=None)
-    print(f"\nfit over {len(fit)} runs: seconds = {fixed:.2f} + {per_day:.3f} x days + {per_row * 1e9:.0f} ns x rows")
-    worst = 0.0
-    for p, pred in zip(fit, X @ np.array([fixed, per_day, per_row])):
-        worst = max(worst, abs(p.seconds - pred) / p.seconds)
-        print(f"  {p.series:5} days {p.days:4} rows {p.rows:>11,}: {p.seconds:7.2f} s, fitted {pred:7.2f} s")
+    fixed = per_day = per_row = worst = float("nan")
+    if fit:
+        X = np.array([[1.0, p.days, p.rows] for p in fit])
+        t = np.array([p.seconds for p in fit])
+        (fixed, per_day, per_row), *_ = np.linalg.lstsq(X, t, rcond=None)
+        fitted = f"{fixed:.2f} + {per_day:.3f} x days + {per_row * 1e9:.0f} ns x rows"
+        print(f"\nfit over {len(fit)} runs: seconds = {fitted}")
+        worst = 0.0
+        for p, pred in zip(fit, X @ np.array([fixed, per_day, per_row])):
+            worst = max(worst, abs(p.seconds - pred) / p.seconds)
+            print(f"  {p.series:5} days {p.days:4} rows {p.rows:>11,}: {p.seconds:7.2f} s, fitted {pred:7.2f} s")
     groups = sorted((p for p in points if p.series == "groups"), key=lambda p: p.K)
     growth = 1.0
     if groups:
         g0 = groups[0]
-        print(f"groups: seconds against K = {g0.K} (backfill | group-by)")
+        print(f"groups: CPU seconds against K = {g0.K} (backfill | group-by wall), peak memory")
         for p in groups:
-            print(f"  K {p.K:5}: {p.seconds / g0.seconds:5.2f}x | {p.raw / g0.raw:5.2f}x")
+            print(f"  K {p.K:5}: {p.cpu / g0.cpu:5.2f}x | {p.raw / g0.raw:5.2f}x, peak {p.peak:.2f} GB")
         growth = (groups[-1].seconds / g0.seconds) / (groups[-1].raw / g0.raw)
+        g1 = groups[-1]
+        many = f"K = {g1.K}: CPU {g1.cpu:.2f} s = {g1.cpu / g0.cpu:.2f}x K = {g0.K} (target <= 2)"
+        many += f", peak {g1.peak:.2f} GB"
     print(
         f"per-day cost {per_day:.3f} s, per-row cost {per_row * 1e9:.0f} ns, fixed {fixed:.1f} s; "
         f"largest residual of the linear fit {worst:.0%}; growth K = {groups[0].K if groups else '-'} -> "
         f"{groups[-1].K if groups else '-'} of the backfill / of the group-by = {growth:.2f}"
     )
+    if groups:
+        print(many + " (target <= 1.5 GB)")
 
 
 if __name__ == "__main__":

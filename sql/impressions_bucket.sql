@@ -17,8 +17,16 @@
 -- (pipelines/storage/portable.py). The value is below 2^32, so BIGINT holds
 -- it and the modulo is never negative. Engine-specific hash() is not used:
 -- DuckDB's and Spark's differ, and so would the buckets and the intervals.
--- CPU per 10^7 ids on DuckDB: 1.5 s (md5: 1.55 s; the former hash(): 0.15 s;
--- bench/README.md, issue 37).
-SELECT *,
-       CAST(coalesce(CAST('0x' || substr(sha1({{cluster:text}}), 1, 8) AS BIGINT), 6893924396578271964) % $buckets AS INTEGER) AS __cbucket
+-- Each distinct id is hashed once and its bucket joined back to its rows
+-- (null ids match as one, IS NOT DISTINCT FROM): SHA-1 per row cost
+-- 1.5 CPU-s per 10^7 rows on DuckDB (md5: 1.55 s; the former hash(): 0.15 s),
+-- most of the clustered scan; with 8 rows a request the join halves it
+-- (bench/README.md, issue 37).
+WITH __ids AS (
+    SELECT __cid,
+           CAST(coalesce(CAST('0x' || substr(sha1(__cid), 1, 8) AS BIGINT), 6893924396578271964) % $buckets AS INTEGER) AS __cbucket
+    FROM (SELECT DISTINCT {{cluster:text}} AS __cid FROM raw_in) AS __distinct_ids
+)
+SELECT raw_in.*, __ids.__cbucket
 FROM raw_in
+JOIN __ids ON {{cluster:text}} IS NOT DISTINCT FROM __ids.__cid

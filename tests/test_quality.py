@@ -400,6 +400,29 @@ def test_validate_many_equals_one_run_per_file(gate, monkeypatch):
     ]
 
 
+def test_validate_many_stacks_files_whose_columns_come_in_another_order(gate, monkeypatch):
+    """A pooled random file lists ``arm`` last: the same columns and types in
+    another order still make one GX run with the day's file, and each file's
+    result is that of its own run (here the second file's defect is found in
+    its own rows)."""
+    n = 20
+    clean = _profile(_raw(n=n, grp=["a", "b"] * (n // 2), s1=[1, 0] * (n // 2)))
+    bad = _raw(n=n, grp=["a", "b"] * (n // 2), s1=[1, 0] * (n // 2))
+    bad = _profile(bad.with_columns(pl.when(pl.int_range(n) == 2).then(pl.lit(7)).otherwise(pl.col("s1")).alias("s1")))
+    moved = bad.select([c for c in bad.columns if c != "arm"] + ["arm"])
+    assert moved.columns != clean.columns and sorted(moved.columns) == sorted(clean.columns)
+    items = [(clean, "day.parquet", "t"), (moved, "pool.parquet", "t")]
+    alone = [_as_dict(gate.validate("impressions_raw", f, RAW_PARAMS, s, r)) for f, s, r in items]
+    runs = _counting_runs(monkeypatch)
+    many = gate.validate_many("impressions_raw", items, RAW_PARAMS)
+    assert [_as_dict(r) for r in many] == alone
+    assert many[1].failed_critical == ["signal_is_boolean[s1]"] and many[1].failures[0]["rows"] == [3]
+    assert [(s, subject) for s, subject, _ in runs] == [
+        ("impressions_raw", "2 subjects: day.parquet t .. pool.parquet t"),
+        ("impressions_raw.failed", "pool.parquet"),
+    ]
+
+
 def test_validate_many_days_with_a_missing_traffic_run_alone(gate, monkeypatch):
     """impressions_day's table-level rule (the random traffic is present) is
     decided for each day: the days that have it are checked in one run, a day

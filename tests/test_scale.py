@@ -283,6 +283,27 @@ def test_prestaged_range_counts_serve_the_days_until_something_is_staged(three_d
         assert third.get_column("n").sum() == 700
 
 
+def test_range_counts_in_day_chunks_equal_one_statement(three_days, monkeypatch):
+    """With many staged rows a day (many groups, clustered) count_range counts
+    the range a few days a statement (COUNT_ROWS_BUDGET): every day's counts,
+    totals and bucket rows are those of one statement over the whole range."""
+    from fairmon.pipelines.ingest import range_counts
+    from fairmon.pipelines.ingest.staging import prestage_impressions
+
+    cfg, days, _ = three_days
+    kept = {}
+    for budget in (10**12, 1):  # one statement; then one day a statement
+        monkeypatch.setattr(range_counts, "COUNT_ROWS_BUDGET", budget)
+        with run_scope(Run(cfg)) as run, db.session(cfg.duckdb_path):
+            prestage_impressions(cfg, days, force=True)
+            assert range_counts.days_per_statement(cfg, len(days)) == (len(days) if budget > 1 else 1)
+            kept[budget] = {ds: run.range_counts[ds][1:] for ds in days}
+    for ds in days:
+        for whole, chunked in zip(kept[10**12][ds], kept[1][ds], strict=True):
+            assert whole.equals(chunked), ds
+    assert sum(kept[1][ds][0].get_column("n").sum() for ds in days) > 0
+
+
 def test_files_checked_together_for_duplicate_ids_find_what_each_alone_finds(tmp_path, monkeypatch):
     """Small files share one duplicate-id query (id_check_batches): the id key
     starts with the file, so two files with the very same keys are not

@@ -125,7 +125,8 @@ def test_sql_is_written_once_and_translated():
     assert "`like_video`" in spark and "USING (`__file`, `request_id`)" in spark
     bucket = render_spark("impressions_bucket", cluster=["request_id"])
     assert bucket.count(":buckets") == 1  # $buckets bound
-    assert "CONV(SUBSTRING(SHA(CAST(`request_id` AS STRING)), 1, 8), 16, 10)" in bucket  # DuckDB's '0x' || …
+    assert "CONV(SUBSTRING(SHA(__cid), 1, 8), 16, 10)" in bucket  # DuckDB's '0x' || …, once per distinct id
+    assert "SELECT DISTINCT CAST(`request_id` AS STRING) AS __cid" in bucket
     with pytest.raises(ValueError, match="not an identifier"):
         render("impressions_profile", columns=['ds" FROM x; --'])
 

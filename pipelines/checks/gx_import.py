@@ -9,17 +9,63 @@ that importing GX cost a run (bench/README.md "startup.py"). GX treats a
 package it cannot import as not installed (its ``compatibility`` modules),
 which is a configuration GX supports; the packages stay importable for
 everything else in this process once GX is in.
+
+Two more modules GX imports at its top are needed only by expectations
+fairmon does not use: ``scipy.stats`` (the KL-divergence and KS-test
+expectations) and ``altair`` (the KL expectation's charts), about 0.7 CPU-s
+of GX's import together. They are *deferred* while GX loads: GX binds a
+stand-in module that imports the real one on its first attribute access, so
+an expectation or any other caller that uses them gets them as usual, one
+access later. fairmon's own daily estimators take their normal and χ²
+functions from ``scipy.special`` (:mod:`fairmon.transforms.distributions`),
+so a day at TikTok size imports neither.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import sys
 import threading
+import types
 
 #: Optional integrations GX would import that no fairmon check uses.
 UNUSED_BY_CHECKS = ("sqlalchemy", "pyspark")
 
+#: Modules GX imports at its top that only unused expectations touch: deferred while GX loads.
+DEFERRED = ("scipy.stats", "altair")
+
 _LOCK = threading.Lock()
+
+
+class _Deferred(types.ModuleType):
+    """Stands in ``sys.modules`` for a module not imported yet. An attribute
+    it does not hold imports the real module (which then takes its place in
+    ``sys.modules`` and on its parent package) and is read from it."""
+
+    def __getattr__(self, attr: str):
+        name = self.__name__
+        if sys.modules.get(name) is self:
+            del sys.modules[name]
+        return getattr(importlib.import_module(name), attr)
+
+
+def _defer(name: str) -> bool:
+    """Put a :class:`_Deferred` stand-in for ``name`` in ``sys.modules`` if it is
+    neither imported nor absent; True when one was put."""
+    if name in sys.modules:
+        return False
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return False
+    if spec is None:
+        return False
+    stand_in = _Deferred(name)
+    stand_in.__spec__ = spec  # the import system reads these without touching the real module
+    stand_in.__loader__ = spec.loader  # no __path__: importing a submodule asks for it, which imports the module
+    sys.modules[name] = stand_in
+    return True
 
 
 def import_gx(spark: bool = False):
@@ -36,6 +82,8 @@ def import_gx(spark: bool = False):
         hidden = [m for m in UNUSED_BY_CHECKS if m not in sys.modules and not (spark and m == "pyspark")]
         for name in hidden:
             sys.modules[name] = None  # type: ignore[assignment]  # "import name" raises ImportError
+        for name in DEFERRED:
+            _defer(name)
         try:
             import great_expectations
         finally:

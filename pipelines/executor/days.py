@@ -127,7 +127,7 @@ def run_days(
 
         wait = hooks.start()  # e.g. Prefect's temporary server starts (seconds) while the range is prestaged
         try:
-            if len(days) > 1:
+            if days:
                 prestage(chunks[0])
         finally:
             wait()  # raises what starting raised

@@ -75,15 +75,41 @@ def count_range(cfg: FairmonConfig, days: list[dt.date]) -> None:
     run = active_run()
     if run is None:
         return
-    counts, totals, buckets = count_days(cfg, days)
-    with run.lock:
-        for ds in days:
-            run.range_counts[ds] = (
-                run.generation,
-                counts.filter(pl.col("ds") == ds),
-                totals.filter(pl.col("ds") == ds).drop("ds"),
-                buckets.filter(pl.col("ds") == ds),
-            )
+    step = days_per_statement(cfg, len(days))
+    for i in range(0, len(days), step):
+        chunk = days[i : i + step]
+        counts, totals, buckets = count_days(cfg, chunk)
+        with run.lock:
+            for ds in chunk:
+                run.range_counts[ds] = (
+                    run.generation,
+                    counts.filter(pl.col("ds") == ds),
+                    totals.filter(pl.col("ds") == ds).drop("ds"),
+                    buckets.filter(pl.col("ds") == ds),
+                )
+
+
+#: Staged rows one statement of sql/group_counts.sql may join (a pooled random
+#: row joins once per day of its window). Its hash tables took ~0.8 GB per
+#: million (7 days at K = 4,096 clustered: 1.7 GB, bench/README issue 37);
+#: at TikTok size with few groups a 92-day chunk stays far below, in one statement.
+COUNT_ROWS_BUDGET = 1_000_000
+
+
+def days_per_statement(cfg: FairmonConfig, n_days: int) -> int:
+    """How many days :func:`count_range` counts in one statement: all of them
+    unless the staged rows a day joins (its own and its random window's,
+    estimated from the staging table's rows per day) would pass
+    :data:`COUNT_ROWS_BUDGET`. Each day's counts are the same either way
+    (sql/group_counts.sql counts every day from its own files only).
+    ``n_days``: the range's length; returns 1..n_days (n_days when nothing is
+    staged yet). Raises only what DuckDB raises opening the project's file."""
+    with db.connect(cfg.duckdb_path) as con:
+        if not staging_tables.exists(con, staging_tables.IMPRESSIONS):
+            return max(1, n_days)
+        ((n_rows, n_staged_days),) = db.rows(con, "impressions_staged_size")
+    per_day = n_rows / max(1, n_staged_days) * (1 + cfg.impressions.random_window_days)
+    return max(1, min(n_days, int(COUNT_ROWS_BUDGET // max(per_day, 1.0))))
 
 
 def take_range_counts(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:

@@ -28,7 +28,7 @@ differ in SE, CI and p-value. Normal CIs use z, Welch CIs use t_ν.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -249,7 +249,11 @@ def ab_estimates(
             )
     if clustered:  # the design effect is the data's, the same on every method's row of a metric
         by_metric = dict(zip(names, deff))
-        out = [replace(e, design_effect=float(by_metric[e.metric])) for e in out]
+        # positional construction, not dataclasses.replace: ~16,000 rows a day at K = 4,096 (bench/README)
+        out = [
+            ABEstimate(e.metric, e.diff, e.se, e.ci_low, e.ci_high, e.p_value, e.method, e.df, e.reason, float(d))
+            for e, d in zip(out, (by_metric[e.metric] for e in out))
+        ]
     return out
 
 

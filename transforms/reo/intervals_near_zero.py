@@ -27,7 +27,7 @@ def parity_test(U: np.ndarray, v: np.ndarray) -> tuple[float, int, float]:
     and df 0 when K < 2 or a U_k or v_j is not positive and finite.
     Source: seed 001 eq. 19 (REO = 0 ⇔ parity) and Algorithm 1's covariance.
     """
-    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+    from fairmon.transforms.distributions import chi2_sf
 
     U = np.asarray(U, dtype=float)
     v = np.asarray(v, dtype=float)
@@ -43,12 +43,12 @@ def parity_test(U: np.ndarray, v: np.ndarray) -> tuple[float, int, float]:
             return float("nan"), 0, float("nan")
         if not np.isfinite(W) or W < 0:
             return float("nan"), 0, float("nan")
-        return W, K - 1, float(stats.chi2.sf(W, K - 1))
+        return W, K - 1, chi2_sf(W, K - 1)
     if K < 2 or not (np.isfinite(U).all() and (U > 0).all() and np.isfinite(v).all() and (v > 0).all()):
         return float("nan"), 0, float("nan")
     x, w = np.log(U), 1.0 / v
     W = float(np.sum(w * (x - np.sum(w * x) / w.sum()) ** 2))
-    return W, K - 1, float(stats.chi2.sf(W, K - 1))
+    return W, K - 1, chi2_sf(W, K - 1)
 
 
 def quadratic_form_cdf(t: float, cov_eig: np.ndarray, proj: np.ndarray, s: float) -> float:
@@ -62,7 +62,7 @@ def quadratic_form_cdf(t: float, cov_eig: np.ndarray, proj: np.ndarray, s: float
     Σ has one non-zero eigenvalue. Source: Liu, Tang, Zhang, Comput. Stat.
     Data Anal. 53 (2009) 853–856, eqs. for the LTZ approximation.
     """
-    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+    from fairmon.transforms.distributions import chi2_cdf, ncx2_cdf
 
     lam = np.asarray(cov_eig, dtype=float)
     c = [float(np.sum(lam**k) + k * s * s * np.sum(lam ** (k - 1) * proj)) for k in (1, 2, 3, 4)]
@@ -80,8 +80,8 @@ def quadratic_form_cdf(t: float, cov_eig: np.ndarray, proj: np.ndarray, s: float
     mu_chi, sd_chi = df + delta, np.sqrt(2.0) * a
     x = (t - c[0]) / np.sqrt(2.0 * c[1]) * sd_chi + mu_chi
     if delta <= 1e-12:
-        return float(stats.chi2.cdf(x, df))
-    return float(stats.ncx2.cdf(x, df, delta))
+        return chi2_cdf(x, df)
+    return ncx2_cdf(x, df, delta)
 
 
 #: Draws of the fixed-seed Monte Carlo used for lower-tail probabilities of ‖ΔÛ‖².

@@ -127,11 +127,11 @@ def log_utility_variance(
 
 def z_value(level: float) -> float:
     """Two-sided normal quantile for a confidence level in (0, 1)."""
-    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+    from fairmon.transforms.distributions import norm_ppf
 
     if not 0.0 < level < 1.0:
         raise ValueError(f"confidence level must be in (0, 1), got {level}")
-    return float(stats.norm.ppf(0.5 + level / 2.0))
+    return norm_ppf(0.5 + level / 2.0)
 
 
 def delta_u_covariance(U: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -341,7 +341,7 @@ def reo_tables(
     attributes = sorted(set(day.get_column("attribute").to_list()))
     arms = sorted(set(rec_all.get_column("arm").to_list()))
 
-    group_rows: list[dict] = []
+    group_rows: list[pl.DataFrame] = []
     reo_rows: list[dict] = []
     for attribute in attributes:
         rand = rand_all.filter(pl.col("attribute") == attribute)
@@ -374,7 +374,7 @@ def reo_tables(
             )
             clustered = c_rec is not None or c_rand is not None or bool(note_rec or note_rand)
             where = {"ds": ds, "arm": arm, "attribute": attribute}
-            group_rows += _group_rows(where, groups, (n_g_rec, n_g_rand, a, b), est, ci_method)
+            group_rows.append(_group_rows(where, groups, (n_g_rec, n_g_rand, a, b), est, ci_method))
             reo_rows.append(
                 {
                     **where,
@@ -386,44 +386,49 @@ def reo_tables(
                 }
             )
     return (
-        pl.DataFrame(group_rows, schema=REO_GROUP_SCHEMA),
+        pl.concat(group_rows, how="vertical") if group_rows else pl.DataFrame(schema=REO_GROUP_SCHEMA),
         pl.DataFrame(reo_rows, schema=REO_SCHEMA),
     )
 
 
 def _group_rows(
     where: dict, groups: list[str], counts: tuple[np.ndarray, ...], est: REOEstimate, ci_method: str
-) -> list[dict]:
+) -> pl.DataFrame:
     """``reo_group`` rows of one (ds, arm, attribute) (``where``): the counts
     (rows and positives per group in default and random traffic, shapes (K,))
     beside the estimate's per-group values, so a reader sees what each ΔU_k
-    rests on. A small group's reason names its arm and attribute."""
+    rests on. A small group's reason names its arm and attribute. Built by
+    column (K rows: a dict a row cost ~0.1 s a day at K = 4,096)."""
     n_g_rec, n_g_rand, a, b = counts
     arm, attribute = where["arm"], where["attribute"]
-    return [
-        {
-            **where,
-            "group": g,
-            "n_rec": int(n_g_rec[i]),
-            "n_rand": int(n_g_rand[i]),
-            "n_pos_rec": int(a[i]),
-            "n_pos_rand": int(b[i]),
-            "P": float(est.P[i]),
-            "Q": float(est.Q[i]),
-            "U": float(est.U[i]),
-            "delta_U": float(est.delta_U[i]),
-            "se_delta_U": float(est.se_delta_U[i]),
-            "ci_low": float(est.ci_low_delta_U[i]),
-            "ci_high": float(est.ci_high_delta_U[i]),
-            "ci_method": ci_method,
-            "reason": est.group_reasons[i] if est.group_reasons else None,
-            "small_group": est.small_group[i],
-            "small_group_reason": (
-                f"arm {arm}, {attribute}: {est.small_group_reasons[i]}" if est.small_group_reasons[i] else None
-            ),
-        }
-        for i, g in enumerate(groups)
-    ]
+    K = len(groups)
+
+    def ints(x) -> list[int]:
+        return [int(v) for v in x]
+
+    def floats(x) -> list[float]:
+        return [float(v) for v in x]
+
+    cols = {
+        **{k: [v] * K for k, v in where.items()},
+        "group": list(groups),
+        "n_rec": ints(n_g_rec),
+        "n_rand": ints(n_g_rand),
+        "n_pos_rec": ints(a),
+        "n_pos_rand": ints(b),
+        "P": floats(est.P),
+        "Q": floats(est.Q),
+        "U": floats(est.U),
+        "delta_U": floats(est.delta_U),
+        "se_delta_U": floats(est.se_delta_U),
+        "ci_low": floats(est.ci_low_delta_U),
+        "ci_high": floats(est.ci_high_delta_U),
+        "ci_method": [ci_method] * K,
+        "reason": list(est.group_reasons) if est.group_reasons else [None] * K,
+        "small_group": list(est.small_group),
+        "small_group_reason": [f"arm {arm}, {attribute}: {r}" if r else None for r in est.small_group_reasons],
+    }
+    return pl.DataFrame({k: cols[k] for k in REO_GROUP_SCHEMA}, schema=REO_GROUP_SCHEMA)
 
 
 def _reo_values(

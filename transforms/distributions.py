@@ -1,0 +1,65 @@
+"""Normal and chi-squared tail probabilities and quantiles that a daily REO
+run needs, straight from ``scipy.special``, bit for bit what ``scipy.stats``
+returns.
+
+Why not ``scipy.stats`` itself: importing it costs about 0.4 CPU-s of a day's
+~3 (bench/README "startup.py"), and a day at TikTok size uses four of its
+functions (REO's z, the parity test's χ² tail, the interval's noncentral χ²
+CDF). ``scipy.stats``' distributions compute these exact ``scipy.special``
+calls inside the support (``norm.ppf`` = ``ndtri``, ``chi2.sf`` = ``chdtrc``,
+``chi2.cdf`` = ``chdtr``, ``ncx2.cdf`` = ``chndtr`` for nc > 0; scipy 1.17
+``_continuous_distns``); the wrappers here take that path only for finite
+arguments strictly inside the support and hand everything else (edges, NaN,
+bad shapes) to ``scipy.stats``, so every value is the one ``scipy.stats`` gives
+(``tests/test_distributions.py`` compares them bit for bit).
+"""
+
+from __future__ import annotations
+
+import math
+
+from scipy import special
+
+
+def _finite(*xs: float) -> bool:
+    return all(isinstance(x, (int, float)) and math.isfinite(x) for x in xs)
+
+
+def norm_ppf(q: float) -> float:
+    """Standard normal quantile Φ⁻¹(q) for a scalar q; ``scipy.stats.norm.ppf``."""
+    q = float(q)
+    if _finite(q) and 0.0 < q < 1.0:
+        return float(special.ndtri(q))
+    from scipy import stats
+
+    return float(stats.norm.ppf(q))
+
+
+def chi2_sf(x: float, df: float) -> float:
+    """P(χ²_df ≥ x) for scalars; ``scipy.stats.chi2.sf``."""
+    x, df = float(x), float(df)
+    if _finite(x, df) and x > 0.0 and df > 0.0:
+        return float(special.chdtrc(df, x))
+    from scipy import stats
+
+    return float(stats.chi2.sf(x, df))
+
+
+def chi2_cdf(x: float, df: float) -> float:
+    """P(χ²_df ≤ x) for scalars; ``scipy.stats.chi2.cdf``."""
+    x, df = float(x), float(df)
+    if _finite(x, df) and x > 0.0 and df > 0.0:
+        return float(special.chdtr(df, x))
+    from scipy import stats
+
+    return float(stats.chi2.cdf(x, df))
+
+
+def ncx2_cdf(x: float, df: float, nc: float) -> float:
+    """P(χ²_df(nc) ≤ x), noncentral, for scalars; ``scipy.stats.ncx2.cdf``."""
+    x, df, nc = float(x), float(df), float(nc)
+    if _finite(x, df, nc) and x > 0.0 and df > 0.0 and nc > 0.0:
+        return float(special.chndtr(x, df, nc))
+    from scipy import stats
+
+    return float(stats.ncx2.cdf(x, df, nc))
