@@ -305,7 +305,8 @@ def test_errors_name_the_problem():
 
 def test_reo_ab_delta_equals_the_joint_delta_method_by_hand():
     n_C, n_T, n_rand = 20_000, 20_000, 10_000
-    a_C, a_T, b = np.array([900, 1100]), np.array([1000, 1000]), np.array([400, 500])
+    # both arms far from parity (their parity-aware intervals exclude 0): the delta row, not the projection
+    a_C, a_T, b = np.array([700, 1300]), np.array([1000, 1000]), np.array([400, 500])
     counts = pl.DataFrame(
         {
             "traffic": ["default"] * 4 + ["random"] * 2,

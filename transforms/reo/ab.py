@@ -20,10 +20,20 @@ D_k = ΔU_k^T − ΔU_k^C. Methods (DESIGN §4.1):
   flips the favoured group, DESIGN §4.1);
 * ``bootstrap``: Algorithm 4, both arms and the shared random traffic
   resampled together (multinomial on the count tables), B replicates;
-  percentile CI, SE = bootstrap sd, normal two-sided p-value.
+  percentile CI, SE = bootstrap sd, and the p-value that inverts the
+  percentile interval, 2·min(F*(0), 1 − F*(0)) (never a normal approximation).
 
 Every method reports the same point estimate (the full-data difference); they
-differ in SE, CI and p-value. Normal CIs use z, Welch CIs use t_ν.
+differ in SE, CI and p-value, and each p-value is the smallest level whose
+interval excludes 0. Normal CIs use z, paired-t CIs use t_{M−1}.
+
+D_REO by regime (:mod:`fairmon.transforms.reo.ab_reo`, issue 38): when an
+arm is near parity, REO's kink breaks every method above, and D_REO's row of
+each (not ``delta_paper``, a comparison method) is the projection of the
+arms' parity-aware intervals, with its p-value and a reason naming the
+regime; far from parity the ``delta`` interval is centred at the second-order
+bias-corrected difference. Partition folds with few random positives are
+refused (:data:`PARTITION_MIN_FOLD_SNR`).
 """
 
 from __future__ import annotations
@@ -32,9 +42,18 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from fairmon.transforms.reo.ab_reo import (
+    ArmShape,
+    arm_shape,
+    near_parity_reason,
+    percentile_p_value,
+    projection_interval,
+    projection_p_value,
+)
 from fairmon.transforms.reo.bootstrap import delta_u_rows, reo_rows, resample_counts, utilities
 from fairmon.transforms.reo.cluster import BucketSums
 from fairmon.transforms.reo.estimate import (
+    delta_u_covariance,
     delta_u_factor,
     delta_u_log_jacobian,
     log_utility_variance,
@@ -44,6 +63,8 @@ from fairmon.transforms.reo.estimate import (
 )
 
 AB_METHODS = ("delta", "delta_paper", "partition", "bootstrap")
+#: Fold-level signal-to-noise ‖ΔÛ‖²/(M·tr Σ) below which ``partition`` refuses D_REO.
+PARTITION_MIN_FOLD_SNR = 2.0
 
 
 @dataclass(frozen=True)
@@ -247,6 +268,8 @@ def ab_estimates(
             out += _bootstrap_rows(
                 names, diff, (a_T, n_T), (a_C, n_C), (b, n_rand), clusters, level, n_boot, rng, method
             )
+    arms = _arm_shapes((Q_T, Q_C, P), (n_T, n_C, n_rand), U_T, U_C, clusters)
+    out = _reo_rows_by_regime(out, arms, float(diff[0]), level, folds)
     if clustered:  # the design effect is the data's, the same on every method's row of a metric
         by_metric = dict(zip(names, deff))
         out = [replace(e, design_effect=float(by_metric[e.metric])) for e in out]
@@ -270,7 +293,7 @@ def _undefined_reason(
 ) -> str | None:
     """Why no A/B interval is defined (the first that applies), else None:
     K < 2, an empty sample or P_k = 0 (U undefined), Q_k = 0 in an arm (no
-    delta variance), REO = 0 in an arm (not differentiable), the caller's
+    delta variance), the caller's
     ``cluster_note``, or fewer cluster buckets than partition folds."""
     if K < 2:
         return "fewer than 2 groups"
@@ -278,8 +301,6 @@ def _undefined_reason(
         return "P_k = 0 or an empty sample: U undefined"
     if (a_T == 0).any() or (a_C == 0).any():
         return "Q_k = 0 in an arm: SE undefined"
-    if reo_rows(U_T) == 0 or reo_rows(U_C) == 0:
-        return "REO = 0 in an arm: not differentiable"
     if cluster_note:
         return cluster_note
     if any(c is not None and c.G < folds for c in clusters) and "partition" in methods:
@@ -320,6 +341,79 @@ def _difference_variances(
     c_T, c_C, c_R = clusters
     var = quad(c_T, Q_T, n_T, U_T) + quad(c_C, Q_C, n_C, U_C) + quad(c_R, P, n_rand, U_T, U_C)
     return var, var / var_mult
+
+
+def _arm_shapes(
+    shares: tuple[np.ndarray, np.ndarray, np.ndarray],
+    sizes: tuple[int, int, int],
+    U_T: np.ndarray,
+    U_C: np.ndarray,
+    clusters: tuple[BucketSums | None, BucketSums | None, BucketSums | None],
+) -> tuple[ArmShape, ArmShape]:
+    """Each arm's ΔÛ with its delta covariance (:mod:`fairmon.transforms.reo.ab_reo`):
+    Σ_X = A_X diag(1/(Q_X n_X) + 1/(P n_rand)) A_Xᵀ without clustering; with it,
+    the factor B_X = F_X A_Xᵀ of the stacked per-sample factors F_X (a
+    bucketed sample's sandwich factor, else its multinomial diagonal)."""
+    (Q_T, Q_C, P), (n_T, n_C, n_rand) = shares, sizes
+    c_T, c_C, c_R = clusters
+    out = []
+    for name, U, Q, n, c in (("treatment", U_T, Q_T, n_T, c_T), ("control", U_C, Q_C, n_C, c_C)):
+        dU = relative_utilities(U)
+        if c is None and c_R is None:
+            out.append(arm_shape(name, dU, cov=delta_u_covariance(U, 1 / (Q * n) + 1 / (P * n_rand))))
+            continue
+        F = np.vstack(
+            [
+                x.log_share_factor() if x is not None else np.diag(np.sqrt(1 / (share * size)))
+                for x, share, size in ((c, Q, n), (c_R, P, n_rand))
+            ]
+        )
+        out.append(arm_shape(name, dU, factor=delta_u_factor(U, F)))
+    return out[0], out[1]
+
+
+def _reo_rows_by_regime(
+    out: list[ABEstimate], arms: tuple[ArmShape, ArmShape], diff: float, level: float, folds: int
+) -> list[ABEstimate]:
+    """D_REO's rows by regime (:mod:`fairmon.transforms.reo.ab_reo`): near parity
+    in an arm, every method's interval (not ``delta_paper``, a comparison
+    method) becomes the projection interval with its p-value and a reason;
+    far from it the ``delta`` row is centred at the second-order
+    bias-corrected difference; ``partition`` is NaN with a reason when an
+    arm's fold-level signal-to-noise ‖ΔÛ‖²/(M·tr Σ) is below
+    :data:`PARTITION_MIN_FOLD_SNR` (per-fold REO near its kink: the fold
+    spread understates the SE; measured 0.66–0.91 coverage there, issue 38).
+    The method's SE is kept."""
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
+    T, C = arms
+    near = T.near or C.near
+    folds_snr = min(T.fold_snr(folds), C.fold_snr(folds))
+    proj = None
+    res = []
+    for e in out:
+        if e.metric != "reo" or e.method == "delta_paper" or (not np.isfinite(e.se) and not near):
+            res.append(e)
+        elif near:
+            if proj is None:
+                lo, hi = projection_interval(T, C, level)
+                proj = (lo, hi, projection_p_value(T, C), near_parity_reason(arms, level))
+            res.append(replace(e, ci_low=proj[0], ci_high=proj[1], p_value=proj[2], reason=proj[3], df=float("nan")))
+        elif e.method == "partition" and folds_snr < PARTITION_MIN_FOLD_SNR:
+            why = (
+                f"partition: a fold holds 1/{folds} of the data, where an arm's signal energy ‖ΔÛ‖² is only "
+                f"{folds_snr:.2g}× its noise energy tr Var(ΔÛ) (< {PARTITION_MIN_FOLD_SNR:g}): per-fold REO is near "
+                "its kink and the fold spread understates D_REO's SE (few random positives); use delta or bootstrap"
+            )
+            res.append(replace(e, ci_low=float("nan"), ci_high=float("nan"), p_value=float("nan"), reason=why))
+        elif e.method == "delta":
+            centre = diff - (T.bias - C.bias)
+            z = z_value(level)
+            p = float(2 * stats.norm.sf(abs(centre) / e.se))
+            res.append(replace(e, ci_low=centre - z * e.se, ci_high=centre + z * e.se, p_value=p))
+        else:
+            res.append(e)
+    return res
 
 
 def _partition_rows(
@@ -371,9 +465,10 @@ def _bootstrap_rows(
     """Algorithm 4 (``bootstrap``): ``n_boot`` replicates resampling both arms
     and the shared random traffic together (buckets when clustered), so each
     replicate's two arms see the same P̂; percentile CI, SE = replicate sd,
-    normal p-value. A metric with a replicate where P_k = 0 is NaN with a
-    reason. Source: seed 001 Algorithm 4."""
-    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+    the p-value that inverts the percentile interval
+    (:func:`fairmon.transforms.reo.ab_reo.percentile_p_value`), so the two
+    agree. A metric with a replicate where P_k = 0 is NaN with a reason.
+    Source: seed 001 Algorithm 4; Efron & Tibshirani (1993) §13.3, §16."""
 
     def draw(c: BucketSums | None, pos: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
         return c.resample(n_boot, rng) if c is not None else (resample_counts(pos, n, n_boot, rng), n)
@@ -386,8 +481,9 @@ def _bootstrap_rows(
     finite = np.isfinite(d_b).all(axis=0)  # every metric's replicates at once (thousands of groups)
     with np.errstate(invalid="ignore", divide="ignore"):
         se_b = d_b.std(axis=0, ddof=1)
-        p_b = np.where(se_b > 0, 2 * stats.norm.sf(np.abs(diff) / se_b), np.nan)
-    lo_b, hi_b = np.quantile(d_b, [(1 - level) / 2, (1 + level) / 2], axis=0)
+        p_b = np.where(se_b > 0, percentile_p_value(d_b), np.nan)
+    # order statistics (inverted CDF): 0 lies outside the interval at level 1 − α exactly when p < α
+    lo_b, hi_b = np.quantile(d_b, [(1 - level) / 2, (1 + level) / 2], axis=0, method="inverted_cdf")
     out = []
     for m, d, ok, se, lo, hi, p in zip(names, diff, finite, se_b, lo_b, hi_b, p_b):
         if not ok:

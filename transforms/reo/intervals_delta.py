@@ -70,7 +70,9 @@ def log_utility_model(
 class DeltaIntervals:
     """What the delta method gives for one REO: SEs of ΔÛ (K,), the
     near-parity REO interval, reo_bc, the parity test (W, df, p), REO's SE,
-    the design effect and the reasons for anything undefined, in order."""
+    the design effect and the reasons for anything undefined, in order; then
+    the curvature ratio ρ = (tr Σ − ûᵀΣû)/(2‖ΔÛ‖√(ûᵀΣû)), REO's second-order
+    bias over its SE (:mod:`fairmon.transforms.reo.ab_reo`; inf at ΔÛ = 0)."""
 
     se_dU: np.ndarray
     ci_low: float
@@ -80,6 +82,7 @@ class DeltaIntervals:
     se_reo: float
     design_effect: float
     notes: tuple[str, ...]
+    curvature: float = float("nan")
 
 
 def delta_intervals(
@@ -120,6 +123,9 @@ def delta_intervals(
         var_dU = np.diag(cov)
         ci_low, ci_high = reo_interval_near_zero(dU, cov, level)
     se_dU = np.sqrt(var_dU)
+    norm = float(np.linalg.norm(dU))
+    uSu = float(np.sum((B @ dU) ** 2) if F is not None else dU @ cov @ dU) / norm**2 if reo > 0 else 0.0
+    curvature = (var_dU.sum() - uSu) / (2 * norm * np.sqrt(uSu)) if uSu > 0 else float("inf")
     reo_bc = reo_bc_from_trace(reo, float(var_dU.sum()), K)
     rank = sum(c.G - 1 if c is not None else K for c in (clusters_rec, clusters_rand))
     if clustered and rank < K - 1:  # Σ of G − 1 df per bucketed sample cannot span K − 1 contrasts
@@ -142,4 +148,4 @@ def delta_intervals(
             if reo > 0
             else float(var_dU.sum() / np.trace(delta_u_covariance(U, v_mult)))
         )
-    return DeltaIntervals(se_dU, ci_low, ci_high, reo_bc, parity, se_reo, design_effect, tuple(notes))
+    return DeltaIntervals(se_dU, ci_low, ci_high, reo_bc, parity, se_reo, design_effect, tuple(notes), float(curvature))

@@ -159,6 +159,8 @@ def reo_interval_near_zero(
     (A = Σ_i w_i √λ_i Z_i, B = Σ_i λ_i Z_i², w = Σ's eigenbasis coordinates of
     u; the upper bound is then a quantile of the draws' roots), except when Σ
     has rank 1 (K = 2), where the approximation is exact.
+    A ΔÛ whose REO is rounding (≤ REO_ROUNDING, :mod:`fairmon.transforms.reo.reo_math`)
+    is taken as exactly 0: its direction is noise of the last ulp, not data.
     Returns (low, high) in REO units; NaNs when the inputs are not finite.
     Raises ValueError for level outside (0, 1).
     """
@@ -171,6 +173,10 @@ def reo_interval_near_zero(
         return float("nan"), float("nan")
     from scipy.optimize import brentq
 
+    from fairmon.transforms.reo.reo_math import REO_ROUNDING
+
+    if np.linalg.norm(dU) <= REO_ROUNDING * np.sqrt(K):  # REO = 0 up to rounding: exactly parity (issue 38)
+        dU = np.zeros(K)
     lam_nz, w = _spectrum(dU, None if factor is not None else given, given if factor is not None else None)
     norm = float(np.linalg.norm(dU))
     # Σ's null space enters the cumulants only through its share of u (λ⁰ in c_1): one zero eigenvalue carries it
