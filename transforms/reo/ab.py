@@ -33,7 +33,7 @@ each (not ``delta_paper``, a comparison method) is the projection of the
 arms' parity-aware intervals, with its p-value and a reason naming the
 regime; far from parity the ``delta`` interval is centred at the second-order
 bias-corrected difference. Partition folds with few random positives are
-refused (:data:`PARTITION_MIN_FOLD_SNR`).
+refused (:data:`fairmon.transforms.reo.ab_reo.PARTITION_MIN_FOLD_SNR`).
 """
 
 from __future__ import annotations
@@ -42,18 +42,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from fairmon.transforms.reo.ab_reo import (
-    ArmShape,
-    arm_shape,
-    near_parity_reason,
-    percentile_p_value,
-    projection_interval,
-    projection_p_value,
-)
+from fairmon.transforms.reo.ab_reo import arm_shapes, percentile_p_value, reo_rows_by_regime
 from fairmon.transforms.reo.bootstrap import delta_u_rows, reo_rows, resample_counts, utilities
-from fairmon.transforms.reo.cluster import BucketSums
+from fairmon.transforms.reo.cluster import BucketSums, joint_log_factors
 from fairmon.transforms.reo.estimate import (
-    delta_u_covariance,
     delta_u_factor,
     delta_u_log_jacobian,
     log_utility_variance,
@@ -63,8 +55,6 @@ from fairmon.transforms.reo.estimate import (
 )
 
 AB_METHODS = ("delta", "delta_paper", "partition", "bootstrap")
-#: Fold-level signal-to-noise ‖ΔÛ‖²/(M·tr Σ) below which ``partition`` refuses D_REO.
-PARTITION_MIN_FOLD_SNR = 2.0
 
 
 @dataclass(frozen=True)
@@ -268,8 +258,8 @@ def ab_estimates(
             out += _bootstrap_rows(
                 names, diff, (a_T, n_T), (a_C, n_C), (b, n_rand), clusters, level, n_boot, rng, method
             )
-    arms = _arm_shapes((Q_T, Q_C, P), (n_T, n_C, n_rand), U_T, U_C, clusters)
-    out = _reo_rows_by_regime(out, arms, float(diff[0]), level, folds)
+    arms = arm_shapes((Q_T, Q_C, P), (n_T, n_C, n_rand), U_T, U_C, clusters)
+    out = reo_rows_by_regime(out, arms, float(diff[0]), level, folds)
     if clustered:  # the design effect is the data's, the same on every method's row of a metric
         by_metric = dict(zip(names, deff))
         out = [replace(e, design_effect=float(by_metric[e.metric])) for e in out]
@@ -321,8 +311,12 @@ def _difference_variances(
     delta method (DESIGN §4.1): the treatment's, the control's and the shared
     random traffic's terms (the last with gradient G_T − G_C, since both arms
     share P̂). A bucketed sample contributes its cluster-robust quadratic form
-    in place of the multinomial one; the design effect is robust ÷ multinomial
-    (1 without clustering). Source: seed 001 Algorithm 2."""
+    in place of the multinomial one; with bucket ids, the bucketed samples'
+    influences are summed per shared bucket before squaring (joint sandwich,
+    :func:`fairmon.transforms.reo.cluster.joint_log_factors`: a user in the
+    treatment arm and in random traffic moves Q̂_T and P̂ together). The design
+    effect is robust ÷ multinomial (1 without clustering). Source: seed 001
+    Algorithm 2; Cameron & Miller (2015) §2.3."""
     (Q_T, Q_C, P), (n_T, n_C, n_rand) = shares, sizes
     var_mult = (
         metric_quad_diag(1 / (Q_T * n_T), U_T)
@@ -339,81 +333,28 @@ def _difference_variances(
         return metric_quad_factor(c.log_share_factor(), U, U_C)
 
     c_T, c_C, c_R = clusters
-    var = quad(c_T, Q_T, n_T, U_T) + quad(c_C, Q_C, n_C, U_C) + quad(c_R, P, n_rand, U_T, U_C)
-    return var, var / var_mult
-
-
-def _arm_shapes(
-    shares: tuple[np.ndarray, np.ndarray, np.ndarray],
-    sizes: tuple[int, int, int],
-    U_T: np.ndarray,
-    U_C: np.ndarray,
-    clusters: tuple[BucketSums | None, BucketSums | None, BucketSums | None],
-) -> tuple[ArmShape, ArmShape]:
-    """Each arm's ΔÛ with its delta covariance (:mod:`fairmon.transforms.reo.ab_reo`):
-    Σ_X = A_X diag(1/(Q_X n_X) + 1/(P n_rand)) A_Xᵀ without clustering; with it,
-    the factor B_X = F_X A_Xᵀ of the stacked per-sample factors F_X (a
-    bucketed sample's sandwich factor, else its multinomial diagonal)."""
-    (Q_T, Q_C, P), (n_T, n_C, n_rand) = shares, sizes
-    c_T, c_C, c_R = clusters
-    out = []
-    for name, U, Q, n, c in (("treatment", U_T, Q_T, n_T, c_T), ("control", U_C, Q_C, n_C, c_C)):
-        dU = relative_utilities(U)
-        if c is None and c_R is None:
-            out.append(arm_shape(name, dU, cov=delta_u_covariance(U, 1 / (Q * n) + 1 / (P * n_rand))))
+    joint = joint_log_factors([c for c in clusters if c is not None])
+    if joint is None or sum(c is not None for c in clusters) < 2:
+        var = quad(c_T, Q_T, n_T, U_T) + quad(c_C, Q_C, n_C, U_C) + quad(c_R, P, n_rand, U_T, U_C)
+        return var, var / var_mult
+    # joint sandwich over shared buckets: h_g = Σ_samples ∂D/∂log(share)·z_g (cluster.joint_log_factors)
+    Zs = iter(joint[0])
+    g_T, g_C = reo_log_gradient(U_T), reo_log_gradient(U_C)
+    h, H, var = 0.0, 0.0, np.zeros(n_metrics)
+    for c, share, n, sign, (U_a, U_b) in (
+        (c_T, Q_T, n_T, 1.0, (U_T, None)),
+        (c_C, Q_C, n_C, -1.0, (U_C, None)),
+        (c_R, P, n_rand, -1.0, (U_T, U_C)),
+    ):
+        if c is None:
+            var = var + quad(None, share, n, U_a, U_b)
             continue
-        F = np.vstack(
-            [
-                x.log_share_factor() if x is not None else np.diag(np.sqrt(1 / (share * size)))
-                for x, share, size in ((c, Q, n), (c_R, P, n_rand))
-            ]
-        )
-        out.append(arm_shape(name, dU, factor=delta_u_factor(U, F)))
-    return out[0], out[1]
-
-
-def _reo_rows_by_regime(
-    out: list[ABEstimate], arms: tuple[ArmShape, ArmShape], diff: float, level: float, folds: int
-) -> list[ABEstimate]:
-    """D_REO's rows by regime (:mod:`fairmon.transforms.reo.ab_reo`): near parity
-    in an arm, every method's interval (not ``delta_paper``, a comparison
-    method) becomes the projection interval with its p-value and a reason;
-    far from it the ``delta`` row is centred at the second-order
-    bias-corrected difference; ``partition`` is NaN with a reason when an
-    arm's fold-level signal-to-noise ‖ΔÛ‖²/(M·tr Σ) is below
-    :data:`PARTITION_MIN_FOLD_SNR` (per-fold REO near its kink: the fold
-    spread understates the SE; measured 0.66–0.91 coverage there, issue 38).
-    The method's SE is kept."""
-    from scipy import stats  # imported here, not at the top (fairmon.transforms)
-
-    T, C = arms
-    near = T.near or C.near
-    folds_snr = min(T.fold_snr(folds), C.fold_snr(folds))
-    proj = None
-    res = []
-    for e in out:
-        if e.metric != "reo" or e.method == "delta_paper" or (not np.isfinite(e.se) and not near):
-            res.append(e)
-        elif near:
-            if proj is None:
-                lo, hi = projection_interval(T, C, level)
-                proj = (lo, hi, projection_p_value(T, C), near_parity_reason(arms, level))
-            res.append(replace(e, ci_low=proj[0], ci_high=proj[1], p_value=proj[2], reason=proj[3], df=float("nan")))
-        elif e.method == "partition" and folds_snr < PARTITION_MIN_FOLD_SNR:
-            why = (
-                f"partition: a fold holds 1/{folds} of the data, where an arm's signal energy ‖ΔÛ‖² is only "
-                f"{folds_snr:.2g}× its noise energy tr Var(ΔÛ) (< {PARTITION_MIN_FOLD_SNR:g}): per-fold REO is near "
-                "its kink and the fold spread understates D_REO's SE (few random positives); use delta or bootstrap"
-            )
-            res.append(replace(e, ci_low=float("nan"), ci_high=float("nan"), p_value=float("nan"), reason=why))
-        elif e.method == "delta":
-            centre = diff - (T.bias - C.bias)
-            z = z_value(level)
-            p = float(2 * stats.norm.sf(abs(centre) / e.se))
-            res.append(replace(e, ci_low=centre - z * e.se, ci_high=centre + z * e.se, p_value=p))
-        else:
-            res.append(e)
-    return res
+        Z = next(Zs)
+        g = (g_T - g_C) if U_b is not None else reo_log_gradient(U_a)
+        B = delta_u_factor(U_a, Z) - (delta_u_factor(U_b, Z) if U_b is not None else 0.0)
+        h, H = h + sign * (Z @ g), H + sign * B
+    var = var + np.concatenate([[float(np.sum(h * h))], (H * H).sum(axis=0)])
+    return var, var / var_mult
 
 
 def _partition_rows(

@@ -18,11 +18,9 @@ cluster-robust when rows are clustered):
 
 * ``near parity`` when the arm's own parity-aware interval
   (:func:`fairmon.transforms.reo.intervals_near_zero.reo_interval_near_zero`)
-  at level 1 − τ (τ = :data:`NEAR_PARITY_LEVEL`) reaches 0 — the data cannot
-  tell the arm from parity at τ, so the kink is within reach — or when the
-  second-order term is not small beside the first: the curvature ratio
-  ρ_X = (tr Σ_X − ûᵀΣ_X û)/(2‖ΔÛ_X‖·√(ûᵀΣ_X û)) (bias ÷ SE of REO_X) is above
-  :data:`MAX_CURVATURE`;
+  at level 1 − τ (τ = :data:`NEAR_PARITY_LEVEL` = 0.05, i.e. the arm's
+  published 95 % REO interval) reaches 0 — the data cannot tell the arm from
+  parity, so REO's kink is within reach of the sampling error;
 * then D_REO's interval, for every method, is the projection (Bonferroni)
   interval [lo_T − hi_C, hi_T − lo_C] of the two arms' parity-aware intervals
   at level 1 − α/2 each: P(REO_T ∈ I_T and REO_C ∈ I_C) ≥ 1 − α whatever the
@@ -44,16 +42,18 @@ never a normal approximation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from fairmon.transforms.reo.intervals_delta import both_bucketed_factor
 from fairmon.transforms.reo.intervals_near_zero import reo_interval_near_zero
+from fairmon.transforms.reo.reo_math import delta_u_covariance, delta_u_factor, relative_utilities, z_value
 
 #: τ: an arm whose parity-aware interval at level 1 − τ reaches 0 is near parity.
 NEAR_PARITY_LEVEL = 0.05
-#: ρ above which the second-order (curvature) bias of an arm's REO is not small beside its SE.
-MAX_CURVATURE = float("inf")
+#: Fold-level signal-to-noise ‖ΔÛ‖²/(M·tr Σ) below which ``partition`` refuses D_REO.
+PARTITION_MIN_FOLD_SNR = 2.0
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,8 @@ class ArmShape:
 
 def arm_shape(name: str, dU: np.ndarray, cov: np.ndarray | None = None, factor: np.ndarray | None = None) -> ArmShape:
     """:class:`ArmShape` of one arm from ΔÛ (K,) and Σ (K, K) or its factor B
-    (r, K). Near parity, ρ and b̂ as in the module docstring; a ΔÛ of zero
+    (r, K). Near parity and b̂ as in the module docstring; ρ = b̂ ÷ REO's SE
+    (reported in the reason); a ΔÛ of zero
     norm is near parity with ρ = b̂ = inf. Never raises for finite inputs."""
     dU = np.asarray(dU, float)
     K = dU.size
@@ -99,7 +100,7 @@ def arm_shape(name: str, dU: np.ndarray, cov: np.ndarray | None = None, factor: 
     rho = curv / (2 * norm * np.sqrt(uSu))
     bias = curv / (2 * np.sqrt(K) * norm)
     lo, _ = reo_interval_near_zero(dU, cov, 1.0 - NEAR_PARITY_LEVEL, factor=factor)
-    return ArmShape(name, dU, cov, factor, bool(lo == 0.0 or rho > MAX_CURVATURE), float(rho), float(bias))
+    return ArmShape(name, dU, cov, factor, bool(lo == 0.0), float(rho), float(bias))
 
 
 def near_parity_reason(arms: tuple[ArmShape, ArmShape], level: float) -> str:
@@ -157,3 +158,77 @@ def percentile_p_value(reps: np.ndarray, null: float = 0.0) -> np.ndarray:
     reps = np.asarray(reps, float)
     below = (np.count_nonzero(reps < null, axis=0) + 0.5 * np.count_nonzero(reps == null, axis=0)) / reps.shape[0]
     return np.minimum(1.0, 2 * np.minimum(below, 1 - below))
+
+
+def arm_shapes(
+    shares: tuple[np.ndarray, np.ndarray, np.ndarray],
+    sizes: tuple[int, int, int],
+    U_T: np.ndarray,
+    U_C: np.ndarray,
+    clusters: tuple,
+) -> tuple[ArmShape, ArmShape]:
+    """Each arm's ΔÛ with its delta covariance (:mod:`fairmon.transforms.reo.ab_reo`):
+    Σ_X = A_X diag(1/(Q_X n_X) + 1/(P n_rand)) A_Xᵀ without clustering; with it,
+    the factor B_X = F_X A_Xᵀ of the stacked per-sample factors F_X (a
+    bucketed sample's sandwich factor, else its multinomial diagonal)."""
+    (Q_T, Q_C, P), (n_T, n_C, n_rand) = shares, sizes
+    c_T, c_C, c_R = clusters
+    out = []
+    for name, U, Q, n, c in (("treatment", U_T, Q_T, n_T, c_T), ("control", U_C, Q_C, n_C, c_C)):
+        dU = relative_utilities(U)
+        if c is None and c_R is None:
+            out.append(arm_shape(name, dU, cov=delta_u_covariance(U, 1 / (Q * n) + 1 / (P * n_rand))))
+            continue
+        if c is not None and c_R is not None:
+            F, _ = both_bucketed_factor(c, c_R)  # joint over shared buckets when ids are known
+        else:
+            F = np.vstack(
+                [
+                    x.log_share_factor() if x is not None else np.diag(np.sqrt(1 / (share * size)))
+                    for x, share, size in ((c, Q, n), (c_R, P, n_rand))
+                ]
+            )
+        out.append(arm_shape(name, dU, factor=delta_u_factor(U, F)))
+    return out[0], out[1]
+
+
+def reo_rows_by_regime(out: list, arms: tuple[ArmShape, ArmShape], diff: float, level: float, folds: int) -> list:
+    """D_REO's rows by regime (:mod:`fairmon.transforms.reo.ab_reo`): near parity
+    in an arm, every method's interval (not ``delta_paper``, a comparison
+    method) becomes the projection interval with its p-value and a reason;
+    far from it the ``delta`` row is centred at the second-order
+    bias-corrected difference; ``partition`` is NaN with a reason when an
+    arm's fold-level signal-to-noise ‖ΔÛ‖²/(M·tr Σ) is below
+    :data:`PARTITION_MIN_FOLD_SNR` (per-fold REO near its kink: the fold
+    spread understates the SE; measured 0.66–0.91 coverage there, issue 38).
+    The method's SE is kept."""
+    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+
+    T, C = arms
+    near = T.near or C.near
+    folds_snr = min(T.fold_snr(folds), C.fold_snr(folds))
+    proj = None
+    res = []
+    for e in out:
+        if e.metric != "reo" or e.method == "delta_paper" or (not np.isfinite(e.se) and not near):
+            res.append(e)
+        elif near:
+            if proj is None:
+                lo, hi = projection_interval(T, C, level)
+                proj = (lo, hi, projection_p_value(T, C), near_parity_reason(arms, level))
+            res.append(replace(e, ci_low=proj[0], ci_high=proj[1], p_value=proj[2], reason=proj[3], df=float("nan")))
+        elif e.method == "partition" and folds_snr < PARTITION_MIN_FOLD_SNR:
+            why = (
+                f"partition: a fold holds 1/{folds} of the data, where an arm's signal energy ‖ΔÛ‖² is only "
+                f"{folds_snr:.2g}× its noise energy tr Var(ΔÛ) (< {PARTITION_MIN_FOLD_SNR:g}): per-fold REO is near "
+                "its kink and the fold spread understates D_REO's SE (few random positives); use delta or bootstrap"
+            )
+            res.append(replace(e, ci_low=float("nan"), ci_high=float("nan"), p_value=float("nan"), reason=why))
+        elif e.method == "delta":
+            centre = diff - (T.bias - C.bias)
+            z = z_value(level)
+            p = float(2 * stats.norm.sf(abs(centre) / e.se))
+            res.append(replace(e, ci_low=centre - z * e.se, ci_high=centre + z * e.se, p_value=p))
+        else:
+            res.append(e)
+    return res
