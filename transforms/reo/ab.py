@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from fairmon.transforms.reo.ab_reo import arm_shapes, percentile_p_value, reo_rows_by_regime
+from fairmon.transforms.reo.ab_reo import arm_shapes, percentile_bounds, percentile_p_value, reo_rows_by_regime
 from fairmon.transforms.reo.bootstrap import delta_u_rows, reo_rows, resample_counts, utilities
 from fairmon.transforms.reo.cluster import BucketSums, joint_log_factors
 from fairmon.transforms.reo.estimate import (
@@ -423,8 +423,7 @@ def _bootstrap_rows(
     with np.errstate(invalid="ignore", divide="ignore"):
         se_b = d_b.std(axis=0, ddof=1)
         p_b = np.where(se_b > 0, percentile_p_value(d_b), np.nan)
-    # order statistics (inverted CDF): 0 lies outside the interval at level 1 − α exactly when p < α
-    lo_b, hi_b = np.quantile(d_b, [(1 - level) / 2, (1 + level) / 2], axis=0, method="inverted_cdf")
+    lo_b, hi_b = percentile_bounds(d_b, level)
     out = []
     for m, d, ok, se, lo, hi, p in zip(names, diff, finite, se_b, lo_b, hi_b, p_b):
         if not ok:

@@ -34,10 +34,10 @@ cluster-robust when rows are clustered):
   b̂_X = (tr Σ_X − ûᵀΣ_X û)/(2√K‖ΔÛ_X‖), with the joint delta SE; its p-value
   is that of the same normal pivot.
 
-The bootstrap's p-value inverts its percentile interval: the percentile
-interval at level 1 − α excludes 0 iff the share F*(0) of replicates below 0
-is < α/2 or > 1 − α/2, so p = 2·min(F*(0), 1 − F*(0)) (ties count half),
-never a normal approximation.
+The bootstrap's p-value inverts its percentile interval: with the bounds
+the ⌈Bα/2⌉-th smallest and largest replicates, the interval at level 1 − α
+excludes 0 iff #(θ* ≤ 0) or #(θ* ≥ 0) is below Bα/2, so
+p = 2·min(#(θ* ≤ 0), #(θ* ≥ 0))/B — never a normal approximation.
 """
 
 from __future__ import annotations
@@ -150,14 +150,26 @@ def projection_p_value(T: ArmShape, C: ArmShape, steps: int = 14) -> float:
     return float(np.exp(hi_a))
 
 
+def percentile_bounds(reps: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile interval from B replicates (B, J) -> ((J,), (J,)): the j-th smallest
+    and j-th largest replicate, j = ⌈B·α/2⌉ (α = 1 − level). With this choice
+    the lower bound exceeds 0 iff #(θ* ≤ 0) < B·α/2 and the upper bound is
+    below 0 iff #(θ* ≥ 0) < B·α/2, so :func:`percentile_p_value` is exactly the
+    smallest α whose interval excludes 0. Efron & Tibshirani (1993) §13.3."""
+    reps = np.sort(np.asarray(reps, float), axis=0)
+    B = reps.shape[0]
+    j = max(int(np.ceil(B * (1 - level) / 2 - 1e-9)) - 1, 0)
+    return reps[j], reps[B - 1 - j]
+
+
 def percentile_p_value(reps: np.ndarray, null: float = 0.0) -> np.ndarray:
-    """p-value that inverts the percentile interval: 2·min(F*(null), 1 − F*(null)),
-    ties counted half, capped at 1, per column of ``reps`` (B, J) -> (J,).
-    The percentile interval at level 1 − α holds ``null`` iff p ≥ α (up to
-    the quantile interpolation between neighbouring replicates)."""
+    """p = 2·min(#(θ* ≤ null), #(θ* ≥ null))/B, capped at 1, per column of
+    ``reps`` (B, J) -> (J,): the interval of :func:`percentile_bounds` at level
+    1 − α holds ``null`` iff p ≥ α (module docstring), by construction."""
     reps = np.asarray(reps, float)
-    below = (np.count_nonzero(reps < null, axis=0) + 0.5 * np.count_nonzero(reps == null, axis=0)) / reps.shape[0]
-    return np.minimum(1.0, 2 * np.minimum(below, 1 - below))
+    B = reps.shape[0]
+    low, high = np.count_nonzero(reps <= null, axis=0), np.count_nonzero(reps >= null, axis=0)
+    return np.minimum(1.0, 2 * np.minimum(low, high) / B)
 
 
 def arm_shapes(

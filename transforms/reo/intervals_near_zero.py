@@ -65,6 +65,17 @@ def quadratic_form_cdf(t: float, cov_eig: np.ndarray, proj: np.ndarray, s: float
     from scipy import stats  # imported here, not at the top (fairmon.transforms)
 
     lam = np.asarray(cov_eig, dtype=float)
+    proj = np.asarray(proj, dtype=float)
+    pos = lam > 0
+    if np.count_nonzero(pos) == 1:  # rank one: T = (s√p₁ + √λ Z)² + s²p₀ exactly, a folded normal (fast, exact)
+        from scipy.special import ndtr
+
+        lam1, p1 = float(lam[pos][0]), float(proj[pos][0])
+        rest = t - s * s * float(np.sum(proj[~pos]))
+        if rest < 0:
+            return 0.0
+        m, r, sd = s * np.sqrt(p1), np.sqrt(rest), np.sqrt(lam1)
+        return float(ndtr((r - m) / sd) - ndtr((-r - m) / sd))
     c = [float(np.sum(lam**k) + k * s * s * np.sum(lam ** (k - 1) * proj)) for k in (1, 2, 3, 4)]
     if c[1] <= 0:
         return float(t >= c[0])
