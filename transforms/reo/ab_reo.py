@@ -69,11 +69,14 @@ class ArmShape:
     near: bool
     rho: float
     bias: float
+    lo: float = 0.0
 
     def fold_snr(self, folds: int) -> float:
-        """Signal-to-noise ‖ΔÛ‖²/(M·tr Σ) on 1/M of the data (M = ``folds``)."""
+        """Signal-to-noise on 1/M of the data (M = ``folds``): K·lo²/(M·tr Σ), lo the
+        lower bound of the arm's 95 % parity-aware REO interval (so K·lo² bounds
+        ‖ΔU‖² from below: a noisy, inflated ‖ΔÛ‖² does not select the row)."""
         tr = float(np.sum(self.factor**2)) if self.factor is not None else float(np.trace(self.cov))
-        return float(np.sum(self.dU**2)) / (folds * tr) if tr > 0 else float("inf")
+        return self.dU.size * self.lo**2 / (folds * tr) if tr > 0 else float("inf")
 
     def interval(self, level: float) -> tuple[float, float]:
         """The arm's parity-aware interval for REO at ``level``."""
@@ -100,7 +103,7 @@ def arm_shape(name: str, dU: np.ndarray, cov: np.ndarray | None = None, factor: 
     rho = curv / (2 * norm * np.sqrt(uSu))
     bias = curv / (2 * np.sqrt(K) * norm)
     lo, _ = reo_interval_near_zero(dU, cov, 1.0 - NEAR_PARITY_LEVEL, factor=factor)
-    return ArmShape(name, dU, cov, factor, bool(lo == 0.0), float(rho), float(bias))
+    return ArmShape(name, dU, cov, factor, bool(lo == 0.0), float(rho), float(bias), float(lo))
 
 
 def near_parity_reason(arms: tuple[ArmShape, ArmShape], level: float) -> str:
