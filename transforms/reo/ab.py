@@ -32,8 +32,9 @@ arm is near parity, REO's kink breaks every method above, and D_REO's row of
 each (not ``delta_paper``, a comparison method) is the projection of the
 arms' parity-aware intervals, with its p-value and a reason naming the
 regime; far from parity the ``delta`` interval is centred at the second-order
-bias-corrected difference. Partition folds with few random positives are
-refused (:data:`fairmon.transforms.reo.ab_reo.PARTITION_MIN_FOLD_SNR`).
+bias-corrected difference. ``partition`` publishes no D_REO interval (its
+per-fold REO misstates the SE; reason in ``PARTITION_WHY`` of that module),
+only D_k.
 """
 
 from __future__ import annotations
@@ -259,7 +260,7 @@ def ab_estimates(
                 names, diff, (a_T, n_T), (a_C, n_C), (b, n_rand), clusters, level, n_boot, rng, method
             )
     arms = arm_shapes((Q_T, Q_C, P), (n_T, n_C, n_rand), U_T, U_C, clusters)
-    out = reo_rows_by_regime(out, arms, float(diff[0]), level, folds)
+    out = reo_rows_by_regime(out, arms, float(diff[0]), level)
     if clustered:  # the design effect is the data's, the same on every method's row of a metric
         by_metric = dict(zip(names, deff))
         out = [replace(e, design_effect=float(by_metric[e.metric])) for e in out]
