@@ -9,8 +9,11 @@ Regimes (DESIGN §4.1–4.3, §5):
 1. REO, one arm: K ∈ {2, 4, 8, 16}, true REO ∈ {0, 0.02, 0.1, 0.33},
    expected positives per group ∈ {10, 30, 100, 1000}; a 2 % group (K = 16,
    10^4 random rows). ΔU coverage is printed beside REO's.
-2. A/B (joint delta, delta_paper, paired partition, bootstrap B = 1000):
-   treatments that reduce, flip, increase or do not change the disparity.
+2. A/B (joint delta, delta_paper, paired partition, bootstrap B = 1000),
+   judged on D_REO alone (issue 38): flips (with and without a change in
+   REO), reduce, increase, near-parity arms, 100 to 2,000 random positives a
+   group, K = 2…16; coverage, false-change rate at D_REO = 0, and how often
+   the p-value disagrees with the interval; D_k coverage beside.
 3. Prevalence at the threshold and SDT (``bench/coverage_decisions.py``).
 
 A regime passes when coverage is within [0.93, 0.97]; or ≥ 0.93 where the
@@ -20,9 +23,12 @@ noise energy tr Var(ΔÛ), column ``near 0``), whose lower bound is
 0 whenever parity is not rejected and whose upper bound never collapses, so
 that it holds uniformly over the boundary; or when most replications
 (≥ 50 %) are answered NaN/inconclusive with a reason and the published rest
-cover ≥ 0.90. Last line: how many regimes pass, out of how many.
+cover ≥ 0.90. A/B rows answered near parity (the projection interval with a
+reason, transforms/reo/ab_reo.py) in most replications are conservative by
+design. Then how many regimes pass; last, the worst D_REO coverage and the
+worst false-change rate at D_REO = 0 over all methods but ``delta_paper``.
 
-    python bench/ci_coverage.py [--reps 2000] [--quick]
+    python bench/ci_coverage.py [--reps 2000] [--quick] [--ab-only] [--ab-reps 1000]
 """
 
 from __future__ import annotations
@@ -121,20 +127,35 @@ def reo_regime(args: tuple) -> dict:
 
 
 AB_SCENARIOS = {
-    # name: (U control, U treatment) for K groups; truth D = metric_T − metric_C
-    "reduce": lambda K: (utilities_with_reo(K, 0.2), utilities_with_reo(K, 0.1)),
-    "flip": lambda K: (utilities_with_reo(K, 0.15), utilities_with_reo(K, 0.15)[::-1].copy()),
-    "increase": lambda K: (utilities_with_reo(K, 0.1), utilities_with_reo(K, 0.2)),
-    "no change": lambda K: (utilities_with_reo(K, 0.15), utilities_with_reo(K, 0.15)),
+    # name: (K, REO control, REO treatment, treatment's pattern reversed, random positives per group);
+    # truth D_REO = REO_T − REO_C. The first six are issue 38's table; "mirror" flips keep REO (D_REO = 0).
+    "K=2 flip (1000)": (2, 0.10, 0.156, True, 1000),
+    "K=4 flip + change (500)": (4, 0.20, 0.128, True, 500),
+    "K=2 flip (250)": (2, 0.10, 0.156, True, 250),
+    "K=2 flip (100)": (2, 0.10, 0.156, True, 100),
+    "K=2 mirror flip (100)": (2, 0.15, 0.15, True, 100),
+    "K=4 near-parity control (500)": (4, 0.02, 0.204, False, 500),
+    "K=2 reduce (2000)": (2, 0.20, 0.10, False, 2000),
+    "K=4 increase (2000)": (4, 0.10, 0.20, False, 2000),
+    "K=4 mirror flip (2000)": (4, 0.15, 0.15, True, 2000),
+    "K=8 flip (2000)": (8, 0.10, 0.15, True, 2000),
+    "K=8 near parity, mirror (100)": (8, 0.05, 0.05, True, 100),
+    "K=16 flip (500)": (16, 0.10, 0.15, True, 500),
+    "K=16 both at parity (500)": (16, 0.0, 0.0, False, 500),
 }
+AB_METHODS = ("delta", "delta_paper", "partition", "bootstrap")
 
 
 def ab_regime(args: tuple) -> list[dict]:
-    """One A/B scenario with every method: coverage of D_REO and of the D_k."""
-    K, name, reps, seed = args
+    """One A/B scenario with every method, judged on D_REO alone (issue 38): coverage,
+    false-change rate when D_REO = 0, share of rows answered with a near-parity or
+    NaN reason, p-value/interval disagreement; D_k coverage printed beside."""
+    name, reps, seed = args
+    K, r_C, r_T, flip, e = AB_SCENARIOS[name]
     rng = np.random.default_rng(seed)
-    U_C, U_T = AB_SCENARIOS[name](K)
-    n_arm, n_rand, e = 150_000, 43_000, 2_000
+    U_C, U_T = utilities_with_reo(K, r_C), utilities_with_reo(K, r_T)
+    U_T = U_T[::-1].copy() if flip else U_T
+    n_arm, n_rand = 150_000, 43_000
     P = np.full(K, e / n_rand)
     Q_C = P * U_C / np.sum(P * U_C) * 0.3
     Q_T = P * U_T / np.sum(P * U_T) * 0.3
@@ -144,38 +165,45 @@ def ab_regime(args: tuple) -> list[dict]:
         return np.append(reo_of_utilities(U), U / U.mean() - 1)
 
     truth = metrics(U_T) - metrics(U_C)
-    methods = ("delta", "delta_paper", "partition", "bootstrap")
-    hits = {m: [] for m in methods}
-    widths = {m: [] for m in methods}
-    rejects = {m: [] for m in methods}
-    nan = {m: 0 for m in methods}
+    rec = {m: {"hit": [], "width": [], "false": [], "flag": 0, "nan": 0, "disagree": [], "dk": []} for m in AB_METHODS}
     groups = [str(k) for k in range(K)]
     for i in range(reps):
         for est in ab_estimates(
-            groups, aT[i], n_arm, aC[i], n_arm, b[i], n_rand, methods=methods, n_boot=1000, rng=rng
+            groups, aT[i], n_arm, aC[i], n_arm, b[i], n_rand, methods=AB_METHODS, n_boot=1000, rng=rng
         ):
+            r = rec[est.method]
             j = 0 if est.metric == "reo" else 1 + groups.index(est.metric.split(":", 1)[1])
             if not np.isfinite(est.ci_low):
-                nan[est.method] += est.reason is not None
+                r["nan"] += j == 0 and est.reason is not None
                 continue
-            hits[est.method].append(est.ci_low <= truth[j] <= est.ci_high)
-            widths[est.method].append(est.ci_high - est.ci_low)
-            if j == 0:
-                rejects[est.method].append(est.p_value < 0.05)
+            hit = est.ci_low <= truth[j] <= est.ci_high
+            if j:
+                r["dk"].append(hit)
+                continue
+            excl = est.ci_low > 0 or est.ci_high < 0
+            r["hit"].append(hit)
+            r["width"].append(est.ci_high - est.ci_low)
+            r["flag"] += est.reason is not None and "near parity" in est.reason
+            r["disagree"].append((est.p_value < 0.05) != excl)
+            if abs(truth[0]) < 1e-12:
+                r["false"].append(excl)
     out = []
-    for m in methods:
-        cov = float(np.mean(hits[m])) if hits[m] else float("nan")
+    for m, r in rec.items():
+        cov = float(np.mean(r["hit"])) if r["hit"] else float("nan")
         out.append(
             {
                 "family": "ab",
-                "regime": f"K={K} {name} {m}",
+                "regime": f"{name} {m}",
                 "coverage": cov,
-                "mc_se": float(np.sqrt(cov * (1 - cov) / max(len(hits[m]), 1))),
-                "mean_width": float(np.mean(widths[m])) if widths[m] else float("nan"),
-                "bias": float("nan"),
-                "answered": nan[m] / reps,
-                "reject_reo": float(np.mean(rejects[m])) if rejects[m] else float("nan"),
-                "conservative": False,
+                "mc_se": float(np.sqrt(cov * (1 - cov) / max(len(r["hit"]), 1))),
+                "mean_width": float(np.mean(r["width"])) if r["width"] else float("nan"),
+                "answered": r["nan"] / reps,
+                "published_coverage": cov,
+                "false_change": float(np.mean(r["false"])) if r["false"] else float("nan"),
+                "disagree": float(np.mean(r["disagree"])) if r["disagree"] else float("nan"),
+                "du_coverage": float(np.mean(r["dk"])) if r["dk"] else float("nan"),
+                # most rows near parity: the projection interval, conservative by design, with a reason
+                "conservative": r["flag"] >= 0.5 * max(len(r["hit"]), 1),
                 "documented": m == "delta_paper",
             }
         )
@@ -206,6 +234,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=2000, help="replications per regime (A/B uses a quarter)")
     ap.add_argument("--quick", action="store_true", help="200 replications, for a smoke run")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--ab-reps", type=int, default=0, help="replications per A/B regime (default 1000)")
+    ap.add_argument("--ab-only", action="store_true", help="only the A/B regimes (D_REO)")
     args = ap.parse_args()
     reps = 200 if args.quick else args.reps
     t0 = time.perf_counter()
@@ -216,17 +246,16 @@ def main() -> None:
         for e in (10, 30, 100, 1000)
     ]
     jobs += [(16, reo, 0, reps, args.seed + 7 + int(reo * 100), 0.02) for reo in (0.0, 0.1, 0.33)]
-    ab_jobs = [
-        (K, name, max(reps // 4, 100), args.seed + 31 * K + i) for K in (2, 4) for i, name in enumerate(AB_SCENARIOS)
-    ]
+    ab_reps = args.ab_reps or (100 if args.quick else 1000)
+    ab_jobs = [(name, ab_reps, args.seed + 31 * i) for i, name in enumerate(AB_SCENARIOS)]
     with ProcessPoolExecutor(max_workers=2) as pool:
-        rows = list(pool.map(reo_regime, jobs, chunksize=2))
+        rows = [] if args.ab_only else list(pool.map(reo_regime, jobs, chunksize=2))
         for r in pool.map(ab_regime, ab_jobs):
             rows += r
     try:
         import coverage_decisions
 
-        rows += coverage_decisions.run(reps=reps, seed=args.seed)
+        rows += [] if args.ab_only else coverage_decisions.run(reps=reps, seed=args.seed)
     except ImportError:
         print("(bench/coverage_decisions.py not present: threshold and SDT regimes skipped)")
     print(
@@ -243,11 +272,23 @@ def main() -> None:
             f"{r.get('answered', r.get('nan_share', float('nan'))):8.2f} "
             f"{r.get('du_coverage', float('nan')):7.3f} {'yes' if r.get('conservative') else '':>6} "
             f"{'yes' if ok else 'NO':>5}"
-            + (f"  reject D_REO={r['reject_reo']:.3f}" if "reject_reo" in r else "")
+            + (f"  false change={r['false_change']:.3f}" if np.isfinite(r.get("false_change", np.nan)) else "")
+            + (f"  p/CI disagree={r['disagree']:.3f}" if "disagree" in r else "")
             + (f"  {r['note']}" if r.get("note") else "")
         )
     print(f"({time.perf_counter() - t0:.0f} s, {reps} replications per REO regime)")
     print(f"regimes passing: {passed}/{len(rows)}")
+    ab = [r for r in rows if r["family"] == "ab" and not r.get("documented")]
+    if ab:
+        worst = min(ab, key=lambda r: r["coverage"] if np.isfinite(r["coverage"]) else 2.0)
+        fc = [r for r in ab if np.isfinite(r.get("false_change", np.nan))]
+        worst_fc = max(fc, key=lambda r: r["false_change"]) if fc else None
+        print(f"worst D_REO coverage (all methods but delta_paper): {worst['coverage']:.3f} ({worst['regime']})")
+        if worst_fc:
+            print(
+                f"worst false-change rate at D_REO = 0 (all methods but delta_paper): "
+                f"{worst_fc['false_change']:.3f} ({worst_fc['regime']})"
+            )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from fairmon.transforms.reo.ab_tables import ab_pairs, reo_ab_table
 from fairmon.transforms.reo.bootstrap import (
     bca_acceleration,
     bootstrap_interval,
+    delta_u_rows,
     grouped_jackknife,
     reo_rows,
     resample_counts,
@@ -72,13 +73,16 @@ def test_partition_is_a_paired_t_on_fold_differences():
         folds=6,
         rng=np.random.default_rng(8),
     )
-    d = by(est, "reo", "partition")
+    # D_REO: no interval (per-fold REO misstates the SE near its kink, issue 38); D_k: the paired t
+    r = by(est, "reo", "partition")
+    assert np.isnan(r.ci_low) and np.isnan(r.p_value) and r.reason.startswith("partition: no D_REO interval")
+    d = by(est, "delta_U:0", "partition")
     # redo the folds with the same generator state, independently
     rng = np.random.default_rng(8)
     fT, nT = split_counts(aT * 30, N * 30, 6, rng)
     fC, nC = split_counts(aC * 30, N * 30, 6, rng)
     fR, nR = split_counts(b * 30, N * 30, 6, rng)
-    x, y = reo_rows(utilities(fT, nT, fR, nR)), reo_rows(utilities(fC, nC, fR, nR))
+    x, y = delta_u_rows(utilities(fT, nT, fR, nR))[:, 0], delta_u_rows(utilities(fC, nC, fR, nR))[:, 0]
     res = stats.ttest_rel(x, y)  # fold m of both arms shares random-traffic fold m
     nu = res.df
     se = (x - y).mean() / res.statistic
@@ -169,12 +173,17 @@ def test_d_reo_coverage_delta_nominal_paper_too_wide(treatment):
     days = 600
     aC, aT, bb, truth = _days(treatment, days, seed=31)
     hits = {"delta": 0, "delta_paper": 0}
+    near = 0
     for i in range(days):
         for e in ab_estimates(["0", "1"], aT[i], N_ARM, aC[i], N_ARM, bb[i], N_RAND, methods=tuple(hits)):
             if e.metric == "reo":
                 hits[e.method] += e.ci_low <= truth <= e.ci_high
+                near += e.method == "delta" and "near parity" in (e.reason or "")
     cov = {k: v / days for k, v in hits.items()}
-    assert 0.93 <= cov["delta"] <= 0.97, cov
+    if near >= days / 2:  # deboost 1.25 leaves the treatment near parity (REO 0.023): the projection, conservative
+        assert cov["delta"] >= 0.95, cov
+    else:
+        assert 0.93 <= cov["delta"] <= 0.97, cov
     assert cov["delta_paper"] > 0.98, cov
 
 

@@ -139,8 +139,10 @@ def test_coat_reo_and_se_equal_the_delta_method_from_the_matrices(coat, kind):
 
 
 def test_coat_clustered_by_user_equals_the_sandwich_by_hand(coat):
-    """cluster="user": the cluster-robust SE over the pipeline's 128 hash buckets of the ids, written out here
-    for K = 2 (Var(log r) = cᵀ V c over both samples, V the sandwich covariance of Q̂ from per-bucket sums)."""
+    """cluster="user": the joint cluster-robust SE over the pipeline's 128 hash buckets of the ids, written out
+    here for K = 2. A user has rows in both traffics, so bucket g's influence on log r = log(Q_0/Q_1) −
+    log(P_0/P_1) is h_g = cᵀ(z^Q_g − z^P_g), z_{g,k} = e_{g,k}/(n share_k), and Var(log r) = G/(G−1) Σ_g h_g²
+    over the G buckets non-empty in either traffic (issue 38: the cross-covariance of Q̂ and P̂ is kept)."""
     rows, truth = coat
     rows = rows.with_columns(("u" + pl.col("user").cast(pl.String)).alias("user"))
     out = fairmon.reo(rows.to_pandas(), group="gender", label="liked", cluster="user").iloc[0]
@@ -150,7 +152,7 @@ def test_coat_clustered_by_user_equals_the_sandwich_by_hand(coat):
     ids = sorted(set(rows.get_column("user")))
     bucket = dict(zip(ids, cluster_bucket(pl.Series(ids)).to_list()))
 
-    def var_log_share(traffic, share):
+    def influence(traffic, share):
         part = rows.filter(pl.col("traffic") == traffic)
         bk = np.array([bucket[u] for u in part.get_column("user")])
         liked = part.get_column("liked").to_numpy()
@@ -159,16 +161,20 @@ def test_coat_clustered_by_user_equals_the_sandwich_by_hand(coat):
             np.add.at(e[:, k], bk, liked & (part.get_column("gender").to_numpy() == g))
         n_b = np.bincount(bk, minlength=128).astype(float)
         e -= np.outer(n_b, share)
-        G = int((n_b > 0).sum())
-        cov = G / (G - 1) * (e.T @ e) / n_b.sum() ** 2
-        c = np.array([1 / share[0], -1 / share[1]])
-        return c @ cov @ c
+        return e / (n_b.sum() * share), n_b > 0
 
-    se = 2 * r / (1 + r) ** 2 * np.sqrt(var_log_share("default", Q) + var_log_share("random", P))
+    (zq, in_q), (zp, in_p) = influence("default", Q), influence("random", P)
+    G = int((in_q | in_p).sum())
+    h = (zq - zp) @ np.array([1.0, -1.0])
+    se = 2 * r / (1 + r) ** 2 * np.sqrt(G / (G - 1) * np.sum(h * h))
+    c = np.array([1.0, -1.0])
+    parts = ((zq, in_q.sum()), (zp, in_p.sum()))
+    independent = 2 * r / (1 + r) ** 2 * np.sqrt(sum(G_s / (G_s - 1) * np.sum((z @ c) ** 2) for z, G_s in parts))
+    assert se < 0.9 * independent  # Coat's users like both traffics alike: the cross-covariance is positive
     se_mult = _delta_reo(a, n_rec, b, n_rand)[1]
     assert out["reo"] == pytest.approx(abs(r - 1) / (r + 1), rel=1e-12)
     assert out["se"] == pytest.approx(se, rel=1e-9)
-    assert out["design_effect"] == pytest.approx((se / se_mult) ** 2, rel=1e-9) and out["design_effect"] > 2
+    assert out["design_effect"] == pytest.approx((se / se_mult) ** 2, rel=1e-9) and out["design_effect"] > 1.5
     assert out["cluster_by"] == "user" and out["verdict_80pct"] == "inconclusive"
 
 
@@ -305,7 +311,8 @@ def test_errors_name_the_problem():
 
 def test_reo_ab_delta_equals_the_joint_delta_method_by_hand():
     n_C, n_T, n_rand = 20_000, 20_000, 10_000
-    a_C, a_T, b = np.array([900, 1100]), np.array([1000, 1000]), np.array([400, 500])
+    # both arms far from parity (their parity-aware intervals exclude 0): the delta row, not the projection
+    a_C, a_T, b = np.array([700, 1300]), np.array([1000, 1000]), np.array([400, 500])
     counts = pl.DataFrame(
         {
             "traffic": ["default"] * 4 + ["random"] * 2,

@@ -20,10 +20,21 @@ D_k = ΔU_k^T − ΔU_k^C. Methods (DESIGN §4.1):
   flips the favoured group, DESIGN §4.1);
 * ``bootstrap``: Algorithm 4, both arms and the shared random traffic
   resampled together (multinomial on the count tables), B replicates;
-  percentile CI, SE = bootstrap sd, normal two-sided p-value.
+  percentile CI, SE = bootstrap sd, and the p-value that inverts the
+  percentile interval, 2·min(F*(0), 1 − F*(0)) (never a normal approximation).
 
 Every method reports the same point estimate (the full-data difference); they
-differ in SE, CI and p-value. Normal CIs use z, Welch CIs use t_ν.
+differ in SE, CI and p-value, and each p-value is the smallest level whose
+interval excludes 0. Normal CIs use z, paired-t CIs use t_{M−1}.
+
+D_REO by regime (:mod:`fairmon.transforms.reo.ab_reo`, issue 38): when an
+arm is near parity, REO's kink breaks every method above, and D_REO's row of
+each (not ``delta_paper``, a comparison method) is the projection of the
+arms' parity-aware intervals, with its p-value and a reason naming the
+regime; far from parity the ``delta`` interval is centred at the second-order
+bias-corrected difference. ``partition`` publishes no D_REO interval (its
+per-fold REO misstates the SE; reason in ``PARTITION_WHY`` of that module),
+only D_k.
 """
 
 from __future__ import annotations
@@ -32,8 +43,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fairmon.transforms.reo.ab_reo import arm_shapes, percentile_bounds, percentile_p_value, reo_rows_by_regime
 from fairmon.transforms.reo.bootstrap import delta_u_rows, reo_rows, resample_counts, utilities
-from fairmon.transforms.reo.cluster import BucketSums
+from fairmon.transforms.reo.cluster import BucketSums, joint_log_factors
 from fairmon.transforms.reo.estimate import (
     delta_u_factor,
     delta_u_log_jacobian,
@@ -247,6 +259,8 @@ def ab_estimates(
             out += _bootstrap_rows(
                 names, diff, (a_T, n_T), (a_C, n_C), (b, n_rand), clusters, level, n_boot, rng, method
             )
+    arms = arm_shapes((Q_T, Q_C, P), (n_T, n_C, n_rand), U_T, U_C, clusters)
+    out = reo_rows_by_regime(out, arms, float(diff[0]), level)
     if clustered:  # the design effect is the data's, the same on every method's row of a metric
         by_metric = dict(zip(names, deff))
         # positional construction, not dataclasses.replace: ~16,000 rows a day at K = 4,096 (bench/README)
@@ -274,7 +288,7 @@ def _undefined_reason(
 ) -> str | None:
     """Why no A/B interval is defined (the first that applies), else None:
     K < 2, an empty sample or P_k = 0 (U undefined), Q_k = 0 in an arm (no
-    delta variance), REO = 0 in an arm (not differentiable), the caller's
+    delta variance), the caller's
     ``cluster_note``, or fewer cluster buckets than partition folds."""
     if K < 2:
         return "fewer than 2 groups"
@@ -282,8 +296,6 @@ def _undefined_reason(
         return "P_k = 0 or an empty sample: U undefined"
     if (a_T == 0).any() or (a_C == 0).any():
         return "Q_k = 0 in an arm: SE undefined"
-    if reo_rows(U_T) == 0 or reo_rows(U_C) == 0:
-        return "REO = 0 in an arm: not differentiable"
     if cluster_note:
         return cluster_note
     if any(c is not None and c.G < folds for c in clusters) and "partition" in methods:
@@ -304,8 +316,12 @@ def _difference_variances(
     delta method (DESIGN §4.1): the treatment's, the control's and the shared
     random traffic's terms (the last with gradient G_T − G_C, since both arms
     share P̂). A bucketed sample contributes its cluster-robust quadratic form
-    in place of the multinomial one; the design effect is robust ÷ multinomial
-    (1 without clustering). Source: seed 001 Algorithm 2."""
+    in place of the multinomial one; with bucket ids, the bucketed samples'
+    influences are summed per shared bucket before squaring (joint sandwich,
+    :func:`fairmon.transforms.reo.cluster.joint_log_factors`: a user in the
+    treatment arm and in random traffic moves Q̂_T and P̂ together). The design
+    effect is robust ÷ multinomial (1 without clustering). Source: seed 001
+    Algorithm 2; Cameron & Miller (2015) §2.3."""
     (Q_T, Q_C, P), (n_T, n_C, n_rand) = shares, sizes
     var_mult = (
         metric_quad_diag(1 / (Q_T * n_T), U_T)
@@ -322,7 +338,27 @@ def _difference_variances(
         return metric_quad_factor(c.log_share_factor(), U, U_C)
 
     c_T, c_C, c_R = clusters
-    var = quad(c_T, Q_T, n_T, U_T) + quad(c_C, Q_C, n_C, U_C) + quad(c_R, P, n_rand, U_T, U_C)
+    joint = joint_log_factors([c for c in clusters if c is not None])
+    if joint is None or sum(c is not None for c in clusters) < 2:
+        var = quad(c_T, Q_T, n_T, U_T) + quad(c_C, Q_C, n_C, U_C) + quad(c_R, P, n_rand, U_T, U_C)
+        return var, var / var_mult
+    # joint sandwich over shared buckets: h_g = Σ_samples ∂D/∂log(share)·z_g (cluster.joint_log_factors)
+    Zs = iter(joint[0])
+    g_T, g_C = reo_log_gradient(U_T), reo_log_gradient(U_C)
+    h, H, var = 0.0, 0.0, np.zeros(n_metrics)
+    for c, share, n, sign, (U_a, U_b) in (
+        (c_T, Q_T, n_T, 1.0, (U_T, None)),
+        (c_C, Q_C, n_C, -1.0, (U_C, None)),
+        (c_R, P, n_rand, -1.0, (U_T, U_C)),
+    ):
+        if c is None:
+            var = var + quad(None, share, n, U_a, U_b)
+            continue
+        Z = next(Zs)
+        g = (g_T - g_C) if U_b is not None else reo_log_gradient(U_a)
+        B = delta_u_factor(U_a, Z) - (delta_u_factor(U_b, Z) if U_b is not None else 0.0)
+        h, H = h + sign * (Z @ g), H + sign * B
+    var = var + np.concatenate([[float(np.sum(h * h))], (H * H).sum(axis=0)])
     return var, var / var_mult
 
 
@@ -375,9 +411,10 @@ def _bootstrap_rows(
     """Algorithm 4 (``bootstrap``): ``n_boot`` replicates resampling both arms
     and the shared random traffic together (buckets when clustered), so each
     replicate's two arms see the same P̂; percentile CI, SE = replicate sd,
-    normal p-value. A metric with a replicate where P_k = 0 is NaN with a
-    reason. Source: seed 001 Algorithm 4."""
-    from scipy import stats  # imported here, not at the top (fairmon.transforms)
+    the p-value that inverts the percentile interval
+    (:func:`fairmon.transforms.reo.ab_reo.percentile_p_value`), so the two
+    agree. A metric with a replicate where P_k = 0 is NaN with a reason.
+    Source: seed 001 Algorithm 4; Efron & Tibshirani (1993) §13.3, §16."""
 
     def draw(c: BucketSums | None, pos: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
         return c.resample(n_boot, rng) if c is not None else (resample_counts(pos, n, n_boot, rng), n)
@@ -390,8 +427,8 @@ def _bootstrap_rows(
     finite = np.isfinite(d_b).all(axis=0)  # every metric's replicates at once (thousands of groups)
     with np.errstate(invalid="ignore", divide="ignore"):
         se_b = d_b.std(axis=0, ddof=1)
-        p_b = np.where(se_b > 0, 2 * stats.norm.sf(np.abs(diff) / se_b), np.nan)
-    lo_b, hi_b = np.quantile(d_b, [(1 - level) / 2, (1 + level) / 2], axis=0)
+        p_b = np.where(se_b > 0, percentile_p_value(d_b), np.nan)
+    lo_b, hi_b = percentile_bounds(d_b, level)
     out = []
     for m, d, ok, se, lo, hi, p in zip(names, diff, finite, se_b, lo_b, hi_b, p_b):
         if not ok:

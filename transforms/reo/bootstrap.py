@@ -20,10 +20,14 @@ BOOTSTRAP_METHODS = ("bootstrap_percentile", "bootstrap_normal", "bootstrap_bca"
 
 
 def reo_rows(U: np.ndarray) -> np.ndarray:
-    """REO = std/mean (ddof = 0) along the last axis: (..., K) -> (...). NaN where mean is 0."""
+    """REO = std/mean (ddof = 0) along the last axis: (..., K) -> (...). NaN where mean is 0;
+    0 where it is rounding of equal utilities (:data:`fairmon.transforms.reo.reo_math.REO_ROUNDING`)."""
+    from fairmon.transforms.reo.reo_math import REO_ROUNDING
+
     U = np.asarray(U, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return U.std(axis=-1) / U.mean(axis=-1)
+        r = U.std(axis=-1) / U.mean(axis=-1)
+    return np.where(r <= REO_ROUNDING, 0.0, r)
 
 
 def delta_u_rows(U: np.ndarray) -> np.ndarray:
@@ -102,6 +106,8 @@ def bca_levels(theta_hat: float, theta_b: np.ndarray, a_hat: float, level: float
     """
     B = theta_b.size
     pct = (np.count_nonzero(theta_b < theta_hat) + np.count_nonzero(theta_b <= theta_hat)) / (2 * B)
+    if pct in (0.0, 1.0):  # every replicate on one side: ẑ₀ = ±inf, the levels are undefined
+        return float("nan"), float("nan")
     z0 = special.ndtri(pct)
     z_a = special.ndtri((1 - level) / 2)
     out = []
@@ -212,4 +218,13 @@ def single_arm_bootstrap(
         interval(float(dU[k]), dU_b[:, k], lambda p, q, n, m, k=k: delta_u_rows(utilities(p, n, q, m))[:, k])
         for k in range(len(a))
     ]
+    # BCa's ẑ₀ = Φ⁻¹(share of replicates below θ̂) is ±inf when every replicate lies on one side
+    which = (["REO"] if not np.isfinite(out["reo"][0]) else []) + [
+        f"ΔU of group {k}" for k, x in enumerate(out["delta_U"]) if not np.isfinite(x[0])
+    ]
+    if out["undefined"] is None and which:
+        out["undefined"] = (
+            f"BCa undefined for {', '.join(which)}: every bootstrap replicate lies on one side of the estimate "
+            "(bias correction ẑ₀ infinite; near parity REO's replicates all exceed it)"
+        )
     return out

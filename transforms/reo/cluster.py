@@ -43,12 +43,14 @@ class BucketSums:
 
     ``pos``: shape (G, K), positives of group k among the rows whose cluster
     hashed to bucket g; ``rows``: shape (G,), rows in bucket g (all groups,
-    so ``rows.sum()`` is the sample's n). Only non-empty buckets are kept.
+    so ``rows.sum()`` is the sample's n); ``ids`` (G,) the bucket labels
+    (the count stage's ``cbucket``), or None. Only non-empty buckets are kept.
     Raises ValueError on shape mismatch or negative counts.
     """
 
     pos: np.ndarray
     rows: np.ndarray
+    ids: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         pos = np.asarray(self.pos, dtype=float)
@@ -57,9 +59,21 @@ class BucketSums:
             raise ValueError(f"pos must be (G, K) and rows (G,), got {pos.shape} and {rows.shape}")
         if (pos < 0).any() or (rows < 0).any() or (pos.sum(axis=1) > rows + 1e-9).any():
             raise ValueError("bucket sums must be non-negative with positives ≤ rows")
+        ids = None if self.ids is None else np.asarray(self.ids)
+        if ids is not None and (ids.shape != rows.shape or np.unique(ids).size != ids.size):
+            raise ValueError(f"ids must be {rows.shape} distinct bucket labels, got shape {ids.shape}")
         keep = rows > 0
         object.__setattr__(self, "pos", pos[keep])
         object.__setattr__(self, "rows", rows[keep])
+        object.__setattr__(self, "ids", None if ids is None else ids[keep])
+
+    def log_share_influence(self) -> np.ndarray:
+        """z, shape (G, K): bucket g's linearised contribution to log Q̂,
+        z_{g,k} = e_{g,k}/(n Q̂_k) (module docstring), without the small-sample
+        factor; :func:`joint_log_factors` aligns several samples' on bucket ids."""
+        share, e = self._residuals()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return e / (self.n * share)
 
     @property
     def G(self) -> int:
@@ -131,6 +145,36 @@ class BucketSums:
         return self.pos.sum(axis=0)[None, :] - self.pos, self.n - self.rows
 
 
+def joint_log_factors(samples: list[BucketSums]) -> tuple[list[np.ndarray], int] | None:
+    """The samples' bucket influences aligned on bucket ids, for a sandwich
+    that keeps the covariance between samples (issue 38).
+
+    A cluster (a user) with rows in default and in random traffic moves Q̂
+    and P̂ together, so log Û = log Q̂ − log P̂ has Cov = V_Q + V_P − C − Cᵀ
+    with C = Σ_c z^Q_c z^Pᵀ_c ≠ 0. The count stage hashes a cluster id to the
+    same bucket in every traffic, so the bucket is the unit: the joint
+    sandwich is G_u/(G_u − 1) Σ_g h_g h_gᵀ with h_g the bucket's summed
+    influence on the statistic over all samples (Liang & Zeger 1986; Cameron
+    & Miller 2015 §2.3, clustering shared by the equations of a system).
+    Buckets holding no common cluster add cross products of independent
+    clusters, of mean zero, so the form stays unbiased when ids do not span
+    traffics. Returns ([√(G_u/(G_u−1))·z_s aligned to the union of bucket ids,
+    shape (G_u, K)] per sample, G_u), or None when a sample lacks ids or G_u < 2.
+    """
+    if not samples or any(s.ids is None for s in samples):
+        return None
+    union = np.unique(np.concatenate([s.ids for s in samples]))
+    G = union.size
+    if G < 2:
+        return None
+    out = []
+    for s in samples:
+        Z = np.zeros((G, s.pos.shape[1]))
+        Z[np.searchsorted(union, s.ids)] = s.log_share_influence()
+        out.append(np.sqrt(G / (G - 1)) * Z)
+    return out, G
+
+
 def ratio_log_covariance(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     """Cluster-robust Ĉov(log r̂) of per-group ratios r̂_k = Σ_b num_{b,k} / Σ_b den_{b,k}
     (e.g. user-side precision n_pos_k / n_k, seed 001 App. H.2), shape (G, K)
@@ -167,7 +211,7 @@ def sums_from_rows(bucket: np.ndarray, group: np.ndarray, y: np.ndarray, K: int)
     pos = np.zeros((ids.size, K))
     hit = (y.astype(bool)) & (group >= 0)
     np.add.at(pos, (inv[hit], group[hit]), 1.0)
-    return BucketSums(pos, rows)
+    return BucketSums(pos, rows, ids)
 
 
 def bucket_sums(
@@ -210,4 +254,4 @@ def bucket_sums(
     pos = np.zeros((ids.size, len(groups)))
     keep = k >= 0
     np.add.at(pos, (inv[keep], k[keep]), sel.get_column(value).to_numpy()[keep])
-    return BucketSums(pos, rows), None
+    return BucketSums(pos, rows, ids), None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fairmon.transforms.reo.cluster import BucketSums
+from fairmon.transforms.reo.cluster import BucketSums, joint_log_factors
 from fairmon.transforms.reo.intervals_near_zero import parity_test, reo_bc_from_trace, reo_interval_near_zero
 from fairmon.transforms.reo.reo_math import (
     delta_u_covariance,
@@ -66,11 +66,31 @@ def log_utility_model(
     return v, cluster_note
 
 
+def both_bucketed_factor(rec: BucketSums, rand: BucketSums) -> tuple[np.ndarray, int]:
+    """F (r, K) with FᵀF = the cluster-robust Cov(log Û), log Û = log Q̂ − log P̂,
+    when both samples are bucketed, and its rank bound.
+
+    With bucket ids (the count stage's): the joint sandwich over the union of
+    buckets, F = Z_Q − Z_P aligned on ids (:func:`fairmon.transforms.reo.cluster.joint_log_factors`),
+    which keeps Cov(log Q̂, log P̂) when a cluster id (a user) has rows in
+    both traffics (issue 38: Coat by user, SE 0.0753 without it, 0.0615
+    with it); rank ≤ G_u − 1. Without ids, the two sandwiches stacked
+    (independent samples); rank ≤ (G_Q − 1) + (G_P − 1).
+    Source: Liang & Zeger (1986); Cameron & Miller (2015) §2.3."""
+    joint = joint_log_factors([rec, rand])
+    if joint is None:
+        return np.vstack([rec.log_share_factor(), rand.log_share_factor()]), rec.G - 1 + rand.G - 1
+    (Z_q, Z_p), G = joint
+    return Z_q - Z_p, G - 1
+
+
 @dataclass(frozen=True)
 class DeltaIntervals:
     """What the delta method gives for one REO: SEs of ΔÛ (K,), the
     near-parity REO interval, reo_bc, the parity test (W, df, p), REO's SE,
-    the design effect and the reasons for anything undefined, in order."""
+    the design effect and the reasons for anything undefined, in order; then
+    the curvature ratio ρ = (tr Σ − ûᵀΣû)/(2‖ΔÛ‖√(ûᵀΣû)), REO's second-order
+    bias over its SE (:mod:`fairmon.transforms.reo.ab_reo`; inf at ΔÛ = 0)."""
 
     se_dU: np.ndarray
     ci_low: float
@@ -80,6 +100,7 @@ class DeltaIntervals:
     se_reo: float
     design_effect: float
     notes: tuple[str, ...]
+    curvature: float = float("nan")
 
 
 def delta_intervals(
@@ -109,8 +130,9 @@ def delta_intervals(
     design_effect = 1.0 if not clustered else float("nan")
     parity = (float("nan"), 0, float("nan"))
     F = None
+    rank = sum(c.G - 1 if c is not None else K for c in (clusters_rec, clusters_rand))
     if clusters_rec is not None and clusters_rand is not None:
-        F = np.vstack([clusters_rec.log_share_factor(), clusters_rand.log_share_factor()])
+        F, rank = both_bucketed_factor(clusters_rec, clusters_rand)
     if F is not None:
         B = delta_u_factor(U, F)
         var_dU = (B * B).sum(axis=0)
@@ -120,8 +142,10 @@ def delta_intervals(
         var_dU = np.diag(cov)
         ci_low, ci_high = reo_interval_near_zero(dU, cov, level)
     se_dU = np.sqrt(var_dU)
+    norm = float(np.linalg.norm(dU))
+    uSu = float(np.sum((B @ dU) ** 2) if F is not None else dU @ cov @ dU) / norm**2 if reo > 0 else 0.0
+    curvature = (var_dU.sum() - uSu) / (2 * norm * np.sqrt(uSu)) if uSu > 0 else float("inf")
     reo_bc = reo_bc_from_trace(reo, float(var_dU.sum()), K)
-    rank = sum(c.G - 1 if c is not None else K for c in (clusters_rec, clusters_rand))
     if clustered and rank < K - 1:  # Σ of G − 1 df per bucketed sample cannot span K − 1 contrasts
         notes.append(
             f"parity test undefined: the cluster-robust covariance has rank at most {rank} (non-empty "
@@ -142,4 +166,4 @@ def delta_intervals(
             if reo > 0
             else float(var_dU.sum() / np.trace(delta_u_covariance(U, v_mult)))
         )
-    return DeltaIntervals(se_dU, ci_low, ci_high, reo_bc, parity, se_reo, design_effect, tuple(notes))
+    return DeltaIntervals(se_dU, ci_low, ci_high, reo_bc, parity, se_reo, design_effect, tuple(notes), float(curvature))

@@ -65,6 +65,17 @@ def quadratic_form_cdf(t: float, cov_eig: np.ndarray, proj: np.ndarray, s: float
     from fairmon.transforms.distributions import chi2_cdf, ncx2_cdf
 
     lam = np.asarray(cov_eig, dtype=float)
+    proj = np.asarray(proj, dtype=float)
+    pos = lam > 0
+    if np.count_nonzero(pos) == 1:  # rank one: T = (s√p₁ + √λ Z)² + s²p₀ exactly, a folded normal (fast, exact)
+        from scipy.special import ndtr
+
+        lam1, p1 = float(lam[pos][0]), float(proj[pos][0])
+        rest = t - s * s * float(np.sum(proj[~pos]))
+        if rest < 0:
+            return 0.0
+        m, r, sd = s * np.sqrt(p1), np.sqrt(rest), np.sqrt(lam1)
+        return float(ndtr((r - m) / sd) - ndtr((-r - m) / sd))
     c = [float(np.sum(lam**k) + k * s * s * np.sum(lam ** (k - 1) * proj)) for k in (1, 2, 3, 4)]
     if c[1] <= 0:
         return float(t >= c[0])
@@ -159,6 +170,8 @@ def reo_interval_near_zero(
     (A = Σ_i w_i √λ_i Z_i, B = Σ_i λ_i Z_i², w = Σ's eigenbasis coordinates of
     u; the upper bound is then a quantile of the draws' roots), except when Σ
     has rank 1 (K = 2), where the approximation is exact.
+    A ΔÛ whose REO is rounding (≤ REO_ROUNDING, :mod:`fairmon.transforms.reo.reo_math`)
+    is taken as exactly 0: its direction is noise of the last ulp, not data.
     Returns (low, high) in REO units; NaNs when the inputs are not finite.
     Raises ValueError for level outside (0, 1).
     """
@@ -171,6 +184,10 @@ def reo_interval_near_zero(
         return float("nan"), float("nan")
     from scipy.optimize import brentq
 
+    from fairmon.transforms.reo.reo_math import REO_ROUNDING
+
+    if np.linalg.norm(dU) <= REO_ROUNDING * np.sqrt(K):  # REO = 0 up to rounding: exactly parity (issue 38)
+        dU = np.zeros(K)
     lam_nz, w = _spectrum(dU, None if factor is not None else given, given if factor is not None else None)
     norm = float(np.linalg.norm(dU))
     # Σ's null space enters the cumulants only through its share of u (λ⁰ in c_1): one zero eigenvalue carries it

@@ -48,6 +48,11 @@ EIGHTY_PERCENT_RULE_REO = 1.0 / 9.0
 #: default or random traffic is a small group (DESIGN §4.1).
 MIN_EXPECTED_POSITIVES = 30
 
+#: REO values at or below this are rounding of equal utilities, i.e. REO = 0: U_k
+#: = Q_k/P_k carries a few ulps (1e-16) of relative error, far below any
+#: sampling variation that a count table can express.
+REO_ROUNDING = 1e-12
+
 Verdict = Literal["exceeds", "within", "inconclusive", "undefined"]
 
 
@@ -57,6 +62,10 @@ def reo_of_utilities(U: np.ndarray) -> float:
     Source: seed 001 eq. 19. Input: U, shape (K,), non-negative utilities (any
     common scale). Returns NaN when mean(U) is 0 or U has a NaN.
 
+    An REO at or below :data:`REO_ROUNDING` is floating-point rounding of
+    equal utilities (counts 8/12 and 6/9 give U_1 = U_2 up to an ulp): it is
+    returned as exactly 0, i.e. parity (issue 38).
+
     Reference values (DESIGN §5): U = (0.8, 1) gives 1/9; U = (1/2, 1) gives
     1/3 (seed 001 Example 3.1, dataset B, prints 2/3, which is |U1-U2|/mean,
     not std/mean; this function keeps the std/mean definition and gives 1/3).
@@ -65,7 +74,8 @@ def reo_of_utilities(U: np.ndarray) -> float:
     m = U.mean()
     if not np.isfinite(m) or m == 0:
         return float("nan")
-    return float(U.std(ddof=0) / m)
+    r = float(U.std(ddof=0) / m)
+    return 0.0 if r <= REO_ROUNDING else r
 
 
 def relative_utilities(U: np.ndarray) -> np.ndarray:
