@@ -323,3 +323,22 @@ def test_compas_audit_export_and_ledger(tmp_path):
         led = con.sql("SELECT release_id, epsilon FROM privacy_ledger ORDER BY released_at, release_id").fetchall()
     assert [e for _, e in led] == [0.6, 0.2, 0.2]  # public sizes: one row; noisy sizes: ε/2 + ε/2
     assert led[0][0].endswith(":bins") and led[2][0].endswith(":sizes")
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("--alpha", "0"), ("--alpha", "nan"), ("--alpha", "-0.2"), ("--alpha", "5"), ("--delta", "0")]
+)
+def test_sample_size_refuses_levels_outside_the_unit_interval(option, value):
+    """α and δ of seed 000 eqs. 6-8 lie in (0, 1): anything else (0 divided by, NaN, a negative α that
+    squared gives +α's answer) is a usage error naming the option, exit 2, no traceback."""
+    from typer.testing import CliRunner
+
+    from fairmon.pipelines.faces.cli import app
+
+    res = CliRunner().invoke(app, ["sample-size", option, value, "--json"])
+    assert res.exit_code == 2, res.output
+    assert option in res.stderr and "(0, 1)" in res.stderr and "Traceback" not in res.output
+    with pytest.raises(ValueError, match=r"must be in \(0, 1\)"):
+        min_sample_private(
+            float(value) if option == "--alpha" else 0.2, 2, 100, float(value) if option == "--delta" else 0.05
+        )

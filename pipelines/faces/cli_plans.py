@@ -278,7 +278,10 @@ def sample_size(
     eqs. 6, 8) and non-private (eq. 7), and their ratio (at most 4·ln3/ln2 ≈ 6.34)."""
     from fairmon.transforms.private.release import min_sample_nonprivate, min_sample_private, sample_size_ratio
 
-    a, b = min_sample_private(alpha, groups, levels, delta), min_sample_nonprivate(alpha, groups, levels, delta)
+    try:
+        a, b = min_sample_private(alpha, groups, levels, delta), min_sample_nonprivate(alpha, groups, levels, delta)
+    except ValueError as e:  # α or δ outside (0, 1), NaN: exit 2 naming the option
+        raise typer.BadParameter(str(e), param_hint="--alpha" if "alpha" in str(e) else "--delta") from None
     if as_json:
         dump_json(
             {

@@ -41,13 +41,27 @@ import numpy as np
 import polars as pl
 
 
+def check_audit_levels(alpha: float, delta: float) -> None:
+    """Raise ValueError, naming the value, unless the fairness tolerance
+    0 < α < 1 and the failure probability 0 < δ < 1 (seed 000 §3: α bounds a
+    difference of rates, δ is a probability; NaN is neither)."""
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha (fairness tolerance α) must be in (0, 1), got {alpha}")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta (failure probability δ) must be in (0, 1), got {delta}")
+
+
 def min_sample_private(alpha: float, n_groups: int, n_levels: int, delta: float) -> int:
-    """⌈(8/α²) ln(3|A||Y|/δ)⌉ qualified individuals per group (seed 000 eqs. 6, 8)."""
+    """⌈(8/α²) ln(3|A||Y|/δ)⌉ qualified individuals per group (seed 000 eqs. 6, 8).
+    Raises ValueError unless 0 < α < 1 and 0 < δ < 1 (:func:`check_audit_levels`)."""
+    check_audit_levels(alpha, delta)
     return math.ceil(8 / alpha**2 * math.log(3 * n_groups * n_levels / delta))
 
 
 def min_sample_nonprivate(alpha: float, n_groups: int, n_levels: int, delta: float) -> int:
-    """⌈(2/α²) ln(2|A||Y|/δ)⌉ qualified individuals per group without noise (seed 000 eq. 7)."""
+    """⌈(2/α²) ln(2|A||Y|/δ)⌉ qualified individuals per group without noise (seed 000 eq. 7).
+    Raises ValueError unless 0 < α < 1 and 0 < δ < 1 (:func:`check_audit_levels`)."""
+    check_audit_levels(alpha, delta)
     return math.ceil(2 / alpha**2 * math.log(2 * n_groups * n_levels / delta))
 
 
