@@ -269,7 +269,12 @@ def demo(
 def sql(
     query: Annotated[str, typer.Argument(help='A SELECT over the output tables, e.g. "select * from reo".')],
     config: ConfigOpt = Path("fairmon.toml"),
-    as_json: Annotated[bool, typer.Option("--json", help="Rows as a JSON array of objects.", metavar="")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help='An object {"columns": [names], "rows": [{column: value}, ...]}; NaN as null.', metavar=""
+        ),
+    ] = False,
     csv: Annotated[bool, typer.Option("--csv", help="Rows as CSV.", metavar="")] = False,
     limit: Annotated[int, typer.Option(min=1, help="Rows shown in the table view.")] = 50,
 ) -> None:
