@@ -40,7 +40,7 @@ from fairmon.pipelines.faces.cli_common import (
     show_stage_logs,
     use_prefect,
 )
-from fairmon.pipelines.faces.views import ab_view, prevalence_table, reo_table, run_summary, sdt_view
+from fairmon.pipelines.faces.views import ab_view, day_warnings, prevalence_table, reo_table, run_summary, sdt_view
 
 
 @app.command()
@@ -61,9 +61,8 @@ def run(
     prefect_env(verbose)
     ds = parse_date(date, "--date")
     cfg = load_or_exit(config)
-    preflight_or_exit(
-        cfg, [ds], as_json, str(config.resolve())
-    )  # before Prefect or GX is imported: a missing file answers in a second
+    # before Prefect or GX is imported: a missing file answers in a second
+    preflight_or_exit(cfg, [ds], as_json, str(config.resolve()))
     prefect = use_prefect(prefect)
     launch_api(prefect)
     if verbose and not prefect:
@@ -86,6 +85,8 @@ def run(
     if r["sdt"]:
         console.print(sdt_view(r["sdt"], f"Labelers (signal detection), {ds}"))
     console.print(f"partitions written: {', '.join(r['paths'].values())}")
+    for w in day_warnings(r):  # published, but a warning-level check failed: said as backfill says it
+        err.print(f"[yellow]warning:[/yellow] {escape(w)} (its details are in dq_results)")
 
 
 @app.command()

@@ -218,6 +218,12 @@ def interval_note(reo_rows: list[dict]) -> str:
     return f"intervals: cluster-robust by {', '.join(b for b in by if b != 'none')}{span}"
 
 
+def day_warnings(result: dict) -> list[str]:
+    """The warning-level checks a published day failed, ``suite: names``
+    (from its summary's ``dq`` rows), for ``run``'s and ``backfill``'s output."""
+    return [f"{d['suite']}: {d['failed_warning']}" for d in result.get("dq", []) if d.get("failed_warning")]
+
+
 def run_summary(results: list[dict]) -> Table:
     """The closing table of a run: per day its status (published / quarantined /
     failed) and either its tables, how its intervals treat clustered rows, the
@@ -229,7 +235,7 @@ def run_summary(results: list[dict]) -> Table:
     for r in results:
         ok = r["status"] == "published"
         if ok:
-            warn = [f"{d['suite']}: {d['failed_warning']}" for d in r.get("dq", []) if d.get("failed_warning")]
+            warn = day_warnings(r)
             note = interval_note(r.get("reo", []))
             envy = r.get("envy_audit") or []
             detail = (
