@@ -98,7 +98,7 @@ def test_the_report_opens_in_plain_words_in_headless_chromium(tmp_path, find_chr
     text = _text(dom)
     # the opening: one sentence per arm × attribute, control first
     head = text[text.index("In short") : text.index("At a glance")]
-    assert head.index("arm control favours star (+56 % against an even share): REO 0.56, above the 0.11 line") < (
+    assert head.index("arm control favours star (+56 % against an even share): REO 0.56, above the 0.111 line") < (
         head.index("arm new_ranker")
     )
     assert "It lowers REO against control: −0.51 [−0.55, −0.47], an improvement." in head

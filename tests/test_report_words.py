@@ -59,12 +59,14 @@ def test_a_production_disparity_and_a_treatment_that_removes_it():
     assert list(out) == ["control", "new_ranker", "worse"]  # the latest day, control first
     c = out["control"]
     assert c["text"].startswith(
-        "By creator, arm control favours star (+56 % against an even share): REO 0.56, above the 0.11 line "
+        "By creator, arm control favours star (+56 % against an even share): REO 0.56, above the 0.111 line "
         "(80 % rule), 95 % sure. Act:"
     )
     assert (c["verdict"], c["tone"], c["ab"]) == ("exceeds", "harm", None)
     n = out["new_ranker"]
-    assert "arm new_ranker favours no group clearly: REO 0.05, below the 0.11 line (80 % rule), 95 % sure." in n["text"]
+    assert (
+        "arm new_ranker favours no group clearly: REO 0.05, below the 0.111 line (80 % rule), 95 % sure." in n["text"]
+    )
     assert "It lowers REO against control: −0.51 [−0.55, −0.47], an improvement." in n["text"]
     assert "On fairness it can ship" in n["text"] and (n["ab"], n["tone"]) == ("improvement", "good")
     w = out["worse"]
@@ -80,8 +82,8 @@ def test_inconclusive_with_a_rejected_parity_test_says_why():
     )
     (h,) = headline_sentences(pl.DataFrame([row]), groups, pl.DataFrame())
     assert h["text"].startswith(
-        "By jacket, the system favours bomber (+43 % against an even share): REO 0.26, interval [0.00, 0.29] "
-        "reaches both sides of the 0.11 line (configured reo_threshold)."
+        "By jacket, the system favours bomber (+43 % against an even share): REO 0.26, interval [0.000, 0.290] "
+        "reaches both sides of the 0.111 line (configured reo_threshold)."
     )
     assert "Not sure either way: some groups are too small" in h["text"]
     assert "The parity test rejects equal utilities (p = 0.044), but the REO interval reaches 0" in h["text"]
@@ -102,7 +104,7 @@ def test_an_intersection_says_it_is_one_and_comes_last():
     assert first["text"].startswith("By user_gender, the system favours no group clearly: REO 0.02, below the 0.11")
     assert "No action needed." in first["text"]
     assert second["text"].startswith("By the intersection gender×user_gender (crossed groups, smaller cells),")
-    assert "above the 0.11 line (configured reo_threshold), 95 % sure" in second["text"]
+    assert "above the 0.111 line (configured reo_threshold), 95 % sure" in second["text"]
 
 
 def test_undefined_reo_names_the_reason():
@@ -131,3 +133,27 @@ def test_glossary_defines_each_term_once():
     terms = [t for t, _ in GLOSSARY]
     assert len(terms) == len(set(terms))
     assert {"utility U_k", "ΔU_k", "REO", "the line (reo_threshold)", "parity test", "q-value"} <= set(terms)
+
+
+def test_a_no_clear_change_near_parity_says_why_its_interval_is_wide():
+    """A D_REO projection row (an arm near parity) reads as 'no clear change' with the reason in plain words,
+    not beside per-group improvements without a word (the newcomer's contradiction)."""
+    from fairmon.transforms.report_words import _ab_phrase
+
+    ab = {
+        "control": "control",
+        "diff": -0.20,
+        "ci_low": -0.29,
+        "ci_high": 0.02,
+        "q_value": 0.3,
+        "reason": "near parity in arm(s) treatment (curvature ratio 0): ...",
+    }
+    text, effect = _ab_phrase(ab)
+    assert effect == "no clear change"
+    assert text == (
+        " Against control, REO changes by −0.20 [−0.29, +0.02], no clear change (an arm is near parity, "
+        "where REO's interval must be wide to be right: the A/B table's per-group changes, ΔU_k, are "
+        "sharper)."
+    )
+    text, _ = _ab_phrase({**ab, "reason": ""})
+    assert text == " Against control, REO changes by −0.20 [−0.29, +0.02], no clear change."

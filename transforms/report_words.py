@@ -20,8 +20,14 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
      "share served at random, which shows how often each group's items would be liked without the system's "
      "choice."),
     ("utility U_k", "How much more often the system recommends group k's liked items than random traffic "
-     "shows them liked: U_k = Q_k / P_k, Q_k the share of liked recommended items from group k, P_k the share "
-     "of liked random items from group k (the ranking's true-positive rate for the group, up to a constant)."),
+     "shows them liked: U_k = Q_k / P_k, Q_k the liked recommended rows of group k's items over all "
+     "recommended rows, P_k the liked random rows of group k's items over all random rows (the ranking's "
+     "true-positive rate for the group, up to a constant)."),
+    ("near parity", "When the groups' utilities are nearly equal, REO (a spread, never below 0) bends sharply "
+     "at 0, and the usual intervals fail there; fairmon then uses a parity-aware interval that stays right "
+     "at 0, and an A/B difference of REO becomes the difference of the two arms' intervals, each at 97.5 % "
+     "(Bonferroni), so the pair holds at 95 %: wider, never a false change. The 'curvature ratio' in a row's "
+     "reason measures how strongly REO bends over the interval."),
     ("ΔU_k", "Group k's utility against the mean of all groups: U_k / mean(U) − 1; +20 % means the group gets "
      "20 % more than an even share."),
     ("REO", "Ranking-based equal opportunity: the spread of the utilities, std(U) / mean(U); 0 is parity. "
@@ -105,7 +111,7 @@ def parity_explanation(row: dict) -> str | None:
 def _line_text(row: dict) -> str:
     line = row.get("reo_threshold")
     line = line if _finite(line) else 1 / 9
-    return f"the {line:.2f} line" + (" (80 % rule)" if (row.get("K") or 2) <= 2 else " (configured reo_threshold)")
+    return f"the {line:.3f} line" + (" (80 % rule)" if (row.get("K") or 2) <= 2 else " (configured reo_threshold)")
 
 
 def _favoured(groups: list[dict]) -> str:
@@ -135,6 +141,11 @@ def _ab_phrase(ab: dict | None) -> tuple[str, str | None]:
         "harm": f"it raises REO against {ab['control']}: {change}, a harm",
         "no clear change": f"against {ab['control']}, REO changes by {change}, no clear change",
     }[effect]
+    if effect == "no clear change" and "near parity" in (ab.get("reason") or ""):
+        words += (
+            " (an arm is near parity, where REO's interval must be wide to be right: the A/B table's "
+            "per-group changes, ΔU_k, are sharper)"
+        )
     return f" {words[0].upper()}{words[1:]}.", effect
 
 
@@ -150,7 +161,10 @@ def _action(verdict: str, row: dict, ab_effect_: str | None) -> str:
             else "Better than its control; whether it is below the line is not yet sure."
         )
     if verdict == "exceeds":
-        return "Act: find which stage creates it (see where the disparity comes from) and test a fix in an A/B."
+        return (
+            "Act: find which stage creates it (with post-recall traffic logged, the report's stage section "
+            "shows where) and test a fix in an A/B."
+        )
     if verdict == "within":
         return "No action needed."
     if verdict == "inconclusive":
@@ -199,7 +213,7 @@ def headline_sentences(reo: pl.DataFrame, reo_group: pl.DataFrame, reo_ab: pl.Da
             where = {
                 "exceeds": f"above {_line_text(r)}, {sure}",
                 "within": f"below {_line_text(r)}, {sure}",
-            }.get(verdict, f"interval [{r['ci_low']:.2f}, {r['ci_high']:.2f}] reaches both sides of {_line_text(r)}")
+            }.get(verdict, f"interval [{r['ci_low']:.3f}, {r['ci_high']:.3f}] reaches both sides of {_line_text(r)}")
             text = f"{subject}, {who} {_favoured(groups)}: {reo_txt}, {where}."
         ab_txt, effect = _ab_phrase(ab)
         text += ab_txt + " " + _action(verdict, r, effect)
