@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -240,8 +242,15 @@ def serve(
 
     def starting_stopped(*_args) -> None:
         stop.set()
-        if not serving:  # imports, the config, the temporary API coming up: leave them at once
-            raise KeyboardInterrupt
+        if not serving:
+            # imports, the config, the temporary API coming up: leave them at once. Not by raising
+            # KeyboardInterrupt (library code mid-import, e.g. Prefect's settings, wraps it into its own
+            # error and a traceback): nothing is written before serving, and the guarded server dies
+            # with this process (prefect_guard), so the process ends here, exit 0 as documented.
+            console.print("fairmon serve stopped")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
 
     signal.signal(signal.SIGTERM, starting_stopped)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C, or a SIGTERM while starting
