@@ -96,6 +96,45 @@ def test_a_pool_copied_under_a_second_name_quarantines_the_day_naming_both_files
     assert {r["n_rand"] for r in out["reo"]} == {SPEC.random_rows_per_day * SPEC.random_pool_days}
 
 
+def _pool_with_three_shared_keys(cfg_path: Path) -> tuple[Path, Path]:
+    """The sim's pool and a second pool over DAY alone: 3 of the pool's rows
+    and 7 new ones (not a copy of the file). Returns (pool, second)."""
+    import polars as pl
+
+    (pool,) = (cfg_path.parent / "random").glob("random_*.csv")
+    rows = pl.read_csv(pool, infer_schema=False).head(10)
+    fresh = pl.int_range(10) >= 3
+    rows = rows.with_columns(pl.when(fresh).then(pl.col("request_id") + "-new").otherwise(pl.col("request_id")))
+    second = pool.with_name(f"random_{DAY}_{DAY}.csv")
+    rows.write_csv(second)
+    return pool, second
+
+
+def test_two_pools_sharing_three_keys_quarantine_the_day_naming_both_files_and_the_count(tmp_path):
+    from fairmon.pipelines.executor.days import run_day
+
+    cfg_path = _sim(tmp_path / "sim")
+    pool, second = _pool_with_three_shared_keys(cfg_path)
+    out = run_day(str(cfg_path), DAY)
+    assert out["status"] == "quarantined"
+    assert "ids_unique_across_files (3 unexpected" in out["error"]
+    assert f"files random/{pool.name} and random/{second.name} share 3 id key(s)" in out["error"]
+    assert "rows_unique_across_files" not in out["error"]  # not a copy of the file: this check finds it
+    assert _published_reo(cfg_path) == []
+
+
+def test_shared_keys_lowered_to_a_warning_publish_the_day(tmp_path):
+    from fairmon.pipelines.executor.days import run_day
+
+    cfg_path = _sim(tmp_path / "sim")
+    with cfg_path.open("a") as f:
+        f.write('\n[quality.severity]\nids_unique_across_files = "warning"\n')
+    _pool_with_three_shared_keys(cfg_path)
+    out = run_day(str(cfg_path), DAY)
+    assert out["status"] == "published"
+    assert _published_reo(cfg_path) == [DAY]
+
+
 # ---- item 5: paths with glob metacharacters; a duckdb path that is not DuckDB ----------------------
 
 
