@@ -123,6 +123,16 @@ def test_two_pools_sharing_three_keys_quarantine_the_day_naming_both_files_and_t
     assert _published_reo(cfg_path) == []
 
 
+def test_one_pool_counted_for_several_days_is_no_repeat(tmp_path):
+    from fairmon.pipelines.executor.days import run_day
+
+    cfg_path = _sim(tmp_path / "sim")  # one pool over both days, each day's default file alongside
+    for ds in (SPEC.start, DAY):
+        out = run_day(str(cfg_path), ds)
+        assert out["status"] == "published", out.get("error")
+        assert {r["n_rand"] for r in out["reo"]} == {SPEC.random_rows_per_day * SPEC.random_pool_days}
+
+
 def test_shared_keys_lowered_to_a_warning_publish_the_day(tmp_path):
     from fairmon.pipelines.executor.days import run_day
 
@@ -133,6 +143,39 @@ def test_shared_keys_lowered_to_a_warning_publish_the_day(tmp_path):
     out = run_day(str(cfg_path), DAY)
     assert out["status"] == "published"
     assert _published_reo(cfg_path) == [DAY]
+
+
+def test_a_day_split_over_two_files_that_share_keys_is_quarantined_naming_both(tmp_path):
+    import polars as pl
+
+    from fairmon.pipelines.executor.days import run_day
+
+    ds, n = dt.date(2026, 3, 1), 800
+    rows = pl.DataFrame(
+        {
+            "ds": [str(ds)] * n,
+            "traffic": ["default", "random"] * (n // 2),
+            "request_id": [f"r{k}" for k in range(n)],
+            "item_id": [f"v{k % 37}" for k in range(n)],
+            "click": [str(k % 5 == 0).lower() for k in range(n)],
+            "grp": ["a", "a", "b", "b"] * (n // 4),
+        }
+    )
+    (tmp_path / str(ds)).mkdir()
+    rows.head(500).write_csv(tmp_path / str(ds) / "part-1.csv")
+    again = rows.slice(10, 3).with_columns(pl.lit("true").alias("click"))  # other values: not copied rows
+    pl.concat([rows.slice(500), again]).write_csv(tmp_path / str(ds) / "part-2.csv")
+    cfg_path = tmp_path / "fairmon.toml"
+    cfg_path.write_text(
+        'warehouse = "wh"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\npath = "{ds}/*.csv"\n'
+        'signals = ["click"]\nattributes = ["grp"]\n'
+    )
+    out = run_day(str(cfg_path), ds)
+    assert out["status"] == "quarantined"
+    assert f"files {ds}/part-1.csv and {ds}/part-2.csv share 3 id key(s)" in out["error"]
+    assert f"({ds}, default, r10, v10), ({ds}, default, r12, v12), ({ds}, random, r11, v11)" in out["error"]
+    (tmp_path / str(ds) / "part-2.csv").write_text(rows.slice(500).write_csv())  # a split day without repeats
+    assert run_day(str(cfg_path), ds)["status"] == "published"
 
 
 # ---- item 5: paths with glob metacharacters; a duckdb path that is not DuckDB ----------------------
