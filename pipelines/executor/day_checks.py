@@ -268,6 +268,9 @@ def shared_ids_check(cfg: FairmonConfig, ds: dt.date) -> list[DQResult]:
     (``ids_unique``); the failure names each pair's two files, its count of
     shared keys and up to 5 of them. Returns [] or one failed result.
     Raises what DuckDB raises, :class:`InputContractError` for an unreadable file."""
+    imp = cfg.impressions
+    if imp is None or imp.table is not None or imp.format == "coat":
+        return []  # a catalog partition holds one day and never shares it; Coat is one file
     try:
         units = {unit_key(cfg, u.file): u for u in ImpressionsInput(cfg).units(ds)}
     except InputContractError:

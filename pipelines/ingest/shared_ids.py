@@ -26,6 +26,8 @@ from fairmon.pipelines.ingest.profiles import parquet_rows, scratch
 from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import InputContractError
 
+#: The id key (DESIGN §2), compared as text.
+KEY_COLUMNS = ("ds", "traffic", "request_id", "item_id")
 #: The repeated keys a failure lists (the count is always exact).
 SAMPLE_KEYS = 5
 
@@ -107,11 +109,13 @@ def _parquet(unit: IngestUnit) -> bool:
 
 
 def _duck_rows(engine: DuckEngine, unit: IngestUnit):
-    """The rows of ``unit``'s file for DuckDB: a lazy Parquet scan, or the CSV read as text."""
+    """The rows of ``unit``'s file for DuckDB: a lazy Parquet scan, or the CSV's key columns read as text."""
     if _parquet(unit):
         return parquet_rows(engine.con, [str(unit.file)])
     try:
-        return pl.read_csv(unit.file, infer_schema=False, glob=False)
+        header = pl.read_csv(unit.file, infer_schema=False, glob=False, n_rows=0).columns
+        keys = [c for c in header if c in KEY_COLUMNS] or header[:1]  # only the key columns are held
+        return pl.read_csv(unit.file, infer_schema=False, glob=False, columns=keys)
     except pl.exceptions.NoDataError:
         return pl.DataFrame()
     except (pl.exceptions.ComputeError, OSError) as e:
