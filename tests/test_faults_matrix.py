@@ -133,6 +133,25 @@ def test_one_pool_counted_for_several_days_is_no_repeat(tmp_path):
         assert {r["n_rand"] for r in out["reo"]} == {SPEC.random_rows_per_day * SPEC.random_pool_days}
 
 
+def test_a_pool_copy_declared_over_other_days_is_found_and_two_pools_of_other_rows_are_not(tmp_path):
+    import polars as pl
+
+    from fairmon.pipelines.executor.days import run_day
+
+    spec = SimulationSpec(days=4, rows_per_day=1200, random_rows_per_day=600, random_pool_days=2, seed=5)
+    cfg_path = Path(write_simulation(spec, tmp_path / "sim", "csv")["config"])
+    d3 = spec.start + dt.timedelta(days=2)  # its 2-day window meets both pools (pool_policy = "overlap")
+    assert run_day(str(cfg_path), d3)["status"] == "published"  # two pools of other rows: no repeat
+    first = cfg_path.parent / "random" / f"random_{spec.start}_{spec.start + dt.timedelta(days=1)}.csv"
+    rows = pl.read_csv(first, infer_schema=False).head(10)
+    fresh = pl.int_range(10) >= 3
+    copy = first.with_name(f"random_{d3}_{d3}.csv")  # declared over a day the original does not cover
+    rows.with_columns(pl.when(fresh).then(pl.col("request_id") + "-new").otherwise("request_id")).write_csv(copy)
+    out = run_day(str(cfg_path), d3)
+    assert out["status"] == "quarantined"
+    assert f"files random/{first.name} and random/{copy.name} share 3 id key(s)" in out["error"]
+
+
 def test_shared_keys_lowered_to_a_warning_publish_the_day(tmp_path):
     from fairmon.pipelines.executor.days import run_day
 

@@ -279,7 +279,7 @@ def shared_ids_check(cfg: FairmonConfig, ds: dt.date) -> list[DQResult]:
         return []
     found = []
     with timing.clock(ds, "checks"):
-        for a, b in overlapping_pairs(cfg, list(units)):
+        for a, b in overlapping_pairs(cfg, list(units), pool_keys(cfg)):
             shared = shared_ids(cfg, units[a], units[b])
             if shared.height:
                 found.append((a, b, shared))

@@ -6,9 +6,11 @@ duplicate-id scan checks it (``ids_unique``, sql/impressions_duplicate_ids.sql);
 across files only a file copied whole was caught (``rows_unique_across_files``).
 Here a day's files are compared pair by pair, but only the pairs whose staged
 rows could share a key at all (same traffic, overlapping dates,
-sql/impressions_overlapping_files.sql, read from the staged profiles): a
-day's file holds its own day, a pool its declared range, other traffic
-another file, so clean inputs give no pair and no input row is read again.
+sql/impressions_overlapping_files.sql, read from the staged profiles; a
+pool's rows have no date of their own, so two pools of one traffic always
+pair): a day's file holds its own day, random traffic comes from one pool
+or from pools of other rows, other traffic from another file, so clean
+inputs give no pair and no input row is read again.
 A pair that overlaps (a day split over two files, two pools over one day,
 rows pasted into another day's file) has its key columns read again and
 joined (sql/impressions_shared_ids.sql), on the engine that profiles the
@@ -32,13 +34,15 @@ KEY_COLUMNS = ("ds", "traffic", "request_id", "item_id")
 SAMPLE_KEYS = 5
 
 
-def overlapping_pairs(cfg: FairmonConfig, files: list[str]) -> list[tuple[str, str]]:
+def overlapping_pairs(cfg: FairmonConfig, files: list[str], pools: list[str]) -> list[tuple[str, str]]:
     """Pairs (first, second) of the staged file identities ``files`` whose
-    staged rows share a traffic and overlapping dates
+    staged rows share a traffic and overlapping dates, or a traffic alone when
+    either is one of the ``pools`` (identities of date-less pooled files)
     (sql/impressions_overlapping_files.sql, on the project's DuckDB file).
     Raises what DuckDB raises."""
     with db.connect(cfg.duckdb_path) as con:
-        return [(a, b) for a, b in db.rows(con, "impressions_overlapping_files", files=sorted(files))]
+        rows = db.rows(con, "impressions_overlapping_files", files=sorted(files), pools=pools)
+    return [(a, b) for a, b in rows]
 
 
 def _keyed(engine, rows, unit: IngestUnit):
