@@ -96,6 +96,107 @@ def test_a_pool_copied_under_a_second_name_quarantines_the_day_naming_both_files
     assert {r["n_rand"] for r in out["reo"]} == {SPEC.random_rows_per_day * SPEC.random_pool_days}
 
 
+def _pool_with_three_shared_keys(cfg_path: Path) -> tuple[Path, Path]:
+    """The sim's pool and a second pool over DAY alone: 3 of the pool's rows
+    and 7 new ones (not a copy of the file). Returns (pool, second)."""
+    import polars as pl
+
+    (pool,) = (cfg_path.parent / "random").glob("random_*.csv")
+    rows = pl.read_csv(pool, infer_schema=False).head(10)
+    fresh = pl.int_range(10) >= 3
+    rows = rows.with_columns(pl.when(fresh).then(pl.col("request_id") + "-new").otherwise(pl.col("request_id")))
+    second = pool.with_name(f"random_{DAY}_{DAY}.csv")
+    rows.write_csv(second)
+    return pool, second
+
+
+def test_two_pools_sharing_three_keys_quarantine_the_day_naming_both_files_and_the_count(tmp_path):
+    from fairmon.pipelines.executor.days import run_day
+
+    cfg_path = _sim(tmp_path / "sim")
+    pool, second = _pool_with_three_shared_keys(cfg_path)
+    out = run_day(str(cfg_path), DAY)
+    assert out["status"] == "quarantined"
+    assert "ids_unique_across_files (3 unexpected" in out["error"]
+    assert f"files random/{pool.name} and random/{second.name} share 3 id key(s)" in out["error"]
+    assert "rows_unique_across_files" not in out["error"]  # not a copy of the file: this check finds it
+    assert _published_reo(cfg_path) == []
+
+
+def test_one_pool_counted_for_several_days_is_no_repeat(tmp_path):
+    from fairmon.pipelines.executor.days import run_day
+
+    cfg_path = _sim(tmp_path / "sim")  # one pool over both days, each day's default file alongside
+    for ds in (SPEC.start, DAY):
+        out = run_day(str(cfg_path), ds)
+        assert out["status"] == "published", out.get("error")
+        assert {r["n_rand"] for r in out["reo"]} == {SPEC.random_rows_per_day * SPEC.random_pool_days}
+
+
+def test_a_pool_copy_declared_over_other_days_is_found_and_two_pools_of_other_rows_are_not(tmp_path):
+    import polars as pl
+
+    from fairmon.pipelines.executor.days import run_day
+
+    spec = SimulationSpec(days=4, rows_per_day=1200, random_rows_per_day=600, random_pool_days=2, seed=5)
+    cfg_path = Path(write_simulation(spec, tmp_path / "sim", "csv")["config"])
+    d3 = spec.start + dt.timedelta(days=2)  # its 2-day window meets both pools (pool_policy = "overlap")
+    assert run_day(str(cfg_path), d3)["status"] == "published"  # two pools of other rows: no repeat
+    first = cfg_path.parent / "random" / f"random_{spec.start}_{spec.start + dt.timedelta(days=1)}.csv"
+    rows = pl.read_csv(first, infer_schema=False).head(10)
+    fresh = pl.int_range(10) >= 3
+    copy = first.with_name(f"random_{d3}_{d3}.csv")  # declared over a day the original does not cover
+    rows.with_columns(pl.when(fresh).then(pl.col("request_id") + "-new").otherwise("request_id")).write_csv(copy)
+    out = run_day(str(cfg_path), d3)
+    assert out["status"] == "quarantined"
+    assert f"files random/{first.name} and random/{copy.name} share 3 id key(s)" in out["error"]
+
+
+def test_shared_keys_lowered_to_a_warning_publish_the_day(tmp_path):
+    from fairmon.pipelines.executor.days import run_day
+
+    cfg_path = _sim(tmp_path / "sim")
+    with cfg_path.open("a") as f:
+        f.write('\n[quality.severity]\nids_unique_across_files = "warning"\n')
+    _pool_with_three_shared_keys(cfg_path)
+    out = run_day(str(cfg_path), DAY)
+    assert out["status"] == "published"
+    assert _published_reo(cfg_path) == [DAY]
+
+
+def test_a_day_split_over_two_files_that_share_keys_is_quarantined_naming_both(tmp_path):
+    import polars as pl
+
+    from fairmon.pipelines.executor.days import run_day
+
+    ds, n = dt.date(2026, 3, 1), 800
+    rows = pl.DataFrame(
+        {
+            "ds": [str(ds)] * n,
+            "traffic": ["default", "random"] * (n // 2),
+            "request_id": [f"r{k}" for k in range(n)],
+            "item_id": [f"v{k % 37}" for k in range(n)],
+            "click": [str(k % 5 == 0).lower() for k in range(n)],
+            "grp": ["a", "a", "b", "b"] * (n // 4),
+        }
+    )
+    (tmp_path / str(ds)).mkdir()
+    rows.head(500).write_csv(tmp_path / str(ds) / "part-1.csv")
+    again = rows.slice(10, 3).with_columns(pl.lit("true").alias("click"))  # other values: not copied rows
+    pl.concat([rows.slice(500), again]).write_csv(tmp_path / str(ds) / "part-2.csv")
+    cfg_path = tmp_path / "fairmon.toml"
+    cfg_path.write_text(
+        'warehouse = "wh"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\npath = "{ds}/*.csv"\n'
+        'signals = ["click"]\nattributes = ["grp"]\n'
+    )
+    out = run_day(str(cfg_path), ds)
+    assert out["status"] == "quarantined"
+    assert f"files {ds}/part-1.csv and {ds}/part-2.csv share 3 id key(s)" in out["error"]
+    assert f"({ds}, default, r10, v10), ({ds}, default, r12, v12), ({ds}, random, r11, v11)" in out["error"]
+    (tmp_path / str(ds) / "part-2.csv").write_text(rows.slice(500).write_csv())  # a split day without repeats
+    assert run_day(str(cfg_path), ds)["status"] == "published"
+
+
 # ---- item 5: paths with glob metacharacters; a duckdb path that is not DuckDB ----------------------
 
 

@@ -177,6 +177,30 @@ def test_duplicate_ids_found_alike(sim, tmp_path):
     assert a.filter(pl.col("id_copies") > 1).get_column("__n").sum() == 4
 
 
+def test_shared_ids_across_files_found_alike(sim, tmp_path):
+    """Two pools sharing 3 id keys (not copies of each other, one without
+    dates of its own): both engines find the same 3 keys
+    (sql/impressions_shared_ids.sql), and none between a day's file and a pool."""
+    from fairmon.pipelines.ingest.identity import IngestUnit
+    from fairmon.pipelines.ingest.shared_ids import shared_ids
+
+    duck, spark = _configs(sim, "none")
+    cd, cs = load_config(duck), load_config(spark)
+    (pool, *_) = sorted((sim / "random").glob("random_*.parquet"))
+    other = tmp_path / "other.parquet"
+    rows = pl.read_parquet(pool).head(8)
+    rows.with_columns(
+        pl.when(pl.int_range(8) >= 3).then(pl.col("request_id") + "-new").otherwise("request_id")
+    ).write_parquet(other)
+    units = [IngestUnit(pool, SPEC.start, LAST, "random", "random"), IngestUnit(other, LAST, LAST, "all", "random")]
+    a, b = shared_ids(cd, *units), shared_ids(cs, *units)
+    assert a.get_column("n_shared").to_list() == [3, 3, 3]
+    assert a.select("ds", "traffic", "request_id", "item_id").rows() == b.select(a.columns[:4]).rows()
+    assert a.get_column("request_id").to_list() == sorted(rows.head(3).get_column("request_id").to_list())
+    day = IngestUnit(sim / "default" / f"{LAST}.parquet", LAST, LAST, "nonrandom", "default")
+    assert shared_ids(cd, units[0], day).height == shared_ids(cs, units[0], day).height == 0
+
+
 @pytest.mark.usefixtures("prefect_harness")
 def test_backfill_tables_identical(sim):
     """`fairmon backfill` over 5 days (one quarantined) on each engine:

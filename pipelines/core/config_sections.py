@@ -93,7 +93,7 @@ class ABConfig(Strict):
 
 
 #: Checks fairmon makes in Python rather than from a suite file, whose severity ``[quality.severity]`` may set.
-PYTHON_CHECKS = ("rows_unique_across_files", "swap_donor_group_resolved")
+PYTHON_CHECKS = ("rows_unique_across_files", "swap_donor_group_resolved", "ids_unique_across_files")
 
 
 def known_expectations() -> frozenset[str]:

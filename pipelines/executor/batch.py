@@ -39,6 +39,7 @@ from fairmon.pipelines.executor.day_checks import (
     dq_tables,
     file_copies_check,
     output_check_frames,
+    shared_ids_check,
 )
 from fairmon.pipelines.executor.estimators import (
     count_groups,
@@ -203,6 +204,7 @@ def _impressions(batch: Batch, days: list[Day]) -> None:
     def ingest_and_count(d: Day) -> None:
         _gate(d, batch.hooks.ingest(cfg, "impressions", d.ds, batch.force_ingest))
         _gate(d, file_copies_check(cfg, d.ds))  # one file's rows twice, under two names
+        _gate(d, shared_ids_check(cfg, d.ds))  # an id key in two of the day's files
         d.counts, d.totals, d.buckets = step(count_groups, cfg, d.ds)
 
     def estimates(d: Day) -> None:

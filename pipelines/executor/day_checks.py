@@ -21,7 +21,8 @@ from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.core.config_sections import PYTHON_CHECKS
 from fairmon.pipelines.executor.outcomes import DayFailed, step
 from fairmon.pipelines.ingest.identity import unit_key
-from fairmon.pipelines.ingest.sources import day_files
+from fairmon.pipelines.ingest.shared_ids import overlapping_pairs, shared_ids
+from fairmon.pipelines.ingest.sources import ImpressionsInput, day_files
 from fairmon.pipelines.ingest.staging import run_logger
 from fairmon.pipelines.ingest.windows import random_window_note, tiktok_pools
 from fairmon.pipelines.storage import db
@@ -250,6 +251,61 @@ def file_copies_check(cfg: FairmonConfig, ds: dt.date) -> list[DQResult]:
         ),
     }
     return [DQResult("impressions", "impressions_files", f"impressions files of {ds}", 1, [failure])]
+
+
+#: The check of :func:`shared_ids_check` (severity overridable in ``[quality.severity]``).
+SHARED_IDS = PYTHON_CHECKS[2]
+
+
+def shared_ids_check(cfg: FairmonConfig, ds: dt.date) -> list[DQResult]:
+    """Whether two of day ``ds``'s impressions files hold the same id key
+    (ds, traffic, request_id, item_id; DESIGN §2 makes it unique over the
+    log, not only within a file): a pool copied with a few extra rows, rows
+    pasted into another day's file. Only pairs whose staged rows share a
+    traffic and dates are read again
+    (:mod:`fairmon.pipelines.ingest.shared_ids`), so clean inputs cost no
+    input row. Critical by default, like repeats within one file
+    (``ids_unique``); the failure names each pair's two files, its count of
+    shared keys and up to 5 of them. Returns [] or one failed result.
+    Raises what DuckDB raises, :class:`InputContractError` for an unreadable file."""
+    imp = cfg.impressions
+    if imp is None or imp.table is not None or imp.format == "coat":
+        return []  # a catalog partition holds one day and never shares it; Coat is one file
+    try:
+        units = {unit_key(cfg, u.file): u for u in ImpressionsInput(cfg).units(ds)}
+    except InputContractError:
+        return []  # the day's ingest reports it
+    if len(units) < 2:
+        return []
+    found = []
+    with timing.clock(ds, "checks"):
+        for a, b in overlapping_pairs(cfg, list(units), pool_keys(cfg)):
+            shared = shared_ids(cfg, units[a], units[b])
+            if shared.height:
+                found.append((a, b, shared))
+    if not found:  # like file_copies_check: a result only when it fails
+        return []
+    total = sum(int(s.get_column("n_shared")[0]) for _, _, s in found)
+    failure = {
+        "name": SHARED_IDS,
+        "severity": cfg.quality.severity.get(SHARED_IDS, "critical"),
+        "type": "files",
+        "column": "request_id, item_id",
+        "unexpected_count": total,
+        "rows": [],
+        "sample": [f"{a} & {b}: " + ", ".join(_key_text(r) for r in s.iter_rows(named=True)) for a, b, s in found[:5]],
+        "note": "; ".join(
+            f"files {a} and {b} share {int(s.get_column('n_shared')[0])} id key(s) (ds, traffic, request_id, "
+            "item_id): those rows would count twice"
+            for a, b, s in found
+        ),
+    }
+    return [DQResult("impressions", "impressions_files", f"impressions files of {ds}", 1, [failure])]
+
+
+def _key_text(row: dict) -> str:
+    """One shared key as text: ``(ds, traffic, request_id, item_id)``, without ds between pools (no row date)."""
+    return "(" + ", ".join(str(row[c]) for c in ("ds", "traffic", "request_id", "item_id") if row[c] is not None) + ")"
 
 
 def pool_keys(cfg: FairmonConfig) -> list[str]:

@@ -58,6 +58,14 @@ class DuckEngine:
         """A relation's rows as Polars."""
         return rows.pl()
 
+    @staticmethod
+    def with_text(rows, name: str, value: str | None):
+        """``rows`` (relation or frame) with the text column ``name`` = ``value`` (NULL for None) added."""
+        if isinstance(rows, pl.DataFrame):
+            return rows.with_columns(pl.lit(value, pl.String).alias(name))
+        const = duckdb.ConstantExpression(value).cast("VARCHAR").alias(name)
+        return rows.select(duckdb.StarExpression(), const)
+
     def collect_copies(self, parts: Iterable, keys: list[str]) -> int:
         """The duplicated id keys (``keys`` columns) of the rows ``parts``
         into the temporary table ``copies``, one part (file) at a time so
@@ -130,6 +138,13 @@ class SparkEngine:
         from fairmon.pipelines.storage.spark import to_polars
 
         return to_polars(rows)
+
+    @staticmethod
+    def with_text(rows, name: str, value: str | None):
+        """The DataFrame ``rows`` with the text column ``name`` = ``value`` (NULL for None) added."""
+        from pyspark.sql import functions as F
+
+        return rows.withColumn(name, F.lit(value).cast("string"))
 
     def collect_copies(self, parts: Iterable, keys: list[str]) -> int:
         """The duplicated id keys of all ``parts`` in one aggregation on the

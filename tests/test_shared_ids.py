@@ -1,0 +1,85 @@
+"""Id keys repeated across two of a day's files (issue 40 item 2;
+pipelines/ingest/shared_ids.py): hand-written files whose shared keys are
+known by construction."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from fairmon.pipelines.core.config import load_config
+from fairmon.pipelines.faces.simulated import write_simulation
+from fairmon.pipelines.ingest.identity import IngestUnit
+from fairmon.pipelines.ingest.shared_ids import shared_ids
+from fairmon.transforms.simulators.impressions import SimulationSpec
+
+D1, D2 = dt.date(2026, 1, 1), dt.date(2026, 1, 2)
+
+
+@pytest.fixture(scope="module")
+def cfg(tmp_path_factory):
+    spec = SimulationSpec(days=1, rows_per_day=50, random_rows_per_day=20, random_pool_days=1, seed=1)
+    return load_config(write_simulation(spec, tmp_path_factory.mktemp("sim"), "csv")["config"])
+
+
+def _write(path: Path, rows: list[tuple], fmt: str = "csv") -> Path:
+    cols = ["ds", "traffic", "request_id", "item_id", "like"][: len(rows[0])]
+    frame = pl.DataFrame(rows, schema=cols, orient="row")
+    frame.write_csv(path) if fmt == "csv" else frame.write_parquet(path)
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_two_files_sharing_three_keys_give_exactly_those_three(cfg, tmp_path, fmt):
+    a = _write(
+        tmp_path / f"a.{fmt}",
+        [
+            ("2026-01-01", "default", "r1", "i1", "1"),
+            ("2026-01-01", "default", "r1", "i2", "0"),
+            ("2026-01-01", "default", "r2", "i1", "0"),
+            ("2026-01-01", "random", "r3", "i3", "1"),
+            ("2026-01-01", "default", "r9", "i9", "1"),
+        ],
+        fmt,
+    )
+    b = _write(
+        tmp_path / f"b.{fmt}",
+        [
+            ("2026-01-01", "default", "r1", "i1", "0"),  # shared (other signal values: not a copied row)
+            ("2026-01-01", "default", "r2", "i1", "1"),  # shared
+            ("2026-01-01", "random", "r3", "i3", "1"),  # shared
+            ("2026-01-02", "default", "r1", "i2", "0"),  # another day: a key of its own
+            ("2026-01-01", "random", "r9", "i9", "1"),  # another traffic: a key of its own
+            ("2026-01-01", "default", "r7", "i7", "1"),
+        ],
+        fmt,
+    )
+    out = shared_ids(cfg, IngestUnit(a, D1, D1, "all"), IngestUnit(b, D1, D1, "all"))
+    assert out.get_column("n_shared").to_list() == [3, 3, 3]
+    keys = out.select("ds", "traffic", "request_id", "item_id").rows()
+    assert keys == [
+        ("2026-01-01", "default", "r1", "i1"),
+        ("2026-01-01", "default", "r2", "i1"),
+        ("2026-01-01", "random", "r3", "i3"),
+    ]
+
+
+def test_a_pool_without_dates_shares_keys_with_any_day_and_traffic_comes_from_the_unit(cfg, tmp_path):
+    pool = tmp_path / "pool.csv"
+    pl.DataFrame({"request_id": ["p1", "p2", "p3"], "item_id": ["a", "b", "c"]}).write_csv(pool)
+    day = tmp_path / "day.csv"
+    pl.DataFrame({"request_id": ["p2", "p3", "p4"], "item_id": ["b", "x", "d"]}).write_csv(day)
+    as_pool = IngestUnit(pool, D1, D2, "random", traffic="random")
+    out = shared_ids(cfg, as_pool, IngestUnit(day, D2, D2, "all", traffic="random"))
+    assert out.select("ds", "request_id", "item_id").rows() == [("2026-01-02", "p2", "b")]
+    # the same ids as default traffic of the day: another key (DESIGN §2), nothing shared
+    assert shared_ids(cfg, as_pool, IngestUnit(day, D2, D2, "nonrandom", traffic="default")).height == 0
+
+
+def test_files_without_id_columns_are_not_compared(cfg, tmp_path):
+    a = _write(tmp_path / "a.csv", [("2026-01-01", "default")])
+    b = _write(tmp_path / "b.csv", [("2026-01-01", "default")])
+    assert shared_ids(cfg, IngestUnit(a, D1, D1, "all"), IngestUnit(b, D1, D1, "all")).height == 0
