@@ -138,7 +138,7 @@ def test_glossary_defines_each_term_once():
 def test_a_no_clear_change_near_parity_says_why_its_interval_is_wide():
     """A D_REO projection row (an arm near parity) reads as 'no clear change' with the reason in plain words,
     not beside per-group improvements without a word (the newcomer's contradiction)."""
-    from fairmon.transforms.report_words import _ab_phrase
+    from fairmon.transforms.report_words import ab_phrase
 
     ab = {
         "control": "control",
@@ -148,12 +148,12 @@ def test_a_no_clear_change_near_parity_says_why_its_interval_is_wide():
         "q_value": 0.3,
         "reason": "near parity in arm(s) treatment (curvature ratio 0): ...",
     }
-    text, effect = _ab_phrase(ab)
+    text, effect = ab_phrase(ab)
     assert effect == "no clear change"
     assert text == (
         " Against control, REO changes by −0.20 [−0.29, +0.02], no clear change (an arm is near parity, "
         "where REO's interval must be wide to be right: the A/B table's per-group changes, ΔU_k, are "
         "sharper)."
     )
-    text, _ = _ab_phrase({**ab, "reason": ""})
+    text, _ = ab_phrase({**ab, "reason": ""})
     assert text == " Against control, REO changes by −0.20 [−0.29, +0.02], no clear change."

@@ -129,7 +129,12 @@ def _favoured(groups: list[dict]) -> str:
     return "favours no group clearly"
 
 
-def _ab_phrase(ab: dict | None) -> tuple[str, str | None]:
+def ab_phrase(ab: dict | None) -> tuple[str, str | None]:
+    """The A/B clause of an arm's sentence from its ``reo_ab`` D_REO row
+    ``ab`` (a dict: control, diff, ci_low, ci_high, q_value, reason; None: no
+    A/B row) and its reading (improvement, harm, no clear change, undefined;
+    :func:`ab_effect`). A 'no clear change' whose row is the near-parity
+    projection interval (DESIGN §4.3) says why it is wide. Raises nothing."""
     if ab is None:
         return "", None
     effect = ab_effect("reo", ab["ci_low"], ab["ci_high"], ab.get("q_value"), None)
@@ -215,7 +220,7 @@ def headline_sentences(reo: pl.DataFrame, reo_group: pl.DataFrame, reo_ab: pl.Da
                 "within": f"below {_line_text(r)}, {sure}",
             }.get(verdict, f"interval [{r['ci_low']:.3f}, {r['ci_high']:.3f}] reaches both sides of {_line_text(r)}")
             text = f"{subject}, {who} {_favoured(groups)}: {reo_txt}, {where}."
-        ab_txt, effect = _ab_phrase(ab)
+        ab_txt, effect = ab_phrase(ab)
         text += ab_txt + " " + _action(verdict, r, effect)
         explain = parity_explanation(r) if verdict == "inconclusive" else None
         if explain:
