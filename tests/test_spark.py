@@ -456,3 +456,25 @@ def test_csv_rows_numbered_across_splits(tmp_path):
     a = adapters.read_unit(cd, u)
     assert a.equals(b)
     assert b.filter(pl.col("share") == "often").get_column("__first_row").to_list() == [bad + 1]
+
+
+def test_a_project_folder_with_glob_characters_reads_alike(tmp_path):
+    """A project folder named ``proj[x]{a}`` is a name, not a pattern, on
+    Spark too (issue 40 item 5): Hadoop's glob would find no file there;
+    the escaped path reads the same rows as DuckDB's."""
+    from fairmon.pipelines.ingest.engines import hadoop_literal
+
+    assert hadoop_literal("/p/proj[x]{a}/d*1?.csv") == "/p/proj\\[x\\]\\{a\\}/d\\*1\\?.csv"
+    assert hadoop_literal("/p/plain/2026-01-01.csv") == "/p/plain/2026-01-01.csv"
+    sim = tmp_path / "proj[x]{a}"
+    spec = SimulationSpec(days=1, rows_per_day=2000, random_rows_per_day=300, arms={"control": {}}, seed=7)
+    paths = write_simulation(spec, sim, "csv")
+    base = paths["config"].read_text()
+    (sim / "duck.toml").write_text(base)
+    (sim / "spark.toml").write_text('engine = "spark"\n' + base + SPARK_SECTION)
+    cd, cs = load_config(sim / "duck.toml"), load_config(sim / "spark.toml")
+    units = sources.units_for_day(cd, spec.start)
+    assert units and all("proj[x]{a}" in str(u.file) for u in units)
+    for u in units:
+        a, b = adapters.read_unit(cd, u), adapters.read_unit(cs, u)
+        assert a.height > 0 and a.equals(b)

@@ -16,6 +16,7 @@ is written once against this interface.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterable
 
 import duckdb
@@ -172,6 +173,14 @@ class SparkEngine:
         self._cached.clear()
 
 
+def hadoop_literal(path: str) -> str:
+    """``path`` with Hadoop's glob characters (``\\ * ? [ ] { }``) escaped by a
+    backslash, so that Spark reads the one file named, not a pattern: a project
+    folder ``proj[x]`` or a file ``d*1.csv`` is a name (issue 40 item 5; the
+    DuckDB engine reads with globbing off). Raises nothing."""
+    return re.sub(r"([\\*?\[\]{}])", r"\\\1", path)
+
+
 def spark_rows(spark, files: list[str], kind: str):
     """The rows of ``files`` (all Parquet, or all CSV read as text) as one
     Spark DataFrame with ``__file`` (the file's position in ``files``) and
@@ -185,7 +194,8 @@ def spark_rows(spark, files: list[str], kind: str):
     from pyspark.sql import functions as F
 
     parts = []
-    for i, f in enumerate(files):  # one read per file: a small integer names the file, not its URI string
+    for i, name in enumerate(files):  # one read per file: a small integer names the file, not its URI string
+        f = hadoop_literal(name)
         if kind == "parquet":
             df = spark.read.parquet(f)
             parts.append(df.select("*", F.lit(i).alias("__file"), F.col("_metadata.row_index").alias("__row")))
