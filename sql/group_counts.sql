@@ -18,10 +18,14 @@
 -- then unpivoted: attribute columns are the staging columns named attr__*.
 -- A null attribute value is counted as the group '(missing)'. A backfill
 -- counts its whole range in one statement.
--- cbucket: the hash bucket of the rows' cluster id when the count stage
--- clusters (transforms/reo/cluster.py), else null; the rows come out per bucket
--- (at most [estimation] cluster_buckets per group) and count_days sums them
--- for group_counts and keeps the per-bucket sums for the robust variance.
+-- cbucket: the cluster key of the rows' cluster id when the count stage
+-- clusters (sql/impressions_bucket.sql, transforms/reo/cluster.py), else null.
+-- A day whose keyed rows (all traffics) all carry per-cluster keys (negative)
+-- of at most $buckets clusters keeps them: exact per-cluster sums. Otherwise
+-- each per-cluster key k becomes its id's hash bucket (-1 - k) % $buckets, so
+-- a cluster has one key on all its rows of the day (issue 38). The rows come
+-- out per key (at most $buckets per group) and count_days sums them for
+-- group_counts and keeps the per-key sums for the robust variance.
 WITH src AS (
     SELECT f.day, i.traffic, i.arm, i.y, i.n, i.ds_start, i.ds, i.cbucket, COLUMNS('^attr__')
     FROM impressions AS i JOIN day_files AS f
@@ -34,11 +38,20 @@ WITH src AS (
     WHERE i.traffic = 'random'
       AND ($pool_policy = 'overlap' OR (i.ds_start >= f.day - ($window_days - 1) AND i.ds <= f.day))
 ),
+exact_days AS (
+    SELECT day
+    FROM src
+    WHERE cbucket IS NOT NULL
+    GROUP BY day
+    HAVING bool_and(cbucket < 0) AND count(DISTINCT cbucket) <= $buckets
+),
 pre AS (
-    SELECT day, traffic, arm, cbucket, COLUMNS('^attr__'),
+    SELECT src.day, traffic, arm,
+           CASE WHEN cbucket >= 0 OR e.day IS NOT NULL THEN cbucket ELSE (-1 - cbucket) % $buckets END AS cbucket,
+           COLUMNS('^attr__'),
            sum(n) AS n, coalesce(sum(n) FILTER (WHERE y), 0) AS n_pos,
            min(ds_start) AS ws, max(ds) AS we
-    FROM src
+    FROM src LEFT JOIN exact_days AS e ON src.day = e.day
     GROUP BY ALL
 ),
 spans AS (

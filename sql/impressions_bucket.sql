@@ -1,32 +1,42 @@
--- The impressions rows registered as `raw_in` with __cbucket: the hash bucket
--- (0 .. $buckets - 1) of the row's cluster id, the column {{cluster}}
--- (request_id or user_id, config [estimation] cluster_by). Every file hashes
--- the same id to the same bucket, so a cluster that spans files (a user over
--- the random-traffic window) stays one. The profile then groups by __cbucket
--- too: per bucket and group the rows and positives that the cluster-robust
--- variance needs come out of the same scan (transforms/reo/cluster.py).
--- Formula 3 (pipelines/core/config.py BUCKET_FORMULA), the same on every
--- engine (DESIGN §1 "Engines"): the id as text, its SHA-1 digest of the UTF-8
--- bytes, the first 4 bytes of the digest (its first 8 hex digits) read as an
--- unsigned big-endian 32-bit integer, modulo $buckets:
---     bucket = int(sha1(utf8(id)).hexdigest()[:8], 16) % buckets
--- A null id is one cluster, in bucket 6893924396578271964 % $buckets (where
--- DuckDB's hash put it before). sha1() gives the same lowercase hex digest on
--- DuckDB and Spark; DuckDB reads the hex digits with CAST('0x' || … AS BIGINT),
--- which the Spark translation spells CAST(conv(…, 16, 10) AS BIGINT)
--- (pipelines/storage/portable.py). The value is below 2^32, so BIGINT holds
--- it and the modulo is never negative. Engine-specific hash() is not used:
--- DuckDB's and Spark's differ, and so would the buckets and the intervals.
--- Each distinct id is hashed once and its bucket joined back to its rows
--- (null ids match as one, IS NOT DISTINCT FROM): SHA-1 per row cost
--- 1.5 CPU-s per 10^7 rows on DuckDB (md5: 1.55 s; the former hash(): 0.15 s),
--- most of the clustered scan; with 8 rows a request the join halves it
--- (bench/README.md, issue 37).
+-- The impressions rows registered as `raw_in` with __cbucket, the cluster key
+-- of the row's cluster id, the column {{cluster}} (request_id or user_id,
+-- config [estimation] cluster_by). The profile then groups by __cbucket too:
+-- per key and group the rows and positives that the cluster-robust variance
+-- needs come out of the same scan (transforms/reo/cluster.py).
+-- Formula 4 (pipelines/core/config.py BUCKET_FORMULA), the same on every
+-- engine (DESIGN §1 "Engines"). h = the id as text, its SHA-1 digest of the
+-- UTF-8 bytes, the first 4 bytes of the digest (its first 8 hex digits) read
+-- as an unsigned big-endian 32-bit integer (a null id: 6893924396578271964).
+-- The key depends on the id and on how many distinct ids its file
+-- (__file, or all the rows when they are one file) holds, never on other files:
+--   * at most $buckets ids in the file: the per-cluster key -1 - h % $span
+--     (negative; $span = $buckets * floor((2^31 - 1) / $buckets), so two of
+--     at most 65,536 ids share a key with probability below 2^-31 a pair);
+--   * more: the hash bucket h % $buckets (0 .. $buckets - 1).
+-- Since $buckets divides $span, a per-cluster key k maps to its id's bucket
+-- as (-1 - k) % $buckets: sql/group_counts.sql keeps per-cluster keys for a
+-- day whose rows all have them and number at most $buckets clusters (exact
+-- per-cluster sums), and maps them to buckets otherwise, so an id has one
+-- key on every row of a day and a day's sums do not depend on which other
+-- days' files were scanned with it (issue 38).
+-- sha1() gives the same lowercase hex digest on DuckDB and Spark; DuckDB reads
+-- the hex digits with CAST('0x' || … AS BIGINT), which the Spark translation
+-- spells CAST(conv(…, 16, 10) AS BIGINT) (pipelines/storage/portable.py). h is
+-- below 2^63, so BIGINT holds it and no modulo is of a negative number.
+-- Engine-specific hash() is not used: DuckDB's and Spark's differ, and so
+-- would the keys and the intervals. Each distinct id of a file is hashed once
+-- and its key joined back to its rows (null ids match as one, IS NOT DISTINCT
+-- FROM): SHA-1 per row cost 1.5 CPU-s per 10^7 rows on DuckDB, most of the
+-- clustered scan (bench/README.md, issue 37).
 WITH __ids AS (
-    SELECT __cid,
-           CAST(coalesce(CAST('0x' || substr(sha1(__cid), 1, 8) AS BIGINT), 6893924396578271964) % $buckets AS INTEGER) AS __cbucket
-    FROM (SELECT DISTINCT {{cluster:text}} AS __cid FROM raw_in) AS __distinct_ids
+    SELECT __scope,
+           __cid,
+           coalesce(CAST('0x' || substr(sha1(__cid), 1, 8) AS BIGINT), 6893924396578271964) AS __h,
+           count(*) OVER (PARTITION BY __scope) AS __n_ids
+    FROM (SELECT DISTINCT {{scope:key}} AS __scope, {{cluster:text}} AS __cid FROM raw_in) AS __distinct_ids
 )
-SELECT raw_in.*, __ids.__cbucket
+SELECT raw_in.*,
+       CAST(CASE WHEN __ids.__n_ids <= $buckets THEN -1 - __ids.__h % $span ELSE __ids.__h % $buckets END AS INTEGER)
+           AS __cbucket
 FROM raw_in
-JOIN __ids ON {{cluster:text}} IS NOT DISTINCT FROM __ids.__cid
+JOIN __ids ON {{scope:key}} = __ids.__scope AND {{cluster:text}} IS NOT DISTINCT FROM __ids.__cid

@@ -21,10 +21,22 @@ BUCKET_IDS = ["r1", "req-2026-01-05-000017", "é", "ユーザー☃", "", "x" * 
 
 
 def reference_bucket(cluster_id: str | None, buckets: int) -> int:
-    """sql/impressions_bucket.sql (formula 3) in Python: the first 8 hex digits of the SHA-1 of the id's
+    """sql/impressions_bucket.sql's hash bucket in Python: the first 8 hex digits of the SHA-1 of the id's
     UTF-8 bytes as an unsigned integer, modulo the buckets; a null id in DuckDB's former null bucket."""
-    h = 6893924396578271964 if cluster_id is None else int(hashlib.sha1(cluster_id.encode()).hexdigest()[:8], 16)
-    return h % buckets
+    return _sha1_prefix(cluster_id) % buckets
+
+
+def reference_key(cluster_id: str | None, buckets: int, n_ids: int) -> int:
+    """sql/impressions_bucket.sql (formula 4) in Python for an id of a file of ``n_ids`` distinct ids:
+    the per-cluster key −1 − h mod span (span = buckets·⌊(2³¹ − 1)/buckets⌋) when ``n_ids`` ≤ buckets,
+    else the hash bucket (:func:`reference_bucket`)."""
+    if n_ids > buckets:
+        return reference_bucket(cluster_id, buckets)
+    return -1 - _sha1_prefix(cluster_id) % (buckets * ((2**31 - 1) // buckets))
+
+
+def _sha1_prefix(cluster_id: str | None) -> int:
+    return 6893924396578271964 if cluster_id is None else int(hashlib.sha1(cluster_id.encode()).hexdigest()[:8], 16)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -186,7 +186,7 @@ def _pipeline_counts(raw: pl.DataFrame, signals, attributes, tmp_path) -> pl.Dat
         con.execute("CREATE TABLE impressions AS SELECT * FROM staged")  # the staged layout, as staging writes it
         con.unregister("staged")
         con.register("day_files", pl.DataFrame({"day": [D], "file": ["day.parquet"]}))
-        out = db.query(con, "group_counts", window_days=1, pool_policy="contained")
+        out = db.query(con, "group_counts", buckets=128, window_days=1, pool_policy="contained")
     assert out.get_column("cbucket").null_count() == out.height  # independent rows: no cluster buckets
     return out.drop("cbucket")
 

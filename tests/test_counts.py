@@ -6,7 +6,7 @@ import datetime as dt
 import numpy as np
 import polars as pl
 import pytest
-from conftest import BUCKET_IDS, reference_bucket
+from conftest import BUCKET_IDS, reference_bucket, reference_key
 
 from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import normalize_impressions
@@ -40,7 +40,8 @@ def _query(con, name, days, window_days, pool_policy="overlap"):
     files = con.sql("SELECT DISTINCT src_file FROM impressions").pl().get_column("src_file").to_list()
     con.register("day_files", pl.DataFrame({"day": [d for d in days for _ in files], "file": files * len(days)}))
     try:
-        out = db.query(con, name, window_days=window_days, pool_policy=pool_policy)
+        extra = {"buckets": 128} if name == "group_counts" else {}
+        out = db.query(con, name, window_days=window_days, pool_policy=pool_policy, **extra)
     finally:
         con.unregister("day_files")
     if "cbucket" in out.columns:  # rows staged without a cluster id: one row per group, bucket null
@@ -158,28 +159,45 @@ def test_a_range_counts_each_day_as_the_day_alone(staged, tmp_path):
     assert set(rng.get_column("ds")) == set(days)
 
 
-def test_cluster_bucket_is_the_sha1_prefix_modulo_the_buckets():
-    """sql/impressions_bucket.sql on DuckDB gives each id the bucket that hashlib gives it (int32),
-    and 2000 ids fill all 7 buckets."""
+def test_cluster_key_is_the_sha1_prefix_per_cluster_or_modulo_the_buckets():
+    """sql/impressions_bucket.sql on DuckDB gives each id the key that hashlib gives it (int32): the
+    hash bucket when the rows hold more distinct ids than buckets (2008 ids: 7 and 128 buckets, all 7
+    filled), else the per-cluster key (65,536 buckets), distinct for every id; per file when the rows
+    hold several (__file): the same id is keyed by its own file's id count (issue 38)."""
     import duckdb
 
     from fairmon.pipelines.storage.portable import render
+    from fairmon.transforms.reo.cluster import cluster_key_params
 
     con = duckdb.connect()
     con.execute("CREATE TABLE raw_in AS SELECT 'r' || i AS request_id FROM range(2000) AS t(i)")
     con.execute("INSERT INTO raw_in SELECT unnest($ids)", {"ids": BUCKET_IDS})
+    n_ids = 2008  # r0..r1999 and BUCKET_IDS but its r1, null counted once
     for buckets in (7, 128, 65536):
-        got = con.sql(render("impressions_bucket", cluster=["request_id"]), params={"buckets": buckets}).pl()
-        want = [reference_bucket(i, buckets) for i in got.get_column("request_id")]
+        got = con.sql(
+            render("impressions_bucket", cluster=["request_id"], scope=[]), params=cluster_key_params(buckets)
+        ).pl()
+        want = [reference_key(i, buckets, n_ids) for i in got.get_column("request_id")]
         assert got.get_column("__cbucket").to_list() == want
         assert got.get_column("__cbucket").dtype == pl.Int32
-    assert set(want) > {reference_bucket(None, 65536)}
-    got = con.sql(render("impressions_bucket", cluster=["request_id"]), params={"buckets": 7}).pl()
+    assert min(want) < 0 and len(set(want)) == n_ids and reference_key(None, 65536, n_ids) in want
+    got = con.sql(render("impressions_bucket", cluster=["request_id"], scope=[]), params=cluster_key_params(7)).pl()
     assert set(got.get_column("__cbucket").to_list()) == set(range(7))
-    # an integer id is bucketed as its text: a Parquet column of numbers and a CSV column of digits agree
+    # an integer id is keyed as its text: a Parquet column of numbers and a CSV column of digits agree
     con.execute("CREATE TABLE nums AS SELECT 42 AS i")
-    ints = con.sql(render("impressions_bucket", cluster=["i"]).replace("raw_in", "nums"), params={"buckets": 128})
-    assert ints.fetchall()[0][1] == reference_bucket("42", 128)
+    query = render("impressions_bucket", cluster=["i"], scope=[]).replace("raw_in", "nums")
+    assert con.sql(query, params=cluster_key_params(128)).fetchall()[0][1] == reference_key("42", 128, 1)
+    # two files scanned together: file a (3 ids) per cluster, file b (20 ids) per bucket, r1 in both
+    con.execute(
+        "CREATE TABLE files AS SELECT 'a' AS __file, unnest(['r1', 'r2', 'r3']) AS request_id "
+        "UNION ALL SELECT 'b', 'r' || i FROM range(1, 21) AS t(i)"
+    )
+    query = render("impressions_bucket", cluster=["request_id"], scope=["__file"]).replace("raw_in", "files")
+    got = con.sql(query, params=cluster_key_params(16)).pl()
+    want = [reference_key(i, 16, 3 if f == "a" else 20) for f, i in got.select("__file", "request_id").iter_rows()]
+    assert got.get_column("__cbucket").to_list() == want
+    r1 = dict(got.filter(pl.col("request_id") == "r1").select("__file", "__cbucket").iter_rows())
+    assert r1["a"] < 0 <= r1["b"] < 16 and (-1 - r1["a"]) % 16 == r1["b"]  # a key maps to its id's bucket
 
 
 def _clustered_rows(signal_kind: str, n: int = 3000) -> pl.DataFrame:

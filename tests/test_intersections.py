@@ -63,7 +63,7 @@ def test_intersections_are_counted_in_the_same_scan(tmp_path):
             con.execute("INSERT INTO impressions BY NAME SELECT * FROM staged")
             con.unregister("staged")
         con.register("day_files", pl.DataFrame({"day": [D, D], "file": ["default", "random"]}))
-        counts = db.query(con, "group_counts", window_days=1, pool_policy="contained")
+        counts = db.query(con, "group_counts", buckets=128, window_days=1, pool_policy="contained")
     got = counts.filter(pl.col("attribute") == "young_adult×region").sort("traffic", "group")
     # independent: cross the raw columns in Polars
     exp = []

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from conftest import BUCKET_IDS, reference_bucket
+from conftest import BUCKET_IDS, reference_key
 from typer.testing import CliRunner
 
 from fairmon.pipelines.core.config import ConfigError, load_config
@@ -224,25 +224,27 @@ def test_backfill_tables_identical(sim):
 
 def test_cluster_bucket_identical_on_both_engines(sim):
     """sql/impressions_bucket.sql gives each id (ASCII, non-ASCII, empty, long, digits, null) the same
-    bucket on DuckDB and on Spark, equal to the SHA-1 prefix computed by hashlib (conftest.reference_bucket)."""
+    key on DuckDB and on Spark, equal to the SHA-1 prefix computed by hashlib (conftest.reference_key)."""
     import duckdb
 
     from fairmon.pipelines.ingest.engines import DuckEngine, SparkEngine
     from fairmon.pipelines.storage.spark import spark_session
+    from fairmon.transforms.reo.cluster import cluster_key_params
 
     _, spark_cfg = _configs(sim, "request_id")
     spark = spark_session(load_config(spark_cfg).spark)
     ids = pl.DataFrame(
         {"i": range(len(BUCKET_IDS)), "request_id": BUCKET_IDS}, schema={"i": pl.Int64, "request_id": pl.String}
     )
-    for buckets in (16, 128, 65536):
-        want = [reference_bucket(x, buckets) for x in BUCKET_IDS]
+    for buckets in (4, 16, 128, 65536):  # 9 ids: hash buckets, then per-cluster keys
+        want = [reference_key(x, buckets, len(BUCKET_IDS)) for x in BUCKET_IDS]
+        params = cluster_key_params(buckets)
         duck = DuckEngine(duckdb.connect())
         duck.register("raw_in", ids)
-        got_duck = duck.frame(duck.sql("impressions_bucket", {"buckets": buckets}, cluster=["request_id"]))
+        got_duck = duck.frame(duck.sql("impressions_bucket", params, cluster=["request_id"], scope=[]))
         engine = SparkEngine(spark)
         engine.register("raw_in", spark.createDataFrame(ids.to_arrow()))
-        got_spark = engine.frame(engine.sql("impressions_bucket", {"buckets": buckets}, cluster=["request_id"]))
+        got_spark = engine.frame(engine.sql("impressions_bucket", params, cluster=["request_id"], scope=[]))
         assert got_duck.sort("i").get_column("__cbucket").to_list() == want
         assert got_spark.sort("i").get_column("__cbucket").to_list() == want
 

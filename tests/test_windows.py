@@ -165,7 +165,7 @@ def test_contract_window_rule_holds_in_sql_even_for_files_registered_for_the_day
         assert len(files) == 10  # days 2..6, default + random
         con.register("day_files", pl.DataFrame({"day": [D] * len(files), "file": files}))
         for policy in ("contained", "overlap"):
-            counts = db.query(con, "group_counts", window_days=W_CONTRACT, pool_policy=policy)
+            counts = db.query(con, "group_counts", buckets=128, window_days=W_CONTRACT, pool_policy=policy)
             assert _random(counts, D) == {"n": 150, "n_pos": 15, "window_start": day(3), "window_end": D}
         con.unregister("day_files")
 
@@ -291,8 +291,8 @@ def test_the_sql_applies_the_policy_too(pools):
     with db.connect(cfg.duckdb_path) as con:
         files = con.sql("SELECT DISTINCT src_file FROM impressions").pl().get_column("src_file").to_list()
         con.register("day_files", pl.DataFrame({"day": [D] * len(files), "file": files}))
-        contained = _random(db.query(con, "group_counts", window_days=W_POOLS, pool_policy="contained"), D)
-        overlap = _random(db.query(con, "group_counts", window_days=W_POOLS, pool_policy="overlap"), D)
+        contained = _random(db.query(con, "group_counts", buckets=128, window_days=W_POOLS, pool_policy="contained"), D)
+        overlap = _random(db.query(con, "group_counts", buckets=128, window_days=W_POOLS, pool_policy="overlap"), D)
         con.unregister("day_files")
     assert contained == {"n": 200, "n_pos": 20, "window_start": day(3), "window_end": day(5)}
     assert overlap == {"n": 600, "n_pos": 60, "window_start": day(3), "window_end": day(8)}

@@ -21,6 +21,7 @@ import polars as pl
 
 from fairmon.api.frames import as_caller, as_polars, names, reject_reserved, require_columns
 from fairmon.transforms.contract import ATTR_PREFIX, BASE_TRAFFIC, CLUSTER_BUCKET, normalize_impressions
+from fairmon.transforms.reo.cluster import cluster_key_params
 from fairmon.transforms.reo.reo_tables import MISSING_GROUP
 
 #: Day given to rows without one: the facade counts the rows it is handed as one unit.
@@ -45,8 +46,8 @@ def count_rows(
     cluster_buckets: int = CLUSTER_BUCKETS,
 ) -> pl.DataFrame:
     """:func:`group_counts` on a Polars frame; returns Polars, columns :data:`COUNT_COLUMNS` and ``cbucket``:
-    with ``cluster`` (a column of cluster ids), one row per bucket of the ids' hash
-    (:func:`cluster_bucket`), else null."""
+    with ``cluster`` (a column of cluster ids), one row per cluster key (:func:`cluster_bucket`: per
+    cluster when the frame has at most ``cluster_buckets`` ids, else per hash bucket), else null."""
     groups, labels = names(group, "group"), names(label, "label")
     if label_rule not in ("any", "all"):
         raise ValueError(f"label_rule {label_rule!r}: choose 'any' or 'all'")
@@ -106,16 +107,16 @@ class _ArrowStream:
 
 
 def cluster_bucket(ids: pl.Series, buckets: int = CLUSTER_BUCKETS) -> pl.Series:
-    """The hash bucket (0 .. ``buckets`` − 1, int32) of each cluster id, computed by the pipeline's own
-    statement ``sql/impressions_bucket.sql`` (rendered as its DuckDB engine renders it) on DuckDB, so an
-    id falls in the bucket it falls in when ``fairmon run`` clusters on either engine
-    (transforms/reo/cluster.py; DESIGN §1 "Engines"):
-    ``int(hashlib.sha1(text.encode()).hexdigest()[:8], 16) % buckets``, ``text`` the id cast to VARCHAR
-    (the first 4 bytes of the SHA-1 of its UTF-8 bytes, big-endian); a null id in bucket
-    ``6893924396578271964 % buckets`` (formula 3, pipelines/core/config.py ``BUCKET_FORMULA``).
+    """The cluster key (int32) of each cluster id, computed by the pipeline's own statement
+    ``sql/impressions_bucket.sql`` (rendered as its DuckDB engine renders it) on DuckDB, the ids taken as
+    one file, so an id gets the key it gets when ``fairmon run`` clusters on either engine
+    (transforms/reo/cluster.py; DESIGN §1 "Engines"). With h = ``int(hashlib.sha1(text.encode())
+    .hexdigest()[:8], 16)``, ``text`` the id cast to VARCHAR (a null id: h = 6893924396578271964):
+    at most ``buckets`` distinct ids give the per-cluster keys ``-1 - h % span``
+    (:func:`fairmon.transforms.reo.cluster.cluster_key_params`), more give the hash buckets
+    ``h % buckets`` (0 .. ``buckets`` − 1) (formula 4, pipelines/core/config.py ``BUCKET_FORMULA``).
     Raises ValueError for ``buckets`` < 2."""
-    if buckets < 2:
-        raise ValueError(f"cluster_buckets must be at least 2, got {buckets}")
+    params = cluster_key_params(buckets)
     import duckdb
 
     from fairmon.pipelines.storage.portable import render
@@ -124,7 +125,7 @@ def cluster_bucket(ids: pl.Series, buckets: int = CLUSTER_BUCKETS) -> pl.Series:
     con = duckdb.connect()
     try:
         con.register("raw_in", rows)
-        scan = con.sql(render("impressions_bucket", cluster=["__id"]), params={"buckets": buckets})
+        scan = con.sql(render("impressions_bucket", cluster=["__id"], scope=[]), params=params)
         out = pl.DataFrame(scan.project("__i, __cbucket").fetchnumpy())  # two integer columns without nulls
     finally:
         con.close()

@@ -45,6 +45,8 @@ REO_COLUMNS = (
     "reason",
     "cluster_by",
     "design_effect",
+    "n_clusters",
+    "cluster_sums",
 )
 #: Columns of :func:`reo_groups`' result.
 REO_GROUP_COLUMNS = (
@@ -84,6 +86,8 @@ REO_AB_COLUMNS = (
     "reason",
     "cluster_by",
     "design_effect",
+    "n_clusters",
+    "cluster_sums",
 )
 
 
@@ -202,10 +206,12 @@ def reo(
 
     ``cluster``: a column of cluster ids (rows only; e.g. ``request_id`` or
     ``user_id``): rows sharing an id are not independent, so the intervals
-    use the cluster-robust (sandwich) covariance over ``cluster_buckets``
-    hash buckets of the ids, exactly as ``fairmon run`` with ``[estimation]
+    use the cluster-robust (sandwich) covariance, over each cluster when
+    there are at most ``cluster_buckets`` of them, else over that many hash
+    buckets of the ids, exactly as ``fairmon run`` with ``[estimation]
     cluster_by`` (DESIGN §4.1 "Clustered rows"); ``design_effect`` then says
-    how much wider they are. None: independent rows (``cluster_by = "none"``).
+    how much wider they are, ``n_clusters`` and ``cluster_sums`` what they
+    sum over. None: independent rows (``cluster_by = "none"``).
 
     ``ci_method``: ``delta`` (full multinomial covariance; DESIGN §4.1),
     ``delta_paper`` (the paper's diagonal Γ) or ``bootstrap_percentile`` /
@@ -221,7 +227,8 @@ def reo(
     verdict_80pct (``exceeds``/``within``/``inconclusive``/``undefined``, from
     the interval) and a reason wherever a value is NaN. These are the columns
     of the pipeline's ``reo`` table, computed by the same code, plus
-    ``cluster_by`` (the cluster column or ``none``) and ``design_effect``.
+    ``cluster_by`` (the cluster column or ``none``), ``design_effect``,
+    ``n_clusters`` and ``cluster_sums``.
 
     Raises ValueError for a missing column (naming it and the columns present),
     a label that is not boolean, an unknown traffic value, no default or no

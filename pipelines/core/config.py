@@ -73,8 +73,9 @@ __all__ = [
 #: Version of the cluster-bucket formula of sql/impressions_bucket.sql, part of
 #: :meth:`FairmonConfig.fingerprint` when rows are clustered: changing the formula
 #: re-stages every file (2: DuckDB's or Spark's own hash() shifted right one bit, modulo the buckets;
-#: 3: the first 8 hex digits of the id's SHA-1 as an integer, modulo the buckets, the same on every engine).
-BUCKET_FORMULA = 3
+#: 3: the first 8 hex digits of the id's SHA-1 as an integer, modulo the buckets, the same on every engine;
+#: 4: as 3 for a file of more ids than buckets, else a per-cluster key, so a day of few clusters sums each alone).
+BUCKET_FORMULA = 4
 
 
 #: The sections whose settings can change a day's outputs (:meth:`FairmonConfig.output_fingerprints`).

@@ -23,6 +23,7 @@ from fairmon.pipelines.ingest.engines import DuckEngine, SparkEngine
 from fairmon.pipelines.ingest.identity import first_line
 from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import CLUSTER_BUCKET, PROFILE_ROW, InputContractError
+from fairmon.transforms.reo.cluster import cluster_key_params
 
 ID_KEY = ("ds", "traffic", "request_id", "item_id")
 _local = threading.local()  # per thread by nature: an in-memory DuckDB scratch connection, no run state
@@ -88,11 +89,13 @@ def cluster_scan(cfg: FairmonConfig) -> ClusterScan | None:
 
 
 def _bucketed(engine, raw, cluster: ClusterScan | None):
-    """``raw`` with the __cbucket column of sql/impressions_bucket.sql when it has the cluster column."""
+    """``raw`` with the __cbucket column of sql/impressions_bucket.sql when it has the cluster column
+    (per-cluster keys for a file of at most ``buckets`` ids, else hash buckets)."""
     if cluster is None or cluster[0] not in engine.columns(raw):
         return raw
     engine.register("raw_in", raw)
-    return engine.sql("impressions_bucket", {"buckets": cluster[1]}, cluster=[cluster[0]])
+    scope = ["__file"] if "__file" in engine.columns(raw) else []  # a file's id count decides its keys
+    return engine.sql("impressions_bucket", cluster_key_params(cluster[1]), cluster=[cluster[0]], scope=scope)
 
 
 def _labels_in_sql(engine, raw, cluster: ClusterScan) -> bool:

@@ -39,7 +39,7 @@ def count_days(cfg: FairmonConfig, days: list[dt.date]) -> tuple[pl.DataFrame, p
         try:
             imp = cfg.impressions
             window = {"window_days": imp.random_window_days, "pool_policy": imp.pool_policy}
-            by_bucket = db.query(con, "group_counts", **window)
+            by_bucket = db.query(con, "group_counts", buckets=cfg.estimation.cluster_buckets, **window)
             with timing.within("checks"):  # the totals exist to check the counts
                 totals = db.query(con, "traffic_totals", **window)
         finally:

@@ -45,7 +45,7 @@ import numpy as np
 
 from fairmon.transforms.reo.ab_reo import arm_shapes, percentile_bounds, percentile_p_value, reo_rows_by_regime
 from fairmon.transforms.reo.bootstrap import delta_u_rows, reo_rows, resample_counts, utilities
-from fairmon.transforms.reo.cluster import BucketSums, joint_log_factors
+from fairmon.transforms.reo.cluster import BucketSums, joint_log_factors, resample_together
 from fairmon.transforms.reo.estimate import (
     delta_u_factor,
     delta_u_log_jacobian,
@@ -409,8 +409,10 @@ def _bootstrap_rows(
     method: str = "bootstrap",
 ) -> list[ABEstimate]:
     """Algorithm 4 (``bootstrap``): ``n_boot`` replicates resampling both arms
-    and the shared random traffic together (buckets when clustered), so each
-    replicate's two arms see the same P̂; percentile CI, SE = replicate sd,
+    and the shared random traffic together (buckets when clustered; the
+    union of the samples' buckets drawn once when they carry bucket ids,
+    :func:`fairmon.transforms.reo.cluster.resample_together`, so a cluster in
+    several samples is one unit), so each replicate's two arms see the same P̂; percentile CI, SE = replicate sd,
     the p-value that inverts the percentile interval
     (:func:`fairmon.transforms.reo.ab_reo.percentile_p_value`), so the two
     agree. A metric with a replicate where P_k = 0 is NaN with a reason.
@@ -420,8 +422,14 @@ def _bootstrap_rows(
         return c.resample(n_boot, rng) if c is not None else (resample_counts(pos, n, n_boot, rng), n)
 
     c_T, c_C, c_R = clusters
-    (bT, nT), (bC, nC) = draw(c_T, *treatment), draw(c_C, *control)
-    bR, nR = draw(c_R, *random)  # shared by both arms in each replicate
+    together = resample_together([c_T, c_C, c_R], n_boot, rng)  # keyed samples draw their shared units once
+    if together is not None:
+        (bT, nT), (bC, nC), (bR, nR) = (
+            t if t is not None else draw(None, *x) for t, x in zip(together, (treatment, control, random))
+        )
+    else:
+        (bT, nT), (bC, nC) = draw(c_T, *treatment), draw(c_C, *control)
+        bR, nR = draw(c_R, *random)  # shared by both arms in each replicate
     ones = np.ones(n_boot)
     d_b = _metrics(utilities(bT, ones * nT, bR, ones * nR)) - _metrics(utilities(bC, ones * nC, bR, ones * nR))
     finite = np.isfinite(d_b).all(axis=0)  # every metric's replicates at once (thousands of groups)

@@ -31,8 +31,11 @@ from fairmon.transforms.reo.cluster import bucket_sums
 from fairmon.transforms.reo.multiplicity import bh_q_values
 from fairmon.transforms.reo.reo_tables import (
     CLUSTER_BY,
+    CLUSTER_SUMS,
     DESIGN_EFFECT,
     MISSING_GROUP,
+    N_CLUSTERS,
+    cluster_columns,
     cluster_name,
     day_rng,
     group_arrays,
@@ -76,6 +79,8 @@ REO_AB = Table(
         ),
         CLUSTER_BY,
         DESIGN_EFFECT,
+        N_CLUSTERS,
+        CLUSTER_SUMS,
     ),
     "reo_ab",
     summary=True,
@@ -157,7 +162,8 @@ def reo_ab_table(
     window. A pair whose arm has no traffic that day gives NaN rows with a
     reason. ``q_value``: Benjamini–Hochberg over the day's p-values of one
     method (DESIGN §4.1). ``buckets``/``cluster_by`` as in :func:`reo_tables`:
-    cluster-robust intervals, with ``cluster_by`` and ``design_effect`` per row.
+    cluster-robust intervals, with ``cluster_by``, ``design_effect``, ``n_clusters`` and
+    ``cluster_sums`` per row.
     Returns a frame with :data:`REO_AB_SCHEMA`.
     """
     day = counts.filter(pl.col("ds") == ds)
@@ -206,7 +212,8 @@ def reo_ab_table(
                 clusters=tuple(c for c, _ in sums),
                 cluster_note=notes[0] if notes else None,
             )
-            parts.append(_estimate_frame(base, est, cluster_by if clustered else "none"))
+            units = cluster_columns([c for c, _ in sums])
+            parts.append(_estimate_frame(base, est, cluster_by if clustered else "none", units))
     out = pl.concat(parts, how="vertical") if parts else pl.DataFrame(schema=REO_AB_SCHEMA)
     if out.height:  # one BH family per method: the day's tests of every pair, attribute and metric
         out = out.with_columns(
@@ -218,7 +225,7 @@ def reo_ab_table(
     return out.select(list(REO_AB_SCHEMA))
 
 
-def _estimate_frame(base: dict, est: list, cluster_by: str) -> pl.DataFrame:
+def _estimate_frame(base: dict, est: list, cluster_by: str, units: dict) -> pl.DataFrame:
     """``reo_ab`` rows of one pair and attribute (``base``: ds, attribute,
     control, treatment, level) from its :class:`ABEstimate` list, built by
     column: 4 × (1 + K) rows a pair (16,388 at K = 4,096), where a dict per
@@ -228,5 +235,7 @@ def _estimate_frame(base: dict, est: list, cluster_by: str) -> pl.DataFrame:
     for name in ("metric", "diff", "se", "ci_low", "ci_high", "p_value", "method", "df", "reason", "design_effect"):
         cols[name] = [getattr(e, name) for e in est]
     cols["cluster_by"] = [cluster_by] * n
+    for name, value in units.items():  # n_clusters, cluster_sums
+        cols[name] = [value] * n
     cols["q_value"] = [None] * n
     return pl.DataFrame({k: cols[k] for k in REO_AB_SCHEMA}, schema=REO_AB_SCHEMA)

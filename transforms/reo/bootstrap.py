@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy import special
 
+from fairmon.transforms.reo.cluster import leave_one_out_together, resample_together
+
 BOOTSTRAP_METHODS = ("bootstrap_percentile", "bootstrap_normal", "bootstrap_bca")
 
 
@@ -168,7 +170,11 @@ def single_arm_bootstrap(
     count tables). ``clusters``: the (default, random) per-bucket sums
     (:class:`fairmon.transforms.reo.cluster.BucketSums`, or None): a clustered
     sample is resampled by whole buckets, and BCa's acceleration takes its
-    leave-one-bucket-out jackknife. Returns {"reo": (lo, hi, se), "delta_U": [(lo, hi, se)] * K,
+    leave-one-bucket-out jackknife; when both carry bucket ids, the union of
+    their buckets is drawn once per replicate and left out one unit at a time
+    from both (:func:`fairmon.transforms.reo.cluster.resample_together`), so a
+    cluster with rows in both traffics is one unit, as in the joint sandwich.
+    Returns {"reo": (lo, hi, se), "delta_U": [(lo, hi, se)] * K,
     "undefined": reason or None}; the intervals are NaN when some resample is
     undefined (a P_k = 0 draw), and "undefined" says how many.
     Raises ValueError on an unknown method.
@@ -177,10 +183,16 @@ def single_arm_bootstrap(
         raise ValueError(f"unknown bootstrap method {method!r}; expected one of {BOOTSTRAP_METHODS}")
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
     c_rec, c_rand = clusters
-    ab, nb_rec = c_rec.resample(B, rng) if c_rec is not None else (resample_counts(a, n_rec, B, rng), np.full(B, n_rec))
-    bb, nb_rand = (
-        c_rand.resample(B, rng) if c_rand is not None else (resample_counts(b, n_rand, B, rng), np.full(B, n_rand))
-    )
+    together = resample_together([c_rec, c_rand], B, rng)  # one draw of the shared units, when keyed
+    if together is not None:
+        (ab, nb_rec), (bb, nb_rand) = together
+    else:
+        ab, nb_rec = (
+            c_rec.resample(B, rng) if c_rec is not None else (resample_counts(a, n_rec, B, rng), np.full(B, n_rec))
+        )
+        bb, nb_rand = (
+            c_rand.resample(B, rng) if c_rand is not None else (resample_counts(b, n_rand, B, rng), np.full(B, n_rand))
+        )
     U_b = utilities(ab, nb_rec, bb, nb_rand)
     U = utilities(a[None], np.array([n_rec]), b[None], np.array([n_rand]))[0]
     samples = [(a, n_rec), (b, n_rand)]
@@ -188,6 +200,10 @@ def single_arm_bootstrap(
     def jackknife(stat):
         if c_rec is None and c_rand is None:
             return grouped_jackknife(stat, samples)
+        joint = leave_one_out_together([c_rec, c_rand])
+        if joint is not None:  # one unit out of both samples at once
+            (pos_q, n_q), (pos_p, n_p) = joint
+            return [(np.asarray(stat(pos_q, pos_p, n_q, n_p), float), np.ones(n_q.size))]
         out = []  # leave one bucket (clustered sample) or one row (else) out of each sample in turn
         for j, cl in enumerate((c_rec, c_rand)):
             if cl is None:

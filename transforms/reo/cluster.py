@@ -25,7 +25,8 @@ With one row per cluster (n_c = 1, a_{c,k} ∈ {0, 1}, one group per row) the
 sandwich is (diag(Q) − QQᵀ)/n times n/(n−1): the multinomial covariance.
 
 The cluster bootstrap resamples buckets with replacement (Davison & Hinkley
-1997 §3.8); the partition method of the A/B test assigns whole buckets to
+1997 §3.8), the union of several samples' buckets at once when they share
+keys (:func:`resample_together`); the partition method of the A/B test assigns whole buckets to
 folds; the BCa acceleration takes the leave-one-bucket-out jackknife.
 """
 
@@ -122,9 +123,7 @@ class BucketSums:
     def resample(self, B: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """B cluster-bootstrap replicates: buckets drawn with replacement.
         Returns (positives (B, K), rows (B,))."""
-        idx = rng.integers(0, self.G, size=(B, self.G))
-        # how often each bucket was drawn, (B, G); then one product, never a (B, G, K) array (4 GB at K = 4096)
-        times = np.bincount((idx + self.G * np.arange(B)[:, None]).ravel(), minlength=B * self.G).reshape(B, self.G)
+        times = _draw_times(self.G, B, rng)
         return times @ self.pos, times @ self.rows
 
     def folds(self, M: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -143,6 +142,99 @@ class BucketSums:
     def leave_one_out(self) -> tuple[np.ndarray, np.ndarray]:
         """Leave-one-bucket-out totals for the jackknife: (positives (G, K), rows (G,))."""
         return self.pos.sum(axis=0)[None, :] - self.pos, self.n - self.rows
+
+
+def _draw_times(G: int, B: int, rng: np.random.Generator) -> np.ndarray:
+    """How often each of G units is drawn in each of B resamples of G draws
+    with replacement, shape (B, G); one product with it then gives the
+    replicates' sums, never a (B, G, K) array (4 GB at K = 4,096)."""
+    idx = rng.integers(0, G, size=(B, G))
+    return np.bincount((idx + G * np.arange(B)[:, None]).ravel(), minlength=B * G).reshape(B, G)
+
+
+def _aligned(samples: list[BucketSums | None]) -> tuple[list[tuple[np.ndarray, np.ndarray] | None], int] | None:
+    """Each sample's (positives (G_u, K), rows (G_u,)) on the union of the
+    samples' bucket ids (zeros where a sample has no row in a unit; None for
+    an absent sample) and G_u; None unless at least two samples are present
+    and all present ones carry ids."""
+    present = [s for s in samples if s is not None]
+    if len(present) < 2 or any(s.ids is None for s in present):
+        return None
+    union = np.unique(np.concatenate([s.ids for s in present]))
+    out: list[tuple[np.ndarray, np.ndarray] | None] = []
+    for s in samples:
+        if s is None:
+            out.append(None)
+            continue
+        at = np.searchsorted(union, s.ids)
+        pos, rows = np.zeros((union.size, s.pos.shape[1])), np.zeros(union.size)
+        pos[at], rows[at] = s.pos, s.rows
+        out.append((pos, rows))
+    return out, int(union.size)
+
+
+def resample_together(
+    samples: list[BucketSums | None], B: int, rng: np.random.Generator
+) -> list[tuple[np.ndarray, np.ndarray] | None] | None:
+    """B cluster-bootstrap replicates of several samples that share cluster
+    keys (default and random traffic, both arms of an A/B test): units of the
+    union of their bucket ids are drawn with replacement once per replicate,
+    and each sample takes its own rows of every drawn unit, so a user with
+    rows in both traffics moves both in the same replicate, as the joint
+    sandwich has it (:func:`joint_log_factors`; Davison & Hinkley 1997 §3.8,
+    resampling the cluster, not the sample). Returns per sample
+    (positives (B, K), rows (B,)), None for an absent sample; None when
+    fewer than two samples are present or one lacks ids (resample each
+    alone then, :meth:`BucketSums.resample`)."""
+    joint = _aligned(samples)
+    if joint is None:
+        return None
+    parts, G = joint
+    times = _draw_times(G, B, rng)
+    return [None if p is None else (times @ p[0], times @ p[1]) for p in parts]
+
+
+def leave_one_out_together(
+    samples: list[BucketSums | None],
+) -> list[tuple[np.ndarray, np.ndarray] | None] | None:
+    """Leave-one-unit-out totals of samples sharing cluster keys, the same
+    unit left out of every sample (BCa's jackknife for
+    :func:`resample_together`): per sample (positives (G_u, K), rows
+    (G_u,)), None for an absent sample; None as :func:`resample_together`."""
+    joint = _aligned(samples)
+    if joint is None:
+        return None
+    return [None if p is None else (p[0].sum(axis=0)[None, :] - p[0], p[1].sum() - p[1]) for p in joint[0]]
+
+
+def cluster_key_params(buckets: int) -> dict[str, int]:
+    """The bound parameters of sql/impressions_bucket.sql for ``buckets``
+    hash buckets (G, ``[estimation] cluster_buckets``): ``buckets`` and
+    ``span`` = G·⌊(2³¹ − 1)/G⌋, the range of per-cluster keys. Keys are
+    stored as 32-bit integers, and G divides the span, so a per-cluster key
+    still gives its id's bucket. Raises ValueError for G < 2."""
+    if buckets < 2:
+        raise ValueError(f"cluster_buckets must be at least 2, got {buckets}")
+    return {"buckets": buckets, "span": buckets * ((2**31 - 1) // buckets)}
+
+
+def cluster_units(samples: list[BucketSums | None]) -> tuple[int | None, str]:
+    """The units a cluster-robust variance over ``samples`` sums over, and
+    how they were formed (the ``n_clusters`` and ``cluster_sums`` columns):
+    (distinct keys over the samples, ``"exact"``) when every sample carries
+    per-cluster keys (negative ids, sql/impressions_bucket.sql), (non-empty
+    hash buckets of whole clusters, ``"hashed"``) otherwise, (None,
+    ``"none"``) when no sample is clustered. Keys shared by samples count
+    once (a user in both traffics is one unit, :func:`joint_log_factors`);
+    without ids, the samples' units add up. Its variance has units − 1
+    degrees of freedom (Cameron & Miller 2015 §2.3)."""
+    present = [s for s in samples if s is not None]
+    if not present:
+        return None, "none"
+    if any(s.ids is None for s in present):
+        return sum(s.G for s in present), "hashed"
+    ids = np.unique(np.concatenate([s.ids for s in present]))
+    return int(ids.size), "exact" if ids.size and (ids < 0).all() else "hashed"
 
 
 def joint_log_factors(samples: list[BucketSums]) -> tuple[list[np.ndarray], int] | None:

@@ -36,7 +36,7 @@ from fairmon.transforms.registry import (
     positive,
     probability,
 )
-from fairmon.transforms.reo.cluster import bucket_sums
+from fairmon.transforms.reo.cluster import bucket_sums, cluster_units
 from fairmon.transforms.reo.estimate import (
     EIGHTY_PERCENT_RULE_REO,
     MIN_EXPECTED_POSITIVES,
@@ -65,6 +65,23 @@ DESIGN_EFFECT = Column(
     "ratio",
     "Cluster-robust ÷ multinomial variance of the estimate (delta method); 1 for independent rows.",
     bounds=positive("design_effect_positive"),
+)
+
+N_CLUSTERS = Column(
+    "n_clusters",
+    I,
+    "clusters",
+    "Units of the cluster-robust variance: the day's distinct cluster ids (default and random traffic, a "
+    "cluster in both counted once) when they number at most `estimation.cluster_buckets`, else the non-empty "
+    "hash buckets of whole clusters; the variance has n_clusters − 1 degrees of freedom. Null for independent rows.",
+    bounds=non_negative("n_clusters_non_negative"),
+)
+CLUSTER_SUMS = Column(
+    "cluster_sums",
+    S,
+    "-",
+    "`exact`: per-cluster sums (few clusters); `hashed`: sums per hash bucket of cluster ids; `none`: "
+    "independent rows.",
 )
 
 
@@ -255,6 +272,8 @@ REO = Table(
         REASON,
         CLUSTER_BY,
         DESIGN_EFFECT,
+        N_CLUSTERS,
+        CLUSTER_SUMS,
     ),
     "reo",
     summary=True,
@@ -383,12 +402,20 @@ def reo_tables(
                     "rand_window_end": w_end,
                     "look_ahead": bool(w_end is not None and w_end > ds),
                     "cluster_by": cluster_by if clustered else "none",
+                    **cluster_columns([c_rec, c_rand]),
                 }
             )
     return (
         pl.concat(group_rows, how="vertical") if group_rows else pl.DataFrame(schema=REO_GROUP_SCHEMA),
         pl.DataFrame(reo_rows, schema=REO_SCHEMA),
     )
+
+
+def cluster_columns(samples: list) -> dict:
+    """``n_clusters`` and ``cluster_sums`` of a row from its samples'
+    per-bucket sums (:func:`fairmon.transforms.reo.cluster.cluster_units`)."""
+    n, kind = cluster_units(samples)
+    return {"n_clusters": n, "cluster_sums": kind}
 
 
 def _group_rows(
