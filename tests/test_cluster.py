@@ -401,3 +401,9 @@ def test_run_summary_states_how_intervals_treat_rows():
     )
     rows = [{"cluster_by": "request_id", "design_effect": d} for d in (1.31, float("nan"), 3.2)]
     assert interval_note(rows) == "intervals: cluster-robust by request_id, design effect 1.31–3.20"
+    units = [dict(r, n_clusters=n, cluster_sums=k) for r, n, k in zip(rows, (40, 40, 12), ("exact",) * 3)]
+    assert interval_note(units) == "intervals: cluster-robust by request_id, design effect 1.31–3.20, 12–40 clusters"
+    hashed = [dict(rows[0], n_clusters=128, cluster_sums="hashed")]
+    assert (
+        interval_note(hashed) == "intervals: cluster-robust by request_id, design effect 1.31, 128 buckets of clusters"
+    )

@@ -75,8 +75,8 @@ class EstimationConfig(Strict):
         default=128,
         ge=16,
         le=65536,
-        description="cluster ids are hashed into this many buckets in the count stage; the robust variance "
-        "has buckets - 1 degrees of freedom",
+        description="cluster ids are hashed into this many buckets in the count stage (the robust variance "
+        "has buckets - 1 degrees of freedom); a day of at most this many clusters sums each cluster alone",
     )
 
 

@@ -202,8 +202,9 @@ def sdt_view(rows: list[dict], title: str) -> Table:
 
 def interval_note(reo_rows: list[dict]) -> str:
     """How a day's intervals treat its rows, from its ``reo`` rows: cluster-robust
-    by which id with the range of design effects (DESIGN §4.1 "Clustered rows"),
-    or independent rows. Empty when there are no rows."""
+    by which id with the range of design effects and of the units the variance
+    sums over (clusters, or hash buckets of clusters; DESIGN §4.1 "Clustered
+    rows"), or independent rows. Empty when there are no rows."""
     by = sorted({r.get("cluster_by") or "none" for r in reo_rows})
     if not by:
         return ""
@@ -214,7 +215,15 @@ def interval_note(reo_rows: list[dict]) -> str:
         for r in reo_rows
         if r.get("design_effect") is not None and r["design_effect"] == r["design_effect"]
     ]
-    span = f", design effect {min(deff):.2f}–{max(deff):.2f}" if deff else ""
+    span = (
+        "" if not deff else f", design effect {min(deff):.2f}" + ("" if min(deff) == max(deff) else f"–{max(deff):.2f}")
+    )
+    units = [(r["n_clusters"], r.get("cluster_sums")) for r in reo_rows if r.get("n_clusters") is not None]
+    if units:
+        kinds = {k for _, k in units}
+        what = "clusters" if kinds == {"exact"} else "buckets of clusters" if kinds == {"hashed"} else "units"
+        low, high = min(n for n, _ in units), max(n for n, _ in units)
+        span += f", {low}{'' if low == high else f'–{high}'} {what}"
     return f"intervals: cluster-robust by {', '.join(b for b in by if b != 'none')}{span}"
 
 
