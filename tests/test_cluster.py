@@ -14,6 +14,7 @@ import datetime as dt
 import numpy as np
 import polars as pl
 import pytest
+from scipy import stats
 
 from fairmon.api.counting import cluster_bucket
 from fairmon.transforms.reo.ab import ab_estimates
@@ -159,8 +160,13 @@ def test_factored_robust_estimate_equals_the_dense_formulas(K, buckets):
     np.testing.assert_allclose(e.se_delta_U, np.sqrt(np.diag(S)), rtol=1e-9)
     assert e.se == pytest.approx(np.sqrt(g @ V @ g), rel=1e-9)
     assert e.reo_bc == pytest.approx(reo_bias_corrected(e.reo, S), rel=1e-9)
-    lo, hi = reo_interval_near_zero(relative_utilities(U), S, 0.95)
+    # the intervals take t with buckets − 1 df: Σ widened by (t_{G−1}/z)² (few-cluster correction)
+    t_over_z = stats.t.ppf(0.975, buckets - 1) / stats.norm.ppf(0.975)
+    lo, hi = reo_interval_near_zero(relative_utilities(U), S * t_over_z**2, 0.95)
     assert e.ci_high == pytest.approx(hi, rel=1e-6)
+    dU = relative_utilities(U)
+    t = stats.t.ppf(0.975, buckets - 1)
+    np.testing.assert_allclose(e.ci_high_delta_U, dU + t * np.sqrt(np.diag(S)), rtol=1e-9)
     if K == 12:
         assert e.parity_p_value == pytest.approx(parity_test(U, V)[2], rel=1e-9)
         assert e.ci_low == (0.0 if e.parity_p_value >= 0.05 else pytest.approx(lo, rel=1e-6))

@@ -35,6 +35,17 @@ def norm_ppf(q: float) -> float:
     return float(stats.norm.ppf(q))
 
 
+def t_ppf(q: float, df: float) -> float:
+    """Student t quantile for scalars q and df > 0; ``scipy.stats.t.ppf``
+    (``stdtrit`` inside the support)."""
+    q, df = float(q), float(df)
+    if _finite(q, df) and 0.0 < q < 1.0 and df > 0:
+        return float(special.stdtrit(df, q))
+    from scipy import stats
+
+    return float(stats.t.ppf(q, df))
+
+
 def chi2_sf(x: float, df: float) -> float:
     """P(χ²_df ≥ x) for scalars; ``scipy.stats.chi2.sf``."""
     x, df = float(x), float(df)

@@ -45,7 +45,7 @@ import numpy as np
 
 from fairmon.transforms.reo.ab_reo import arm_shapes, percentile_bounds, percentile_p_value, reo_rows_by_regime
 from fairmon.transforms.reo.bootstrap import delta_u_rows, reo_rows, resample_counts, utilities
-from fairmon.transforms.reo.cluster import BucketSums, joint_log_factors, resample_together
+from fairmon.transforms.reo.cluster import BucketSums, joint_log_factors, resample_together, sandwich_df
 from fairmon.transforms.reo.estimate import (
     delta_u_factor,
     delta_u_log_jacobian,
@@ -54,6 +54,7 @@ from fairmon.transforms.reo.estimate import (
     reo_log_gradient,
     z_value,
 )
+from fairmon.transforms.reo.reo_math import few_cluster_scale
 
 AB_METHODS = ("delta", "delta_paper", "partition", "bootstrap")
 
@@ -118,25 +119,32 @@ def metric_quad_factor(Z: np.ndarray, U_T: np.ndarray, U_C: np.ndarray | None = 
     return np.concatenate([[float(np.sum((Z @ g) ** 2))], (B * B).sum(axis=0)])
 
 
-def _normal_rows(metrics, diffs: np.ndarray, ses: np.ndarray, level, method, reason=None) -> list[ABEstimate]:
+def _normal_rows(
+    metrics, diffs: np.ndarray, ses: np.ndarray, level, method, reason=None, df: float = float("inf")
+) -> list[ABEstimate]:
     """One normal-theory row per metric (diff ± z·se, two-sided p), the
     quantiles and tail probabilities computed once for all metrics (one
-    attribute can have thousands of groups)."""
+    attribute can have thousands of groups). A finite ``df`` (a
+    cluster-robust SE over df + 1 units) takes t_{df} in place of the normal
+    for both, so the p-value still inverts the interval, and is published
+    (Cameron & Miller 2015 §VI.C)."""
     from scipy import stats  # imported here, not at the top (fairmon.transforms)
 
     diffs, ses = np.asarray(diffs, float), np.asarray(ses, float)
-    z = z_value(level)
-    ok = np.isfinite(diffs) & np.isfinite(ses) & (ses > 0)
+    finite_df = bool(np.isfinite(df))
+    z = z_value(level) * (few_cluster_scale(level, df) if finite_df and df >= 1 else 1.0)
+    ok = np.isfinite(diffs) & np.isfinite(ses) & (ses > 0) & (df >= 1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        p = 2 * stats.norm.sf(np.abs(diffs) / ses)
+        p = 2 * (stats.t.sf(np.abs(diffs) / ses, df) if finite_df else stats.norm.sf(np.abs(diffs) / ses))
     nan, out = float("nan"), []
+    row_df = float(df) if finite_df else nan
     for m, d, se, pv, good in zip(metrics, diffs, ses, p, ok):
         if not good:
             out.append(ABEstimate(m, float(d), nan, nan, nan, nan, method, reason=reason or "SE undefined"))
         else:
             out.append(
                 ABEstimate(
-                    m, float(d), float(se), float(d - z * se), float(d + z * se), float(pv), method, reason=reason
+                    m, float(d), float(se), float(d - z * se), float(d + z * se), float(pv), method, row_df, reason
                 )
             )
     return out
@@ -242,7 +250,7 @@ def ab_estimates(
     out: list[ABEstimate] = []
     for method in methods:
         if method == "delta":
-            out += _normal_rows(names, diff, np.sqrt(var), level, method)
+            out += _normal_rows(names, diff, np.sqrt(var), level, method, df=sandwich_df(list(clusters)))
         elif method == "delta_paper" and clustered:
             nan, why = float("nan"), "delta_paper assumes independent rows: undefined when rows are clustered"
             out += [ABEstimate(m, float(d), nan, nan, nan, nan, method, reason=why) for m, d in zip(names, diff)]
@@ -259,7 +267,7 @@ def ab_estimates(
             out += _bootstrap_rows(
                 names, diff, (a_T, n_T), (a_C, n_C), (b, n_rand), clusters, level, n_boot, rng, method
             )
-    arms = arm_shapes((Q_T, Q_C, P), (n_T, n_C, n_rand), U_T, U_C, clusters)
+    arms = arm_shapes((Q_T, Q_C, P), (n_T, n_C, n_rand), U_T, U_C, clusters, level)
     out = reo_rows_by_regime(out, arms, float(diff[0]), level)
     if clustered:  # the design effect is the data's, the same on every method's row of a metric
         by_metric = dict(zip(names, deff))

@@ -54,9 +54,16 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from fairmon.transforms.reo.cluster import sandwich_df
 from fairmon.transforms.reo.intervals_delta import both_bucketed_factor
 from fairmon.transforms.reo.intervals_near_zero import reo_interval_near_zero
-from fairmon.transforms.reo.reo_math import delta_u_covariance, delta_u_factor, relative_utilities, z_value
+from fairmon.transforms.reo.reo_math import (
+    delta_u_covariance,
+    delta_u_factor,
+    few_cluster_scale,
+    relative_utilities,
+    z_value,
+)
 
 #: τ: an arm whose parity-aware interval at level 1 − τ reaches 0 is near parity.
 NEAR_PARITY_LEVEL = 0.05
@@ -187,11 +194,15 @@ def arm_shapes(
     U_T: np.ndarray,
     U_C: np.ndarray,
     clusters: tuple,
+    level: float = 0.95,
 ) -> tuple[ArmShape, ArmShape]:
     """Each arm's ΔÛ with its delta covariance (:mod:`fairmon.transforms.reo.ab_reo`):
     Σ_X = A_X diag(1/(Q_X n_X) + 1/(P n_rand)) A_Xᵀ without clustering; with it,
     the factor B_X = F_X A_Xᵀ of the stacked per-sample factors F_X (a
-    bucketed sample's sandwich factor, else its multinomial diagonal)."""
+    bucketed sample's sandwich factor, else its multinomial diagonal), times
+    the few-cluster widening t_{df}/z at ``level`` (df of the arm's samples,
+    :func:`fairmon.transforms.reo.cluster.sandwich_df`), as the single-arm
+    interval has it (:func:`fairmon.transforms.reo.intervals_delta.delta_intervals`)."""
     (Q_T, Q_C, P), (n_T, n_C, n_rand) = shares, sizes
     c_T, c_C, c_R = clusters
     out = []
@@ -209,7 +220,9 @@ def arm_shapes(
                     for x, share, size in ((c, Q, n), (c_R, P, n_rand))
                 ]
             )
-        out.append(arm_shape(name, dU, factor=delta_u_factor(U, F)))
+        df = sandwich_df([c, c_R])
+        scale = few_cluster_scale(level, df) if df >= 1 else float("nan")
+        out.append(arm_shape(name, dU, factor=delta_u_factor(U, F) * scale))
     return out[0], out[1]
 
 
@@ -241,8 +254,12 @@ def reo_rows_by_regime(out: list, arms: tuple[ArmShape, ArmShape], diff: float, 
             res.append(replace(e, ci_low=proj[0], ci_high=proj[1], p_value=proj[2], reason=proj[3], df=float("nan")))
         elif e.method == "delta":
             centre = diff - (T.bias - C.bias)
-            z = z_value(level)
-            p = float(2 * stats.norm.sf(abs(centre) / e.se))
+            if np.isfinite(e.df):  # cluster-robust: t_{df}, as the row's D_k (ab._normal_rows)
+                z = z_value(level) * few_cluster_scale(level, e.df)
+                p = float(2 * stats.t.sf(abs(centre) / e.se, e.df))
+            else:
+                z = z_value(level)
+                p = float(2 * stats.norm.sf(abs(centre) / e.se))
             res.append(replace(e, ci_low=centre - z * e.se, ci_high=centre + z * e.se, p_value=p))
         else:
             res.append(e)

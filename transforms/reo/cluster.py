@@ -237,6 +237,21 @@ def cluster_units(samples: list[BucketSums | None]) -> tuple[int | None, str]:
     return int(ids.size), "exact" if ids.size and (ids < 0).all() else "hashed"
 
 
+def sandwich_df(samples: list[BucketSums | None]) -> float:
+    """Degrees of freedom of the cluster-robust variance over ``samples``
+    (for the few-cluster t quantile, :func:`fairmon.transforms.reo.reo_math.few_cluster_scale`):
+    units − 1 of the joint sandwich when every present sample carries ids
+    (:func:`cluster_units`), the sum of each sample's G − 1 otherwise (one
+    clustered sample beside multinomial ones: its own G − 1, conservative);
+    inf when no sample is clustered (normal quantiles)."""
+    present = [s for s in samples if s is not None]
+    if not present:
+        return float("inf")
+    if all(s.ids is not None for s in present):
+        return float(cluster_units(present)[0] - 1)
+    return float(sum(s.G - 1 for s in present))
+
+
 def joint_log_factors(samples: list[BucketSums]) -> tuple[list[np.ndarray], int] | None:
     """The samples' bucket influences aligned on bucket ids, for a sandwich
     that keeps the covariance between samples (issue 38).

@@ -204,7 +204,7 @@ def estimate_reo(
     clusters = (clusters_rec, clusters_rand)
     delta, defined = _delta_stage(groups, Q, P, U, reo, model, clusters, cluster_note, reasons, group_reasons)
     ci_low, ci_high, se_reo, se_dU = delta.ci_low, delta.ci_high, delta.se_reo, delta.se_dU
-    lo_dU, hi_dU = dU - z * se_dU, dU + z * se_dU
+    lo_dU, hi_dU = dU - z * delta.scale * se_dU, dU + z * delta.scale * se_dU  # t_{G−1} with clusters
     if ci_method.startswith("bootstrap") and defined:
         (ci_low, ci_high, se_reo, lo_dU, hi_dU, se_dU), group_reasons = _bootstrap_stage(
             a, b, model, n_boot, rng, clusters, delta, reasons, group_reasons

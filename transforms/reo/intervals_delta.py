@@ -16,11 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fairmon.transforms.reo.cluster import BucketSums, joint_log_factors
+from fairmon.transforms.reo.cluster import BucketSums, joint_log_factors, sandwich_df
 from fairmon.transforms.reo.intervals_near_zero import parity_test, reo_bc_from_trace, reo_interval_near_zero
 from fairmon.transforms.reo.reo_math import (
     delta_u_covariance,
     delta_u_factor,
+    few_cluster_scale,
     reo_log_gradient,
 )
 
@@ -90,7 +91,9 @@ class DeltaIntervals:
     near-parity REO interval, reo_bc, the parity test (W, df, p), REO's SE,
     the design effect and the reasons for anything undefined, in order; then
     the curvature ratio ρ = (tr Σ − ûᵀΣû)/(2‖ΔÛ‖√(ûᵀΣû)), REO's second-order
-    bias over its SE (:mod:`fairmon.transforms.reo.ab_reo`; inf at ΔÛ = 0)."""
+    bias over its SE (:mod:`fairmon.transforms.reo.ab_reo`; inf at ΔÛ = 0);
+    and ``scale``, t_{df}/z of the few-cluster correction that widened the
+    intervals (not the SEs; 1 for independent rows)."""
 
     se_dU: np.ndarray
     ci_low: float
@@ -101,6 +104,7 @@ class DeltaIntervals:
     design_effect: float
     notes: tuple[str, ...]
     curvature: float = float("nan")
+    scale: float = 1.0
 
 
 def delta_intervals(
@@ -133,14 +137,15 @@ def delta_intervals(
     rank = sum(c.G - 1 if c is not None else K for c in (clusters_rec, clusters_rand))
     if clusters_rec is not None and clusters_rand is not None:
         F, rank = both_bucketed_factor(clusters_rec, clusters_rand)
+    scale = _few_cluster_scale(level, clusters_rec, clusters_rand)
     if F is not None:
         B = delta_u_factor(U, F)
         var_dU = (B * B).sum(axis=0)
-        ci_low, ci_high = reo_interval_near_zero(dU, None, level, factor=B)
+        ci_low, ci_high = reo_interval_near_zero(dU, None, level, factor=B * scale)
     else:
         cov = delta_u_covariance(U, v)
         var_dU = np.diag(cov)
-        ci_low, ci_high = reo_interval_near_zero(dU, cov, level)
+        ci_low, ci_high = reo_interval_near_zero(dU, cov * scale**2, level)
     se_dU = np.sqrt(var_dU)
     norm = float(np.linalg.norm(dU))
     uSu = float(np.sum((B @ dU) ** 2) if F is not None else dU @ cov @ dU) / norm**2 if reo > 0 else 0.0
@@ -166,4 +171,15 @@ def delta_intervals(
             if reo > 0
             else float(var_dU.sum() / np.trace(delta_u_covariance(U, v_mult)))
         )
-    return DeltaIntervals(se_dU, ci_low, ci_high, reo_bc, parity, se_reo, design_effect, tuple(notes), float(curvature))
+    return DeltaIntervals(
+        se_dU, ci_low, ci_high, reo_bc, parity, se_reo, design_effect, tuple(notes), float(curvature), scale
+    )
+
+
+def _few_cluster_scale(level: float, rec: BucketSums | None, rand: BucketSums | None) -> float:
+    """The few-cluster widening t_{df}/z (:func:`few_cluster_scale`) of an
+    interval from the samples' sandwiches, df from
+    :func:`fairmon.transforms.reo.cluster.sandwich_df`: 1 without clusters,
+    NaN with fewer than 2 units (the sandwich is undefined then too)."""
+    df = sandwich_df([rec, rand])
+    return few_cluster_scale(level, df) if df >= 1 else float("nan")

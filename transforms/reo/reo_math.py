@@ -135,6 +135,24 @@ def log_utility_variance(
     raise ValueError(f"unknown ci_method {method!r}; expected one of {CI_METHODS}")
 
 
+def few_cluster_scale(level: float, df: float) -> float:
+    """t_{df}(1 − α/2) / z(1 − α/2), α = 1 − ``level``: how much wider a
+    cluster-robust interval is than its normal one when the sandwich has
+    ``df`` = units − 1 degrees of freedom. The sandwich over G clusters is an
+    average of G cross products, so its Wald statistic is closer to t_{G−1}
+    than to N(0, 1); with the G/(G−1) factor this is the usual few-cluster
+    correction (Cameron & Miller 2015 §VI.C; Stata's CR1 with t(G−1)). 1 for
+    df = inf (independent rows); 20 units: 1.068; 128: 1.010. Raises
+    ValueError for a level outside (0, 1) or df ≤ 0."""
+    if not df > 0:
+        raise ValueError(f"degrees of freedom must be positive, got {df}")
+    if not np.isfinite(df):
+        return 1.0
+    from fairmon.transforms.distributions import t_ppf
+
+    return t_ppf(0.5 + level / 2.0, df) / z_value(level)
+
+
 def z_value(level: float) -> float:
     """Two-sided normal quantile for a confidence level in (0, 1)."""
     from fairmon.transforms.distributions import norm_ppf
