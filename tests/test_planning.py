@@ -216,3 +216,95 @@ def test_cli_plan_eq13_and_strict_json():
     # Thm E.1, default half: max_k ⌈3 / q_k · 100 · ln 40⌉ at q = 0.01 -> 110,667
     assert by["thm_e1"]["n_rec"] == 110_667
     assert out["rand_for_target_se"] is None  # out of reach (inf) is null, not Infinity
+
+
+def _reo_row(arm, pos_rec, n_rec, pos_rand, n_rand, ds):
+    """A ``reo`` row as the pipeline writes it, from estimate_reo on the same counts."""
+    from fairmon.transforms.reo.estimate import estimate_reo
+
+    e = estimate_reo(["a", "b"], np.array(pos_rec), n_rec, np.array(pos_rand), n_rand)
+    return dict(
+        ds=ds, arm=arm, attribute="s", reo=e.reo, ci_low=e.ci_low, ci_high=e.ci_high, se=e.se,
+        reo_threshold=e.threshold, verdict_80pct=e.verdict, n_small_groups=int(sum(e.small_group)),
+    )  # fmt: skip
+
+
+def test_plan_marks_the_row_that_settles_an_inconclusive_verdict(monkeypatch, tmp_path):
+    """Two arms share 2,000 random rows (200 positives per group) over a 7-day window.
+    control (Q = 0.2, 0.1) exceeds the line; treat (Q = 0.14, 0.10: U = 1.4, 1, REO = 1/6)
+    reaches both sides: plan marks treat's row and no other, with the random rows that
+    bring its interval above 1/9 if REO stays at 1/6, derived by hand for K = 2."""
+    from fairmon.pipelines.faces import audit_export as audit
+    from fairmon.transforms.reo.estimate import estimate_reo
+
+    ds = dt.date(2026, 1, 8)
+    cols = ["ds", "source", "traffic", "arm", "attribute", "group", "n", "n_pos", "window_start", "window_end"]
+    rows, reo = [], []
+    for arm, pos in (("control", (2000, 1000)), ("treat", (1400, 1000))):
+        rows += [(ds, "impressions", "default", arm, "s", g, 5000, p, ds, ds) for g, p in zip("ab", pos)]
+        reo.append(_reo_row(arm, pos, 10_000, (200, 200), 2000, ds))
+    rows += [(ds, "impressions", "random", "all", "s", g, 1000, 200, ds - dt.timedelta(days=6), ds) for g in "ab"]
+    frames = {"group_counts": pl.DataFrame(rows, schema=cols, orient="row"), "reo": pl.DataFrame(reo)}
+    monkeypatch.setattr(audit, "read_table", lambda _wh, name: frames[name])
+    cfgp = tmp_path / "f.toml"
+    cfgp.write_text(
+        'warehouse = "wh"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\npath = "d/{ds}.csv"\n'
+        'signals = ["s1"]\nattributes = ["s"]\nrandom_window_days = 7\n'
+    )
+    t = reo[1]
+    assert [r["verdict_80pct"] for r in reo] == ["exceeds", "inconclusive"]
+    # by hand, K = 2: REO = (r − 1)/(r + 1), r = U_a/U_b, so g_a = −g_b = 2 U_a U_b/(U_a + U_b)² = 2·1.4/2.4²
+    g2 = (2 * 1.4 / 2.4**2) ** 2
+    rec_var = g2 * (1 / 1400 + 1 / 1000)  # Σ g²/(Q n_rec) = Σ g²/positives
+    se_now = math.sqrt(rec_var + g2 * (1 / 200 + 1 / 200))
+    assert se_now == pytest.approx(t["se"], rel=1e-9)
+    h, d = t["reo"] - t["ci_low"], t["reo"] - 1 / 9  # half-width facing the line, distance to it
+    target = se_now * d / h
+    n_hand = math.ceil(g2 * (1 / 0.1 + 1 / 0.1) / (target**2 - rec_var))  # Σ g²/(P n_rand) = rest
+    assert n_hand == 11_867
+
+    doc = _strict_json(CliRunner().invoke(app, ["plan", "-c", str(cfgp), "--json"]).output)
+    by = {r["arm"]: r for r in doc["summary"]}
+    assert (by["control"]["verdict"], by["control"]["settles"], by["control"]["rand_to_settle"]) == (
+        "exceeds", False, None
+    )  # fmt: skip
+    assert (by["treat"]["verdict"], by["treat"]["settles"]) == ("inconclusive", True)
+    assert by["treat"]["rand_to_settle"] == n_hand and by["treat"]["rec_to_settle"] == 10_000
+    assert by["treat"]["days_to_settle"] == pytest.approx(n_hand / (2000 / 7))
+    assert "interval [0.064, 0.270] reaches both sides of the 0.111 line" in by["treat"]["settle_note"]
+
+    out = CliRunner().invoke(app, ["plan", "-c", str(cfgp)], terminal_width=200).output
+    marked = [ln for ln in out.splitlines() if ln.startswith("│ ◀")]
+    assert len(marked) == 1 and "treat" in marked[0] and "11,867" in marked[0]
+    assert "◀ These rows settle the inconclusive verdicts of 2026-01-08" in out
+    assert "treat / s: REO 0.167, interval [0.064, 0.270] reaches both sides of the 0.111 line" in out
+    assert "set random_window_days = 42" in out  # 41.5 days of 285.7 random rows a day
+
+    # the number is real: the same shares with 11,870 random rows settle it, 11,860 do not
+    for n_rand, verdict in ((11_870, "exceeds"), (11_860, "inconclusive")):
+        e = estimate_reo(["a", "b"], np.array([1400, 1000]), 10_000, np.array([n_rand // 10] * 2), n_rand)
+        assert e.verdict == verdict
+
+
+def test_settle_small_groups_and_default_bound():
+    from fairmon.transforms.planning.settle import settle_verdict
+
+    # a's 20 random positives (P = 0.01 of 2,000) make the verdict inconclusive though the interval is above
+    row = dict(reo=0.3, ci_low=0.2, ci_high=0.4, reo_threshold=1 / 9, verdict_80pct="inconclusive")
+    s = settle_verdict(row, ["a", "b"], np.array([0.05, 0.1]), np.array([0.01, 0.1]), 10_000, 2000, 30)
+    assert s["settles"] and (s["rand_to_settle"], s["rec_to_settle"]) == (3000, 10_000)  # ⌈30/0.01⌉
+    assert s["settle_note"] == (
+        "REO 0.300, interval [0.200, 0.400] is above the 0.111 line, but small groups keep the verdict "
+        "inconclusive; 1 group(s) have fewer than min_expected_positives = 30 positives in random traffic "
+        "('a' 20): about 3,000 random rows in the window give each 30"
+    )
+    assert settle_verdict({**row, "verdict_80pct": "exceeds"}, ["a", "b"], *[np.ones(2)] * 2, 1, 1, 30) == {
+        "verdict": "exceeds", "settles": False, "rand_to_settle": None, "rec_to_settle": None, "settle_note": None
+    }  # fmt: skip
+    # 100 default rows: their term alone, g²(1/30 + 1/20) = 0.0192 with g² = (2·6/25)², exceeds the
+    # target SE² = (SE_now · d/h)² = 0.0068: both traffics grow by (h/d)² = (0.15/0.0889)²
+    row = dict(reo=0.2, ci_low=0.05, ci_high=0.35, reo_threshold=1 / 9, verdict_80pct="inconclusive")
+    s = settle_verdict(row, ["a", "b"], np.array([0.3, 0.2]), np.array([0.1, 0.1]), 100, 100_000, 0)
+    f = (0.15 / (0.2 - 1 / 9)) ** 2
+    assert (s["rec_to_settle"], s["rand_to_settle"]) == (math.ceil(100 * f), math.ceil(100_000 * f))
+    assert "more random traffic alone cannot narrow it enough with 100 default rows a day" in s["settle_note"]

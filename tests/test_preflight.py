@@ -280,3 +280,75 @@ def test_a_parquet_file_is_checked_from_its_schema_and_a_long_range_prints_twent
     errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error:")]
     assert res.exit_code == EXIT_QUARANTINED and len(errors) == 21  # 60 days: 1 column, 59 missing files
     assert errors[-1] == "error: ... and 40 more of the same kind"
+
+
+def test_ingest_stops_in_preflight_with_exit_1_and_records_nothing(tmp_path):
+    toml = _project(tmp_path)
+    (tmp_path / "default" / f"{D1}.csv").write_text(HEADER.replace("like_video", "like") + "\n" + ROWS[0] + "\n")
+    res = CliRunner().invoke(app, ["ingest", "-c", str(toml), "-d", str(D1)])
+    assert res.exit_code == EXIT_QUARANTINED
+    assert res.stderr.startswith(f"error: default/{D1}.csv has no column 'like_video' (did you mean 'like'?)")
+    assert "pre-flight: nothing ran (1 day(s) checked" in res.stderr
+    assert not (tmp_path / "f.duckdb").exists()  # ingesting publishes nothing: no refused run is recorded
+
+
+def test_serve_checks_each_inputs_latest_day(tmp_path):
+    """D2 is the latest day with files: its file is what the next scheduled run reads;
+    D1's is left to the run that recomputes it. A date in a folder name is not a day."""
+    from fairmon.pipelines.ingest.preflight import latest_day, preflight_inputs
+
+    root = tmp_path / "2027-05-05"  # the project's folder names a later date than any file
+    toml = _project(root)
+    cfg = load_config(toml)
+    assert latest_day(cfg, cfg.impressions.path) == D2
+    assert preflight_inputs(cfg) == ({}, [])
+    bad = HEADER.replace("like_video", "like") + "\n" + ROWS[0] + "\n"
+    (root / "default" / f"{D1}.csv").write_text(bad)
+    assert preflight_inputs(cfg) == ({}, [])  # an older day's file: not what serve runs next
+    (root / "default" / f"{D2}.csv").write_text(bad)
+    found, empty = preflight_inputs(cfg)
+    assert list(found) == [D2] and empty == []
+    assert found[D2][0].check == "column_exists[like_video]" and found[D2][0].file == f"default/{D2}.csv"
+    for d in (D1, D2):
+        (root / "default" / f"{d}.csv").unlink()
+    found, (line,) = preflight_inputs(cfg)
+    assert found == {} and line.startswith("no file matches [impressions] path = 'default/{ds}.csv'")
+
+
+def test_serve_stops_in_preflight_with_exit_1(tmp_path):
+    import signal
+
+    toml = _project(tmp_path)
+    (tmp_path / "default" / f"{D2}.csv").write_text(HEADER.replace(",share", "") + "\n" + "r1,v1,1,1\n")
+    before = signal.getsignal(signal.SIGTERM)
+    try:  # serve installs its own SIGTERM handler: this process's is put back
+        res = CliRunner().invoke(app, ["serve", "-c", str(toml)])
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert res.exit_code == EXIT_QUARANTINED, res.output
+    assert res.stderr.startswith(f"error: default/{D2}.csv has no column 'share', named by [impressions] signals")
+    assert f"pre-flight: serve not started (latest input files of {D2} checked" in res.stderr
+    assert "serving deployment" not in res.stdout and not (tmp_path / "f.duckdb").exists()
+
+
+@pytest.mark.slow
+def test_ingest_and_serve_preflight_import_neither_prefect_nor_gx(tmp_path):
+    """In a fresh process, ingest's and serve's pre-flight errors come before Prefect or GX is imported."""
+    toml = _project(tmp_path)
+    (tmp_path / "default" / f"{D2}.csv").write_text(HEADER.replace("like_video", "like") + "\n" + ROWS[0] + "\n")
+    script = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from fairmon.pipelines.faces.cli import app\n"
+        f"a = CliRunner().invoke(app, ['ingest', '-c', {str(toml)!r}, '-d', '{D2}'])\n"
+        f"b = CliRunner().invoke(app, ['serve', '-c', {str(toml)!r}])\n"
+        "heavy = sorted(m for m in ('prefect', 'great_expectations') if m in sys.modules)\n"
+        "print(a.exit_code, b.exit_code, heavy)\n"
+        "print(a.stderr.splitlines()[0])\n"
+        "print(b.stderr.splitlines()[0])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    first, ingest_line, serve_line, *_ = out.stdout.splitlines()
+    assert first == "1 1 []", out.stderr
+    expected = f"error: default/{D2}.csv has no column 'like_video' (did you mean 'like'?)"
+    assert ingest_line.startswith(expected) and serve_line.startswith(expected)

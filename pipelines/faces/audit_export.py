@@ -19,6 +19,7 @@ from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock
 from fairmon.pipelines.storage.warehouse import read_table
 from fairmon.transforms.contract import ATTR_PREFIX
+from fairmon.transforms.planning.settle import settle_verdict
 from fairmon.transforms.planning.traffic import (
     plan_volumes,
     random_volume_for_reo_se,
@@ -268,10 +269,16 @@ def plan_from_counts(
     random rows actually cover, not ``random_window_days``), the delta-method
     SE of REO now, and the random volume for ``target_se`` (with why it is
     infinite when the default-traffic term alone exceeds the target).
+    ``summary`` also carries the day's ``reo`` verdict of the arm ×
+    attribute and, where it is inconclusive, what settles it
+    (:func:`fairmon.transforms.planning.settle.settle_verdict`: settles,
+    rand_to_settle, rec_to_settle, settle_note; days_to_settle at today's
+    random rows a day).
     ``volumes``: per arm × attribute × method of
     :data:`fairmon.transforms.planning.traffic.PLAN_METHODS`, n_rec and n_rand and the
     days of current traffic each needs. Raises ValueError when there are no counts.
     """
+    minimum = cfg.estimation.min_expected_positives
     counts = read_table(cfg.warehouse_path, "group_counts")
     if counts.is_empty():
         raise ValueError(f"no group_counts under {cfg.warehouse_path}; run the pipeline first")
@@ -280,6 +287,7 @@ def plan_from_counts(
         raise ValueError(f"no group_counts between {start} and {end}")
     day = counts.get_column("ds").max()
     today = counts.filter(pl.col("ds") == day)
+    verdicts = _verdicts_of(cfg, day)
     rows, volumes = [], []
     for (arm, attribute), rec in today.filter(pl.col("traffic") == "default").group_by("arm", "attribute"):
         rand = today.filter((pl.col("traffic") == "random") & (pl.col("attribute") == attribute))
@@ -301,6 +309,7 @@ def plan_from_counts(
                 f"SE(REO) = {target_se} is out of reach with {n_rec} default rows: with unlimited random "
                 f"traffic the SE is still {floor:.4f}; more default traffic is needed"
             )
+        settled = settle_verdict(verdicts.get((arm, attribute)), groups, Q, P, n_rec, n_rand, minimum)
         rows.append(
             {
                 "ds": day,
@@ -315,6 +324,8 @@ def plan_from_counts(
                 "rand_for_target_se": need,
                 "days_for_target_se": need / per_day,
                 "target_se_note": why,
+                **settled,
+                "days_to_settle": settled["rand_to_settle"] / per_day if settled["settles"] else None,
             }
         )
         for v in plan_volumes(P, Q, epsilon, delta, rec_rate):
@@ -328,3 +339,12 @@ def plan_from_counts(
                 }
             )
     return pl.DataFrame(rows).sort("attribute", "arm"), volumes
+
+
+def _verdicts_of(cfg: FairmonConfig, day: dt.date) -> dict[tuple[str, str], dict]:
+    """The ``reo`` rows of ``day`` by (arm, attribute); empty when the
+    warehouse has none (a day whose estimators did not run)."""
+    reo = read_table(cfg.warehouse_path, "reo")
+    if reo.is_empty():
+        return {}
+    return {(r["arm"], r["attribute"]): r for r in reo.filter(pl.col("ds") == day).to_dicts()}

@@ -245,15 +245,19 @@ def launch_api(prefect: bool = True) -> None:
 PREFLIGHT_LINES = 20
 
 
-def preflight_or_exit(cfg, days: list[dt.date], as_json: bool = False, config_path: str = "") -> None:
+def preflight_or_exit(
+    cfg, days: list[dt.date], as_json: bool = False, config_path: str = "", record: bool = True
+) -> None:
     """The pre-flight check of ``days`` (:func:`fairmon.pipelines.ingest.preflight.preflight`:
     file listings and headers, no Prefect, no GX). When every day has a
     finding nothing would publish: its ``error:`` lines (each naming the
     file, the columns found and the config key to edit) and exit 1, the
     code of a quarantine, in seconds instead of after Prefect's and GX's
     start (with ``as_json``, the runs' JSON document, each day quarantined
-    at stage ``preflight``); each refused day is recorded in ``runs`` as
-    quarantined, so numbers it published before leave the published views.
+    at stage ``preflight``); with ``record`` (the commands that publish:
+    run, backfill) each refused day is recorded in ``runs`` as quarantined,
+    so numbers it published before leave the published views (``ingest``
+    publishes nothing and records nothing).
     When only some days have one, a ``warning:``
     line each and the run goes on: those days are quarantined by their
     gate as before, their outcome recorded, and the others publish."""
@@ -271,10 +275,34 @@ def preflight_or_exit(cfg, days: list[dt.date], as_json: bool = False, config_pa
         return
     for line in lines:
         err.print(f"[red]error:[/red] {escape(line)}", soft_wrap=True)
-    record_preflight(cfg, config_path, {ds: preflight_summary(ds, found[ds])["error"] for ds in days})
+    if record:
+        record_preflight(cfg, config_path, {ds: preflight_summary(ds, found[ds])["error"] for ds in days})
     err.print(f"pre-flight: nothing ran ({len(days)} day(s) checked from file headers; exit {EXIT_QUARANTINED})")
     if as_json:
         dump_json({"days": [preflight_summary(ds, found[ds]) for ds in days], "exit_code": EXIT_QUARANTINED})
+    raise typer.Exit(EXIT_QUARANTINED)
+
+
+def preflight_inputs_or_exit(cfg) -> None:
+    """``serve``'s pre-flight check, before Prefect's server starts: each
+    configured input at the latest day its files are named for
+    (:func:`fairmon.pipelines.ingest.preflight.preflight_inputs`: what the
+    next scheduled run reads). A finding gives the ``error:`` lines
+    :func:`preflight_or_exit` prints and exit 1; an input with no file yet
+    is a ``warning:`` (its data may not have arrived) and serving goes on.
+    Records nothing in ``runs``: no day was run."""
+    from fairmon.pipelines.ingest.preflight import describe, preflight_inputs
+
+    found, empty = preflight_inputs(cfg)
+    for line in empty:
+        err.print(f"[yellow]warning:[/yellow] pre-flight: {escape(line)}", soft_wrap=True)
+    if not found:
+        return
+    lines = describe(found)
+    for line in lines[:PREFLIGHT_LINES]:
+        err.print(f"[red]error:[/red] {escape(line)}", soft_wrap=True)
+    days = ", ".join(str(d) for d in sorted(found))
+    err.print(f"pre-flight: serve not started (latest input files of {days} checked from their headers; exit 1)")
     raise typer.Exit(EXIT_QUARANTINED)
 
 

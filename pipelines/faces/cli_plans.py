@@ -6,6 +6,7 @@ accuracy, seed 001 App. E), ``audit-export`` (an ε-DP release, seed 000),
 from __future__ import annotations
 
 import datetime as dt
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -46,7 +47,20 @@ def plan(
     n_rec: Annotated[int | None, typer.Option(help="Given rates: default rows per day.")] = None,
     rand_per_day: Annotated[int | None, typer.Option(help="Given rates: random rows per day.")] = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="Print JSON ({'volumes': [...]}) instead of tables.", metavar="")
+        bool,
+        typer.Option(
+            "--json",
+            help='An object {"epsilon", "delta", "volumes": [per method (and arm, attribute): "method", '
+            '"target", "n_rec", "n_rand" (rows), "rec_days", "rand_days" (days of current traffic), "note", '
+            '"eq13_holds" (true, false or null), "eq13_reason"]}. From counts also "summary": [per arm × '
+            'attribute of the latest day: "ds", "groups", "n_rec", "n_rand_window" (rows), "rand_span_days", '
+            '"rand_per_day", "se_reo_now", "rand_for_target_se", "days_for_target_se", "target_se_note", '
+            '"verdict" (that day\'s), "settles" (true where it is inconclusive), "rand_to_settle" (random rows '
+            'in the window), "rec_to_settle" (default rows a day), "days_to_settle", "settle_note" (why, in '
+            'words)]. From --P/--Q with --n-rec and --rand-per-day also "se_reo", with --target-se '
+            '"rand_for_target_se". NaN and infinity are null.',
+            metavar="",
+        ),
     ] = False,
 ) -> None:
     """How much random (and default) traffic a given accuracy needs (seed 001 App. E).
@@ -57,6 +71,10 @@ def plan(
     bound. E.3/E.4 carry eq. 13's check at the observed U (a note only where it
     fails; eq13_holds in --json). Uses the published group counts of START..END,
     or rates given with --P/--Q.
+
+    From counts, the rows whose verdict on the latest day is inconclusive
+    are marked ◀, with the random rows (and days) that would bring the
+    interval to one side of the line, and why in words below the table.
     """
     from fairmon.pipelines.faces.audit_export import plan_from_counts
 
@@ -74,7 +92,8 @@ def plan(
     if as_json:
         dump_json({"epsilon": epsilon, "delta": delta, "volumes": volumes, "summary": table.to_dicts()})
         return
-    console.print(_traffic_now_table(table))
+    console.print(_traffic_now_table(table, target_se is not None))
+    _print_settling(table)
     for r in table.iter_rows(named=True):
         if r["target_se_note"]:
             console.print(
@@ -142,33 +161,76 @@ def _print_eq13_failures(volumes: list[dict]) -> None:
         console.print(f"[yellow]{escape(where + reason)}[/yellow]")
 
 
-def _traffic_now_table(table) -> Table:
+def _rows_or_reach(need) -> str:
+    """Rows as a number, "-" when not asked (NaN, None), "out of reach" when infinite."""
+    return "-" if need is None or need != need else (f"{need:,.0f}" if need != float("inf") else "out of reach")
+
+
+def _traffic_now_table(table, with_target: bool) -> Table:
     """Rich table of the traffic the published counts show now, per arm ×
-    attribute: random rows a day, window span, SE(REO) now, and the random
-    rows (and days) a target SE needs, "out of reach" when none suffice."""
-    t = Table(title=f"Traffic now (counts of {table['ds'][0]})", title_justify="left")
-    for c in (
-        "arm",
-        "attribute",
-        "random rows/day",
-        "window span (days)",
-        "SE(REO) now",
-        "random rows for target SE",
-        "days to collect them",
-    ):
-        t.add_column(c, justify="left" if c in ("arm", "attribute") else "right")
+    attribute: the day's verdict (an inconclusive one marked ◀ with the
+    random rows and days that settle it), random rows a day, window span,
+    SE(REO) now and, with ``with_target`` (--target-se), the random rows
+    (and days) that SE needs, "out of reach" when none suffice."""
+    day = table["ds"][0]
+    settling = bool(table["settles"].any())
+    t = Table(title=f"Traffic now (counts of {day})", title_justify="left")
+    cols = [""] if settling else []
+    cols += ["arm", "attribute", f"verdict of {day}", "random rows/day", "window span (days)", "SE(REO) now"]
+    cols += ["random rows to settle it", "days to settle it"] if settling else []
+    cols += ["random rows for target SE", "days to collect them"] if with_target else []
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("", "arm", "attribute") or c.startswith("verdict") else "right")
     for r in table.iter_rows(named=True):
-        need = r["rand_for_target_se"]
-        t.add_row(
+        cells = ["◀" if r["settles"] else ""] if settling else []
+        cells += [
             r["arm"],
             r["attribute"],
-            f"{r['rand_per_day']:.0f}",
+            r["verdict"] or "-",
+            f"{r['rand_per_day']:,.0f}",
             str(r["rand_span_days"]),
             f"{r['se_reo_now']:.4f}",
-            "-" if need != need else (f"{need:.0f}" if need != float("inf") else "out of reach"),
-            "-" if need != need or need == float("inf") else f"{r['days_for_target_se']:.1f}",
-        )
+        ]
+        if settling:
+            need, days = r["rand_to_settle"], r["days_to_settle"]
+            if need is not None and need <= r["n_rand_window"]:  # settled by default traffic or not by traffic
+                cells += ["enough now", "-"]
+            else:
+                cells += [_rows_or_reach(need), "-" if days is None or days == float("inf") else f"{days:.1f}"]
+        if with_target:
+            need = r["rand_for_target_se"]
+            cells += [
+                _rows_or_reach(need),
+                "-" if need != need or need == float("inf") else f"{r['days_for_target_se']:.1f}",
+            ]
+        t.add_row(*cells, style="yellow" if r["settles"] else None)
     return t
+
+
+def _print_settling(table) -> None:
+    """Under the table, the rows marked ◀ in words: which arm × attribute
+    has an inconclusive verdict on the counts' day, why, and the traffic
+    that settles it (the answer to the report's "fairmon plan says how
+    much"); a line saying there is none when the day has verdicts."""
+    day = table["ds"][0]
+    rows = [r for r in table.iter_rows(named=True) if r["settles"]]
+    if not rows:
+        if table["verdict"].drop_nulls().len():
+            console.print(f"No verdict of {day} is inconclusive: nothing to settle.")
+        return
+    console.print(f"◀ These rows settle the inconclusive verdicts of {day} (what 'fairmon plan says how much' means):")
+    for r in rows:
+        text = f"{r['arm']} / {r['attribute']}: {r['settle_note'] or 'inconclusive'}"
+        days, span = r["days_to_settle"], r["rand_span_days"]
+        if days is not None and days != float("inf") and r["rand_to_settle"] > r["n_rand_window"]:
+            text += f". The random rows needed are {days:.1f} days of today's random traffic"
+            if days > span:  # more than the window holds: a larger share of random traffic, or a longer window
+                spans = f"{span} day" + ("s" if span != 1 else "")
+                text += (
+                    f" (the window spans {spans}: serve {days / span:.1f}× today's random traffic, "
+                    f"or set random_window_days = {math.ceil(days)})"
+                )
+        console.print(f"  [yellow]{escape(text)}.[/yellow]")
 
 
 def _volumes_table(volumes: list[dict], title: str, by_arm: bool = False) -> Table:

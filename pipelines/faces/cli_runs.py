@@ -37,6 +37,7 @@ from fairmon.pipelines.faces.cli_common import (
     out_or_exit,
     parse_date,
     prefect_env,
+    preflight_inputs_or_exit,
     preflight_or_exit,
     run_with_progress,
     show_stage_logs,
@@ -100,10 +101,13 @@ def ingest(
     ] = False,
 ) -> None:
     """Validate and stage a day's input files (and its random-traffic window)
-    without computing anything; re-ingesting replaces the files' rows."""
+    without computing anything; re-ingesting replaces the files' rows.
+    Exit code 0 staged, 1 a file not staged (or refused by the pre-flight
+    check), 5 lock busy."""
     prefect_env()
     ds = parse_date(date, "--date")
     cfg = load_or_exit(config)
+    preflight_or_exit(cfg, [ds], record=False)  # before Prefect or GX is imported: it publishes nothing to record
     from prefect import tags
 
     from fairmon.pipelines.core.config import ConfigError, check_writable
@@ -232,7 +236,9 @@ def serve(
     PREFECT_API_URL, Prefect's temporary server is started by fairmon, guarded
     (:mod:`fairmon.pipelines.orchestration.prefect_guard`: it dies with this
     process, SIGKILL included) and out of this process's group, so a SIGTERM
-    to the group stops the runner through a live API."""
+    to the group stops the runner through a live API. Before any of that,
+    the pre-flight check reads the headers of each input's latest files: a
+    missing column or an unreadable file ends it with ``error:`` lines, exit 1."""
     prefect_env(verbose=True)
     import signal
     import threading
@@ -255,6 +261,7 @@ def serve(
     signal.signal(signal.SIGTERM, starting_stopped)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C, or a SIGTERM while starting
         cfg = load_or_exit(config)
+        preflight_inputs_or_exit(cfg)  # the latest files' headers, before Prefect or its server starts
         from fairmon.pipelines.orchestration.ops import build_deployment, deployment_name
         from fairmon.pipelines.orchestration.prefect_guard import TemporaryServerError
         from fairmon.pipelines.orchestration.runner import start_api

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +30,7 @@ import polars as pl
 from fairmon.pipelines.checks.suites import DQResult, expand_spec, load_spec
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.ingest.sources import ImpressionsInput, LogInput
+from fairmon.pipelines.ingest.windows import matches
 from fairmon.transforms.contract import InputContractError, adapt_impressions
 
 #: Bytes of a CSV file read for its encoding and header.
@@ -257,6 +259,61 @@ def preflight(cfg: FairmonConfig, days: list[dt.date]) -> dict[dt.date, list[Fin
         if found:
             out[ds] = found
     return out
+
+
+def latest_day(cfg: FairmonConfig, template: str) -> dt.date | None:
+    """The latest day ``template`` (a path with ``{ds}``) has a file for,
+    read off the names of the files it matches with any ``{ds}``; None when
+    none matches. A date in a name is taken only when filling ``{ds}`` with
+    it matches a file (a date in a folder name is not a day)."""
+    if "{ds}" not in template:
+        return None
+    found = {m for f in matches(template, cfg, ds="*") for m in re.findall(r"\d{4}-\d{2}-\d{2}", str(f))}
+    for text in sorted(found, reverse=True):
+        try:
+            day = dt.date.fromisoformat(text)
+        except ValueError:
+            continue
+        if matches(template, cfg, ds=text):
+            return day
+    return None
+
+
+def preflight_inputs(cfg: FairmonConfig) -> tuple[dict[dt.date, list[Finding]], list[str]]:
+    """The config's inputs as a whole, for ``fairmon serve``, which has no
+    day of its own until its schedule fires: each configured file input
+    (impressions, scores, labels; a catalog table, the Coat and COMPAS
+    files are left to the run) checked at the latest day its files are
+    named for, with the random traffic of that day's window: the files the
+    next scheduled run reads, in the layout the feed writes now. An older
+    file is left to the run that recomputes its day.
+
+    Returns (findings by day as :func:`preflight`, one line per input that
+    has no file at all: its ``path`` matches nothing yet). Raises nothing
+    for a file it cannot read: that is a finding."""
+    checker = _Checker(cfg)
+    found: dict[dt.date, list[Finding]] = {}
+    empty: list[str] = []
+    imp = cfg.impressions
+    inputs = []
+    if imp is not None and imp.format != "coat" and imp.table is None:
+        inputs.append(("impressions", imp.path))
+    for source in ("scores", "labels"):
+        sc = getattr(cfg, source)
+        if sc is not None and getattr(sc, "format", "contract") == "contract":
+            inputs.append((source, sc.path))
+    for source, template in inputs:
+        day = latest_day(cfg, template)
+        if day is None:
+            empty.append(
+                f"no file matches [{source}] path = {template!r} (under {cfg.base_dir}): "
+                "each scheduled day is quarantined until its file arrives"
+            )
+            continue
+        more = checker.impressions(day) if source == "impressions" else checker.log(day, source)
+        if more:
+            found.setdefault(day, []).extend(more)
+    return found, empty
 
 
 def describe(findings: dict[dt.date, list[Finding]]) -> list[str]:
