@@ -386,6 +386,8 @@ def test_stage_rsp_and_user_precision_use_the_sandwich():
     assert robust["reason"].null_count() == robust.height
     np.testing.assert_allclose(robust["disparity_se"], plain["disparity_se"] * f, rtol=1e-10)
     np.testing.assert_allclose(robust["se"], plain["se"] * f, rtol=1e-10)
+    t = stats.t.ppf(0.975, 3699)  # the intervals take t with the sandwich's 3700 − 1 df
+    np.testing.assert_allclose(robust["ci_high"] - robust["precision"], t * robust["se"], rtol=1e-9)
 
 
 def test_partly_clustered_samples_give_nan_with_a_reason():

@@ -53,6 +53,7 @@ from fairmon.transforms.registry import (
 )
 from fairmon.transforms.reo.cluster import BucketSums, bucket_sums, ratio_log_covariance
 from fairmon.transforms.reo.estimate import estimate_reo, reo_log_gradient, reo_of_utilities, z_value
+from fairmon.transforms.reo.reo_math import few_cluster_scale
 from fairmon.transforms.reo.reo_tables import MISSING_GROUP, has_impressions
 
 
@@ -362,12 +363,14 @@ def rsp_table(
 
 
 def precision_disparity(
-    n_pos: np.ndarray, n: np.ndarray, level: float = 0.95, V: np.ndarray | None = None
+    n_pos: np.ndarray, n: np.ndarray, level: float = 0.95, V: np.ndarray | None = None, df: float = float("inf")
 ) -> tuple[float, float, float, float, str | None]:
     """std/mean of per-group precision p_k = n_pos_k/n_k (seed 001 App. H.2, eq. 27)
     with a delta CI over independent binomials: Var = Σ g_k² (1 − p_k)/(p_k n_k),
     g = ∂(std/mean)/∂log p; or Var = gᵀ V g with ``V`` = Ĉov(log p̂), shape
-    (K, K), when rows are clustered (:func:`ratio_log_covariance`). Shapes (K,).
+    (K, K), when rows are clustered (:func:`ratio_log_covariance`), whose
+    ``df`` (buckets − 1) sets a t quantile (few-cluster correction,
+    :func:`fairmon.transforms.reo.reo_math.few_cluster_scale`). Shapes (K,).
     Returns (disparity, se, ci_low, ci_high, reason); NaN with a reason when a
     group has no rows or no positives."""
     n_pos, n = np.asarray(n_pos, float), np.asarray(n, float)
@@ -384,7 +387,7 @@ def precision_disparity(
         return d, nan, nan, nan, "disparity 0: std/mean not differentiable there"
     g = reo_log_gradient(p)
     se = float(np.sqrt(np.sum(g**2 * (1 - p) / (p * n)) if V is None else g @ V @ g))
-    z = z_value(level)
+    z = z_value(level) * few_cluster_scale(level, df)
     return d, se, max(0.0, d - z * se), d + z * se, None
 
 
@@ -406,7 +409,7 @@ def user_precision_table(
     """The ``user_precision`` table for day ``ds`` (seed 001 App. H.2): per arm ×
     user attribute × group n, n_pos, precision with a Wilson-free delta SE and
     CI, and the attribute's disparity; cluster-robust SEs with ``buckets``
-    (:func:`ratio_log_covariance`). Returns :data:`USER_PRECISION_SCHEMA`."""
+    (:func:`ratio_log_covariance`), their intervals with t_{G−1}. Returns :data:`USER_PRECISION_SCHEMA`."""
     day = counts.filter((pl.col("ds") == ds) & (pl.col("traffic") == "default"))
     z = z_value(level)
     rows: list[dict] = []
@@ -419,7 +422,7 @@ def user_precision_table(
         groups = sorted(sub.get_column("group").to_list())
         n, _ = _by_group(sub, groups, "n")
         pos, _ = _by_group(sub, groups, "n_pos")
-        V, cluster_why = None, None
+        V, cluster_why, df = None, None, float("inf")
         if buckets is not None:
             every = day.filter((pl.col("arm") == arm) & (pl.col("attribute") == attribute))
             n_all = int(every.get_column("n").sum())  # bucket rows include the '(missing)' group
@@ -427,8 +430,10 @@ def user_precision_table(
             c_pos, why_pos = _clusters(buckets, every, groups, n_all, "n_pos")
             cluster_why = why_n or why_pos
             if c_n is not None and c_pos is not None:
-                V = ratio_log_covariance(c_pos.pos, c_n.pos)
-        disp, se, lo, hi, why = precision_disparity(pos, n, level, V)
+                # df: the buckets the ratio sandwich sums over (rows of a listed group), less one
+                V, df = ratio_log_covariance(c_pos.pos, c_n.pos), float((c_n.pos.sum(axis=1) > 0).sum() - 1)
+        disp, se, lo, hi, why = precision_disparity(pos, n, level, V, df)
+        crit = z * few_cluster_scale(level, df) if df >= 1 else float("nan")
         if cluster_why:
             se = lo = hi = float("nan")
             why = cluster_why
@@ -450,8 +455,8 @@ def user_precision_table(
                     "n_pos": int(pos[i]),
                     "precision": float(p),
                     "se": se_p,
-                    "ci_low": max(0.0, p - z * se_p),
-                    "ci_high": min(1.0, p + z * se_p),
+                    "ci_low": max(0.0, p - crit * se_p),
+                    "ci_high": min(1.0, p + crit * se_p),
                     "disparity": disp,
                     "disparity_se": se,
                     "disparity_ci_low": lo,
