@@ -67,7 +67,13 @@ REO_AB = Table(
             bounds=probability("p_value_in_unit_interval"),
         ),
         Column("method", S, "-", "delta (joint), delta_paper, partition or bootstrap."),
-        Column("df", F, "degrees of freedom", "Degrees of freedom of the t reference (partition); NaN otherwise."),
+        Column(
+            "df",
+            F,
+            "degrees of freedom",
+            "Degrees of freedom of the t reference: partition's folds − 1; delta on clustered rows, the "
+            "cluster-robust variance's units − 1 (few-cluster correction); NaN for normal references.",
+        ),
         LEVEL,
         REASON,
         Column(
