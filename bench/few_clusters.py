@@ -20,7 +20,8 @@ resamples) beside the exact delta SE: the joint draw of a user for both
 traffics against one draw per traffic.
 
 Prints per C: coverage ± Monte-Carlo SE of each interval, mean units, and
-the bootstrap/delta SE ratios; last line: the worst exact coverage.
+the bootstrap/delta SE ratios; then the parity test's rejection rate when
+both groups' U are equal (REO = 0); last line: the worst exact coverage.
 
     python bench/few_clusters.py [--reps 1000] [--buckets 128]
 """
@@ -40,11 +41,11 @@ TRUTH = 1 / 3
 MULT = ((1.0, 0.5), (0.6, 0.6))  # default, random: per-group rate multipliers
 
 
-def users(C: int, rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
+def users(C: int, rng: np.random.Generator, mult_by_traffic=MULT) -> list[tuple[np.ndarray, np.ndarray]]:
     """(positives (C, 2), rows (C,)) of default and of random traffic."""
     theta = rng.beta(0.6, 2, (C, 2))
     out = []
-    for mult in MULT:
+    for mult in mult_by_traffic:
         n_k = rng.integers(20, 80, size=(C, 2))
         out.append((rng.binomial(n_k, theta * np.array(mult)).astype(float), n_k.sum(axis=1).astype(float)))
     return out
@@ -101,6 +102,17 @@ def main() -> None:
         cells = " ".join(f"{cov[k]:.3f}±{mcse[k]:.3f}" for k in ("exact", "hashed", "separate"))
         print(f"{C:>4} {cells} {np.mean([r['units'] for r in rows]):>6.1f}  {boots[0]:.3f}, {boots[1]:.3f}")
         worst = min(worst, cov["exact"])
+    print("parity test's size at REO = 0 (default traffic shows both groups alike), exact per-user sums:")
+    for C in (20, 40):
+        p = []
+        for _ in range(args.reps):
+            (a_c, n_c), (b_c, m_c) = users(C, rng, ((0.8, 0.8), (0.6, 0.6)))
+            q, r = BucketSums(a_c, n_c, np.arange(C)), BucketSums(b_c, m_c, np.arange(C))
+            est = estimate_reo(["0", "1"], a_c.sum(0), int(n_c.sum()), b_c.sum(0), int(m_c.sum()),
+                               clusters_rec=q, clusters_rand=r)  # fmt: skip
+            p.append(est.parity_p_value)
+        size = np.mean(np.array(p) < 0.05)
+        print(f"{C:>4} rejects {size:.3f} ± {np.sqrt(size * (1 - size) / len(p)):.3f} (nominal 0.05)")
     print(f"CPU {time.process_time() - t0:.1f} s")
     print(f"worst exact per-cluster coverage: {worst:.3f}")
 

@@ -46,6 +46,16 @@ def t_ppf(q: float, df: float) -> float:
     return float(stats.t.ppf(q, df))
 
 
+def f_sf(x: float, dfn: float, dfd: float) -> float:
+    """P(F_{dfn, dfd} ≥ x) for scalars; ``scipy.stats.f.sf`` (``fdtrc`` inside the support)."""
+    x, dfn, dfd = float(x), float(dfn), float(dfd)
+    if _finite(x, dfn, dfd) and x > 0 and dfn > 0 and dfd > 0:
+        return float(special.fdtrc(dfn, dfd, x))
+    from scipy import stats
+
+    return float(stats.f.sf(x, dfn, dfd))
+
+
 def chi2_sf(x: float, df: float) -> float:
     """P(χ²_df ≥ x) for scalars; ``scipy.stats.chi2.sf``."""
     x, df = float(x), float(df)

@@ -157,7 +157,8 @@ def delta_intervals(
             f"buckets − 1, per sample), fewer than the K − 1 = {K - 1} contrasts; raise cluster_buckets"
         )
     else:
-        parity = parity_test(U, F.T @ F if F is not None else v)
+        df = sandwich_df([clusters_rec, clusters_rand])
+        parity = parity_test(U, F.T @ F if F is not None else v, df if clustered else float("inf"))
     g = reo_log_gradient(U)
     if reo == 0:
         notes.append("REO = 0: std/mean is not differentiable there, SE undefined")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def parity_test(U: np.ndarray, v: np.ndarray) -> tuple[float, int, float]:
+def parity_test(U: np.ndarray, v: np.ndarray, denom_df: float = float("inf")) -> tuple[float, int, float]:
     """Wald test of parity (all U_k equal, i.e. ΔU = 0, REO = 0) on K − 1 df.
 
     Inputs: U (K,) positive utilities, v (K,) finite variances of log Û_j,
@@ -23,11 +23,17 @@ def parity_test(U: np.ndarray, v: np.ndarray) -> tuple[float, int, float]:
     where the delta method is most accurate: with x = log Û and w = 1/v,
     W = Σ_j w_j (x_j − x̄_w)², x̄_w the w-weighted mean — the Wald statistic of
     the K − 1 contrasts of log U (a contrast-invariant form, so Σ⁺ needs no
-    numerical pseudo-inverse). Returns (W, K − 1, p = P(χ²_{K−1} ≥ W)); NaNs
+    numerical pseudo-inverse). Returns (W, K − 1, p = P(χ²_{K−1} ≥ W)); with
+    a finite ``denom_df`` (a cluster-robust V over denom_df + 1 units) p =
+    P(F_{K−1, denom_df} ≥ W/(K − 1)), the few-cluster Wald reference
+    (Cameron & Miller 2015 §VI.C; Stata's test after vce(cluster)). NaNs
     and df 0 when K < 2 or a U_k or v_j is not positive and finite.
     Source: seed 001 eq. 19 (REO = 0 ⇔ parity) and Algorithm 1's covariance.
     """
-    from fairmon.transforms.distributions import chi2_sf
+    from fairmon.transforms.distributions import chi2_sf, f_sf
+
+    def p_value(W: float, q: int) -> float:
+        return chi2_sf(W, q) if not np.isfinite(denom_df) else f_sf(W / q, q, denom_df)
 
     U = np.asarray(U, dtype=float)
     v = np.asarray(v, dtype=float)
@@ -43,12 +49,12 @@ def parity_test(U: np.ndarray, v: np.ndarray) -> tuple[float, int, float]:
             return float("nan"), 0, float("nan")
         if not np.isfinite(W) or W < 0:
             return float("nan"), 0, float("nan")
-        return W, K - 1, chi2_sf(W, K - 1)
+        return W, K - 1, p_value(W, K - 1)
     if K < 2 or not (np.isfinite(U).all() and (U > 0).all() and np.isfinite(v).all() and (v > 0).all()):
         return float("nan"), 0, float("nan")
     x, w = np.log(U), 1.0 / v
     W = float(np.sum(w * (x - np.sum(w * x) / w.sum()) ** 2))
-    return W, K - 1, chi2_sf(W, K - 1)
+    return W, K - 1, p_value(W, K - 1)
 
 
 def quadratic_form_cdf(t: float, cov_eig: np.ndarray, proj: np.ndarray, s: float) -> float:
