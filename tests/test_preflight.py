@@ -85,6 +85,16 @@ def test_a_missing_attribute_names_its_key_and_a_contract_column_its_format(tmp_
     assert 'a fixed column of [impressions] format = "contract"' in f.message and "add the column" in f.message
 
 
+def test_a_file_without_the_configured_cluster_id_is_found_before_ingest(tmp_path):
+    # cluster_by = "user_id" needs the column in every impressions file; ingest would stop on it (exit 4)
+    cfg = load_config(_project(tmp_path, '[estimation]\ncluster_by = "user_id"\n'))
+    found = preflight(cfg, [D1])
+    assert {f.check for f in found[D1]} == {"cluster_column"} and len(found[D1]) == 2  # default file and pool
+    assert "has no column 'user_id', which [estimation] cluster_by = 'user_id'" in found[D1][0].message
+    assert "its columns: request_id, item_id, young_adult, like_video, share" in found[D1][0].message
+    assert preflight(load_config(_project(tmp_path, '[estimation]\ncluster_by = "request_id"\n')), [D1]) == {}
+
+
 def test_a_semicolon_delimited_file_is_named_as_such(tmp_path):
     cfg = load_config(_project(tmp_path))
     (tmp_path / "default" / f"{D1}.csv").write_text(HEADER.replace(",", ";") + "\n" + ROWS[0].replace(",", ";"))

@@ -202,10 +202,23 @@ class _Checker:
             for e in entries
             if e["type"] == "ExpectColumnToExist" and e["severity"] == "critical" and e["kwargs"]["column"] not in seen
         ]
-        if not missing:
-            return []
-        checks = ", ".join(f"column_exists[{c}]" for c in missing)
-        return [Finding(ds, source, checks, shown, missing_columns_message(cfg, source, shown, missing, columns))]
+        out = []
+        if missing:
+            checks = ", ".join(f"column_exists[{c}]" for c in missing)
+            out.append(
+                Finding(ds, source, checks, shown, missing_columns_message(cfg, source, shown, missing, columns))
+            )
+        by = cfg.estimation.cluster_by
+        if source == "impressions" and by not in ("auto", "none") and by not in seen:  # ingest would stop on it
+            out.append(
+                Finding(
+                    ds, source, "cluster_column", shown,
+                    f"{shown} has no column {by!r}, which [estimation] cluster_by = {by!r} makes every impressions "
+                    f"file carry; its columns: {', '.join(columns) or '(none)'}; add it, or set cluster_by = 'auto' "
+                    "(request_id where present) or 'none' (rows independent)",
+                )
+            )  # fmt: skip
+        return out
 
     def impressions(self, ds: dt.date) -> list[Finding]:
         cfg, imp = self.cfg, self.cfg.impressions

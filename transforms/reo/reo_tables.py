@@ -245,7 +245,7 @@ REO = Table(
             "parity_p_value",
             F,
             "probability",
-            "p-value of the parity test (χ² on K − 1 df).",
+            "p-value of the parity test: χ² on K − 1 df; on clustered rows W/(K − 1) against F(K − 1, n_clusters − 1).",
             bounds=probability("parity_p_value_is_probability"),
         ),
         Column(
