@@ -195,3 +195,32 @@ def test_run_resolves_a_donor_from_another_day_and_quarantines_an_unknown_one(tm
     assert code == 0, out
     ge = read_table(wh, "group_envy").filter(pl.col("ds") == D2)
     assert set(ge["donor_group"]) == {"0", "1"}
+
+
+def test_both_queries_take_the_donor_resolution_from_one_file():
+    """sql/envy_group_counts.sql and sql/envy_unresolved_donors.sql include the text of
+    sql/envy_resolved_rows.sql (``{{include …}}``, expanded by db.sql_text), so the rows the
+    donor check reports are exactly the swap rows group envy leaves out: on ROWS, the fragment's
+    unresolved swap rows are u9's 6 and u8's 1, and the resolved ones are u2's 3, the policy_group
+    row's 2 and u3's own 7 (3 + 2 + 7 = the swap cells of the first test)."""
+    fragment = db.sql_text("envy_resolved_rows").rstrip()
+    for name in ("envy_group_counts", "envy_unresolved_donors"):
+        text = db.sql_text(name)
+        assert fragment in text and "{{" not in text
+    rows = db.query(_con(ROWS), "envy_resolved_rows", group_attribute="g", start=D1, ds=D2)
+    swap = rows.filter(pl.col("is_swap"))
+    assert sorted(swap.filter(pl.col("resolved_group").is_null()).get_column("n").to_list()) == [1, 6]
+    assert sorted(swap.filter(pl.col("resolved_group").is_not_null()).get_column("n").to_list()) == [2, 3, 7]
+
+
+def test_an_include_cycle_is_an_error_naming_the_chain(tmp_path, monkeypatch):
+    """A file that includes itself through another raises ValueError naming the chain."""
+    (tmp_path / "cyc_a.sql").write_text("SELECT * FROM ({{include cyc_b}})")
+    (tmp_path / "cyc_b.sql").write_text("SELECT * FROM ({{ include cyc_a }})")
+    monkeypatch.setattr(db, "sql_file", lambda name: tmp_path / f"{name}.sql")
+    db.sql_text.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="cyc_a -> cyc_b -> cyc_a"):
+            db.sql_text("cyc_a")
+    finally:
+        db.sql_text.cache_clear()

@@ -9,7 +9,13 @@ import datetime as dt
 
 import polars as pl
 
-from fairmon.transforms.report_words import GLOSSARY, ab_effect, headline_sentences, parity_explanation
+from fairmon.transforms.report_words import (
+    GLOSSARY,
+    ab_effect,
+    headline_sentences,
+    latest_with_groups,
+    parity_explanation,
+)
 
 D = dt.date(2026, 2, 1)
 NAN = float("nan")
@@ -157,3 +163,28 @@ def test_a_no_clear_change_near_parity_says_why_its_interval_is_wide():
     )
     text, _ = ab_phrase({**ab, "reason": ""})
     assert text == " Against control, REO changes by −0.20 [−0.29, +0.02], no clear change."
+
+
+def test_latest_day_pairs_each_arm_and_attribute_with_its_own_groups():
+    """latest_with_groups: the latest day's reo rows in their order, each with the reo_group rows of
+    that day, arm and attribute only (an older day's and another attribute's rows are left out);
+    no group rows for an empty reo_group; (None, []) without reo rows."""
+    old = D - dt.timedelta(days=1)
+    reo = pl.DataFrame(
+        [_reo("b", 0.2, 0.1, 0.3, "exceeds"), _reo("a", 0.1, 0, 0.2, "within"), _reo("a", 1, 0, 2, "exceeds", ds=old)]
+    )
+    groups = pl.DataFrame(
+        [
+            _grp("a", "x", 0.1, 0.0, 0.2),
+            _grp("a", "y", -0.1, -0.2, 0.0),
+            _grp("a", "x", 0.9, 0.8, 1.0, attribute="other"),
+            _grp("b", "x", 0.2, 0.1, 0.3) | dict(ds=old),
+        ]
+    )
+    day, pairs = latest_with_groups(reo, groups)
+    assert day == D
+    assert [(r["arm"], r["reo"]) for r, _ in pairs] == [("b", 0.2), ("a", 0.1)]
+    assert pairs[0][1] == []
+    assert [(g["group"], g["delta_U"]) for g in pairs[1][1]] == [("x", 0.1), ("y", -0.1)]
+    assert [g for _, g in latest_with_groups(reo, pl.DataFrame())[1]] == [[], []]
+    assert latest_with_groups(reo.clear(), groups) == (None, [])

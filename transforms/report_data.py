@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from fairmon.transforms.gate_frames import excluded_days, published_days
-from fairmon.transforms.report_words import parity_explanation
+from fairmon.transforms.report_words import latest_with_groups, parity_explanation
 
 
 @dataclass(frozen=True)
@@ -158,18 +158,9 @@ def reo_verdict_paragraphs(reo: pl.DataFrame, reo_group: pl.DataFrame) -> list[d
     parity test. Returns [{arm, attribute, verdict, text}], sorted by
     attribute and arm; empty without rows. Source: seed 001 eqs. 19–20
     (U_k, ΔU_k, REO); DESIGN §4.1 (interval verdicts)."""
-    if reo.is_empty():
-        return []
-    day = reo.get_column("ds").max()
+    day, pairs = latest_with_groups(reo, reo_group)
     out = []
-    for r in reo.filter(pl.col("ds") == day).sort("attribute", "arm").iter_rows(named=True):
-        groups = (
-            reo_group.filter(
-                (pl.col("ds") == day) & (pl.col("arm") == r["arm"]) & (pl.col("attribute") == r["attribute"])
-            ).to_dicts()
-            if not reo_group.is_empty()
-            else []
-        )
+    for r, groups in sorted(pairs, key=lambda p: (p[0]["attribute"], p[0]["arm"])):
         level = f"{100 * r['level']:g} %" if r.get("level") else ""
         parts = [f"On {day}, arm {r['arm']}, {r['attribute']} ({r['K']} groups):"]
         clear = [g for g in groups if g["ci_low"] == g["ci_low"] and (g["ci_low"] > 0 or g["ci_high"] < 0)]

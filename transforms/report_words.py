@@ -179,6 +179,26 @@ def _action(verdict: str, row: dict, ab_effect_: str | None) -> str:
     return f"Fix the input first: {row.get('reason') or 'REO cannot be computed'}."
 
 
+def latest_with_groups(reo: pl.DataFrame, reo_group: pl.DataFrame) -> tuple[object, list[tuple[dict, list[dict]]]]:
+    """The latest day in ``reo`` (rows of the ``reo`` table) and that day's
+    rows, each an arm × attribute as a dict in ``reo``'s order, paired with
+    its ``reo_group`` rows of the same day, arm and attribute (dicts in
+    ``reo_group``'s order; none when ``reo_group`` is empty): what the
+    report's sentences and paragraphs about REO (seed 001 eq. 19) and its
+    groups' ΔU_k (eq. 7) read. (None, []) without ``reo`` rows."""
+    if reo.is_empty():
+        return None, []
+    day = reo.get_column("ds").max()
+    groups = reo_group.filter(pl.col("ds") == day) if not reo_group.is_empty() else None
+
+    def of(r: dict) -> list[dict]:
+        if groups is None:
+            return []
+        return groups.filter((pl.col("arm") == r["arm"]) & (pl.col("attribute") == r["attribute"])).to_dicts()
+
+    return day, [(r, of(r)) for r in reo.filter(pl.col("ds") == day).to_dicts()]
+
+
 def headline_sentences(reo: pl.DataFrame, reo_group: pl.DataFrame, reo_ab: pl.DataFrame) -> list[dict]:
     """One sentence per arm × attribute of the latest day in ``reo`` (rows of
     the ``reo`` table; ``reo_group`` and ``reo_ab`` rows of the same days):
@@ -191,20 +211,10 @@ def headline_sentences(reo: pl.DataFrame, reo_group: pl.DataFrame, reo_ab: pl.Da
 
     Returns [{arm, attribute, verdict, ab (reading or None), tone, text}];
     empty without rows. Source: seed 001 eqs. 7, 19, Algorithm 2; DESIGN §4.1."""
-    if reo.is_empty():
-        return []
-    day = reo.get_column("ds").max()
-    rows = reo.filter(pl.col("ds") == day).to_dicts()
-    rows.sort(key=lambda r: ("×" in r["attribute"], r["attribute"], r["arm"] != "control", r["arm"]))
+    day, pairs = latest_with_groups(reo, reo_group)
+    pairs.sort(key=lambda p: ("×" in p[0]["attribute"], p[0]["attribute"], p[0]["arm"] != "control", p[0]["arm"]))
     out = []
-    for r in rows:
-        groups = (
-            reo_group.filter(
-                (pl.col("ds") == day) & (pl.col("arm") == r["arm"]) & (pl.col("attribute") == r["attribute"])
-            ).to_dicts()
-            if not reo_group.is_empty()
-            else []
-        )
+    for r, groups in pairs:
         ab = _ab_row(reo_ab, day, r["arm"], r["attribute"], r.get("ci_method"))
         verdict = r.get("verdict_80pct") or "undefined"
         who = "the system" if r["arm"] == "all" else f"arm {r['arm']}"

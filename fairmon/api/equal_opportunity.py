@@ -149,22 +149,28 @@ def _group_counts_table(
     return table.cast(GROUP_COUNTS_SCHEMA).sort("traffic", "arm", "attribute", "group"), buckets, days, kind, dated
 
 
-def _estimates(data, *, group, label, traffic, arm, label_rule, traffic_stages, cluster, cluster_buckets, **est):
-    counts, buckets, days, kind, dated = _group_counts_table(
-        data,
-        group=group,
-        label=label,
-        traffic=traffic,
-        arm=arm,
-        label_rule=label_rule,
-        traffic_stages=traffic_stages,
-        cluster=cluster,
-        cluster_buckets=cluster_buckets,
-    )
-    parts = [reo_tables(counts, d, buckets=buckets, cluster_by=cluster or "none", **est) for d in days]
-    groups = pl.concat([p[0] for p in parts])
-    overall = pl.concat([p[1] for p in parts])
-    return groups, overall, kind, dated
+#: The arguments of :func:`reo`, :func:`reo_groups` and :func:`reo_ab` that say how the input is counted
+#: (:func:`_group_counts_table`); the others tune the estimates.
+_COUNTING = ("group", "label", "traffic", "arm", "label_rule", "traffic_stages", "cluster", "cluster_buckets")
+
+
+def _counted(data: Any, args: dict) -> tuple[pl.DataFrame, pl.DataFrame | None, list, Any, bool]:
+    """:func:`_group_counts_table` of ``data`` with the counting arguments among ``args``."""
+    return _group_counts_table(data, **{k: args[k] for k in _COUNTING})
+
+
+def _estimates(part: int, columns: tuple[str, ...], data: Any, **args) -> Any:
+    """REO's tables of ``data`` as the pipeline computes them (reo_group, reo:
+    seed 001 Algorithm 1), one day at a time; returns table ``part`` (0 or 1)'s
+    ``columns`` (``ds`` first when the input is dated) in the caller's kind.
+    ``args``: the arguments of :func:`reo` or :func:`reo_groups`."""
+    counts, buckets, days, kind, dated = _counted(data, args)
+    est = {k: v for k, v in args.items() if k not in _COUNTING}
+    est["level"] = est.pop("confidence_level")
+    cluster_by = args["cluster"] or "none"
+    parts = [reo_tables(counts, d, buckets=buckets, cluster_by=cluster_by, **est) for d in days]
+    table = pl.concat([p[part] for p in parts])
+    return as_caller(table.select(*(["ds"] if dated else []), *columns), kind)
 
 
 def reo(
@@ -239,24 +245,7 @@ def reo(
     Source: seed 001 eqs. 3, 4, 7, 19 and Algorithm 1, with the full
     multinomial covariance and the near-parity interval of DESIGN §4.1.
     """
-    _, overall, kind, dated = _estimates(
-        data,
-        group=group,
-        label=label,
-        traffic=traffic,
-        arm=arm,
-        label_rule=label_rule,
-        traffic_stages=traffic_stages,
-        cluster=cluster,
-        cluster_buckets=cluster_buckets,
-        ci_method=ci_method,
-        level=confidence_level,
-        n_boot=n_boot,
-        seed=seed,
-        reo_threshold=reo_threshold,
-        min_expected_positives=min_expected_positives,
-    )
-    return as_caller(overall.select(*(["ds"] if dated else []), *REO_COLUMNS), kind)
+    return _estimates(1, REO_COLUMNS, **locals())  # every argument, as given
 
 
 def reo_groups(
@@ -288,23 +277,7 @@ def reo_groups(
 
     Source: seed 001 eqs. 3, 4, 7 and Algorithm 1 (DESIGN §4.1).
     """
-    groups, _, kind, dated = _estimates(
-        data,
-        group=group,
-        label=label,
-        traffic=traffic,
-        arm=arm,
-        label_rule=label_rule,
-        traffic_stages=traffic_stages,
-        cluster=cluster,
-        cluster_buckets=cluster_buckets,
-        ci_method=ci_method,
-        level=confidence_level,
-        n_boot=n_boot,
-        seed=seed,
-        min_expected_positives=min_expected_positives,
-    )
-    return as_caller(groups.select(*(["ds"] if dated else []), *REO_GROUP_COLUMNS), kind)
+    return _estimates(0, REO_GROUP_COLUMNS, **locals())  # every argument, as given
 
 
 def reo_ab(
@@ -351,17 +324,7 @@ def reo_ab(
 
     Source: seed 001 Algorithms 2–4; the joint delta method of DESIGN §4.1.
     """
-    counts, buckets, days, kind, dated = _group_counts_table(
-        data,
-        group=group,
-        label=label,
-        traffic=traffic,
-        arm=arm,
-        label_rule=label_rule,
-        traffic_stages=traffic_stages,
-        cluster=cluster,
-        cluster_buckets=cluster_buckets,
-    )
+    counts, buckets, days, kind, dated = _counted(data, locals())
     arms = sorted(set(counts.filter(pl.col("traffic") == "default").get_column("arm")))
     wanted = [control, *(treatments or [])]
     unknown = [a for a in wanted if a not in arms]

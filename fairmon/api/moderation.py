@@ -95,11 +95,16 @@ def _scored(frame: pl.DataFrame, score: str, outcome: str, groups: list[str]) ->
     return rows.filter(pl.col("outcome").is_not_null() & pl.col("score").is_not_null())
 
 
-def _threshold(df, *, score, outcome, group, t, d, confidence_level, hc, min_window_rows, ci):
+def _threshold(
+    part: int, columns: tuple[str, ...], df, *, score, outcome, group, t, d, confidence_level, hc, min_window_rows, ci
+) -> Any:
+    """Both threshold tables of ``df`` (prevalence, differences: seed 002
+    §5.1) as the pipeline computes them; returns table ``part`` (0 or 1)'s
+    ``columns`` in the caller's kind. Arguments as :func:`threshold_prevalence`."""
     frame, kind = as_polars(df)
     groups = names(group, "group")
     rows = _scored(frame, score, outcome, groups)
-    prev, diff = threshold_tables(
+    tables = threshold_tables(
         rows,
         UNDATED,
         (UNDATED, UNDATED),
@@ -110,7 +115,7 @@ def _threshold(df, *, score, outcome, group, t, d, confidence_level, hc, min_win
         min_window_rows=min_window_rows,
         ci=ci,
     )
-    return prev, diff, kind
+    return as_caller(tables[part].select(columns), kind)
 
 
 def threshold_prevalence(
@@ -150,19 +155,7 @@ def threshold_prevalence(
 
     Source: seed 002 eqs. 6, 8–11 and §5.1 (DESIGN §4.2).
     """
-    prev, _, kind = _threshold(
-        df,
-        score=score,
-        outcome=outcome,
-        group=group,
-        t=t,
-        d=d,
-        confidence_level=confidence_level,
-        hc=hc,
-        min_window_rows=min_window_rows,
-        ci=ci,
-    )
-    return as_caller(prev.select(PREVALENCE_COLUMNS), kind)
+    return _threshold(0, PREVALENCE_COLUMNS, **locals())  # every argument, as given
 
 
 def threshold_prevalence_diff(
@@ -189,19 +182,7 @@ def threshold_prevalence_diff(
 
     Source: seed 002 eqs. 8–11, §5.1; DESIGN §4.2 ("the difference between groups with its SE").
     """
-    _, diff, kind = _threshold(
-        df,
-        score=score,
-        outcome=outcome,
-        group=group,
-        t=t,
-        d=d,
-        confidence_level=confidence_level,
-        hc=hc,
-        min_window_rows=min_window_rows,
-        ci=ci,
-    )
-    return as_caller(diff.select(PREVALENCE_DIFF_COLUMNS), kind)
+    return _threshold(1, PREVALENCE_DIFF_COLUMNS, **locals())  # every argument, as given
 
 
 def confusion_counts(frame: pl.DataFrame, *, label: str, gold_label: str, labeler: str, groups: list[str]):

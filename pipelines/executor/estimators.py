@@ -75,17 +75,10 @@ def estimate(
     per-bucket counts when rows are clustered, else None) with each
     declaration's config options (:func:`fairmon.transforms.registry.run_stage`).
     Returns {table: frame} in registry order."""
-    log = run_logger()
     t0 = time.perf_counter()
     with timing.clock(ds, "estimators"):
         out = run_stage("impressions", cfg, {"counts": counts, "ds": ds, "buckets": buckets})
-    log.info(
-        "estimators %s: %d count rows in, %s out, %.3fs",
-        ds,
-        counts.height,
-        ", ".join(f"{k}={v.height}" for k, v in out.items()),
-        time.perf_counter() - t0,
-    )
+    _log_out(ds, f"{counts.height} count rows", out, t0)
     return out
 
 
@@ -200,80 +193,75 @@ def staged_query(con, table: str, query: str, empty: dict, **params) -> pl.DataF
     return db.query(con, query, **params)
 
 
+def _log_out(ds: dt.date, rows_in: str, out: dict[str, pl.DataFrame], t0: float) -> None:
+    """The run log's line of a step: its rows in, each table's rows out, its seconds."""
+    run_logger().info(
+        "estimators %s: %s in, %s out, %.3fs",
+        ds,
+        rows_in,
+        ", ".join(f"{k}={v.height}" for k, v in out.items()),
+        time.perf_counter() - t0,
+    )
+
+
+def windowed_stage(
+    cfg: FairmonConfig,
+    ds: dt.date,
+    stage: str,
+    query: str,
+    empty: dict,
+    *,
+    key: str,
+    noun: str,
+    keep: pl.Expr | None = None,
+) -> dict[str, pl.DataFrame]:
+    """The declared tables of ``stage`` (``scores``, ``labels``) for day
+    ``ds``: ``sql/<query>.sql`` over the stage's staged rows of its trailing
+    window (``[<stage>] window_days`` ending at ``ds``, the files the day needs
+    now; an empty frame of schema ``empty`` before anything is staged), the
+    rows ``keep`` selects (all when None) given to the stage's declarations
+    as ``key`` with ``ds`` and ``window`` (:func:`run_stage`). Logs the rows
+    the query returned (as ``noun`` rows) and each table's rows out."""
+    t0 = time.perf_counter()
+    w0 = window_start(ds, getattr(cfg, stage).window_days)
+    with timing.clock(ds, "estimators"):
+        with db.connect(cfg.duckdb_path) as con:
+            files = current_files(cfg, stage, ds)
+            rows = staged_query(con, stage, query, empty, ds=ds, window_start=w0, files=files)
+        given = rows if keep is None else rows.filter(keep)
+        out = run_stage(stage, cfg, {key: given, "ds": ds, "window": (w0, ds)})
+    _log_out(ds, f"{rows.height} {noun} rows", out, t0)
+    return out
+
+
 @step("estimate-threshold-prevalence")
 def estimate_threshold(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
     """Prevalence at the threshold per model threshold × attribute × group over
     the trailing window, and the differences between groups (seed 002 §4-5.1):
     the scores stage's declared tables, from the window's staged rows."""
-    log = run_logger()
-    t0 = time.perf_counter()
-    sc = cfg.scores
-    w0 = window_start(ds, sc.window_days)
-    with timing.clock(ds, "estimators"):
-        with db.connect(cfg.duckdb_path) as con:
-            rows = staged_query(
-                con,
-                "scores",
-                "scores_window",
-                {
-                    "model": pl.String,
-                    "score": pl.Float64,
-                    "outcome": pl.Boolean,
-                    **{f"attr__{a}": pl.String for a in sc.attributes},
-                },
-                ds=ds,
-                window_start=w0,
-                files=current_files(cfg, "scores", ds),
-            )
-        out = run_stage("scores", cfg, {"rows": rows, "ds": ds, "window": (w0, ds)})
-    log.info(
-        "estimators %s: %d scored rows in, %s out, %.3fs",
-        ds,
-        rows.height,
-        ", ".join(f"{k}={v.height}" for k, v in out.items()),
-        time.perf_counter() - t0,
-    )
-    return out
+    columns = {"model": pl.String, "score": pl.Float64, "outcome": pl.Boolean}
+    columns |= {f"attr__{a}": pl.String for a in cfg.scores.attributes}
+    return windowed_stage(cfg, ds, "scores", "scores_window", columns, key="rows", noun="scored")
+
+
+_CONFUSION = {
+    "attribute": pl.String,
+    "group": pl.String,
+    "labeler_id": pl.String,
+    "tp": pl.Int64,
+    "fn": pl.Int64,
+    "fp": pl.Int64,
+    "tn": pl.Int64,
+}
 
 
 @step("estimate-sdt")
 def estimate_sdt(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFrame]:
     """Signal-detection metrics per attribute × group, pooled and per labeler,
     over the trailing window (seed 002 §5.3): the labels stage's declared
-    tables, from confusion counts made in SQL."""
-    log = run_logger()
-    t0 = time.perf_counter()
-    lc = cfg.labels
-    w0 = window_start(ds, lc.window_days)
-    with timing.clock(ds, "estimators"):
-        with db.connect(cfg.duckdb_path) as con:
-            conf = staged_query(
-                con,
-                "labels",
-                "sdt_counts",
-                {
-                    "attribute": pl.String,
-                    "group": pl.String,
-                    "labeler_id": pl.String,
-                    "tp": pl.Int64,
-                    "fn": pl.Int64,
-                    "fp": pl.Int64,
-                    "tn": pl.Int64,
-                },
-                ds=ds,
-                window_start=w0,
-                files=current_files(cfg, "labels", ds),
-            )
-        confusion = conf.filter(pl.col("group") != "(missing)")
-        out = run_stage("labels", cfg, {"confusion": confusion, "ds": ds, "window": (w0, ds)})
-    log.info(
-        "estimators %s: %d confusion rows in, %s out, %.3fs",
-        ds,
-        conf.height,
-        ", ".join(f"{k}={v.height}" for k, v in out.items()),
-        time.perf_counter() - t0,
-    )
-    return out
+    tables, from confusion counts made in SQL (a ``(missing)`` group left out)."""
+    keep = pl.col("group") != "(missing)"
+    return windowed_stage(cfg, ds, "labels", "sdt_counts", _CONFUSION, key="confusion", noun="confusion", keep=keep)
 
 
 @step("estimate-reach")

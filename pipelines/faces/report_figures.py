@@ -93,6 +93,13 @@ def _date_axis(ax, start: dt.date, end: dt.date) -> None:
     ax.set_xlim(_span(start, 0.7)[0], _span(end, 0.7)[1])
 
 
+def _whiskers(ax, x: list, y, frame: pl.DataFrame, color) -> None:
+    """Each point's interval (``frame``'s ci_low..ci_high around ``y``) as a
+    thin capped whisker in the colour of its line."""
+    yerr = [y - frame.get_column("ci_low").to_numpy(), frame.get_column("ci_high").to_numpy() - y]
+    ax.errorbar(x, y, yerr=yerr, fmt="none", ecolor=color, elinewidth=0.8, capsize=2, alpha=0.7)
+
+
 def ci_label(frame: pl.DataFrame) -> str:
     """``95% CI (delta)``: the interval label from the rows' own ``level`` and
     ``ci_method`` (config), never hard-coded."""
@@ -154,16 +161,7 @@ def reo_figure(
             f"reo-{attribute}",
             tips,
         )
-        ax.errorbar(
-            x,
-            y,
-            yerr=[y - a.get_column("ci_low").to_numpy(), a.get_column("ci_high").to_numpy() - y],
-            fmt="none",
-            ecolor=line.get_color(),
-            elinewidth=0.8,
-            capsize=2,
-            alpha=0.7,
-        )
+        _whiskers(ax, x, y, a, line.get_color())
     if "look_ahead" in sub.columns and sub.get_column("look_ahead").fill_null(False).any():
         ahead_x, ahead_y = [], []
         for i, arm in enumerate(arms):  # at the arm's dodged position
@@ -241,16 +239,7 @@ def delta_u_figure(group: pl.DataFrame, attribute: str, start: dt.date, end: dt.
                 ax.fill_between(x, s.get_column("ci_low").to_numpy(), s.get_column("ci_high").to_numpy(), alpha=0.2)
                 y = s.get_column("delta_U").to_numpy()
                 (line,) = ax.plot(x, y, marker="o", ms=3, label=g)
-                ax.errorbar(
-                    x,
-                    y,
-                    yerr=[y - s.get_column("ci_low").to_numpy(), s.get_column("ci_high").to_numpy() - y],
-                    fmt="none",
-                    ecolor=line.get_color(),
-                    elinewidth=0.8,
-                    capsize=2,
-                    alpha=0.7,
-                )
+                _whiskers(ax, x, y, s, line.get_color())
             ax.set_title(f"arm {arm}", loc="left")
             ax.set_ylabel("ΔU (relative utility)")
             _date_axis(ax, start, end)

@@ -1,9 +1,11 @@
 """DuckDB access: SQL statements are read from ``sql/*.sql`` (package data ``fairmon.sql``) (one statement per
-file) and executed with bound parameters only."""
+file) and executed with bound parameters only. A statement may include another file's query as text,
+``{{include <name>}}`` (e.g. as a subquery), so logic two statements share is written once."""
 
 from __future__ import annotations
 
 import functools
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,13 +21,21 @@ class DatabaseBusyError(RuntimeError):
     """Another process holds the DuckDB file (DuckDB allows one writer process)."""
 
 
+_INCLUDE = re.compile(r"\{\{\s*include\s+([A-Za-z0-9_/]+)\s*\}\}")
+
+
 @functools.cache
-def sql_text(name: str) -> str:
-    """The statement in ``sql/<name>.sql`` (name may contain a subfolder)."""
+def sql_text(name: str, _including: tuple[str, ...] = ()) -> str:
+    """The statement in ``sql/<name>.sql`` (name may contain a subfolder),
+    each ``{{include <other>}}`` replaced by the text of ``sql/<other>.sql``
+    (itself expanded the same way). Raises FileNotFoundError for a missing
+    file, ValueError for a file that includes itself (directly or not)."""
+    if name in _including:
+        raise ValueError(f"sql/{name}.sql includes itself: {' -> '.join((*_including, name))}")
     node = sql_file(name)
     if not node.is_file():
         raise FileNotFoundError(f"no SQL file {name}.sql in the fairmon package")
-    return node.read_text()
+    return _INCLUDE.sub(lambda m: sql_text(m.group(1), (*_including, name)).rstrip(), node.read_text())
 
 
 # Process-wide by nature: DuckDB lets one process hold a file read-write once, so
