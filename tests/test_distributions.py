@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fairmon.transforms.distributions import chi2_cdf, chi2_sf, ncx2_cdf, norm_ppf
+from fairmon.transforms.distributions import chi2_cdf, chi2_sf, f_sf, ncx2_cdf, norm_ppf, t_ppf
 
 XS = [0.0, -1.0, 1e-300, 1e-12, 0.3, 1.0, 2.5, 17.0, 400.0, 1e6, np.inf, -np.inf, np.nan]
 DFS = [0.0, -2.0, 0.5, 1, 2, 3, 7.5, 4095, np.inf, np.nan]
@@ -28,6 +28,20 @@ def test_chi2_tails_are_scipy_stats():
         for df in DFS:
             assert _same(chi2_sf(x, df), float(stats.chi2.sf(x, df))), (x, df)
             assert _same(chi2_cdf(x, df), float(stats.chi2.cdf(x, df))), (x, df)
+
+
+def test_t_ppf_and_f_sf_are_scipy_stats():
+    """The few-cluster references (issue 38): t quantiles and F tails."""
+    for q in [0.0, 1e-9, 0.025, 0.5, 0.975, 1.0, -0.1, np.nan]:
+        for df in DFS:
+            assert _same(t_ppf(q, df), float(stats.t.ppf(q, df))), (q, df)
+    for x in XS:
+        for dfn in [0.0, 1, 3, 7.5, np.inf, np.nan]:
+            for dfd in DFS:
+                assert _same(f_sf(x, dfn, dfd), float(stats.f.sf(x, dfn, dfd))), (x, dfn, dfd)
+    # hand-checkable: t_1 is Cauchy, its 97.5 % quantile tan(0.475π); F(1, d) tail = two-sided t_d tail
+    assert abs(t_ppf(0.975, 1) - np.tan(0.475 * np.pi)) < 1e-12
+    assert abs(f_sf(t_ppf(0.975, 19) ** 2, 1, 19) - 0.05) < 1e-12
 
 
 def test_ncx2_cdf_is_scipy_stats():

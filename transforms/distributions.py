@@ -25,62 +25,54 @@ def _finite(*xs: float) -> bool:
     return all(isinstance(x, (int, float)) and math.isfinite(x) for x in xs)
 
 
+def _special_or_stats(inside: bool, fast, dist: str, method: str, *args: float) -> float:
+    """``fast()`` (the ``scipy.special`` call) for finite arguments strictly
+    inside the support (``inside``), else ``scipy.stats.<dist>.<method>(*args)``,
+    which handles edges, NaN and bad shapes (module docstring)."""
+    if inside:
+        return float(fast())
+    from scipy import stats
+
+    return float(getattr(getattr(stats, dist), method)(*args))
+
+
 def norm_ppf(q: float) -> float:
     """Standard normal quantile Φ⁻¹(q) for a scalar q; ``scipy.stats.norm.ppf``."""
     q = float(q)
-    if _finite(q) and 0.0 < q < 1.0:
-        return float(special.ndtri(q))
-    from scipy import stats
-
-    return float(stats.norm.ppf(q))
+    return _special_or_stats(_finite(q) and 0.0 < q < 1.0, lambda: special.ndtri(q), "norm", "ppf", q)
 
 
 def t_ppf(q: float, df: float) -> float:
     """Student t quantile for scalars q and df > 0; ``scipy.stats.t.ppf``
     (``stdtrit`` inside the support)."""
     q, df = float(q), float(df)
-    if _finite(q, df) and 0.0 < q < 1.0 and df > 0:
-        return float(special.stdtrit(df, q))
-    from scipy import stats
-
-    return float(stats.t.ppf(q, df))
+    inside = _finite(q, df) and 0.0 < q < 1.0 and df > 0
+    return _special_or_stats(inside, lambda: special.stdtrit(df, q), "t", "ppf", q, df)
 
 
 def f_sf(x: float, dfn: float, dfd: float) -> float:
     """P(F_{dfn, dfd} ≥ x) for scalars; ``scipy.stats.f.sf`` (``fdtrc`` inside the support)."""
     x, dfn, dfd = float(x), float(dfn), float(dfd)
-    if _finite(x, dfn, dfd) and x > 0 and dfn > 0 and dfd > 0:
-        return float(special.fdtrc(dfn, dfd, x))
-    from scipy import stats
-
-    return float(stats.f.sf(x, dfn, dfd))
+    inside = _finite(x, dfn, dfd) and x > 0 and dfn > 0 and dfd > 0
+    return _special_or_stats(inside, lambda: special.fdtrc(dfn, dfd, x), "f", "sf", x, dfn, dfd)
 
 
 def chi2_sf(x: float, df: float) -> float:
     """P(χ²_df ≥ x) for scalars; ``scipy.stats.chi2.sf``."""
     x, df = float(x), float(df)
-    if _finite(x, df) and x > 0.0 and df > 0.0:
-        return float(special.chdtrc(df, x))
-    from scipy import stats
-
-    return float(stats.chi2.sf(x, df))
+    inside = _finite(x, df) and x > 0.0 and df > 0.0
+    return _special_or_stats(inside, lambda: special.chdtrc(df, x), "chi2", "sf", x, df)
 
 
 def chi2_cdf(x: float, df: float) -> float:
     """P(χ²_df ≤ x) for scalars; ``scipy.stats.chi2.cdf``."""
     x, df = float(x), float(df)
-    if _finite(x, df) and x > 0.0 and df > 0.0:
-        return float(special.chdtr(df, x))
-    from scipy import stats
-
-    return float(stats.chi2.cdf(x, df))
+    inside = _finite(x, df) and x > 0.0 and df > 0.0
+    return _special_or_stats(inside, lambda: special.chdtr(df, x), "chi2", "cdf", x, df)
 
 
 def ncx2_cdf(x: float, df: float, nc: float) -> float:
     """P(χ²_df(nc) ≤ x), noncentral, for scalars; ``scipy.stats.ncx2.cdf``."""
     x, df, nc = float(x), float(df), float(nc)
-    if _finite(x, df, nc) and x > 0.0 and df > 0.0 and nc > 0.0:
-        return float(special.chndtr(x, df, nc))
-    from scipy import stats
-
-    return float(stats.ncx2.cdf(x, df, nc))
+    inside = _finite(x, df, nc) and x > 0.0 and df > 0.0 and nc > 0.0
+    return _special_or_stats(inside, lambda: special.chndtr(x, df, nc), "ncx2", "cdf", x, df, nc)
