@@ -26,6 +26,11 @@
 -- a cluster has one key on all its rows of the day (issue 38). The rows come
 -- out per key (at most $buckets per group) and count_days sums them for
 -- group_counts and keeps the per-key sums for the robust variance.
+-- No ORDER BY: count_days sorts the group counts it publishes (K rows a day);
+-- the per-key rows (up to K x buckets a day) need no order, as the
+-- estimators index them by key (transforms/reo/cluster.py bucket_sums:
+-- integer sums, the same in any row order). Sorting them cost ~1.2 CPU-s of
+-- 7 days at K = 4,096 (bench/README issue 37 item 3).
 WITH src AS (
     SELECT f.day, i.traffic, i.arm, i.y, i.n, i.ds_start, i.ds, i.cbucket, COLUMNS('^attr__')
     FROM impressions AS i JOIN day_files AS f
@@ -76,4 +81,3 @@ SELECT l.day AS ds,
        any_value(s.window_end) AS window_end
 FROM long AS l JOIN spans AS s USING (day, traffic, arm)
 GROUP BY l.day, l.traffic, l.arm, l.attribute, coalesce(l.grp, '(missing)'), l.cbucket
-ORDER BY ds, l.traffic, l.arm, attribute, "group", l.cbucket

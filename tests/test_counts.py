@@ -46,7 +46,7 @@ def _query(con, name, days, window_days, pool_policy="overlap"):
         con.unregister("day_files")
     if "cbucket" in out.columns:  # rows staged without a cluster id: one row per group, bucket null
         assert out.get_column("cbucket").null_count() == out.height
-        out = out.drop("cbucket")
+        out = out.drop("cbucket").sort("ds", "traffic", "arm", "attribute", "group")  # the statement does not sort
     return out
 
 

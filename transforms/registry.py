@@ -38,6 +38,7 @@ from typing import Any
 
 import polars as pl
 
+from fairmon.transforms.blas import single_blas_thread
 from fairmon.transforms.column_bounds import Bounds, non_negative, positive, probability  # noqa: F401 (declarations import them here)
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -322,6 +323,7 @@ def declared(stage: str | None = None, cfg: Any = None) -> list[Declaration]:
     ]
 
 
+@single_blas_thread
 def run_stage(stage: str, cfg: Any, available: dict[str, Any], options: dict[str, dict] | None = None) -> dict:
     """Every table of ``stage`` that config ``cfg`` enables, computed from
     ``available`` (the stage's named inputs) in registry order: {table:
@@ -329,7 +331,8 @@ def run_stage(stage: str, cfg: Any, available: dict[str, Any], options: dict[str
     declaring several tables runs once. Each table's keyword arguments are
     ``options[table]`` when given, else its declaration's ``options(cfg)``.
     A computed table is an input of the later tables of the stage, under
-    its name. Raises as :meth:`Declaration.run`."""
+    its name. Runs with one BLAS thread (:mod:`fairmon.transforms.blas`: the
+    same last bits on every run). Raises as :meth:`Declaration.run`."""
     options = options or {}
     available = dict(available)
     done: dict[int, Any] = {}

@@ -18,6 +18,7 @@ import polars as pl
 
 from fairmon.api.counting import CLUSTER_BUCKETS, COUNT_COLUMNS, UNDATED, count_rows, tidy_counts
 from fairmon.api.frames import as_caller, as_polars
+from fairmon.transforms.blas import one_blas_thread, single_blas_thread
 from fairmon.transforms.reo.ab_tables import ab_pairs, reo_ab_table
 from fairmon.transforms.reo.estimate import EIGHTY_PERCENT_RULE_REO, MIN_EXPECTED_POSITIVES
 from fairmon.transforms.reo.reo_tables import GROUP_COUNTS_SCHEMA, reo_tables
@@ -159,6 +160,7 @@ def _counted(data: Any, args: dict) -> tuple[pl.DataFrame, pl.DataFrame | None, 
     return _group_counts_table(data, **{k: args[k] for k in _COUNTING})
 
 
+@single_blas_thread
 def _estimates(part: int, columns: tuple[str, ...], data: Any, **args) -> Any:
     """REO's tables of ``data`` as the pipeline computes them (reo_group, reo:
     seed 001 Algorithm 1), one day at a time; returns table ``part`` (0 or 1)'s
@@ -333,21 +335,22 @@ def reo_ab(
     pairs = [(control, t) for t in treatments] if treatments else ab_pairs(arms, control, [])
     if not pairs:
         raise ValueError(f"no treatment arm besides the control {control!r}; arms present: {', '.join(arms)}")
-    out = pl.concat(
-        [
-            reo_ab_table(
-                counts,
-                d,
-                pairs,
-                methods=tuple(methods),
-                level=confidence_level,
-                folds=folds,
-                n_boot=n_boot,
-                seed=seed,
-                buckets=buckets,
-                cluster_by=cluster or "none",
-            )
-            for d in days
-        ]
-    )
+    with one_blas_thread():  # the same last bits as the pipeline's (fairmon.transforms.blas)
+        out = pl.concat(
+            [
+                reo_ab_table(
+                    counts,
+                    d,
+                    pairs,
+                    methods=tuple(methods),
+                    level=confidence_level,
+                    folds=folds,
+                    n_boot=n_boot,
+                    seed=seed,
+                    buckets=buckets,
+                    cluster_by=cluster or "none",
+                )
+                for d in days
+            ]
+        )
     return as_caller(out.select(*(["ds"] if dated else []), *REO_AB_COLUMNS), kind)

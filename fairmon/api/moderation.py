@@ -15,6 +15,7 @@ import polars as pl
 
 from fairmon.api.counting import UNDATED
 from fairmon.api.frames import as_caller, as_polars, names, reject_reserved, require_columns
+from fairmon.transforms.blas import one_blas_thread, single_blas_thread
 from fairmon.transforms.contract import ATTR_PREFIX, parse_bool, parse_float
 from fairmon.transforms.decisions.decision_tables import ALL, threshold_tables
 from fairmon.transforms.decisions.sdt_tables import sdt_table
@@ -95,6 +96,7 @@ def _scored(frame: pl.DataFrame, score: str, outcome: str, groups: list[str]) ->
     return rows.filter(pl.col("outcome").is_not_null() & pl.col("score").is_not_null())
 
 
+@single_blas_thread
 def _threshold(
     part: int, columns: tuple[str, ...], df, *, score, outcome, group, t, d, confidence_level, hc, min_window_rows, ci
 ) -> Any:
@@ -255,13 +257,14 @@ def sdt(
     """
     frame, kind = as_polars(df)
     counts = confusion_counts(frame, label=label, gold_label=gold_label, labeler=labeler, groups=names(group, "group"))
-    out = sdt_table(
-        counts,
-        UNDATED,
-        (UNDATED, UNDATED),
-        level=confidence_level,
-        min_pos=min_pos,
-        min_neg=min_neg,
-        min_errors=min_errors,
-    )
+    with one_blas_thread():  # the same last bits as the pipeline's (fairmon.transforms.blas)
+        out = sdt_table(
+            counts,
+            UNDATED,
+            (UNDATED, UNDATED),
+            level=confidence_level,
+            min_pos=min_pos,
+            min_neg=min_neg,
+            min_errors=min_errors,
+        )
     return as_caller(out.select(SDT_COLUMNS), kind)

@@ -209,6 +209,7 @@ def _impressions(batch: Batch, days: list[Day]) -> None:
 
     def estimates(d: Day) -> None:
         tables = {"group_counts": d.counts, **step(estimate, cfg, d.counts, d.ds, d.buckets)}
+        d.buckets = None  # K x buckets rows a day, used only here: not held while the later days estimate
         d.results += ab_config_check(cfg, d.counts)
         if cfg.envy is not None:
             envy_tables, envy_checks = step(estimate_envy, cfg, d.ds)

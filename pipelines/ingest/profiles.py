@@ -40,6 +40,7 @@ def scratch() -> duckdb.DuckDBPyConnection:
         if threading.current_thread() is threading.main_thread():
             atexit.register(_local.con.close)
         db.execute(_local.con, "settings_quiet")
+        db.execute(_local.con, "settings_memory")
     return _local.con
 
 

@@ -28,8 +28,10 @@ def count_days(cfg: FairmonConfig, days: list[dt.date]) -> tuple[pl.DataFrame, p
     Returns (counts with a ds column, totals with a ds column, per-bucket
     counts): the third frame holds, when rows carry a cluster bucket, the
     rows and positives per (ds, traffic, arm, attribute, group, cbucket)
-    that the cluster-robust variance needs (transforms/reo/cluster.py); it is
-    empty without clustering. Empty frames when nothing was ever staged."""
+    that the cluster-robust variance needs (transforms/reo/cluster.py), in
+    no particular order (the estimators index them by bucket); it is
+    empty without clustering. The counts are sorted by ds, traffic, arm,
+    attribute and group. Empty frames when nothing was ever staged."""
     with db.connect(cfg.duckdb_path) as con:
         if not staging_tables.exists(con, staging_tables.IMPRESSIONS):
             empty = pl.DataFrame(schema=polars_schema("group_counts"))
@@ -46,9 +48,10 @@ def count_days(cfg: FairmonConfig, days: list[dt.date]) -> tuple[pl.DataFrame, p
             con.unregister("day_files")
     keys = ["ds", "source", "traffic", "arm", "attribute", "group"]
     counts = (
-        by_bucket.group_by(keys, maintain_order=True)
+        by_bucket.group_by(keys)
         .agg(pl.col("n").sum(), pl.col("n_pos").sum(), pl.col("window_start").min(), pl.col("window_end").max())
         .select([c for c in by_bucket.columns if c != "cbucket"])
+        .sort(keys)  # the published order; the statement leaves its rows unsorted (the bucket rows need none)
     )
     buckets = by_bucket.filter(pl.col("cbucket").is_not_null()).select(list(BUCKET_SCHEMA)).cast(BUCKET_SCHEMA)
     return counts, totals, buckets

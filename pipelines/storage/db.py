@@ -108,6 +108,7 @@ def _open(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
             ) from e
         raise
     try:
+        execute(con, "settings_memory")  # freed memory goes back to the system (sql/settings_memory.sql)
         yield con
     finally:
         con.close()

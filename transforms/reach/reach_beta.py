@@ -124,8 +124,11 @@ def reach_beta_options(cfg) -> dict:
 
 def _summary(problems: pl.DataFrame, base: str, best: str) -> dict:
     p = problems.with_columns(uniform=1.0 / pl.col("n_targets"))
-    items = p.group_by("item").agg(a=pl.col(best).mean(), u=pl.col("uniform").mean())
-    users = p.group_by("user").agg(
+    # groups in order of first appearance: a mean over the groups then adds in the same order on every run
+    # (Polars' hash group-by returns its groups in an order that varies between runs: the last digit of
+    # discovery_*_mean did)
+    items = p.group_by("item", maintain_order=True).agg(a=pl.col(best).mean(), u=pl.col("uniform").mean())
+    users = p.group_by("user", maintain_order=True).agg(
         db=(pl.col(base) > pl.col("uniform")).mean(), dm=(pl.col(best) > pl.col("uniform")).mean()
     )
     return {
