@@ -414,6 +414,11 @@ def build_docs(cfg: FairmonConfig) -> Path:
     return gate.data_docs_index if run is not None and run.docs_deferred else gate.build_docs()
 
 
+#: The collector's freeze by :func:`_preload`: "" (none yet), "frozen", "thawed" (never again in this process).
+_FREEZE = {"state": ""}
+_FREEZE_LOCK = threading.Lock()
+
+
 def _preload(cfg: FairmonConfig) -> None:
     """:func:`gate_for` with the garbage collector paused: importing GX
     creates ~300,000 objects, and each full collection it triggered walked
@@ -422,22 +427,34 @@ def _preload(cfg: FairmonConfig) -> None:
 
     When this call imported GX (once per process), the objects alive then
     (modules, classes, GX's registries: what lives as long as the process)
-    are moved to the collector's permanent generation (:func:`gc.freeze`),
-    so later collections no longer walk them: re-enabled, the collector
-    otherwise walked them three times over as they aged through its
-    generations (0.3-0.4 CPU-s of a TikTok-size day, bench/README.md
-    "startup.py"), and again at the interpreter's exit. Frozen objects are
-    still freed when no longer referenced; only reference cycles among
-    them are not collected (``gc.unfreeze()`` undoes it)."""
+    are moved to the collector's permanent generation (:func:`gc.freeze`)
+    until the run ends (:func:`thaw`): re-enabled, the collector otherwise
+    walked them three times over as they aged through its generations
+    (0.3-0.4 CPU-s of a TikTok-size day, bench/README.md "startup.py").
+    Frozen objects are still freed when no longer referenced."""
     paused, first = gc.isenabled(), "great_expectations" not in sys.modules
     gc.disable()
     try:
         gate_for(cfg)
     finally:
-        if first:
-            gc.freeze()
+        with _FREEZE_LOCK:
+            if first and not _FREEZE["state"]:
+                gc.freeze()
+                _FREEZE["state"] = "frozen"
         if paused:
             gc.enable()
+
+
+def thaw() -> None:
+    """Give the objects :func:`_preload` froze back to the collector
+    (``gc.unfreeze()``), when the run that imported GX ends: a reference
+    cycle through a frozen object (e.g. a failed day's traceback holding
+    the run's DuckDB connection) would otherwise never be collected, not
+    even at the interpreter's exit. No later preload in this process freezes."""
+    with _FREEZE_LOCK:
+        if _FREEZE["state"] == "frozen":
+            gc.unfreeze()
+        _FREEZE["state"] = "thawed"
 
 
 def preload_gate(cfg: FairmonConfig) -> threading.Thread:
