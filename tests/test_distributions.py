@@ -80,3 +80,31 @@ print("ok")
     env = {"GX_ANALYTICS_ENABLED": "False", "PATH": ""}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_gx_imports_with_jsonschema_and_mistune_deferred():
+    """In a fresh interpreter, GX's import leaves jsonschema and mistune as
+    stand-ins; GX's JSON-schema metric and its Markdown rendering still work
+    through them (a valid and an invalid instance, a rendered emphasis)."""
+    code = """
+import sys
+from fairmon.pipelines.checks.gx_import import import_gx, _Deferred
+import_gx(False)
+assert isinstance(sys.modules["jsonschema"], _Deferred) and "jsonschema.validators" not in sys.modules
+assert isinstance(sys.modules["mistune"], _Deferred) and "mistune.markdown" not in sys.modules
+from great_expectations.expectations.metrics.column_map_metrics import column_values_match_json_schema as js
+js.jsonschema.validate({"a": 1}, {"type": "object"})
+try:
+    js.jsonschema.validate(1, {"type": "string"})
+    raise SystemExit("no error")
+except js.jsonschema.ValidationError:
+    pass
+assert not isinstance(sys.modules["jsonschema"], _Deferred)
+from great_expectations.render.view import view
+assert view.mistune.markdown("*x*").strip() == "<p><em>x</em></p>"
+print("ok")
+"""
+    env = {"GX_ANALYTICS_ENABLED": "False", "PATH": ""}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.stdout.strip() == "ok", out.stderr[-2000:]

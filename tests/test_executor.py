@@ -90,3 +90,42 @@ def test_in_process_and_prefect_publish_the_same_partitions(tmp_path, monkeypatc
                 f.with_columns(pl.col("subject").str.replace(r".*/(alone|prefect)/", "")) for f in (frame, other)
             )
         assert frame.equals(other, null_equal=True), key
+
+
+_FREEZE = """
+import gc, sys
+import fairmon
+from fairmon.pipelines.executor import days
+seen = []
+thaw = days.thaw
+def recording():
+    seen.append(gc.get_freeze_count())
+    thaw()
+days.thaw = recording
+first = fairmon.run_day(sys.argv[1], sys.argv[2])["status"]
+after_first = gc.get_freeze_count()
+second = fairmon.run_day(sys.argv[1], sys.argv[3])["status"]
+print(first, second, seen[0] > 100_000, seen[1:], after_first, gc.get_freeze_count())
+"""
+
+
+@pytest.mark.slow
+def test_gx_objects_are_frozen_out_of_the_collector_for_the_first_run_only(tmp_path):
+    """In a fresh process, the objects alive when GX has loaded (its modules'
+    ~300,000 and more) are out of the collector's walks until that run ends,
+    then back in (nothing stays frozen for the caller); a second run in the
+    process freezes nothing."""
+    import os
+    import subprocess
+    import sys
+
+    cfg_path = write_simulation(SPEC, tmp_path / "sim", "csv")["config"]
+    env = {**os.environ, "GX_ANALYTICS_ENABLED": "False"}
+    env.pop("PREFECT_API_URL", None)
+    out = subprocess.run(
+        [sys.executable, "-c", _FREEZE, str(cfg_path), str(DAYS[0]), str(DAYS[1])],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert out.stdout.split("\n")[-2] == "published published True [0] 0 0", out.stdout + out.stderr[-2000:]

@@ -235,10 +235,8 @@ def test_data_docs_are_built_once_per_deferred_block(three_days):
 def test_suites_are_stored_once_per_process_unless_they_change(tmp_path):
     gate = QualityGate(tmp_path / "gx")
     stored = []
-    real = gate.ctx.checkpoints.add_or_update
-    gate.ctx.checkpoints.add_or_update = lambda checkpoint: (
-        stored.append(checkpoint.name) or real(checkpoint=checkpoint)
-    )
+    real = gate.ctx.suites.add_or_update
+    gate.ctx.suites.add_or_update = lambda suite: stored.append(suite.name) or real(suite=suite)
     frame = pl.DataFrame(
         {
             "ds": [D0],
@@ -255,9 +253,9 @@ def test_suites_are_stored_once_per_process_unless_they_change(tmp_path):
     )
     for _ in range(3):
         assert gate.validate("reo", frame, {}, "reo", "t").success
-    assert stored == ["fairmon-reo"]
+    assert stored == ["reo"]
     gate.validate("reo", frame.drop("ci_high"), {}, "reo", "t")  # other columns: other expectations
-    assert stored == ["fairmon-reo", "fairmon-reo"]
+    assert stored == ["reo", "reo"]
 
 
 def test_prestaged_range_counts_serve_the_days_until_something_is_staged(three_days):

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import re
+import sys
 import threading
 from pathlib import Path
 
@@ -40,6 +41,8 @@ from fairmon.transforms.contract import PROFILE_N, PROFILE_ROW
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 
 _LOCK = threading.Lock()
+#: What a stored validation result shows for the frame validated (GX's ``DATAFRAME_REPLACEMENT_STR``).
+DATAFRAME = "<DATAFRAME>"
 
 
 class QualityGate:
@@ -57,7 +60,7 @@ class QualityGate:
         self.root = root
         self.severity = severity or {}
         self.pending_docs: list = []  # validation results not yet rendered into Data Docs
-        self._checkpoints: dict[str, tuple[str, object]] = {}  # suite -> (expanded entries as JSON, checkpoint)
+        self._suites: dict[str, tuple[str, tuple]] = {}  # suite -> (entries as JSON, (suite, batch definition))
         root.mkdir(parents=True, exist_ok=True)
         with _LOCK:
             self.ctx = gx.get_context(mode="file", project_root_dir=str(root))
@@ -82,16 +85,16 @@ class QualityGate:
                 self.pending_docs.clear()
         return self.data_docs_index
 
-    def _checkpoint(self, suite: str, entries: list[dict], result_format: dict):
-        """The GX checkpoint running ``suite`` as expanded in ``entries``.
+    def _suite(self, suite: str, entries: list[dict]):
+        """(GX expectation suite, batch definition) running ``suite`` as
+        expanded in ``entries``.
 
-        Storing a suite, its validation definition and checkpoint costs about
-        0.3 s in GX (JSON stores); they are stored again only when the expanded
-        expectations or the result format differ from this process's last use.
-        Call under ``_LOCK``.
+        The suite is stored in GX's expectation store (Data Docs list it)
+        only when its expanded expectations differ from this process's last
+        use of it (storing costs ~15 ms a suite in GX's JSON store). Call under ``_LOCK``.
         """
-        key = json.dumps([entries, result_format], sort_keys=True, default=str)
-        cached = self._checkpoints.get(suite)
+        key = json.dumps(entries, sort_keys=True, default=str)
+        cached = self._suites.get(suite)
         if cached and cached[0] == key:
             return cached[1]
         gx = self.gx
@@ -100,14 +103,8 @@ class QualityGate:
             for e in entries
         ]
         gx_suite = self.ctx.suites.add_or_update(gx.ExpectationSuite(name=suite, expectations=expectations))
-        vd = self.ctx.validation_definitions.add_or_update(
-            gx.ValidationDefinition(name=suite, data=self._batch_definition(suite), suite=gx_suite)
-        )
-        cp = self.ctx.checkpoints.add_or_update(
-            gx.Checkpoint(name=f"fairmon-{suite}", validation_definitions=[vd], actions=[], result_format=result_format)
-        )
-        self._checkpoints[suite] = (key, cp)
-        return cp
+        self._suites[suite] = (key, (gx_suite, self._batch_definition(suite)))
+        return self._suites[suite][1]
 
     def _batch_definition(self, suite: str):
         try:
@@ -183,21 +180,40 @@ class QualityGate:
     ):
         """Run ``suite`` as expanded in ``entries`` (:func:`expand_spec`) on
         ``frame`` with GX's ``result_format`` ("COMPLETE" or "SUMMARY"): one
-        checkpoint run, kept for Data Docs under ``run_name`` and ``subject``.
-        Returns GX's validation result (``.results``: one per entry)."""
-        from great_expectations.exceptions.resource_freshness import ResourceFreshnessAggregateError
+        validation, kept in GX's validation store for Data Docs under
+        ``run_name`` and ``subject``. Returns GX's validation result
+        (``.results``: one per entry).
+
+        The suite runs through GX's validator as a GX checkpoint's validation
+        definition runs it, with the same result stored, but with neither a
+        checkpoint nor a validation definition stored and re-read: a
+        checkpoint run re-reads and compares its stored suite twice (its
+        freshness checks), which with storing the checkpoint and definition
+        cost ~0.3 CPU-s of a day's six validations (bench/README.md
+        "startup.py"); fairmon's suites come from ``expectations/``, not from
+        GX's stores, so that check guarded nothing here.
+        """
+        from great_expectations.data_context.types.resource_identifiers import (
+            ExpectationSuiteIdentifier,
+            ValidationResultIdentifier,
+        )
+        from great_expectations.validator.v1_validator import Validator
 
         gx = self.gx
         fmt = {"result_format": result_format, "partial_unexpected_count": 5}
         with _LOCK:  # GX's file stores are not thread-safe: every context operation under one lock
             data = {"dataframe": html_safe(frame).to_pandas()}
             run_id = gx.RunIdentifier(run_name=f"{run_name}_{re.sub(r'[^A-Za-z0-9_.-]', '_', subject)[-80:]}")
-            try:
-                run = self._checkpoint(suite, entries, fmt).run(batch_parameters=data, run_id=run_id)
-            except ResourceFreshnessAggregateError:  # the stores changed under this process: store again
-                self._checkpoints.pop(suite, None)
-                run = self._checkpoint(suite, entries, fmt).run(batch_parameters=data, run_id=run_id)
-        ((key, vr),) = run.run_results.items()
+            gx_suite, batch_definition = self._suite(suite, entries)
+            validator = Validator(batch_definition=batch_definition, batch_parameters=data, result_format=fmt)
+            vr = validator.validate_expectation_suite(gx_suite)
+            # the meta a validation definition's run adds (GX's ValidationDefinition.run)
+            vr.meta.update(run_id=run_id, validation_time=run_id.run_time, batch_parameters={"dataframe": DATAFRAME})
+            suite_id = ExpectationSuiteIdentifier(name=suite)
+            key = ValidationResultIdentifier(
+                batch_identifier=validator.active_batch_id, expectation_suite_identifier=suite_id, run_id=run_id
+            )
+            self.ctx.validation_results_store.store_validation_results(vr, key, suite_id)
         self.pending_docs.append(key)
         return vr
 
@@ -398,18 +414,47 @@ def build_docs(cfg: FairmonConfig) -> Path:
     return gate.data_docs_index if run is not None and run.docs_deferred else gate.build_docs()
 
 
+#: The collector's freeze by :func:`_preload`: "" (none yet), "frozen", "thawed" (never again in this process).
+_FREEZE = {"state": ""}
+_FREEZE_LOCK = threading.Lock()
+
+
 def _preload(cfg: FairmonConfig) -> None:
     """:func:`gate_for` with the garbage collector paused: importing GX
     creates ~300,000 objects, and each full collection it triggered walked
     all of them, holding the interpreter (4 collections, 0.44 s of a cold
-    14-day backfill, bench/README "Issue 21"). Collection resumes after."""
-    paused = gc.isenabled()
+    14-day backfill, bench/README "Issue 21"). Collection resumes after.
+
+    When this call imported GX (once per process), the objects alive then
+    (modules, classes, GX's registries: what lives as long as the process)
+    are moved to the collector's permanent generation (:func:`gc.freeze`)
+    until the run ends (:func:`thaw`): re-enabled, the collector otherwise
+    walked them three times over as they aged through its generations
+    (0.3-0.4 CPU-s of a TikTok-size day, bench/README.md "startup.py").
+    Frozen objects are still freed when no longer referenced."""
+    paused, first = gc.isenabled(), "great_expectations" not in sys.modules
     gc.disable()
     try:
         gate_for(cfg)
     finally:
+        with _FREEZE_LOCK:
+            if first and not _FREEZE["state"]:
+                gc.freeze()
+                _FREEZE["state"] = "frozen"
         if paused:
             gc.enable()
+
+
+def thaw() -> None:
+    """Give the objects :func:`_preload` froze back to the collector
+    (``gc.unfreeze()``), when the run that imported GX ends: a reference
+    cycle through a frozen object (e.g. a failed day's traceback holding
+    the run's DuckDB connection) would otherwise never be collected, not
+    even at the interpreter's exit. No later preload in this process freezes."""
+    with _FREEZE_LOCK:
+        if _FREEZE["state"] == "frozen":
+            gc.unfreeze()
+        _FREEZE["state"] = "thawed"
 
 
 def preload_gate(cfg: FairmonConfig) -> threading.Thread:

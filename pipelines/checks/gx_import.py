@@ -18,7 +18,10 @@ stand-in module that imports the real one on its first attribute access, so
 an expectation or any other caller that uses them gets them as usual, one
 access later. fairmon's own daily estimators take their normal and χ²
 functions from ``scipy.special`` (:mod:`fairmon.transforms.distributions`),
-so a day at TikTok size imports neither.
+so a day at TikTok size imports neither. Two more are deferred the same way:
+``jsonschema`` (only the JSON-schema expectation validates with it; ~40
+modules) and ``mistune`` (Data Docs render Markdown with it, which fairmon's
+suites and results never hold).
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ import types
 #: Optional integrations GX would import that no fairmon check uses.
 UNUSED_BY_CHECKS = ("sqlalchemy", "pyspark")
 
-#: Modules GX imports at its top that only unused expectations touch: deferred while GX loads.
-DEFERRED = ("scipy.stats", "altair")
+#: Modules GX imports at its top that only unused expectations or renderers touch: deferred while GX loads.
+DEFERRED = ("scipy.stats", "altair", "jsonschema", "mistune")
 
 _LOCK = threading.Lock()
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from fairmon.pipelines.checks.gate import gate_for, preload_gate, prune_gx
+from fairmon.pipelines.checks.gate import gate_for, preload_gate, prune_gx, thaw
 from fairmon.pipelines.core.config import FairmonConfig, check_paths, check_writable, load_config
 from fairmon.pipelines.core.run import Run, ensure_run
 from fairmon.pipelines.executor.batch import Batch, execute
@@ -46,8 +46,11 @@ def docs_deferred(run: Run) -> Iterator[None]:
         yield
     finally:
         run.docs_deferred = False
-        prune_gx(run.cfg.gx_root, run.cfg.gx.keep_days)  # [gx] keep_days: GX's files do not grow without end
-        gate_for(run.cfg).build_docs()
+        try:
+            prune_gx(run.cfg.gx_root, run.cfg.gx.keep_days)  # [gx] keep_days: GX's files do not grow without end
+            gate_for(run.cfg).build_docs()
+        finally:
+            thaw()  # the collector's freeze while GX loaded ends with the run
 
 
 def run_days(
