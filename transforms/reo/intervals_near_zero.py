@@ -10,6 +10,8 @@ Liu, Tang & Zhang (2009) for the quadratic-form distribution.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 
@@ -103,9 +105,16 @@ def quadratic_form_cdf(t: float, cov_eig: np.ndarray, proj: np.ndarray, s: float
 
 #: Draws of the fixed-seed Monte Carlo used for lower-tail probabilities of ‖ΔÛ‖².
 LOWER_TAIL_DRAWS = 20_000
-_NORMALS: dict[int, np.ndarray] = {}
 #: Columns up to which the draws are kept between calls (20,000 × 400 doubles = 64 MB).
 _NORMALS_CACHED_UP_TO = 400
+
+
+@functools.lru_cache(maxsize=4)
+def _normals(m: int) -> np.ndarray:
+    """The fixed-seed draws of shape (LOWER_TAIL_DRAWS, m), kept for the four
+    widths used last (a day's arms and attributes share a few ranks; a
+    backfill with many would otherwise keep up to 64 MB for each)."""
+    return np.random.default_rng(20240101 + m).standard_normal((LOWER_TAIL_DRAWS, m))
 
 
 def _lower_tail_sums(a: np.ndarray, lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -117,9 +126,7 @@ def _lower_tail_sums(a: np.ndarray, lam: np.ndarray) -> tuple[np.ndarray, np.nda
     so memory stays at one block."""
     m = a.size
     if m <= _NORMALS_CACHED_UP_TO:
-        if m not in _NORMALS:
-            _NORMALS[m] = np.random.default_rng(20240101 + m).standard_normal((LOWER_TAIL_DRAWS, m))
-        Z = _NORMALS[m]
+        Z = _normals(m)
         return Z @ a, (Z * Z) @ lam
     rng, block = np.random.default_rng(20240101 + m), 1000
     A, B = np.empty(LOWER_TAIL_DRAWS), np.empty(LOWER_TAIL_DRAWS)
