@@ -43,21 +43,19 @@ WITH src AS (
     WHERE i.traffic = 'random'
       AND ($pool_policy = 'overlap' OR (i.ds_start >= f.day - ($window_days - 1) AND i.ds <= f.day))
 ),
+pre AS (
+    SELECT day, traffic, arm, cbucket, COLUMNS('^attr__'),
+           sum(n) AS n, coalesce(sum(n) FILTER (WHERE y), 0) AS n_pos,
+           min(ds_start) AS ws, max(ds) AS we
+    FROM src
+    GROUP BY ALL
+),
 exact_days AS (
     SELECT day
-    FROM src
+    FROM pre
     WHERE cbucket IS NOT NULL
     GROUP BY day
     HAVING bool_and(cbucket < 0) AND count(DISTINCT cbucket) <= $buckets
-),
-pre AS (
-    SELECT src.day, traffic, arm,
-           CASE WHEN cbucket >= 0 OR e.day IS NOT NULL THEN cbucket ELSE (-1 - cbucket) % $buckets END AS cbucket,
-           COLUMNS('^attr__'),
-           sum(n) AS n, coalesce(sum(n) FILTER (WHERE y), 0) AS n_pos,
-           min(ds_start) AS ws, max(ds) AS we
-    FROM src LEFT JOIN exact_days AS e ON src.day = e.day
-    GROUP BY ALL
 ),
 spans AS (
     SELECT day, traffic, arm, min(ws) AS window_start, max(we) AS window_end
@@ -74,10 +72,13 @@ SELECT l.day AS ds,
        l.arm,
        regexp_replace(l.attribute, '^attr__', '') AS attribute,
        coalesce(l.grp, '(missing)') AS "group",
-       l.cbucket,
+       CASE WHEN l.cbucket >= 0 OR e.day IS NOT NULL THEN l.cbucket ELSE (-1 - l.cbucket) % $buckets END AS cbucket,
        sum(l.n)::BIGINT AS n,
        sum(l.n_pos)::BIGINT AS n_pos,
        any_value(s.window_start) AS window_start,
        any_value(s.window_end) AS window_end
-FROM long AS l JOIN spans AS s USING (day, traffic, arm)
-GROUP BY l.day, l.traffic, l.arm, l.attribute, coalesce(l.grp, '(missing)'), l.cbucket
+FROM long AS l
+JOIN spans AS s USING (day, traffic, arm)
+LEFT JOIN exact_days AS e ON l.day = e.day
+GROUP BY l.day, l.traffic, l.arm, l.attribute, coalesce(l.grp, '(missing)'),
+         CASE WHEN l.cbucket >= 0 OR e.day IS NOT NULL THEN l.cbucket ELSE (-1 - l.cbucket) % $buckets END
