@@ -297,7 +297,8 @@ def test_range_counts_in_day_chunks_equal_one_statement(three_days, monkeypatch)
             assert range_counts.days_per_statement(cfg, len(days)) == (len(days) if budget > 1 else 1)
             kept[budget] = {ds: run.range_counts[ds][1:] for ds in days}
     for ds in days:
-        (counts, totals, buckets), (counts1, totals1, buckets1) = kept[10**12][ds], kept[1][ds]
+        (counts, totals, packed), (counts1, totals1, packed1) = kept[10**12][ds], kept[1][ds]
+        buckets, buckets1 = range_counts.unpack_frame(packed), range_counts.unpack_frame(packed1)  # held packed
         assert counts.equals(counts1) and totals.equals(totals1), ds
         assert buckets.sort(buckets.columns).equals(buckets1.sort(buckets1.columns)), ds  # bucket rows: no order
     assert sum(kept[1][ds][0].get_column("n").sum() for ds in days) > 0
@@ -332,3 +333,21 @@ def test_files_checked_together_for_duplicate_ids_find_what_each_alone_finds(tmp
         assert together[f].equals(alone[f])
     copies = {f: together[f].filter(pl.col("id_copies") > 1).get_column("__n").sum() for f in files}
     assert copies == {files[0]: 0, files[1]: 8, files[2]: 0}  # 4 keys twice, in file 1 only
+
+
+def test_packed_bucket_rows_come_back_unchanged():
+    """A day's per-bucket counts are held as compressed Arrow IPC bytes between the range's count and
+    the day's estimates (bench/README issue 37 item 3): the same values, types and row order come back,
+    for an empty frame too."""
+    from fairmon.pipelines.ingest.range_counts import BUCKET_SCHEMA, pack_frame, unpack_frame
+
+    frame = pl.DataFrame(
+        {"ds": [dt.date(2026, 1, 1)] * 3, "traffic": ["default", "random", "default"], "arm": ["a", "all", "b"],
+         "attribute": ["g"] * 3, "group": ["x", "(missing)", "é"], "cbucket": [-7, 3, None],
+         "n": [2**40, 0, 5], "n_pos": [1, 0, 5]},
+        schema=BUCKET_SCHEMA,
+    )  # fmt: skip
+    for f in (frame, frame.head(0)):
+        packed = pack_frame(f)
+        assert isinstance(packed, bytes) and unpack_frame(packed).equals(f)
+        assert unpack_frame(packed).schema == f.schema

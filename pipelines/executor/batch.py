@@ -51,6 +51,7 @@ from fairmon.pipelines.executor.estimators import (
 )
 from fairmon.pipelines.executor.outcomes import DayFailed, DayQuarantined, Hooks
 from fairmon.pipelines.executor.publishing import WarehouseViews, finish_record, publish, start_record
+from fairmon.pipelines.ingest.range_counts import pack_frame, unpack_frame
 from fairmon.pipelines.ingest.snapshots import read_snapshot
 from fairmon.pipelines.ingest.staging import run_logger
 from fairmon.transforms.contract import InputContractError
@@ -99,7 +100,7 @@ class Day:
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
     counts: pl.DataFrame | None = None
     totals: pl.DataFrame | None = None
-    buckets: pl.DataFrame | None = None
+    buckets: bytes | None = None  # per-bucket counts, packed (range_counts.pack_frame) until the day estimates
     pending: dict[str, pl.DataFrame] = field(default_factory=dict)
     dq: pl.DataFrame | None = None
     stopped: str | None = None
@@ -205,10 +206,11 @@ def _impressions(batch: Batch, days: list[Day]) -> None:
         _gate(d, batch.hooks.ingest(cfg, "impressions", d.ds, batch.force_ingest))
         _gate(d, file_copies_check(cfg, d.ds))  # one file's rows twice, under two names
         _gate(d, shared_ids_check(cfg, d.ds))  # an id key in two of the day's files
-        d.counts, d.totals, d.buckets = step(count_groups, cfg, d.ds)
+        d.counts, d.totals, buckets = step(count_groups, cfg, d.ds)
+        d.buckets = pack_frame(buckets)  # held packed while the other days count (bench/README issue 37 item 3)
 
     def estimates(d: Day) -> None:
-        tables = {"group_counts": d.counts, **step(estimate, cfg, d.counts, d.ds, d.buckets)}
+        tables = {"group_counts": d.counts, **step(estimate, cfg, d.counts, d.ds, unpack_frame(d.buckets))}
         d.buckets = None  # K x buckets rows a day, used only here: not held while the later days estimate
         d.results += ab_config_check(cfg, d.counts)
         if cfg.envy is not None:
