@@ -132,7 +132,7 @@ def _normal_rows(
 
     diffs, ses = np.asarray(diffs, float), np.asarray(ses, float)
     finite_df = bool(np.isfinite(df))
-    z = z_value(level) * (few_cluster_scale(level, df) if finite_df and df >= 1 else 1.0)
+    z = z_value(level) * few_cluster_scale(level, df)  # NaN below 1 df: those rows are NaN with a reason
     ok = np.isfinite(diffs) & np.isfinite(ses) & (ses > 0) & (df >= 1)
     with np.errstate(divide="ignore", invalid="ignore"):
         p = 2 * (stats.t.sf(np.abs(diffs) / ses, df) if finite_df else stats.norm.sf(np.abs(diffs) / ses))

@@ -220,8 +220,7 @@ def arm_shapes(
                     for x, share, size in ((c, Q, n), (c_R, P, n_rand))
                 ]
             )
-        df = sandwich_df([c, c_R])
-        scale = few_cluster_scale(level, df) if df >= 1 else float("nan")
+        scale = few_cluster_scale(level, sandwich_df([c, c_R]))
         out.append(arm_shape(name, dU, factor=delta_u_factor(U, F) * scale))
     return out[0], out[1]
 

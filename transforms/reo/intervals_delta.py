@@ -137,7 +137,7 @@ def delta_intervals(
     rank = sum(c.G - 1 if c is not None else K for c in (clusters_rec, clusters_rand))
     if clusters_rec is not None and clusters_rand is not None:
         F, rank = both_bucketed_factor(clusters_rec, clusters_rand)
-    scale = _few_cluster_scale(level, clusters_rec, clusters_rand)
+    scale = few_cluster_scale(level, sandwich_df([clusters_rec, clusters_rand]))  # 1 without clusters
     if F is not None:
         B = delta_u_factor(U, F)
         var_dU = (B * B).sum(axis=0)
@@ -175,12 +175,3 @@ def delta_intervals(
     return DeltaIntervals(
         se_dU, ci_low, ci_high, reo_bc, parity, se_reo, design_effect, tuple(notes), float(curvature), scale
     )
-
-
-def _few_cluster_scale(level: float, rec: BucketSums | None, rand: BucketSums | None) -> float:
-    """The few-cluster widening t_{df}/z (:func:`few_cluster_scale`) of an
-    interval from the samples' sandwiches, df from
-    :func:`fairmon.transforms.reo.cluster.sandwich_df`: 1 without clusters,
-    NaN with fewer than 2 units (the sandwich is undefined then too)."""
-    df = sandwich_df([rec, rand])
-    return few_cluster_scale(level, df) if df >= 1 else float("nan")

@@ -142,10 +142,11 @@ def few_cluster_scale(level: float, df: float) -> float:
     average of G cross products, so its Wald statistic is closer to t_{G−1}
     than to N(0, 1); with the G/(G−1) factor this is the usual few-cluster
     correction (Cameron & Miller 2015 §VI.C; Stata's CR1 with t(G−1)). 1 for
-    df = inf (independent rows); 20 units: 1.068; 128: 1.010. Raises
-    ValueError for a level outside (0, 1) or df ≤ 0."""
-    if not df > 0:
-        raise ValueError(f"degrees of freedom must be positive, got {df}")
+    df = inf (independent rows); 20 units: 1.068; 128: 1.010. NaN for
+    df < 1 or NaN (fewer than 2 units: the sandwich itself is undefined), so
+    callers need no guard. Raises ValueError for a level outside (0, 1)."""
+    if not df >= 1:
+        return float("nan")
     if not np.isfinite(df):
         return 1.0
     from fairmon.transforms.distributions import t_ppf

@@ -433,7 +433,7 @@ def user_precision_table(
                 # df: the buckets the ratio sandwich sums over (rows of a listed group), less one
                 V, df = ratio_log_covariance(c_pos.pos, c_n.pos), float((c_n.pos.sum(axis=1) > 0).sum() - 1)
         disp, se, lo, hi, why = precision_disparity(pos, n, level, V, df)
-        crit = z * few_cluster_scale(level, df) if df >= 1 else float("nan")
+        crit = z * few_cluster_scale(level, df)
         if cluster_why:
             se = lo = hi = float("nan")
             why = cluster_why
