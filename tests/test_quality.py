@@ -682,3 +682,21 @@ def test_report_renders_in_headless_chromium(gated_backfill, tmp_path, find_chro
         timeout=120,
     )
     assert png.stat().st_size > 20_000  # a rendered page with plots, not a blank one
+
+
+def test_a_stored_result_keeps_few_indices_but_the_gate_counts_them_all(gate):
+    """A defect on 40 distinct profile rows: the gate weighs every one of
+    them (40 file rows, the first five named), while the result GX stores
+    for Data Docs keeps only the first STORED_INDICES indices."""
+    from fairmon.pipelines.checks.gate import STORED_INDICES
+
+    n = 40
+    wide = _raw(n=n, grp=[f"g{i}" for i in range(n)], s1=[1, 0] * (n // 2), traffic=["explore"] * n)
+    prof = _profile(wide)
+    assert prof.height == n
+    (f,) = gate.validate("impressions_raw", prof, RAW_PARAMS, "wide.parquet", "stored").failures
+    assert f["name"] == "traffic_known" and f["unexpected_count"] == n and f["rows"] == [1, 2, 3, 4, 5]
+    (path,) = [p for p in (gate.root / "gx").rglob("*.json") if "stored_wide.parquet" in str(p)]
+    stored = {r["expectation_config"]["meta"]["name"]: r["result"] for r in json.loads(path.read_text())["results"]}
+    assert stored["traffic_known"]["unexpected_index_list"] == list(range(STORED_INDICES))
+    assert stored["traffic_known"]["unexpected_count"] == n and "unexpected_index_query" not in stored["traffic_known"]

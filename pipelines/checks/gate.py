@@ -15,6 +15,7 @@ Docs therefore show profile rows for those suites.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import logging
@@ -200,7 +201,7 @@ class QualityGate:
         from great_expectations.validator.v1_validator import Validator
 
         gx = self.gx
-        fmt = {"result_format": result_format, "partial_unexpected_count": 5}
+        fmt = {"result_format": result_format, "partial_unexpected_count": 5, "return_unexpected_index_query": False}
         with _LOCK:  # GX's file stores are not thread-safe: every context operation under one lock
             data = {"dataframe": html_safe(frame).to_pandas()}
             run_id = gx.RunIdentifier(run_name=f"{run_name}_{re.sub(r'[^A-Za-z0-9_.-]', '_', subject)[-80:]}")
@@ -213,7 +214,8 @@ class QualityGate:
             key = ValidationResultIdentifier(
                 batch_identifier=validator.active_batch_id, expectation_suite_identifier=suite_id, run_id=run_id
             )
-            self.ctx.validation_results_store.store_validation_results(vr, key, suite_id)
+            with _stored_briefly(vr):
+                self.ctx.validation_results_store.store_validation_results(vr, key, suite_id)
         self.pending_docs.append(key)
         return vr
 
@@ -284,6 +286,32 @@ class QualityGate:
             if out[i] is None:
                 out[i] = self.validate(suite, frame, params, subject, run_name)
         return out
+
+
+#: Unexpected row indices a stored validation result keeps per expectation
+#: (:func:`_stored_briefly`); its ``unexpected_count`` still gives them all.
+STORED_INDICES = 20
+
+
+@contextlib.contextmanager
+def _stored_briefly(vr):
+    """While storing ``vr`` (a GX validation result): each expectation's
+    ``unexpected_index_list`` cut to its first :data:`STORED_INDICES`,
+    then restored for the gate's own reading. A warning that fails on every
+    row of a stacked check (every group small at K = 4,096 groups) otherwise
+    stores and serialises tens of thousands of indices, seconds of CPU that
+    no one reads (Data Docs show the partial lists)."""
+    full = []
+    for r in vr.results:
+        idx = (r.result or {}).get("unexpected_index_list")
+        if isinstance(idx, list) and len(idx) > STORED_INDICES:
+            full.append((r.result, idx))
+            r.result["unexpected_index_list"] = idx[:STORED_INDICES]
+    try:
+        yield
+    finally:
+        for res, idx in full:
+            res["unexpected_index_list"] = idx
 
 
 #: GX expectation types decided row by row: on frames stacked into one, the
