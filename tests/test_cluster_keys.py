@@ -151,3 +151,22 @@ def test_the_cluster_bootstrap_draws_a_shared_cluster_once_for_both_traffics():
     assert np.all(np.array([se for *_, se in alone["delta_U"]]) / target > 1.5)  # 1.93 here
     assert cluster_units([rec, rand]) == (80, "exact") and cluster_units([None, None]) == (None, "none")
     assert cluster_units([BucketSums(rec.pos, rec.rows), None]) == (80, "hashed")
+
+
+def test_replicate_sums_are_the_double_product_bit_for_bit():
+    """The single-precision shortcut of the bootstrap's product is taken only
+    where it is exact: integer sums below 2**24 give the double product's
+    bits; a sum of 2**24 + 1 (not a float32) and fractional sums go the
+    double way, and still equal it."""
+    from fairmon.transforms.reo.cluster import replicate_sums
+
+    rng = np.random.default_rng(3)
+    times = rng.multinomial(50, np.full(50, 1 / 50), size=200)  # how often each unit is drawn
+    counts = rng.poisson(40.0, size=(50, 300)).astype(float)
+    assert np.array_equal(replicate_sums(times, counts), times @ counts)
+    big = np.full((4, 3), 2.0**24 + 1)
+    t4 = rng.multinomial(4, np.full(4, 1 / 4), size=5)
+    assert np.array_equal(replicate_sums(t4, big), t4 @ big)
+    assert (t4 @ big != (t4.astype(np.float32) @ big.astype(np.float32)).astype(float)).any()
+    frac = counts / 7.0
+    assert np.array_equal(replicate_sums(times, frac), times @ frac)

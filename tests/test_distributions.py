@@ -10,7 +10,7 @@ from scipy import stats
 
 from fairmon.transforms.distributions import chi2_cdf, chi2_sf, f_sf, ncx2_cdf, norm_ppf, t_ppf
 
-XS = [0.0, -1.0, 1e-300, 1e-12, 0.3, 1.0, 2.5, 17.0, 400.0, 1e6, np.inf, -np.inf, np.nan]
+XS = [0.0, -0.0, -1e-300, -1.0, 1e-300, 1e-12, 0.3, 1.0, 2.5, 17.0, 400.0, 1e6, np.inf, -np.inf, np.nan]
 DFS = [0.0, -2.0, 0.5, 1, 2, 3, 7.5, 4095, np.inf, np.nan]
 
 

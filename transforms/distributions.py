@@ -16,6 +16,7 @@ bad shapes) to ``scipy.stats``, so every value is the one ``scipy.stats`` gives
 
 from __future__ import annotations
 
+import functools
 import math
 
 from scipy import special
@@ -31,9 +32,17 @@ def _special_or_stats(inside: bool, fast, dist: str, method: str, *args: float) 
     which handles edges, NaN and bad shapes (module docstring)."""
     if inside:
         return float(fast())
+    return float(getattr(getattr(_stats(), dist), method)(*args))
+
+
+@functools.cache
+def _stats():
+    """``scipy.stats``, imported on first need; cached because an import
+    statement in a hot path still goes through scipy's module ``__getattr__``
+    on every call (~6 ms of a K = 4,096 day's bisections)."""
     from scipy import stats
 
-    return float(getattr(getattr(stats, dist), method)(*args))
+    return stats
 
 
 def norm_ppf(q: float) -> float:
@@ -65,8 +74,13 @@ def chi2_sf(x: float, df: float) -> float:
 
 
 def chi2_cdf(x: float, df: float) -> float:
-    """P(χ²_df ≤ x) for scalars; ``scipy.stats.chi2.cdf``."""
+    """P(χ²_df ≤ x) for scalars; ``scipy.stats.chi2.cdf``. At or below 0 with
+    df > 0 it is 0.0, as scipy.stats gives (a root search of
+    :mod:`fairmon.transforms.reo.intervals_near_zero` starts there, and each
+    ``scipy.stats`` call costs ~0.1 ms)."""
     x, df = float(x), float(df)
+    if _finite(x, df) and x <= 0.0 and df > 0.0:
+        return 0.0
     inside = _finite(x, df) and x > 0.0 and df > 0.0
     return _special_or_stats(inside, lambda: special.chdtr(df, x), "chi2", "cdf", x, df)
 
@@ -74,5 +88,7 @@ def chi2_cdf(x: float, df: float) -> float:
 def ncx2_cdf(x: float, df: float, nc: float) -> float:
     """P(χ²_df(nc) ≤ x), noncentral, for scalars; ``scipy.stats.ncx2.cdf``."""
     x, df, nc = float(x), float(df), float(nc)
+    if _finite(x, df, nc) and x <= 0.0 and df > 0.0 and nc >= 0.0:
+        return 0.0  # as scipy.stats: nothing below the support (see :func:`chi2_cdf`)
     inside = _finite(x, df, nc) and x > 0.0 and df > 0.0 and nc > 0.0
     return _special_or_stats(inside, lambda: special.chndtr(x, df, nc), "ncx2", "cdf", x, df, nc)
