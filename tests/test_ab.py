@@ -262,3 +262,13 @@ def test_metric_quadratic_forms_without_the_dense_gradients():
     for G, args in ((metric_gradients(U_T), (U_T,)), (metric_gradients(U_T) - metric_gradients(U_C), (U_T, U_C))):
         np.testing.assert_allclose(metric_quad_diag(x, *args), (G**2) @ x, rtol=1e-12)
         np.testing.assert_allclose(metric_quad_factor(Z, *args), np.einsum("mk,kl,ml->m", G, Z.T @ Z, G), rtol=1e-10)
+
+
+def test_reo_rows_in_blocks_are_each_rows_own_value():
+    """Replicate matrices are reduced a block of rows at a time: every row's
+    REO is the bits of that row alone, and of a population std/mean."""
+    U = np.random.default_rng(8).gamma(2.0, 1.0, size=(300, 37))
+    U[5] = 1.0  # equal utilities: REO 0
+    alone = np.array([reo_rows(U[i]) for i in range(U.shape[0])])
+    assert np.array_equal(reo_rows(U), alone)
+    assert alone[5] == 0.0 and abs(alone[0] - U[0].std() / U[0].mean()) < 1e-15
