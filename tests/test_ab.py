@@ -272,3 +272,15 @@ def test_reo_rows_in_blocks_are_each_rows_own_value():
     alone = np.array([reo_rows(U[i]) for i in range(U.shape[0])])
     assert np.array_equal(reo_rows(U), alone)
     assert alone[5] == 0.0 and abs(alone[0] - U[0].std() / U[0].mean()) < 1e-15
+
+
+def test_group_arrays_index_counts_by_group():
+    """A hand case: groups listed in another order, one without a row (0), a
+    row of a group not asked for and the '(missing)' row (in the total only)."""
+    from fairmon.transforms.reo.reo_tables import group_arrays
+
+    frame = pl.DataFrame({"group": ["b", "(missing)", "a", "z"], "n": [10, 3, 7, 5], "n_pos": [4, 1, 2, 0]})
+    n, pos, total = group_arrays(frame, ["a", "b", "c"])
+    assert n.tolist() == [7, 10, 0] and pos.tolist() == [2, 4, 0] and total == 25
+    n, pos, total = group_arrays(frame.head(0), ["a"])
+    assert n.tolist() == [0] and pos.tolist() == [0] and total == 0

@@ -290,20 +290,23 @@ REO_GROUP_SCHEMA: dict[str, pl.DataType] = REO_GROUP.schema
 REO_SCHEMA: dict[str, pl.DataType] = REO.schema
 
 
-def _counts_by_group(frame: pl.DataFrame) -> dict[str, tuple[int, int]]:
-    return {g: (int(n), int(p)) for g, n, p in frame.select("group", "n", "n_pos").iter_rows()}
-
-
 def day_rng(seed: int, ds: dt.date, *keys: str) -> np.random.Generator:
     """A generator fixed by (seed, day, keys): re-running a day reproduces its resamples."""
     return np.random.default_rng([seed, ds.toordinal(), zlib.crc32("|".join(keys).encode())])
 
 
 def group_arrays(frame: pl.DataFrame, groups: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
-    c = _counts_by_group(frame)
-    n = np.array([c.get(g, (0, 0))[0] for g in groups], dtype=np.int64)
-    pos = np.array([c.get(g, (0, 0))[1] for g in groups], dtype=np.int64)
-    return n, pos, sum(v[0] for v in c.values())
+    """Rows n_k and positives (K,) int64 of each of ``groups`` (0 without a row) from one sample's
+    group counts (columns group, n, n_pos; a row per group), and the sample's total rows ('(missing)'
+    included). By column, not a dict per row: thousands of groups a sample (issue 37 item 3)."""
+    n, pos = np.zeros(len(groups), np.int64), np.zeros(len(groups), np.int64)
+    if frame.height == 0:
+        return n, pos, 0
+    index = dict(zip(groups, range(len(groups))))
+    k = frame.get_column("group").replace_strict(index, default=-1, return_dtype=pl.Int64).fill_null(-1).to_numpy()
+    keep, n_all = k >= 0, frame.get_column("n").to_numpy().astype(np.int64)
+    n[k[keep]], pos[k[keep]] = n_all[keep], frame.get_column("n_pos").to_numpy().astype(np.int64)[keep]
+    return n, pos, int(n_all.sum())
 
 
 @declares(
