@@ -4,6 +4,8 @@ import datetime as dt
 import json
 import math
 import re
+import subprocess
+import sys
 from html.parser import HTMLParser
 
 import duckdb
@@ -700,3 +702,32 @@ def test_a_stored_result_keeps_few_indices_but_the_gate_counts_them_all(gate):
     stored = {r["expectation_config"]["meta"]["name"]: r["result"] for r in json.loads(path.read_text())["results"]}
     assert stored["traffic_known"]["unexpected_index_list"] == list(range(STORED_INDICES))
     assert stored["traffic_known"]["unexpected_count"] == n and "unexpected_index_query" not in stored["traffic_known"]
+
+
+@pytest.mark.slow
+def test_a_process_that_never_ends_its_run_collects_its_cycles_at_exit(tmp_path):
+    """GX's import-time objects are frozen out of the collector while a run
+    is on (gate._preload). A process that loads the gate and never ends a
+    run (a test, a notebook) still has its cycles collected at exit: a
+    DuckDB relation held in a cycle is freed, not reported by DuckDB's
+    bindings as leaked when the interpreter ends."""
+    (tmp_path / "fairmon.toml").write_text(
+        'warehouse = "wh"\nduckdb = "f.duckdb"\n[impressions]\nformat = "tiktok"\npath = "d/{ds}.csv"\n'
+        'signals = ["like"]\nattributes = ["g"]\n'
+    )
+    code = """
+import sys, duckdb
+from fairmon.pipelines.core.config import load_config
+from fairmon.pipelines.checks import gate
+con = duckdb.connect()
+class Holder: pass
+h = Holder(); h.self = h; h.rel = con.sql("select 1")
+gate.preload_gate(load_config(sys.argv[1])).join()
+print(gate._FREEZE["state"])
+"""
+    env = {"GX_ANALYTICS_ENABLED": "False", "PATH": ""}
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "fairmon.toml")], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "frozen", out.stderr[-2000:]
+    assert "leaked" not in out.stderr, out.stderr[-2000:]

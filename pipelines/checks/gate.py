@@ -15,6 +15,7 @@ Docs therefore show profile rows for those suites.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import json
@@ -469,6 +470,7 @@ def _preload(cfg: FairmonConfig) -> None:
             if first and not _FREEZE["state"]:
                 gc.freeze()
                 _FREEZE["state"] = "frozen"
+                atexit.register(thaw)  # a process that never ends its run still has its cycles collected at exit
         if paused:
             gc.enable()
 
