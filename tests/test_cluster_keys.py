@@ -170,3 +170,31 @@ def test_replicate_sums_are_the_double_product_bit_for_bit():
     assert (t4 @ big != (t4.astype(np.float32) @ big.astype(np.float32)).astype(float)).any()
     frac = counts / 7.0
     assert np.array_equal(replicate_sums(times, frac), times @ frac)
+
+
+def test_bucket_sums_of_a_day_are_formed_once_per_sample():
+    """Hand counts of two buckets: the sums are the hand sums; asking again
+    for the same sample of the same day's frame gives the sums already
+    formed (REO per arm and the A/B pairs ask for the same samples), and a
+    copy of the frame, or another sample, forms its own."""
+    from fairmon.transforms.reo.cluster import bucket_sums
+
+    frame = pl.DataFrame(
+        {
+            "traffic": ["default"] * 4 + ["random"] * 2,
+            "arm": ["all"] * 6,
+            "attribute": ["g"] * 6,
+            "group": ["a", "b", "a", "b", "a", "b"],
+            "cbucket": [3, 3, 9, 9, 3, 9],
+            "n": [5, 4, 2, 6, 7, 8],
+            "n_pos": [1, 2, 0, 3, 2, 2],
+        }
+    )
+    s1, note = bucket_sums(frame, "default", "all", "g", ["a", "b"], 17)
+    assert note is None and s1.ids.tolist() == [3, 9] and s1.rows.tolist() == [9.0, 8.0]
+    assert s1.pos.tolist() == [[1.0, 2.0], [0.0, 3.0]]
+    assert bucket_sums(frame, "default", "all", "g", ["a", "b"], 17)[0] is s1
+    again = bucket_sums(frame.clone(), "default", "all", "g", ["a", "b"], 17)[0]
+    assert again is not s1 and np.array_equal(again.pos, s1.pos)
+    rand = bucket_sums(frame, "random", "all", "g", ["a", "b"], 15)[0]
+    assert rand.pos.tolist() == [[2.0, 0.0], [0.0, 2.0]]
