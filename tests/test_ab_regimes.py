@@ -163,3 +163,24 @@ def test_mirror_flip_with_few_random_positives_claims_no_change():
             if e.metric == "reo":
                 claims[e.method] += e.ci_low > 0 or e.ci_high < 0
     assert all(c / reps <= 0.05 for c in claims.values()), claims
+
+
+def test_an_arms_interval_at_any_level_is_the_interval_formed_afresh():
+    """ArmShape keeps the level-free part of the parity-aware interval (the
+    spectrum, parity's median, the draws' roots) and forms each level's
+    bounds from it: the same bits as reo_interval_near_zero afresh, at rank
+    one (K = 2) and above, by matrix and by factor."""
+    from fairmon.transforms.reo.ab_reo import arm_shape
+
+    rng = np.random.default_rng(4)
+    F = rng.standard_normal((6, 5)) * 0.05
+    cases = [
+        (np.array([0.05, -0.05]), np.array([[0.01, -0.01], [-0.01, 0.01]]), None),
+        (np.array([0.2, -0.1, 0.0, -0.05, -0.05]), None, F),
+        (np.zeros(5), F.T @ F, None),
+    ]
+    for dU, cov, factor in cases:
+        arm = arm_shape("t", dU, cov, factor)
+        assert arm.nz is not None
+        for level in (0.5, 0.9, 0.95, 0.975, 0.999):
+            assert arm.interval(level) == reo_interval_near_zero(dU, cov, level, factor=factor)

@@ -56,7 +56,7 @@ import numpy as np
 
 from fairmon.transforms.reo.cluster import sandwich_df
 from fairmon.transforms.reo.intervals_delta import both_bucketed_factor
-from fairmon.transforms.reo.intervals_near_zero import reo_interval_near_zero
+from fairmon.transforms.reo.intervals_near_zero import NearZeroShape, near_zero_shape, reo_interval_near_zero
 from fairmon.transforms.reo.reo_math import (
     delta_u_covariance,
     delta_u_factor,
@@ -90,10 +90,14 @@ class ArmShape:
     rho: float
     bias: float
     lo: float = 0.0
+    nz: NearZeroShape | None = None  # formed by arm_shape; None: not finite
 
     def interval(self, level: float) -> tuple[float, float]:
-        """The arm's parity-aware interval for REO at ``level``."""
-        return reo_interval_near_zero(self.dU, self.cov, level, factor=self.factor)
+        """The arm's parity-aware interval for REO at ``level``
+        (:func:`reo_interval_near_zero`, from the shape formed once)."""
+        if self.nz is None:
+            return reo_interval_near_zero(self.dU, self.cov, level, factor=self.factor)
+        return self.nz.interval(level)
 
 
 def arm_shape(name: str, dU: np.ndarray, cov: np.ndarray | None = None, factor: np.ndarray | None = None) -> ArmShape:
@@ -110,13 +114,14 @@ def arm_shape(name: str, dU: np.ndarray, cov: np.ndarray | None = None, factor: 
     else:
         tr = float(np.trace(cov))
         uSu = float(dU @ cov @ dU) / norm**2 if norm > 0 else 0.0
+    nz = near_zero_shape(dU, cov, factor=factor)  # the arm's interval at every level the A/B rows ask for
     if norm == 0 or uSu <= 0:
-        return ArmShape(name, dU, cov, factor, True, float("inf"), float("inf"))
+        return ArmShape(name, dU, cov, factor, True, float("inf"), float("inf"), nz=nz)
     curv = max(tr - uSu, 0.0)
     rho = curv / (2 * norm * np.sqrt(uSu))
     bias = curv / (2 * np.sqrt(K) * norm)
-    lo, _ = reo_interval_near_zero(dU, cov, 1.0 - NEAR_PARITY_LEVEL, factor=factor)
-    return ArmShape(name, dU, cov, factor, bool(lo == 0.0), float(rho), float(bias), float(lo))
+    lo = nz.interval(1.0 - NEAR_PARITY_LEVEL)[0] if nz is not None else float("nan")
+    return ArmShape(name, dU, cov, factor, bool(lo == 0.0), float(rho), float(bias), float(lo), nz)
 
 
 def near_parity_reason(arms: tuple[ArmShape, ArmShape], level: float) -> str:

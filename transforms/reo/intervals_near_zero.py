@@ -11,6 +11,7 @@ Liu, Tang & Zhang (2009) for the quadratic-form distribution.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -190,15 +191,69 @@ def reo_interval_near_zero(
     """
     if not 0.0 < level < 1.0:
         raise ValueError(f"confidence level must be in (0, 1), got {level}")
+    shape = near_zero_shape(dU, cov, factor=factor)
+    return (float("nan"), float("nan")) if shape is None else shape.interval(level)
+
+
+@dataclass(frozen=True)
+class NearZeroShape:
+    """What :func:`reo_interval_near_zero` needs of one ΔÛ and Σ at any level,
+    formed once by :func:`near_zero_shape`: K, ‖ΔÛ‖, Σ's eigenvalues λ with a
+    zero one for its null space (shape (m + 1,)) and u's squared coordinates
+    on them, the search scale √max λ, the threshold t_up of the upper bound
+    (T_obs, or parity's median when T_obs is below it) and, for rank > 1,
+    the fixed draws' roots r_j (20,000,). An A/B projection's p-value asks
+    for ~30 levels of the same arm (:mod:`fairmon.transforms.reo.ab_reo`)."""
+
+    K: int
+    norm: float
+    lam: np.ndarray
+    proj: np.ndarray
+    scale: float
+    t_up: float
+    roots: np.ndarray | None
+
+    def interval(self, level: float) -> tuple[float, float]:
+        """(low, high) in REO units at ``level`` (:func:`reo_interval_near_zero`).
+        Raises ValueError for level outside (0, 1)."""
+        if not 0.0 < level < 1.0:
+            raise ValueError(f"confidence level must be in (0, 1), got {level}")
+        from scipy.optimize import brentq
+
+        lam, proj, norm, scale = self.lam, self.proj, self.norm, self.scale
+        alpha, T = 1.0 - level, norm * norm
+
+        def upper_tail(s: float) -> float:  # P_s(T >= T_obs)
+            return 1.0 - quadratic_form_cdf(T, lam, proj, s)
+
+        def solve(f, target: float) -> float:
+            # f decreases from f(0) > target as s grows: find f(s) = target
+            hi = norm + scale
+            while f(hi) > target:
+                hi = 2 * hi + scale
+            return float(brentq(lambda s: f(s) - target, 0.0, hi, xtol=1e-10 * (hi + 1), rtol=1e-10))
+
+        lo = 0.0 if upper_tail(0.0) >= alpha / 2 else solve(lambda s: -upper_tail(s), -alpha / 2)
+        if self.roots is None:  # rank one: the folded normal is exact
+            hi = solve(lambda s: quadratic_form_cdf(self.t_up, lam, proj, s), alpha / 2)
+        else:  # P_s(T <= t_up) = α/2 at the upper bound: the (1 − α/2) quantile of the roots
+            hi = max(float(np.quantile(self.roots, 1.0 - alpha / 2)), 0.0)
+        return lo / np.sqrt(self.K), hi / np.sqrt(self.K)
+
+
+def near_zero_shape(
+    dU: np.ndarray, cov: np.ndarray | None, *, factor: np.ndarray | None = None
+) -> NearZeroShape | None:
+    """The level-free part of :func:`reo_interval_near_zero` for ΔÛ (K,) and
+    Σ (K, K) or its factor B (r, K); None (the interval is NaN) for K < 2 or
+    inputs that are not finite."""
+    from fairmon.transforms.reo.reo_math import REO_ROUNDING
+
     dU = np.asarray(dU, dtype=float)
     given = np.asarray(factor if factor is not None else cov, dtype=float)
     K = dU.size
     if K < 2 or not (np.isfinite(dU).all() and np.isfinite(given).all()):
-        return float("nan"), float("nan")
-    from scipy.optimize import brentq
-
-    from fairmon.transforms.reo.reo_math import REO_ROUNDING
-
+        return None
     if np.linalg.norm(dU) <= REO_ROUNDING * np.sqrt(K):  # REO = 0 up to rounding: exactly parity (issue 38)
         dU = np.zeros(K)
     lam_nz, w = _spectrum(dU, None if factor is not None else given, given if factor is not None else None)
@@ -206,36 +261,19 @@ def reo_interval_near_zero(
     # Σ's null space enters the cumulants only through its share of u (λ⁰ in c_1): one zero eigenvalue carries it
     lam = np.append(lam_nz, 0.0)
     proj = np.append(w**2, max(0.0, 1.0 - float(np.sum(w**2))))
-    alpha = 1.0 - level
     T = norm * norm
     scale = float(np.sqrt(lam.max())) if lam.max() > 0 else 1.0
-    rank_one = lam_nz.size <= 1
-
-    def upper_tail(s: float) -> float:  # P_s(T >= T_obs)
-        return 1.0 - quadratic_form_cdf(T, lam, proj, s)
-
-    def solve(f, target: float) -> float:
-        # f decreases from f(0) > target as s grows: find f(s) = target
-        hi = norm + scale
-        while f(hi) > target:
-            hi = 2 * hi + scale
-        return float(brentq(lambda s: f(s) - target, 0.0, hi, xtol=1e-10 * (hi + 1), rtol=1e-10))
-
-    lo = 0.0 if upper_tail(0.0) >= alpha / 2 else solve(lambda s: -upper_tail(s), -alpha / 2)
     t_up = T
     if quadratic_form_cdf(T, lam, proj, 0.0) < 0.5:  # T_obs below parity's median: use the median
         t_up = _median_at_zero(lam, proj)
-    if rank_one:
-        hi = solve(lambda s: quadratic_form_cdf(t_up, lam, proj, s), alpha / 2)
-    else:
-        # Draw j has T_s <= t_up exactly for s in [l_j, r_j], the roots of s² + 2sA_j + B_j = t_up;
-        # P_s(T <= t_up) = α/2 at the upper bound, i.e. s_hi = the (1 − α/2) quantile of r_j
+    roots = None
+    if lam_nz.size > 1:
+        # Draw j has T_s <= t_up exactly for s in [l_j, r_j], the roots of s² + 2sA_j + B_j = t_up
         # (a draw with l_j > s_hi is counted as covering: conservative, and rare there).
         A, B = _lower_tail_sums(w * np.sqrt(lam_nz), lam_nz)
         disc = A * A - B + t_up
-        r = np.where(disc >= 0, -A + np.sqrt(np.clip(disc, 0.0, None)), -np.inf)
-        hi = max(float(np.quantile(r, 1.0 - alpha / 2)), 0.0)
-    return lo / np.sqrt(K), hi / np.sqrt(K)
+        roots = np.where(disc >= 0, -A + np.sqrt(np.clip(disc, 0.0, None)), -np.inf)
+    return NearZeroShape(K, norm, lam, proj, scale, t_up, roots)
 
 
 def _median_at_zero(lam: np.ndarray, proj: np.ndarray) -> float:
