@@ -175,45 +175,49 @@ def normalize_impressions(
     empty file, a missing required/configured column, a value of the wrong
     type, an unknown traffic value, or a row dated outside the file's day.
     """
+    kw = dict(
+        file=file,
+        attributes=attributes,
+        traffic_stages=traffic_stages,
+        ds=ds,
+        ds_start=ds_start,
+        traffic=traffic,
+        default_arm=default_arm,
+    )
     if BUCKET_LABEL in raw.columns:
-        kw = dict(
-            file=file,
-            attributes=attributes,
-            traffic_stages=traffic_stages,
-            ds=ds,
-            ds_start=ds_start,
-            traffic=traffic,
-            default_arm=default_arm,
-        )
-        staged = normalize_impressions(profile_part(raw), signals=signals, label_rule=label_rule, **kw)
+        # the profile proper is parsed (checked) and compared with the bucket rows, never staged: not summed
+        staged = _parsed(profile_part(raw), signals=signals, label_rule=label_rule, **kw)
         per_bucket = raw.filter(pl.col(CLUSTER_BUCKET).is_not_null()).drop(signals).rename({BUCKET_LABEL: "__label"})
         return bucket_rows(staged, normalize_impressions(per_bucket, signals=["__label"], **kw))
+    staged = _parsed(raw, signals=signals, label_rule=label_rule, **kw)
+    keys = [c for c in staged.columns if c not in ("n", "src_row")]
+    if not staged.select(keys).is_duplicated().any():  # e.g. a profile's rows per bucket: nothing to sum
+        return staged.sort("src_row").select(*keys[:-1], "n", "src_file", "src_row")
+    return (
+        staged.lazy()
+        .group_by(keys)
+        .agg(pl.col("n").sum(), pl.col("src_row").min())
+        .sort("src_row")
+        .select(*keys[:-1], "n", "src_file", "src_row")
+        .collect()
+    )
+
+
+def _parsed(raw: pl.DataFrame, **kw) -> pl.DataFrame:
+    """:func:`_normalize_impressions` (a staging row per row); errors name a profile's file row."""
     try:
-        staged = _normalize_impressions(
-            raw,
-            file=file,
-            signals=signals,
-            attributes=attributes,
-            label_rule=label_rule,
-            traffic_stages=traffic_stages,
-            ds=ds,
-            ds_start=ds_start,
-            traffic=traffic,
-            default_arm=default_arm,
-        )
+        return _normalize_impressions(raw, **kw)
     except InputContractError as e:
         if e.row is None or PROFILE_ROW not in raw.columns:
             raise
         raise InputContractError(
             e.message, file=e.file, column=e.column, row=int(raw.get_column(PROFILE_ROW)[e.row - 1])
         ) from None
-    keys = [c for c in staged.columns if c not in ("n", "src_row")]
-    return (
-        staged.group_by(keys)
-        .agg(pl.col("n").sum(), pl.col("src_row").min())
-        .sort("src_row")
-        .select(*keys[:-1], "n", "src_file", "src_row")
-    )
+
+
+def _constant(name: str, value, height: int, dtype: pl.DataType) -> pl.Series:
+    """``height`` copies of ``value`` made by Polars, not from a Python list of one value per row."""
+    return pl.repeat(value, height, dtype=dtype, eager=True).alias(name)
 
 
 def _normalize_impressions(
@@ -257,7 +261,7 @@ def _normalize_impressions(
                 i = _first_bad_row(off)
                 raise InputContractError(f"row dated {ds_col[i - 1]} in a file for {ds}", file=file, column="ds", row=i)
     elif ds is not None:
-        ds_col = pl.Series("ds", [ds] * raw.height, dtype=pl.Date)
+        ds_col = _constant("ds", ds, raw.height, pl.Date)
     else:
         raise InputContractError("required column is missing", file=file, column="ds")
 
@@ -274,14 +278,14 @@ def _normalize_impressions(
                 row=i,
             )
     elif traffic is not None:
-        tr = pl.Series("traffic", [traffic] * raw.height, dtype=pl.String)
+        tr = _constant("traffic", traffic, raw.height, pl.String)
     else:
         raise InputContractError("required column is missing", file=file, column="traffic")
 
     arm = (
         raw.get_column("arm").cast(pl.String).fill_null(default_arm)
         if "arm" in cols
-        else pl.Series("arm", [default_arm] * raw.height, dtype=pl.String)
+        else _constant("arm", default_arm, raw.height, pl.String)
     )
     sig = [parse_bool(raw.get_column(c), file=file, column=c).alias(c) for c in signals]
     sig_frame = pl.DataFrame(sig)
@@ -291,9 +295,9 @@ def _normalize_impressions(
 
     out = {
         "ds": ds_col.alias("ds"),
-        "ds_start": (pl.Series([ds_start] * raw.height, dtype=pl.Date) if ds_start and not own_days else ds_col).alias(
-            "ds_start"
-        ),
+        "ds_start": (
+            _constant("ds_start", ds_start, raw.height, pl.Date) if ds_start and not own_days else ds_col
+        ).alias("ds_start"),
         "traffic": tr.alias("traffic"),
         "arm": arm.alias("arm"),
         "y": y.alias("y"),
@@ -301,14 +305,13 @@ def _normalize_impressions(
     for a in attributes:
         out[ATTR_PREFIX + a] = attribute_text(raw.get_column(a), file=file, column=a).alias(ATTR_PREFIX + a)
     out["cbucket"] = (
-        (raw.get_column(CLUSTER_BUCKET) if CLUSTER_BUCKET in cols else pl.Series([None] * raw.height))
+        (raw.get_column(CLUSTER_BUCKET) if CLUSTER_BUCKET in cols else _constant("cbucket", None, raw.height, pl.Int32))
         .cast(pl.Int32)
         .alias("cbucket")
     )
-    out["src_file"] = pl.Series("src_file", [file] * raw.height, dtype=pl.String)
-    out["n"] = (
-        (raw.get_column(PROFILE_N) if PROFILE_N in cols else pl.Series([1] * raw.height)).cast(pl.Int64).alias("n")
-    )
+    out["src_file"] = _constant("src_file", file, raw.height, pl.String)
+    n = raw.get_column(PROFILE_N) if PROFILE_N in cols else _constant("n", 1, raw.height, pl.Int64)
+    out["n"] = n.cast(pl.Int64).alias("n")
     out["src_row"] = (
         (raw.get_column(PROFILE_ROW) if PROFILE_ROW in cols else pl.int_range(1, raw.height + 1, eager=True))
         .cast(pl.Int64)
@@ -450,7 +453,7 @@ def attribute_text(s: pl.Series, *, file: str, column: str) -> pl.Series:
 def _attrs_and_source(raw: pl.DataFrame, attributes: list[str], file: str) -> list[pl.Series]:
     return [
         *(attribute_text(raw.get_column(a), file=file, column=a).alias(ATTR_PREFIX + a) for a in attributes),
-        pl.Series("src_file", [file] * raw.height, dtype=pl.String),
+        _constant("src_file", file, raw.height, pl.String),
     ]
 
 

@@ -63,7 +63,10 @@ def raw_check_frame(raw: pl.DataFrame, text_columns: list[str]) -> pl.DataFrame:
             col = col.dt.strftime("%Y-%m-%d")
         elif isinstance(dtype, pl.Datetime):
             col = col.dt.strftime("%Y-%m-%d %H:%M:%S")
-        exprs.append(col.cast(pl.String).str.strip_chars().str.to_lowercase().alias(c))
+        if dtype.is_integer() or dtype in (pl.Boolean, pl.Date) or isinstance(dtype, pl.Datetime):
+            exprs.append(col.cast(pl.String).alias(c))  # digits, '-', ':' or true/false: already trimmed lower case
+        else:
+            exprs.append(col.cast(pl.String).str.strip_chars().str.to_lowercase().alias(c))
     return raw.with_columns(exprs) if exprs else raw
 
 
