@@ -707,7 +707,7 @@ def test_a_stored_result_keeps_few_indices_but_the_gate_counts_them_all(gate):
 @pytest.mark.slow
 def test_a_process_that_never_ends_its_run_collects_its_cycles_at_exit(tmp_path):
     """GX's import-time objects are frozen out of the collector while a run
-    is on (gate._preload). A process that loads the gate and never ends a
+    is on (preload._preload). A process that loads the gate and never ends a
     run (a test, a notebook) still has its cycles collected at exit: a
     DuckDB relation held in a cycle is freed, not reported by DuckDB's
     bindings as leaked when the interpreter ends."""
@@ -718,12 +718,12 @@ def test_a_process_that_never_ends_its_run_collects_its_cycles_at_exit(tmp_path)
     code = """
 import sys, duckdb
 from fairmon.pipelines.core.config import load_config
-from fairmon.pipelines.checks import gate
+from fairmon.pipelines.checks import preload
 con = duckdb.connect()
 class Holder: pass
 h = Holder(); h.self = h; h.rel = con.sql("select 1")
-gate.preload_gate(load_config(sys.argv[1])).join()
-print(gate._FREEZE["state"])
+preload.preload_gate(load_config(sys.argv[1])).join()
+print(preload._FREEZE["state"])
 """
     env = {"GX_ANALYTICS_ENABLED": "False", "PATH": ""}
     out = subprocess.run(
@@ -731,3 +731,25 @@ print(gate._FREEZE["state"])
     )
     assert out.returncode == 0 and out.stdout.strip() == "frozen", out.stderr[-2000:]
     assert "leaked" not in out.stderr, out.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_gx_fingerprints_only_batches_up_to_its_bound(gate):
+    """A checked frame of at most FINGERPRINT_BYTES (as pandas) keeps GX's
+    data fingerprint in its stored result; a bigger one (a backfill's stacked
+    profiles at many groups) is stored without, as GX stores its own big batches."""
+    from fairmon.pipelines.checks.gate import FINGERPRINT_BYTES
+
+    small = reo_check_frame(_reo_day())
+    n = FINGERPRINT_BYTES // 60 + 1
+    big = pl.concat([small] * (n // 2 + 1))
+    assert big.to_pandas().memory_usage().sum() > FINGERPRINT_BYTES > small.to_pandas().memory_usage().sum()
+    for frame, subject in ((small, "fp_small"), (big, "fp_big")):
+        gate.validate("reo", frame, {}, subject, "fp")
+    markers = {}
+    for path in (gate.root / "gx").rglob("*.json"):
+        for subject in ("fp_small", "fp_big"):
+            if f"fp_{subject}" in str(path):
+                markers[subject] = json.loads(path.read_text())["meta"]["batch_markers"]
+    assert len(markers["fp_small"]["pandas_data_fingerprint"]) == 32
+    assert "pandas_data_fingerprint" not in markers["fp_big"]

@@ -15,14 +15,11 @@ Docs therefore show profile rows for those suites.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import gc
 import json
 import logging
 import os
 import re
-import sys
 import threading
 from pathlib import Path
 
@@ -43,6 +40,8 @@ from fairmon.transforms.contract import PROFILE_N, PROFILE_ROW
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 
 _LOCK = threading.Lock()
+#: Pandas batches of at most this many bytes keep GX's data fingerprint (:class:`QualityGate`).
+FINGERPRINT_BYTES = 16 * 2**20
 #: What a stored validation result shows for the frame validated (GX's ``DATAFRAME_REPLACEMENT_STR``).
 DATAFRAME = "<DATAFRAME>"
 
@@ -56,8 +55,12 @@ class QualityGate:
     def __init__(self, root: Path, severity: dict[str, str] | None = None, spark: bool = False):
         gx = import_gx(spark)  # without the integrations no check uses; ``spark``: PySpark may be loading
         from great_expectations.data_context.types.base import ProgressBarsConfig
+        from great_expectations.execution_engine import pandas_execution_engine as pandas_engine
 
         logging.getLogger("great_expectations").setLevel(logging.ERROR)
+        # GX fingerprints (MD5s every value of) a pandas batch below HASH_THRESHOLD bytes, for Data Docs only:
+        # ~45 % of the raw suites' CPU on a backfill's profiles at K = 4,096; bigger batches go without
+        pandas_engine.HASH_THRESHOLD = min(pandas_engine.HASH_THRESHOLD, FINGERPRINT_BYTES)
         self.gx = gx
         self.root = root
         self.severity = severity or {}
@@ -296,12 +299,10 @@ STORED_INDICES = 20
 
 @contextlib.contextmanager
 def _stored_briefly(vr):
-    """While storing ``vr`` (a GX validation result): each expectation's
-    ``unexpected_index_list`` cut to its first :data:`STORED_INDICES`,
-    then restored for the gate's own reading. A warning that fails on every
-    row of a stacked check (every group small at K = 4,096 groups) otherwise
-    stores and serialises tens of thousands of indices, seconds of CPU that
-    no one reads (Data Docs show the partial lists)."""
+    """While storing ``vr`` (a GX validation result): each ``unexpected_index_list``
+    cut to its first :data:`STORED_INDICES`, then restored for the gate. A warning failing on every
+    row of a stacked check (all groups small at K = 4,096) otherwise serialised tens of thousands
+    of indices no one reads (Data Docs show the partial lists): ~0.6 CPU-s of a backfill."""
     full = []
     for r in vr.results:
         idx = (r.result or {}).get("unexpected_index_list")
@@ -441,56 +442,3 @@ def build_docs(cfg: FairmonConfig) -> Path:
     gate = gate_for(cfg)
     run = active_run()
     return gate.data_docs_index if run is not None and run.docs_deferred else gate.build_docs()
-
-
-#: The collector's freeze by :func:`_preload`: "" (none yet), "frozen", "thawed" (never again in this process).
-_FREEZE = {"state": ""}
-_FREEZE_LOCK = threading.Lock()
-
-
-def _preload(cfg: FairmonConfig) -> None:
-    """:func:`gate_for` with the garbage collector paused: importing GX
-    creates ~300,000 objects, and each full collection it triggered walked
-    all of them, holding the interpreter (4 collections, 0.44 s of a cold
-    14-day backfill, bench/README "Issue 21"). Collection resumes after.
-
-    When this call imported GX (once per process), the objects alive then
-    (modules, classes, GX's registries: what lives as long as the process)
-    are moved to the collector's permanent generation (:func:`gc.freeze`)
-    until the run ends (:func:`thaw`): re-enabled, the collector otherwise
-    walked them three times over as they aged through its generations
-    (0.3-0.4 CPU-s of a TikTok-size day, bench/README.md "startup.py").
-    Frozen objects are still freed when no longer referenced."""
-    paused, first = gc.isenabled(), "great_expectations" not in sys.modules
-    gc.disable()
-    try:
-        gate_for(cfg)
-    finally:
-        with _FREEZE_LOCK:
-            if first and not _FREEZE["state"]:
-                gc.freeze()
-                _FREEZE["state"] = "frozen"
-                atexit.register(thaw)  # a process that never ends its run still has its cycles collected at exit
-        if paused:
-            gc.enable()
-
-
-def thaw() -> None:
-    """Give the objects :func:`_preload` froze back to the collector
-    (``gc.unfreeze()``), when the run that imported GX ends: a reference
-    cycle through a frozen object (e.g. a failed day's traceback holding
-    the run's DuckDB connection) would otherwise never be collected, not
-    even at the interpreter's exit. No later preload in this process freezes."""
-    with _FREEZE_LOCK:
-        if _FREEZE["state"] == "frozen":
-            gc.unfreeze()
-        _FREEZE["state"] = "thawed"
-
-
-def preload_gate(cfg: FairmonConfig) -> threading.Thread:
-    """Create the GX gate in a background thread (importing GX takes seconds)
-    while the caller starts Prefect; :func:`gate_for` then finds it. Returns
-    the started thread."""
-    t = threading.Thread(target=_preload, args=(cfg,), name="fairmon-gx-preload", daemon=True)
-    t.start()
-    return t

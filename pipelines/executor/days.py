@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from fairmon.pipelines.checks.gate import gate_for, preload_gate, prune_gx, thaw
+from fairmon.pipelines.checks.gate import gate_for, prune_gx
+from fairmon.pipelines.checks.preload import preload_gate, thaw
 from fairmon.pipelines.core.config import FairmonConfig, check_paths, check_writable, load_config
 from fairmon.pipelines.core.run import Run, ensure_run
 from fairmon.pipelines.executor.batch import Batch, execute
