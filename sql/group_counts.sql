@@ -15,10 +15,10 @@
 -- so window_end > ds means rows that may come from after the day.
 -- Staged rows carry n, the logged pairs they stand for (transforms/contract.py).
 -- Rows are unpivoted first (one row per attribute: attribute columns are the
--- staging columns named attr__*) and aggregated once, by their keys and group;
--- aggregating over all attribute columns first and unpivoting after needed a
--- second aggregation of as many rows (~0.9 M a day at K = 4,096), 1.4 CPU-s of
--- 7 days (bench/README issue 37 item 3).
+-- staging columns named attr__*) and aggregated once, by their keys and group:
+-- aggregating over all attribute columns before the unpivot needs a second
+-- aggregation after it, of nearly as many rows at many groups (bench/README
+-- issue 37 item 3).
 -- A null attribute value is counted as the group '(missing)'. A backfill
 -- counts its whole range in one statement.
 -- cbucket: the cluster key of the rows' cluster id when the count stage
