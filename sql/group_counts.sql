@@ -14,8 +14,11 @@
 -- window_start/window_end: the span of the rows used (min ds_start, max ds),
 -- so window_end > ds means rows that may come from after the day.
 -- Staged rows carry n, the logged pairs they stand for (transforms/contract.py).
--- Rows are first aggregated over all attribute columns at once (one scan),
--- then unpivoted: attribute columns are the staging columns named attr__*.
+-- Rows are unpivoted first (one row per attribute: attribute columns are the
+-- staging columns named attr__*) and aggregated once, by their keys and group:
+-- aggregating over all attribute columns before the unpivot needs a second
+-- aggregation after it, of nearly as many rows at many groups (bench/README
+-- issue 37 item 3).
 -- A null attribute value is counted as the group '(missing)'. A backfill
 -- counts its whole range in one statement.
 -- cbucket: the cluster key of the rows' cluster id when the count stage
@@ -23,7 +26,9 @@
 -- A day whose keyed rows (all traffics) all carry per-cluster keys (negative)
 -- of at most $buckets clusters keeps them: exact per-cluster sums. Otherwise
 -- each per-cluster key k becomes its id's hash bucket (-1 - k) % $buckets, so
--- a cluster has one key on all its rows of the day (issue 38). The rows come
+-- a cluster has one key on all its rows of the day (issue 38); only such a
+-- day's keyed rows are summed again (`out`: its hash buckets may meet each
+-- other and the day's own keys >= 0), all others are final as aggregated. The rows come
 -- out per key (at most $buckets per group) and count_days sums them for
 -- group_counts and keeps the per-key sums for the robust variance.
 -- No ORDER BY: count_days sorts the group counts it publishes (K rows a day);
@@ -43,42 +48,57 @@ WITH src AS (
     WHERE i.traffic = 'random'
       AND ($pool_policy = 'overlap' OR (i.ds_start >= f.day - ($window_days - 1) AND i.ds <= f.day))
 ),
+long AS (
+    SELECT day, traffic, arm, y, n, ds_start, ds, cbucket, attribute, grp
+    FROM src UNPIVOT INCLUDE NULLS (grp FOR attribute IN (COLUMNS('^attr__')))
+),
 pre AS (
-    SELECT day, traffic, arm, cbucket, COLUMNS('^attr__'),
+    SELECT day, traffic, arm, cbucket, attribute, coalesce(grp, '(missing)') AS grp,
            sum(n) AS n, coalesce(sum(n) FILTER (WHERE y), 0) AS n_pos,
            min(ds_start) AS ws, max(ds) AS we
-    FROM src
-    GROUP BY ALL
+    FROM long
+    GROUP BY day, traffic, arm, cbucket, attribute, coalesce(grp, '(missing)')
 ),
-exact_days AS (
-    SELECT day
+key_days AS (
+    SELECT day,
+           bool_and(cbucket < 0) AND count(DISTINCT cbucket) <= $buckets AS exact,
+           bool_or(cbucket < 0) AS cluster_keys
     FROM pre
     WHERE cbucket IS NOT NULL
     GROUP BY day
-    HAVING bool_and(cbucket < 0) AND count(DISTINCT cbucket) <= $buckets
 ),
 spans AS (
     SELECT day, traffic, arm, min(ws) AS window_start, max(we) AS window_end
     FROM pre
     GROUP BY day, traffic, arm
 ),
-long AS (
-    SELECT day, traffic, arm, cbucket, attribute, grp, n, n_pos
-    FROM pre UNPIVOT INCLUDE NULLS (grp FOR attribute IN (COLUMNS('^attr__')))
+keyed AS (
+    SELECT p.day, p.traffic, p.arm, p.attribute, p.grp, p.n, p.n_pos,
+           p.cbucket IS NULL OR k.exact OR NOT k.cluster_keys AS kept,
+           CASE WHEN p.cbucket >= 0 OR k.exact THEN p.cbucket ELSE (-1 - p.cbucket) % $buckets END AS cbucket
+    FROM pre AS p
+    LEFT JOIN key_days AS k ON p.day = k.day
+),
+out AS (
+    SELECT day, traffic, arm, attribute, grp, cbucket, n, n_pos
+    FROM keyed
+    WHERE kept
+    UNION ALL
+    SELECT day, traffic, arm, attribute, grp, cbucket, sum(n) AS n, sum(n_pos) AS n_pos
+    FROM keyed
+    WHERE NOT kept
+    GROUP BY day, traffic, arm, attribute, grp, cbucket
 )
-SELECT l.day AS ds,
+SELECT o.day AS ds,
        'impressions' AS source,
-       l.traffic,
-       l.arm,
-       regexp_replace(l.attribute, '^attr__', '') AS attribute,
-       coalesce(l.grp, '(missing)') AS "group",
-       CASE WHEN l.cbucket >= 0 OR e.day IS NOT NULL THEN l.cbucket ELSE (-1 - l.cbucket) % $buckets END AS cbucket,
-       sum(l.n)::BIGINT AS n,
-       sum(l.n_pos)::BIGINT AS n_pos,
-       any_value(s.window_start) AS window_start,
-       any_value(s.window_end) AS window_end
-FROM long AS l
+       o.traffic,
+       o.arm,
+       substr(o.attribute, 7) AS attribute,
+       o.grp AS "group",
+       o.cbucket,
+       o.n::BIGINT AS n,
+       o.n_pos::BIGINT AS n_pos,
+       s.window_start,
+       s.window_end
+FROM out AS o
 JOIN spans AS s USING (day, traffic, arm)
-LEFT JOIN exact_days AS e ON l.day = e.day
-GROUP BY l.day, l.traffic, l.arm, l.attribute, coalesce(l.grp, '(missing)'),
-         CASE WHEN l.cbucket >= 0 OR e.day IS NOT NULL THEN l.cbucket ELSE (-1 - l.cbucket) % $buckets END

@@ -95,6 +95,11 @@ def test_few_clusters_are_summed_one_by_one_and_counted():
 def _day_keys(keys_by_file: dict[str, list[int]], buckets: int) -> set[int]:
     """The cbucket values sql/group_counts.sql gives one day whose staged files hold ``keys_by_file``
     (file "d…" default traffic, "r…" random), one row per key."""
+    return set(_day_rows(keys_by_file, buckets).get_column("cbucket").to_list())
+
+
+def _day_rows(keys_by_file: dict[str, list[int]], buckets: int) -> pl.DataFrame:
+    """The rows of sql/group_counts.sql for the day of :func:`_day_keys` (one staged row, n = 1, per key)."""
     day = dt.date(2026, 3, 1)
     rows = [
         {"ds": day, "ds_start": day, "traffic": "default" if f[0] == "d" else "random", "arm": "a", "y": True,
@@ -104,8 +109,7 @@ def _day_keys(keys_by_file: dict[str, list[int]], buckets: int) -> set[int]:
     con = duckdb.connect()
     con.register("impressions", pl.DataFrame(rows).with_columns(pl.col("cbucket").cast(pl.Int32)))
     con.register("day_files", pl.DataFrame({"day": [day] * len(keys_by_file), "file": list(keys_by_file)}))
-    out = db.query(con, "group_counts", buckets=buckets, window_days=1, pool_policy="contained")
-    return set(out.get_column("cbucket").to_list())
+    return db.query(con, "group_counts", buckets=buckets, window_days=1, pool_policy="contained")
 
 
 def test_a_day_keeps_per_cluster_keys_only_when_all_its_rows_have_them_and_they_are_few():
@@ -117,6 +121,12 @@ def test_a_day_keeps_per_cluster_keys_only_when_all_its_rows_have_them_and_they_
     keys = list(range(-1, -20, -1))
     assert _day_keys({"d1": keys[:10], "r1": keys[10:]}, 16) == {(-1 - k) % 16 for k in keys}
     assert _day_keys({"d1": keys[:10], "r1": keys[10:]}, 32) == set(keys)
+
+
+def test_hashed_keys_meeting_a_days_own_bucket_are_one_row_with_their_sums():
+    # −5 and −21 hash to bucket 4 ((−1 + 5) % 16, (−1 + 21) % 16), where a row already has key 4
+    out = _day_rows({"d1": [-5, -21, 4, 9]}, 16)
+    assert sorted(out.select("cbucket", "n", "n_pos").iter_rows()) == [(4, 3, 3), (9, 1, 1)]
 
 
 def _correlated_users(G: int = 80, seed: int = 3) -> tuple[BucketSums, BucketSums]:

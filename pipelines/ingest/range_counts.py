@@ -47,11 +47,13 @@ def count_days(cfg: FairmonConfig, days: list[dt.date]) -> tuple[pl.DataFrame, p
                 totals = db.query(con, "traffic_totals", **window)
         finally:
             con.unregister("day_files")
-    keys = ["ds", "source", "traffic", "arm", "attribute", "group"]
+    # source is one constant: set after summing, a text key fewer over the bucket rows.
+    keys = ["ds", "traffic", "arm", "attribute", "group"]
     counts = (
         by_bucket.group_by(keys)
         .agg(pl.col("n").sum(), pl.col("n_pos").sum(), pl.col("window_start").min(), pl.col("window_end").max())
-        .select([c for c in by_bucket.columns if c != "cbucket"])
+        .with_columns(pl.lit("impressions").alias("source"))
+        .select(list(polars_schema("group_counts")))
         .sort(keys)  # the published order; the statement leaves its rows unsorted (the bucket rows need none)
     )
     buckets = by_bucket.filter(pl.col("cbucket").is_not_null()).select(list(BUCKET_SCHEMA)).cast(BUCKET_SCHEMA)
