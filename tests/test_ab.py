@@ -277,10 +277,26 @@ def test_reo_rows_in_blocks_are_each_rows_own_value():
 def test_group_arrays_index_counts_by_group():
     """A hand case: groups listed in another order, one without a row (0), a
     row of a group not asked for and the '(missing)' row (in the total only)."""
-    from fairmon.transforms.reo.reo_tables import group_arrays
+    from fairmon.transforms.reo.cluster import group_arrays
 
     frame = pl.DataFrame({"group": ["b", "(missing)", "a", "z"], "n": [10, 3, 7, 5], "n_pos": [4, 1, 2, 0]})
     n, pos, total = group_arrays(frame, ["a", "b", "c"])
     assert n.tolist() == [7, 10, 0] and pos.tolist() == [2, 4, 0] and total == 25
     n, pos, total = group_arrays(frame.head(0), ["a"])
     assert n.tolist() == [0] and pos.tolist() == [0] and total == 0
+    for bad, groups in (
+        (pl.concat([frame, frame.head(1)]), ["a", "b"]),  # a group twice
+        (frame, ["a", "b", "a"]),
+        (frame.with_columns(pl.lit(None, pl.Int64).alias("n_pos")), ["a"]),
+    ):
+        with pytest.raises(ValueError):
+            group_arrays(bad, groups)
+
+
+def test_reo_rows_of_a_column_major_matrix_are_not_split():
+    """A column-major replicate matrix is reduced whole (a single-row block
+    of it would sum in another order): the bits of std/mean over it, even
+    when the row count leaves one row for a last block (129 = 2·64 + 1)."""
+    U = np.asfortranarray(np.random.default_rng(9).lognormal(size=(129, 17)))
+    whole = U.std(axis=-1) / U.mean(axis=-1)
+    assert np.array_equal(reo_rows(U), np.where(whole <= 1e-12, 0.0, whole))

@@ -27,7 +27,7 @@ from fairmon.transforms.registry import (
     probability,
 )
 from fairmon.transforms.reo.ab import ab_estimates
-from fairmon.transforms.reo.cluster import bucket_sums
+from fairmon.transforms.reo.cluster import bucket_sums, group_arrays
 from fairmon.transforms.reo.multiplicity import bh_q_values
 from fairmon.transforms.reo.reo_tables import (
     CLUSTER_BY,
@@ -38,7 +38,6 @@ from fairmon.transforms.reo.reo_tables import (
     cluster_columns,
     cluster_name,
     day_rng,
-    group_arrays,
     has_impressions,
 )
 

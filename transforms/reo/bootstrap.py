@@ -27,7 +27,7 @@ def reo_rows(U: np.ndarray) -> np.ndarray:
     from fairmon.transforms.reo.reo_math import REO_ROUNDING
 
     U = np.asarray(U, dtype=float)
-    if U.ndim == 2 and U.shape[0] > ROW_BLOCK:  # replicates: rows a block at a time, each row's bits unchanged
+    if U.ndim == 2 and U.shape[0] > ROW_BLOCK and U.flags.c_contiguous:  # rows a block at a time: same bits
         return np.concatenate([reo_rows(U[i : i + ROW_BLOCK]) for i in range(0, U.shape[0], ROW_BLOCK)])
     with np.errstate(invalid="ignore", divide="ignore"):
         r = U.std(axis=-1) / U.mean(axis=-1)
@@ -36,7 +36,9 @@ def reo_rows(U: np.ndarray) -> np.ndarray:
 
 #: Replicate rows :func:`reo_rows` takes at a time: std's temporaries stay at
 #: (64, K), 2 MB at K = 4,096, reused by the allocator, instead of (B, K)
-#: arrays of 33 MB that each cost their page faults (issue 37 item 3).
+#: arrays of 33 MB that each cost their page faults (issue 37 item 3). Only a
+#: row-major array is split: each contiguous row then sums as in the whole
+#: (a column-major one's single-row block would sum in another order).
 ROW_BLOCK = 64
 
 

@@ -412,3 +412,21 @@ def _bucket_sums(
     cells = inv[keep].astype(np.int64) * K + k[keep]
     pos = np.bincount(cells, weights=sel.get_column(value).to_numpy()[keep], minlength=ids.size * K)
     return BucketSums(pos.reshape(ids.size, K), rows, ids), None
+
+
+def group_arrays(frame: pl.DataFrame, groups: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
+    """Rows n_k and positives (K,) int64 of each of ``groups`` (0 without a row) from one sample's
+    group counts (columns group, n, n_pos; a row per group), and the sample's total rows ('(missing)'
+    included). By column: thousands of groups a sample. Raises ValueError on a repeated or null entry."""
+    n, pos = np.zeros(len(groups), np.int64), np.zeros(len(groups), np.int64)
+    if frame.height == 0:
+        return n, pos, 0
+    index = dict(zip(groups, range(len(groups))))
+    if len(index) < len(groups) or frame.get_column("group").is_duplicated().any():
+        raise ValueError("group counts must have one row per group, and groups be distinct")
+    if frame.select(pl.col("n").is_null().any() | pl.col("n_pos").is_null().any()).item():
+        raise ValueError("group counts have a null n or n_pos")
+    k = frame.get_column("group").replace_strict(index, default=-1, return_dtype=pl.Int64).fill_null(-1).to_numpy()
+    keep, n_all = k >= 0, frame.get_column("n").to_numpy().astype(np.int64)
+    n[k[keep]], pos[k[keep]] = n_all[keep], frame.get_column("n_pos").to_numpy().astype(np.int64)[keep]
+    return n, pos, int(n_all.sum())

@@ -36,7 +36,7 @@ from fairmon.transforms.registry import (
     positive,
     probability,
 )
-from fairmon.transforms.reo.cluster import bucket_sums, cluster_units
+from fairmon.transforms.reo.cluster import bucket_sums, cluster_units, group_arrays
 from fairmon.transforms.reo.estimate import (
     EIGHTY_PERCENT_RULE_REO,
     MIN_EXPECTED_POSITIVES,
@@ -293,20 +293,6 @@ REO_SCHEMA: dict[str, pl.DataType] = REO.schema
 def day_rng(seed: int, ds: dt.date, *keys: str) -> np.random.Generator:
     """A generator fixed by (seed, day, keys): re-running a day reproduces its resamples."""
     return np.random.default_rng([seed, ds.toordinal(), zlib.crc32("|".join(keys).encode())])
-
-
-def group_arrays(frame: pl.DataFrame, groups: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
-    """Rows n_k and positives (K,) int64 of each of ``groups`` (0 without a row) from one sample's
-    group counts (columns group, n, n_pos; a row per group), and the sample's total rows ('(missing)'
-    included). By column, not a dict per row: thousands of groups a sample (issue 37 item 3)."""
-    n, pos = np.zeros(len(groups), np.int64), np.zeros(len(groups), np.int64)
-    if frame.height == 0:
-        return n, pos, 0
-    index = dict(zip(groups, range(len(groups))))
-    k = frame.get_column("group").replace_strict(index, default=-1, return_dtype=pl.Int64).fill_null(-1).to_numpy()
-    keep, n_all = k >= 0, frame.get_column("n").to_numpy().astype(np.int64)
-    n[k[keep]], pos[k[keep]] = n_all[keep], frame.get_column("n_pos").to_numpy().astype(np.int64)[keep]
-    return n, pos, int(n_all.sum())
 
 
 @declares(
