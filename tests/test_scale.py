@@ -259,7 +259,7 @@ def test_suites_are_stored_once_per_process_unless_they_change(tmp_path):
 
 
 def test_prestaged_range_counts_serve_the_days_until_something_is_staged(three_days):
-    from fairmon.pipelines.ingest.range_counts import count_days
+    from fairmon.pipelines.ingest.range_counts import count_days, unpack_frame
     from fairmon.pipelines.ingest.staging import prestage_impressions, stage_unit
     from fairmon.pipelines.orchestration.flows import count_groups
 
@@ -268,9 +268,11 @@ def test_prestaged_range_counts_serve_the_days_until_something_is_staged(three_d
         out = prestage_impressions(cfg, days)
         # day 2 has duplicated ids: its file fails ids_unique and is left to its day's run
         assert out["files"] == 3 and out["staged"] == 2
-        first, _, _ = count_groups.fn(cfg, days[0])  # from the range count
-        alone, _, _ = count_days(cfg, [days[0]])
+        first, _, packed = count_groups.fn(cfg, days[0])  # from the range count, its bucket rows as held
+        alone, _, frame = count_days(cfg, [days[0]])
         assert first.equals(alone.cast(first.schema))
+        held = unpack_frame(packed)
+        assert held.sort(held.columns).equals(frame.sort(frame.columns))
         assert first.get_column("n").sum() == 5000  # every row of the day, default and random
         # staging anything makes the range counts stale: day 3, rewritten and staged again, is counted again
         time.sleep(0.01)

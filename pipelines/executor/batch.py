@@ -51,7 +51,7 @@ from fairmon.pipelines.executor.estimators import (
 )
 from fairmon.pipelines.executor.outcomes import DayFailed, DayQuarantined, Hooks
 from fairmon.pipelines.executor.publishing import WarehouseViews, finish_record, publish, start_record
-from fairmon.pipelines.ingest.range_counts import pack_frame, unpack_frame
+from fairmon.pipelines.ingest.range_counts import unpack_frame
 from fairmon.pipelines.ingest.snapshots import read_snapshot
 from fairmon.pipelines.ingest.staging import run_logger
 from fairmon.transforms.contract import InputContractError
@@ -206,8 +206,8 @@ def _impressions(batch: Batch, days: list[Day]) -> None:
         _gate(d, batch.hooks.ingest(cfg, "impressions", d.ds, batch.force_ingest))
         _gate(d, file_copies_check(cfg, d.ds))  # one file's rows twice, under two names
         _gate(d, shared_ids_check(cfg, d.ds))  # an id key in two of the day's files
-        d.counts, d.totals, buckets = step(count_groups, cfg, d.ds)
-        d.buckets = pack_frame(buckets)  # held packed while the other days count (bench/README issue 37 item 3)
+        # the bucket rows come packed, and stay so while the other days count (bench/README issue 37 item 3)
+        d.counts, d.totals, d.buckets = step(count_groups, cfg, d.ds)
 
     def estimates(d: Day) -> None:
         tables = {"group_counts": d.counts, **step(estimate, cfg, d.counts, d.ds, unpack_frame(d.buckets))}

@@ -24,7 +24,7 @@ from fairmon.pipelines.executor.day_checks import donor_group_check
 from fairmon.pipelines.executor.outcomes import step
 from fairmon.pipelines.ingest import staging_tables
 from fairmon.pipelines.ingest.adapters import envy_user_attributes
-from fairmon.pipelines.ingest.range_counts import count_days, take_range_counts
+from fairmon.pipelines.ingest.range_counts import count_days, pack_frame, take_range_counts
 from fairmon.pipelines.ingest.snapshots import Snapshot
 from fairmon.pipelines.ingest.sources import current_files, day_files
 from fairmon.pipelines.ingest.staging import ensure_staged, run_logger, warn
@@ -36,11 +36,13 @@ from fairmon.transforms.reo.reo_tables import GROUP_COUNTS_SCHEMA
 
 
 @step("count-groups")
-def count_groups(cfg: FairmonConfig, ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def count_groups(cfg: FairmonConfig, ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, bytes]:
     """Per-group counts of day ``ds`` (sql/group_counts.sql), counted
     independently the staged rows per traffic and arm (sql/traffic_totals.sql),
     and the per-bucket counts of the cluster-robust variance (empty without
-    clustering), from the rows of the files the day needs now; taken from
+    clustering) packed as the day holds them until it estimates
+    (:func:`fairmon.pipelines.ingest.range_counts.pack_frame`; ``unpack_frame``
+    gives the frame), from the rows of the files the day needs now; taken from
     the counts :func:`fairmon.pipelines.ingest.staging.prestage_impressions`
     made for the batch's range when nothing was staged since (one count for
     the range instead of one a day). Raises what the count query raises."""
@@ -51,8 +53,8 @@ def count_groups(cfg: FairmonConfig, ds: dt.date) -> tuple[pl.DataFrame, pl.Data
         if ready is not None:  # counted with its backfill's range, nothing staged since
             counts, totals, buckets = ready
         else:
-            counts, totals, buckets = count_days(cfg, [ds])
-            totals = totals.drop("ds")
+            counts, totals, frame = count_days(cfg, [ds])
+            totals, buckets = totals.drop("ds"), pack_frame(frame)
     counts = counts.cast(GROUP_COUNTS_SCHEMA).select(list(GROUP_COUNTS_SCHEMA))
     log.info(
         "counts %s: %d staged rows in, %d group rows out, %.2fs",

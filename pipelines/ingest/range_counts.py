@@ -118,8 +118,9 @@ def days_per_statement(cfg: FairmonConfig, n_days: int) -> int:
     return max(1, min(n_days, int(COUNT_ROWS_BUDGET // max(per_day, 1.0))))
 
 
-def take_range_counts(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame] | None:
-    """Day ``ds``'s (group counts, traffic totals, per-bucket counts) counted ahead by
+def take_range_counts(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, bytes] | None:
+    """Day ``ds``'s (group counts, traffic totals, per-bucket counts packed by
+    :func:`pack_frame`, as they are held) counted ahead by
     :func:`count_range` in the current run, if nothing was staged since;
     else None. A day takes its counts once."""
     run = active_run()
@@ -129,7 +130,7 @@ def take_range_counts(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataF
         hit = run.range_counts.pop(ds, None)
     if not hit or hit[0] != run.generation:
         return None
-    return hit[1], hit[2], unpack_frame(hit[3])
+    return hit[1], hit[2], hit[3]
 
 
 def pack_frame(frame: pl.DataFrame) -> bytes:
