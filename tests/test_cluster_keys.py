@@ -180,6 +180,8 @@ def test_replicate_sums_are_the_double_product_bit_for_bit():
     assert (t4 @ big != (t4.astype(np.float32) @ big.astype(np.float32)).astype(float)).any()
     frac = counts / 7.0
     assert np.array_equal(replicate_sums(times, frac), times @ frac)
+    heavy, units = np.array([[2**20, 1]]), np.array([[17.0], [1.0]])  # more draws than units: 17 * 2**20 + 1
+    assert replicate_sums(heavy, units)[0, 0] == 17 * 2**20 + 1
 
 
 def test_bucket_sums_of_a_day_are_formed_once_per_sample():

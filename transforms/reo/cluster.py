@@ -151,10 +151,11 @@ def replicate_sums(times: np.ndarray, pos: np.ndarray) -> np.ndarray:
     (B, G) and the units' sums (G, K). In single precision when that is
     exact (float32 holds every integer below 2²⁴ exactly, and every partial
     sum of these non-negative integer products is at most the total over
-    the G draws of a replicate, ≤ G · max(pos)), so the result is the same
-    bits as the double product at about half its cost (~30 ms a day at
+    the draws of a replicate, ≤ (its draws) · max(pos)), so the result is the
+    same bits as the double product at about half its cost (~30 ms a day at
     K = 4,096); in double precision otherwise."""
-    small = pos.size and times.shape[1] * float(pos.max(initial=0.0)) < 2**24
+    draws = float(times.sum(axis=1).max(initial=0)) if times.size else 0.0
+    small = pos.size and draws * float(pos.max(initial=0.0)) < 2**24 and (times >= 0).all()
     if small and np.array_equal(pos, np.round(pos)) and (pos >= 0).all():
         return (times.astype(np.float32) @ pos.astype(np.float32)).astype(np.float64)
     return times @ pos
@@ -400,11 +401,7 @@ def _bucket_sums(
             f"{traffic} traffic: {int(rows.sum())} of {n_total} rows carry a cluster id (some input files lack it): "
             "the cluster-robust variance is undefined"
         )
-    k = (
-        sel.get_column("group")
-        .replace_strict(list(groups), list(range(len(groups))), default=-1, return_dtype=pl.Int64)
-        .to_numpy()
-    )
+    k = _group_index(sel.get_column("group"), groups)
     keep = k >= 0
     K = len(groups)
     # one bincount over the flat (bucket, group) cell, not np.add.at (~10x slower: 1 CPU-s of a
@@ -421,12 +418,17 @@ def group_arrays(frame: pl.DataFrame, groups: list[str]) -> tuple[np.ndarray, np
     n, pos = np.zeros(len(groups), np.int64), np.zeros(len(groups), np.int64)
     if frame.height == 0:
         return n, pos, 0
-    index = dict(zip(groups, range(len(groups))))
-    if len(index) < len(groups) or frame.get_column("group").is_duplicated().any():
+    if len(set(groups)) < len(groups) or frame.get_column("group").is_duplicated().any():
         raise ValueError("group counts must have one row per group, and groups be distinct")
     if frame.select(pl.col("n").is_null().any() | pl.col("n_pos").is_null().any()).item():
         raise ValueError("group counts have a null n or n_pos")
-    k = frame.get_column("group").replace_strict(index, default=-1, return_dtype=pl.Int64).fill_null(-1).to_numpy()
+    k = _group_index(frame.get_column("group"), groups)
     keep, n_all = k >= 0, frame.get_column("n").to_numpy().astype(np.int64)
     n[k[keep]], pos[k[keep]] = n_all[keep], frame.get_column("n_pos").to_numpy().astype(np.int64)[keep]
     return n, pos, int(n_all.sum())
+
+
+def _group_index(group: pl.Series, groups: list[str]) -> np.ndarray:
+    """Each row's position in ``groups`` (int64), -1 for a group not listed or null."""
+    index = dict(zip(groups, range(len(groups))))
+    return group.replace_strict(index, default=-1, return_dtype=pl.Int64).fill_null(-1).to_numpy()
