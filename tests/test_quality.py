@@ -341,7 +341,8 @@ def _profile(raw):
 
 
 def _as_dict(r: DQResult) -> dict:
-    return {"subject": r.subject, "n": r.n_expectations, "failures": r.failures, "suite": r.suite}
+    """What a dq_results row says of ``r``, its details as the JSON text stored (3 and 3.0 differ there)."""
+    return {"subject": r.subject, "n": r.n_expectations, "details": r.row(D0)["details"], "suite": r.suite}
 
 
 def _counting_runs(monkeypatch) -> list[tuple[str, str, int]]:
@@ -361,9 +362,10 @@ def test_validate_many_equals_one_run_per_file(gate, monkeypatch):
     """Stacked profiles give every file exactly the result of its own run: clean
     files pass, a file with a critical defect, one with two, one with only a
     warning, one without a column and an empty one are each reported as
-    alone. The files that share the schema cost one GX run between them; a
-    file whose own rows failed is run again alone on just the expectations it
-    failed; the file without a column and the empty one run the whole suite alone."""
+    alone. The files that share the schema cost one GX run between them, the
+    files whose own rows failed included (their failures are read from that
+    run's unexpected rows); the file without a column and the empty one run
+    the whole suite alone."""
     n = 40
     clean = _raw(n=n, grp=["a", "b"] * (n // 2), s1=[1, 0] * (n // 2))
     bad = clean.with_columns(
@@ -396,9 +398,6 @@ def test_validate_many_equals_one_run_per_file(gate, monkeypatch):
     assert sorted(rest) == [
         ("impressions_raw", "empty.parquet", many[5].n_expectations),
         ("impressions_raw", "nos2.parquet", many[4].n_expectations),
-        ("impressions_raw.failed", "bad.parquet", 1),
-        ("impressions_raw.failed", "bad2.parquet", 2),
-        ("impressions_raw.failed", "warn.parquet", 1),
     ]
 
 
@@ -419,10 +418,8 @@ def test_validate_many_stacks_files_whose_columns_come_in_another_order(gate, mo
     many = gate.validate_many("impressions_raw", items, RAW_PARAMS)
     assert [_as_dict(r) for r in many] == alone
     assert many[1].failed_critical == ["signal_is_boolean[s1]"] and many[1].failures[0]["rows"] == [3]
-    assert [(s, subject) for s, subject, _ in runs] == [
-        ("impressions_raw", "2 subjects: day.parquet t .. pool.parquet t"),
-        ("impressions_raw.failed", "pool.parquet"),
-    ]
+    stacked = ("impressions_raw", "2 subjects: day.parquet t .. pool.parquet t")
+    assert [(s, subject) for s, subject, _ in runs] == [stacked]
 
 
 def test_validate_many_days_with_a_missing_traffic_run_alone(gate, monkeypatch):
@@ -443,9 +440,67 @@ def test_validate_many_days_with_a_missing_traffic_run_alone(gate, monkeypatch):
     assert [r.failed_critical for r in many] == [[], [], [], ["random_traffic_present"], ["group_has_positives"]]
     assert [(s, subject) for s, subject, _ in runs] == [
         ("impressions_day", "4 subjects: impressions d0 d0 .. impressions d4 d4"),
-        ("impressions_day.failed", "impressions d4"),
         ("impressions_day", "impressions d3"),
     ]
+
+
+def test_validate_many_reads_each_days_failures_from_the_stacked_run(gate, monkeypatch):
+    """A warning failing on some rows of several days (no_small_groups, as
+    on every day at K = 4,096) is reported per day from the one stacked GX
+    run: day 1 fails on its first row (n_small_groups 3), day 2 on both
+    (5 and 7), each counted, placed and sampled as in a run of the day
+    alone, with no further GX run. When the stack turns the column's pandas
+    type (a null on day 3 makes the stacked integers floats), the failing
+    days run alone, so their samples still read 3, not 3.0."""
+    day = _reo_day()
+    small = [[0, 0], [3, 0], [5, 7]]
+    frames = [reo_check_frame(day.with_columns(pl.Series("n_small_groups", v, pl.Int64))) for v in small]
+    items = [(f, "reo", f"day{i}") for i, f in enumerate(frames)]
+    alone = [_as_dict(gate.validate("reo", f, {}, s, r)) for f, s, r in items]
+    runs = _counting_runs(monkeypatch)
+    many = gate.validate_many("reo", items, {})
+    assert [_as_dict(r) for r in many] == alone
+    assert [s for s, *_ in runs] == ["reo"]
+    assert [r.failed_warning for r in many] == [[], ["no_small_groups"], ["no_small_groups"]]
+    (one,), (two,) = many[1].failures, many[2].failures
+    assert (one["unexpected_count"], one["rows"], one["sample"]) == (1, [1], [3])
+    assert (two["unexpected_count"], two["rows"], two["sample"]) == (2, [1, 2], [5, 7])
+    with_null = reo_check_frame(day.with_columns(pl.Series("n_small_groups", [None, 0], pl.Int64)))
+    items.append((with_null, "reo", "day3"))
+    alone.append(_as_dict(gate.validate("reo", with_null, {}, "reo", "day3")))
+    runs.clear()
+    many = gate.validate_many("reo", items, {})
+    assert [_as_dict(r) for r in many] == alone
+    assert sorted((s, r) for s, r, _ in runs)[1:] == [("reo.failed", "reo"), ("reo.failed", "reo")]
+    assert json.loads(many[1].row(D0)["details"])[0]["sample"] == [3]
+
+
+def test_validate_many_reads_a_profiles_failures_in_file_rows(gate, monkeypatch):
+    """A stacked profile's failure is counted in file rows: 5 file rows
+    with an unknown traffic value that the profile holds as 2 distinct
+    rows (3 + 2 copies) count 5, name their first file rows, as a run of
+    the file alone does, in one GX run for both files."""
+    n = 30
+    clean = _raw(n=n, grp=["a", "b", "c"] * (n // 3), s1=[1, 0] * (n // 2))
+    at = pl.int_range(n)
+    bad = clean.with_columns(
+        pl.when(at.is_in([4, 10, 16]))
+        .then(pl.lit("explore"))
+        .when(at.is_in([7, 21]))
+        .then(pl.lit("ads"))
+        .otherwise(pl.col("traffic"))
+        .alias("traffic"),
+        pl.when(at.is_in([4, 10, 16, 7, 21])).then(pl.lit("a")).otherwise(pl.col("grp")).alias("grp"),
+        pl.when(at.is_in([4, 10, 16, 7, 21])).then(pl.lit(1)).otherwise(pl.col("s1")).alias("s1"),
+    )
+    items = [(_profile(clean), "clean.parquet", "t"), (_profile(bad), "bad.parquet", "t")]
+    alone = [_as_dict(gate.validate("impressions_raw", f, RAW_PARAMS, s, r)) for f, s, r in items]
+    runs = _counting_runs(monkeypatch)
+    many = gate.validate_many("impressions_raw", items, RAW_PARAMS)
+    assert [_as_dict(r) for r in many] == alone and len(runs) == 1
+    (f,) = many[1].failures
+    assert f["name"] == "traffic_known" and f["unexpected_count"] == 5 and f["rows"] == [5, 8]
+    assert sorted(f["sample"]) == ["ads", "explore"]
 
 
 def test_validate_many_keeps_uniqueness_per_subject(gate):
