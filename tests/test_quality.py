@@ -475,6 +475,26 @@ def test_validate_many_reads_each_days_failures_from_the_stacked_run(gate, monke
     assert json.loads(many[1].row(D0)["details"])[0]["sample"] == [3]
 
 
+def test_validate_many_reads_failures_past_gxs_200_listed_values(gate, monkeypatch):
+    """GX lists at most 200 unexpected values of a run: with 250 failing rows
+    on each of two days the second day's values lie past them, and are
+    still its own (1001.. on day 1), counted 250 each, as alone, in one GX run."""
+    n = 250
+
+    def day(first: int) -> pl.DataFrame:
+        rows = _reo_day().head(1).select(pl.all().repeat_by(n).explode())
+        arms = pl.Series("arm", [f"a{i}" for i in range(n)])
+        return reo_check_frame(rows.with_columns(arms, pl.Series("n_small_groups", range(first, first + n))))
+
+    items = [(day(1), "reo", "day0"), (day(1001), "reo", "day1")]
+    alone = [_as_dict(gate.validate("reo", f, {}, s, r)) for f, s, r in items]
+    runs = _counting_runs(monkeypatch)
+    many = gate.validate_many("reo", items, {})
+    assert [_as_dict(r) for r in many] == alone and len(runs) == 1
+    (f,) = many[1].failures
+    assert (f["unexpected_count"], f["rows"], f["sample"]) == (n, [1, 2, 3, 4, 5], [1001, 1002, 1003, 1004, 1005])
+
+
 def test_validate_many_reads_a_profiles_failures_in_file_rows(gate, monkeypatch):
     """A stacked profile's failure is counted in file rows: 5 file rows
     with an unknown traffic value that the profile holds as 2 distinct

@@ -22,6 +22,7 @@ import os
 import re
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -37,6 +38,9 @@ from fairmon.pipelines.checks.suites import (
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.core.run import active_run
 from fairmon.transforms.contract import PROFILE_N, PROFILE_ROW
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 
@@ -167,10 +171,17 @@ class QualityGate:
         return DQResult(spec["table"], suite, subject, n_expectations, failures)
 
     def run_checkpoint(
-        self, suite: str, entries: list[dict], frame: pl.DataFrame, result_format: str, subject: str, run_name: str
+        self,
+        suite: str,
+        entries: list[dict],
+        frame: pl.DataFrame | pd.DataFrame,
+        result_format: str,
+        subject: str,
+        run_name: str,
     ):
         """Run ``suite`` as expanded in ``entries`` (:func:`expand_spec`) on
-        ``frame`` with GX's ``result_format`` ("COMPLETE" or "SUMMARY"): one
+        ``frame`` (polars, escaped by :func:`html_safe` and converted here, or
+        a pandas frame so prepared) with GX's ``result_format`` ("COMPLETE" or "SUMMARY"): one
         validation, kept in GX's validation store for Data Docs under
         ``run_name`` and ``subject``. Returns GX's validation result
         (``.results``: one per entry).
@@ -193,7 +204,7 @@ class QualityGate:
         gx = self.gx
         fmt = {"result_format": result_format, "partial_unexpected_count": 5, "return_unexpected_index_query": False}
         with _LOCK:  # GX's file stores are not thread-safe: every context operation under one lock
-            data = {"dataframe": html_safe(frame).to_pandas()}
+            data = {"dataframe": html_safe(frame).to_pandas() if isinstance(frame, pl.DataFrame) else frame}
             run_id = gx.RunIdentifier(run_name=f"{run_name}_{re.sub(r'[^A-Za-z0-9_.-]', '_', subject)[-80:]}")
             gx_suite, batch_definition = self._suite(suite, entries)
             validator = Validator(batch_definition=batch_definition, batch_parameters=data, result_format=fmt)
@@ -260,7 +271,8 @@ class QualityGate:
             bounds = np.cumsum([0] + [frames[i][0].height for i in members])
             first_item, last_item = frames[members[0]], frames[members[-1]]
             subject = f"{len(members)} subjects: {first_item[1]} {first_item[2]} .. {last_item[1]} {last_item[2]}"
-            vr = self.run_checkpoint(suite, entries, whole, "COMPLETE", subject, first_item[2])
+            seen = html_safe(whole).to_pandas()  # kept: a failing member's unexpected values are read from it
+            vr = self.run_checkpoint(suite, entries, seen, "COMPLETE", subject, first_item[2])
             failed: dict[int, set[str]] = {}  # member position -> names of the expectations its own rows failed
             for r in vr.results:
                 if r.success:
@@ -276,7 +288,7 @@ class QualityGate:
                     out[i] = DQResult(spec["table"], suite, frames[i][1], len(vr.results), [])
                 elif failed[pos]:
                     frame, subj, run_name = frames[i]
-                    own = member_failures(vr, whole, frame, (int(bounds[pos]), int(bounds[pos + 1])), failed[pos])
+                    own = member_failures(vr, seen, whole, frame, (int(bounds[pos]), int(bounds[pos + 1])), failed[pos])
                     out[i] = (
                         DQResult(spec["table"], suite, subj, len(vr.results), own)
                         if own is not None

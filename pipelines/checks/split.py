@@ -14,10 +14,18 @@ import polars as pl
 
 from fairmon.transforms.contract import PROFILE_N, PROFILE_ROW
 
-#: Row-wise GX types whose stacked expectation is not the subject's own (the key gains the subject column).
-KEYED = frozenset({"expect_compound_columns_to_be_unique", "expect_column_values_to_be_unique"})
-#: Kwargs naming the columns a row-wise expectation reads.
-COLUMN_KWARGS = ("column", "column_A", "column_B")
+#: Row-wise GX types on one column (``column``) whose unexpected values are that column's
+#: values at the unexpected rows (``unexpected_list``: GX iterates the pandas column there).
+ONE_COLUMN = frozenset(
+    {
+        "expect_column_values_to_not_be_null",
+        "expect_column_values_to_be_null",
+        "expect_column_values_to_be_in_set",
+        "expect_column_values_to_not_be_in_set",
+        "expect_column_values_to_match_regex",
+        "expect_column_values_to_be_between",
+    }
+)
 
 
 def failure(r, count, rows: list[int], partial: list | None) -> dict:
@@ -41,25 +49,26 @@ def failure(r, count, rows: list[int], partial: list | None) -> dict:
     }
 
 
-def member_failures(vr, whole: pl.DataFrame, frame: pl.DataFrame, span: tuple[int, int], names: set[str]):
+def member_failures(vr, seen, whole: pl.DataFrame, frame: pl.DataFrame, span: tuple[int, int], names: set[str]):
     """The failures of the subject at rows ``span`` = [lo, hi) of the stacked
-    frame ``whole`` (as handed to GX, without HTML escaping) in GX's
-    validation result ``vr`` of that stack (result format COMPLETE), for the
-    expectations ``names`` its own rows failed: what a run of GX on the
-    subject's ``frame`` alone with just those expectations reports (counts,
-    first rows, samples; a profile's counts weighted by ``__n`` and its rows
-    from ``__first_row``), in the suite's order.
+    frame ``whole`` (``seen``: the pandas frame GX validated, ``whole`` after
+    HTML escaping) in GX's validation result ``vr`` of that stack (result
+    format COMPLETE), for the expectations ``names`` its own rows failed:
+    what a run of GX on the subject's ``frame`` alone with just those
+    expectations reports (counts, first rows, samples; a profile's counts
+    weighted by ``__n`` and its rows from ``__first_row``), in the suite's order.
 
-    GX's unexpected rows of the stack, in row order with their values, are
-    the subject's own unexpected rows shifted by ``lo`` (a row-wise
-    expectation decides each row on its own values), and GX's partial lists
-    are the first of them. Returns None when that cannot be relied on, for
-    the caller to run GX on the subject alone: a failed expectation on a
-    key (the stack's key has the subject column), an exception, an
-    unexpected row list missing or out of order, or a column whose pandas
-    type in the stack is not the subject's (an integer or boolean column
-    with nulls in the stack but none in the subject: GX would show 3.0 where
-    it shows 3 alone)."""
+    A row-wise expectation on one column decides each row on its own value,
+    so GX's unexpected rows of the stack (``unexpected_index_list``, all of
+    them, in row order) that lie in ``span`` are the subject's own shifted by
+    ``lo``, and its unexpected values alone are the column's values there,
+    as GX lists them (iterating the pandas column; GX keeps only the stack's
+    first 200 values). Returns None when that cannot be relied on, for the
+    caller to run GX on the subject alone: an expectation on a key or on two
+    columns, an exception, an unexpected row list that is not increasing
+    integers, or a column whose pandas type in the stack is not the
+    subject's (an integer or boolean column with nulls in the stack but none
+    in the subject: GX would show 3.0 where it shows 3 alone)."""
     lo, hi = span
     profile = PROFILE_N in frame.columns and PROFILE_ROW in frame.columns
     out = []
@@ -67,13 +76,10 @@ def member_failures(vr, whole: pl.DataFrame, frame: pl.DataFrame, span: tuple[in
         cfg = r.expectation_config
         if r.success or cfg.meta.get("name") not in names:
             continue
-        res = r.result or {}
-        idx, values = res.get("unexpected_index_list"), res.get("unexpected_list")
+        idx = (r.result or {}).get("unexpected_index_list")
         raised = isinstance(r.exception_info, dict) and r.exception_info.get("raised_exception")
-        if cfg.type in KEYED or raised or not _aligned(idx, values):
-            return None
-        columns = [cfg.kwargs[k] for k in COLUMN_KWARGS if k in cfg.kwargs]
-        if not all(_same_pandas_type(whole, frame, c) for c in columns):
+        column = cfg.kwargs.get("column")
+        if cfg.type not in ONE_COLUMN or raised or not _increasing(idx) or not _same_pandas_type(whole, frame, column):
             return None
         at = np.asarray(idx, dtype=np.int64)
         a, b = (int(x) for x in np.searchsorted(at, [lo, hi]))
@@ -86,25 +92,22 @@ def member_failures(vr, whole: pl.DataFrame, frame: pl.DataFrame, span: tuple[in
             rows = sorted(first.gather(own).to_list())[:5]
         else:
             count, rows = len(own), [i + 1 for i in own[:5]]
-        out.append(failure(r, count, rows, values[a : min(b, a + 5)]))
+        out.append(failure(r, count, rows, list(seen[column].iloc[at[a : min(b, a + 5)]])))
     return out
 
 
-def _aligned(idx, values) -> bool:
-    """Whether GX's unexpected row list ``idx`` holds integers in increasing
-    order, one per unexpected value of ``values``."""
-    if not isinstance(idx, list) or not isinstance(values, list) or len(idx) != len(values):
-        return False
-    if not all(isinstance(i, int) for i in idx):
+def _increasing(idx) -> bool:
+    """Whether GX's unexpected row list ``idx`` holds integers in increasing order."""
+    if not isinstance(idx, list) or not all(isinstance(i, int) for i in idx):
         return False
     return len(idx) < 2 or bool(np.all(np.diff(np.asarray(idx, dtype=np.int64)) > 0))
 
 
-def _same_pandas_type(whole: pl.DataFrame, frame: pl.DataFrame, column: str) -> bool:
+def _same_pandas_type(whole: pl.DataFrame, frame: pl.DataFrame, column: str | None) -> bool:
     """Whether ``column`` becomes the same pandas type in the stack ``whole``
     as in the subject's ``frame`` (``polars.DataFrame.to_pandas``: an integer
     or boolean column turns float or object only when it holds a null)."""
-    if column not in whole.columns or column not in frame.columns:
+    if column is None or column not in whole.columns or column not in frame.columns:
         return False
     dtype = whole.schema[column]
     if not (dtype.is_integer() or dtype == pl.Boolean):
