@@ -362,10 +362,11 @@ def test_validate_many_equals_one_run_per_file(gate, monkeypatch):
     """Stacked profiles give every file exactly the result of its own run: clean
     files pass, a file with a critical defect, one with two, one with only a
     warning, one without a column and an empty one are each reported as
-    alone. The files that share the schema cost one GX run between them, the
-    files whose own rows failed included (their failures are read from that
-    run's unexpected rows); the file without a column and the empty one run
-    the whole suite alone."""
+    alone. The files that share the schema cost one GX run between them, on
+    the rows that hold each column's values first (the suite checks values
+    one column at a time); a file whose own rows failed is run again alone,
+    whole, on just the expectations it failed, for GX to count its rows;
+    the file without a column and the empty one run the whole suite alone."""
     n = 40
     clean = _raw(n=n, grp=["a", "b"] * (n // 2), s1=[1, 0] * (n // 2))
     bad = clean.with_columns(
@@ -398,6 +399,9 @@ def test_validate_many_equals_one_run_per_file(gate, monkeypatch):
     assert sorted(rest) == [
         ("impressions_raw", "empty.parquet", many[5].n_expectations),
         ("impressions_raw", "nos2.parquet", many[4].n_expectations),
+        ("impressions_raw.failed", "bad.parquet", 1),
+        ("impressions_raw.failed", "bad2.parquet", 2),
+        ("impressions_raw.failed", "warn.parquet", 1),
     ]
 
 
@@ -418,8 +422,10 @@ def test_validate_many_stacks_files_whose_columns_come_in_another_order(gate, mo
     many = gate.validate_many("impressions_raw", items, RAW_PARAMS)
     assert [_as_dict(r) for r in many] == alone
     assert many[1].failed_critical == ["signal_is_boolean[s1]"] and many[1].failures[0]["rows"] == [3]
-    stacked = ("impressions_raw", "2 subjects: day.parquet t .. pool.parquet t")
-    assert [(s, subject) for s, subject, _ in runs] == [stacked]
+    assert [(s, subject) for s, subject, _ in runs] == [
+        ("impressions_raw", "2 subjects: day.parquet t .. pool.parquet t"),
+        ("impressions_raw.failed", "pool.parquet"),
+    ]
 
 
 def test_validate_many_days_with_a_missing_traffic_run_alone(gate, monkeypatch):
@@ -495,11 +501,14 @@ def test_validate_many_reads_failures_past_gxs_200_listed_values(gate, monkeypat
     assert (f["unexpected_count"], f["rows"], f["sample"]) == (n, [1, 2, 3, 4, 5], [1001, 1002, 1003, 1004, 1005])
 
 
-def test_validate_many_reads_a_profiles_failures_in_file_rows(gate, monkeypatch):
-    """A stacked profile's failure is counted in file rows: 5 file rows
-    with an unknown traffic value that the profile holds as 2 distinct
-    rows (3 + 2 copies) count 5, name their first file rows, as a run of
-    the file alone does, in one GX run for both files."""
+def test_validate_many_checks_a_profiles_values_and_counts_its_file_rows(gate, monkeypatch):
+    """Stacked profiles are checked on the rows that hold each column's
+    values first: 2 files of 30 rows whose profiles hold 6 and 8 distinct
+    rows give GX 3 + 5 rows (a group value a, b, c and a traffic value
+    default, random, explore, ads, the other columns' values among them).
+    A failure is counted in file rows: 5 file rows with an unknown traffic
+    value, held by the profile as 2 distinct rows (3 + 2 copies), count 5
+    and name their first file rows, as a run of the file alone does."""
     n = 30
     clean = _raw(n=n, grp=["a", "b", "c"] * (n // 3), s1=[1, 0] * (n // 2))
     at = pl.int_range(n)
@@ -515,9 +524,18 @@ def test_validate_many_reads_a_profiles_failures_in_file_rows(gate, monkeypatch)
     )
     items = [(_profile(clean), "clean.parquet", "t"), (_profile(bad), "bad.parquet", "t")]
     alone = [_as_dict(gate.validate("impressions_raw", f, RAW_PARAMS, s, r)) for f, s, r in items]
-    runs = _counting_runs(monkeypatch)
+    heights = []
+    real = QualityGate.run_checkpoint
+
+    def seen(self, suite, entries, frame, fmt, subject, run_name):
+        heights.append((suite, len(frame)))
+        return real(self, suite, entries, frame, fmt, subject, run_name)
+
+    monkeypatch.setattr(QualityGate, "run_checkpoint", seen)
     many = gate.validate_many("impressions_raw", items, RAW_PARAMS)
-    assert [_as_dict(r) for r in many] == alone and len(runs) == 1
+    assert [_as_dict(r) for r in many] == alone
+    assert [f.height for f, *_ in items] == [6, 8]
+    assert heights == [("impressions_raw", 3 + 5), ("impressions_raw.failed", 8)]
     (f,) = many[1].failures
     assert f["name"] == "traffic_known" and f["unexpected_count"] == 5 and f["rows"] == [5, 8]
     assert sorted(f["sample"]) == ["ads", "explore"]

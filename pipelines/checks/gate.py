@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from fairmon.pipelines.checks.cover import covered_columns, covering_rows
 from fairmon.pipelines.checks.gx_import import import_gx
 from fairmon.pipelines.checks.split import failure, member_failures
 from fairmon.pipelines.checks.suites import (
@@ -34,6 +35,7 @@ from fairmon.pipelines.checks.suites import (
     expand_spec,
     html_safe,
     load_spec,
+    read_columns,
 )
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.core.run import active_run
@@ -154,6 +156,7 @@ class QualityGate:
         gx_suite = suite
         if only is not None:
             entries, gx_suite = [e for e in entries if e["name"] in only], f"{suite}.failed"
+        frame = frame.select(read_columns(entries, frame.columns))
         vr = self.run_checkpoint(gx_suite, entries, frame, "COMPLETE" if profile else "SUMMARY", subject, run_name)
         failures = []
         for r in vr.results:
@@ -261,43 +264,58 @@ class QualityGate:
             if not all(_batchable(e) for e in entries):
                 continue
             members = [i for i in members if all(_holds_for(e, frames[i][0]) for e in entries)]
-            if len(members) < 2:
-                continue
-            entries = [_per_subject(e) for e in entries]
-            whole = pl.concat(
-                [frames[i][0].select(check).with_columns(pl.lit(pos).alias(SUBJECT)) for pos, i in enumerate(members)],
-                how="vertical",
-            )
-            bounds = np.cumsum([0] + [frames[i][0].height for i in members])
-            first_item, last_item = frames[members[0]], frames[members[-1]]
-            subject = f"{len(members)} subjects: {first_item[1]} {first_item[2]} .. {last_item[1]} {last_item[2]}"
-            seen = html_safe(whole).to_pandas()  # kept: a failing member's unexpected values are read from it
-            vr = self.run_checkpoint(suite, entries, seen, "COMPLETE", subject, first_item[2])
-            failed: dict[int, set[str]] = {}  # member position -> names of the expectations its own rows failed
-            for r in vr.results:
-                if r.success:
-                    continue
-                idx = (r.result or {}).get("unexpected_index_list")
-                if r.expectation_config.type not in ROW_WISE or not idx or not all(isinstance(i, int) for i in idx):
-                    failed = {pos: set() for pos in range(len(members))}  # decided for the group: each alone, whole
-                    break
-                for pos in set(np.searchsorted(bounds, idx, side="right") - 1):
-                    failed.setdefault(int(pos), set()).add(r.expectation_config.meta["name"])
-            for pos, i in enumerate(members):
-                if pos not in failed:
-                    out[i] = DQResult(spec["table"], suite, frames[i][1], len(vr.results), [])
-                elif failed[pos]:
-                    frame, subj, run_name = frames[i]
-                    own = member_failures(vr, seen, whole, frame, (int(bounds[pos]), int(bounds[pos + 1])), failed[pos])
-                    out[i] = (
-                        DQResult(spec["table"], suite, subj, len(vr.results), own)
-                        if own is not None
-                        else self._validate_alone(suite, frame, params, subj, run_name, only=failed[pos])
-                    )
+            if len(members) >= 2:
+                self._validate_stack(suite, [(i, *frames[i]) for i in members], params, entries, check, out)
         for i, (frame, subject, run_name) in enumerate(frames):
             if out[i] is None:
                 out[i] = self.validate(suite, frame, params, subject, run_name)
         return out
+
+    def _validate_stack(
+        self, suite: str, members: list[tuple], params: dict, entries: list[dict], check: list[str], out: list
+    ) -> None:
+        """:meth:`validate_many`'s one GX run on ``members`` ((position in
+        ``out``, frame, subject, run name), sharing their columns ``check``
+        and ``entries``, the suite as expanded for them), each member's
+        result written to ``out``. When the members are profiles and every
+        expectation is decided by the values of a column or pair
+        (:func:`fairmon.pipelines.checks.cover.covered_columns`), each member
+        is represented by its :func:`~fairmon.pipelines.checks.cover.covering_rows`
+        (a member that fails there is validated alone, whole, on the
+        expectations it failed). A failure GX decided for the stack (not row
+        by row) leaves every member to be validated alone by the caller."""
+        spec = load_spec(suite)
+        # profiles only: their failures are an input's defects, rare; an output's warning can fail on every day
+        # (no_small_groups at K = 4,096), cheaper read from the stack of whole frames (member_failures) than re-run
+        cover = covered_columns(entries) if PROFILE_N in members[0][1].columns else None
+        check = read_columns(entries, check)
+        parts = [frame.select(check) for _, frame, *_ in members]
+        if cover is not None:
+            parts = [covering_rows(p, cover) for p in parts]
+        whole = pl.concat([p.with_columns(pl.lit(pos).alias(SUBJECT)) for pos, p in enumerate(parts)], how="vertical")
+        bounds = np.cumsum([0] + [p.height for p in parts])
+        (_, _, first, first_run), (_, _, last, last_run) = members[0], members[-1]
+        subject = f"{len(members)} subjects: {first} {first_run} .. {last} {last_run}"
+        seen = html_safe(whole).to_pandas()  # kept: a failing member's unexpected values are read from it
+        vr = self.run_checkpoint(suite, [_per_subject(e) for e in entries], seen, "COMPLETE", subject, first_run)
+        failed: dict[int, set[str]] = {}  # member position -> names of the expectations its own rows failed
+        for r in vr.results:
+            if r.success:
+                continue
+            idx = (r.result or {}).get("unexpected_index_list")
+            if r.expectation_config.type not in ROW_WISE or not idx or not all(isinstance(i, int) for i in idx):
+                return  # decided for the group: each alone, whole
+            for pos in set(np.searchsorted(bounds, idx, side="right") - 1):
+                failed.setdefault(int(pos), set()).add(r.expectation_config.meta["name"])
+        for pos, (i, frame, subj, run_name) in enumerate(members):
+            own = [] if pos not in failed else None
+            if own is None and cover is None:
+                own = member_failures(vr, seen, whole, frame, (int(bounds[pos]), int(bounds[pos + 1])), failed[pos])
+            out[i] = (
+                DQResult(spec["table"], suite, subj, len(vr.results), own)
+                if own is not None
+                else self._validate_alone(suite, frame, params, subj, run_name, only=failed[pos])
+            )
 
 
 #: Unexpected row indices a stored validation result keeps per expectation
