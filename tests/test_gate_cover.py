@@ -6,6 +6,7 @@ checks (pipelines/checks/cover.py) and the columns a suite reads
 import polars as pl
 
 from fairmon.pipelines.checks.cover import covered_columns, covering_rows
+from fairmon.pipelines.checks.split import unexpected_rows
 from fairmon.pipelines.checks.suites import expand_spec, load_spec, read_columns
 
 RAW_PARAMS = {
@@ -74,3 +75,13 @@ def test_a_frame_is_cut_to_the_columns_its_suite_reads():
     assert read_columns(entries, cols) == ["ds", "x", "lo", "hi"]
     assert read_columns([*entries, _entry("ExpectColumnValuesToBeInSet", column="x", other="unused")], cols) == cols
     assert read_columns([_entry("ExpectTableRowCountToBeBetween", min_value=1)], cols) == cols
+
+
+def test_a_stacks_unexpected_rows_are_read_only_when_gx_lists_them_row_by_row():
+    """GX's unexpected_index_list of a stack: increasing row positions are
+    used as they are; an empty, unordered, non-integer or multi-column list
+    (GX decided for the stack, or named rows otherwise) is not."""
+    assert unexpected_rows([3, 5, 9]).tolist() == [3, 5, 9]
+    assert unexpected_rows([7]).tolist() == [7]
+    for bad in [[], None, [5, 3], [2, 2], ["a", "b"], [1.5, 2.0], [(1, 2), (3, 4)], [{"i": 1}]]:
+        assert unexpected_rows(bad) is None, bad

@@ -29,7 +29,7 @@ import polars as pl
 
 from fairmon.pipelines.checks.cover import covered_columns, covering_rows
 from fairmon.pipelines.checks.gx_import import import_gx
-from fairmon.pipelines.checks.split import failure, member_failures
+from fairmon.pipelines.checks.split import failure, member_failures, unexpected_rows
 from fairmon.pipelines.checks.suites import (
     DQResult,
     expand_spec,
@@ -299,18 +299,21 @@ class QualityGate:
         seen = html_safe(whole).to_pandas()  # kept: a failing member's unexpected values are read from it
         vr = self.run_checkpoint(suite, [_per_subject(e) for e in entries], seen, "COMPLETE", subject, first_run)
         failed: dict[int, set[str]] = {}  # member position -> names of the expectations its own rows failed
+        unexpected: dict[str, np.ndarray] = {}  # expectation name -> the stack's unexpected rows
         for r in vr.results:
             if r.success:
                 continue
-            idx = (r.result or {}).get("unexpected_index_list")
-            if r.expectation_config.type not in ROW_WISE or not idx or not all(isinstance(i, int) for i in idx):
+            at = unexpected_rows((r.result or {}).get("unexpected_index_list"))
+            if r.expectation_config.type not in ROW_WISE or at is None:
                 return  # decided for the group: each alone, whole
-            for pos in set(np.searchsorted(bounds, idx, side="right") - 1):
-                failed.setdefault(int(pos), set()).add(r.expectation_config.meta["name"])
+            unexpected[r.expectation_config.meta["name"]] = at
+            for pos in np.unique(np.searchsorted(bounds, at, side="right") - 1).tolist():
+                failed.setdefault(pos, set()).add(r.expectation_config.meta["name"])
         for pos, (i, frame, subj, run_name) in enumerate(members):
             own = [] if pos not in failed else None
             if own is None and cover is None:
-                own = member_failures(vr, seen, whole, frame, (int(bounds[pos]), int(bounds[pos + 1])), failed[pos])
+                span = (int(bounds[pos]), int(bounds[pos + 1]))
+                own = member_failures(vr, unexpected, seen, whole, frame, span, failed[pos])
             out[i] = (
                 DQResult(spec["table"], suite, subj, len(vr.results), own)
                 if own is not None

@@ -49,24 +49,38 @@ def failure(r, count, rows: list[int], partial: list | None) -> dict:
     }
 
 
-def member_failures(vr, seen, whole: pl.DataFrame, frame: pl.DataFrame, span: tuple[int, int], names: set[str]):
+def unexpected_rows(idx) -> np.ndarray | None:
+    """GX's ``unexpected_index_list`` of a stacked run as an array of row
+    positions, increasing; None when it is empty or anything else (GX
+    then decided the expectation for the stack, not row by row)."""
+    if not isinstance(idx, list) or not idx:
+        return None
+    at = np.asarray(idx)
+    if at.ndim != 1 or at.dtype.kind not in "iu":
+        return None
+    at = at.astype(np.int64, copy=False)
+    return at if at.size < 2 or bool(np.all(at[1:] > at[:-1])) else None
+
+
+def member_failures(vr, unexpected, seen, whole: pl.DataFrame, frame: pl.DataFrame, span: tuple[int, int], names):
     """The failures of the subject at rows ``span`` = [lo, hi) of the stacked
     frame ``whole`` (``seen``: the pandas frame GX validated, ``whole`` after
     HTML escaping) in GX's validation result ``vr`` of that stack (result
-    format COMPLETE), for the expectations ``names`` its own rows failed:
-    what a run of GX on the subject's ``frame`` alone with just those
-    expectations reports (counts, first rows, samples; a profile's counts
-    weighted by ``__n`` and its rows from ``__first_row``), in the suite's order.
+    format COMPLETE; ``unexpected``: each failed expectation's unexpected
+    rows, :func:`unexpected_rows`), for the expectations ``names`` its own
+    rows failed: what a run of GX on the subject's ``frame`` alone with just
+    those expectations reports (counts, first rows, samples; a profile's
+    counts weighted by ``__n`` and its rows from ``__first_row``), in the
+    suite's order.
 
     A row-wise expectation on one column decides each row on its own value,
-    so GX's unexpected rows of the stack (``unexpected_index_list``, all of
-    them, in row order) that lie in ``span`` are the subject's own shifted by
-    ``lo``, and its unexpected values alone are the column's values there,
-    as GX lists them (iterating the pandas column; GX keeps only the stack's
-    first 200 values). Returns None when that cannot be relied on, for the
-    caller to run GX on the subject alone: an expectation on a key or on two
-    columns, an exception, an unexpected row list that is not increasing
-    integers, or a column whose pandas type in the stack is not the
+    so GX's unexpected rows of the stack (all of them, in row order) that
+    lie in ``span`` are the subject's own shifted by ``lo``, and its
+    unexpected values alone are the column's values there, as GX lists them
+    (iterating the pandas column; GX keeps only the stack's first 200
+    values). Returns None when that cannot be relied on, for the caller to
+    run GX on the subject alone: an expectation on a key or on two columns,
+    an exception, or a column whose pandas type in the stack is not the
     subject's (an integer or boolean column with nulls in the stack but none
     in the subject: GX would show 3.0 where it shows 3 alone)."""
     lo, hi = span
@@ -74,14 +88,14 @@ def member_failures(vr, seen, whole: pl.DataFrame, frame: pl.DataFrame, span: tu
     out = []
     for r in vr.results:
         cfg = r.expectation_config
-        if r.success or cfg.meta.get("name") not in names:
+        name = cfg.meta.get("name")
+        if r.success or name not in names:
             continue
-        idx = (r.result or {}).get("unexpected_index_list")
         raised = isinstance(r.exception_info, dict) and r.exception_info.get("raised_exception")
         column = cfg.kwargs.get("column")
-        if cfg.type not in ONE_COLUMN or raised or not _increasing(idx) or not _same_pandas_type(whole, frame, column):
+        at = unexpected.get(name)
+        if cfg.type not in ONE_COLUMN or raised or at is None or not _same_pandas_type(whole, frame, column):
             return None
-        at = np.asarray(idx, dtype=np.int64)
         a, b = (int(x) for x in np.searchsorted(at, [lo, hi]))
         own = (at[a:b] - lo).tolist()
         if not own:
@@ -94,13 +108,6 @@ def member_failures(vr, seen, whole: pl.DataFrame, frame: pl.DataFrame, span: tu
             count, rows = len(own), [i + 1 for i in own[:5]]
         out.append(failure(r, count, rows, list(seen[column].iloc[at[a : min(b, a + 5)]])))
     return out
-
-
-def _increasing(idx) -> bool:
-    """Whether GX's unexpected row list ``idx`` holds integers in increasing order."""
-    if not isinstance(idx, list) or not all(isinstance(i, int) for i in idx):
-        return False
-    return len(idx) < 2 or bool(np.all(np.diff(np.asarray(idx, dtype=np.int64)) > 0))
 
 
 def _same_pandas_type(whole: pl.DataFrame, frame: pl.DataFrame, column: str | None) -> bool:
