@@ -364,9 +364,10 @@ def test_validate_many_equals_one_run_per_file(gate, monkeypatch):
     warning, one without a column and an empty one are each reported as
     alone. The files that share the schema cost one GX run between them, on
     the rows that hold each column's values first (the suite checks values
-    one column at a time); a file whose own rows failed is run again alone,
-    whole, on just the expectations it failed, for GX to count its rows;
-    the file without a column and the empty one run the whole suite alone."""
+    one column at a time); the three files whose own rows failed there are
+    run again, whole, in one more GX run on the expectations any of them
+    failed, for GX to count their rows; the file without a column and the
+    empty one run the whole suite alone."""
     n = 40
     clean = _raw(n=n, grp=["a", "b"] * (n // 2), s1=[1, 0] * (n // 2))
     bad = clean.with_columns(
@@ -399,9 +400,7 @@ def test_validate_many_equals_one_run_per_file(gate, monkeypatch):
     assert sorted(rest) == [
         ("impressions_raw", "empty.parquet", many[5].n_expectations),
         ("impressions_raw", "nos2.parquet", many[4].n_expectations),
-        ("impressions_raw.failed", "bad.parquet", 1),
-        ("impressions_raw.failed", "bad2.parquet", 2),
-        ("impressions_raw.failed", "warn.parquet", 1),
+        ("impressions_raw.failed", "3 subjects: bad.parquet t .. bad2.parquet t", 3),
     ]
 
 
@@ -479,6 +478,41 @@ def test_validate_many_reads_each_days_failures_from_the_stacked_run(gate, monke
     assert [_as_dict(r) for r in many] == alone
     assert sorted((s, r) for s, r, _ in runs)[1:] == [("reo.failed", "reo"), ("reo.failed", "reo")]
     assert json.loads(many[1].row(D0)["details"])[0]["sample"] == [3]
+
+
+def test_a_warning_failing_in_every_file_costs_one_more_gx_run(gate, monkeypatch):
+    """Null attributes in three files of four (a warning real logs often
+    raise): the covering run finds them, and the three files are checked
+    again whole in one GX run, not one each; each file's count (1, 2 and 3
+    null file rows) and first rows (of each distinct offending profile row)
+    are those of its own run."""
+    n = 30
+    clean = _raw(n=n, grp=["a", "b", "c"] * (n // 3), s1=[1, 0] * (n // 2))
+
+    def nulls(rows):
+        return clean.with_columns(pl.when(pl.int_range(n).is_in(rows)).then(None).otherwise(pl.col("grp")).alias("grp"))
+
+    files = [
+        ("clean.parquet", clean),
+        ("n1.parquet", nulls([4])),
+        ("n2.parquet", nulls([2, 9])),
+        ("n3", nulls([0, 1, 29])),
+    ]
+    items = [(_profile(f), name, "t") for name, f in files]
+    alone = [_as_dict(gate.validate("impressions_raw", f, RAW_PARAMS, s, r)) for f, s, r in items]
+    runs = _counting_runs(monkeypatch)
+    many = gate.validate_many("impressions_raw", items, RAW_PARAMS)
+    assert [_as_dict(r) for r in many] == alone
+    assert [(s, subject[:11], k) for s, subject, k in runs] == [
+        ("impressions_raw", "4 subjects:", many[0].n_expectations),
+        ("impressions_raw.failed", "3 subjects:", 1),
+    ]
+    got = [(f["name"], f["unexpected_count"], f["rows"]) for r in many[1:] for f in r.failures]
+    assert got == [
+        ("attribute_not_null[grp]", 1, [5]),
+        ("attribute_not_null[grp]", 2, [3, 10]),
+        ("attribute_not_null[grp]", 3, [1, 2]),  # rows 2 and 30 share a profile row: its first file row names both
+    ]
 
 
 def test_validate_many_reads_failures_past_gxs_200_listed_values(gate, monkeypatch):

@@ -272,7 +272,14 @@ class QualityGate:
         return out
 
     def _validate_stack(
-        self, suite: str, members: list[tuple], params: dict, entries: list[dict], check: list[str], out: list
+        self,
+        suite: str,
+        members: list[tuple],
+        params: dict,
+        entries: list[dict],
+        check: list[str],
+        out: list,
+        again: int | None = None,
     ) -> None:
         """:meth:`validate_many`'s one GX run on ``members`` ((position in
         ``out``, frame, subject, run name), sharing their columns ``check``
@@ -280,14 +287,19 @@ class QualityGate:
         result written to ``out``. When the members are profiles and every
         expectation is decided by the values of a column or pair
         (:func:`fairmon.pipelines.checks.cover.covered_columns`), each member
-        is represented by its :func:`~fairmon.pipelines.checks.cover.covering_rows`
-        (a member that fails there is validated alone, whole, on the
-        expectations it failed). A failure GX decided for the stack (not row
-        by row) leaves every member to be validated alone by the caller."""
+        is represented by its :func:`~fairmon.pipelines.checks.cover.covering_rows`;
+        the members that fail there are run again, whole, stacked, on the
+        expectations any of them failed (``again``: the suite's expectation
+        count, the run kept as the suite's ``.failed``), for GX to count their
+        rows. A member whose failures cannot be read from a stacked run
+        (:func:`~fairmon.pipelines.checks.split.member_failures`) is validated
+        alone on the expectations it failed. A failure GX decided for the
+        stack (not row by row) leaves every member to be validated alone by
+        the caller."""
         spec = load_spec(suite)
         # profiles only: their failures are an input's defects, rare; an output's warning can fail on every day
         # (no_small_groups at K = 4,096), cheaper read from the stack of whole frames (member_failures) than re-run
-        cover = covered_columns(entries) if PROFILE_N in members[0][1].columns else None
+        cover = covered_columns(entries) if again is None and PROFILE_N in members[0][1].columns else None
         check = read_columns(entries, check)
         parts = [frame.select(check) for _, frame, *_ in members]
         if cover is not None:
@@ -297,7 +309,9 @@ class QualityGate:
         (_, _, first, first_run), (_, _, last, last_run) = members[0], members[-1]
         subject = f"{len(members)} subjects: {first} {first_run} .. {last} {last_run}"
         seen = html_safe(whole).to_pandas()  # kept: a failing member's unexpected values are read from it
-        vr = self.run_checkpoint(suite, [_per_subject(e) for e in entries], seen, "COMPLETE", subject, first_run)
+        gx_suite = suite if again is None else f"{suite}.failed"
+        vr = self.run_checkpoint(gx_suite, [_per_subject(e) for e in entries], seen, "COMPLETE", subject, first_run)
+        n = len(vr.results) if again is None else again
         failed: dict[int, set[str]] = {}  # member position -> names of the expectations its own rows failed
         unexpected: dict[str, np.ndarray] = {}  # expectation name -> the stack's unexpected rows
         for r in vr.results:
@@ -309,16 +323,21 @@ class QualityGate:
             unexpected[r.expectation_config.meta["name"]] = at
             for pos in np.unique(np.searchsorted(bounds, at, side="right") - 1).tolist():
                 failed.setdefault(pos, set()).add(r.expectation_config.meta["name"])
+        rerun = []
+        for pos, (i, frame, subj, _) in enumerate(members):
+            if pos not in failed:
+                out[i] = DQResult(spec["table"], suite, subj, n, [])
+            elif cover is not None:
+                rerun.append(members[pos])
+            else:
+                own = member_failures(vr, unexpected, seen, whole, frame, (bounds[pos], bounds[pos + 1]), failed[pos])
+                out[i] = DQResult(spec["table"], suite, subj, n, own) if own is not None else None
+        names = set().union(*failed.values())
+        if len(rerun) > 1:
+            self._validate_stack(suite, rerun, params, [e for e in entries if e["name"] in names], check, out, n)
         for pos, (i, frame, subj, run_name) in enumerate(members):
-            own = [] if pos not in failed else None
-            if own is None and cover is None:
-                span = (int(bounds[pos]), int(bounds[pos + 1]))
-                own = member_failures(vr, unexpected, seen, whole, frame, span, failed[pos])
-            out[i] = (
-                DQResult(spec["table"], suite, subj, len(vr.results), own)
-                if own is not None
-                else self._validate_alone(suite, frame, params, subj, run_name, only=failed[pos])
-            )
+            if out[i] is None:
+                out[i] = self._validate_alone(suite, frame, params, subj, run_name, only=failed[pos])
 
 
 #: Unexpected row indices a stored validation result keeps per expectation

@@ -83,7 +83,7 @@ def member_failures(vr, unexpected, seen, whole: pl.DataFrame, frame: pl.DataFra
     an exception, or a column whose pandas type in the stack is not the
     subject's (an integer or boolean column with nulls in the stack but none
     in the subject: GX would show 3.0 where it shows 3 alone)."""
-    lo, hi = span
+    lo, hi = (int(x) for x in span)
     profile = PROFILE_N in frame.columns and PROFILE_ROW in frame.columns
     out = []
     for r in vr.results:
