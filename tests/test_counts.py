@@ -268,26 +268,17 @@ def test_rows_per_cluster_bucket_from_the_profile_scan(kind, rule):
 
 
 @pytest.mark.parametrize("kind,rule,dup", [("bool", "any", False), ("int", "all", False), ("bool", "all", True)])
-def test_a_hash_shared_by_two_combinations_splits_the_profile_by_bucket(monkeypatch, kind, rule, dup):
-    """A 64-bit hash shared by two combinations (file, day, traffic, arm,
-    attributes) would merge their bucket rows: the scan is then redone with
-    the profile split by bucket. The grouping-sets scan, that fallback and
+def test_the_bucket_rows_of_the_grouping_sets_scan_equal_the_profile_split_by_bucket(kind, rule, dup):
+    """The grouping-sets scan (sql/impressions_profile_buckets.sql: bucket
+    rows grouped by their combination's own columns, label and bucket) and
     the profile split by bucket (no label in SQL) give the same profile
-    proper (id copies included) and the same staged rows, every column
-    (day, window start, label, bucket, rows, first file row)."""
+    proper (id copies included) and the same staged rows, every column (day,
+    window start, label, bucket, rows, first file row); each bucket row
+    carries its combination (file, arm, attributes) and its signals null."""
     import duckdb
 
     from fairmon.pipelines.ingest import profiles
     from fairmon.transforms.contract import BUCKET_LABEL, CLUSTER_BUCKET, without_buckets
-
-    scan = pl.DataFrame({"__h": [1, 1, 1], "g": ["x", "y", None], CLUSTER_BUCKET: [None, None, 3]})
-    assert profiles.with_bucket_combinations(scan, ["g"]) is None
-    ok = pl.DataFrame({"__h": [1, 2, 2], "g": ["x", "y", None], "__n": [5, 2, 2], CLUSTER_BUCKET: [None, None, 3]})
-    assert profiles.with_bucket_combinations(ok, ["g"]).to_dicts() == [
-        {"g": "x", "__n": 5, CLUSTER_BUCKET: None},
-        {"g": "y", "__n": 2, CLUSTER_BUCKET: None},
-        {"g": "y", "__n": 2, CLUSTER_BUCKET: 3},
-    ]
 
     rows = _clustered_rows(kind)
     if dup:  # rows 8k+1 repeat the item of row 8k in the same request: 375 duplicated id keys
@@ -303,12 +294,16 @@ def test_a_hash_shared_by_two_combinations_splits_the_profile_by_bucket(monkeypa
     cluster = profiles.ClusterScan("request_id", 16, ("s1", "s2"), rule == "all")
     fast = profiles.profile_rows(duckdb.connect(), rows, cols, "f", cluster=cluster)
     split = profiles.profile_rows(duckdb.connect(), rows, cols, "f", cluster=profiles.ClusterScan("request_id", 16))
-    monkeypatch.setattr(profiles, "with_bucket_combinations", lambda scan, combination: None)
-    fallback = profiles.profile_rows(duckdb.connect(), rows, cols, "f", cluster=cluster)
-    assert BUCKET_LABEL in fast.columns and BUCKET_LABEL not in fallback.columns
-    assert fallback.equals(split) and CLUSTER_BUCKET in split.columns
+    assert BUCKET_LABEL in fast.columns and BUCKET_LABEL not in split.columns and CLUSTER_BUCKET in split.columns
     assert without_buckets(fast).equals(without_buckets(split))
     assert (without_buckets(fast).get_column("id_copies").max() == 2) == dup
+    buckets = fast.filter(pl.col(CLUSTER_BUCKET).is_not_null())
+    assert buckets.get_column("s1").null_count() == buckets.height and buckets.get_column("g").null_count() == 0
+    # a bucket row's first file row holds the bucket row's own combination
+    first = rows.select((pl.col("__row") + 1).alias("__first_row"), "arm", "g", "h")
+    joined = buckets.select("__first_row", "arm", "g", "h").join(first, on="__first_row", how="left", suffix="_row")
+    assert joined.height == buckets.height > 100
+    assert all(joined.get_column(c).equals(joined.get_column(c + "_row"), check_names=False) for c in ("arm", "g", "h"))
     key = ["traffic", "arm", "y", "attr__g", "attr__h", "cbucket"]
     a, b = (normalize_impressions(p, **kw).sort(key) for p in (fast, split))
     assert a.equals(b) and a.height > 100

@@ -165,22 +165,6 @@ def _with_envy_flags(engine, raw, file: str):
     return engine.sql("impressions_donor_flag", donors=donors)
 
 
-def with_bucket_combinations(scan: pl.DataFrame, combination: list[str]) -> pl.DataFrame | None:
-    """The result of sql/impressions_profile_buckets.sql with each row per
-    bucket and label given the ``combination`` columns (file, day, traffic,
-    arm, attributes) of the profile rows with the same hash ``__h``; the hash
-    column dropped. Returns the profile rows, then the bucket rows (the
-    signal columns null), or None when two different combinations share a
-    hash (the caller then splits the profile by bucket instead)."""
-    is_profile = pl.col(CLUSTER_BUCKET).is_null()
-    profile = scan.filter(is_profile)
-    names = profile.select("__h", *combination).unique()
-    if names.get_column("__h").n_unique() != names.height:
-        return None
-    buckets = scan.filter(~is_profile).drop(combination).join(names, on="__h", how="left")
-    return pl.concat([profile, buckets.select(profile.columns)]).drop("__h")
-
-
 def profile_rows(
     con,
     raw,
@@ -247,12 +231,11 @@ def profile_rows(
         registered.append("raw")
         if not grouped:
             return engine.frame(engine.sql("impressions_row_count"))
-        profile = None
         if split is not None:
-            profile, grouped = _bucket_profile(engine, raw, cols, grouped, split, cluster, ids)
-        if profile is None and duplicated and "id_copies" not in grouped:
+            profile = _bucket_profile(engine, grouped, split, cluster, ids)
+        elif duplicated and "id_copies" not in grouped:
             profile = engine.frame(engine.sql("impressions_profile_ids", columns=grouped, keys=keys))
-        elif profile is None:  # id_copies, if counted, is one of the rows' columns (sql/impressions_with_copies.sql)
+        else:  # id_copies, if counted, is one of the rows' columns (sql/impressions_with_copies.sql)
             profile = engine.frame(engine.sql("impressions_profile", columns=grouped))
         return _ordered(profile, ids)
     except engine.errors as e:  # Spark's messages go on with hints and a JVM stack trace
@@ -264,15 +247,12 @@ def profile_rows(
             engine.unregister(name)
 
 
-def _bucket_profile(
-    engine, raw, cols: list[str], grouped: list[str], split: list[str], cluster: ClusterScan, ids: bool
-) -> tuple[pl.DataFrame | None, list[str]]:
+def _bucket_profile(engine, grouped: list[str], split: list[str], cluster: ClusterScan, ids: bool) -> pl.DataFrame:
     """For :func:`profile_rows`: the profile proper with the rows per bucket
     and label below it (sql/impressions_profile_buckets.sql over the
-    registered ``raw``; ``split``: the bucket rows' grouping set), id_copies
-    on the profile rows only when the rows have ids. Returns (profile,
-    grouping); the profile is None, and the grouping then splits every
-    combination by bucket instead, when two combinations share a 64-bit hash."""
+    registered ``raw``; ``grouped``: the profile's grouping set, ``split``:
+    the bucket rows' columns besides label and bucket), id_copies on the
+    profile rows only when the rows have ids."""
     sql = engine.sql(
         "impressions_profile_buckets",
         {"label_all": cluster.label_all},
@@ -280,14 +260,12 @@ def _bucket_profile(
         bucket_columns=split,
         signals=list(cluster.signals),
     )
-    profile = with_bucket_combinations(engine.frame(sql), split)
-    if profile is None:
-        return None, [c for c in engine.columns(raw) if c in (*cols, CLUSTER_BUCKET)]
+    profile = engine.frame(sql)
     if ids:
         copies = pl.col("id_copies") if "id_copies" in profile.columns else pl.lit(1, pl.Int64)
         on_profile_rows = pl.when(pl.col(CLUSTER_BUCKET).is_null())
         profile = profile.with_columns(on_profile_rows.then(copies).alias("id_copies"))
-    return profile, grouped
+    return profile
 
 
 def _ordered(profile: pl.DataFrame, ids: bool) -> pl.DataFrame:
