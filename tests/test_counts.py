@@ -337,3 +337,24 @@ def test_bucket_rows_that_disagree_with_the_profile_are_a_defect():
     assert bucket_rows(staged, per_bucket) is per_bucket
     with pytest.raises(RuntimeError, match="f: the rows per cluster bucket disagree"):
         bucket_rows(staged, per_bucket.with_columns(pl.col("y").fill_null(True).and_(pl.col("cbucket") == 0)))
+
+
+def test_a_profile_with_bucket_rows_comes_sorted_from_the_scan_and_is_sorted_otherwise():
+    """profile_rows: a file row's profile row before its bucket row, rows by
+    first file row (sql/impressions_profile_buckets.sql sorts them; ordered_profile
+    keeps a sorted frame as it is and sorts any other the same way)."""
+    import duckdb
+
+    from fairmon.pipelines.ingest import profiles
+    from fairmon.transforms.contract import CLUSTER_BUCKET
+
+    rows = _clustered_rows("bool").with_row_index("__row")
+    cluster = profiles.ClusterScan("request_id", 16, ("s1", "s2"))
+    got = profiles.profile_rows(duckdb.connect(), rows, ["ds", "traffic", "arm", "s1", "s2", "g", "h"], "f", 0, cluster)
+    first, bucket = got.get_column("__first_row").to_list(), got.get_column(CLUSTER_BUCKET).to_list()
+    assert first[:2] == [1, 1] and bucket[0] is None and bucket[1] is not None  # row 1: its profile row, then bucket
+    keys = [f * 2 + (b is not None) for f, b in zip(first, bucket)]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    frame = pl.DataFrame({"__first_row": [3, 1, 3, 1, 2], CLUSTER_BUCKET: [5, 7, None, None, 2], "v": list("abcde")})
+    assert profiles.ordered_profile(frame, False).get_column("v").to_list() == ["d", "b", "e", "c", "a"]
+    assert profiles.ordered_profile(frame.sort("v"), False).get_column("v").to_list() == ["d", "b", "e", "c", "a"]

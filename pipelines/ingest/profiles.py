@@ -237,7 +237,7 @@ def profile_rows(
             profile = engine.frame(engine.sql("impressions_profile_ids", columns=grouped, keys=keys))
         else:  # id_copies, if counted, is one of the rows' columns (sql/impressions_with_copies.sql)
             profile = engine.frame(engine.sql("impressions_profile", columns=grouped))
-        return _ordered(profile, ids)
+        return ordered_profile(profile, ids)
     except engine.errors as e:  # Spark's messages go on with hints and a JVM stack trace
         raise InputContractError(
             f"cannot read file: {first_line(e) if engine.name == 'spark' else e}", file=file
@@ -268,20 +268,26 @@ def _bucket_profile(engine, grouped: list[str], split: list[str], cluster: Clust
     return profile
 
 
-def _ordered(profile: pl.DataFrame, ids: bool) -> pl.DataFrame:
-    """For :func:`profile_rows`: id_copies last (1 when the rows have ids but
-    none is copied), rows sorted by first row; a profile row before the
+def ordered_profile(profile: pl.DataFrame, ids: bool) -> pl.DataFrame:
+    """For :func:`profile_rows`: ``profile`` (a frame of its statements, with
+    ``__first_row`` and maybe ``__cbucket``) with id_copies last (1 when the
+    rows have ids, ``ids``, but none is copied), rows sorted by first row; a profile row before the
     bucket row that shares its first row, whatever the scan's order. Each
     grouping set splits a file's rows, so in one file a first row starts at
     most one profile row and one bucket row: a single integer key orders
-    them (cheaper than sorting by two columns, nulls first, stably)."""
+    them (cheaper than sorting by two columns, nulls first, stably). Rows
+    the scan already sorted (sql/impressions_profile_buckets.sql) are
+    returned as they are: a sort would copy the frame. Raises nothing."""
     if ids and "id_copies" not in profile.columns:
         profile = profile.with_columns(pl.lit(1, pl.Int64).alias("id_copies"))
     if "id_copies" in profile.columns:  # last, whichever statement counted it
         profile = profile.select(pl.exclude("id_copies"), "id_copies")
     if CLUSTER_BUCKET not in profile.columns:
         return profile.sort(PROFILE_ROW)
-    return profile.sort(pl.col(PROFILE_ROW) * 2 + pl.col(CLUSTER_BUCKET).is_not_null().cast(pl.Int64))
+    key = profile.select(pl.col(PROFILE_ROW) * 2 + pl.col(CLUSTER_BUCKET).is_not_null().cast(pl.Int64)).to_series()
+    if key.is_sorted():  # sorted by the scan (sql/impressions_profile_buckets.sql): no copy of the frame
+        return profile
+    return profile.with_columns(key.alias("__key")).sort("__key").drop("__key")
 
 
 def parquet_rows(con: duckdb.DuckDBPyConnection, files: list[str], first_index: int = 0) -> duckdb.DuckDBPyRelation:
