@@ -96,7 +96,24 @@ def _bucketed(engine, raw, cluster: ClusterScan | None):
         return raw
     engine.register("raw_in", raw)
     scope = ["__file"] if "__file" in engine.columns(raw) else []  # a file's id count decides its keys
-    return engine.sql("impressions_bucket", cluster_key_params(cluster[1]), cluster=[cluster[0]], scope=scope)
+    name = "impressions_bucket_rows" if ids_mostly_distinct(engine, cluster[0]) else "impressions_bucket"
+    return engine.sql(name, cluster_key_params(cluster[1]), cluster=[cluster[0]], scope=scope)
+
+
+#: Rows of the sample that decides how the cluster keys are computed (:func:`ids_mostly_distinct`).
+ID_SAMPLE_ROWS = 100_000
+
+
+def ids_mostly_distinct(engine, column: str) -> bool:
+    """Whether the first :data:`ID_SAMPLE_ROWS` rows registered as ``raw_in``
+    have fewer than two rows per id in ``column`` (sql/impressions_bucket_sample.sql),
+    on DuckDB: each row's id is then hashed (sql/impressions_bucket_rows.sql)
+    rather than each distinct id joined back. Either statement gives every
+    row the same key; this decides only what it costs."""
+    if engine.name != "duckdb":
+        return False
+    ids, n = engine.sql("impressions_bucket_sample", {"rows": ID_SAMPLE_ROWS}, cluster=[column]).fetchall()[0]
+    return 2 * ids > n
 
 
 def _labels_in_sql(engine, raw, cluster: ClusterScan) -> bool:
