@@ -7,10 +7,10 @@
 -- profiles.py picks this statement from a sample of the rows
 -- (sql/impressions_bucket_sample.sql). Each file's ({{scope:key}}) number of
 -- distinct ids decides between per-cluster keys and hash buckets as there;
--- a null id counts as one id, as SELECT DISTINCT counts it.
+-- a null id counts as one id (SELECT DISTINCT).
 WITH __sizes AS (
-    SELECT __scope, count(DISTINCT __cid) + max(CASE WHEN __cid IS NULL THEN 1 ELSE 0 END) AS __n_ids
-    FROM (SELECT {{scope:key}} AS __scope, {{cluster:text}} AS __cid FROM raw_in) AS __ids
+    SELECT __scope, count(*) AS __n_ids
+    FROM (SELECT DISTINCT {{scope:key}} AS __scope, {{cluster:text}} AS __cid FROM raw_in) AS __ids
     GROUP BY __scope
 )
 SELECT raw_in.* EXCLUDE (__h),
