@@ -127,7 +127,7 @@ def test_sql_is_written_once_and_translated():
     assert bucket.count(":buckets") == 2 and bucket.count(":span") == 1  # $buckets, $span bound
     assert "COUNT(*) AS __n_ids FROM __distinct_ids GROUP BY __scope" in bucket  # ids per file: an aggregate
     assert "`__file` = __ids.__scope" in bucket  # the scope key as it is, not cast per row
-    assert "CONV(SUBSTRING(SHA(__cid), 1, 8), 16, 10)" in bucket  # DuckDB's '0x' || …, once per distinct id
+    assert "CONV(SUBSTRING(SHA(d.__cid), 1, 8), 16, 10)" in bucket  # DuckDB's '0x' || …, once per distinct id
     assert "SELECT DISTINCT `__file` AS __scope, CAST(`request_id` AS STRING) AS __cid" in bucket
     with pytest.raises(ValueError, match="not an identifier"):
         render("impressions_profile", columns=['ds" FROM x; --'])
