@@ -23,17 +23,27 @@
 -- the hex digits with CAST('0x' || … AS BIGINT), which the Spark translation
 -- spells CAST(conv(…, 16, 10) AS BIGINT) (pipelines/storage/portable.py). h is
 -- below 2^63, so BIGINT holds it and no modulo is of a negative number.
+-- Each file's number of distinct ids is an aggregate over the distinct ids
+-- (__sizes), not a window over them: the window partitioned and sorted them,
+-- ~0.2 CPU-s of ~1 per 2.1 M ids (bench/README.md, issue 37 item 3).
 -- Engine-specific hash() is not used: DuckDB's and Spark's differ, and so
 -- would the keys and the intervals. Each distinct id of a file is hashed once
 -- and its key joined back to its rows (null ids match as one, IS NOT DISTINCT
 -- FROM): SHA-1 per row cost 1.5 CPU-s per 10^7 rows on DuckDB, most of the
 -- clustered scan (bench/README.md, issue 37).
-WITH __ids AS (
-    SELECT __scope,
-           __cid,
-           coalesce(CAST('0x' || substr(sha1(__cid), 1, 8) AS BIGINT), 6893924396578271964) AS __h,
-           count(*) OVER (PARTITION BY __scope) AS __n_ids
-    FROM (SELECT DISTINCT {{scope:key}} AS __scope, {{cluster:text}} AS __cid FROM raw_in) AS __distinct_ids
+WITH __distinct_ids AS (
+    SELECT DISTINCT {{scope:key}} AS __scope, {{cluster:text}} AS __cid FROM raw_in
+),
+__sizes AS (
+    SELECT __scope, count(*) AS __n_ids FROM __distinct_ids GROUP BY __scope
+),
+__ids AS (
+    SELECT d.__scope,
+           d.__cid,
+           coalesce(CAST('0x' || substr(sha1(d.__cid), 1, 8) AS BIGINT), 6893924396578271964) AS __h,
+           s.__n_ids
+    FROM __distinct_ids AS d
+    JOIN __sizes AS s ON d.__scope = s.__scope
 )
 SELECT raw_in.*,
        CAST(CASE WHEN __ids.__n_ids <= $buckets THEN -1 - __ids.__h % $span ELSE __ids.__h % $buckets END AS INTEGER)

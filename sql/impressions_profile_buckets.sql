@@ -1,14 +1,16 @@
 -- The profile of sql/impressions_profile.sql and, from the same scan, the
 -- rows per cluster bucket that the cluster-robust variance needs
 -- (transforms/reo/cluster.py, issue 20), as two grouping sets of one aggregation:
--- * ({{columns}}, __h): the profile itself, exactly as without clustering
---   (__y and __cbucket NULL), with __h, the 64-bit hash of its
---   {{bucket_columns}} (file, day, traffic, arm, attributes);
--- * (__h, __y, __cbucket): rows per combination of those, label and bucket
---   (the profile's columns NULL; profile_rows maps __h back to them from the
---   profile rows, and redoes the scan the old way if two combinations share
---   a hash). An integer key in place of the strings makes this set ~15 %
---   cheaper at 10^8 rows.
+-- * ({{columns}}): the profile itself, exactly as without clustering
+--   (__y and __cbucket NULL);
+-- * ({{bucket_columns}}, __y, __cbucket): rows per combination of file, day,
+--   traffic, arm and attributes, label and bucket (the signals NULL).
+-- The bucket rows carry their combination's own columns. A 64-bit hash of
+-- them in their place (mapped back from the profile rows in Polars) made
+-- the set ~15 % cheaper at 10^8 rows of few combinations, but at K = 4,096
+-- groups (~277,000 bucket rows a day of 300,000 rows) the map back cost more
+-- than the hash saved, and the grouping costs the same either way at 2.1 M
+-- rows for K = 2 and 4,096 (bench/README.md, issue 37 item 3).
 -- `raw` holds the rows with __cbucket (sql/impressions_bucket.sql). __y is the
 -- label rule over the signals ({{signals:bool}}, numeric or boolean
 -- columns): `true IN (...)` is SQL's three-valued OR of them (any), and
@@ -18,17 +20,20 @@
 -- Splitting the profile itself by bucket instead multiplies its groups by the
 -- signal combinations (8.7x more rows out at 10^8): 2.4x the unclustered scan
 -- at 10^8 rows against 1.74x for the two sets (bench/README.md, issue 20).
--- DuckDB only (adapters.profile_rows): Spark's hash() has 32 bits.
+-- DuckDB only (adapters.profile_rows): its label needs boolean or numeric signals.
+-- Sorted as profile_rows returns it (a file row's profile row before its bucket
+-- row): DuckDB's sort holds the rows in its own memory, where Polars' sort of
+-- the result copied ~2.6 M rows a week at K = 4,096 beside the original at the
+-- scan's peak (bench/README.md, issue 37 item 3).
 SELECT {{columns}},
-       __h,
        __y,
        __cbucket,
        CAST(count(*) AS BIGINT) AS __n,
        CAST(min(__row) AS BIGINT) + 1 AS __first_row
 FROM (
     SELECT *,
-           hash({{bucket_columns}}) AS __h,
            CASE WHEN $label_all THEN NOT (false IN ({{signals:bool}})) ELSE true IN ({{signals:bool}}) END AS __y
     FROM raw
 )
-GROUP BY GROUPING SETS (({{columns}}, __h), (__h, __y, __cbucket))
+GROUP BY GROUPING SETS (({{columns}}), ({{bucket_columns}}, __y, __cbucket))
+ORDER BY __first_row * 2 + CAST(__cbucket IS NOT NULL AS BIGINT)

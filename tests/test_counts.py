@@ -159,8 +159,10 @@ def test_a_range_counts_each_day_as_the_day_alone(staged, tmp_path):
     assert set(rng.get_column("ds")) == set(days)
 
 
-def test_cluster_key_is_the_sha1_prefix_per_cluster_or_modulo_the_buckets():
-    """sql/impressions_bucket.sql on DuckDB gives each id the key that hashlib gives it (int32): the
+@pytest.mark.parametrize("statement", ["impressions_bucket", "impressions_bucket_rows"])
+def test_cluster_key_is_the_sha1_prefix_per_cluster_or_modulo_the_buckets(statement):
+    """sql/impressions_bucket.sql on DuckDB (and impressions_bucket_rows.sql,
+    hashing each row's id) gives each id the key that hashlib gives it (int32): the
     hash bucket when the rows hold more distinct ids than buckets (2008 ids: 7 and 128 buckets, all 7
     filled), else the per-cluster key (65,536 buckets), distinct for every id; per file when the rows
     hold several (__file): the same id is keyed by its own file's id count (issue 38)."""
@@ -174,25 +176,23 @@ def test_cluster_key_is_the_sha1_prefix_per_cluster_or_modulo_the_buckets():
     con.execute("INSERT INTO raw_in SELECT unnest($ids)", {"ids": BUCKET_IDS})
     n_ids = 2008  # r0..r1999 and BUCKET_IDS but its r1, null counted once
     for buckets in (7, 128, 65536):
-        got = con.sql(
-            render("impressions_bucket", cluster=["request_id"], scope=[]), params=cluster_key_params(buckets)
-        ).pl()
+        got = con.sql(render(statement, cluster=["request_id"], scope=[]), params=cluster_key_params(buckets)).pl()
         want = [reference_key(i, buckets, n_ids) for i in got.get_column("request_id")]
         assert got.get_column("__cbucket").to_list() == want
         assert got.get_column("__cbucket").dtype == pl.Int32
     assert min(want) < 0 and len(set(want)) == n_ids and reference_key(None, 65536, n_ids) in want
-    got = con.sql(render("impressions_bucket", cluster=["request_id"], scope=[]), params=cluster_key_params(7)).pl()
+    got = con.sql(render(statement, cluster=["request_id"], scope=[]), params=cluster_key_params(7)).pl()
     assert set(got.get_column("__cbucket").to_list()) == set(range(7))
     # an integer id is keyed as its text: a Parquet column of numbers and a CSV column of digits agree
     con.execute("CREATE TABLE nums AS SELECT 42 AS i")
-    query = render("impressions_bucket", cluster=["i"], scope=[]).replace("raw_in", "nums")
+    query = render(statement, cluster=["i"], scope=[]).replace("raw_in", "nums")
     assert con.sql(query, params=cluster_key_params(128)).fetchall()[0][1] == reference_key("42", 128, 1)
     # two files scanned together: file a (3 ids) per cluster, file b (20 ids) per bucket, r1 in both
     con.execute(
         "CREATE TABLE files AS SELECT 'a' AS __file, unnest(['r1', 'r2', 'r3']) AS request_id "
         "UNION ALL SELECT 'b', 'r' || i FROM range(1, 21) AS t(i)"
     )
-    query = render("impressions_bucket", cluster=["request_id"], scope=["__file"]).replace("raw_in", "files")
+    query = render(statement, cluster=["request_id"], scope=["__file"]).replace("raw_in", "files")
     got = con.sql(query, params=cluster_key_params(16)).pl()
     want = [reference_key(i, 16, 3 if f == "a" else 20) for f, i in got.select("__file", "request_id").iter_rows()]
     assert got.get_column("__cbucket").to_list() == want
@@ -268,26 +268,17 @@ def test_rows_per_cluster_bucket_from_the_profile_scan(kind, rule):
 
 
 @pytest.mark.parametrize("kind,rule,dup", [("bool", "any", False), ("int", "all", False), ("bool", "all", True)])
-def test_a_hash_shared_by_two_combinations_splits_the_profile_by_bucket(monkeypatch, kind, rule, dup):
-    """A 64-bit hash shared by two combinations (file, day, traffic, arm,
-    attributes) would merge their bucket rows: the scan is then redone with
-    the profile split by bucket. The grouping-sets scan, that fallback and
+def test_the_bucket_rows_of_the_grouping_sets_scan_equal_the_profile_split_by_bucket(kind, rule, dup):
+    """The grouping-sets scan (sql/impressions_profile_buckets.sql: bucket
+    rows grouped by their combination's own columns, label and bucket) and
     the profile split by bucket (no label in SQL) give the same profile
-    proper (id copies included) and the same staged rows, every column
-    (day, window start, label, bucket, rows, first file row)."""
+    proper (id copies included) and the same staged rows, every column (day,
+    window start, label, bucket, rows, first file row); each bucket row
+    carries its combination (file, arm, attributes) and its signals null."""
     import duckdb
 
     from fairmon.pipelines.ingest import profiles
     from fairmon.transforms.contract import BUCKET_LABEL, CLUSTER_BUCKET, without_buckets
-
-    scan = pl.DataFrame({"__h": [1, 1, 1], "g": ["x", "y", None], CLUSTER_BUCKET: [None, None, 3]})
-    assert profiles.with_bucket_combinations(scan, ["g"]) is None
-    ok = pl.DataFrame({"__h": [1, 2, 2], "g": ["x", "y", None], "__n": [5, 2, 2], CLUSTER_BUCKET: [None, None, 3]})
-    assert profiles.with_bucket_combinations(ok, ["g"]).to_dicts() == [
-        {"g": "x", "__n": 5, CLUSTER_BUCKET: None},
-        {"g": "y", "__n": 2, CLUSTER_BUCKET: None},
-        {"g": "y", "__n": 2, CLUSTER_BUCKET: 3},
-    ]
 
     rows = _clustered_rows(kind)
     if dup:  # rows 8k+1 repeat the item of row 8k in the same request: 375 duplicated id keys
@@ -303,12 +294,16 @@ def test_a_hash_shared_by_two_combinations_splits_the_profile_by_bucket(monkeypa
     cluster = profiles.ClusterScan("request_id", 16, ("s1", "s2"), rule == "all")
     fast = profiles.profile_rows(duckdb.connect(), rows, cols, "f", cluster=cluster)
     split = profiles.profile_rows(duckdb.connect(), rows, cols, "f", cluster=profiles.ClusterScan("request_id", 16))
-    monkeypatch.setattr(profiles, "with_bucket_combinations", lambda scan, combination: None)
-    fallback = profiles.profile_rows(duckdb.connect(), rows, cols, "f", cluster=cluster)
-    assert BUCKET_LABEL in fast.columns and BUCKET_LABEL not in fallback.columns
-    assert fallback.equals(split) and CLUSTER_BUCKET in split.columns
+    assert BUCKET_LABEL in fast.columns and BUCKET_LABEL not in split.columns and CLUSTER_BUCKET in split.columns
     assert without_buckets(fast).equals(without_buckets(split))
     assert (without_buckets(fast).get_column("id_copies").max() == 2) == dup
+    buckets = fast.filter(pl.col(CLUSTER_BUCKET).is_not_null())
+    assert buckets.get_column("s1").null_count() == buckets.height and buckets.get_column("g").null_count() == 0
+    # a bucket row's first file row holds the bucket row's own combination
+    first = rows.select((pl.col("__row") + 1).alias("__first_row"), "arm", "g", "h")
+    joined = buckets.select("__first_row", "arm", "g", "h").join(first, on="__first_row", how="left", suffix="_row")
+    assert joined.height == buckets.height > 100
+    assert all(joined.get_column(c).equals(joined.get_column(c + "_row"), check_names=False) for c in ("arm", "g", "h"))
     key = ["traffic", "arm", "y", "attr__g", "attr__h", "cbucket"]
     a, b = (normalize_impressions(p, **kw).sort(key) for p in (fast, split))
     assert a.equals(b) and a.height > 100
@@ -342,3 +337,50 @@ def test_bucket_rows_that_disagree_with_the_profile_are_a_defect():
     assert bucket_rows(staged, per_bucket) is per_bucket
     with pytest.raises(RuntimeError, match="f: the rows per cluster bucket disagree"):
         bucket_rows(staged, per_bucket.with_columns(pl.col("y").fill_null(True).and_(pl.col("cbucket") == 0)))
+
+
+def test_a_profile_with_bucket_rows_comes_sorted_from_the_scan_and_is_sorted_otherwise():
+    """profile_rows: a file row's profile row before its bucket row, rows by
+    first file row (sql/impressions_profile_buckets.sql sorts them; ordered_profile
+    keeps a sorted frame as it is and sorts any other the same way)."""
+    import duckdb
+
+    from fairmon.pipelines.ingest import profiles
+    from fairmon.transforms.contract import CLUSTER_BUCKET
+
+    rows = _clustered_rows("bool").with_row_index("__row")
+    cluster = profiles.ClusterScan("request_id", 16, ("s1", "s2"))
+    got = profiles.profile_rows(duckdb.connect(), rows, ["ds", "traffic", "arm", "s1", "s2", "g", "h"], "f", 0, cluster)
+    first, bucket = got.get_column("__first_row").to_list(), got.get_column(CLUSTER_BUCKET).to_list()
+    assert first[:2] == [1, 1] and bucket[0] is None and bucket[1] is not None  # row 1: its profile row, then bucket
+    keys = [f * 2 + (b is not None) for f, b in zip(first, bucket)]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    frame = pl.DataFrame({"__first_row": [3, 1, 3, 1, 2], CLUSTER_BUCKET: [5, 7, None, None, 2], "v": list("abcde")})
+    assert profiles.ordered_profile(frame, False).get_column("v").to_list() == ["d", "b", "e", "c", "a"]
+    assert profiles.ordered_profile(frame.sort("v"), False).get_column("v").to_list() == ["d", "b", "e", "c", "a"]
+
+
+@pytest.mark.parametrize("per_request", [1, 8])
+def test_either_cluster_key_statement_gives_the_same_profile(monkeypatch, per_request):
+    """profiles.ids_mostly_distinct picks sql/impressions_bucket_rows.sql for
+    rows with about one row per id and sql/impressions_bucket.sql for ids that
+    repeat (8 rows a request); forcing the other statement gives the same
+    profile, bucket rows included."""
+    import duckdb
+
+    from fairmon.pipelines.ingest import profiles
+
+    rows = _clustered_rows("bool")
+    rows = rows.with_columns(
+        (pl.lit("r") + (pl.int_range(pl.len()) // per_request).cast(pl.String)).alias("request_id")
+    )
+    rows = rows.with_row_index("__row")
+    con = duckdb.connect()
+    con.register("raw_in", rows)
+    assert profiles.ids_mostly_distinct(profiles.DuckEngine(con), "request_id") == (per_request == 1)
+    cols = ["ds", "traffic", "arm", "s1", "s2", "g", "h"]
+    cluster = profiles.ClusterScan("request_id", 16, ("s1", "s2"))
+    picked = profiles.profile_rows(duckdb.connect(), rows, cols, "f", 0, cluster)
+    monkeypatch.setattr(profiles, "ids_mostly_distinct", lambda engine, column: per_request != 1)
+    other = profiles.profile_rows(duckdb.connect(), rows, cols, "f", 0, cluster)
+    assert picked.equals(other) and picked.get_column("__cbucket").n_unique() == 17  # 16 buckets and null

@@ -125,9 +125,10 @@ def test_sql_is_written_once_and_translated():
     assert "`like_video`" in spark and "USING (`__file`, `request_id`)" in spark
     bucket = render_spark("impressions_bucket", cluster=["request_id"], scope=["__file"])
     assert bucket.count(":buckets") == 2 and bucket.count(":span") == 1  # $buckets, $span bound
-    assert "PARTITION BY __scope" in bucket and "CAST(`__file` AS STRING) = __ids.__scope" in bucket
-    assert "CONV(SUBSTRING(SHA(__cid), 1, 8), 16, 10)" in bucket  # DuckDB's '0x' || …, once per distinct id
-    assert "SELECT DISTINCT CAST(`__file` AS STRING) AS __scope, CAST(`request_id` AS STRING) AS __cid" in bucket
+    assert "COUNT(*) AS __n_ids FROM __distinct_ids GROUP BY __scope" in bucket  # ids per file: an aggregate
+    assert "`__file` = __ids.__scope" in bucket  # the scope key as it is, not cast per row
+    assert "CONV(SUBSTRING(SHA(d.__cid), 1, 8), 16, 10)" in bucket  # DuckDB's '0x' || …, once per distinct id
+    assert "SELECT DISTINCT `__file` AS __scope, CAST(`request_id` AS STRING) AS __cid" in bucket
     with pytest.raises(ValueError, match="not an identifier"):
         render("impressions_profile", columns=['ds" FROM x; --'])
 

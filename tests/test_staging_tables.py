@@ -128,3 +128,51 @@ def test_identifiers_come_only_from_checked_names():
         "n",
         "n_pos",
     ]
+
+
+def test_a_large_insert_runs_on_one_thread_keeps_the_rows_in_order_and_fills_whole_row_groups(tmp_path):
+    """staging_tables.insert appends on one DuckDB thread (sql/settings_threads.sql):
+    a batch of files' frames (one chunk each, as replace_units concatenates
+    them) lands in the frame's row order in full row groups, 5 for 600,000
+    rows (ceil(n / 122,880); two threads leave 6, one partly filled per
+    chunk, which the checkpoint at close merges again); the connection's
+    thread count is back afterwards, also after a failed insert."""
+    part = 200_000
+    files = [
+        pl.select(
+            ds=pl.lit(D),
+            ds_start=pl.lit(D),
+            traffic=pl.lit("default"),
+            arm=pl.when(pl.int_range(part) % 3 == 0).then(pl.lit("a")).otherwise(pl.lit("b")),
+            y=pl.int_range(part) % 2 == 0,
+            attr__g=(pl.int_range(part) % 4096).cast(pl.String),
+            cbucket=(pl.int_range(part) % 128).cast(pl.Int32),
+            n=pl.int_range(part) + 1,
+            src_file=pl.lit(f"f{k}"),
+            src_row=part - pl.int_range(part),
+        )
+        for k in range(3)
+    ]
+    frame = pl.concat(files, rechunk=False)
+    assert frame.n_chunks() == 3
+    table = st.IMPRESSIONS
+    path = tmp_path / "s.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("SET threads = 2")
+    st.create(con, table, table.columns(["g"]))
+    con.register(table.frame, frame)
+    st.insert(con, table)
+    assert con.execute("SELECT current_setting('threads')").fetchone()[0] == 2
+    groups = "SELECT count(DISTINCT row_group_id) FROM pragma_storage_info('impressions')"
+    assert con.execute(groups).fetchone()[0] == 5  # as written, before any checkpoint
+    con.execute("SET threads = 2")
+    con.register(table.frame, frame.with_columns(pl.lit("x").alias("cbucket")))  # not an integer: the insert fails
+    with pytest.raises(duckdb.Error):
+        st.insert(con, table)
+    assert con.execute("SELECT current_setting('threads')").fetchone()[0] == 2
+    con.close()
+    con = duckdb.connect(str(path))
+    got = con.sql("SELECT * FROM impressions ORDER BY rowid").pl()
+    assert got.equals(frame.select(got.columns)) and got.get_column("src_row").head(2).to_list() == [part, part - 1]
+    assert con.execute(groups).fetchone()[0] == 5
+    con.close()

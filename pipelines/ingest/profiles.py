@@ -96,7 +96,24 @@ def _bucketed(engine, raw, cluster: ClusterScan | None):
         return raw
     engine.register("raw_in", raw)
     scope = ["__file"] if "__file" in engine.columns(raw) else []  # a file's id count decides its keys
-    return engine.sql("impressions_bucket", cluster_key_params(cluster[1]), cluster=[cluster[0]], scope=scope)
+    name = "impressions_bucket_rows" if ids_mostly_distinct(engine, cluster[0]) else "impressions_bucket"
+    return engine.sql(name, cluster_key_params(cluster[1]), cluster=[cluster[0]], scope=scope)
+
+
+#: Rows of the sample that decides how the cluster keys are computed (:func:`ids_mostly_distinct`).
+ID_SAMPLE_ROWS = 100_000
+
+
+def ids_mostly_distinct(engine, column: str) -> bool:
+    """Whether the first :data:`ID_SAMPLE_ROWS` rows registered as ``raw_in``
+    have fewer than two rows per id in ``column`` (sql/impressions_bucket_sample.sql),
+    on DuckDB: each row's id is then hashed (sql/impressions_bucket_rows.sql)
+    rather than each distinct id joined back. Either statement gives every
+    row the same key; this decides only what it costs."""
+    if engine.name != "duckdb":
+        return False
+    ids, n = engine.sql("impressions_bucket_sample", {"rows": ID_SAMPLE_ROWS}, cluster=[column]).fetchall()[0]
+    return 2 * ids > n
 
 
 def _labels_in_sql(engine, raw, cluster: ClusterScan) -> bool:
@@ -165,22 +182,6 @@ def _with_envy_flags(engine, raw, file: str):
     return engine.sql("impressions_donor_flag", donors=donors)
 
 
-def with_bucket_combinations(scan: pl.DataFrame, combination: list[str]) -> pl.DataFrame | None:
-    """The result of sql/impressions_profile_buckets.sql with each row per
-    bucket and label given the ``combination`` columns (file, day, traffic,
-    arm, attributes) of the profile rows with the same hash ``__h``; the hash
-    column dropped. Returns the profile rows, then the bucket rows (the
-    signal columns null), or None when two different combinations share a
-    hash (the caller then splits the profile by bucket instead)."""
-    is_profile = pl.col(CLUSTER_BUCKET).is_null()
-    profile = scan.filter(is_profile)
-    names = profile.select("__h", *combination).unique()
-    if names.get_column("__h").n_unique() != names.height:
-        return None
-    buckets = scan.filter(~is_profile).drop(combination).join(names, on="__h", how="left")
-    return pl.concat([profile, buckets.select(profile.columns)]).drop("__h")
-
-
 def profile_rows(
     con,
     raw,
@@ -247,14 +248,13 @@ def profile_rows(
         registered.append("raw")
         if not grouped:
             return engine.frame(engine.sql("impressions_row_count"))
-        profile = None
         if split is not None:
-            profile, grouped = _bucket_profile(engine, raw, cols, grouped, split, cluster, ids)
-        if profile is None and duplicated and "id_copies" not in grouped:
+            profile = _bucket_profile(engine, grouped, split, cluster, ids)
+        elif duplicated and "id_copies" not in grouped:
             profile = engine.frame(engine.sql("impressions_profile_ids", columns=grouped, keys=keys))
-        elif profile is None:  # id_copies, if counted, is one of the rows' columns (sql/impressions_with_copies.sql)
+        else:  # id_copies, if counted, is one of the rows' columns (sql/impressions_with_copies.sql)
             profile = engine.frame(engine.sql("impressions_profile", columns=grouped))
-        return _ordered(profile, ids)
+        return ordered_profile(profile, ids)
     except engine.errors as e:  # Spark's messages go on with hints and a JVM stack trace
         raise InputContractError(
             f"cannot read file: {first_line(e) if engine.name == 'spark' else e}", file=file
@@ -264,15 +264,12 @@ def profile_rows(
             engine.unregister(name)
 
 
-def _bucket_profile(
-    engine, raw, cols: list[str], grouped: list[str], split: list[str], cluster: ClusterScan, ids: bool
-) -> tuple[pl.DataFrame | None, list[str]]:
+def _bucket_profile(engine, grouped: list[str], split: list[str], cluster: ClusterScan, ids: bool) -> pl.DataFrame:
     """For :func:`profile_rows`: the profile proper with the rows per bucket
     and label below it (sql/impressions_profile_buckets.sql over the
-    registered ``raw``; ``split``: the bucket rows' grouping set), id_copies
-    on the profile rows only when the rows have ids. Returns (profile,
-    grouping); the profile is None, and the grouping then splits every
-    combination by bucket instead, when two combinations share a 64-bit hash."""
+    registered ``raw``; ``grouped``: the profile's grouping set, ``split``:
+    the bucket rows' columns besides label and bucket), id_copies on the
+    profile rows only when the rows have ids."""
     sql = engine.sql(
         "impressions_profile_buckets",
         {"label_all": cluster.label_all},
@@ -280,30 +277,34 @@ def _bucket_profile(
         bucket_columns=split,
         signals=list(cluster.signals),
     )
-    profile = with_bucket_combinations(engine.frame(sql), split)
-    if profile is None:
-        return None, [c for c in engine.columns(raw) if c in (*cols, CLUSTER_BUCKET)]
+    profile = engine.frame(sql)
     if ids:
         copies = pl.col("id_copies") if "id_copies" in profile.columns else pl.lit(1, pl.Int64)
         on_profile_rows = pl.when(pl.col(CLUSTER_BUCKET).is_null())
         profile = profile.with_columns(on_profile_rows.then(copies).alias("id_copies"))
-    return profile, grouped
+    return profile
 
 
-def _ordered(profile: pl.DataFrame, ids: bool) -> pl.DataFrame:
-    """For :func:`profile_rows`: id_copies last (1 when the rows have ids but
-    none is copied), rows sorted by first row; a profile row before the
+def ordered_profile(profile: pl.DataFrame, ids: bool) -> pl.DataFrame:
+    """For :func:`profile_rows`: ``profile`` (a frame of its statements, with
+    ``__first_row`` and maybe ``__cbucket``) with id_copies last (1 when the
+    rows have ids, ``ids``, but none is copied), rows sorted by first row; a profile row before the
     bucket row that shares its first row, whatever the scan's order. Each
     grouping set splits a file's rows, so in one file a first row starts at
     most one profile row and one bucket row: a single integer key orders
-    them (cheaper than sorting by two columns, nulls first, stably)."""
+    them (cheaper than sorting by two columns, nulls first, stably). Rows
+    the scan already sorted (sql/impressions_profile_buckets.sql) are
+    returned as they are: a sort would copy the frame. Raises nothing."""
     if ids and "id_copies" not in profile.columns:
         profile = profile.with_columns(pl.lit(1, pl.Int64).alias("id_copies"))
     if "id_copies" in profile.columns:  # last, whichever statement counted it
         profile = profile.select(pl.exclude("id_copies"), "id_copies")
     if CLUSTER_BUCKET not in profile.columns:
         return profile.sort(PROFILE_ROW)
-    return profile.sort(pl.col(PROFILE_ROW) * 2 + pl.col(CLUSTER_BUCKET).is_not_null().cast(pl.Int64))
+    key = profile.select(pl.col(PROFILE_ROW) * 2 + pl.col(CLUSTER_BUCKET).is_not_null().cast(pl.Int64)).to_series()
+    if key.is_sorted():  # sorted by the scan (sql/impressions_profile_buckets.sql): no copy of the frame
+        return profile
+    return profile.with_columns(key.alias("__key")).sort("__key").drop("__key")
 
 
 def parquet_rows(con: duckdb.DuckDBPyConnection, files: list[str], first_index: int = 0) -> duckdb.DuckDBPyRelation:

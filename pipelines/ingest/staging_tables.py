@@ -192,8 +192,17 @@ def add_column(con: duckdb.DuckDBPyConnection, table: StagingTable, column: str,
 
 
 def insert(con: duckdb.DuckDBPyConnection, table: StagingTable) -> None:
-    """Append the frame registered under ``table.frame`` to ``table``."""
-    db.run_statement(con, insert_sql(table))
+    """Append the frame registered under ``table.frame`` to ``table``, on one
+    DuckDB thread (sql/settings_threads.sql: a parallel insert leaves partly
+    filled row groups that the checkpoint at close merges again, as much CPU
+    as the insert itself for millions of rows); the thread count is restored
+    afterwards, also when the insert fails."""
+    threads = db.rows(con, "settings_threads_current")[0][0]
+    db.execute(con, "settings_threads", threads=1)
+    try:
+        db.run_statement(con, insert_sql(table))
+    finally:
+        db.execute(con, "settings_threads", threads=threads)
 
 
 def delete_unit(con: duckdb.DuckDBPyConnection, table: StagingTable, file: str) -> None:
