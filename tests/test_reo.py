@@ -240,25 +240,25 @@ def test_naive_missing_as_negative_hand_value():
 
 def test_near_zero_shape_repeated_with_the_same_values_is_the_shape_formed_anew():
     # The reo table and reo_ab's projection rows ask for the same arm's shape: the second call returns
-    # the first's, equal to forming it again; other values, or a caller's later edit of its array, are not confused.
-    from fairmon.transforms.reo import intervals_near_zero as nz
+    # the first's, equal to forming it again (after other calls pushed it out); other values, or a
+    # caller's later edit of its array, are not confused with it.
+    from fairmon.transforms.reo.intervals_near_zero import NEAR_ZERO_SHAPES_KEPT, near_zero_shape
 
     rng = np.random.default_rng(11)
     dU, factor = rng.normal(0, 0.05, 40), rng.normal(0, 0.01, (6, 40))
-    nz._SHAPES.clear()
-    first = nz.near_zero_shape(dU, None, factor=factor)
-    fresh = nz._near_zero_shape(dU.copy(), factor.copy(), True)
-    again = nz.near_zero_shape(dU.copy(), None, factor=factor.copy())
-    assert again is first
+    first = near_zero_shape(dU, None, factor=factor)
+    assert near_zero_shape(dU.copy(), None, factor=factor.copy()) is first
+    for i in range(NEAR_ZERO_SHAPES_KEPT):
+        assert near_zero_shape(dU, None, factor=factor * (2 + i)) is not first
+    fresh = near_zero_shape(dU, None, factor=factor)
+    assert fresh is not first
     for name in ("K", "norm", "scale", "t_up"):
-        assert getattr(again, name) == getattr(fresh, name)
+        assert getattr(first, name) == getattr(fresh, name)
     for name in ("lam", "proj", "roots"):
-        np.testing.assert_array_equal(getattr(again, name), getattr(fresh, name))
-    assert again.interval(0.95) == fresh.interval(0.95)
+        np.testing.assert_array_equal(getattr(first, name), getattr(fresh, name))
+    assert first.interval(0.95) == fresh.interval(0.95)
     factor[0, 0] += 0.01  # the caller edits its array: a new shape, not the kept one
-    edited = nz.near_zero_shape(dU, None, factor=factor)
-    assert edited is not first and edited.t_up == nz._near_zero_shape(dU, factor, True).t_up
-    cov = factor.T @ factor  # the same Σ given whole is another entry
-    assert nz.near_zero_shape(dU, cov) is not edited
-    assert nz.near_zero_shape(np.array([0.1]), np.eye(1)) is None  # K < 2: None, kept too
-    assert len(nz._SHAPES) <= nz._SHAPES_KEPT
+    edited = near_zero_shape(dU, None, factor=factor)
+    assert edited is not fresh and edited.norm == fresh.norm
+    assert near_zero_shape(dU, factor.T @ factor) is not edited  # the same Σ given whole is another entry
+    assert near_zero_shape(np.array([0.1]), np.eye(1)) is None  # K < 2

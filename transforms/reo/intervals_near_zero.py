@@ -244,7 +244,7 @@ class NearZeroShape:
 #: The last few shapes formed, as [(ΔÛ, Σ or B, which, shape)]: the ``reo`` table and the
 #: A/B projection rows of ``reo_ab`` ask for the same arms' shapes (~10 ms each at K = 4,096).
 _SHAPES: list[tuple[np.ndarray, np.ndarray, bool, NearZeroShape | None]] = []
-_SHAPES_KEPT, _SHAPES_MAX_BYTES = 4, 8 * 2**20
+NEAR_ZERO_SHAPES_KEPT, _SHAPES_MAX_BYTES = 4, 8 * 2**20
 
 
 def near_zero_shape(
@@ -275,7 +275,7 @@ def near_zero_shape(
                 if arr is not None:
                     arr.flags.writeable = False
         _SHAPES.insert(0, (dU.copy(), given.copy(), is_factor, shape))
-        del _SHAPES[_SHAPES_KEPT:]
+        del _SHAPES[NEAR_ZERO_SHAPES_KEPT:]
     return shape
 
 
