@@ -350,3 +350,30 @@ def test_ab_estimates_by_column_are_the_rows_and_their_normal_bounds():
                 assert e.p_value == 2 * stats.norm.sf(abs(e.diff) / e.se)
         if "a_T" in case:
             assert all(math.isnan(e.se) and e.reason == "Q_k = 0 in an arm: SE undefined" for e in listed)
+
+
+def test_replicate_stats_by_pieces_are_the_whole_matrix_statistics():
+    # The (B, 1 + K) matrix d = [REO_T − REO_C, ΔU_T − ΔU_C] of replicate differences, reduced whole:
+    # all finite, sd (ddof 1), percentile p-value and bounds per metric, bit for bit, for K across the
+    # piece edges (no one-column piece), with a NaN replicate, a zero-mean one and equal columns.
+    from fairmon.transforms.reo.ab import replicate_stats
+    from fairmon.transforms.reo.ab_reo import percentile_p_value
+    from fairmon.transforms.reo.bootstrap import delta_u_rows, reo_rows
+
+    rng = np.random.default_rng(3)
+    for K in (2, 3, 127, 128, 130, 255, 256, 300):
+        U_T, U_C = rng.gamma(40, 1 / 40, (300, K)), rng.gamma(40, 1 / 40, (300, K))
+        U_T[5, K // 2] = np.nan
+        U_C[7] = 0.0
+        U_T[:, 0] = U_C[:, 0] = 1.0 if K > 2 else U_T[:, 0]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            d = np.concatenate(
+                [(reo_rows(U_T) - reo_rows(U_C))[:, None], delta_u_rows(U_T) - delta_u_rows(U_C)], axis=1
+            )
+            se = d.std(axis=0, ddof=1)
+            p = np.where(se > 0, percentile_p_value(d), np.nan)
+        s = np.sort(d, axis=0)
+        want = (np.isfinite(d).all(axis=0), se, p, s[7], s[300 - 1 - 7])  # j = ceil(300 · 0.05/2) − 1
+        got = replicate_stats(U_T, U_C, 0.95)
+        for w, g in zip(want, got):
+            np.testing.assert_array_equal(g, w)
