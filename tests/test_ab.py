@@ -300,3 +300,80 @@ def test_reo_rows_of_a_column_major_matrix_are_not_split():
     U = np.asfortranarray(np.random.default_rng(9).lognormal(size=(129, 17)))
     whole = U.std(axis=-1) / U.mean(axis=-1)
     assert np.array_equal(reo_rows(U), np.where(whole <= 1e-12, 0.0, whole))
+
+
+def test_ab_estimates_by_column_are_the_rows_and_their_normal_bounds():
+    # columns=True (the reo_ab table's way) holds the rows of the list, field by field, NaN for NaN,
+    # in every regime: all four methods, clustered or not, Q_k = 0 (every row NaN with a reason), K = 1.
+    import math
+
+    from scipy import stats
+
+    from fairmon.transforms.reo.ab import AB_FIELDS
+    from fairmon.transforms.reo.cluster import BucketSums
+
+    rng = np.random.default_rng(5)
+    K, G = 6, 12
+    pos = [rng.integers(0, 40, (G, K)).astype(float) for _ in range(3)]
+    rows = [p.sum(axis=1) * 3 + 5 for p in pos]
+    sums = [BucketSums(p, r, np.arange(G)) for p, r in zip(pos, rows)]
+    counts = [p.sum(axis=0).astype(np.int64) for p in pos]
+    sizes = [int(r.sum()) for r in rows]
+    methods = ("delta", "delta_paper", "partition", "bootstrap")
+    a_T0 = counts[0].copy()
+    a_T0[2] = 0
+    cases = [
+        dict(clusters=(None, None, None)),
+        dict(clusters=tuple(sums)),
+        dict(clusters=(None, None, None), a_T=a_T0),
+        dict(clusters=(None, None, None), groups=1),
+    ]
+    for case in cases:
+        k = case.get("groups", K)
+        groups = [f"g{i}" for i in range(k)]
+        a_T = case.get("a_T", counts[0])[:k]
+        args = (groups, a_T, sizes[0], counts[1][:k], sizes[1], counts[2][:k], sizes[2])
+        kw = dict(methods=methods, folds=4, n_boot=200, clusters=case["clusters"])
+        listed = ab_estimates(*args, rng=np.random.default_rng(9), **kw)
+        cols = ab_estimates(*args, rng=np.random.default_rng(9), columns=True, **kw)
+        assert list(cols) == list(AB_FIELDS) and len(cols["metric"]) == len(listed)
+        for i, e in enumerate(listed):
+            for f in AB_FIELDS:
+                want, got = getattr(e, f), cols[f][i]
+                assert got == want or (isinstance(want, float) and math.isnan(want) and math.isnan(got)), (f, i)
+        if case is cases[0]:  # the delta rows: D ± z·se and the two-sided normal p, every ΔU row
+            z = stats.norm.ppf(0.975)
+            delta = [e for e in listed if e.method == "delta" and e.metric != "reo"]
+            assert len(delta) == K and all(e.reason is None for e in delta)
+            for e in delta:
+                assert (e.ci_low, e.ci_high) == (e.diff - z * e.se, e.diff + z * e.se)
+                assert e.p_value == 2 * stats.norm.sf(abs(e.diff) / e.se)
+        if "a_T" in case:
+            assert all(math.isnan(e.se) and e.reason == "Q_k = 0 in an arm: SE undefined" for e in listed)
+
+
+def test_replicate_stats_by_pieces_are_the_whole_matrix_statistics():
+    # The (B, 1 + K) matrix d = [REO_T − REO_C, ΔU_T − ΔU_C] of replicate differences, reduced whole:
+    # all finite, sd (ddof 1), percentile p-value and bounds per metric, bit for bit, for K across the
+    # piece edges (no one-column piece), with a NaN replicate, a zero-mean one and equal columns.
+    from fairmon.transforms.reo.ab import replicate_stats
+    from fairmon.transforms.reo.ab_reo import percentile_p_value
+    from fairmon.transforms.reo.bootstrap import delta_u_rows, reo_rows
+
+    rng = np.random.default_rng(3)
+    for K in (2, 3, 127, 128, 130, 255, 256, 300):
+        U_T, U_C = rng.gamma(40, 1 / 40, (300, K)), rng.gamma(40, 1 / 40, (300, K))
+        U_T[5, K // 2] = np.nan
+        U_C[7] = 0.0
+        U_T[:, 0] = U_C[:, 0] = 1.0 if K > 2 else U_T[:, 0]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            d = np.concatenate(
+                [(reo_rows(U_T) - reo_rows(U_C))[:, None], delta_u_rows(U_T) - delta_u_rows(U_C)], axis=1
+            )
+            se = d.std(axis=0, ddof=1)
+            p = np.where(se > 0, percentile_p_value(d), np.nan)
+        s = np.sort(d, axis=0)
+        want = (np.isfinite(d).all(axis=0), se, p, s[7], s[300 - 1 - 7])  # j = ceil(300 · 0.05/2) − 1
+        got = replicate_stats(U_T, U_C, 0.95)
+        for w, g in zip(want, got):
+            np.testing.assert_array_equal(g, w)

@@ -1,6 +1,8 @@
 """Issue 38: D_REO by regime, p-values that agree with their intervals, no NaN
 without a reason, REO = 0 up to rounding, and the joint cluster sandwich."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -184,3 +186,22 @@ def test_an_arms_interval_at_any_level_is_the_interval_formed_afresh():
         assert arm.nz is not None
         for level in (0.5, 0.9, 0.95, 0.975, 0.999):
             assert arm.interval(level) == reo_interval_near_zero(dU, cov, level, factor=factor)
+
+
+def test_percentile_bounds_of_many_columns_are_the_order_statistics_of_each_column():
+    # More columns than one sort block (and not a multiple of it), with NaN, ±inf and ties:
+    # the j-th smallest and j-th largest of each column, j = ceil(B·α/2), as a whole-array sort gives.
+    from fairmon.transforms.reo.ab_reo import SORT_COLUMNS
+
+    rng = np.random.default_rng(7)
+    B, J = 200, 3 * SORT_COLUMNS + 5
+    reps = np.round(rng.normal(0.0, 1.0, size=(B, J)), 1)  # rounding makes ties
+    reps[3, 4], reps[:, 40], reps[10, 70], reps[11, 71] = np.nan, 0.0, np.inf, -np.inf
+    for level in (0.5, 0.9, 0.95, 0.99):
+        j = max(math.ceil(B * (1 - level) / 2 - 1e-9) - 1, 0)
+        lo, hi = percentile_bounds(reps, level)
+        cols = [sorted(reps[:, c], key=lambda x: (math.isnan(x), x)) for c in range(J)]  # NaN last, as numpy
+        np.testing.assert_array_equal(lo, [col[j] for col in cols])
+        np.testing.assert_array_equal(hi, [col[B - 1 - j] for col in cols])
+    assert np.isnan(percentile_bounds(reps, 0.99)[1][4]) and percentile_bounds(reps, 0.99)[1][70] == np.inf
+    assert percentile_bounds(reps, 0.9)[0][40] == 0.0 and percentile_bounds(reps, 0.9)[1][40] == 0.0

@@ -210,3 +210,39 @@ def test_bucket_sums_of_a_day_are_formed_once_per_sample():
     assert again is not s1 and np.array_equal(again.pos, s1.pos)
     rand = bucket_sums(frame, "random", "all", "g", ["a", "b"], 15)[0]
     assert rand.pos.tolist() == [[2.0, 0.0], [0.0, 2.0]]
+
+
+def test_group_arrays_and_bucket_sums_place_each_row_at_its_groups_position():
+    # Random samples with unlisted and empty names: group_arrays' n and positives as a dict lookup gives;
+    # bucket_sums' per-bucket positives likewise (a repeated group in its list takes the last position).
+    import polars as pl
+
+    from fairmon.transforms.reo.cluster import bucket_sums, group_arrays
+
+    rng = np.random.default_rng(1)
+    for trial in range(20):
+        vocab = [f"g{i}" for i in range(rng.integers(1, 40))] + ["", "(missing)"]
+        names = [str(v) for v in rng.permutation(vocab)[: rng.integers(1, len(vocab) + 1)]]
+        frame = pl.DataFrame({"group": names, "n": rng.integers(1, 99, len(names)), "n_pos": 0})
+        frame = frame.with_columns(n_pos=pl.col("n") // 2)
+        groups = [str(v) for v in rng.permutation([v for v in vocab if rng.random() < 0.7])]
+        groups += ["zz"] if trial % 3 == 0 else []
+        n, pos, total = group_arrays(frame, groups)
+        at = dict(zip(frame["group"].to_list(), zip(frame["n"].to_list(), frame["n_pos"].to_list())))
+        assert n.tolist() == [at.get(g, (0, 0))[0] for g in groups] and total == frame["n"].sum()
+        assert pos.tolist() == [at.get(g, (0, 0))[1] for g in groups] and n.dtype == np.int64
+    rows = pl.DataFrame(
+        {
+            "traffic": "default",
+            "arm": "a",
+            "attribute": "x",
+            "group": ["b", "a", None, "c", "b"],
+            "cbucket": [0, 0, 1, 1, 1],
+            "n": [3, 4, 5, 6, 7],
+            "n_pos": [1, 2, 3, 4, 5],
+        }
+    )
+    sums, note = bucket_sums(rows, "default", "a", "x", ["a", "b", "a"], 25)
+    assert note is None and sums.pos.tolist() == [[0.0, 1.0, 2.0], [0.0, 5.0, 0.0]]
+    sums, _ = bucket_sums(rows, "default", "a", "x", ["c", "b"], 25)
+    assert sums.pos.tolist() == [[0.0, 1.0], [4.0, 5.0]] and sums.rows.tolist() == [7.0, 18.0]

@@ -236,3 +236,29 @@ def test_naive_recommended_only_hand_value():
 def test_naive_missing_as_negative_hand_value():
     # Q = (0.1, 0.2); group exposure shares in random traffic (0.25, 0.75) -> U = (0.4, 0.2667) -> REO = 0.2
     assert naive_reo_missing_as_negative(np.array([100, 200]), 1000, np.array([250, 750]), 1000) == pytest.approx(0.2)
+
+
+def test_near_zero_shape_repeated_with_the_same_values_is_the_shape_formed_anew():
+    # The reo table and reo_ab's projection rows ask for the same arm's shape: the second call returns
+    # the first's, equal to forming it again (after other calls pushed it out); other values, or a
+    # caller's later edit of its array, are not confused with it.
+    from fairmon.transforms.reo.intervals_near_zero import NEAR_ZERO_SHAPES_KEPT, near_zero_shape
+
+    rng = np.random.default_rng(11)
+    dU, factor = rng.normal(0, 0.05, 40), rng.normal(0, 0.01, (6, 40))
+    first = near_zero_shape(dU, None, factor=factor)
+    assert near_zero_shape(dU.copy(), None, factor=factor.copy()) is first
+    for i in range(NEAR_ZERO_SHAPES_KEPT):
+        assert near_zero_shape(dU, None, factor=factor * (2 + i)) is not first
+    fresh = near_zero_shape(dU, None, factor=factor)
+    assert fresh is not first
+    for name in ("K", "norm", "scale", "t_up"):
+        assert getattr(first, name) == getattr(fresh, name)
+    for name in ("lam", "proj", "roots"):
+        np.testing.assert_array_equal(getattr(first, name), getattr(fresh, name))
+    assert first.interval(0.95) == fresh.interval(0.95)
+    factor[0, 0] += 0.01  # the caller edits its array: a new shape, not the kept one
+    edited = near_zero_shape(dU, None, factor=factor)
+    assert edited is not fresh and edited.norm == fresh.norm
+    assert near_zero_shape(dU, factor.T @ factor) is not edited  # the same Σ given whole is another entry
+    assert near_zero_shape(np.array([0.1]), np.eye(1)) is None  # K < 2

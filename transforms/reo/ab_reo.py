@@ -177,10 +177,24 @@ def percentile_bounds(reps: np.ndarray, level: float) -> tuple[np.ndarray, np.nd
     the lower bound exceeds 0 iff #(θ* ≤ 0) < B·α/2 and the upper bound is
     below 0 iff #(θ* ≥ 0) < B·α/2, so :func:`percentile_p_value` is exactly the
     smallest α whose interval excludes 0. Efron & Tibshirani (1993) §13.3."""
-    reps = np.sort(np.asarray(reps, float), axis=0)
+    reps = np.asarray(reps, float)
     B = reps.shape[0]
     j = max(int(np.ceil(B * (1 - level) / 2 - 1e-9)) - 1, 0)
-    return reps[j], reps[B - 1 - j]
+    if reps.ndim != 2 or reps.shape[1] <= SORT_COLUMNS:
+        reps = np.sort(reps, axis=0)
+        return reps[j], reps[B - 1 - j]
+    lo, hi = np.empty(reps.shape[1]), np.empty(reps.shape[1])
+    for i in range(0, reps.shape[1], SORT_COLUMNS):  # each column sorts alone: the same order statistics
+        part = np.sort(reps[:, i : i + SORT_COLUMNS], axis=0)
+        lo[i : i + SORT_COLUMNS], hi[i : i + SORT_COLUMNS] = part[j], part[B - 1 - j]
+    return lo, hi
+
+
+#: Columns :func:`percentile_bounds` sorts at a time: a sort along the first
+#: axis reads each column with a stride of a row, so (B, 32) blocks (256 KB at
+#: B = 1,000) stay in cache while (B, 256) ones do not: 41 -> 13 ms for the
+#: 4,097 metrics of one A/B pair at K = 4,096 (issue 37 item 3).
+SORT_COLUMNS = 32
 
 
 def percentile_p_value(reps: np.ndarray, null: float = 0.0) -> np.ndarray:

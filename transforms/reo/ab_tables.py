@@ -216,6 +216,7 @@ def reo_ab_table(
                 rng=day_rng(seed, ds, attribute, control, treatment),
                 clusters=tuple(c for c, _ in sums),
                 cluster_note=notes[0] if notes else None,
+                columns=True,
             )
             units = cluster_columns([c for c, _ in sums])
             parts.append(_estimate_frame(base, est, cluster_by if clustered else "none", units))
@@ -230,15 +231,14 @@ def reo_ab_table(
     return out.select(list(REO_AB_SCHEMA))
 
 
-def _estimate_frame(base: dict, est: list, cluster_by: str, units: dict) -> pl.DataFrame:
+def _estimate_frame(base: dict, est: dict, cluster_by: str, units: dict) -> pl.DataFrame:
     """``reo_ab`` rows of one pair and attribute (``base``: ds, attribute,
-    control, treatment, level) from its :class:`ABEstimate` list, built by
-    column: 4 × (1 + K) rows a pair (16,388 at K = 4,096), where a dict per
-    row cost ~0.3 s a day (bench/README "scaling.py")."""
-    n = len(est)
+    control, treatment, level) from its estimates by column
+    (``ab_estimates(..., columns=True)``): 4 × (1 + K) rows a pair (16,388 at
+    K = 4,096), where a dict per row cost ~0.3 s a day (bench/README "scaling.py")."""
+    n = len(est["metric"])
     cols: dict[str, list] = {k: [v] * n for k, v in base.items()}
-    for name in ("metric", "diff", "se", "ci_low", "ci_high", "p_value", "method", "df", "reason", "design_effect"):
-        cols[name] = [getattr(e, name) for e in est]
+    cols.update(est)
     cols["cluster_by"] = [cluster_by] * n
     for name, value in units.items():  # n_clusters, cluster_sums
         cols[name] = [value] * n

@@ -241,16 +241,49 @@ class NearZeroShape:
         return lo / np.sqrt(self.K), hi / np.sqrt(self.K)
 
 
+#: The last few shapes formed, as [(ΔÛ, Σ or B, which, shape)]: the ``reo`` table and the
+#: A/B projection rows of ``reo_ab`` ask for the same arms' shapes (~10 ms each at K = 4,096).
+_SHAPES: list[tuple[np.ndarray, np.ndarray, bool, NearZeroShape | None]] = []
+NEAR_ZERO_SHAPES_KEPT, _SHAPES_MAX_BYTES = 4, 8 * 2**20
+
+
 def near_zero_shape(
     dU: np.ndarray, cov: np.ndarray | None, *, factor: np.ndarray | None = None
 ) -> NearZeroShape | None:
     """The level-free part of :func:`reo_interval_near_zero` for ΔÛ (K,) and
     Σ (K, K) or its factor B (r, K); None (the interval is NaN) for K < 2 or
-    inputs that are not finite."""
-    from fairmon.transforms.reo.reo_math import REO_ROUNDING
-
+    inputs that are not finite. A call with the same values as one of the
+    last four (arrays up to 8 MB, compared element by element, copies kept)
+    returns that call's shape (read-only arrays) instead of forming it again:
+    a deterministic function of its inputs, so the same bits."""
     dU = np.asarray(dU, dtype=float)
     given = np.asarray(factor if factor is not None else cov, dtype=float)
+    is_factor = factor is not None
+    for old_dU, old_given, old_is_factor, shape in _SHAPES:
+        if (
+            old_is_factor == is_factor
+            and old_dU.shape == dU.shape
+            and old_given.shape == given.shape
+            and np.array_equal(old_dU, dU)
+            and np.array_equal(old_given, given)
+        ):
+            return shape
+    shape = _near_zero_shape(dU, given, is_factor)
+    if given.nbytes <= _SHAPES_MAX_BYTES:
+        if shape is not None:
+            for arr in (shape.lam, shape.proj, shape.roots):
+                if arr is not None:
+                    arr.flags.writeable = False
+        _SHAPES.insert(0, (dU.copy(), given.copy(), is_factor, shape))
+        del _SHAPES[NEAR_ZERO_SHAPES_KEPT:]
+    return shape
+
+
+def _near_zero_shape(dU: np.ndarray, given: np.ndarray, is_factor: bool) -> NearZeroShape | None:
+    """:func:`near_zero_shape` formed anew (``given``: B when ``is_factor``, else Σ)."""
+    from fairmon.transforms.reo.reo_math import REO_ROUNDING
+
+    factor = given if is_factor else None
     K = dU.size
     if K < 2 or not (np.isfinite(dU).all() and np.isfinite(given).all()):
         return None

@@ -234,3 +234,36 @@ def small_groups(
             else None
         )
     return tuple(flags), tuple(reasons)
+
+
+def paired_fold_se(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """SE of the full-data difference from M paired folds, and its degrees of freedom.
+
+    Fold m of the treatment (x_m) and of the control (y_m) share random-traffic
+    fold m, so d_m = x_m − y_m are M independent replicates of a difference
+    estimated on 1/M of the data: SE = sd(d)/√M (ddof = 1), df = M − 1 — a
+    paired t (DESIGN §4.1; seed 001 Algorithm 3 with the folds paired). The
+    unpaired Welch form ignores the shared P̂ and under-covers when a
+    treatment flips the favoured group (figures in DESIGN §4.1). Shapes (M,), M ≥ 2,
+    or (M, J) for J metrics at once (then SE has shape (J,)).
+    """
+    d = np.asarray(x, float) - np.asarray(y, float)
+    se = d.std(axis=0, ddof=1) / np.sqrt(d.shape[0])
+    return (float(se) if d.ndim == 1 else se), float(d.shape[0] - 1)
+
+
+def split_counts(pos: np.ndarray, n: int, M: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Split n rows (positives per group ``pos``) at random into M near-equal folds.
+
+    Returns (fold positives (M, K), fold sizes (M,)), exactly the counts of a
+    random partition of the rows (sequential multivariate hypergeometric draws).
+    """
+    cells = np.append(np.asarray(pos, np.int64), n - int(np.sum(pos)))
+    folds = np.zeros((M, cells.size), np.int64)
+    left = cells.copy()
+    for m in range(M - 1):
+        size = int(left.sum()) // (M - m)
+        folds[m] = rng.multivariate_hypergeometric(left, size)
+        left -= folds[m]
+    folds[M - 1] = left
+    return folds[:, :-1], folds.sum(axis=1)
