@@ -72,23 +72,25 @@ def group_totals(by_bucket: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
     spans of :func:`count_statements`: n and n_pos summed over cbucket (exact
     integer sums), source 'impressions', the span of the (ds, traffic, arm).
     Summed one day at a time: grouping 3.4 M key rows of 7 days at K = 4,096
-    at once cost 0.5 CPU-s, day by day 0.2 (smaller hash tables; bench/README
-    issue 37 item 3). Raises polars' errors on frames of other columns."""
+    at once cost 0.5 CPU-s, day by day in one lazy plan 0.2 (smaller hash
+    tables; bench/README issue 37 item 3). Raises polars' errors on frames of other columns."""
     keys = ["traffic", "arm", "attribute", "group"]
     days = by_bucket.get_column("ds").unique().sort().to_list()
+    rows = by_bucket.lazy()  # one plan: the days are summed together
     summed = [
-        by_bucket.filter(pl.col("ds") == ds)
+        rows.filter(pl.col("ds") == ds)
         .group_by(keys)
         .agg(pl.col("n").sum(), pl.col("n_pos").sum())
         .with_columns(pl.lit(ds, pl.Date).alias("ds"))
         for ds in days
     ]
-    frame = pl.concat(summed) if summed else by_bucket.select("ds", *keys, "n", "n_pos").clear()
+    frame = pl.concat(summed) if summed else rows.select("ds", *keys, "n", "n_pos")
     return (
-        frame.join(spans, on=["ds", "traffic", "arm"], how="left")
+        frame.join(spans.lazy(), on=["ds", "traffic", "arm"], how="left")
         .with_columns(pl.lit("impressions").alias("source"))
         .select(list(polars_schema("group_counts")))
         .sort(["ds", *keys])  # the published order; the statement leaves its rows unsorted
+        .collect()
     )
 
 
