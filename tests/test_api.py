@@ -20,6 +20,7 @@ from scipy import stats
 import fairmon
 from fairmon.api.counting import cluster_bucket
 from fairmon.pipelines.ingest.adapters import read_coat
+from fairmon.pipelines.ingest.range_counts import count_statements, group_totals
 from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import InputContractError, normalize_impressions
 from fairmon.transforms.reo.reo_tables import reo_tables
@@ -186,9 +187,9 @@ def _pipeline_counts(raw: pl.DataFrame, signals, attributes, tmp_path) -> pl.Dat
         con.execute("CREATE TABLE impressions AS SELECT * FROM staged")  # the staged layout, as staging writes it
         con.unregister("staged")
         con.register("day_files", pl.DataFrame({"day": [D], "file": ["day.parquet"]}))
-        out = db.query(con, "group_counts", buckets=128, window_days=1, pool_policy="contained")
-    assert out.get_column("cbucket").null_count() == out.height  # independent rows: no cluster buckets
-    return out.drop("cbucket")
+        by_key, spans = count_statements(con, 128, 1, "contained")
+    assert by_key.get_column("cbucket").null_count() == by_key.height  # independent rows: no cluster buckets
+    return group_totals(by_key, spans)
 
 
 def test_coat_reo_equals_the_pipeline_on_the_same_rows(coat_dir, tmp_path):

@@ -11,6 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from fairmon.pipelines.core.config import ImpressionsConfig
+from fairmon.pipelines.ingest.range_counts import count_statements, group_totals
 from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import ATTR_PREFIX, add_intersections, normalize_impressions
 from fairmon.transforms.gate_frames import day_check_frame
@@ -63,7 +64,7 @@ def test_intersections_are_counted_in_the_same_scan(tmp_path):
             con.execute("INSERT INTO impressions BY NAME SELECT * FROM staged")
             con.unregister("staged")
         con.register("day_files", pl.DataFrame({"day": [D, D], "file": ["default", "random"]}))
-        counts = db.query(con, "group_counts", buckets=128, window_days=1, pool_policy="contained")
+        counts = group_totals(*count_statements(con, 128, 1, "contained"))
     got = counts.filter(pl.col("attribute") == "young_adult×region").sort("traffic", "group")
     # independent: cross the raw columns in Polars
     exp = []

@@ -30,7 +30,7 @@ from fairmon.pipelines.executor.day_checks import check_days
 from fairmon.pipelines.faces.simulated import config_toml, write_simulation
 from fairmon.pipelines.ingest.adapters import normalize_unit, read_unit, rows_in
 from fairmon.pipelines.ingest.identity import unit_key
-from fairmon.pipelines.ingest.range_counts import count_days
+from fairmon.pipelines.ingest.range_counts import count_days, count_statements, group_totals
 from fairmon.pipelines.ingest.sources import current_inputs, units_for_day
 from fairmon.pipelines.ingest.staging import Staged, input_source, replace_units
 from fairmon.pipelines.ingest.windows import pool_admitted, random_window_note
@@ -165,7 +165,7 @@ def test_contract_window_rule_holds_in_sql_even_for_files_registered_for_the_day
         assert len(files) == 10  # days 2..6, default + random
         con.register("day_files", pl.DataFrame({"day": [D] * len(files), "file": files}))
         for policy in ("contained", "overlap"):
-            counts = db.query(con, "group_counts", buckets=128, window_days=W_CONTRACT, pool_policy=policy)
+            counts = group_totals(*count_statements(con, 128, W_CONTRACT, policy))
             assert _random(counts, D) == {"n": 150, "n_pos": 15, "window_start": day(3), "window_end": D}
         con.unregister("day_files")
 
@@ -291,8 +291,8 @@ def test_the_sql_applies_the_policy_too(pools):
     with db.connect(cfg.duckdb_path) as con:
         files = con.sql("SELECT DISTINCT src_file FROM impressions").pl().get_column("src_file").to_list()
         con.register("day_files", pl.DataFrame({"day": [D] * len(files), "file": files}))
-        contained = _random(db.query(con, "group_counts", buckets=128, window_days=W_POOLS, pool_policy="contained"), D)
-        overlap = _random(db.query(con, "group_counts", buckets=128, window_days=W_POOLS, pool_policy="overlap"), D)
+        contained = _random(group_totals(*count_statements(con, 128, W_POOLS, "contained")), D)
+        overlap = _random(group_totals(*count_statements(con, 128, W_POOLS, "overlap")), D)
         con.unregister("day_files")
     assert contained == {"n": 200, "n_pos": 20, "window_start": day(3), "window_end": day(5)}
     assert overlap == {"n": 600, "n_pos": 60, "window_start": day(3), "window_end": day(8)}
