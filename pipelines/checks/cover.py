@@ -18,8 +18,9 @@ import re
 
 import polars as pl
 
-#: GX types decided row by row on the values of ``column``.
-ONE_COLUMN = frozenset(
+#: GX types that fail a row by its value of ``column`` alone (the gate's stacked
+#: runs, :mod:`fairmon.pipelines.checks.split` and the covering rows here all rely on it).
+ROW_WISE_ONE_COLUMN = frozenset(
     {
         "expect_column_values_to_not_be_null",
         "expect_column_values_to_be_null",
@@ -27,9 +28,11 @@ ONE_COLUMN = frozenset(
         "expect_column_values_to_not_be_in_set",
         "expect_column_values_to_match_regex",
         "expect_column_values_to_be_between",
-        "expect_column_distinct_values_to_contain_set",  # the column's distinct values: one row of each keeps them
     }
 )
+#: GX types decided by the values of ``column``: the row-wise ones and the column's
+#: distinct values (one row of each value keeps them).
+ONE_COLUMN = ROW_WISE_ONE_COLUMN | {"expect_column_distinct_values_to_contain_set"}
 #: GX types decided row by row on the values of ``column_A`` and ``column_B`` together.
 PAIR = frozenset({"expect_column_pair_values_a_to_be_greater_than_b", "expect_column_pair_values_to_be_equal"})
 #: GX types on the columns present, or on at least one row (a minimum of at most 1, no maximum).

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from fairmon.pipelines.checks.cover import covered_columns, covering_rows
+from fairmon.pipelines.checks.cover import PAIR, ROW_WISE_ONE_COLUMN, covered_columns, covering_rows
 from fairmon.pipelines.checks.gx_import import import_gx
 from fairmon.pipelines.checks.split import failure, member_failures, unexpected_rows
 from fairmon.pipelines.checks.suites import (
@@ -366,19 +366,7 @@ def _stored_briefly(vr):
 
 #: GX expectation types decided row by row: on frames stacked into one, the
 #: rows that fail are exactly the rows that fail on each frame alone.
-ROW_WISE = frozenset(
-    {
-        "expect_column_values_to_not_be_null",
-        "expect_column_values_to_be_null",
-        "expect_column_values_to_be_in_set",
-        "expect_column_values_to_not_be_in_set",
-        "expect_column_values_to_match_regex",
-        "expect_column_values_to_be_between",
-        "expect_column_pair_values_a_to_be_greater_than_b",
-        "expect_column_pair_values_to_be_equal",
-        "expect_compound_columns_to_be_unique",  # with the subject in the key (_per_subject)
-    }
-)
+ROW_WISE = ROW_WISE_ONE_COLUMN | PAIR | {"expect_compound_columns_to_be_unique"}  # uniqueness: subject in the key
 
 
 #: The column that tells stacked frames apart (:meth:`QualityGate.validate_many`).

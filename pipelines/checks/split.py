@@ -12,20 +12,12 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from fairmon.pipelines.checks.cover import ROW_WISE_ONE_COLUMN
 from fairmon.transforms.contract import PROFILE_N, PROFILE_ROW
 
 #: Row-wise GX types on one column (``column``) whose unexpected values are that column's
 #: values at the unexpected rows (``unexpected_list``: GX iterates the pandas column there).
-ONE_COLUMN = frozenset(
-    {
-        "expect_column_values_to_not_be_null",
-        "expect_column_values_to_be_null",
-        "expect_column_values_to_be_in_set",
-        "expect_column_values_to_not_be_in_set",
-        "expect_column_values_to_match_regex",
-        "expect_column_values_to_be_between",
-    }
-)
+ONE_COLUMN = ROW_WISE_ONE_COLUMN
 
 
 def failure(r, count, rows: list[int], partial: list | None) -> dict:
