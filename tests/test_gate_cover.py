@@ -65,7 +65,8 @@ def test_covering_rows_hold_every_value_once_first():
 def test_a_frame_is_cut_to_the_columns_its_suite_reads():
     """reo_ab's expectations name some of its columns: those are kept, in
     the frame's order; an expectation with a kwarg that might name a
-    column keeps them all, and so does a suite naming none."""
+    column keeps them all, and so does a suite naming none or checking the
+    table's columns (a cut frame would pass a column count or list)."""
     cols = ["ds", "x", "lo", "hi", "unused"]
     entries = [
         _entry("ExpectColumnValuesToNotBeNull", column="x"),
@@ -75,6 +76,14 @@ def test_a_frame_is_cut_to_the_columns_its_suite_reads():
     assert read_columns(entries, cols) == ["ds", "x", "lo", "hi"]
     assert read_columns([*entries, _entry("ExpectColumnValuesToBeInSet", column="x", other="unused")], cols) == cols
     assert read_columns([_entry("ExpectTableRowCountToBeBetween", min_value=1)], cols) == cols
+    # a check on the table's columns would pass on a cut frame: the suite keeps every column
+    for table_check in (
+        _entry("ExpectTableColumnCountToBeBetween", max_value=4),
+        _entry("ExpectTableColumnsToMatchOrderedList", column_list=["ds", "x"]),
+        _entry("ExpectTableColumnsToMatchSet", column_set=["ds", "x"]),
+    ):
+        assert read_columns([*entries, table_check], cols) == cols, table_check["type"]
+    assert read_columns([*entries, _entry("ExpectTableRowCountToBeBetween", min_value=1)], cols) == cols[:4]
 
 
 def test_a_stacks_unexpected_rows_are_read_only_when_gx_lists_them_row_by_row():

@@ -262,3 +262,8 @@ def test_near_zero_shape_repeated_with_the_same_values_is_the_shape_formed_anew(
     assert edited is not fresh and edited.norm == fresh.norm
     assert near_zero_shape(dU, factor.T @ factor) is not edited  # the same Σ given whole is another entry
     assert near_zero_shape(np.array([0.1]), np.eye(1)) is None  # K < 2
+    # a zero of the other sign is equal in value but may give other bits: not the kept shape
+    z = np.zeros(40)
+    plus = near_zero_shape(dU, None, factor=np.vstack([factor, z]))
+    assert near_zero_shape(dU, None, factor=np.vstack([factor, -z])) is not plus
+    assert near_zero_shape(dU, None, factor=np.vstack([factor, z])) is plus

@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 from fairmon.pipelines.ingest import staging_tables as st
+from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import add_intersections, normalize_impressions, normalize_labels, normalize_scores
 
 D = dt.date(2026, 3, 1)
@@ -135,8 +136,10 @@ def test_a_large_insert_runs_on_one_thread_keeps_the_rows_in_order_and_fills_who
     a batch of files' frames (one chunk each, as replace_units concatenates
     them) lands in the frame's row order in full row groups, 5 for 600,000
     rows (ceil(n / 122,880); two threads leave 6, one partly filled per
-    chunk, which the checkpoint at close merges again); the connection's
-    thread count is back afterwards, also after a failed insert."""
+    chunk, which the checkpoint at close merges again); the database's
+    thread count is back afterwards, also after an insert that failed inside
+    its transaction (the transaction refuses every statement until it is
+    rolled back: the restore comes after the rollback)."""
     part = 200_000
     files = [
         pl.select(
@@ -161,15 +164,18 @@ def test_a_large_insert_runs_on_one_thread_keeps_the_rows_in_order_and_fills_who
     con.execute("SET threads = 2")
     st.create(con, table, table.columns(["g"]))
     con.register(table.frame, frame)
-    st.insert(con, table)
+    with st.one_thread(con), db.transaction(con):
+        assert con.execute("SELECT current_setting('threads')").fetchone()[0] == 1
+        st.insert(con, table)
     assert con.execute("SELECT current_setting('threads')").fetchone()[0] == 2
     groups = "SELECT count(DISTINCT row_group_id) FROM pragma_storage_info('impressions')"
     assert con.execute(groups).fetchone()[0] == 5  # as written, before any checkpoint
     con.execute("SET threads = 2")
     con.register(table.frame, frame.with_columns(pl.lit("x").alias("cbucket")))  # not an integer: the insert fails
-    with pytest.raises(duckdb.Error):
+    with pytest.raises(duckdb.ConversionException), st.one_thread(con), db.transaction(con):
         st.insert(con, table)
     assert con.execute("SELECT current_setting('threads')").fetchone()[0] == 2
+    assert con.execute("SELECT count(*) FROM impressions").fetchone()[0] == 3 * part  # rolled back
     con.close()
     con = duckdb.connect(str(path))
     got = con.sql("SELECT * FROM impressions ORDER BY rowid").pl()

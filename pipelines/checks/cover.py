@@ -47,7 +47,7 @@ def covered_columns(entries: list[dict]) -> list[tuple[str, ...]] | None:
     any other type), so the frame must be validated whole."""
     out: list[tuple[str, ...]] = []
     for e in entries:
-        kind, kw = _snake(e["type"]), e["kwargs"]
+        kind, kw = snake_type(e["type"]), e["kwargs"]
         if "row_condition" in kw or kw.get("mostly", 1) != 1:
             return None
         if kind in ONE_COLUMN:
@@ -76,6 +76,7 @@ def covering_rows(frame: pl.DataFrame, columns: list[tuple[str, ...]]) -> pl.Dat
     return frame.filter(pl.any_horizontal(firsts))
 
 
-def _snake(name: str) -> str:
-    """``ExpectColumnValuesToBeInSet`` -> ``expect_column_values_to_be_in_set`` (GX's type names)."""
+def snake_type(name: str) -> str:
+    """``ExpectColumnValuesToBeInSet`` -> ``expect_column_values_to_be_in_set``
+    (a suite file's class name as GX's type name; a snake name is returned as it is)."""
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()

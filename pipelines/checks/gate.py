@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from fairmon.pipelines.checks.cover import PAIR, ROW_WISE_ONE_COLUMN, covered_columns, covering_rows
+from fairmon.pipelines.checks.cover import PAIR, ROW_WISE_ONE_COLUMN, covered_columns, covering_rows, snake_type
 from fairmon.pipelines.checks.gx_import import import_gx
 from fairmon.pipelines.checks.split import failure, member_failures, unexpected_rows
 from fairmon.pipelines.checks.suites import (
@@ -402,7 +402,7 @@ def _batchable(entry: dict) -> bool:
         return True
     if kind == "ExpectTableRowCountToBeBetween":
         return kw.get("max_value") is None and (kw.get("min_value") or 0) <= 1
-    return _snake(kind) in ROW_WISE and kw.get("mostly", 1) == 1
+    return snake_type(kind) in ROW_WISE and kw.get("mostly", 1) == 1
 
 
 #: Table-level GX expectation types that hold for stacked frames when they hold for each (:func:`_holds_for`).
@@ -420,11 +420,6 @@ def _holds_for(entry: dict, frame: pl.DataFrame) -> bool:
     kw = entry["kwargs"]
     seen = set(html_safe(frame.select(kw["column"])).get_column(kw["column"]).drop_nulls().unique().to_list())
     return set(kw["value_set"]) <= seen
-
-
-def _snake(name: str) -> str:
-    """``ExpectColumnValuesToBeInSet`` -> ``expect_column_values_to_be_in_set`` (GX's type names)."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 # GX contexts are a process-wide cache by nature: creating one costs seconds, and

@@ -183,7 +183,7 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
         kinds = dict(declared)
         for col in added:  # an attribute (or the cluster bucket) added: every file is re-staged with it (new config)
             staging_tables.add_column(con, table, col, kinds.get(col, "VARCHAR"))
-        with db.transaction(con):
+        with staging_tables.one_thread(con), db.transaction(con):
             for b in batch:
                 file = src.delete_params(b.unit)["file"]
                 staging_tables.delete_unit(con, table, file)

@@ -21,7 +21,8 @@ joined by ``×``) and is double-quoted; every value is a bound parameter.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import duckdb
@@ -192,15 +193,25 @@ def add_column(con: duckdb.DuckDBPyConnection, table: StagingTable, column: str,
 
 
 def insert(con: duckdb.DuckDBPyConnection, table: StagingTable) -> None:
-    """Append the frame registered under ``table.frame`` to ``table``, on one
-    DuckDB thread (sql/settings_threads.sql: a parallel insert leaves partly
-    filled row groups that the checkpoint at close merges again, as much CPU
-    as the insert itself for millions of rows); the thread count is restored
-    afterwards, also when the insert fails."""
+    """Append the frame registered under ``table.frame`` to ``table``; run it
+    inside :func:`one_thread`."""
+    db.run_statement(con, insert_sql(table))
+
+
+@contextmanager
+def one_thread(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """DuckDB on one thread inside the block (sql/settings_threads.sql), the
+    database's thread count restored after it, also when the block raises. For
+    staging: a parallel insert leaves partly filled row groups that the
+    checkpoint at close merges again, as much CPU as the insert itself for
+    millions of rows (bench/README issue 37 item 3, session 40). The setting is
+    the database's, not the connection's; wrap the block's transaction, not a
+    statement inside it: after a failed statement an open transaction refuses
+    every statement, the restoring one included, until it is rolled back."""
     threads = db.rows(con, "settings_threads_current")[0][0]
     db.execute(con, "settings_threads", threads=1)
     try:
-        db.run_statement(con, insert_sql(table))
+        yield
     finally:
         db.execute(con, "settings_threads", threads=threads)
 

@@ -253,7 +253,7 @@ def near_zero_shape(
     """The level-free part of :func:`reo_interval_near_zero` for ΔÛ (K,) and
     Σ (K, K) or its factor B (r, K); None (the interval is NaN) for K < 2 or
     inputs that are not finite. A call with the same values as one of the
-    last four (arrays up to 8 MB, compared element by element, copies kept)
+    last four (arrays up to 8 MB, compared bit for bit, copies kept)
     returns that call's shape (read-only arrays) instead of forming it again:
     a deterministic function of its inputs, so the same bits."""
     dU = np.asarray(dU, dtype=float)
@@ -264,8 +264,8 @@ def near_zero_shape(
             old_is_factor == is_factor
             and old_dU.shape == dU.shape
             and old_given.shape == given.shape
-            and np.array_equal(old_dU, dU)
-            and np.array_equal(old_given, given)
+            and old_dU.tobytes() == dU.tobytes()  # bit for bit: -0.0 and 0.0 may give other bits
+            and old_given.tobytes() == given.tobytes()
         ):
             return shape
     shape = _near_zero_shape(dU, given, is_factor)
