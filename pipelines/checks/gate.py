@@ -29,7 +29,7 @@ import polars as pl
 
 from fairmon.pipelines.checks.cover import PAIR, ROW_WISE_ONE_COLUMN, covered_columns, covering_rows, snake_type
 from fairmon.pipelines.checks.gx_import import import_gx
-from fairmon.pipelines.checks.split import failure, member_failures, unexpected_rows
+from fairmon.pipelines.checks.split import failure, member_failures, profile_failure, unexpected_rows
 from fairmon.pipelines.checks.suites import (
     DQResult,
     expand_spec,
@@ -146,9 +146,9 @@ class QualityGate:
         decides each expectation on its own, so the failures are those of a
         run of the whole suite); the run is kept for Data Docs under the
         suite's name plus ``.failed``."""
+        whole = frame
         profile = PROFILE_N in frame.columns and PROFILE_ROW in frame.columns
         if profile:
-            weights, first_rows = frame.get_column(PROFILE_N).to_list(), frame.get_column(PROFILE_ROW).to_list()
             frame = frame.drop(PROFILE_N, PROFILE_ROW)
         spec = load_spec(suite)
         entries = expand_spec(spec, params, frame.columns, self.severity)
@@ -165,8 +165,7 @@ class QualityGate:
             res = r.result or {}
             if profile:
                 idx = [i for i in res.get("unexpected_index_list") or [] if isinstance(i, int)]
-                count = sum(weights[i] for i in idx) if idx else res.get("unexpected_count")
-                rows = sorted(first_rows[i] for i in idx)[:5]
+                count, rows = profile_failure(whole, idx) if idx else (res.get("unexpected_count"), [])
             else:
                 count = res.get("unexpected_count")
                 rows = [i + 1 for i in res.get("partial_unexpected_index_list") or [] if isinstance(i, int)][:5]

@@ -15,10 +15,6 @@ import polars as pl
 from fairmon.pipelines.checks.cover import ROW_WISE_ONE_COLUMN
 from fairmon.transforms.contract import PROFILE_N, PROFILE_ROW
 
-#: Row-wise GX types on one column (``column``) whose unexpected values are that column's
-#: values at the unexpected rows (``unexpected_list``: GX iterates the pandas column there).
-ONE_COLUMN = ROW_WISE_ONE_COLUMN
-
 
 def failure(r, count, rows: list[int], partial: list | None) -> dict:
     """The details entry of one failed GX expectation result ``r``: its name,
@@ -39,6 +35,14 @@ def failure(r, count, rows: list[int], partial: list | None) -> dict:
         "sample": partial[:5] if partial else res.get("observed_value"),
         "error": exc,
     }
+
+
+def profile_failure(profile: pl.DataFrame, idx: list[int]) -> tuple[int, list[int]]:
+    """The unexpected count and first rows of a profile's unexpected rows
+    ``idx`` (0-based positions in ``profile``, which holds ``__n`` and
+    ``__first_row``): the file rows they stand for (the sum of their ``__n``)
+    and the first five of their first file rows, in file order."""
+    return int(profile.get_column(PROFILE_N).gather(idx).sum()), sorted(profile.get_column(PROFILE_ROW).gather(idx))[:5]
 
 
 def unexpected_rows(idx) -> np.ndarray | None:
@@ -86,16 +90,14 @@ def member_failures(vr, unexpected, seen, whole: pl.DataFrame, frame: pl.DataFra
         raised = isinstance(r.exception_info, dict) and r.exception_info.get("raised_exception")
         column = cfg.kwargs.get("column")
         at = unexpected.get(name)
-        if cfg.type not in ONE_COLUMN or raised or at is None or not _same_pandas_type(whole, frame, column):
+        if cfg.type not in ROW_WISE_ONE_COLUMN or raised or at is None or not _same_pandas_type(whole, frame, column):
             return None
         a, b = (int(x) for x in np.searchsorted(at, [lo, hi]))
         own = (at[a:b] - lo).tolist()
         if not own:
             return None  # the caller named it failed on these rows: something else is off
         if profile:
-            weights, first = frame.get_column(PROFILE_N), frame.get_column(PROFILE_ROW)
-            count = int(weights.gather(own).sum())
-            rows = sorted(first.gather(own).to_list())[:5]
+            count, rows = profile_failure(frame, own)
         else:
             count, rows = len(own), [i + 1 for i in own[:5]]
         out.append(failure(r, count, rows, list(seen[column].iloc[at[a : min(b, a + 5)]])))
