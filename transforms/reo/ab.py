@@ -77,6 +77,8 @@ class ABEstimate:
 
 #: :class:`ABEstimate`'s fields in order: the columns of ``ab_estimates(..., columns=True)``.
 AB_FIELDS = ("metric", "diff", "se", "ci_low", "ci_high", "p_value", "method", "df", "reason", "design_effect")
+#: The text columns of a block (lists); the others are float64 arrays.
+_TEXT_FIELDS = ("metric", "method", "reason")
 _NAN = float("nan")
 
 
@@ -266,14 +268,13 @@ def ab_estimates(
 
 def _joined(blocks: list[dict], columns: bool) -> list[ABEstimate] | dict:
     """The methods' blocks one after another: as columns, or as :class:`ABEstimate` rows."""
-    cols = {
-        f: []
-        if not blocks
-        else sum((b[f] for b in blocks), [])
-        if f in ("metric", "method", "reason")
-        else np.concatenate([b[f] for b in blocks])
-        for f in AB_FIELDS
-    }
+    if not blocks:
+        cols: dict = {f: [] for f in AB_FIELDS}
+    else:
+        cols = {
+            f: [x for b in blocks for x in b[f]] if f in _TEXT_FIELDS else np.concatenate([b[f] for b in blocks])
+            for f in AB_FIELDS
+        }
     return cols if columns else _estimates(cols)
 
 
