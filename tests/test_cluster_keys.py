@@ -18,7 +18,7 @@ import numpy as np
 import polars as pl
 
 import fairmon
-from fairmon.pipelines.storage import db
+from fairmon.pipelines.ingest.range_counts import count_statements
 from fairmon.transforms.reo.bootstrap import single_arm_bootstrap
 from fairmon.transforms.reo.cluster import BucketSums, cluster_units
 from fairmon.transforms.reo.estimate import estimate_reo
@@ -99,7 +99,8 @@ def _day_keys(keys_by_file: dict[str, list[int]], buckets: int) -> set[int]:
 
 
 def _day_rows(keys_by_file: dict[str, list[int]], buckets: int) -> pl.DataFrame:
-    """The rows of sql/group_counts.sql for the day of :func:`_day_keys` (one staged row, n = 1, per key)."""
+    """The per-key rows (sql/group_counts.sql, sql/group_counts_pooled.sql) for the day of
+    :func:`_day_keys` (one staged row, n = 1, per key)."""
     day = dt.date(2026, 3, 1)
     rows = [
         {"ds": day, "ds_start": day, "traffic": "default" if f[0] == "d" else "random", "arm": "a", "y": True,
@@ -109,7 +110,7 @@ def _day_rows(keys_by_file: dict[str, list[int]], buckets: int) -> pl.DataFrame:
     con = duckdb.connect()
     con.register("impressions", pl.DataFrame(rows).with_columns(pl.col("cbucket").cast(pl.Int32)))
     con.register("day_files", pl.DataFrame({"day": [day] * len(keys_by_file), "file": list(keys_by_file)}))
-    return db.query(con, "group_counts", buckets=buckets, window_days=1, pool_policy="contained")
+    return count_statements(con, buckets, 1, "contained")[0]
 
 
 def test_a_day_keeps_per_cluster_keys_only_when_all_its_rows_have_them_and_they_are_few():

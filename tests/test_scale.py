@@ -259,7 +259,7 @@ def test_suites_are_stored_once_per_process_unless_they_change(tmp_path):
 
 
 def test_prestaged_range_counts_serve_the_days_until_something_is_staged(three_days):
-    from fairmon.pipelines.ingest.range_counts import count_days, unpack_frame
+    from fairmon.pipelines.ingest.range_counts import count_days
     from fairmon.pipelines.ingest.staging import prestage_impressions, stage_unit
     from fairmon.pipelines.orchestration.flows import count_groups
 
@@ -271,7 +271,7 @@ def test_prestaged_range_counts_serve_the_days_until_something_is_staged(three_d
         first, _, packed = count_groups.fn(cfg, days[0])  # from the range count, its bucket rows as held
         alone, _, frame = count_days(cfg, [days[0]])
         assert first.equals(alone.cast(first.schema))
-        held = unpack_frame(packed)
+        held = packed.frame()
         assert held.sort(held.columns).equals(frame.sort(frame.columns))
         assert first.get_column("n").sum() == 5000  # every row of the day, default and random
         # staging anything makes the range counts stale: day 3, rewritten and staged again, is counted again
@@ -286,7 +286,7 @@ def test_prestaged_range_counts_serve_the_days_until_something_is_staged(three_d
 def test_range_counts_in_day_chunks_equal_one_statement(three_days, monkeypatch):
     """With many staged rows a day (many groups, clustered) count_range counts
     the range a few days a statement (COUNT_ROWS_BUDGET): every day's counts,
-    totals and bucket rows are those of one statement over the whole range."""
+    totals and key rows are those of one statement over the whole range."""
     from fairmon.pipelines.ingest import range_counts
     from fairmon.pipelines.ingest.staging import prestage_impressions
 
@@ -295,15 +295,25 @@ def test_range_counts_in_day_chunks_equal_one_statement(three_days, monkeypatch)
     for budget in (10**12, 1):  # one statement; then one day a statement
         monkeypatch.setattr(range_counts, "COUNT_ROWS_BUDGET", budget)
         with run_scope(Run(cfg)) as run, db.session(cfg.duckdb_path):
+            chunks = []
+            monkeypatch.setattr(range_counts, "statement_chunks", _spy(range_counts.statement_chunks, chunks))
             prestage_impressions(cfg, days, force=True)
-            assert range_counts.days_per_statement(cfg, len(days)) == (len(days) if budget > 1 else 1)
+            assert chunks == [[days] if budget > 1 else [[d] for d in days]]
             kept[budget] = {ds: run.range_counts[ds][1:] for ds in days}
     for ds in days:
-        (counts, totals, packed), (counts1, totals1, packed1) = kept[10**12][ds], kept[1][ds]
-        buckets, buckets1 = range_counts.unpack_frame(packed), range_counts.unpack_frame(packed1)  # held packed
+        (counts, totals, held), (counts1, totals1, held1) = kept[10**12][ds], kept[1][ds]
+        buckets, buckets1 = held.frame(), held1.frame()  # held packed
         assert counts.equals(counts1) and totals.equals(totals1), ds
         assert buckets.sort(buckets.columns).equals(buckets1.sort(buckets1.columns)), ds  # bucket rows: no order
     assert sum(kept[1][ds][0].get_column("n").sum() for ds in days) > 0
+
+
+def _spy(fn, calls: list):
+    def wrapped(*args):
+        calls.append(out := fn(*args))
+        return out
+
+    return wrapped
 
 
 def test_files_checked_together_for_duplicate_ids_find_what_each_alone_finds(tmp_path, monkeypatch):

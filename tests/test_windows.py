@@ -282,6 +282,28 @@ def test_each_day_uses_the_pools_its_policy_admits(pools, policy, expected):
         assert _random(counts, day(4))["window_end"] == day(8)
 
 
+@pytest.mark.parametrize("policy", ["contained", "overlap"])
+def test_a_range_counted_in_chunks_gives_each_day_its_own_counts(pools, policy, monkeypatch):
+    """count_range counts a pool once for the days that share it, chunk after chunk (a share
+    counted in one chunk serves the days of later chunks): each day's held counts, totals and
+    key rows are those of the day counted alone, whatever the chunks."""
+    from fairmon.pipelines.core.run import Run, run_scope
+    from fairmon.pipelines.ingest import range_counts
+
+    cfg, days = pools[policy], [day(i) for i in range(9)]
+    _stage(cfg, days)
+    alone = {d: count_days(cfg, [d]) for d in days}
+    for budget in (1, 10, 10**9):  # a day a chunk; 1-2 days (shares span chunks); one chunk
+        monkeypatch.setattr(range_counts, "COUNT_ROWS_BUDGET", budget)
+        with run_scope(Run(cfg)):
+            range_counts.count_range(cfg, days)
+            for d in days:
+                counts, totals, held = range_counts.take_range_counts(d)
+                want_counts, want_totals, want_keys = alone[d]
+                assert counts.equals(want_counts) and totals.equals(want_totals.drop("ds")), (budget, d)
+                assert held.frame().sort(want_keys.columns).equals(want_keys.sort(want_keys.columns)), (budget, d)
+
+
 def test_the_sql_applies_the_policy_too(pools):
     # every staged pool registered for day 6 (window day 3..6): contained still takes only P2,
     # overlap P2 and P3 (P1 ends on day 2)

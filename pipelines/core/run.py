@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -41,7 +42,8 @@ class Run:
     - ``docs_deferred``: Data Docs are built once when the run ends (a
       backfill), not after every day.
     - ``generation`` / ``range_counts``: group counts computed ahead for a
-      backfill's days, valid while nothing has been staged since (their
+      backfill's days (with their traffic totals and held per-key counts,
+      ``range_counts.HeldKeys``), valid while nothing has been staged since (their
       generation equals the run's).
     - ``prefetched``: input-file profiles computed ahead, keyed by
       (path, size, mtime_ns), taken once by the day that reads the file.
@@ -64,7 +66,7 @@ class Run:
     config_path: str = ""
     docs_deferred: bool = False
     generation: int = 0
-    range_counts: dict[dt.date, tuple[int, pl.DataFrame, pl.DataFrame, pl.DataFrame]] = field(default_factory=dict)
+    range_counts: dict[dt.date, tuple[int, pl.DataFrame, pl.DataFrame, Any]] = field(default_factory=dict)
     prefetched: dict[tuple[str, int, int], pl.DataFrame] = field(default_factory=dict)
     books: dict[str, dict[str, float]] = field(default_factory=dict)
     # per catalog table (engine = "spark"): each day's partition fingerprint (None: no partition), listed once a run

@@ -51,7 +51,7 @@ from fairmon.pipelines.executor.estimators import (
 )
 from fairmon.pipelines.executor.outcomes import DayFailed, DayQuarantined, Hooks
 from fairmon.pipelines.executor.publishing import WarehouseViews, finish_record, publish, start_record
-from fairmon.pipelines.ingest.range_counts import unpack_frame
+from fairmon.pipelines.ingest.range_counts import HeldKeys
 from fairmon.pipelines.ingest.snapshots import read_snapshot
 from fairmon.pipelines.ingest.staging import run_logger
 from fairmon.transforms.contract import InputContractError
@@ -100,7 +100,7 @@ class Day:
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
     counts: pl.DataFrame | None = None
     totals: pl.DataFrame | None = None
-    buckets: bytes | None = None  # per-bucket counts, packed (range_counts.pack_frame) until the day estimates
+    buckets: HeldKeys | None = None  # per-key counts, packed (range_counts.HeldKeys) until the day estimates
     pending: dict[str, pl.DataFrame] = field(default_factory=dict)
     dq: pl.DataFrame | None = None
     stopped: str | None = None
@@ -210,7 +210,7 @@ def _impressions(batch: Batch, days: list[Day]) -> None:
         d.counts, d.totals, d.buckets = step(count_groups, cfg, d.ds)
 
     def estimates(d: Day) -> None:
-        tables = {"group_counts": d.counts, **step(estimate, cfg, d.counts, d.ds, unpack_frame(d.buckets))}
+        tables = {"group_counts": d.counts, **step(estimate, cfg, d.counts, d.ds, d.buckets.frame())}
         d.buckets = None  # K x buckets rows a day, used only here: not held while the later days estimate
         d.results += ab_config_check(cfg, d.counts)
         if cfg.envy is not None:

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import NamedTuple
 
 import duckdb
 import polars as pl
@@ -24,46 +27,110 @@ from fairmon.transforms.registry import polars_schema
 
 
 def count_days(cfg: FairmonConfig, days: list[dt.date]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Group counts (sql/group_counts.sql, summed by :func:`group_totals`)
-    and, counted independently, staged rows per traffic and arm
-    (sql/traffic_totals.sql) of every day of ``days``, from the rows of each
-    day's current files only. Returns (counts with a ds column, totals with a
-    ds column, per-bucket counts): the third frame holds, when rows carry a
-    cluster bucket, the rows and positives per (ds, traffic, arm, attribute,
-    group, cbucket) that the cluster-robust variance needs
+    """Group counts (:func:`group_totals`) and, counted independently, staged
+    rows per traffic and arm (sql/traffic_totals.sql) of every day of
+    ``days``, from the rows of each day's current files only, in one
+    statement each (:func:`count_statements`). Returns (counts with a ds
+    column, totals with a ds column, per-key counts): the third frame holds,
+    when rows carry a cluster key, the rows and positives per (ds, traffic,
+    arm, attribute, group, cbucket) that the cluster-robust variance needs
     (transforms/reo/cluster.py), in no particular order (the estimators index
-    them by bucket); it is empty without clustering. The counts are sorted by
+    them by key); it is empty without clustering. The counts are sorted by
     ds, traffic, arm, attribute and group. Empty frames when nothing was ever
     staged. Raises what DuckDB raises."""
     with db.connect(cfg.duckdb_path) as con:
         if not staging_tables.exists(con, staging_tables.IMPRESSIONS):
-            empty = pl.DataFrame(schema=polars_schema("group_counts"))
-            totals = pl.DataFrame(schema={"ds": pl.Date, "traffic": pl.String, "arm": pl.String, "n": pl.Int64})
-            return empty, totals, pl.DataFrame(schema=BUCKET_SCHEMA)
+            return _empty_counts()
         con.register("day_files", day_files(cfg, days))
         try:
-            days_back, policy = cfg.impressions.random_window_days, cfg.impressions.pool_policy
-            by_bucket, spans = count_statements(con, cfg.estimation.cluster_buckets, days_back, policy)
-            with timing.within("checks"):  # the totals exist to check the counts
-                totals = db.query(con, "traffic_totals", window_days=days_back, pool_policy=policy)
+            imp, buckets = cfg.impressions, cfg.estimation.cluster_buckets
+            by_key, spans = count_statements(con, buckets, imp.random_window_days, imp.pool_policy)
+            totals = _traffic_totals(con, cfg)
         finally:
             con.unregister("day_files")
-    counts = group_totals(by_bucket, spans)
-    buckets = by_bucket.filter(pl.col("cbucket").is_not_null()).select(list(BUCKET_SCHEMA)).cast(BUCKET_SCHEMA)
-    return counts, totals, buckets
+    return group_totals(by_key, spans), totals, keyed_rows(by_key)
+
+
+def _empty_counts() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    totals = pl.DataFrame(schema={"ds": pl.Date, "traffic": pl.String, "arm": pl.String, "n": pl.Int64})
+    return pl.DataFrame(schema=polars_schema("group_counts")), totals, pl.DataFrame(schema=BUCKET_SCHEMA)
+
+
+def _traffic_totals(con: duckdb.DuckDBPyConnection, cfg: FairmonConfig) -> pl.DataFrame:
+    """sql/traffic_totals.sql over the registered ``day_files``, timed as a check (it exists to check the counts)."""
+    with timing.within("checks"):
+        imp = cfg.impressions
+        return db.query(con, "traffic_totals", window_days=imp.random_window_days, pool_policy=imp.pool_policy)
+
+
+def keyed_rows(by_key: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``by_key`` (per-key counts with a ds column) that carry a
+    cluster key, as :data:`BUCKET_SCHEMA`."""
+    return by_key.filter(pl.col("cbucket").is_not_null()).select(list(BUCKET_SCHEMA)).cast(BUCKET_SCHEMA)
 
 
 def count_statements(
     con: duckdb.DuckDBPyConnection, buckets: int, window_days: int, pool_policy: str
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The per-key counts (sql/group_counts.sql: ds, traffic, arm, attribute,
-    group, cbucket, n, n_pos; unsorted) and the spans of the counted rows
-    (sql/count_spans.sql: ds, traffic, arm, window_start, window_end) of the
-    days of the frame registered as ``day_files`` on ``con``. ``buckets``:
-    ``[estimation] cluster_buckets``; ``window_days``/``pool_policy``: the
-    random window (``[impressions]``). Raises what DuckDB raises."""
-    window = {"window_days": window_days, "pool_policy": pool_policy}
-    return db.query(con, "group_counts", buckets=buckets, **window), db.query(con, "count_spans", **window)
+    """The per-key counts (ds, traffic, arm, attribute, group, cbucket, n,
+    n_pos; unsorted) and the spans of the counted rows (ds, traffic, arm,
+    window_start, window_end) of all the days of the frame registered as
+    ``day_files`` on ``con``, at once. ``buckets``: ``[estimation]
+    cluster_buckets``; ``window_days``/``pool_policy``: the random window
+    (``[impressions]``). Random rows that several days count are counted once
+    (:func:`random_shares`, :func:`pooled_rows`) and each of those days gets
+    their key rows, the rows it would have counted itself (integer sums).
+    Raises what DuckDB raises."""
+    shares = random_shares(con, buckets, window_days, pool_policy)
+    spans = count_spans(con, shares)
+    own = own_rows(con, shares, buckets)
+    pooled = pooled_rows(con, shares.drop_nulls("share"), buckets)
+    days = shares.select(pl.col("day").alias("ds"), "share").drop_nulls("share").unique()
+    return pl.concat([own, pooled.drop("ds").join(days, on="share").select(own.columns)]).drop("share"), spans
+
+
+def random_shares(con: duckdb.DuckDBPyConnection, buckets: int, window_days: int, pool_policy: str) -> pl.DataFrame:
+    """sql/count_random_shares.sql over the registered ``day_files``: per
+    (day, random unit it counts) the day's share of random rows, whether it
+    rehashes its keys and the staged rows of the day and of the unit.
+    Arguments as :func:`count_statements`. Raises what DuckDB raises."""
+    return db.query(con, "count_random_shares", buckets=buckets, window_days=window_days, pool_policy=pool_policy)
+
+
+def count_spans(con: duckdb.DuckDBPyConnection, shares: pl.DataFrame) -> pl.DataFrame:
+    """sql/count_spans.sql: the span of the rows each day of the registered
+    ``day_files`` counts, its random rows' from ``shares`` (:func:`random_shares`)."""
+    with _registered(con, day_shares=shares):
+        return db.query(con, "count_spans")
+
+
+def own_rows(con: duckdb.DuckDBPyConnection, shares: pl.DataFrame, buckets: int) -> pl.DataFrame:
+    """sql/group_counts.sql: per-key counts of the own rows (every traffic
+    but random) of the days of ``shares`` (:func:`random_shares`, or some of
+    its rows) from the registered ``day_files``; ds set, share null."""
+    days = shares.select("day", "rehashed").unique()
+    with _registered(con, count_days=days):
+        return db.query(con, "group_counts", buckets=buckets)
+
+
+def pooled_rows(con: duckdb.DuckDBPyConnection, shares: pl.DataFrame, buckets: int) -> pl.DataFrame:
+    """sql/group_counts_pooled.sql: per-key counts of the random rows of each
+    share of ``shares`` (:func:`random_shares` rows with a share), counted
+    once per share; share set, ds null."""
+    units = shares.select("share", "rehashed", "src_file", "ds_start", "ds").unique()
+    with _registered(con, count_units=units):
+        return db.query(con, "group_counts_pooled", buckets=buckets)
+
+
+@contextmanager
+def _registered(con: duckdb.DuckDBPyConnection, **frames: pl.DataFrame) -> Iterator[None]:
+    for name, frame in frames.items():
+        con.register(name, frame)
+    try:
+        yield
+    finally:
+        for name in frames:
+            con.unregister(name)
 
 
 def group_totals(by_bucket: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
@@ -71,9 +138,8 @@ def group_totals(by_bucket: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
     sorted by ds, traffic, arm, attribute, group) from the per-key rows and
     spans of :func:`count_statements`: n and n_pos summed over cbucket (exact
     integer sums), source 'impressions', the span of the (ds, traffic, arm).
-    Summed one day at a time: grouping 3.4 M key rows of 7 days at K = 4,096
-    at once cost 0.5 CPU-s, day by day in one lazy plan 0.2 (smaller hash
-    tables; bench/README issue 37 item 3). Raises polars' errors on frames of other columns."""
+    Summed one day at a time, in one lazy plan (smaller hash tables than all
+    days at once). Raises polars' errors on frames of other columns."""
     keys = ["traffic", "arm", "attribute", "group"]
     days = by_bucket.get_column("ds").unique().sort().to_list()
     rows = by_bucket.lazy()  # one plan: the days are summed together
@@ -94,7 +160,7 @@ def group_totals(by_bucket: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-#: Per-bucket counts of :func:`count_days` (cluster-robust variance, transforms/reo/cluster.py).
+#: Per-key counts of :func:`count_days` (cluster-robust variance, transforms/reo/cluster.py).
 BUCKET_SCHEMA = {
     "ds": pl.Date,
     "traffic": pl.String,
@@ -107,54 +173,122 @@ BUCKET_SCHEMA = {
 }
 
 
+class HeldKeys(NamedTuple):
+    """A day's per-key counts as held from the range's count until the day
+    estimates: its own rows and its share of random rows (shared by the days
+    that count the same random rows, held once), each packed by
+    :func:`pack_frame`. :meth:`frame` gives the day's frame
+    (:data:`BUCKET_SCHEMA`, no particular row order)."""
+
+    ds: dt.date
+    own: bytes
+    pooled: bytes | None = None
+
+    def frame(self) -> pl.DataFrame:
+        """The day's per-key rows: its own and its share's, with ds set."""
+        own = unpack_frame(self.own)
+        if self.pooled is None:
+            return own
+        pooled = unpack_frame(self.pooled).with_columns(pl.lit(self.ds, pl.Date).alias("ds"))
+        return pl.concat([own, pooled.select(own.columns)])
+
+
 def count_range(cfg: FairmonConfig, days: list[dt.date]) -> None:
-    """Count every day of ``days`` at once (:func:`count_days`) and keep the
-    counts in the current run for :func:`take_range_counts`, valid until the
-    next staging write. Outside a run there is nowhere to keep them, and
-    nothing is counted."""
+    """Count every day of ``days`` ahead (as :func:`count_days` counts them)
+    and keep the counts in the current run for :func:`take_range_counts`,
+    valid until the next staging write. The days are counted in chunks of
+    about :data:`COUNT_ROWS_BUDGET` staged rows (:func:`statement_chunks`);
+    random rows that several days count are counted once and held once. Outside
+    a run there is nowhere to keep them, and nothing is counted."""
     run = active_run()
     if run is None:
         return
-    step = days_per_statement(cfg, len(days))
-    for i in range(0, len(days), step):
-        chunk = days[i : i + step]
-        counts, totals, buckets = count_days(cfg, chunk)
-        with run.lock:
-            for ds in chunk:
-                run.range_counts[ds] = (
-                    run.generation,
-                    counts.filter(pl.col("ds") == ds),
-                    totals.filter(pl.col("ds") == ds).drop("ds"),
-                    pack_frame(buckets.filter(pl.col("ds") == ds)),  # 7 filters: 0.03 CPU-s, below partition_by's 0.08
-                )
+    with db.connect(cfg.duckdb_path) as con:
+        if not staging_tables.exists(con, staging_tables.IMPRESSIONS):
+            return
+        con.register("day_files", day_files(cfg, days))
+        try:
+            held = _count_chunks(con, cfg, days)
+        finally:
+            con.unregister("day_files")
+    with run.lock:
+        for ds, value in held.items():
+            run.range_counts[ds] = (run.generation, *value)
 
 
-#: Staged rows one statement of sql/group_counts.sql may join (a pooled random
-#: row joins once per day of its window). Its hash tables took ~0.8 GB per
-#: million (7 days at K = 4,096 clustered: 1.7 GB, bench/README issue 37);
-#: at TikTok size with few groups a 92-day chunk stays far below, in one statement.
+def _count_chunks(con: duckdb.DuckDBPyConnection, cfg: FairmonConfig, days: list[dt.date]) -> dict:
+    """For :func:`count_range`: per day (counts, totals, :class:`HeldKeys`),
+    over the registered ``day_files``, chunk by chunk; each share of random
+    rows is counted in the first chunk that needs it and kept while a later
+    day still uses it."""
+    imp, buckets = cfg.impressions, cfg.estimation.cluster_buckets
+    shares = random_shares(con, buckets, imp.random_window_days, imp.pool_policy)
+    spans, totals = count_spans(con, shares), _traffic_totals(con, cfg)
+    share_of = dict(shares.select("day", "share").unique().iter_rows())
+    last_day = dict(shares.drop_nulls("share").group_by("share").agg(pl.col("day").max()).iter_rows())
+    pooled: dict[int, tuple[pl.DataFrame, bytes]] = {}  # share -> (its rows, its key rows packed)
+    out = {}
+    for chunk in statement_chunks(shares, days):
+        rows = shares.filter(pl.col("day").is_in(chunk))
+        new = rows.filter(pl.col("share").is_not_null() & ~pl.col("share").is_in(list(pooled)))
+        counted = pooled_rows(con, new, buckets) if new.height else pl.DataFrame()
+        for (share,), frame in counted.partition_by("share", as_dict=True).items() if counted.height else ():
+            frame = frame.drop("share")
+            pooled[share] = (frame, pack_frame(keyed_rows(frame)))
+        own = own_rows(con, rows, buckets).drop("share")
+        for ds in chunk:
+            day_own, share = own.filter(pl.col("ds") == ds), pooled.get(share_of.get(ds))
+            day_rows = day_own if share is None else pl.concat([day_own, _dated(share[0], ds)])
+            out[ds] = (
+                group_totals(day_rows, spans.filter(pl.col("ds") == ds)),
+                totals.filter(pl.col("ds") == ds).drop("ds"),
+                HeldKeys(ds, pack_frame(keyed_rows(day_own)), None if share is None else share[1]),
+            )
+        for share in [s for s in pooled if last_day[s] <= max(chunk)]:
+            del pooled[share]  # no later day counts it
+    return out
+
+
+def _dated(rows: pl.DataFrame, ds: dt.date) -> pl.DataFrame:
+    """A share's rows (ds null) as day ``ds``'s."""
+    return rows.with_columns(pl.lit(ds, pl.Date).alias("ds"))
+
+
+#: Staged rows one statement of sql/group_counts.sql and sql/group_counts_pooled.sql
+#: may count together: the aggregation's hash tables hold ~0.8 GB per million
+#: rows at many groups (bench/README issue 37); at TikTok size with few groups
+#: a 92-day chunk stays far below, in one statement.
 COUNT_ROWS_BUDGET = 1_000_000
 
 
-def days_per_statement(cfg: FairmonConfig, n_days: int) -> int:
-    """How many days :func:`count_range` counts in one statement: all of them
-    unless the staged rows a day joins (its own and its random window's,
-    estimated from the staging table's rows per day) would pass
-    :data:`COUNT_ROWS_BUDGET`. Each day's counts are the same either way
-    (sql/group_counts.sql counts every day from its own files only).
-    ``n_days``: the range's length; returns 1..n_days (n_days when nothing is
-    staged yet). Raises only what DuckDB raises opening the project's file."""
-    with db.connect(cfg.duckdb_path) as con:
-        if not staging_tables.exists(con, staging_tables.IMPRESSIONS):
-            return max(1, n_days)
-        ((n_rows, n_staged_days),) = db.rows(con, "impressions_staged_size")
-    per_day = n_rows / max(1, n_staged_days) * (1 + cfg.impressions.random_window_days)
-    return max(1, min(n_days, int(COUNT_ROWS_BUDGET // max(per_day, 1.0))))
+def statement_chunks(shares: pl.DataFrame, days: list[dt.date]) -> list[list[dt.date]]:
+    """``days`` (sorted) cut into runs that :func:`count_range` counts in one
+    statement each: a day adds its own staged rows and, unless an earlier
+    day counted its share already, its share's random rows
+    (:func:`random_shares` gives both); a run closes before it would pass
+    :data:`COUNT_ROWS_BUDGET`. A day alone may pass it. Each day's counts are
+    the same however the days are cut. Raises nothing."""
+    own = dict(shares.select("day", "own_rows").unique().iter_rows())
+    units = shares.drop_nulls("share").select("share", "src_file", "ds_start", "ds", "unit_rows").unique()
+    share_rows = dict(units.group_by("share").agg(pl.col("unit_rows").sum()).iter_rows())
+    share_of = dict(shares.select("day", "share").unique().iter_rows())
+    chunks: list[list[dt.date]] = []
+    size, counted = 0, set()
+    for ds in sorted(days):
+        share = share_of.get(ds)
+        cost = own.get(ds, 0) + (share_rows.get(share, 0) if share not in counted else 0)
+        if not chunks or (chunks[-1] and size + cost > COUNT_ROWS_BUDGET):
+            chunks.append([])
+            size = 0
+        chunks[-1].append(ds)
+        size += cost
+        counted.add(share)
+    return chunks
 
 
-def take_range_counts(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, bytes] | None:
-    """Day ``ds``'s (group counts, traffic totals, per-bucket counts packed by
-    :func:`pack_frame`, as they are held) counted ahead by
+def take_range_counts(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, HeldKeys] | None:
+    """Day ``ds``'s (group counts, traffic totals, per-key counts as they are
+    held, :class:`HeldKeys`) counted ahead by
     :func:`count_range` in the current run, if nothing was staged since;
     else None. A day takes its counts once."""
     run = active_run()

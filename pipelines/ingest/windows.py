@@ -4,8 +4,8 @@ counted back from ds), which pooled random-traffic files without per-row
 dates serve it (``pool_policy``: ``contained`` or ``overlap``, the latter
 with ``reo.look_ahead``), and why a day may have no random traffic. Rows
 that carry their own ds are windowed by that ds in SQL
-(sql/count_rows.sql, read by sql/group_counts.sql and sql/count_spans.sql,
-bound ``window_days`` and ``pool_policy``).
+(sql/count_random_shares.sql, which sql/group_counts_pooled.sql and
+sql/count_spans.sql read, bound ``window_days`` and ``pool_policy``).
 """
 
 from __future__ import annotations
