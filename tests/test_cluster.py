@@ -18,7 +18,7 @@ from scipy import stats
 
 from fairmon.api.counting import cluster_bucket
 from fairmon.transforms.reo.ab import ab_estimates
-from fairmon.transforms.reo.cluster import BucketSums, ratio_log_covariance, sums_from_rows
+from fairmon.transforms.reo.cluster import BucketSums, keys_and_index, ratio_log_covariance, sums_from_rows
 from fairmon.transforms.reo.estimate import (
     delta_u_covariance,
     estimate_reo,
@@ -416,3 +416,39 @@ def test_run_summary_states_how_intervals_treat_rows():
     assert (
         interval_note(hashed) == "intervals: cluster-robust by request_id, design effect 1.31, 128 buckets of clusters"
     )
+
+
+def test_keys_and_index_are_numpys_unique_and_inverse():
+    """The bucket keys' distinct values and each row's position among them, by a count over
+    the keys' range when it is narrow and by np.unique otherwise: the same arrays either way."""
+    rng = np.random.default_rng(3)
+    cases = [
+        rng.integers(0, 128, 5000).astype(np.int32),  # hash buckets
+        rng.choice([-7, -300, -(2**31) + 5], 40).astype(np.int32),  # per-cluster keys: a wide range
+        -1 - rng.integers(0, 50, 300).astype(np.int32),  # per-cluster keys, a narrow range
+        np.array([5], np.int32),
+        np.array([], np.int32),
+        rng.integers(0, 10, 20).astype(np.float64),  # not integers: np.unique
+    ]
+    for keys in cases:
+        want_ids, want_inv = np.unique(keys, return_inverse=True)
+        ids, inv = keys_and_index(keys)
+        assert ids.dtype == want_ids.dtype and np.array_equal(ids, want_ids)
+        assert inv.dtype == want_inv.dtype and np.array_equal(inv, want_inv)
+
+
+def test_folds_add_each_folds_buckets_as_np_add_at_does():
+    """BucketSums.folds sums a fold's buckets row by row in bucket order: the bits of np.add.at,
+    also for sums that are not integers."""
+    rng = np.random.default_rng(5)
+    for trial in range(60):
+        G, K = int(rng.integers(2, 150)), int(rng.integers(1, 200))
+        pos = rng.integers(0, 50, (G, K)).astype(float) if trial % 2 else rng.random((G, K)) * 10
+        sums = BucketSums(pos, pos.sum(axis=1) + rng.random(G) * 7, np.arange(G))
+        M = int(rng.integers(2, min(G, 12) + 1))
+        got_pos, got_rows = sums.folds(M, np.random.default_rng(trial))
+        fold = np.random.default_rng(trial).permutation(sums.G) % M
+        want_pos, want_rows = np.zeros((M, K)), np.zeros(M)
+        np.add.at(want_pos, fold, sums.pos)
+        np.add.at(want_rows, fold, sums.rows)
+        assert got_pos.tobytes() == want_pos.tobytes() and got_rows.tobytes() == want_rows.tobytes()

@@ -136,10 +136,9 @@ class BucketSums:
             raise ValueError(f"{self.G} non-empty buckets cannot fill {M} folds")
         fold = rng.permutation(self.G) % M
         pos = np.zeros((M, self.pos.shape[1]))
-        rows = np.zeros(M)
-        np.add.at(pos, fold, self.pos)
-        np.add.at(rows, fold, self.rows)
-        return pos, rows
+        for m in range(M):  # a fold's buckets added in bucket order, as np.add.at adds them (~10x its speed)
+            pos[m] = self.pos[fold == m].sum(axis=0, initial=0.0)
+        return pos, np.bincount(fold, weights=self.rows, minlength=M).astype(float)
 
     def leave_one_out(self) -> tuple[np.ndarray, np.ndarray]:
         """Leave-one-bucket-out totals for the jackknife: (positives (G, K), rows (G,))."""
@@ -394,7 +393,7 @@ def _bucket_sums(
     sel = buckets.filter((pl.col("traffic") == traffic) & (pl.col("arm") == arm) & (pl.col("attribute") == attribute))
     if sel.is_empty():
         return None, None
-    ids, inv = np.unique(sel.get_column("cbucket").to_numpy(), return_inverse=True)
+    ids, inv = keys_and_index(sel.get_column("cbucket").to_numpy())
     rows = np.bincount(inv, weights=sel.get_column("n").to_numpy(), minlength=ids.size)
     if int(round(rows.sum())) != n_total:
         return None, (
@@ -409,6 +408,23 @@ def _bucket_sums(
     cells = inv[keep].astype(np.int64) * K + k[keep]
     pos = np.bincount(cells, weights=sel.get_column(value).to_numpy()[keep], minlength=ids.size * K)
     return BucketSums(pos.reshape(ids.size, K), rows, ids), None
+
+
+def keys_and_index(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True)`` for integer cluster keys
+    (n,): the sorted distinct keys and each row's position among them. Keys
+    within a range of a few times their count (hash buckets 0..G−1, or the
+    per-cluster keys of few clusters) are found by one count over the range,
+    O(n) instead of a sort (the same arrays); others, and keys of another
+    type, by ``np.unique``. Raises nothing."""
+    if keys.size == 0 or keys.dtype.kind not in "iu":
+        return np.unique(keys, return_inverse=True)
+    lo = int(keys.min())
+    span = int(keys.max()) - lo + 1
+    if span > 4 * keys.size + 1024:
+        return np.unique(keys, return_inverse=True)
+    present = np.bincount(keys - lo, minlength=span) > 0
+    return (np.flatnonzero(present) + lo).astype(keys.dtype), (np.cumsum(present) - 1)[keys - lo]
 
 
 def group_arrays(frame: pl.DataFrame, groups: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
