@@ -30,6 +30,8 @@ import datetime as dt
 
 import polars as pl
 
+from fairmon.transforms.repeats import has_repeated_rows
+
 ATTR_PREFIX = "attr__"
 #: Joins the attribute names and the values of an intersectional grouping: ``young_adult×region``, ``1×north``.
 INTERSECTION_SEP = "×"
@@ -191,16 +193,10 @@ def normalize_impressions(
         return bucket_rows(staged, normalize_impressions(per_bucket, signals=["__label"], **kw))
     staged = _parsed(raw, signals=signals, label_rule=label_rule, **kw)
     keys = [c for c in staged.columns if c not in ("n", "src_row")]
-    if not staged.select(keys).is_duplicated().any():  # e.g. a profile's rows per bucket: nothing to sum
+    if not has_repeated_rows(staged.select(keys)):  # e.g. a profile's rows per bucket: nothing to sum
         return staged.sort("src_row").select(*keys[:-1], "n", "src_file", "src_row")
-    return (
-        staged.lazy()
-        .group_by(keys)
-        .agg(pl.col("n").sum(), pl.col("src_row").min())
-        .sort("src_row")
-        .select(*keys[:-1], "n", "src_file", "src_row")
-        .collect()
-    )
+    summed = staged.lazy().group_by(keys).agg(pl.col("n").sum(), pl.col("src_row").min()).sort("src_row")
+    return summed.select(*keys[:-1], "n", "src_file", "src_row").collect()
 
 
 def _parsed(raw: pl.DataFrame, **kw) -> pl.DataFrame:
