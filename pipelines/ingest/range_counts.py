@@ -255,9 +255,9 @@ def _dated(rows: pl.DataFrame, ds: dt.date) -> pl.DataFrame:
 
 
 #: Staged rows one statement of sql/group_counts.sql and sql/group_counts_pooled.sql
-#: may count together: the aggregation's hash tables hold ~0.8 GB per million
-#: rows at many groups (bench/README issue 37); at TikTok size with few groups
-#: a 92-day chunk stays far below, in one statement.
+#: may count together: the aggregation's hash tables grow with the rows at
+#: many groups, and this bounds the count's peak memory (figures in
+#: bench/README issue 37 item 3); with few groups a long range stays one statement.
 COUNT_ROWS_BUDGET = 1_000_000
 
 
@@ -303,12 +303,11 @@ def take_range_counts(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, HeldKeys
 
 def pack_frame(frame: pl.DataFrame) -> bytes:
     """``frame`` as LZ4-compressed Arrow IPC bytes, for holding a day's
-    per-bucket counts (~490,000 rows a day at K = 4,096) from the range's
-    count until the day estimates: the frames themselves, held for 7 days,
-    kept 50–70 MB a day resident (allocator memory around them; with them
-    dropped, a 7-day K = 4,096 count stayed at 1.37 GB instead of 1.95 GB,
-    bench/README issue 37 item 3). :func:`unpack_frame` gives it back, the same
-    values and types."""
+    per-key counts (hundreds of thousands of rows a day with thousands of
+    groups) from the range's count until the day estimates: held as frames
+    for a week of days, they and the allocator memory around them stayed
+    resident and set the run's peak (bench/README issue 37 item 3).
+    :func:`unpack_frame` gives it back, the same values and types."""
     buf = io.BytesIO()
     frame.write_ipc(buf, compression="lz4")
     return buf.getvalue()
