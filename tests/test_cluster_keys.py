@@ -183,6 +183,12 @@ def test_replicate_sums_are_the_double_product_bit_for_bit():
     assert np.array_equal(replicate_sums(times, frac), times @ frac)
     heavy, units = np.array([[2**20, 1]]), np.array([[17.0], [1.0]])  # more draws than units: 17 * 2**20 + 1
     assert replicate_sums(heavy, units)[0, 0] == 17 * 2**20 + 1
+    # single=True leaves an exact product in float32 (the same integers) and the others in float64
+    kept = replicate_sums(times, counts, single=True)
+    assert kept.dtype == np.float32 and np.array_equal(kept.astype(float), times @ counts)
+    assert replicate_sums(t4, big, single=True).dtype == np.float64
+    by = rng.random(200) + 0.5  # a float64 division reads float32 sums as their doubles
+    assert np.array_equal(np.divide(kept, by[:, None], dtype=np.float64), (times @ counts) / by[:, None])
 
 
 def test_bucket_sums_of_a_day_are_formed_once_per_sample():

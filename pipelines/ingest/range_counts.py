@@ -226,7 +226,7 @@ def _count_chunks(con: duckdb.DuckDBPyConnection, cfg: FairmonConfig, days: list
     spans, totals = count_spans(con, shares), _traffic_totals(con, cfg)
     share_of = dict(shares.select("day", "share").unique().iter_rows())
     last_day = dict(shares.drop_nulls("share").group_by("share").agg(pl.col("day").max()).iter_rows())
-    pooled: dict[int, tuple[pl.DataFrame, bytes]] = {}  # share -> (its rows, its key rows packed)
+    pooled: dict[int, tuple[pl.DataFrame, bytes]] = {}  # share -> (its group sums, its key rows packed)
     out = {}
     for chunk in statement_chunks(shares, days):
         rows = shares.filter(pl.col("day").is_in(chunk))
@@ -234,7 +234,7 @@ def _count_chunks(con: duckdb.DuckDBPyConnection, cfg: FairmonConfig, days: list
         counted = pooled_rows(con, new, buckets) if new.height else pl.DataFrame()
         for (share,), frame in counted.partition_by("share", as_dict=True).items() if counted.height else ():
             frame = frame.drop("share")
-            pooled[share] = (frame, pack_frame(keyed_rows(frame)))
+            pooled[share] = (_group_sums(frame), pack_frame(keyed_rows(frame)))
         own = own_rows(con, rows, buckets).drop("share")
         for ds in chunk:
             day_own, share = own.filter(pl.col("ds") == ds), pooled.get(share_of.get(ds))
@@ -247,6 +247,15 @@ def _count_chunks(con: duckdb.DuckDBPyConnection, cfg: FairmonConfig, days: list
         for share in [s for s in pooled if last_day[s] <= max(chunk)]:
             del pooled[share]  # no later day counts it
     return out
+
+
+def _group_sums(rows: pl.DataFrame) -> pl.DataFrame:
+    """A share's per-key rows summed over their keys (one row per traffic,
+    arm, attribute and group; cbucket null), once for all its days: what
+    :func:`group_totals` would sum of them on each day (integer sums)."""
+    keys = ["ds", "traffic", "arm", "attribute", "group"]
+    summed = rows.group_by(keys).agg(pl.col("n").sum(), pl.col("n_pos").sum())
+    return summed.with_columns(pl.lit(None, pl.Int32).alias("cbucket")).select(rows.columns)
 
 
 def _dated(rows: pl.DataFrame, ds: dt.date) -> pl.DataFrame:

@@ -433,12 +433,15 @@ def _partition_rows(
 
 
 def _divided(a: np.ndarray, by: np.ndarray) -> np.ndarray:
-    """a / by (``by`` (B,) per row, or (B, K)), in place when ``a`` is already
-    a float array (the caller's replicates, not used again), else into a
-    new one; NaN or ±inf where ``by`` is 0 (the metric's reason then says so)."""
-    out = a if isinstance(a, np.ndarray) and a.dtype == np.float64 else np.asarray(a, float)
+    """a / by in float64 (``by`` (B,) per row, or (B, K)), in place when ``a``
+    is already a float64 array (the caller's replicates, not used again),
+    else into a new one, the cast done by the division (the same values as
+    casting first); NaN or ±inf where ``by`` is 0 (the metric's reason then says so)."""
+    by = by[:, None] if by.ndim == 1 else by
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.divide(out, by[:, None] if by.ndim == 1 else by, out=out)
+        if isinstance(a, np.ndarray) and a.dtype == np.float64:
+            return np.divide(a, by, out=a)
+        return np.divide(np.asarray(a), by, dtype=np.float64)
 
 
 def _bootstrap_rows(
@@ -467,7 +470,7 @@ def _bootstrap_rows(
         return c.resample(n_boot, rng) if c is not None else (resample_counts(pos, n, n_boot, rng), n)
 
     c_T, c_C, c_R = clusters
-    together = resample_together([c_T, c_C, c_R], n_boot, rng)  # keyed samples draw their shared units once
+    together = resample_together([c_T, c_C, c_R], n_boot, rng, single=True)  # shared units drawn once
     if together is not None:
         (bT, nT), (bC, nC), (bR, nR) = (
             t if t is not None else draw(None, *x) for t, x in zip(together, (treatment, control, random))
