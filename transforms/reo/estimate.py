@@ -213,8 +213,9 @@ def estimate_reo(
         ci_low = 0.0  # parity not rejected: the interval reaches REO = 0
     reasons += _closing_reasons(groups, reo, ci_high, delta.reo_bc, small, min_expected_positives)
     verdict = verdict_80pct(ci_low, ci_high, threshold, small=any(small))
-    for i in range(K):  # a group's NaN always carries a reason: its own, else the REO's
-        if group_reasons[i] is None and not (np.isfinite(se_dU[i]) and np.isfinite(lo_dU[i])):
+    undefined = ~(np.isfinite(se_dU) & np.isfinite(lo_dU))
+    for i in np.flatnonzero(undefined).tolist():  # a group's NaN always carries a reason: its own, else the REO's
+        if group_reasons[i] is None:
             group_reasons[i] = "; ".join(reasons) or "undefined"
     W, df, p = delta.parity
     ests = (dU, se_dU, lo_dU, hi_dU, reo, se_reo, ci_low, ci_high)
