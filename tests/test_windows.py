@@ -553,3 +553,23 @@ def test_a_new_cluster_bucket_formula_restages_clustered_files_only(tmp_path, mo
     monkeypatch.setattr(config_module, "BUCKET_FORMULA", config_module.BUCKET_FORMULA + 1)
     assert clustered.fingerprint() != before[0]
     assert unclustered.fingerprint() == before[1]
+
+
+def test_a_pool_named_twice_by_the_config_counts_once(tmp_path):
+    """A pool matched by random_path and declared again in random_pools is one file the day
+    needs: its rows count once in the group counts and in the traffic totals that check them."""
+    (tmp_path / "default").mkdir()
+    (tmp_path / "random").mkdir()
+    for i in range(3):
+        _rows(60, 30).write_csv(tmp_path / "default" / f"{day(i)}.csv")
+    pool = f"random/random_{day(0)}_{day(2)}.csv"
+    _rows(100, 10).write_csv(tmp_path / pool)
+    path = _config(tmp_path, TIKTOK, 3, "overlap")
+    declared = f'[[impressions.random_pools]]\npath = "{pool}"\nstart = {day(0)}\nend = {day(2)}\n'
+    path.write_text(path.read_text() + declared)
+    cfg = load_config(path)
+    days = [day(i) for i in range(3)]
+    _stage(cfg, days)
+    counts, totals, _ = count_days(cfg, [day(2)])
+    assert _random(counts, day(2)) == {"n": 100, "n_pos": 10, "window_start": day(0), "window_end": day(2)}
+    assert totals.filter(pl.col("traffic") == "random").get_column("n").to_list() == [100]

@@ -228,12 +228,14 @@ def current_inputs(cfg: FairmonConfig, ds: dt.date) -> list[dict]:
 def day_files(cfg: FairmonConfig, days: list[dt.date]) -> pl.DataFrame:
     """(day, file) for every impressions file each of ``days`` needs, resolved
     now (file = its identity): the only staged rows a day may count. A day
-    whose files cannot be resolved contributes no rows."""
+    whose files cannot be resolved contributes no rows. A file is listed once
+    a day however often the config names it (a pool matched by
+    ``random_path`` and declared in ``random_pools`` too): its rows count once."""
     kind = ImpressionsInput(cfg)
     rows = []
     for ds in days:
         try:
-            rows += [(ds, key) for key in kind.keys(ds)]
+            rows += [(ds, key) for key in dict.fromkeys(kind.keys(ds))]
         except InputContractError:
             continue
     return pl.DataFrame(rows, schema={"day": pl.Date, "file": pl.String}, orient="row")

@@ -136,8 +136,8 @@ class BucketSums:
             raise ValueError(f"{self.G} non-empty buckets cannot fill {M} folds")
         fold = rng.permutation(self.G) % M
         pos = np.zeros((M, self.pos.shape[1]))
-        for m in range(M):  # a fold's buckets added in bucket order, as np.add.at adds them (~10x its speed)
-            pos[m] = self.pos[fold == m].sum(axis=0, initial=0.0)
+        for g, m in enumerate(fold.tolist()):  # each bucket added to its fold in bucket order, as np.add.at
+            pos[m] += self.pos[g]  # does (the same bits), a row at a time: ~10x its speed
         return pos, np.bincount(fold, weights=self.rows, minlength=M).astype(float)
 
     def leave_one_out(self) -> tuple[np.ndarray, np.ndarray]:
@@ -422,14 +422,15 @@ def keys_and_index(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     per-cluster keys of few clusters) are found by one count over the range,
     O(n) instead of a sort (the same arrays); others, and keys of another
     type, by ``np.unique``. Raises nothing."""
-    if keys.size == 0 or keys.dtype.kind not in "iu":
+    if keys.size == 0 or keys.dtype.kind not in "iu" or keys.dtype == np.uint64:
         return np.unique(keys, return_inverse=True)
     lo = int(keys.min())
     span = int(keys.max()) - lo + 1
     if span > 4 * keys.size + 1024:
         return np.unique(keys, return_inverse=True)
-    present = np.bincount(keys - lo, minlength=span) > 0
-    return (np.flatnonzero(present) + lo).astype(keys.dtype), (np.cumsum(present) - 1)[keys - lo]
+    offset = keys.astype(np.int64) - lo  # in 64 bits: no wrap-around for narrow integer types
+    present = np.bincount(offset, minlength=span) > 0
+    return (np.flatnonzero(present) + lo).astype(keys.dtype), (np.cumsum(present) - 1)[offset]
 
 
 def group_arrays(frame: pl.DataFrame, groups: list[str]) -> tuple[np.ndarray, np.ndarray, int]:
