@@ -841,7 +841,10 @@ def test_a_process_that_never_ends_its_run_collects_its_cycles_at_exit(tmp_path)
     runs. The collector is off once the gate's exit handler has run (the
     interpreter's first walk of every object is skipped; its second, while
     it tears the modules down, collects the cycles): an exit handler
-    registered before it, which runs after it, sees it off."""
+    registered before it, which runs after it, sees it off. The cycle is made
+    right after a collection, so that no automatic one (whose timing follows
+    the allocations of imports and config parsing) frees it before the
+    freeze."""
     (tmp_path / "fairmon.toml").write_text(
         'warehouse = "wh"\nduckdb = "f.duckdb"\n[impressions]\nformat = "tiktok"\npath = "d/{ds}.csv"\n'
         'signals = ["like"]\nattributes = ["g"]\n'
@@ -852,12 +855,14 @@ from fairmon.pipelines.core.config import load_config
 from fairmon.pipelines.checks import preload
 atexit.register(lambda: print("collector on at exit:", gc.isenabled(), flush=True))
 con = duckdb.connect()
+cfg = load_config(sys.argv[1])
 class Holder:
     def __del__(self):
         os.write(1, b"cycle collected\\n")
+gc.collect()  # the allocation count starts at 0: no collection before the preload pauses the collector
 h = Holder(); h.self = h; h.rel = con.sql("select 1")
 del h
-preload.preload_gate(load_config(sys.argv[1])).join()
+preload.preload_gate(cfg).join()
 print(preload._FREEZE["state"], flush=True)
 """
     env = {"GX_ANALYTICS_ENABLED": "False", "PATH": ""}
