@@ -1,6 +1,6 @@
 -- Which days of the registered frame `day_files` (day DATE, file VARCHAR: the
 -- files each day needs, resolved now) count the same random-traffic rows, so
--- that sql/group_counts.sql counts a random pool once for every day whose
+-- that sql/group_counts_pooled.sql counts a random pool once for every day whose
 -- window it serves instead of once per day. One row per (day, random unit
 -- the day counts): a unit is a staged random file's rows of one date range
 -- (ds_start..ds: a row with its own date has ds_start = ds; a pool without
@@ -35,10 +35,8 @@ day_units AS (
     WHERE $pool_policy = 'overlap' OR (u.ds_start >= f.day - ($window_days - 1) AND u.ds <= f.day)
 ),
 own AS (
-    SELECT f.day, i.cbucket, count(*) AS n_rows
-    FROM impressions AS i JOIN day_files AS f
-      ON i.src_file = f.file AND i.ds = f.day AND i.ds_start = f.day
-    WHERE i.traffic <> 'random'
+    SELECT day, cbucket, count(*) AS n_rows
+    FROM ({{include count_own_rows}}) AS o
     GROUP BY ALL
 ),
 day_keys AS (

@@ -1,15 +1,13 @@
 -- The span of the staged rows each day of `day_files` counts
 -- (sql/group_counts.sql), per day, traffic and arm: window_start = min
 -- ds_start, window_end = max ds, so window_end > ds means rows that may come
--- from after the day (DESIGN §3 group_counts). A day's own rows span the day;
--- its random rows span its random units (`day_shares`,
--- sql/count_random_shares.sql). Kept out of sql/group_counts.sql, whose rows
--- are per cluster key: a few rows a day here.
-SELECT f.day AS ds, i.traffic, i.arm, min(i.ds_start) AS window_start, max(i.ds) AS window_end
-FROM impressions AS i JOIN day_files AS f
-  ON i.src_file = f.file AND i.ds = f.day AND i.ds_start = f.day
-WHERE i.traffic <> 'random'
-GROUP BY ALL
+-- from after the day (DESIGN §3 group_counts). A day's own rows
+-- (sql/count_own_rows.sql) span the day; its random rows span its random
+-- units (`day_shares`, sql/count_random_shares.sql). Kept out of
+-- sql/group_counts.sql, whose rows are per cluster key: a few rows a day here.
+SELECT day AS ds, traffic, arm, min(ds_start) AS window_start, max(ds) AS window_end
+FROM ({{include count_own_rows}}) AS r
+GROUP BY day, traffic, arm
 UNION ALL
 SELECT day AS ds, 'random' AS traffic, 'all' AS arm, min(ds_start) AS window_start, max(ds) AS window_end
 FROM day_shares

@@ -189,8 +189,7 @@ class HeldKeys(NamedTuple):
         own = unpack_frame(self.own)
         if self.pooled is None:
             return own
-        pooled = unpack_frame(self.pooled).with_columns(pl.lit(self.ds, pl.Date).alias("ds"))
-        return pl.concat([own, pooled.select(own.columns)])
+        return pl.concat([own, _dated(unpack_frame(self.pooled), self.ds).select(own.columns)])
 
 
 def count_range(cfg: FairmonConfig, days: list[dt.date]) -> None:
