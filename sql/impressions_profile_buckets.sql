@@ -21,10 +21,11 @@
 -- signal combinations (8.7x more rows out at 10^8): 2.4x the unclustered scan
 -- at 10^8 rows against 1.74x for the two sets (bench/README.md, issue 20).
 -- DuckDB only (adapters.profile_rows): its label needs boolean or numeric signals.
--- Sorted as profile_rows returns it (a file row's profile row before its bucket
--- row): DuckDB's sort holds the rows in its own memory, where Polars' sort of
--- the result copied ~2.6 M rows a week at K = 4,096 beside the original at the
--- scan's peak (bench/README.md, issue 37 item 3).
+-- No ORDER BY: the profile proper is sorted by first row where it is taken
+-- (contract.profile_part, on ~a quarter of the rows at K = 4,096), and the
+-- bucket rows need no order (they are staged and summed; their values are
+-- checked on the profile proper first). Sorting every row here cost ~0.3
+-- CPU-s a week at K = 4,096 (bench/README.md, issue 37 item 3).
 SELECT {{columns}},
        __y,
        __cbucket,
@@ -36,4 +37,3 @@ FROM (
     FROM raw
 )
 GROUP BY GROUPING SETS (({{columns}}), ({{bucket_columns}}, __y, __cbucket))
-ORDER BY __first_row * 2 + CAST(__cbucket IS NOT NULL AS BIGINT)

@@ -356,7 +356,7 @@ def test_replicate_stats_by_pieces_are_the_whole_matrix_statistics():
     # The (B, 1 + K) matrix d = [REO_T − REO_C, ΔU_T − ΔU_C] of replicate differences, reduced whole:
     # all finite, sd (ddof 1), percentile p-value and bounds per metric, bit for bit, for K across the
     # piece edges (no one-column piece), with a NaN replicate, a zero-mean one and equal columns.
-    from fairmon.transforms.reo.ab import replicate_stats
+    from fairmon.transforms.reo.ab_bootstrap import replicate_stats
     from fairmon.transforms.reo.ab_reo import percentile_p_value
     from fairmon.transforms.reo.bootstrap import delta_u_rows, reo_rows
 
@@ -377,3 +377,30 @@ def test_replicate_stats_by_pieces_are_the_whole_matrix_statistics():
         got = replicate_stats(U_T, U_C, 0.95)
         for w, g in zip(want, got):
             np.testing.assert_array_equal(g, w)
+
+
+def test_replicate_utilities_a_block_at_a_time_are_the_whole_arrays_statistics():
+    # U* = (a*/n*)/(b*/n_rand*) divided out of the replicates' sums a block at a time gives the statistics
+    # of the whole (B, K) arrays bit for bit, whatever the sums' dtype (float32 products, float64 ones,
+    # int64 multinomial counts), with a group never drawn in random traffic (P* = 0: inf or NaN), and the
+    # sums are left as they were (the column pass reads them again after the row pass). A replicate with
+    # P*_1 = 0 leaves REO and ΔU_1 without a finite replicate set, every other ΔU_k finite.
+    from fairmon.transforms.reo.ab_bootstrap import replicate_block_stats, replicate_stats, replicate_utilities
+
+    rng = np.random.default_rng(11)
+    for dtype in (np.float32, np.float64, np.int64):
+        for B, K in ((200, 2), (130, 300)):
+            a_T, a_C, b = (rng.poisson(30, (B, K)).astype(dtype) for _ in range(3))
+            b[3, 0], a_T[3, 0], a_C[3, 0] = 0, 7, 7
+            n_T, n_C, n_R = (rng.integers(5_000, 6_000, B).astype(float) for _ in range(3))
+            kept = [x.copy() for x in (a_T, a_C, b)]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                P = b.astype(float) / n_R[:, None]
+                U_T, U_C = (a_T.astype(float) / n_T[:, None]) / P, (a_C.astype(float) / n_C[:, None]) / P
+            want = replicate_stats(U_T, U_C, 0.9)
+            got = replicate_block_stats(replicate_utilities((a_T, a_C, b), (n_T, n_C, n_R)), (B, K), 0.9)
+            for w, g in zip(want, got):
+                np.testing.assert_array_equal(g, w)
+            assert not got[0][0] and not got[0][1] and got[0][2:].all()
+            for x, k in zip((a_T, a_C, b), kept):
+                np.testing.assert_array_equal(x, k)

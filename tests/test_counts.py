@@ -342,22 +342,29 @@ def test_bucket_rows_that_disagree_with_the_profile_are_a_defect():
         bucket_rows(staged, per_bucket.with_columns(pl.col("y").fill_null(True).and_(pl.col("cbucket") == 0)))
 
 
-def test_a_profile_with_bucket_rows_comes_sorted_from_the_scan_and_is_sorted_otherwise():
-    """profile_rows: a file row's profile row before its bucket row, rows by
-    first file row (sql/impressions_profile_buckets.sql sorts them; ordered_profile
-    keeps a sorted frame as it is and sorts any other the same way)."""
+def test_a_profile_with_bucket_rows_gives_its_profile_proper_sorted_and_a_split_one_is_sorted():
+    """profile_rows with rows per bucket and label: the scan leaves them in
+    its order, and profile_part gives the profile proper sorted by first file
+    row, one row per first row, with every bucket row's rows (the bucket rows
+    of a label sum to its profile rows). ordered_profile sorts a profile split
+    by bucket (no label column) by first row, a file row's profile row first."""
     import duckdb
 
     from fairmon.pipelines.ingest import profiles
-    from fairmon.transforms.contract import CLUSTER_BUCKET
+    from fairmon.transforms.contract import BUCKET_LABEL, CLUSTER_BUCKET, profile_part
 
     rows = _clustered_rows("bool").with_row_index("__row")
     cluster = profiles.ClusterScan("request_id", 16, ("s1", "s2"))
     got = profiles.profile_rows(duckdb.connect(), rows, ["ds", "traffic", "arm", "s1", "s2", "g", "h"], "f", 0, cluster)
-    first, bucket = got.get_column("__first_row").to_list(), got.get_column(CLUSTER_BUCKET).to_list()
-    assert first[:2] == [1, 1] and bucket[0] is None and bucket[1] is not None  # row 1: its profile row, then bucket
-    keys = [f * 2 + (b is not None) for f, b in zip(first, bucket)]
-    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    proper = profile_part(got)
+    first = proper.get_column("__first_row").to_list()
+    assert first == sorted(first) and len(set(first)) == len(first) and first[0] == 1
+    assert BUCKET_LABEL not in proper.columns and CLUSTER_BUCKET not in proper.columns
+    buckets = got.filter(pl.col(CLUSTER_BUCKET).is_not_null())
+    assert proper.get_column("__n").sum() == buckets.get_column("__n").sum() == rows.height
+    label = (pl.col("s1") | pl.col("s2")).fill_null(False).alias(BUCKET_LABEL)
+    positives = proper.filter(label).get_column("__n").sum()
+    assert buckets.filter(pl.col(BUCKET_LABEL)).get_column("__n").sum() == positives
     frame = pl.DataFrame({"__first_row": [3, 1, 3, 1, 2], CLUSTER_BUCKET: [5, 7, None, None, 2], "v": list("abcde")})
     assert profiles.ordered_profile(frame, False).get_column("v").to_list() == ["d", "b", "e", "c", "a"]
     assert profiles.ordered_profile(frame.sort("v"), False).get_column("v").to_list() == ["d", "b", "e", "c", "a"]
@@ -386,4 +393,6 @@ def test_either_cluster_key_statement_gives_the_same_profile(monkeypatch, per_re
     picked = profiles.profile_rows(duckdb.connect(), rows, cols, "f", 0, cluster)
     monkeypatch.setattr(profiles, "ids_mostly_distinct", lambda engine, column: per_request != 1)
     other = profiles.profile_rows(duckdb.connect(), rows, cols, "f", 0, cluster)
-    assert picked.equals(other) and picked.get_column("__cbucket").n_unique() == 17  # 16 buckets and null
+    in_order = ["__first_row", "__cbucket"]  # one row per first row and kind (the scan's order is its own)
+    assert picked.sort(in_order).equals(other.sort(in_order))
+    assert picked.get_column("__cbucket").n_unique() == 17  # 16 buckets and null

@@ -80,7 +80,7 @@ def _check_prefetch(cfg, days, frames, run):
     assert prefetch_profiles(cfg, [u.file for u in units]) == 3
     for u, alone in zip(units, per_file):
         got = read_unit(cfg, u)  # taken from the prefetch
-        assert got.equals(alone)
+        assert got.sort(pl.all()).equals(alone.sort(pl.all()))  # bucket rows come in the scan's order
         exp = _expected_profile(frames[u.ds_end])
         merged = (
             without_buckets(got)  # the profile proper, without the rows per cluster bucket

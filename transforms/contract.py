@@ -319,10 +319,12 @@ def _normalize_impressions(
 def profile_part(profile: pl.DataFrame) -> pl.DataFrame:
     """The profile proper of a profile with rows per bucket and label
     (:data:`BUCKET_LABEL`): its rows with a null bucket, without the bucket
-    and label columns. Other frames are returned unchanged."""
+    and label columns, sorted by ``__first_row`` (the scan gives them in no
+    order, sql/impressions_profile_buckets.sql; errors name the first
+    offending file row). Other frames are returned unchanged."""
     if BUCKET_LABEL not in profile.columns:
         return profile
-    return profile.filter(pl.col(CLUSTER_BUCKET).is_null()).drop(CLUSTER_BUCKET, BUCKET_LABEL)
+    return profile.filter(pl.col(CLUSTER_BUCKET).is_null()).drop(CLUSTER_BUCKET, BUCKET_LABEL).sort(PROFILE_ROW)
 
 
 def bucket_rows(staged: pl.DataFrame, per_bucket: pl.DataFrame) -> pl.DataFrame:

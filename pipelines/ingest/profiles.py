@@ -22,7 +22,7 @@ from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.ingest.engines import DuckEngine, SparkEngine
 from fairmon.pipelines.ingest.identity import first_line
 from fairmon.pipelines.storage import db
-from fairmon.transforms.contract import CLUSTER_BUCKET, PROFILE_ROW, InputContractError
+from fairmon.transforms.contract import BUCKET_LABEL, CLUSTER_BUCKET, PROFILE_ROW, InputContractError
 from fairmon.transforms.reo.cluster import cluster_key_params
 
 ID_KEY = ("ds", "traffic", "request_id", "item_id")
@@ -211,7 +211,8 @@ def profile_rows(
     columns, label ``__y`` and bucket below the profile rows (their signals
     null; sql/impressions_profile_buckets.sql,
     :func:`fairmon.transforms.contract.profile_part` gives the profile
-    proper); otherwise every combination is split by bucket. Sorted by
+    proper, sorted by ``__first_row``; the rows come in the scan's order);
+    otherwise every combination is split by bucket, sorted by
     ``__first_row`` (then bucket, a profile row first).
     Raises :class:`InputContractError` (naming ``file``) when the engine cannot read the rows.
     """
@@ -288,22 +289,25 @@ def _bucket_profile(engine, grouped: list[str], split: list[str], cluster: Clust
 def ordered_profile(profile: pl.DataFrame, ids: bool) -> pl.DataFrame:
     """For :func:`profile_rows`: ``profile`` (a frame of its statements, with
     ``__first_row`` and maybe ``__cbucket``) with id_copies last (1 when the
-    rows have ids, ``ids``, but none is copied), rows sorted by first row; a profile row before the
-    bucket row that shares its first row, whatever the scan's order. Each
-    grouping set splits a file's rows, so in one file a first row starts at
-    most one profile row and one bucket row: a single integer key orders
-    them (cheaper than sorting by two columns, nulls first, stably). Rows
-    the scan already sorted (sql/impressions_profile_buckets.sql) are
-    returned as they are: a sort would copy the frame. Raises nothing."""
+    rows have ids, ``ids``, but none is copied), rows sorted by first row; a
+    profile row before the bucket row that shares its first row, whatever
+    the scan's order. Each grouping set splits a file's rows, so in one file
+    a first row starts at most one profile row and one bucket row: a single
+    integer key orders them (cheaper than sorting by two columns, nulls
+    first, stably). A profile with rows per bucket and label
+    (:data:`fairmon.transforms.contract.BUCKET_LABEL`) is left in the scan's
+    order: its profile proper is sorted where it is taken
+    (:func:`fairmon.transforms.contract.profile_part`) and its bucket rows
+    need none. Raises nothing."""
     if ids and "id_copies" not in profile.columns:
         profile = profile.with_columns(pl.lit(1, pl.Int64).alias("id_copies"))
     if "id_copies" in profile.columns:  # last, whichever statement counted it
         profile = profile.select(pl.exclude("id_copies"), "id_copies")
     if CLUSTER_BUCKET not in profile.columns:
         return profile.sort(PROFILE_ROW)
-    key = profile.select(pl.col(PROFILE_ROW) * 2 + pl.col(CLUSTER_BUCKET).is_not_null().cast(pl.Int64)).to_series()
-    if key.is_sorted():  # sorted by the scan (sql/impressions_profile_buckets.sql): no copy of the frame
+    if BUCKET_LABEL in profile.columns:
         return profile
+    key = profile.select(pl.col(PROFILE_ROW) * 2 + pl.col(CLUSTER_BUCKET).is_not_null().cast(pl.Int64)).to_series()
     return profile.with_columns(key.alias("__key")).sort("__key").drop("__key")
 
 

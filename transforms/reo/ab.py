@@ -43,9 +43,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fairmon.transforms.reo.ab_reo import arm_shapes, percentile_bounds, percentile_p_value, reo_rows_by_regime
-from fairmon.transforms.reo.bootstrap import delta_u_rows, reo_rows, resample_counts, utilities
-from fairmon.transforms.reo.cluster import BucketSums, joint_log_factors, resample_together, sandwich_df
+from fairmon.transforms.reo.ab_bootstrap import bootstrap_difference_stats
+from fairmon.transforms.reo.ab_reo import arm_shapes, reo_rows_by_regime
+from fairmon.transforms.reo.bootstrap import delta_u_rows, reo_rows, utilities
+from fairmon.transforms.reo.cluster import BucketSums, joint_log_factors, sandwich_df
 from fairmon.transforms.reo.estimate import (
     delta_u_factor,
     delta_u_log_jacobian,
@@ -278,37 +279,6 @@ def _joined(blocks: list[dict], columns: bool) -> list[ABEstimate] | dict:
     return cols if columns else _estimates(cols)
 
 
-def replicate_stats(U_T: np.ndarray, U_C: np.ndarray, level: float, block: int = 256) -> tuple[np.ndarray, ...]:
-    """Per metric (REO, then ΔU_k) of the replicate differences d = metric(U_T) −
-    metric(U_C), from replicate utilities (B, K) each: (all finite, sd with
-    ddof 1, percentile p-value, percentile bounds), shapes (1 + K,). The
-    metrics are taken ``block`` columns at a time (REO with the first ΔU
-    columns, so every block is a (B, ≥ 2) matrix whose column reductions add
-    as the whole (B, 1 + K) one does: the same bits), keeping the
-    temporaries at (B, block) instead of several (B, 1 + K) (issue 37 item 3).
-    Each block is worked in two halves when the second has ≥ 2 columns (at
-    B = 1,000, (B, 128) pieces stay in cache: ~25 % less), the same sums; a
-    one-column block stays alone as before (its sd sums pairwise).
-    Raises nothing; K ≥ 1."""
-    K = U_T.shape[1]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean_T, mean_C = U_T.mean(axis=-1, keepdims=True), U_C.mean(axis=-1, keepdims=True)
-        reo_d = reo_rows(U_T) - reo_rows(U_C)
-    parts, pieces = [], []
-    for lo in range(0, K, block):
-        hi, mid = min(lo + block, K), lo + block // 2
-        pieces += [(lo, mid), (mid, hi)] if hi - mid >= 2 else [(lo, hi)]
-    for lo, hi in pieces:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            d = (U_T[:, lo:hi] / mean_T - 1.0) - (U_C[:, lo:hi] / mean_C - 1.0)
-            if lo == 0:
-                d = np.concatenate([reo_d[:, None], d], axis=1)
-            se = d.std(axis=0, ddof=1)
-            p = np.where(se > 0, percentile_p_value(d), np.nan)
-        parts.append((np.isfinite(d).all(axis=0), se, p, *percentile_bounds(d, level)))
-    return tuple(np.concatenate(x) for x in zip(*parts))
-
-
 def _undefined_reason(
     K: int,
     a_T: np.ndarray,
@@ -432,18 +402,6 @@ def _partition_rows(
     return _block(names, diff, method, se=se, lo=lo, hi=hi, p=p, df=df, reason=reasons)
 
 
-def _divided(a: np.ndarray, by: np.ndarray) -> np.ndarray:
-    """a / by in float64 (``by`` (B,) per row, or (B, K)), in place when ``a``
-    is already a float64 array (the caller's replicates, not used again),
-    else into a new one, the cast done by the division (the same values as
-    casting first); NaN or ±inf where ``by`` is 0 (the metric's reason then says so)."""
-    by = by[:, None] if by.ndim == 1 else by
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if isinstance(a, np.ndarray) and a.dtype == np.float64:
-            return np.divide(a, by, out=a)
-        return np.divide(np.asarray(a), by, dtype=np.float64)
-
-
 def _bootstrap_rows(
     names: list[str],
     diff: np.ndarray,
@@ -456,36 +414,17 @@ def _bootstrap_rows(
     rng: np.random.Generator,
     method: str = "bootstrap",
 ) -> dict:
-    """Algorithm 4 (``bootstrap``): ``n_boot`` replicates resampling both arms
-    and the shared random traffic together (buckets when clustered; the
-    union of the samples' buckets drawn once when they carry bucket ids,
-    :func:`fairmon.transforms.reo.cluster.resample_together`, so a cluster in
-    several samples is one unit), so each replicate's two arms see the same P̂; percentile CI, SE = replicate sd,
+    """Algorithm 4 (``bootstrap``) as the method's rows: the replicates of
+    :func:`fairmon.transforms.reo.ab_bootstrap.bootstrap_difference_stats`
+    (both arms and the shared random traffic resampled together, so each
+    replicate's two arms see the same P̂); percentile CI, SE = replicate sd,
     the p-value that inverts the percentile interval
     (:func:`fairmon.transforms.reo.ab_reo.percentile_p_value`), so the two
     agree. A metric with a replicate where P_k = 0 is NaN with a reason.
     Source: seed 001 Algorithm 4; Efron & Tibshirani (1993) §13.3, §16."""
-
-    def draw(c: BucketSums | None, pos: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-        return c.resample(n_boot, rng) if c is not None else (resample_counts(pos, n, n_boot, rng), n)
-
-    c_T, c_C, c_R = clusters
-    together = resample_together([c_T, c_C, c_R], n_boot, rng, single=True)  # shared units drawn once
-    if together is not None:
-        (bT, nT), (bC, nC), (bR, nR) = (
-            t if t is not None else draw(None, *x) for t, x in zip(together, (treatment, control, random))
-        )
-    else:
-        (bT, nT), (bC, nC) = draw(c_T, *treatment), draw(c_C, *control)
-        bR, nR = draw(c_R, *random)  # shared by both arms in each replicate
-    # U* = (a*/n*)/(b*/n_rand*) per replicate, divided in place in the replicates' own (B, K)
-    # arrays (33 MB apiece at K = 4,096, B = 1,000): each new one costs its page faults
-    ones = np.ones(n_boot)
-    P = _divided(bR, ones * nR)  # the shared random traffic's P̂*, once for both arms
-    U_T = _divided(_divided(bT, ones * nT), P)
-    U_C = _divided(_divided(bC, ones * nC), P)
-    del bT, bC, bR, P
-    finite, se_b, p_b, lo_b, hi_b = replicate_stats(U_T, U_C, level)
+    finite, se_b, p_b, lo_b, hi_b = bootstrap_difference_stats(
+        (treatment, control, random), clusters, level, n_boot, rng
+    )
     nan, reasons = float("nan"), [None if ok else "a resample has P_k = 0" for ok in finite.tolist()]
     se, lo, hi, p = (np.where(finite, x, nan) for x in (se_b, lo_b, hi_b, p_b))
     return _block(names, diff, method, se=se, lo=lo, hi=hi, p=p, reason=reasons)
