@@ -552,3 +552,23 @@ def test_runner_flows_send_their_own_heartbeat_and_end_without_waiting(sim, monk
     with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):  # heartbeats off: none
         assert runner.run_days(cfg, [SPEC.start])[0]["status"] == "published"
     assert events == []
+
+
+def test_a_days_summary_rows_are_the_frames_dicts():
+    # the run result's rows (batch.dict_rows) are Polars' own to_dicts, value for value: dates, NaN,
+    # nulls, booleans and text included, for an empty frame too
+    import math
+
+    from fairmon.pipelines.executor.batch import dict_rows
+
+    frame = pl.DataFrame(
+        {"ds": [dt.date(2026, 1, 2), None], "x": [float("nan"), 1.5], "ok": [True, None], "s": ["é", None]}
+    )
+    for f in (frame, frame.head(0)):
+        want, got = f.to_dicts(), dict_rows(f)
+        assert [list(r) for r in got] == [list(r) for r in want]
+        for g, w in zip(got, want):
+            assert all(
+                a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b))
+                for a, b in zip(g.values(), w.values())
+            )

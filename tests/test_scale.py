@@ -363,3 +363,26 @@ def test_packed_bucket_rows_come_back_unchanged():
         packed = pack_frame(f)
         assert isinstance(packed, bytes) and unpack_frame(packed).equals(f)
         assert unpack_frame(packed).schema == f.schema
+
+
+def test_a_range_holds_its_key_rows_as_frames_within_the_budget_and_packs_the_rest():
+    """range_counts.Holder: frames are held as they are while their estimated sizes fit the budget, the
+    rest packed; either way held_frame gives back the same frame (values, types, row order)."""
+    from fairmon.pipelines.ingest.range_counts import BUCKET_SCHEMA, Holder, held_frame
+
+    def frame(n: int) -> pl.DataFrame:
+        return pl.DataFrame(
+            {"ds": [dt.date(2026, 1, 1)] * n, "traffic": ["default"] * n, "arm": ["a"] * n, "attribute": ["g"] * n,
+             "group": [f"k{i}" for i in range(n)], "cbucket": list(range(n)), "n": [3] * n, "n_pos": [1] * n},
+            schema=BUCKET_SCHEMA,
+        )  # fmt: skip
+
+    frames = [frame(100), frame(300), frame(50), frame(0)]
+    size = frames[0].estimated_size()
+    holder = Holder(budget=size + frames[2].estimated_size())
+    held = [holder.hold(f) for f in frames]
+    # the first fits, the second does not (packed), the third fits what is left, an empty frame costs nothing
+    assert [isinstance(h, bytes) for h in held] == [False, True, False, False]
+    assert held[0] is frames[0] and holder.left == 0
+    for h, f in zip(held, frames):
+        assert held_frame(h).equals(f) and held_frame(h).schema == f.schema

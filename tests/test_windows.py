@@ -286,15 +286,18 @@ def test_each_day_uses_the_pools_its_policy_admits(pools, policy, expected):
 def test_a_range_counted_in_chunks_gives_each_day_its_own_counts(pools, policy, monkeypatch):
     """count_range counts a pool once for the days that share it, chunk after chunk (a share
     counted in one chunk serves the days of later chunks): each day's held counts, totals and
-    key rows are those of the day counted alone, whatever the chunks."""
+    key rows are those of the day counted alone, whatever the chunks, and whether the range holds
+    them as frames or packed (a held-frames budget of 0 packs every one)."""
     from fairmon.pipelines.core.run import Run, run_scope
     from fairmon.pipelines.ingest import range_counts
 
     cfg, days = pools[policy], [day(i) for i in range(9)]
     _stage(cfg, days)
     alone = {d: count_days(cfg, [d]) for d in days}
+    held_as = {1: 0, 10: 10**9, 10**9: 0}  # key rows packed, held as frames, packed
     for budget in (1, 10, 10**9):  # a day a chunk; 1-2 days (shares span chunks); one chunk
         monkeypatch.setattr(range_counts, "COUNT_ROWS_BUDGET", budget)
+        monkeypatch.setattr(range_counts, "HELD_FRAMES_BUDGET", held_as[budget])
         with run_scope(Run(cfg)):
             range_counts.count_range(cfg, days)
             for d in days:

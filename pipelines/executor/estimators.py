@@ -24,7 +24,7 @@ from fairmon.pipelines.executor.day_checks import donor_group_check
 from fairmon.pipelines.executor.outcomes import step
 from fairmon.pipelines.ingest import staging_tables
 from fairmon.pipelines.ingest.adapters import envy_user_attributes
-from fairmon.pipelines.ingest.range_counts import HeldKeys, count_days, pack_frame, take_range_counts
+from fairmon.pipelines.ingest.range_counts import HeldKeys, count_days, take_range_counts
 from fairmon.pipelines.ingest.snapshots import Snapshot
 from fairmon.pipelines.ingest.sources import current_files, day_files
 from fairmon.pipelines.ingest.staging import ensure_staged, run_logger, warn
@@ -40,7 +40,7 @@ def count_groups(cfg: FairmonConfig, ds: dt.date) -> tuple[pl.DataFrame, pl.Data
     """Per-group counts of day ``ds`` (sql/group_counts.sql), counted
     independently the staged rows per traffic and arm (sql/traffic_totals.sql),
     and the per-key counts of the cluster-robust variance (empty without
-    clustering) packed as the day holds them until it estimates
+    clustering) as the day holds them until it estimates
     (:class:`fairmon.pipelines.ingest.range_counts.HeldKeys`; its ``frame()``
     gives the frame), from the rows of the files the day needs now; taken from
     the counts :func:`fairmon.pipelines.ingest.staging.prestage_impressions`
@@ -54,7 +54,7 @@ def count_groups(cfg: FairmonConfig, ds: dt.date) -> tuple[pl.DataFrame, pl.Data
             counts, totals, buckets = ready
         else:
             counts, totals, frame = count_days(cfg, [ds])
-            totals, buckets = totals.drop("ds"), HeldKeys(ds, pack_frame(frame))
+            totals, buckets = totals.drop("ds"), HeldKeys(ds, frame)  # estimated next: nothing to pack
     counts = counts.cast(GROUP_COUNTS_SCHEMA).select(list(GROUP_COUNTS_SCHEMA))
     log.info(
         "counts %s: %d staged rows in, %d group rows out, %.2fs",

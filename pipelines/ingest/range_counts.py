@@ -176,20 +176,46 @@ BUCKET_SCHEMA = {
 class HeldKeys(NamedTuple):
     """A day's per-key counts as held from the range's count until the day
     estimates: its own rows and its share of random rows (shared by the days
-    that count the same random rows, held once), each packed by
-    :func:`pack_frame`. :meth:`frame` gives the day's frame
-    (:data:`BUCKET_SCHEMA`, no particular row order)."""
+    that count the same random rows, held once), each a frame or, past the
+    range's budget, packed (:class:`Holder`). :meth:`frame` gives the day's
+    frame (:data:`BUCKET_SCHEMA`, no particular row order)."""
 
     ds: dt.date
-    own: bytes
-    pooled: bytes | None = None
+    own: pl.DataFrame | bytes
+    pooled: pl.DataFrame | bytes | None = None
 
     def frame(self) -> pl.DataFrame:
         """The day's per-key rows: its own and its share's, with ds set."""
-        own = unpack_frame(self.own)
+        own = held_frame(self.own)
         if self.pooled is None:
             return own
-        return pl.concat([own, _dated(unpack_frame(self.pooled), self.ds).select(own.columns)])
+        return pl.concat([own, _dated(held_frame(self.pooled), self.ds).select(own.columns)])
+
+
+class Holder:
+    """Holds a range's per-key frames until their days estimate: as frames
+    while their estimated size fits ``budget`` bytes (default
+    :data:`HELD_FRAMES_BUDGET`), then packed (:func:`pack_frame`). Packing
+    costs CPU on both ends (~50 ms a day at K = 4,096 groups) and pays only
+    when many days are held at once: a long range at many groups keeps its
+    memory near the budget, a short one (or a day alone) packs nothing."""
+
+    def __init__(self, budget: int | None = None) -> None:
+        self.left = HELD_FRAMES_BUDGET if budget is None else budget
+
+    def hold(self, frame: pl.DataFrame) -> pl.DataFrame | bytes:
+        """``frame`` as held: itself while the budget lasts, else packed."""
+        size = frame.estimated_size()
+        if size <= self.left:
+            self.left -= size
+            return frame
+        return pack_frame(frame)
+
+
+#: Bytes of per-key frames (Polars' estimate) a range's count holds unpacked
+#: (:class:`Holder`): a week at K = 4,096 groups holds ~100 MB (bench/README
+#: issue 37 item 3), so its days pack nothing; longer ranges pack the rest.
+HELD_FRAMES_BUDGET = 128 * 2**20
 
 
 def count_range(cfg: FairmonConfig, days: list[dt.date]) -> None:
@@ -225,15 +251,15 @@ def _count_chunks(con: duckdb.DuckDBPyConnection, cfg: FairmonConfig, days: list
     spans, totals = count_spans(con, shares), _traffic_totals(con, cfg)
     share_of = dict(shares.select("day", "share").unique().iter_rows())
     last_day = dict(shares.drop_nulls("share").group_by("share").agg(pl.col("day").max()).iter_rows())
-    pooled: dict[int, tuple[pl.DataFrame, bytes]] = {}  # share -> (its group sums, its key rows packed)
-    out = {}
+    pooled: dict[int, tuple[pl.DataFrame, pl.DataFrame | bytes]] = {}  # share -> (its group sums, its key rows held)
+    out, holder = {}, Holder()
     for chunk in statement_chunks(shares, days):
         rows = shares.filter(pl.col("day").is_in(chunk))
         new = rows.filter(pl.col("share").is_not_null() & ~pl.col("share").is_in(list(pooled)))
         counted = pooled_rows(con, new, buckets) if new.height else pl.DataFrame()
         for (share,), frame in counted.partition_by("share", as_dict=True).items() if counted.height else ():
             frame = frame.drop("share")
-            pooled[share] = (_group_sums(frame), pack_frame(keyed_rows(frame)))
+            pooled[share] = (_group_sums(frame), holder.hold(keyed_rows(frame)))
         own = own_rows(con, rows, buckets).drop("share")
         for ds in chunk:
             day_own, share = own.filter(pl.col("ds") == ds), pooled.get(share_of.get(ds))
@@ -241,7 +267,7 @@ def _count_chunks(con: duckdb.DuckDBPyConnection, cfg: FairmonConfig, days: list
             out[ds] = (
                 group_totals(day_rows, spans.filter(pl.col("ds") == ds)),
                 totals.filter(pl.col("ds") == ds).drop("ds"),
-                HeldKeys(ds, pack_frame(keyed_rows(day_own)), None if share is None else share[1]),
+                HeldKeys(ds, holder.hold(keyed_rows(day_own)), None if share is None else share[1]),
             )
         for share in [s for s in pooled if last_day[s] <= max(chunk)]:
             del pooled[share]  # no later day counts it
@@ -324,3 +350,8 @@ def pack_frame(frame: pl.DataFrame) -> bytes:
 def unpack_frame(data: bytes) -> pl.DataFrame:
     """The frame :func:`pack_frame` packed."""
     return pl.read_ipc(io.BytesIO(data))
+
+
+def held_frame(held: pl.DataFrame | bytes) -> pl.DataFrame:
+    """A frame as :class:`Holder` held it: itself, or unpacked."""
+    return held if isinstance(held, pl.DataFrame) else unpack_frame(held)

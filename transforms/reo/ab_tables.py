@@ -189,8 +189,7 @@ def reo_ab_table(
             c_attr = rec.filter((pl.col("attribute") == attribute) & (pl.col("arm") == control))
             t_attr = rec.filter((pl.col("attribute") == attribute) & (pl.col("arm") == treatment))
             groups = sorted(
-                (set(c_attr.get_column("group")) | set(t_attr.get_column("group")) | set(r_attr.get_column("group")))
-                - {MISSING_GROUP}
+                {g for f in (c_attr, t_attr, r_attr) for g in f.get_column("group").to_list()} - {MISSING_GROUP}
             )
             _, a_C, n_C = group_arrays(c_attr, groups)
             _, a_T, n_T = group_arrays(t_attr, groups)
