@@ -6,7 +6,11 @@
 -- (transforms/contract.py). Rows are unpivoted (one row per attribute:
 -- attribute columns are the staging columns named attr__*) and aggregated
 -- once, by their keys and group. A null attribute value is counted as the
--- group '(missing)'.
+-- group '(missing)'. {{attribute_rows}} is `counted` with a row per attribute
+-- (attribute: the attr__ column's name, grp: its value), written by
+-- range_counts.count_sql: an UNPIVOT of the attr__ columns, or for a table
+-- of one such column that column renamed, the same rows without UNPIVOT's
+-- list per row (a quarter of the statement at K = 4,096 groups).
 -- cbucket: the cluster key of the rows' cluster id when the count stage
 -- clusters (sql/impressions_bucket.sql, transforms/reo/cluster.py), else
 -- null; on rows marked rehashed (sql/count_random_shares.sql) a per-cluster
@@ -29,7 +33,6 @@ FROM (
            CASE WHEN cbucket >= 0 OR NOT rehashed THEN cbucket ELSE (-1 - cbucket) % $buckets END AS cbucket,
            substr(attribute, 7) AS attribute,
            coalesce(grp, '(missing)') AS grp
-    FROM counted
-    UNPIVOT INCLUDE NULLS (grp FOR attribute IN (COLUMNS('^attr__')))
+    FROM {{attribute_rows}}
 )
 GROUP BY ds, share, traffic, arm, attribute, grp, cbucket

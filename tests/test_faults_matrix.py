@@ -508,7 +508,8 @@ def test_intersection_cells_cannot_collide():
     """``1×x`` with ``y`` and ``1`` with ``x×y`` would both read ``1×x×y``: a value holding the separator is refused."""
     import polars as pl
 
-    from fairmon.transforms.contract import InputContractError, add_intersections
+    from fairmon.transforms.contract import InputContractError
+    from fairmon.transforms.intersections import add_intersections
 
     staged = pl.DataFrame(
         {"attr__a": ["1", "1×x"], "attr__b": ["x×y", "y"], "src_file": ["f.csv", "f.csv"], "src_row": [1, 2]}

@@ -13,8 +13,9 @@ from pydantic import ValidationError
 from fairmon.pipelines.core.config import ImpressionsConfig
 from fairmon.pipelines.ingest.range_counts import count_statements, group_totals
 from fairmon.pipelines.storage import db
-from fairmon.transforms.contract import ATTR_PREFIX, add_intersections, normalize_impressions
+from fairmon.transforms.contract import ATTR_PREFIX, normalize_impressions
 from fairmon.transforms.gate_frames import day_check_frame
+from fairmon.transforms.intersections import add_intersections
 from fairmon.transforms.reo.reo_tables import reo_tables
 
 D = dt.date(2026, 3, 10)

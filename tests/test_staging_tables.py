@@ -10,7 +10,8 @@ import pytest
 
 from fairmon.pipelines.ingest import staging_tables as st
 from fairmon.pipelines.storage import db
-from fairmon.transforms.contract import add_intersections, normalize_impressions, normalize_labels, normalize_scores
+from fairmon.transforms.contract import normalize_impressions, normalize_labels, normalize_scores
+from fairmon.transforms.intersections import add_intersections
 
 D = dt.date(2026, 3, 1)
 

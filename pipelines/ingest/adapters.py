@@ -40,7 +40,6 @@ from fairmon.transforms.contract import (
     PROFILE_ROW,
     InputContractError,
     adapt_impressions,
-    add_intersections,
     normalize_impressions,
     normalize_labels,
     normalize_scores,
@@ -48,6 +47,7 @@ from fairmon.transforms.contract import (
 )
 from fairmon.transforms.datasets.coat import coat_impressions
 from fairmon.transforms.datasets.compas import compas_scores
+from fairmon.transforms.intersections import add_intersections
 
 
 def read_log_unit(cfg: FairmonConfig, source: str, unit: IngestUnit) -> pl.DataFrame:

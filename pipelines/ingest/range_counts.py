@@ -23,6 +23,7 @@ from fairmon.pipelines.core.run import active_run
 from fairmon.pipelines.ingest import staging_tables
 from fairmon.pipelines.ingest.sources import day_files
 from fairmon.pipelines.storage import db
+from fairmon.transforms.contract import ATTR_PREFIX
 from fairmon.transforms.registry import polars_schema
 
 
@@ -110,7 +111,7 @@ def own_rows(con: duckdb.DuckDBPyConnection, shares: pl.DataFrame, buckets: int)
     its rows) from the registered ``day_files``; ds set, share null."""
     days = shares.select("day", "rehashed").unique()
     with _registered(con, count_days=days):
-        return db.query(con, "group_counts", buckets=buckets)
+        return count_query(con, "group_counts", buckets=buckets)
 
 
 def pooled_rows(con: duckdb.DuckDBPyConnection, shares: pl.DataFrame, buckets: int) -> pl.DataFrame:
@@ -119,7 +120,26 @@ def pooled_rows(con: duckdb.DuckDBPyConnection, shares: pl.DataFrame, buckets: i
     once per share; share set, ds null."""
     units = shares.select("share", "rehashed", "src_file", "ds_start", "ds").unique()
     with _registered(con, count_units=units):
-        return db.query(con, "group_counts_pooled", buckets=buckets)
+        return count_query(con, "group_counts_pooled", buckets=buckets)
+
+
+def count_query(con: duckdb.DuckDBPyConnection, name: str, **params) -> pl.DataFrame:
+    """Run the count statement ``sql/<name>.sql`` (one that includes
+    sql/count_keys.sql) with ``params`` bound, its ``{{attribute_rows}}``
+    written for the staging table's attr__ columns now: with one, that
+    column renamed (attribute, grp); with several, their UNPIVOT. Column
+    names come from the table and are quoted (staging_tables.column_ident);
+    the attribute name is a text literal of the same validated name.
+    Raises what DuckDB raises, ValueError for a column name that is not an
+    identifier."""
+    attrs = [c for c in staging_tables.table_columns(con, staging_tables.IMPRESSIONS) if c.startswith(ATTR_PREFIX)]
+    if len(attrs) == 1:
+        q = staging_tables.column_ident(attrs[0])
+        rows = f"(SELECT * EXCLUDE ({q}), '{attrs[0]}' AS attribute, {q} AS grp FROM counted)"
+    else:
+        rows = "counted UNPIVOT INCLUDE NULLS (grp FOR attribute IN (COLUMNS('^attr__')))"
+    text = db.sql_text(name).replace("{{attribute_rows}}", rows)
+    return con.sql(text, params=params or None).pl()
 
 
 @contextmanager

@@ -30,7 +30,8 @@ import duckdb
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.ddl import ident
-from fairmon.transforms.contract import ATTR_PREFIX, INTERSECTION_SEP, intersection_name
+from fairmon.transforms.contract import ATTR_PREFIX, INTERSECTION_SEP
+from fairmon.transforms.intersections import intersection_name
 
 #: A column: (name, DuckDB type).
 Column = tuple[str, str]
