@@ -576,3 +576,50 @@ def test_a_pool_named_twice_by_the_config_counts_once(tmp_path):
     counts, totals, _ = count_days(cfg, [day(2)])
     assert _random(counts, day(2)) == {"n": 100, "n_pos": 10, "window_start": day(0), "window_end": day(2)}
     assert totals.filter(pl.col("traffic") == "random").get_column("n").to_list() == [100]
+
+
+def test_a_run_reads_each_files_summary_once_until_something_is_staged(pools, monkeypatch):
+    """file_summaries (the copies and shared-ids checks' per-file signatures and spans): in a run, a
+    file summarised once is not read again while nothing is staged, a staging write reads it again,
+    and the rows are those of one statement over all the files outside a run (a file with no staged
+    row has none, as a pool or not)."""
+    from fairmon.pipelines.core.run import Run, run_scope
+    from fairmon.pipelines.executor.day_checks import pool_keys
+    from fairmon.pipelines.ingest import file_summaries as fs
+
+    cfg = pools["overlap"]
+    _stage(cfg, [day(i) for i in range(9)])
+    with db.connect(cfg.duckdb_path) as con:
+        files = [*sorted(con.sql("SELECT DISTINCT src_file FROM impressions").pl().get_column("src_file")), "none.csv"]
+    pooled = [p for p in pool_keys(cfg) if p in files]
+    assert pooled and len(files) > 4
+
+    def same(a: pl.DataFrame, b: pl.DataFrame) -> bool:
+        return a.sort(pl.all()).equals(b.sort(pl.all()))
+
+    with db.connect(cfg.duckdb_path) as con:
+        want = {k: db.query(con, f"impressions_file_{k}", files=files, pools=pooled) for k in fs.KINDS}
+    reads: list[tuple[str, tuple[str, ...]]] = []
+    query = db.query
+
+    def counted(con, name, **params):
+        reads.append((name, tuple(params["files"])))
+        return query(con, name, **params)
+
+    monkeypatch.setattr(fs.db, "query", counted)
+    with run_scope(Run(cfg)) as run, db.connect(cfg.duckdb_path) as con:
+        for kind in fs.KINDS:
+            assert same(
+                fs.file_summaries(con, kind, files[:3], pooled), want[kind].filter(pl.col("file").is_in(files[:3]))
+            )
+            assert same(fs.file_summaries(con, kind, files, pooled), want[kind])
+        assert reads == [(f"impressions_file_{k}", tuple(f)) for k in fs.KINDS for f in (files[:3], files[3:])]
+        reads.clear()
+        assert same(fs.file_summaries(con, "spans", files, pooled), want["spans"]) and reads == []
+        run.generation += 1  # what a staging write does
+        assert same(
+            fs.file_summaries(con, "spans", files[:2], pooled), want["spans"].filter(pl.col("file").is_in(files[:2]))
+        )
+        assert reads == [("impressions_file_spans", tuple(files[:2]))]
+    with pytest.raises(ValueError, match="unknown file summary"):
+        fs.file_summaries(None, "rows", files, pooled)

@@ -53,6 +53,10 @@ class Run:
       listed once per run.
     - ``ensured``: the idempotent DDL statements already run on the run's
       DuckDB file (:func:`fairmon.pipelines.storage.db.ensure`), once a run.
+    - ``file_summaries``: per (kind, file identity, pooled) the summary of
+      the file's staged rows that the day checks pair files by
+      (:mod:`fairmon.pipelines.ingest.file_summaries`), with the generation
+      it was read at.
 
     What the run knows of its warehouse's views and partitions is not here:
     the executor owns it (:class:`fairmon.pipelines.executor.publishing.WarehouseViews`)
@@ -72,6 +76,7 @@ class Run:
     # per catalog table (engine = "spark"): each day's partition fingerprint (None: no partition), listed once a run
     table_fingerprints: dict[str, dict[dt.date, tuple[int, int] | None]] = field(default_factory=dict)
     ensured: set[str] = field(default_factory=set)
+    file_summaries: dict[tuple[str, str, bool], tuple[int, pl.DataFrame]] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     @property

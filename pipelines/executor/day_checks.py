@@ -20,6 +20,7 @@ from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.core.config_sections import PYTHON_CHECKS
 from fairmon.pipelines.executor.outcomes import DayFailed, step
+from fairmon.pipelines.ingest.file_summaries import file_summaries
 from fairmon.pipelines.ingest.identity import unit_key
 from fairmon.pipelines.ingest.shared_ids import overlapping_pairs, shared_ids
 from fairmon.pipelines.ingest.sources import ImpressionsInput, day_files
@@ -226,7 +227,8 @@ FILE_COPIES = PYTHON_CHECKS[0]
 
 def file_copies_check(cfg: FairmonConfig, ds: dt.date) -> list[DQResult]:
     """Whether two of day ``ds``'s impressions files hold the same rows
-    (sql/impressions_file_copies.sql over their staged profiles): a random
+    (sql/impressions_file_copies.sql over the signatures of their staged
+    rows, each file's read once a run: file_summaries): a random
     pool copied under a second name, with another declared range, would
     count its traffic twice and narrow every interval. Critical by default,
     like repeated ids within one file (``ids_unique``); the failure names
@@ -235,7 +237,12 @@ def file_copies_check(cfg: FairmonConfig, ds: dt.date) -> list[DQResult]:
     if len(files) < 2:
         return []
     with timing.clock(ds, "checks"), db.connect(cfg.duckdb_path) as con:
-        pairs = db.rows(con, "impressions_file_copies", files=files, pools=pool_keys(cfg))
+        signatures = file_summaries(con, "signatures", files, pool_keys(cfg))
+        con.register("file_signatures", signatures)
+        try:
+            pairs = db.rows(con, "impressions_file_copies")
+        finally:
+            con.unregister("file_signatures")
     if not pairs:  # like ab_config_check: a result only when it fails, so dq_results of clean days are as before
         return []
     failure = {

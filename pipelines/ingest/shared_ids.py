@@ -23,6 +23,7 @@ import polars as pl
 
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.ingest.engines import DuckEngine, SparkEngine, spark_rows
+from fairmon.pipelines.ingest.file_summaries import file_summaries
 from fairmon.pipelines.ingest.identity import IngestUnit, first_line, table_partition
 from fairmon.pipelines.ingest.profiles import parquet_rows, scratch
 from fairmon.pipelines.storage import db
@@ -38,10 +39,15 @@ def overlapping_pairs(cfg: FairmonConfig, files: list[str], pools: list[str]) ->
     """Pairs (first, second) of the staged file identities ``files`` whose
     staged rows share a traffic and overlapping dates, or a traffic alone when
     either is one of the ``pools`` (identities of date-less pooled files)
-    (sql/impressions_overlapping_files.sql, on the project's DuckDB file).
+    (sql/impressions_overlapping_files.sql over each file's staged traffic
+    and dates, read once a run: file_summaries; on the project's DuckDB file).
     Raises what DuckDB raises."""
     with db.connect(cfg.duckdb_path) as con:
-        rows = db.rows(con, "impressions_overlapping_files", files=sorted(files), pools=pools)
+        con.register("file_spans", file_summaries(con, "spans", sorted(files), pools))
+        try:
+            rows = db.rows(con, "impressions_overlapping_files")
+        finally:
+            con.unregister("file_spans")
     return [(a, b) for a, b in rows]
 
 
