@@ -1,8 +1,9 @@
 -- The profile of sql/impressions_profile.sql and, from the same scan, the
 -- rows per cluster bucket that the cluster-robust variance needs
 -- (transforms/reo/cluster.py, issue 20), as two grouping sets of one aggregation:
--- * ({{columns}}): the profile itself, exactly as without clustering
---   (__y and __cbucket NULL);
+-- * ({{columns}}, __y): the profile itself, exactly as without clustering,
+--   with the label of its signals (__y, a function of them: no more rows;
+--   __cbucket NULL);
 -- * ({{bucket_columns}}, __y, __cbucket): rows per combination of file, day,
 --   traffic, arm and attributes, label and bucket (the signals NULL).
 -- The bucket rows carry their combination's own columns. A 64-bit hash of
@@ -16,7 +17,8 @@
 -- columns): `true IN (...)` is SQL's three-valued OR of them (any), and
 -- `NOT (false IN (...))` their AND (all), as Polars' any/all_horizontal that
 -- transforms/contract.py applies to the profile; the staging step checks
--- that both sets give the same rows per label (contract.bucket_rows).
+-- that this label is the contract's on every profile row and that both sets
+-- give the same rows per label (contract.bucket_rows).
 -- Splitting the profile itself by bucket instead multiplies its groups by the
 -- signal combinations (8.7x more rows out at 10^8): 2.4x the unclustered scan
 -- at 10^8 rows against 1.74x for the two sets (bench/README.md, issue 20).
@@ -36,4 +38,4 @@ FROM (
            CASE WHEN $label_all THEN NOT (false IN ({{signals:bool}})) ELSE true IN ({{signals:bool}}) END AS __y
     FROM raw
 )
-GROUP BY GROUPING SETS (({{columns}}), ({{bucket_columns}}, __y, __cbucket))
+GROUP BY GROUPING SETS (({{columns}}, __y), ({{bucket_columns}}, __y, __cbucket))

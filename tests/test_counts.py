@@ -313,33 +313,60 @@ def test_the_bucket_rows_of_the_grouping_sets_scan_equal_the_profile_split_by_bu
 
 
 def test_bucket_rows_that_disagree_with_the_profile_are_a_defect():
-    """contract.bucket_rows: the rows per bucket must add up to the profile's
-    rows per day, traffic, arm, label and attributes, else RuntimeError."""
+    """contract.bucket_rows: the label the scan gave each profile row must be the contract's (null where
+    it is null), and the rows per bucket must add up to the profile's rows per label, else RuntimeError."""
     from fairmon.transforms.contract import bucket_rows
 
     staged = pl.DataFrame(
         {
-            "ds": [1, 1],
-            "y": [True, False],
-            "cbucket": [None, None],
-            "n": [5, 3],
-            "src_file": ["f", "f"],
-            "src_row": [1, 2],
+            "ds": [1, 1, 1],
+            "y": [True, False, None],
+            "cbucket": [None, None, None],
+            "n": [5, 3, 1],
+            "src_file": ["f"] * 3,
+            "src_row": [1, 2, 9],
         }
     )
+    scanned = pl.Series([True, False, None])
     per_bucket = pl.DataFrame(
         {
-            "ds": [1, 1, 1],
-            "y": [True, True, False],
-            "cbucket": [0, 1, 0],
-            "n": [2, 3, 3],
-            "src_file": ["f"] * 3,
-            "src_row": [1, 4, 2],
+            "ds": [1, 1, 1, 1],
+            "y": [True, True, False, None],
+            "cbucket": [0, 1, 0, 3],
+            "n": [2, 3, 3, 1],
+            "src_file": ["f"] * 4,
+            "src_row": [1, 4, 2, 9],
         }
     )
-    assert bucket_rows(staged, per_bucket) is per_bucket
+    assert bucket_rows(staged, scanned, per_bucket) is per_bucket
+    with pytest.raises(RuntimeError, match="f: the scan's label disagrees .* on 1 profile row.*file row 9: False"):
+        bucket_rows(staged, pl.Series([True, False, False]), per_bucket)
+    with pytest.raises(RuntimeError, match="f: the scan's label disagrees .* on 2 profile row"):
+        bucket_rows(staged, pl.Series([False, True, None]), per_bucket)
     with pytest.raises(RuntimeError, match="f: the rows per cluster bucket disagree"):
-        bucket_rows(staged, per_bucket.with_columns(pl.col("y").fill_null(True).and_(pl.col("cbucket") == 0)))
+        bucket_rows(staged, scanned, per_bucket.with_columns(pl.col("y").fill_null(True)))  # the null row moved
+    with pytest.raises(RuntimeError, match="f: the rows per cluster bucket disagree"):
+        bucket_rows(staged, scanned, per_bucket.head(3))  # a bucket row missing
+
+
+@pytest.mark.parametrize("scan_all", [False, True])
+def test_a_scan_whose_label_is_not_the_contracts_stops_the_file(scan_all):
+    """The label the profile scan groups the bucket rows by (sql/impressions_profile_buckets.sql) is checked
+    row by row against the contract's on the profile proper: a scan taking `all` of the signals where the
+    config says `any` (or the reverse) is a defect (RuntimeError), the matching one stages the file."""
+    import duckdb
+
+    from fairmon.pipelines.ingest import profiles
+
+    rows = _clustered_rows("bool").with_row_index("__row")
+    cols = ["ds", "traffic", "arm", "s1", "s2", "g", "h"]
+    scan = profiles.ClusterScan("request_id", 16, ("s1", "s2"), scan_all)
+    prof = profiles.profile_rows(duckdb.connect(), rows, cols, "f", cluster=scan)
+    kw = dict(file="f", signals=["s1", "s2"], attributes=["g", "h"])
+    staged = normalize_impressions(prof, label_rule="all" if scan_all else "any", **kw)
+    assert staged.get_column("n").sum() == rows.height and staged.get_column("cbucket").null_count() == 0
+    with pytest.raises(RuntimeError, match="f: the scan's label disagrees with the contract's"):
+        normalize_impressions(prof, label_rule="any" if scan_all else "all", **kw)
 
 
 def test_a_profile_with_bucket_rows_gives_its_profile_proper_sorted_and_a_split_one_is_sorted():

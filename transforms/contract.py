@@ -189,10 +189,11 @@ def normalize_impressions(
     )
     if BUCKET_LABEL in raw.columns:
         # the profile proper is parsed (checked) and compared with the bucket rows, never staged: not summed
-        staged = _parsed(profile_part(raw), signals=signals, label_rule=label_rule, **kw)
+        proper = _proper_rows(raw)
+        staged = _parsed(proper.drop(BUCKET_LABEL), signals=signals, label_rule=label_rule, **kw)
         per_bucket = raw.filter(pl.col(CLUSTER_BUCKET).is_not_null()).drop(signals).rename({BUCKET_LABEL: "__label"})
         rows = _parsed(per_bucket, signals=["__label"], label_rule="any", **kw)
-        return bucket_rows(staged, _staging_rows(rows, in_order=False))
+        return bucket_rows(staged, proper.get_column(BUCKET_LABEL), _staging_rows(rows, in_order=False))
     return _staging_rows(_parsed(raw, signals=signals, label_rule=label_rule, **kw), in_order=True)
 
 
@@ -335,27 +336,41 @@ def profile_part(profile: pl.DataFrame) -> pl.DataFrame:
     offending file row). Other frames are returned unchanged."""
     if BUCKET_LABEL not in profile.columns:
         return profile
-    return profile.filter(pl.col(CLUSTER_BUCKET).is_null()).drop(CLUSTER_BUCKET, BUCKET_LABEL).sort(PROFILE_ROW)
+    return _proper_rows(profile).drop(BUCKET_LABEL)
 
 
-def bucket_rows(staged: pl.DataFrame, per_bucket: pl.DataFrame) -> pl.DataFrame:
+def _proper_rows(profile: pl.DataFrame) -> pl.DataFrame:
+    """:func:`profile_part` with the label the scan computed for each row."""
+    return profile.filter(pl.col(CLUSTER_BUCKET).is_null()).drop(CLUSTER_BUCKET).sort(PROFILE_ROW)
+
+
+def bucket_rows(staged: pl.DataFrame, scanned: pl.Series, per_bucket: pl.DataFrame) -> pl.DataFrame:
     """The staging rows per cluster bucket (``per_bucket``, from a profile's
     rows per bucket and label) after checking them against the rows staged
-    from the profile proper (``staged``): per day, traffic, arm, label and
-    attributes both must hold the same number of rows, i.e. the label the
-    scan computed (sql/impressions_profile_buckets.sql) is the contract's.
-    Both frames in the staging layout. Returns ``per_bucket``. Raises
-    RuntimeError naming the file when they differ (a defect, not bad input)."""
-    keys = [c for c in staged.columns if c not in ("cbucket", "n", "src_row")]
-    a, b = (f.group_by(keys).agg(pl.col("n").sum()) for f in (staged, per_bucket))
-    diff = a.join(b, on=keys, how="full", nulls_equal=True, coalesce=True).filter(
+    from the profile proper (``staged``, a row per profile row): the label
+    the scan computed for each profile row (``scanned``, in the same order;
+    sql/impressions_profile_buckets.sql, also what it grouped the bucket rows
+    by) is the contract's, null where the contract's is, and the bucket
+    rows stand for as many rows of each label as the profile does. Frames in
+    the staging layout. Returns ``per_bucket``. Raises RuntimeError naming
+    the file when they differ (a defect, not bad input). Row by row on the
+    profile (its distinct signal combinations), not a sum per combination of
+    the bucket rows: those are as many as the file's rows at K = 4,096
+    groups, and grouping them cost half the file's staging."""
+    where = staged.get_column("src_file")[0] if staged.height else "a file"
+    same = staged.get_column("y").eq_missing(scanned)
+    if not same.all():
+        i = int((~same).arg_true()[0])
+        raise RuntimeError(
+            f"{where}: the scan's label disagrees with the contract's on {int((~same).sum())} profile row(s), "
+            f"e.g. file row {staged.get_column('src_row')[i]}: {scanned[i]} against {staged.get_column('y')[i]}"
+        )
+    a, b = (f.group_by("y").agg(pl.col("n").sum()) for f in (staged, per_bucket))
+    diff = a.join(b, on="y", how="full", nulls_equal=True, coalesce=True).filter(
         pl.col("n").fill_null(-1) != pl.col("n_right").fill_null(-1)
     )
     if diff.height:
-        raise RuntimeError(
-            f"{staged.get_column('src_file')[0] if staged.height else 'a file'}: the rows per cluster bucket "
-            f"disagree with the profile's on {diff.height} combination(s), e.g. {diff.row(0, named=True)}"
-        )
+        raise RuntimeError(f"{where}: the rows per cluster bucket disagree with the profile's: {diff.rows(named=True)}")
     return per_bucket
 
 
