@@ -423,3 +423,28 @@ def test_either_cluster_key_statement_gives_the_same_profile(monkeypatch, per_re
     in_order = ["__first_row", "__cbucket"]  # one row per first row and kind (the scan's order is its own)
     assert picked.sort(in_order).equals(other.sort(in_order))
     assert picked.get_column("__cbucket").n_unique() == 17  # 16 buckets and null
+
+
+@pytest.mark.parametrize("dtype", [pl.Float64, pl.Float32])
+def test_a_float_attributes_signed_zeros_are_one_group_with_or_without_clusters(dtype):
+    """−0.0 equals 0.0, so the profile scan keeps whichever spelling a group met first: a file's profile
+    and its rows per cluster bucket could spell one value two ways (f78e365 stopped such a file with a
+    RuntimeError; before, without clusters, its rows split between '0.0' and '-0.0' by row order). The
+    attribute's text spells both 0.0: every row in one group, clustered or not."""
+    import duckdb
+
+    from fairmon.pipelines.ingest import profiles
+
+    n = 64
+    rows = pl.DataFrame(
+        {"ds": ["2024-01-02"] * n, "traffic": ["default"] * n, "arm": ["a"] * n,
+         "s1": [i % 2 == 0 for i in range(n)], "s2": [False] * n,
+         "g": pl.Series([0.0 if i == 0 else -0.0 for i in range(n)], dtype=dtype),
+         "request_id": [f"r{i}" for i in range(n)]}
+    ).with_row_index("__row")  # fmt: skip
+    cols = ["ds", "traffic", "arm", "s1", "s2", "g"]
+    kw = dict(file="f", signals=["s1", "s2"], attributes=["g"], ds=dt.date(2024, 1, 2))
+    scans = (None, profiles.ClusterScan("request_id", 4, ("s1", "s2")))
+    for cluster in scans:
+        staged = normalize_impressions(profiles.profile_rows(duckdb.connect(), rows, cols, "f", cluster=cluster), **kw)
+        assert staged.group_by("attr__g").agg(pl.col("n").sum()).rows() == [("0.0", n)]

@@ -101,3 +101,29 @@ def test_intersections_are_counted_in_the_same_scan(tmp_path):
             (pl.col("attribute") == "young_adult×region") & ((pl.col("n_pos_rec") < 30) | (pl.col("n_pos_rand") < 30))
         ).height
     )
+
+
+def test_a_separator_in_a_clustered_files_value_names_its_first_file_row():
+    """A profile's bucket rows are staged in the scan's order: the error for an intersected value holding
+    the separator still names the first file row that holds one (135 of 1,500 rows here)."""
+    import duckdb
+
+    from fairmon.pipelines.ingest import profiles
+    from fairmon.transforms.contract import InputContractError
+
+    rng = np.random.default_rng(0)
+    n = 1500
+    h = rng.choice(["p", "q"], n).astype(object)
+    bad = np.sort(rng.choice(n, 40, replace=False))
+    h[bad] = "p×q"
+    rows = pl.DataFrame(
+        {"ds": ["2026-03-10"] * n, "traffic": rng.choice(["default", "random"], n).tolist(),
+         "arm": rng.choice(["a", "b"], n).tolist(), "s1": (rng.random(n) < 0.3).tolist(),
+         "g": rng.choice(["x", "y", "z"], n).tolist(), "h": h.tolist(), "request_id": [f"r{i // 3}" for i in range(n)]}
+    ).with_row_index("__row")  # fmt: skip
+    cluster = profiles.ClusterScan("request_id", 16, ("s1",))
+    prof = profiles.profile_rows(duckdb.connect(), rows, ["ds", "traffic", "arm", "s1", "g", "h"], "f", cluster=cluster)
+    staged = normalize_impressions(prof, file="f", signals=["s1"], attributes=["g", "h"], ds=D)
+    with pytest.raises(InputContractError) as e:
+        add_intersections(staged, [["g", "h"]])
+    assert e.value.row == int(bad[0]) + 1 == 135 and e.value.column == "h"

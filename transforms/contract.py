@@ -410,7 +410,10 @@ def parse_float(s: pl.Series, *, file: str, column: str) -> pl.Series:
 
 def attribute_text(s: pl.Series, *, file: str, column: str) -> pl.Series:
     """An attribute column as text (its groups, DESIGN §2): text, numbers,
-    booleans and dates are spelled as they read. Raises
+    booleans and dates are spelled as they read, but −0.0 as 0.0: the
+    profile scan groups equal values, and −0.0 equals 0.0, so which spelling
+    a group kept would depend on its first row (and could differ between a
+    file's profile and its rows per cluster bucket). Raises
     :class:`InputContractError` naming the file, the column and its type for
     a nested column (struct, list, array) or an object column, whose text
     (``{"a","control"}``) would become groups nobody declared."""
@@ -421,6 +424,8 @@ def attribute_text(s: pl.Series, *, file: str, column: str) -> pl.Series:
             file=file,
             column=column,
         )
+    if s.dtype.is_float():
+        s = pl.select(pl.when(s == 0).then(pl.lit(0, s.dtype)).otherwise(s).alias(s.name)).to_series()
     return s.cast(pl.String)
 
 

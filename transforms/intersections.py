@@ -46,12 +46,18 @@ def add_intersections(staged: pl.DataFrame, intersections: list[list[str]]) -> p
 
 def _no_separator(staged: pl.DataFrame, attribute: str, names: list[str]) -> None:
     """Raise :class:`InputContractError` for the first value of ``attribute``
-    holding :data:`INTERSECTION_SEP` (its cell of ``names`` could equal another's)."""
+    holding :data:`INTERSECTION_SEP` (its cell of ``names`` could equal
+    another's), naming the first file row (``src_row``) that holds one."""
     bad = staged.get_column(ATTR_PREFIX + attribute).str.contains(INTERSECTION_SEP, literal=True).fill_null(False)
     if not bad.any():
         return
-    i = int(bad.arg_true()[0])
-    row = staged.get_column("src_row")[i] if "src_row" in staged.columns else i + 1
+    at = bad.arg_true()
+    if "src_row" in staged.columns:  # the first file row: a profile's bucket rows are staged in no order
+        i = int(at[staged.get_column("src_row").gather(at).arg_min()])
+        row = staged.get_column("src_row")[i]
+    else:
+        i = int(at[0])
+        row = i + 1
     raise InputContractError(
         f"value {staged.get_column(ATTR_PREFIX + attribute)[i]!r} contains {INTERSECTION_SEP!r}, the separator of the "
         f"intersection {intersection_name(names)}: two different cells could read the same; rename the value",

@@ -211,10 +211,10 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
         con.unregister(table.frame)
         if envy is not None:
             con.unregister(envy_table.frame)
-    run = active_run()
-    if run is not None:  # counts computed before this write no longer hold
-        with run.lock:
-            run.generation += 1
+        run = active_run()
+        if run is not None:  # counts and file summaries read before this write no longer hold: bumped
+            with run.lock:  # before the connection is released, so no thread reads the file's new rows as old
+                run.generation += 1
 
 
 def prestage_impressions(cfg: FairmonConfig, days: list[dt.date], force: bool = False) -> dict:
