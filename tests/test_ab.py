@@ -404,3 +404,11 @@ def test_replicate_utilities_a_block_at_a_time_are_the_whole_arrays_statistics()
             assert not got[0][0] and not got[0][1] and got[0][2:].all()
             for x, k in zip((a_T, a_C, b), kept):
                 np.testing.assert_array_equal(x, k)
+
+
+def test_listed_groups_are_the_sorted_groups_of_any_frame_but_missing():
+    from fairmon.transforms.reo.reo_tables import listed_groups
+
+    a = pl.DataFrame({"group": ["b", "(missing)", "é"], "n": [1, 2, 3]})
+    b = pl.DataFrame({"group": ["a", "b"], "n": [4, 5]})
+    assert listed_groups(a, b) == ["a", "b", "é"] and listed_groups(a.head(0)) == []

@@ -43,7 +43,8 @@ def file_summaries(con: duckdb.DuckDBPyConnection, kind: str, files: list[str], 
         todo = [f for f, hit in hits.items() if hit is None or hit[0] != generation]
     if not todo and known:
         return pl.concat(known)
-    read = db.query(con, f"impressions_file_{kind}", files=todo, pools=[p for p in pools if p in set(todo)])
+    wanted = set(todo)
+    read = db.query(con, f"impressions_file_{kind}", files=todo, pools=[p for p in pools if p in wanted])
     if run is not None:
         parts = read.partition_by("file", as_dict=True)
         with run.lock:

@@ -33,12 +33,12 @@ from fairmon.transforms.reo.reo_tables import (
     CLUSTER_BY,
     CLUSTER_SUMS,
     DESIGN_EFFECT,
-    MISSING_GROUP,
     N_CLUSTERS,
     cluster_columns,
     cluster_name,
     day_rng,
     has_impressions,
+    listed_groups,
 )
 
 REO_AB = Table(
@@ -188,9 +188,7 @@ def reo_ab_table(
                 continue
             c_attr = rec.filter((pl.col("attribute") == attribute) & (pl.col("arm") == control))
             t_attr = rec.filter((pl.col("attribute") == attribute) & (pl.col("arm") == treatment))
-            groups = sorted(
-                {g for f in (c_attr, t_attr, r_attr) for g in f.get_column("group").to_list()} - {MISSING_GROUP}
-            )
+            groups = listed_groups(c_attr, t_attr, r_attr)
             _, a_C, n_C = group_arrays(c_attr, groups)
             _, a_T, n_T = group_arrays(t_attr, groups)
             _, b, n_rand = group_arrays(r_attr, groups)

@@ -359,7 +359,7 @@ def reo_tables(
             w_start = w_end = None
         for arm in arms:
             rec = rec_all.filter((pl.col("arm") == arm) & (pl.col("attribute") == attribute))
-            groups = sorted({*rec.get_column("group").to_list(), *rand.get_column("group").to_list()} - {MISSING_GROUP})
+            groups = listed_groups(rec, rand)
             n_g_rec, a, n_rec = group_arrays(rec, groups)
             n_g_rand, b, n_rand = group_arrays(rand, groups)
             c_rec, note_rec = bucket_sums(buckets, "default", arm, attribute, groups, n_rec)
@@ -398,6 +398,15 @@ def reo_tables(
         pl.concat(group_rows, how="vertical") if group_rows else pl.DataFrame(schema=REO_GROUP_SCHEMA),
         pl.DataFrame(reo_rows, schema=REO_SCHEMA),
     )
+
+
+def listed_groups(*frames: pl.DataFrame) -> list[str]:
+    """The groups any of ``frames`` (group counts: a ``group`` column) has
+    a row for, but :data:`MISSING_GROUP`, sorted: the K groups an estimate
+    compares. Taken with ``to_list`` (one conversion), not by iterating
+    Polars Series (thousands of Python calls at K = 4,096). Raises polars'
+    error for a frame without a ``group`` column."""
+    return sorted({g for f in frames for g in f.get_column("group").to_list()} - {MISSING_GROUP})
 
 
 def cluster_columns(samples: list) -> dict:

@@ -54,7 +54,7 @@ from fairmon.transforms.registry import (
 from fairmon.transforms.reo.cluster import BucketSums, bucket_sums, ratio_log_covariance
 from fairmon.transforms.reo.estimate import estimate_reo, reo_log_gradient, reo_of_utilities, z_value
 from fairmon.transforms.reo.reo_math import few_cluster_scale
-from fairmon.transforms.reo.reo_tables import MISSING_GROUP, has_impressions
+from fairmon.transforms.reo.reo_tables import MISSING_GROUP, has_impressions, listed_groups
 
 
 def has_rsp(cfg) -> bool:
@@ -263,7 +263,7 @@ def reo_stage_table(
     rows: list[dict] = []
     for arm, attribute in sorted(set(stage_rows.select("arm", "attribute").iter_rows())):
         frames = {t: _traffic(day, t, arm, attribute) for t in ("default", stage_traffic, "random")}
-        groups = sorted(set().union(*(set(f.get_column("group")) for f in frames.values())) - {MISSING_GROUP})
+        groups = listed_groups(*frames.values())
         for stage, num, den in STAGES:
             num_t = stage_traffic if num == "post_recall" else num
             den_t = stage_traffic if den == "post_recall" else den
@@ -321,7 +321,7 @@ def rsp_table(
             continue
         rec = rec_all.filter((pl.col("arm") == arm) & (pl.col("attribute") == attribute))
         pool = _traffic(day, "random", arm, attribute)
-        groups = sorted((set(rec.get_column("group")) | set(pool.get_column("group"))) - {MISSING_GROUP})
+        groups = listed_groups(rec, pool)
         n_k, n_rec = _by_group(rec, groups, "n")
         m_k, n_pool = _by_group(pool, groups, "n")
         c_rec, why_rec = _clusters(buckets, rec, groups, n_rec, "n")
