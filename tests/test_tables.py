@@ -14,6 +14,7 @@ from fairmon.pipelines.checks.suites import DQResult, dq_frame, load_spec
 from fairmon.pipelines.executor.day_checks import output_check_frames
 from fairmon.pipelines.storage import ddl
 from fairmon.pipelines.storage.warehouse import clean_tmp, refresh_views, remove_partitions, write_partitions
+from fairmon.transforms.alerts.alert_tables import AlertRules, alerts_table
 from fairmon.transforms.decisions.decision_tables import threshold_tables
 from fairmon.transforms.decisions.sdt_tables import sdt_table
 from fairmon.transforms.envy.envy_tables import envy_user_tables
@@ -117,7 +118,15 @@ def _frames() -> dict[str, pl.DataFrame]:
     reach_group = reach_group_table(
         D, reach_group_inputs(reach_user, reach_item, stability, ["g"], ["c"]), level=0.95, n_resamples=100
     )
+    exceeding = pl.DataFrame(
+        {"ds": [D], "arm": ["all"], "attribute": ["g"], "reo": [0.3], "reo_threshold": [1 / 9],
+         "verdict_80pct": ["exceeds"], "n_small_groups": [0], "alert_level": [0.99], "alert_low": [0.2],
+         "alert_high": [0.4]}
+    )  # fmt: skip
+    runs = pl.DataFrame({"ds": [D], "status": ["published"], "detail": [None]})
+    alerts = alerts_table(exceeding, pl.DataFrame(), runs, pl.DataFrame(), AlertRules())
     return {
+        "alerts": alerts,
         "reach_user": reach_user,
         "reach_item": reach_item,
         "reach_beta": reach_beta,

@@ -185,6 +185,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "fairmon.transforms.reach.stability_tables",
     "fairmon.transforms.reach.reach_groups",
     "fairmon.transforms.gate_frames",
+    "fairmon.transforms.alerts.alert_tables",
 )
 
 #: Suites of input tables (validated at ingest; not output declarations).
@@ -350,6 +351,15 @@ def run_stage(stage: str, cfg: Any, available: dict[str, Any], options: dict[str
         if not (d.omit_empty and frame.is_empty()):
             out[d.table.name] = frame
     return out
+
+
+#: The stage of tables computed over a project's history after its days run, not by a day (``alerts``).
+ACROSS_DAYS_STAGE = "alerts"
+
+
+def across_days(name: str) -> bool:
+    """Whether table ``name`` is computed over the history (stage :data:`ACROSS_DAYS_STAGE`), not by a day's run."""
+    return declaration(name).stage == ACROSS_DAYS_STAGE
 
 
 def declaration(name: str) -> Declaration:

@@ -33,6 +33,7 @@ from fairmon.pipelines.core.config_inputs import (
 )
 from fairmon.pipelines.core.config_sections import (
     ABConfig,
+    AlertsConfig,
     AuditConfig,
     EnvyConfig,
     EstimationConfig,
@@ -52,6 +53,7 @@ __all__ = [
     "EnvyConfig",
     "EstimationConfig",
     "FairmonConfig",
+    "AlertsConfig",
     "GxConfig",
     "ImpressionsConfig",
     "LabelsConfig",
@@ -79,7 +81,9 @@ BUCKET_FORMULA = 4
 
 
 #: The sections whose settings can change a day's outputs (:meth:`FairmonConfig.output_fingerprints`).
-OUTPUT_SECTIONS = ("impressions", "scores", "labels", "estimation", "quality", "ab", "envy", "reach")
+OUTPUT_SECTIONS = ("impressions", "scores", "labels", "estimation", "quality", "ab", "envy", "reach", "alerts")
+#: Of a section, only the fields that change a day's outputs (``[alerts]``: the level of ``reo``'s alert interval).
+OUTPUT_FIELDS = {"alerts": {"enabled", "alpha", "horizon_days"}}
 
 
 class FairmonConfig(Strict):
@@ -103,6 +107,7 @@ class FairmonConfig(Strict):
     schedule: ScheduleConfig = ScheduleConfig()
     audit: AuditConfig = AuditConfig()
     gx: GxConfig = GxConfig()
+    alerts: AlertsConfig = AlertsConfig()
     envy: EnvyConfig | None = None
     reach: ReachConfig | None = None
     base_dir: Path = Field(default=Path("."), exclude=True)
@@ -195,7 +200,7 @@ class FairmonConfig(Strict):
         out = {}
         for name in OUTPUT_SECTIONS:
             section = getattr(self, name)
-            dumped = section.model_dump(mode="json") if section is not None else None
+            dumped = section.model_dump(mode="json", include=OUTPUT_FIELDS.get(name)) if section is not None else None
             out[name] = hashlib.sha256(json.dumps(dumped, sort_keys=True).encode()).hexdigest()[:16]
         return out
 

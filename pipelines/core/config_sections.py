@@ -1,5 +1,5 @@
 """fairmon configuration, the settings sections: ``[estimation]``, ``[ab]``,
-``[quality]``, ``[audit]``, ``[schedule]``, ``[gx]``, ``[envy]``, ``[reach]``
+``[quality]``, ``[audit]``, ``[schedule]``, ``[gx]``, ``[alerts]``, ``[envy]``, ``[reach]``
 and ``[spark]`` (DESIGN §4; each section's rules beside its fields).
 
 Why a module of its own: these sections say how to estimate and publish,
@@ -271,6 +271,41 @@ class GxConfig(Strict):
         description="validation results and their Data Docs pages older than this many days are deleted after "
         "each run (dq_results keeps every day's outcome in the warehouse)",
     )
+
+
+class AlertsConfig(Strict):
+    """``[alerts]``: the monitoring layer over the published days (DESIGN §4.9,
+    :mod:`fairmon.transforms.alerts.horizon`): over any ``horizon_days``
+    consecutive days a system whose true REO stays at or below the line
+    raises an ``exceeds`` alert with probability at most ``alpha``."""
+
+    enabled: bool = Field(default=True, description="compute the alerts table after every run")
+    alpha: float = Field(
+        default=0.05, gt=0, lt=1, description="false-alarm probability over any horizon_days consecutive days"
+    )
+    horizon_days: int = Field(default=90, ge=1, le=36500, description="the horizon of the guarantee, in days")
+    budget_low_share: float = Field(
+        default=0.8, gt=0, le=1, description="a budget_low alert when a population has spent this share of ε"
+    )
+    notify: list[str] = Field(
+        default_factory=list,
+        description="Apprise notification URLs (mailto://, slack://, json://, ...); each new alert is sent "
+        "once; a URL is never printed or stored (it may hold a token)",
+    )
+
+    @model_validator(mode="after")
+    def _level(self) -> AlertsConfig:
+        if self.alpha / self.horizon_days >= 0.5:
+            raise ValueError("alerts.alpha / alerts.horizon_days must be below 1/2")
+        return self
+
+    @field_validator("notify")
+    @classmethod
+    def _urls(cls, v: list[str]) -> list[str]:
+        for i, url in enumerate(v):
+            if "://" not in url or not url.split("://", 1)[0].replace("+", "").isalnum():
+                raise ValueError(f"alerts.notify[{i}] is not a notification URL (scheme://...)")
+        return v
 
 
 class EnvyConfig(Strict):

@@ -18,6 +18,7 @@ from fairmon.pipelines.checks.gate import gate_for, prune_gx
 from fairmon.pipelines.checks.preload import preload_gate, thaw
 from fairmon.pipelines.core.config import FairmonConfig, check_paths, check_writable, load_config
 from fairmon.pipelines.core.run import Run, ensure_run
+from fairmon.pipelines.executor.alerting import AlertsUpdate, update_alerts_logged
 from fairmon.pipelines.executor.batch import Batch, execute
 from fairmon.pipelines.executor.outcomes import Hooks
 from fairmon.pipelines.executor.publishing import WarehouseViews, refresh_run_views
@@ -66,6 +67,7 @@ def run_days(
     on_day: Callable[[Any], None] | None = None,
     prestage_days: int | None = None,
     hooks: Hooks | None = None,
+    on_alerts: Callable[[AlertsUpdate | None], None] | None = None,
 ) -> list[Any]:
     """Run ``days`` of config ``cfg`` (its path ``config_path``, for the run
     records) in the current run, or in a run of their own.
@@ -80,7 +82,9 @@ def run_days(
     per-day units at a time). ``on_prestage`` receives each chunk's prestage
     figures ({files, staged, ingest, checks, counts}); ``on_day`` each day's
     outcome as it finishes. ``hooks``: how each unit runs (default: in
-    process, no Prefect).
+    process, no Prefect). After the days, the project's alerts are brought
+    up to date (:func:`fairmon.pipelines.executor.alerting.update_alerts`,
+    still under the lock; never raising) and handed to ``on_alerts``.
 
     Returns one outcome per day, in day order: with the default hooks the
     day's summary {ds, status: published | quarantined | failed, ...the
@@ -146,7 +150,11 @@ def run_days(
                         on_day(out)
             return [results[d] for d in days]
 
-        return hooks.around(days, body)
+        out = hooks.around(days, body)
+        update = update_alerts_logged(run.cfg, batch.known)
+        if on_alerts is not None:
+            on_alerts(update)
+        return out
 
 
 def run_day(config: FairmonConfig | str, ds: dt.date, *, force_ingest: bool = False) -> dict:

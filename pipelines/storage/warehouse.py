@@ -22,7 +22,7 @@ import polars as pl
 
 from fairmon.pipelines.core.faults import fault_point
 from fairmon.pipelines.storage import db, ddl
-from fairmon.transforms.registry import GATED_TABLES, TABLES, check_frame
+from fairmon.transforms.registry import GATED_TABLES, TABLES, across_days, check_frame
 
 PART_FILE = "part-0.parquet"
 
@@ -211,18 +211,26 @@ def _refresh_views(
 
 
 def remove_partitions(warehouse: Path, ds: dt.date, keep: set[str]) -> list[str]:
-    """Remove day ``ds``'s partitions of every registry table not in ``keep``
-    (tables the day's latest run no longer produces, e.g. ``reo_ab`` after
-    ``[ab]`` was removed). Returns the tables whose partition was removed."""
-    removed = []
-    for name in TABLES:
-        part = partition_path(warehouse, name, ds)
-        if name not in keep and part.exists():
-            part.unlink()
-            _fsync_dir(part.parent)
-            part.parent.rmdir()
-            removed.append(name)
-    return removed
+    """Remove day ``ds``'s partitions of every registry table a day's run
+    writes that is not in ``keep`` (tables the day's latest run no longer
+    produces, e.g. ``reo_ab`` after ``[ab]`` was removed); tables computed
+    over the history (stage ``alerts``) are not a day's to remove. Returns
+    the tables whose partition was removed."""
+    return [
+        name for name in TABLES if name not in keep and not across_days(name) and remove_partition(warehouse, name, ds)
+    ]
+
+
+def remove_partition(warehouse: Path, name: str, ds: dt.date) -> bool:
+    """Remove day ``ds``'s partition of table ``name``, if any (fsynced).
+    Returns whether there was one."""
+    part = partition_path(warehouse, name, ds)
+    if not part.exists():
+        return False
+    part.unlink()
+    _fsync_dir(part.parent)
+    part.parent.rmdir()
+    return True
 
 
 def read_table(warehouse: Path, table: str) -> pl.DataFrame:

@@ -95,6 +95,8 @@ class REOEstimate:
     per-group ``small_group`` flags and reasons are those of DESIGN §4.1.
     ``design_effect``: robust ÷ multinomial variance of REO (of tr Σ_ΔU when
     REO's SE is undefined) when rows are clustered; 1 without clustering.
+    ``alert_low``/``alert_high``: REO's interval at the alerts' level (NaN
+    when not asked for or undefined).
     """
 
     groups: tuple[str, ...]
@@ -124,6 +126,8 @@ class REOEstimate:
     small_group: tuple[bool, ...] = field(default_factory=tuple)
     small_group_reasons: tuple[str | None, ...] = field(default_factory=tuple)
     design_effect: float = float("nan")
+    alert_low: float = float("nan")
+    alert_high: float = float("nan")
 
     @property
     def K(self) -> int:
@@ -147,6 +151,7 @@ def estimate_reo(
     clusters_rec: BucketSums | None = None,
     clusters_rand: BucketSums | None = None,
     cluster_note: str | None = None,
+    alert_level: float | None = None,
 ) -> REOEstimate:
     """REO, U, ΔU and their standard errors and CIs from per-group counts.
 
@@ -175,6 +180,9 @@ def estimate_reo(
     ``delta_paper`` is NaN with a reason, and ``cluster_note`` makes every
     interval NaN with that reason (:func:`log_utility_model`).
 
+    ``alert_level`` (1 − 2α/H, :mod:`fairmon.transforms.alerts.horizon`): also REO's
+    parity-aware delta interval at that level, whatever ``ci_method`` (:func:`_alert_bounds`).
+
     Returns an :class:`REOEstimate`. Never raises for degenerate data: P_k = 0
     makes U_k (and REO) NaN; Q_k = 0 or REO = 0 keep the point estimate but make
     the SE NaN (the delta method is undefined there); each with a reason.
@@ -202,7 +210,9 @@ def estimate_reo(
     dU = relative_utilities(U)
     reo = reo_of_utilities(U)
     clusters = (clusters_rec, clusters_rand)
-    delta, defined = _delta_stage(groups, Q, P, U, reo, model, clusters, cluster_note, reasons, group_reasons)
+    delta, defined = _delta_stage(
+        groups, Q, P, U, reo, model, clusters, cluster_note, reasons, group_reasons, alert_level
+    )
     ci_low, ci_high, se_reo, se_dU = delta.ci_low, delta.ci_high, delta.se_reo, delta.se_dU
     lo_dU, hi_dU = dU - z * delta.scale * se_dU, dU + z * delta.scale * se_dU  # t_{G−1} with clusters
     if ci_method.startswith("bootstrap") and defined:
@@ -220,10 +230,23 @@ def estimate_reo(
     W, df, p = delta.parity
     ests = (dU, se_dU, lo_dU, hi_dU, reo, se_reo, ci_low, ci_high)
     fields = dict(reo_bc=delta.reo_bc, parity_stat=W, parity_df=df, parity_p_value=p, verdict=verdict, **common)
+    fields |= _alert_bounds(delta, alert_level)
     overall = "; ".join(reasons) or None
     return REOEstimate(
         *head, *ests, *traffic, overall, tuple(group_reasons), design_effect=delta.design_effect, **fields
     )
+
+
+def _alert_bounds(delta: DeltaIntervals, alert_level: float | None) -> dict:
+    """{alert_low, alert_high}: REO's parity-aware delta interval at the
+    alerts' level, whatever the CI method (a bootstrap of ``n_boot``
+    resamples cannot reach a tail of α/H), its lower bound 0 when parity is
+    not rejected at 1 − ``alert_level`` (as ``ci_low`` at ``level``)."""
+    low, high = delta.alert
+    p = delta.parity[2]
+    if alert_level is not None and np.isfinite(low) and np.isfinite(p) and p >= 1.0 - alert_level:
+        low = 0.0
+    return {"alert_low": float(low), "alert_high": float(high)}
 
 
 def _checked_counts(
@@ -307,6 +330,7 @@ def _delta_stage(
     cluster_note: str | None,
     reasons: list[str],
     group_reasons: list[str | None],
+    alert_level: float | None = None,
 ) -> tuple[DeltaIntervals, bool]:
     """The delta method's part of :func:`estimate_reo` for a defined U:
     (its result, whether intervals are defined at all). Appends to ``reasons``
@@ -326,7 +350,9 @@ def _delta_stage(
         reasons.append(f"Q_k = 0 for group(s) {', '.join(zero_q)}: delta-method SE undefined")
         group_reasons[:] = [r if q != 0 else "Q_k = 0" for r, q in zip(group_reasons, Q)]
     elif not cluster_note:
-        delta = delta_intervals(U, relative_utilities(U), reo, v, v_mult, level, clusters_rec, clusters_rand)
+        delta = delta_intervals(
+            U, relative_utilities(U), reo, v, v_mult, level, clusters_rec, clusters_rand, alert_level
+        )
         reasons.extend(delta.notes)
         return delta, True
     return _undefined_delta(U.size, clustered), False

@@ -105,6 +105,7 @@ class DeltaIntervals:
     notes: tuple[str, ...]
     curvature: float = float("nan")
     scale: float = 1.0
+    alert: tuple[float, float] = (float("nan"), float("nan"))
 
 
 def delta_intervals(
@@ -116,8 +117,13 @@ def delta_intervals(
     level: float,
     clusters_rec: BucketSums | None,
     clusters_rand: BucketSums | None,
+    alert_level: float | None = None,
 ) -> DeltaIntervals:
     """Delta-method SEs and the near-parity interval for REO from positive, finite U (K,).
+
+    ``alert_level``: also the same interval at that level (the alerts'
+    1 − 2α/H, :mod:`fairmon.transforms.alerts.horizon`), with its own
+    few-cluster scale; None: not formed.
 
     ``v`` is the covariance model of log Û (:func:`log_utility_model`),
     ``v_mult`` the multinomial one (the design effect's denominator). When
@@ -141,11 +147,21 @@ def delta_intervals(
     if F is not None:
         B = delta_u_factor(U, F)
         var_dU = (B * B).sum(axis=0)
-        ci_low, ci_high = reo_interval_near_zero(dU, None, level, factor=B * scale)
+
+        def interval(lvl: float, s: float) -> tuple[float, float]:
+            return reo_interval_near_zero(dU, None, lvl, factor=B * s)
     else:
         cov = delta_u_covariance(U, v)
         var_dU = np.diag(cov)
-        ci_low, ci_high = reo_interval_near_zero(dU, cov * scale**2, level)
+
+        def interval(lvl: float, s: float) -> tuple[float, float]:
+            return reo_interval_near_zero(dU, cov * s**2, lvl)
+
+    ci_low, ci_high = interval(level, scale)
+    alert = (float("nan"), float("nan"))
+    if alert_level is not None:  # the same shape when the scale is the same (near_zero_shape keeps it)
+        alert_scale = few_cluster_scale(alert_level, sandwich_df([clusters_rec, clusters_rand]))
+        alert = interval(alert_level, alert_scale)
     se_dU = np.sqrt(var_dU)
     norm = float(np.linalg.norm(dU))
     uSu = float(np.sum((B @ dU) ** 2) if F is not None else dU @ cov @ dU) / norm**2 if reo > 0 else 0.0
@@ -173,5 +189,5 @@ def delta_intervals(
             else float(var_dU.sum() / np.trace(delta_u_covariance(U, v_mult)))
         )
     return DeltaIntervals(
-        se_dU, ci_low, ci_high, reo_bc, parity, se_reo, design_effect, tuple(notes), float(curvature), scale
+        se_dU, ci_low, ci_high, reo_bc, parity, se_reo, design_effect, tuple(notes), float(curvature), scale, alert
     )

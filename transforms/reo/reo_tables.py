@@ -13,6 +13,7 @@ import zlib
 import numpy as np
 import polars as pl
 
+from fairmon.transforms.alerts.horizon import ALERT_COLUMNS, configured_alert_level
 from fairmon.transforms.registry import (
     ARM,
     ATTR,
@@ -102,6 +103,7 @@ def reo_options(cfg) -> dict:
     return dict(
         ci_method=e.ci_method, level=e.confidence_level, n_boot=e.bootstrap_resamples, seed=e.seed,
         reo_threshold=e.reo_threshold, min_expected_positives=e.min_expected_positives, cluster_by=cluster_name(cfg),
+        alert_level=configured_alert_level(cfg),
     )  # fmt: skip
 
 
@@ -274,6 +276,7 @@ REO = Table(
         DESIGN_EFFECT,
         N_CLUSTERS,
         CLUSTER_SUMS,
+        *ALERT_COLUMNS,
     ),
     "reo",
     summary=True,
@@ -284,9 +287,7 @@ REO = Table(
 declare(GROUP_COUNTS, stage="counts", inputs=("impressions",), enabled=has_impressions)
 
 GROUP_COUNTS_SCHEMA: dict[str, pl.DataType] = GROUP_COUNTS.schema
-
 REO_GROUP_SCHEMA: dict[str, pl.DataType] = REO_GROUP.schema
-
 REO_SCHEMA: dict[str, pl.DataType] = REO.schema
 
 
@@ -315,6 +316,7 @@ def reo_tables(
     min_expected_positives: float = MIN_EXPECTED_POSITIVES,
     buckets: pl.DataFrame | None = None,
     cluster_by: str = "none",
+    alert_level: float | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Compute ``reo_group`` and ``reo`` for one day from its group counts.
 
@@ -332,11 +334,11 @@ def reo_tables(
     ``buckets``: the count stage's per-bucket counts of the day when rows
     are clustered by ``cluster_by`` (:func:`bucket_sums`): the intervals are
     then cluster-robust and ``reo`` records ``cluster_by`` and the
-    ``design_effect``; rows without buckets are independent (``none``).
+    ``design_effect``; rows without buckets are independent (``none``). ``alert_level``: REO's
+    interval at the alerts' level in ``alert_low``, ``alert_high`` (NaN, null level: alerts off).
 
-    Returns two frames with :data:`REO_GROUP_SCHEMA` and :data:`REO_SCHEMA`.
-    Degenerate cases give NaN with a ``reason``, never an exception.
-    Raises ValueError when ``counts`` lacks a required column.
+    Returns two frames with :data:`REO_GROUP_SCHEMA` and :data:`REO_SCHEMA`; degenerate cases give NaN with a
+    ``reason``, never an exception. Raises ValueError when ``counts`` lacks a required column.
 
     Source: seed 001 eqs. 3, 4, 7, 19, Algorithm 1 (see :func:`fairmon.transforms.reo.estimate.estimate_reo`).
     """
@@ -379,6 +381,7 @@ def reo_tables(
                 clusters_rec=c_rec,
                 clusters_rand=c_rand,
                 cluster_note=note_rec or note_rand,
+                alert_level=alert_level,
             )
             clustered = c_rec is not None or c_rand is not None or bool(note_rec or note_rand)
             where = {"ds": ds, "arm": arm, "attribute": attribute}
@@ -392,6 +395,9 @@ def reo_tables(
                     "look_ahead": bool(w_end is not None and w_end > ds),
                     "cluster_by": cluster_by if clustered else "none",
                     **cluster_columns([c_rec, c_rand]),
+                    "alert_level": alert_level,
+                    "alert_low": est.alert_low,
+                    "alert_high": est.alert_high,
                 }
             )
     return (

@@ -1,0 +1,179 @@
+"""The alerts of a project, brought up to date after every run (DESIGN §4.9).
+
+The ``alerts`` table is a function of the project's history: the published
+days' ``reo`` and ``reo_ab`` rows, each day's latest run status and the
+privacy ledger (:func:`fairmon.transforms.alerts.alert_tables.alerts_table`).
+So after every run (a day, a backfill, an audit release) the whole history is
+read again and only the days whose alerts changed are written: a re-run or a
+backfill in any order gives the same rows with the same ids, and an alert
+keeps the time it was first seen and its delivery state across re-runs.
+New alerts and alerts whose notification failed are sent (Apprise URLs,
+Prefect events) before they are written; nothing here ever fails a day.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from fairmon.pipelines.core.config import FairmonConfig
+from fairmon.pipelines.executor.notify import delivery_state, emit_events, prefect_events_on, send, target_name
+from fairmon.pipelines.executor.publishing import refresh_run_views
+from fairmon.pipelines.ingest.staging import run_logger
+from fairmon.pipelines.storage import db
+from fairmon.pipelines.storage.warehouse import read_table, remove_partition, write_partitions
+from fairmon.transforms.alerts.alert_tables import ALERTS_SCHEMA, AlertRules, alerts_table
+
+@dataclass
+class AlertsUpdate:
+    """What one update did: the alerts first seen now (``new``, dicts of
+    ``alerts`` rows), the days written or cleared, and how many alerts are
+    still waiting for a notification that failed (``undelivered``)."""
+
+    new: list[dict] = field(default_factory=list)
+    days: list[dt.date] = field(default_factory=list)
+    undelivered: int = 0
+
+
+def rules_of(cfg: FairmonConfig) -> AlertRules:
+    """The :class:`AlertRules` of config ``cfg`` (``[alerts]``, ``[audit]``, ``[ab]``, the project name)."""
+    a = cfg.alerts
+    return AlertRules(
+        alpha=a.alpha,
+        horizon_days=a.horizon_days,
+        budget_low_share=a.budget_low_share,
+        total_epsilon=cfg.audit.total_epsilon,
+        ab_method=cfg.ab.methods[0] if cfg.ab.methods else "delta",
+        project=cfg.project_name,
+    )
+
+
+def history(cfg: FairmonConfig) -> dict[str, pl.DataFrame]:
+    """What the alerts read, from the project's DuckDB file (its views over
+    the warehouse, refreshed by the run): {reo, reo_ab, runs, ledger}.
+    Raises what DuckDB raises."""
+    with db.connect(cfg.duckdb_path) as con:
+        db.ensure(con, ("runs_create", "runs_migrate", "ledger_create"))
+        return {
+            "reo": db.query(con, "alerts_reo"),
+            "reo_ab": db.query(con, "alerts_ab"),
+            "runs": db.query(con, "runs_latest").select("ds", "status", "detail"),
+            "ledger": db.query(con, "alerts_ledger"),
+        }
+
+
+def _merged(fresh: pl.DataFrame, old: pl.DataFrame, now: str) -> pl.DataFrame:
+    """``fresh`` alerts with the first-seen time and delivery state of the
+    same ``alert_id`` in ``old`` (the warehouse's), ``now`` for the others."""
+    if old.is_empty() or "alert_id" not in old.columns:
+        return fresh.with_columns(pl.lit(now).alias("first_seen_at"))
+    kept = old.select("alert_id", "first_seen_at", "delivered", "delivery").unique("alert_id", keep="last")
+    out = fresh.drop("first_seen_at", "delivered", "delivery").join(kept, on="alert_id", how="left")
+    out = out.with_columns(pl.col("first_seen_at").fill_null(now))
+    return out.select(list(ALERTS_SCHEMA)).cast(ALERTS_SCHEMA)
+
+
+def _deliver(cfg: FairmonConfig, frame: pl.DataFrame, new_ids: set[str]) -> pl.DataFrame:
+    """Send what is due (every alert whose delivery is not complete) and record
+    the outcome on each row; Prefect events for the ``new_ids`` alerts."""
+    urls, project = cfg.alerts.notify, cfg.project_name
+    if new_ids and prefect_events_on():
+        emit_events((r for r in frame.iter_rows(named=True) if r["alert_id"] in new_ids), project)
+    names = [target_name(i, u) for i, u in enumerate(urls)]
+    delivered, delivery = [], []
+    for r in frame.iter_rows(named=True):
+        state = delivery_state(r["delivery"])
+        if urls and not all(state.get(n) for n in names):
+            state = send(urls, r, project, state)
+            if not all(state.get(n) for n in names):
+                run_logger().warning(
+                    "alert %s (%s, %s) not delivered to %s: retried next run",
+                    r["alert_id"], r["kind"], r["ds"], ", ".join(n for n in names if not state.get(n)),
+                )  # fmt: skip
+        state = {n: state.get(n, False) for n in names}
+        delivered.append(all(state.values()))
+        delivery.append(json.dumps(state) if state else None)
+    return frame.with_columns(pl.Series("delivered", delivered, pl.Boolean), pl.Series("delivery", delivery, pl.String))
+
+
+def _changed_days(new: pl.DataFrame, old: pl.DataFrame) -> list[dt.date]:
+    """The days whose rows differ between ``new`` and ``old`` (run_id aside)."""
+    days = set(new.get_column("ds").to_list()) | (set(old.get_column("ds").to_list()) if old.height else set())
+    out = []
+    for ds in sorted(days):
+        a = new.filter(pl.col("ds") == ds).sort("alert_id")
+        b = old.filter(pl.col("ds") == ds).sort("alert_id") if old.height else old
+        if b.is_empty() or a.height != b.height or not a.equals(b.select(list(ALERTS_SCHEMA)).cast(ALERTS_SCHEMA)):
+            out.append(ds)
+    return out
+
+
+def _gate(cfg: FairmonConfig, parts: dict[dt.date, pl.DataFrame]) -> set[dt.date]:
+    """The days whose alerts pass the ``alerts`` suite (generated checks and
+    expectations/alerts.json); a failing day keeps its previous alerts."""
+    from fairmon.pipelines.executor.day_checks import check_outputs
+
+    checked = check_outputs(cfg, {ds: {"alerts": f} for ds, f in parts.items() if f.height})
+    bad = {ds for ds, rs in checked.items() if not all(r.success for r in rs)}
+    for ds in sorted(bad):
+        run_logger().error("alerts of %s failed their checks and were not written: %s", ds, checked[ds])
+    return set(parts) - bad
+
+
+def _stored(old: pl.DataFrame) -> pl.DataFrame:
+    """The warehouse's alerts in :data:`ALERTS_SCHEMA` (a column an older
+    fairmon did not write is null; ``run_id`` dropped)."""
+    if old.is_empty():
+        return pl.DataFrame(schema=ALERTS_SCHEMA)
+    missing = [pl.lit(None).alias(c) for c in ALERTS_SCHEMA if c not in old.columns]
+    return old.with_columns(missing).select(list(ALERTS_SCHEMA)).cast(ALERTS_SCHEMA)
+
+
+def update_alerts(cfg: FairmonConfig, known=None, now: dt.datetime | None = None) -> AlertsUpdate:
+    """Bring the ``alerts`` table of ``cfg``'s warehouse up to date with its
+    history (module docstring): compute every alert, keep what the warehouse
+    knew of each (first seen, delivery), send what is due, and replace the
+    partitions of the days that changed (gated; a day without alerts loses
+    its partition), then the DuckDB views (``known``: the run's
+    :class:`fairmon.pipelines.executor.publishing.WarehouseViews`, None:
+    every view). The caller holds the project lock. Returns an
+    :class:`AlertsUpdate`. Raises what reading the history or writing raises
+    (callers log it: alerts never fail a run)."""
+    out = AlertsUpdate()
+    if not cfg.alerts.enabled:
+        return out
+    stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    old = _stored(read_table(cfg.warehouse_path, "alerts"))
+    fresh = _merged(alerts_table(**history(cfg), rules=rules_of(cfg)), old, stamp)
+    known = set(old.get_column("alert_id").to_list()) if old.height else set()
+    new_ids = set(fresh.get_column("alert_id").to_list()) - known
+    fresh = _deliver(cfg, fresh, new_ids)
+    days = _changed_days(fresh, old)
+    parts = {ds: fresh.filter(pl.col("ds") == ds) for ds in days}
+    passed = _gate(cfg, parts) if any(f.height for f in parts.values()) else set(parts)
+    run_id = uuid.uuid4().hex
+    for ds in sorted(passed):
+        if parts[ds].height:
+            write_partitions(cfg.warehouse_path, ds, {"alerts": parts[ds].with_columns(pl.lit(run_id).alias("run_id"))})
+        else:
+            remove_partition(cfg.warehouse_path, "alerts", ds)
+        out.days.append(ds)
+    if out.days:
+        refresh_run_views(cfg, out.days[-1] if known is not None else None, known)
+    out.new = [r for r in fresh.iter_rows(named=True) if r["alert_id"] in new_ids and r["ds"] in passed]
+    out.undelivered = int((~fresh.get_column("delivered")).sum())
+    return out
+
+
+def update_alerts_logged(cfg: FairmonConfig, known=None) -> AlertsUpdate | None:
+    """:func:`update_alerts`, its failure logged instead of raised (a run's
+    days are published whatever happens to their alerts). None on failure."""
+    try:
+        return update_alerts(cfg, known)
+    except Exception as e:
+        run_logger().error("alerts not updated (%s: %s); the next run tries again", type(e).__name__, e)
+        return None

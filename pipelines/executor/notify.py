@@ -1,0 +1,111 @@
+"""Where alerts go beyond the warehouse: Prefect events and Apprise notification URLs (DESIGN §4.9).
+
+A notification that fails never fails a day: its outcome is recorded on the
+alert (``delivered``, ``delivery``) and the targets that failed are tried
+again by the next run. A URL may hold a token (``slack://TokenA/TokenB``), so
+it is never printed, logged or written: a target is named by its position in
+``[alerts] notify`` and its scheme.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Iterable
+
+from fairmon.pipelines.ingest.staging import run_logger
+
+
+def target_name(i: int, url: str) -> str:
+    """``notify[i] (scheme)``: how a target is named anywhere fairmon writes (never the URL itself)."""
+    return f"notify[{i}] ({url.split('://', 1)[0].lower()})"
+
+
+def _body(alert: dict, project: str) -> tuple[str, str]:
+    title = f"fairmon {project}: {alert['kind'].replace('_', ' ')} - {alert['subject']}"
+    body = f"{alert['message']}\n\nday {alert['ds']}; since {alert['since']}; alert {alert['alert_id']}"
+    return title, body
+
+
+def send(urls: list[str], alert: dict, project: str, done: dict[str, bool] | None = None) -> dict[str, bool]:
+    """Send ``alert`` (an ``alerts`` row as a dict) to every URL of ``urls``
+    not already ``done`` ({target name: sent}), through Apprise. Returns
+    {target name: sent} for every URL. Never raises: a URL Apprise does not
+    know, a dead endpoint or a timeout is recorded as not sent."""
+    done = dict(done or {})
+    title, body = _body(alert, project)
+    quiet = logging.getLogger("apprise")
+    level, propagate = quiet.level, quiet.propagate
+    quiet.setLevel(logging.CRITICAL + 1)  # Apprise's own messages may name the endpoint
+    quiet.propagate = False
+    try:
+        import apprise
+
+        for i, url in enumerate(urls):
+            name = target_name(i, url)
+            if done.get(name):
+                continue
+            try:
+                ap = apprise.Apprise()
+                done[name] = bool(ap.add(url)) and bool(ap.notify(title=title, body=body))
+            except Exception:  # a plugin's own error: not sent, retried next run
+                done[name] = False
+    finally:
+        quiet.setLevel(level)
+        quiet.propagate = propagate
+    return done
+
+
+def delivery_state(delivery: str | None) -> dict[str, bool]:
+    """{target name: sent} from an ``alerts`` row's ``delivery`` (JSON; {} when null or unreadable)."""
+    try:
+        out = json.loads(delivery) if delivery else {}
+    except ValueError:
+        return {}
+    return {str(k): bool(v) for k, v in out.items()} if isinstance(out, dict) else {}
+
+
+def _plain(v):
+    """A JSON value: dates as ISO text, NaN as null."""
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    return None if isinstance(v, float) and v != v else v
+
+
+def prefect_events_on() -> bool:
+    """Whether alerts go to Prefect as events: Prefect is already imported by
+    this run (an orchestrated run) and an API is configured. An in-process run
+    never imports Prefect for this."""
+    if "prefect" not in sys.modules:
+        return False
+    from prefect.settings import PREFECT_API_URL
+
+    return bool(PREFECT_API_URL.value())
+
+
+def emit_events(alerts: Iterable[dict], project: str) -> int:
+    """Emit one Prefect event per alert, ``fairmon.alert.<kind>``, whose
+    resource names the project, attribute and arm (labels ``fairmon.*``; the
+    row as payload), so a Prefect automation can send it on (README
+    "Alerts"). Returns how many were emitted. Never raises (logged)."""
+    n = 0
+    try:
+        from prefect.events import emit_event
+
+        for a in alerts:
+            resource = {
+                "prefect.resource.id": f"fairmon.{project}.{a['attribute'] or '-'}.{a['arm'] or '-'}",
+                "prefect.resource.name": a["subject"],
+                "fairmon.project": project,
+                "fairmon.attribute": str(a["attribute"] or ""),
+                "fairmon.arm": str(a["arm"] or ""),
+                "fairmon.kind": a["kind"],
+                "fairmon.alert_id": a["alert_id"],
+            }
+            payload = {k: _plain(v) for k, v in a.items()}
+            emit_event(event=f"fairmon.alert.{a['kind']}", resource=resource, payload=payload)
+            n += 1
+    except Exception as e:
+        run_logger().warning("alerts: Prefect events not emitted (%s)", type(e).__name__)
+    return n

@@ -1,0 +1,1 @@
+"""Alerts over time: a monitoring layer over the published days whose false-alarm rate holds over a horizon."""

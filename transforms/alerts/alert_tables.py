@@ -1,0 +1,265 @@
+"""The ``alerts`` table: one row per alert raised on a day, from the history of published days (DESIGN §4.9).
+
+Pure: the pipeline hands in what the warehouse and the run records say
+(the ``reo`` and ``reo_ab`` rows of published days, each day's latest run
+status, the privacy ledger) and writes what comes out. Every series is read
+in day order as a small state machine, so that an alert already raised for
+an ongoing condition is not raised again the next day, and the same history
+always gives the same rows with the same ``alert_id`` (a re-run or a
+backfill replaces its days' alerts, never duplicates them):
+
+* REO of one (arm, attribute): ``exceeds`` when the alert interval (level
+  1 − 2α/H, :mod:`fairmon.transforms.alerts.horizon`) lies above the line and
+  no ``exceeds`` is open; ``back_within`` when an open one's alert interval
+  lies at or below the line. A day with a small group or an undefined
+  interval changes nothing (its interval may under-cover).
+* A/B REO difference of one (attribute, control, treatment): ``ab_change``
+  when the day's p-value of no difference is at most α/H and no change in the
+  same direction is open; the change closes, silently, on a day whose own
+  interval holds 0.
+* Runs: ``quarantined`` / ``failed`` on the first day of a run of
+  consecutive days whose latest run ended so.
+* Privacy: ``budget_low`` on the day a population's spent ε first reaches
+  ``budget_low_share`` of the budget (seed 000 §5; the ledger of DESIGN §4.6).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import math
+from dataclasses import dataclass
+
+import polars as pl
+
+from fairmon.transforms.alerts.horizon import alert_level, day_alpha
+from fairmon.transforms.registry import ACROSS_DAYS_STAGE, ARM, ATTR, DS, B, Column, D, F, S, Table, declare
+
+KINDS = ("exceeds", "back_within", "ab_change", "quarantined", "failed", "budget_low")
+
+ALERTS = Table(
+    "alerts",
+    "Alerts raised on a day: REO crossing its line, A/B changes, days quarantined or failed, privacy budgets low.",
+    "DESIGN §4.9; Bonferroni α-spending over a sliding horizon (Lan & DeMets 1983, eq. 1)",
+    ("ds", "alert_id"),
+    (
+        DS,
+        Column("alert_id", S, "-", "Stable id: a hash of project, kind, subject and day raised.", nullable=False),
+        Column("kind", S, "-", "`exceeds`, `back_within`, `ab_change`, `quarantined`, `failed` or `budget_low`."),
+        Column("subject", S, "-", "What the alert is about, in words (arm and attribute, A/B pair, runs, population)."),
+        ARM,
+        ATTR,
+        Column("control", S, "-", "A/B control arm (`ab_change`)."),
+        Column("treatment", S, "-", "A/B treatment arm (`ab_change`)."),
+        Column("statistic", S, "-", "The evidence's statistic: `reo`, `diff_reo`, `status` or `epsilon_spent`."),
+        Column("value", F, "as the statistic", "Its value on the day raised."),
+        Column("ci_low", F, "as the statistic", "Lower bound of its interval at `level`."),
+        Column("ci_high", F, "as the statistic", "Upper bound of its interval at `level`."),
+        Column("level", F, "probability", "Level of the interval: 1 − 2α/H for REO and A/B alerts."),
+        Column("line", F, "as the statistic", "The line crossed: REO's threshold, 0 for A/B, the ε share."),
+        Column("since", D, "date", "First day the evidence holds (a run of daily verdicts or of bad days)."),
+        Column("message", S, "-", "The alert in words.", nullable=False),
+        Column("first_seen_at", S, "ISO 8601 UTC", "When a run first wrote the alert (kept by later runs)."),
+        Column("delivered", B, "-", "Every configured notification of it succeeded (false: retried next run)."),
+        Column("delivery", S, "-", "Each notification target's outcome, by scheme and position (never the URL)."),
+    ),
+    "alerts",
+    published_view=False,
+)
+
+#: The alerts are computed by the pipeline after a run's days (fairmon.pipelines.executor.alerting).
+declare(ALERTS, stage=ACROSS_DAYS_STAGE, inputs=("reo", "reo_ab", "runs", "ledger"))
+
+ALERTS_SCHEMA: dict[str, pl.DataType] = ALERTS.schema
+
+
+@dataclass(frozen=True)
+class AlertRules:
+    """What the alerts read from ``[alerts]``: ``alpha`` over any
+    ``horizon_days`` days, the ``budget_low_share`` of ``total_epsilon``, the
+    A/B ``ab_method`` whose rows are watched, and the ``project`` name that
+    keeps alert ids apart between projects. Raises ValueError for an α/H
+    outside (0, 1/2)."""
+
+    alpha: float = 0.05
+    horizon_days: int = 90
+    budget_low_share: float = 0.8
+    total_epsilon: float = 1.0
+    ab_method: str = "delta"
+    project: str = ""
+
+    def __post_init__(self) -> None:
+        alert_level(self.alpha, self.horizon_days)
+
+
+def _finite(*xs) -> bool:
+    return all(x is not None and math.isfinite(x) for x in xs)
+
+
+def alert_id(project: str, kind: str, subject: str, ds: dt.date) -> str:
+    """The stable id of an alert: 16 hex digits of SHA-256 over project,
+    kind, subject and the day raised (the same history, the same ids)."""
+    return hashlib.sha256(f"{project}\x1f{kind}\x1f{subject}\x1f{ds.isoformat()}".encode()).hexdigest()[:16]
+
+
+def _streak(prev: dt.date | None, holds: bool, ds: dt.date) -> dt.date | None:
+    """The first day of a run of days for which something holds, carried to day ``ds``."""
+    return (prev or ds) if holds else None
+
+
+def reo_alerts(reo: pl.DataFrame) -> list[dict]:
+    """``exceeds`` and ``back_within`` alerts from ``reo`` rows of published
+    days (columns ds, arm, attribute, reo, reo_threshold, verdict_80pct,
+    n_small_groups, alert_level, alert_low, alert_high), one series per
+    (arm, attribute) in day order (module docstring). Returns alert dicts
+    without ids. Source: DESIGN §4.9."""
+    out: list[dict] = []
+    if reo.is_empty():
+        return out
+    for (arm, attribute), rows in reo.sort("ds").group_by(["arm", "attribute"], maintain_order=True):
+        open_since = exceeding = within = None
+        for r in rows.iter_rows(named=True):
+            ds, line = r["ds"], r["reo_threshold"]
+            exceeding = _streak(exceeding, r["verdict_80pct"] == "exceeds", ds)
+            within = _streak(within, r["verdict_80pct"] == "within", ds)
+            lo, hi = r["alert_low"], r["alert_high"]
+            if not _finite(lo, hi, line, r["alert_level"]) or (r["n_small_groups"] or 0) > 0:
+                continue
+            where = f"REO of {attribute} (arm {arm})"
+            evidence = f"REO {r['reo']:.4g}, interval at {r['alert_level']:.4%} [{lo:.4g}, {hi:.4g}]"
+            if open_since is None and lo > line:
+                kind, since, words = "exceeds", exceeding or ds, f"{where} exceeds the line {line:.4g}"
+                open_since = ds
+            elif open_since is not None and hi <= line:
+                kind, since, words = "back_within", within or ds, f"{where} is back within the line {line:.4g}"
+                words += f" (exceeding since {open_since})"
+                open_since = None
+            else:
+                continue
+            out.append(
+                {
+                    "ds": ds, "kind": kind, "subject": f"reo arm={arm} attribute={attribute}", "arm": arm,
+                    "attribute": attribute, "statistic": "reo", "value": r["reo"], "ci_low": lo, "ci_high": hi,
+                    "level": r["alert_level"], "line": line, "since": since,
+                    "message": f"{words}: {evidence}; daily verdicts {kind.replace('_', ' ')} since {since}",
+                }
+            )  # fmt: skip
+    return out
+
+
+def ab_alerts(reo_ab: pl.DataFrame, alpha: float, horizon_days: int, method: str = "delta") -> list[dict]:
+    """``ab_change`` alerts from ``reo_ab`` rows of published days (columns
+    ds, attribute, control, treatment, metric, method, diff, se, p_value,
+    df, ci_low, ci_high): the ``reo`` metric by ``method``, one series per
+    (attribute, control, treatment) in day order. A change is raised when
+    p ≤ α/H (:func:`fairmon.transforms.alerts.horizon.day_alpha`); its
+    interval is diff ± q·se with q the normal (t_df when df is finite)
+    quantile at 1 − α/(2H). Returns alert dicts without ids. Source: seed 001
+    Algorithm 2 (the per-day test), DESIGN §4.9 (the spending)."""
+    from fairmon.transforms.distributions import norm_ppf, t_ppf
+
+    out: list[dict] = []
+    if reo_ab.is_empty():
+        return out
+    a = day_alpha(alpha, horizon_days)
+    level = 1.0 - a
+    rows_of = reo_ab.filter((pl.col("metric") == "reo") & (pl.col("method") == method)).sort("ds")
+    for (attribute, control, treatment), rows in rows_of.group_by(
+        ["attribute", "control", "treatment"], maintain_order=True
+    ):
+        direction = 0
+        for r in rows.iter_rows(named=True):
+            diff, p, se = r["diff"], r["p_value"], r["se"]
+            if not _finite(diff, p):
+                continue
+            sign = 1 if diff > 0 else -1
+            if p <= a and direction != sign:
+                direction = sign
+                q = t_ppf(1 - a / 2, r["df"]) if _finite(r["df"]) else norm_ppf(1 - a / 2)
+                lo, hi = (diff - q * se, diff + q * se) if _finite(se) else (math.nan, math.nan)
+                way = "higher" if sign > 0 else "lower"
+                out.append(
+                    {
+                        "ds": r["ds"], "kind": "ab_change", "control": control, "treatment": treatment,
+                        "subject": f"reo_ab attribute={attribute} control={control} treatment={treatment}",
+                        "attribute": attribute, "statistic": "diff_reo", "value": diff, "ci_low": lo, "ci_high": hi,
+                        "level": level, "line": 0.0, "since": r["ds"],
+                        "message": f"REO of {attribute} is {way} in {treatment} than in {control}: "
+                        f"D = {diff:.4g}, p = {p:.3g} ≤ α/H = {a:.3g}, interval at {level:.4%} [{lo:.4g}, {hi:.4g}]",
+                    }
+                )  # fmt: skip
+            elif _finite(r["ci_low"], r["ci_high"]) and r["ci_low"] <= 0.0 <= r["ci_high"]:
+                direction = 0
+    return out
+
+
+def run_alerts(runs: pl.DataFrame) -> list[dict]:
+    """``quarantined`` / ``failed`` alerts from each day's latest run
+    (columns ds, status, detail): one on the first day of a run of
+    consecutive days with that status (an ongoing condition is not raised
+    again). Returns alert dicts without ids."""
+    out: list[dict] = []
+    prev_ds, prev_status, since = None, None, None
+    for r in runs.sort("ds").iter_rows(named=True):
+        ds, status = r["ds"], r["status"]
+        ongoing = prev_ds is not None and (ds - prev_ds).days == 1 and prev_status == status
+        since = since if ongoing else ds
+        if status in ("quarantined", "failed") and not ongoing:
+            detail = (r["detail"] or "").strip()
+            out.append(
+                {
+                    "ds": ds, "kind": status, "subject": "runs", "statistic": "status", "since": since,
+                    "message": f"day {ds} {status}" + (f": {detail[:1000]}" if detail else ""),
+                }
+            )  # fmt: skip
+        prev_ds, prev_status = ds, status
+    return out
+
+
+def budget_alerts(ledger: pl.DataFrame, share: float, total_epsilon: float) -> list[dict]:
+    """``budget_low`` alerts from the privacy ledger (columns dataset,
+    released_at (datetime), epsilon): per population, on the day of the
+    release that first brings its spent ε to ``share`` × ``total_epsilon``
+    or more (spent ε never goes down: raised once). Returns alert dicts
+    without ids. Source: seed 000 §5 (basic composition), DESIGN §4.6."""
+    out: list[dict] = []
+    line = share * total_epsilon
+    if ledger.is_empty():
+        return out
+    for (dataset,), rows in ledger.sort("released_at").group_by(["dataset"], maintain_order=True):
+        spent = 0.0
+        for r in rows.iter_rows(named=True):
+            before, spent = spent, spent + r["epsilon"]
+            if before < line <= spent + 1e-12:
+                ds = r["released_at"].date()
+                out.append(
+                    {
+                        "ds": ds, "kind": "budget_low", "subject": f"privacy budget of {dataset[:60]}",
+                        "statistic": "epsilon_spent", "value": spent, "line": line, "since": ds,
+                        "message": f"privacy budget low: ε {spent:g} of {total_epsilon:g} spent "
+                        f"(alert at {share:.0%}); {max(total_epsilon - spent, 0.0):g} left",
+                    }
+                )  # fmt: skip
+                break
+    return out
+
+
+def alerts_table(
+    reo: pl.DataFrame, reo_ab: pl.DataFrame, runs: pl.DataFrame, ledger: pl.DataFrame, rules: AlertRules
+) -> pl.DataFrame:
+    """Every alert the history raises, in (ds, kind, subject) order, as a
+    frame of :data:`ALERTS_SCHEMA` (``first_seen_at``, ``delivered`` and
+    ``delivery`` null: the pipeline fills them when it writes and sends).
+    Inputs as :func:`reo_alerts`, :func:`ab_alerts`, :func:`run_alerts`,
+    :func:`budget_alerts` (empty frames for what the project lacks).
+    Raises polars' ColumnNotFoundError for an input without a needed column."""
+    rows = [
+        *reo_alerts(reo),
+        *ab_alerts(reo_ab, rules.alpha, rules.horizon_days, rules.ab_method),
+        *run_alerts(runs),
+        *budget_alerts(ledger, rules.budget_low_share, rules.total_epsilon),
+    ]
+    for r in rows:
+        r["alert_id"] = alert_id(rules.project, r["kind"], r["subject"], r["ds"])
+    frame = pl.DataFrame([{k: r.get(k) for k in ALERTS_SCHEMA} for r in rows], schema=ALERTS_SCHEMA)
+    return frame.sort(["ds", "kind", "subject"])
