@@ -129,9 +129,7 @@ def simulate_project(rec_rate: tuple[float, float], days: int, rng: np.random.Ge
     level = alert_level(ALPHA, HORIZON)
     shape = (BUCKETS, len(SHARE), 2)
     rec = rng.multinomial(ROWS, cell_probs(rec_rate), size=days).reshape(days, *shape)
-    rand = [
-        rng.multinomial(RAND_ROWS * (b - a + 1), cell_probs(RAND_RATE)).reshape(shape) for a, b in pools(days)
-    ]
+    rand = [rng.multinomial(RAND_ROWS * (b - a + 1), cell_probs(RAND_RATE)).reshape(shape) for a, b in pools(days)]
     rows = []
     for d, window in enumerate(windows(days)):
         c_rec = bucket_sums(rec[d])
@@ -267,16 +265,12 @@ def check_pipeline(n: int, seed: int, days: int = 30, sims: int = 200) -> None:
     SE and the alert interval's width; the random rows of each day)."""
     with tempfile.TemporaryDirectory(prefix="fairmon-alerts-") as tmp:
         pipe = pl.concat([pipeline_rows(Path(tmp), s, days) for s in range(1, n + 1)])
-    ours = pl.concat(
-        [simulate_project(REGIMES[0][1], days, np.random.default_rng([seed, 99, p])) for p in range(sims)]
-    )
+    ours = pl.concat([simulate_project(REGIMES[0][1], days, np.random.default_rng([seed, 99, p])) for p in range(sims)])
     same_n = ours.head(days).get_column("n_rand").to_list() == pipe.head(days).get_column("n_rand").to_list()
     print(f"pipeline check, at the line, {days} days: {n} backfilled projects vs {sims} count-level projects")
     print(f"  random rows per day equal to the pipeline's window: {'yes' if same_n else 'NO'}")
     print(f"  {'':22} {'pipeline mean':>14} {'sd':>8} {'count-level mean':>17} {'sd':>8}")
     width = (pl.col("alert_high") - pl.col("alert_low")).alias("alert width")
-    for frame in (pipe, ours):
-        frame.columns  # noqa: B018 (both frames get the same derived column below)
     pipe, ours = pipe.with_columns(width), ours.with_columns(width)
     for col in ("reo", "se", "alert width"):
         p, o = pipe.get_column(col), ours.get_column(col)

@@ -41,7 +41,8 @@ def read_table(
     (the ``<name>_published`` view, sql/published_runs_view.sql). ``name``:
     an output table with a published view (``reo``, ``reo_group``,
     ``reo_ab``, ``group_counts``, ``threshold_prevalence``, ``sdt``, ...;
-    the data dictionary lists them). ``backend``: ``polars``, ``pandas`` or
+    the data dictionary lists them), or ``alerts`` (every alert raised,
+    a quarantined or failed day's included: DESIGN §4.9). ``backend``: ``polars``, ``pandas`` or
     ``pyarrow``.
 
     Returns a frame with the table's columns (DESIGN §3), sorted by ds; empty
@@ -62,13 +63,15 @@ def read_table(
     from fairmon.pipelines.core.config import FairmonConfig, load_config
     from fairmon.pipelines.storage.ddl import ident
     from fairmon.pipelines.storage.warehouse import query_warehouse
-    from fairmon.transforms.registry import GATED_TABLES
+    from fairmon.transforms.registry import GATED_TABLES, TABLES, across_days
 
-    if name not in GATED_TABLES:
-        raise ValueError(f"no published table {name!r}; tables with published views: {', '.join(sorted(GATED_TABLES))}")
+    readable = (*GATED_TABLES, *(n for n in TABLES if across_days(n)))
+    if name not in readable:
+        raise ValueError(f"no published table {name!r}; tables with published views: {', '.join(sorted(readable))}")
     lo, hi = _day(start, "start"), _day(end, "end")
     cfg = config if isinstance(config, FairmonConfig) else load_config(Path(config))
-    frame, note = query_warehouse(cfg.duckdb_path, cfg.warehouse_path, f"SELECT * FROM {ident(name + '_published')}")
+    view = name + "_published" if name in GATED_TABLES else name  # alerts: every row (a quarantined day's too)
+    frame, note = query_warehouse(cfg.duckdb_path, cfg.warehouse_path, f"SELECT * FROM {ident(view)}")
     if note:
         raise RuntimeError(f"cannot tell which days are published: {note}")
     if lo is not None:

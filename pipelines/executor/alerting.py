@@ -28,6 +28,7 @@ from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.warehouse import read_table, remove_partition, write_partitions
 from fairmon.transforms.alerts.alert_tables import ALERTS_SCHEMA, AlertRules, alerts_table
 
+
 @dataclass
 class AlertsUpdate:
     """What one update did: the alerts first seen now (``new``, dicts of
@@ -149,8 +150,8 @@ def update_alerts(cfg: FairmonConfig, known=None, now: dt.datetime | None = None
     stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     old = _stored(read_table(cfg.warehouse_path, "alerts"))
     fresh = _merged(alerts_table(**history(cfg), rules=rules_of(cfg)), old, stamp)
-    known = set(old.get_column("alert_id").to_list()) if old.height else set()
-    new_ids = set(fresh.get_column("alert_id").to_list()) - known
+    seen = set(old.get_column("alert_id").to_list()) if old.height else set()
+    new_ids = set(fresh.get_column("alert_id").to_list()) - seen
     fresh = _deliver(cfg, fresh, new_ids)
     days = _changed_days(fresh, old)
     parts = {ds: fresh.filter(pl.col("ds") == ds) for ds in days}

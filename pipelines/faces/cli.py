@@ -65,6 +65,7 @@ SHORT_HELP = {
     "simulate-envy": "Write simulated swap traffic with known envy (seed 004) and a config.",
     "demo": "Run everything on bundled and simulated data.",
     "sql": "Query the published outputs with DuckDB SQL (read-only).",
+    "alerts": "List the alerts raised (REO over its line, A/B changes, bad days, budgets).",
     "init": "Write a commented starter config for an input format.",
     "tables": "Print the data dictionary: every output table's columns, units and meaning.",
 }
@@ -87,6 +88,7 @@ COMMAND_ORDER = (
     "simulate-envy",
     "train-snapshot",
     "demo",
+    "alerts",
     "sql",
     "init",
     "tables",

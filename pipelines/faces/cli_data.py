@@ -311,6 +311,46 @@ def sql(
 
 
 @app.command()
+def alerts(
+    config: ConfigOpt = Path("fairmon.toml"),
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="First day, YYYY-MM-DD (default: 30 days before the latest alert's day)."),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List the alerts raised (exceeds, back_within, ab_change, quarantined,
+    failed, budget_low), newest day last, each with its evidence and whether
+    its notifications were delivered. Over any [alerts] horizon_days days, a
+    system whose true REO stays at or below the line raises an exceeds alert
+    with probability at most [alerts] alpha."""
+    from fairmon.api.published import read_table
+
+    cfg = load_or_exit(config)
+    first = parse_date(since, "--since") if since else None
+    try:
+        frame = read_table(cfg, "alerts", first)
+    except RuntimeError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(EXIT_USAGE) from None
+    if first is None and frame.height:
+        frame = frame.filter(frame["ds"] >= frame["ds"].max() - dt.timedelta(days=30))
+    rows = frame.drop("run_id").to_dicts() if frame.height else []
+    if as_json:
+        dump_json({"alerts": rows})
+        return
+    if not rows:
+        console.print("no alerts" + (f" since {first}" if first else ""))
+        return
+    for a in rows:
+        sent = "" if a["delivered"] is not False else " [yellow](notification not delivered yet)[/yellow]"
+        console.print(
+            f"[bold]{a['ds']} {a['kind'].replace('_', ' ')}[/bold] {escape(a['message'])}{sent}", soft_wrap=True
+        )
+    console.print(f"{len(rows)} alert(s); fairmon sql -c {config} 'select * from alerts' for every column")
+
+
+@app.command()
 def init(
     fmt: Annotated[str, typer.Option("--format", help="Input format: tiktok, contract or coat.")] = "tiktok",
     out: Annotated[Path, typer.Option("--out", "-o", help="Config file to write.")] = Path("fairmon.toml"),

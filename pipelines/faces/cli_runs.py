@@ -43,7 +43,15 @@ from fairmon.pipelines.faces.cli_common import (
     show_stage_logs,
     use_prefect,
 )
-from fairmon.pipelines.faces.views import ab_view, day_warnings, prevalence_table, reo_table, run_summary, sdt_view
+from fairmon.pipelines.faces.views import (
+    ab_view,
+    alert_lines,
+    day_warnings,
+    prevalence_table,
+    reo_table,
+    run_summary,
+    sdt_view,
+)
 
 
 @app.command()
@@ -78,6 +86,8 @@ def run(
         raise typer.Exit(exit_code([r]))
     if r["status"] != "published":
         err.print(f"[red]{r['status']}:[/red] {escape(r['error'])}")
+        for line in alert_lines(r.get("alerts", [])):
+            err.print(f"[red]alert[/red] {line}", soft_wrap=True)
         raise typer.Exit(exit_code([r]))
     if r["reo"]:
         console.print(reo_table(r["reo"], f"REO for {ds}"))
@@ -88,6 +98,8 @@ def run(
     if r["sdt"]:
         console.print(sdt_view(r["sdt"], f"Labelers (signal detection), {ds}"))
     console.print(f"partitions written: {', '.join(r['paths'].values())}")
+    for line in alert_lines(r.get("alerts", [])):
+        console.print(f"[red]alert[/red] {line}", soft_wrap=True)
     for w in day_warnings(r):  # published, but a warning-level check failed: said as backfill says it
         err.print(f"[yellow]warning:[/yellow] {escape(w)} (its details are in dq_results)")
 
@@ -195,6 +207,8 @@ def backfill(
     options = dict(force_ingest=force_ingest, concurrency=concurrency, wait_seconds=wait, prefect=prefect)
     results = run_with_progress(cfg, config, days, out=out, **options)
     out.print(run_summary(results))
+    for line in alert_lines([a for r in results for a in r.get("alerts", [])]):
+        out.print(f"[red]alert[/red] {line}", soft_wrap=True)
     if as_json:
         dump_json({"days": results, "exit_code": exit_code(results)})
     raise typer.Exit(exit_code(results))

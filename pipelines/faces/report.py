@@ -30,6 +30,7 @@ from fairmon.pipelines.faces.report_figures import (
 from fairmon.pipelines.faces.report_points import ab_point_figure, reo_point_figure
 from fairmon.pipelines.faces.report_sections import CUSTOM_SECTIONS, extra_sections, generic_sections, stage_reading
 from fairmon.pipelines.storage.warehouse import latest_runs, read_table
+from fairmon.transforms.alerts.alert_tables import open_alerts
 from fairmon.transforms.registry import TABLES
 from fairmon.transforms.report_data import (
     ReportData,
@@ -177,13 +178,15 @@ def render_report(
     data_links: list[tuple[str, str]] | None = None,
     prevalence_diff: pl.DataFrame | None = None,
     generic: dict[str, pl.DataFrame] | None = None,
+    alerting: dict | None = None,
 ) -> str:
     """The report's HTML text for prepared :class:`ReportData`; ``releases``
     are the audit releases' JSON documents (with ``name`` and ``href``),
     ``data_links`` (table, file URL) pairs and ``prevalence_diff`` the
     ``threshold_prevalence_diff`` rows of published days; ``generic``
     {table: rows of published days} of the tables without a custom section
-    (each gets :func:`fairmon.pipelines.faces.report_sections.generic_section`)."""
+    (each gets :func:`fairmon.pipelines.faces.report_sections.generic_section`);
+    ``alerting`` what the top says of alerts (:func:`alerting_context`; None: alerts off)."""
     from markupsafe import Markup
 
     attrs = sorted(set(d.reo.get_column("attribute"))) if not d.reo.is_empty() else []
@@ -261,6 +264,7 @@ def render_report(
         dq_problems=dq_problems,
         data_links=data_links or [],
         generic_sections=generic_sections(generic or {}),
+        alerting=alerting,
     )
 
 
@@ -323,6 +327,34 @@ def audit_releases(folder: Path, start: dt.date, end: dt.date) -> list[dict]:
     return sorted(out, key=lambda r: r["window"][1], reverse=True)
 
 
+def alerting_context(cfg: FairmonConfig, alerts: pl.DataFrame, end: dt.date, excluded: set[dt.date]) -> dict:
+    """What the report's top says of alerts (DESIGN §4.9): those open on day
+    ``end`` (:func:`fairmon.transforms.alerts.alert_tables.open_alerts`; a
+    quarantined or failed day's alert while the day is ``excluded``), those
+    the project's latest run raised (first seen after it started), when it
+    started, and the guarantee's α and horizon."""
+    from fairmon.pipelines.storage import db
+
+    alerts = alerts.drop("run_id") if "run_id" in alerts.columns else alerts
+    last = None
+    if cfg.duckdb_path.exists():
+        try:
+            with db.connect(cfg.duckdb_path) as con:
+                db.ensure(con, ("runs_create",))
+                last = db.rows(con, "runs_last_started")[0][0]
+        except Exception:  # a run holds the file: the report still says what is open
+            last = None
+    stamp = last.strftime("%Y-%m-%dT%H:%M:%SZ") if last is not None else None
+    new = alerts.filter(pl.col("first_seen_at") >= stamp).sort("ds").to_dicts() if stamp and alerts.height else []
+    return {
+        "open": open_alerts(alerts, end, excluded),
+        "new": new,
+        "last_run": last.strftime("%Y-%m-%d %H:%M UTC") if last is not None else None,
+        "alpha": cfg.alerts.alpha,
+        "horizon": cfg.alerts.horizon_days,
+    }
+
+
 def build_report(
     cfg: FairmonConfig, start: dt.date, end: dt.date, out: Path | None = None, config_name: str = ""
 ) -> Path:
@@ -346,6 +378,7 @@ def build_report(
     diffs = tables["threshold_prevalence_diff"]
     if not diffs.is_empty() and d.published:
         diffs = diffs.filter(pl.col("ds").is_in(d.published))
+    excluded = set(d.excluded.get_column("ds").to_list())
     text = render_report(
         d,
         config_name,
@@ -362,6 +395,7 @@ def build_report(
             for name, rows in tables.items()
             if name not in CUSTOM_SECTIONS
         },
+        alerting=alerting_context(cfg, tables["alerts"], end, excluded) if cfg.alerts.enabled else None,
     )
     out = out or wh.parent / f"report_{start}_{end}.html"
     out.parent.mkdir(parents=True, exist_ok=True)

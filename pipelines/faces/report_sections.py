@@ -12,6 +12,7 @@ from fairmon.transforms.registry import TABLES, Table
 #: Tables the report shows in sections of their own (everything else gets :func:`generic_section`).
 CUSTOM_SECTIONS = frozenset(
     {
+        "alerts",
         "reo",
         "reo_group",
         "reo_ab",

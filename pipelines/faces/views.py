@@ -284,7 +284,8 @@ def run_days_with_progress(
     INFO lines (the stage a day is in, reachability's share of users solved),
     so a long step shows what it does (the logger's own handlers print what
     they printed before).
-    Returns its per-day summaries; raises what it raises."""
+    Returns its per-day summaries, each with the ``alerts`` this run raised
+    on its day (dicts of ``alerts`` rows); raises what it raises."""
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -313,7 +314,18 @@ def run_days_with_progress(
             progress.update(job, description=f"fairmon {r['ds']} {r['status']}")
             progress.advance(job)
 
-        return run_days(cfg, days, config_path=config_path, on_prestage=prestaged, on_day=day_done, **options)
+        raised: list = []
+        options.setdefault("on_alerts", raised.append)
+        results = run_days(cfg, days, config_path=config_path, on_prestage=prestaged, on_day=day_done, **options)
+    new = raised[0].new if raised and raised[0] is not None else []
+    for r in results:  # each day's summary carries the alerts raised on it by this run
+        r["alerts"] = [a for a in new if a["ds"] == r["ds"]]
+    return results
+
+
+def alert_lines(alerts: list[dict]) -> list[str]:
+    """One line of text per alert (an ``alerts`` row as a dict): day, kind, message (Rich markup escaped)."""
+    return [f"[bold]{a['ds']} {a['kind'].replace('_', ' ')}[/bold]: {escape(a['message'])}" for a in alerts]
 
 
 @contextmanager

@@ -129,9 +129,11 @@ def reo_alerts(reo: pl.DataFrame) -> list[dict]:
             evidence = f"REO {r['reo']:.4g}, interval at {r['alert_level']:.4%} [{lo:.4g}, {hi:.4g}]"
             if open_since is None and lo > line:
                 kind, since, words = "exceeds", exceeding or ds, f"{where} exceeds the line {line:.4g}"
+                verdict = "exceeds"
                 open_since = ds
             elif open_since is not None and hi <= line:
                 kind, since, words = "back_within", within or ds, f"{where} is back within the line {line:.4g}"
+                verdict = "within"
                 words += f" (exceeding since {open_since})"
                 open_since = None
             else:
@@ -141,7 +143,7 @@ def reo_alerts(reo: pl.DataFrame) -> list[dict]:
                     "ds": ds, "kind": kind, "subject": f"reo arm={arm} attribute={attribute}", "arm": arm,
                     "attribute": attribute, "statistic": "reo", "value": r["reo"], "ci_low": lo, "ci_high": hi,
                     "level": r["alert_level"], "line": line, "since": since,
-                    "message": f"{words}: {evidence}; daily verdicts {kind.replace('_', ' ')} since {since}",
+                    "message": f"{words}: {evidence}; daily verdict {verdict} since {since}",
                 }
             )  # fmt: skip
     return out
@@ -263,3 +265,27 @@ def alerts_table(
         r["alert_id"] = alert_id(rules.project, r["kind"], r["subject"], r["ds"])
     frame = pl.DataFrame([{k: r.get(k) for k in ALERTS_SCHEMA} for r in rows], schema=ALERTS_SCHEMA)
     return frame.sort(["ds", "kind", "subject"])
+
+
+def open_alerts(alerts: pl.DataFrame, until: dt.date, unpublished: set[dt.date] = frozenset()) -> list[dict]:
+    """The alerts still open on day ``until`` (an ``alerts`` frame, raised
+    on or before it), newest first: an ``exceeds`` not followed by a
+    ``back_within`` of its subject; the latest ``ab_change`` of each A/B
+    pair; a ``quarantined`` / ``failed`` alert while its day is among
+    ``unpublished`` (its latest run still did not publish); every
+    ``budget_low`` (spent ε never comes back). Raises polars' errors for a
+    frame without the ``alerts`` columns."""
+    if alerts.is_empty():
+        return []
+    rows = alerts.filter(pl.col("ds") <= until).sort("ds").to_dicts()
+    latest: dict[tuple[str, str], dict] = {}
+    for r in rows:
+        family = "reo" if r["kind"] in ("exceeds", "back_within") else r["kind"]
+        latest[(family, r["subject"] if r["kind"] not in ("quarantined", "failed") else str(r["ds"]))] = r
+    keep = [
+        r
+        for r in latest.values()
+        if r["kind"] in ("exceeds", "ab_change", "budget_low")
+        or (r["kind"] in ("quarantined", "failed") and r["ds"] in unpublished)
+    ]
+    return sorted(keep, key=lambda r: (r["ds"], r["kind"], r["subject"]), reverse=True)

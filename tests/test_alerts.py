@@ -1,0 +1,171 @@
+"""Alerts over time (DESIGN §4.9): the spending level, REO's interval at it, and hand-checked alert sequences
+(a condition starting, holding, ending) for every kind."""
+
+import datetime as dt
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy import stats
+
+from fairmon.transforms.alerts.alert_tables import (
+    ALERTS_SCHEMA,
+    AlertRules,
+    ab_alerts,
+    alert_id,
+    alerts_table,
+    budget_alerts,
+    open_alerts,
+    reo_alerts,
+    run_alerts,
+)
+from fairmon.transforms.alerts.horizon import alert_level, day_alpha
+from fairmon.transforms.reo.estimate import estimate_reo
+
+D0 = dt.date(2026, 3, 1)
+LINE = 1 / 9
+
+
+def _day(i: int) -> dt.date:
+    return D0 + dt.timedelta(days=i)
+
+
+def _reo(rows: list[tuple]) -> pl.DataFrame:
+    """reo rows from (day index, verdict, alert_low, alert_high[, n_small_groups])."""
+    return pl.DataFrame(
+        [
+            {"ds": _day(i), "arm": "all", "attribute": "a", "reo": (lo + hi) / 2, "reo_threshold": LINE,
+             "verdict_80pct": v, "n_small_groups": rest[0] if rest else 0, "alert_level": 0.99, "alert_low": lo,
+             "alert_high": hi}
+            for i, v, lo, hi, *rest in rows
+        ]
+    )  # fmt: skip
+
+
+def test_the_level_spends_alpha_evenly_over_the_horizon():
+    assert day_alpha(0.05, 90) == pytest.approx(0.05 / 90)
+    assert alert_level(0.05, 90) == pytest.approx(1 - 0.1 / 90)
+    assert alert_level(0.05, 1) == pytest.approx(0.9)
+    for bad in [(0.0, 90), (1.0, 90), (0.05, 0), (0.05, 2.5), (0.9, 1)]:
+        with pytest.raises(ValueError):
+            alert_level(*bad)
+
+
+def test_reo_alert_interval_is_the_one_sided_bound_at_alpha_over_h():
+    """Far from parity at K = 2 the parity-aware interval is the folded normal, i.e. REO ± z·SE with
+    z = Φ⁻¹(1 − α/H): at the 80 % line (U = (0.8, 1), seed 001 §4.3) by hand."""
+    est = estimate_reo(
+        ["0", "1"], np.array([3200, 4000]), 20000, np.array([2625, 2625]), 21000, alert_level=alert_level(0.05, 90)
+    )
+    assert est.reo == pytest.approx(1 / 9)
+    z = stats.norm.ppf(1 - 0.05 / 90)
+    assert est.alert_low == pytest.approx(est.reo - z * est.se, abs=2e-5)
+    assert est.alert_high == pytest.approx(est.reo + z * est.se, abs=2e-5)
+    assert est.alert_low < est.ci_low < est.ci_high < est.alert_high
+    plain = estimate_reo(["0", "1"], np.array([3200, 4000]), 20000, np.array([2625, 2625]), 21000)
+    assert np.isnan(plain.alert_low) and plain.ci_low == est.ci_low  # off: the daily interval is unchanged
+
+
+def test_an_exceeds_alert_starts_holds_ends_and_starts_again():
+    reo = _reo(
+        [
+            (0, "exceeds", 0.10, 0.30),  # daily verdict exceeds, the alert interval reaches below the line
+            (1, "exceeds", 0.12, 0.30),  # above: exceeds, since day 0 (the daily verdicts' run)
+            (2, "exceeds", 0.13, 0.31),  # holds: not raised again
+            (3, "inconclusive", 0.08, 0.20),  # neither: still open
+            (4, "within", 0.02, 0.12),
+            (5, "within", 0.01, 0.105),  # back within, since day 4 (the daily verdicts' run)
+            (6, "within", 0.01, 0.10),  # holds: nothing
+            (7, "exceeds", 0.20, 0.40, 1),  # a small group: no change
+            (8, "exceeds", 0.20, 0.40),  # a new episode
+        ]
+    )
+    got = [(a["ds"], a["kind"], a["since"]) for a in reo_alerts(reo)]
+    assert got == [(_day(1), "exceeds", _day(0)), (_day(5), "back_within", _day(4)), (_day(8), "exceeds", _day(7))]
+
+
+def test_series_are_separate_and_nan_changes_nothing():
+    reo = pl.concat(
+        [_reo([(0, "exceeds", 0.2, 0.3)]), _reo([(0, "inconclusive", float("nan"), float("nan"))])]
+    ).with_columns(pl.Series("arm", ["t", "c"]))
+    assert [(a["arm"], a["kind"]) for a in reo_alerts(reo)] == [("t", "exceeds")]
+
+
+def _ab(rows: list[tuple]) -> pl.DataFrame:
+    """reo_ab rows from (day index, diff, se, p_value, ci_low, ci_high)."""
+    return pl.DataFrame(
+        [
+            {"ds": _day(i), "attribute": "a", "control": "c", "treatment": "t", "metric": "reo", "method": "delta",
+             "diff": d, "se": se, "p_value": p, "df": float("nan"), "ci_low": lo, "ci_high": hi}
+            for i, d, se, p, lo, hi in rows
+        ]
+    )  # fmt: skip
+
+
+def test_ab_change_raised_once_per_direction_and_cleared_by_a_day_holding_zero():
+    a = day_alpha(0.05, 90)
+    ab = _ab(
+        [
+            (0, 0.05, 0.02, 0.012, 0.01, 0.09),  # significant by the day, not at α/H
+            (1, 0.10, 0.02, a / 2, 0.06, 0.14),  # a change: raised
+            (2, 0.11, 0.02, a / 3, 0.07, 0.15),  # the same change: not again
+            (3, -0.10, 0.02, a / 2, -0.14, -0.06),  # flipped: raised
+            (4, 0.00, 0.02, 0.9, -0.04, 0.04),  # holds 0: cleared
+            (5, -0.10, 0.02, a / 2, -0.14, -0.06),  # raised again
+        ]
+    )
+    got = ab_alerts(ab, 0.05, 90)
+    assert [(x["ds"], x["value"]) for x in got] == [(_day(1), 0.10), (_day(3), -0.10), (_day(5), -0.10)]
+    z = stats.norm.ppf(1 - a / 2)
+    assert got[0]["ci_low"] == pytest.approx(0.10 - z * 0.02) and got[0]["level"] == pytest.approx(1 - a)
+    assert ab_alerts(ab.with_columns(pl.lit("bootstrap").alias("method")), 0.05, 90) == []
+
+
+def test_bad_days_alert_on_the_first_day_of_a_run_of_them():
+    runs = pl.DataFrame(
+        {
+            "ds": [_day(i) for i in (0, 1, 2, 3, 5, 6)],
+            "status": ["quarantined", "quarantined", "published", "failed", "failed", "quarantined"],
+            "detail": ["q0", "q1", None, "f3", "f5", "q6"],
+        }
+    )
+    got = [(a["ds"], a["kind"], a["message"]) for a in run_alerts(runs)]
+    assert got == [
+        (_day(0), "quarantined", f"day {_day(0)} quarantined: q0"),
+        (_day(3), "failed", f"day {_day(3)} failed: f3"),
+        (_day(5), "failed", f"day {_day(5)} failed: f5"),  # day 4 between them is not a failed day
+        (_day(6), "quarantined", f"day {_day(6)} quarantined: q6"),
+    ]
+
+
+def test_budget_low_once_when_the_spent_share_is_reached():
+    t = dt.datetime(2026, 3, 1, 12)
+    ledger = pl.DataFrame(
+        {
+            "dataset": ["population:x"] * 4 + ["population:y"],
+            "released_at": [t, t + dt.timedelta(days=1), t + dt.timedelta(days=2), t + dt.timedelta(days=3), t],
+            "epsilon": [0.3, 0.3, 0.25, 0.1, 0.5],
+        }
+    )
+    got = budget_alerts(ledger, 0.8, 1.0)
+    assert [(a["ds"], a["value"], a["line"]) for a in got] == [(dt.date(2026, 3, 3), pytest.approx(0.85), 0.8)]
+
+
+def test_the_same_history_gives_the_same_ids_and_projects_differ():
+    reo = _reo([(0, "exceeds", 0.2, 0.3)])
+    empty = pl.DataFrame()
+    runs = pl.DataFrame({"ds": [_day(0)], "status": ["published"], "detail": [None]})
+    one = alerts_table(reo, empty, runs, empty, AlertRules(project="p"))
+    assert one.schema == pl.Schema(ALERTS_SCHEMA) and one.height == 1
+    assert one.equals(alerts_table(reo, empty, runs, empty, AlertRules(project="p")))
+    assert one["alert_id"][0] == alert_id("p", "exceeds", "reo arm=all attribute=a", _day(0))
+    assert one["alert_id"][0] != alerts_table(reo, empty, runs, empty, AlertRules(project="q"))["alert_id"][0]
+
+
+def test_open_alerts_on_a_day():
+    reo = _reo([(0, "exceeds", 0.2, 0.3), (3, "within", 0.0, 0.1)])
+    runs = pl.DataFrame({"ds": [_day(1)], "status": ["quarantined"], "detail": ["x"]})
+    frame = alerts_table(reo, pl.DataFrame(), runs, pl.DataFrame(), AlertRules())
+    assert [a["kind"] for a in open_alerts(frame, _day(2), {_day(1)})] == ["quarantined", "exceeds"]
+    assert [a["kind"] for a in open_alerts(frame, _day(2), set())] == ["exceeds"]
+    assert open_alerts(frame, _day(3), set()) == []  # back within

@@ -1,0 +1,126 @@
+"""Alerts end to end, in process (DESIGN §4.9): written after every run, idempotent across re-runs, sent once to a
+json:// endpoint (a local HTTP server), recorded as not delivered when the endpoint is dead and retried by the next
+run; a URL, which may hold a token, is written nowhere."""
+
+import datetime as dt
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from fairmon.pipelines.core.config import load_config
+from fairmon.pipelines.faces.simulated import write_simulation
+from fairmon.transforms.simulators.impressions import SimulationSpec
+
+# true U ∝ (0.8, 2.0): REO 0.43, far above the 1/9 line, so day 1's alert interval lies above it
+SPEC = SimulationSpec(
+    days=2, rows_per_day=3000, random_rows_per_day=1500, random_pool_days=2, rec_rate=(0.2, 0.5),
+    rand_rate=(0.25, 0.25), rand_share=(0.5, 0.5), rec_share=(0.5, 0.5), seed=5,
+)  # fmt: skip
+D0, D1 = SPEC.start, SPEC.start + dt.timedelta(days=1)
+SECRET = "tok3n-not-to-be-written"
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    bodies: list = []
+
+    def do_POST(self):  # noqa: N802 (http.server's name)
+        n = int(self.headers.get("Content-Length", 0))
+        type(self).bodies.append(json.loads(self.rfile.read(n)))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def receiver():
+    _Receiver.bodies = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1], _Receiver.bodies
+    server.shutdown()
+
+
+def _closed_port() -> int:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def _project(tmp_path: Path, port: int) -> Path:
+    cfg = write_simulation(SPEC, tmp_path / "sim", "csv")["config"]
+    _notify(cfg, port)
+    return cfg
+
+
+def _notify(cfg: Path, port: int) -> None:
+    text = cfg.read_text().split("\n[alerts]")[0]
+    cfg.write_text(text + f'\n[alerts]\nnotify = ["json://127.0.0.1:{port}/{SECRET}"]\n')
+
+
+def _alerts(cfg: Path) -> pl.DataFrame:
+    from fairmon.api.published import read_table
+
+    return read_table(str(cfg), "alerts")
+
+
+def _run(cfg: Path, days: list[dt.date]) -> list[dict]:
+    from fairmon.pipelines.executor.days import run_days
+
+    updates: list = []
+    out = run_days(load_config(cfg), days, config_path=str(cfg), on_alerts=updates.append)
+    return out, updates[0]
+
+
+def test_alerts_are_sent_once_recorded_and_retried(tmp_path, receiver, caplog):
+    port, bodies = receiver
+    cfg = _project(tmp_path, port)
+    (day,), update = _run(cfg, [D0])
+    assert day["status"] == "published" and day["reo"][0]["alert_low"] > 1 / 9
+    first = _alerts(cfg)
+    assert first.select("ds", "kind", "since", "delivered").rows() == [(D0, "exceeds", D0, True)]
+    assert [a["alert_id"] for a in update.new] == first["alert_id"].to_list()
+    assert len(bodies) == 1 and first["alert_id"][0] in bodies[0]["message"] and "exceeds" in bodies[0]["title"]
+
+    (day,), update = _run(cfg, [D0])  # a re-run: the same alert, not again
+    again = _alerts(cfg)
+    assert update.new == [] and len(bodies) == 1
+    assert again.drop("run_id").equals(first.drop("run_id"))  # first_seen_at and delivery kept
+
+    (SPEC_DIR := cfg.parent / "default" / f"{D1}.csv").rename(SPEC_DIR.with_suffix(".gone"))
+    _notify(cfg, _closed_port())
+    (day,), update = _run(cfg, [D1])  # D1 is quarantined (its file is gone): a new alert, its endpoint dead
+    bad = day["status"]
+    assert bad == "quarantined"
+    rows = _alerts(cfg).filter(pl.col("ds") == D1)
+    assert rows["kind"].to_list() == [bad] and rows["delivered"].to_list() == [False]
+    assert json.loads(rows["delivery"][0]) == {"notify[0] (json)": False} and update.undelivered == 1
+    assert len(bodies) == 1 and [a["kind"] for a in update.new] == [bad]
+
+    _notify(cfg, port)
+    (day,), update = _run(cfg, [D0])  # the next run retries the undelivered alert
+    assert len(bodies) == 2 and bad in bodies[1]["title"] and update.undelivered == 0 and update.new == []
+    assert _alerts(cfg).filter(pl.col("ds") == D1)["delivered"].to_list() == [True]
+
+    written = [p.read_bytes() for p in (cfg.parent / "warehouse").rglob("*") if p.is_file()]
+    written.append((cfg.parent / "fairmon.duckdb").read_bytes())
+    assert not any(SECRET.encode() in b for b in written)
+    assert SECRET not in caplog.text
+
+
+def test_alerts_off_write_nothing(tmp_path):
+    cfg = write_simulation(SPEC, tmp_path / "sim", "csv")["config"]
+    cfg.write_text(cfg.read_text() + "\n[alerts]\nenabled = false\n")
+    (day,), update = _run(cfg, [D0])
+    assert day["status"] == "published" and update.new == []
+    assert not (cfg.parent / "warehouse" / "alerts").exists()
+    assert day["reo"][0]["alert_level"] is None
