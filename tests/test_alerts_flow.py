@@ -27,7 +27,7 @@ SECRET = "tok3n-not-to-be-written"
 class _Receiver(BaseHTTPRequestHandler):
     bodies: list = []
 
-    def do_POST(self):  # noqa: N802 (http.server's name)
+    def do_POST(self):
         n = int(self.headers.get("Content-Length", 0))
         type(self).bodies.append(json.loads(self.rfile.read(n)))
         self.send_response(200)
