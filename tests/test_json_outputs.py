@@ -50,6 +50,7 @@ FAST = {
 PROJECT = {
     "run": ["run", "-c", "{cfg}", "--date", "2026-03-01", "--no-prefect", "--json"],
     "backfill": ["backfill", "-c", "{cfg}", "--start", "2026-03-01", "--end", "2026-03-02", "--no-prefect", "--json"],
+    "alerts": ["alerts", "-c", "{cfg}", "--since", "2026-03-01", "--json"],
     "sql": ["sql", "-c", "{cfg}", "select 'NaN'::double as nan, 'Infinity'::double as inf, 1.5 as x", "--json"],
     "plan": ["plan", "-c", "{cfg}", "--json"],
     "train-snapshot": ["train-snapshot", "-o", "{tmp}/reach", "--json"],

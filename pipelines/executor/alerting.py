@@ -148,6 +148,8 @@ def update_alerts(cfg: FairmonConfig, known=None, now: dt.datetime | None = None
     if not cfg.alerts.enabled:
         return out
     stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if known is None:  # outside a run (an audit release): the views may be missing or behind the warehouse
+        refresh_run_views(cfg)
     old = _stored(read_table(cfg.warehouse_path, "alerts"))
     fresh = _merged(alerts_table(**history(cfg), rules=rules_of(cfg)), old, stamp)
     seen = set(old.get_column("alert_id").to_list()) if old.height else set()
@@ -164,7 +166,7 @@ def update_alerts(cfg: FairmonConfig, known=None, now: dt.datetime | None = None
             remove_partition(cfg.warehouse_path, "alerts", ds)
         out.days.append(ds)
     if out.days:
-        refresh_run_views(cfg, out.days[-1] if known is not None else None, known)
+        refresh_run_views(cfg, out.days[-1], known)
     out.new = [r for r in fresh.iter_rows(named=True) if r["alert_id"] in new_ids and r["ds"] in passed]
     out.undelivered = int((~fresh.get_column("delivered")).sum())
     return out

@@ -13,7 +13,9 @@ import numpy as np
 import polars as pl
 
 from fairmon.pipelines.core.config import AuditConfig, ConfigError, FairmonConfig
+from fairmon.pipelines.executor.alerting import update_alerts_logged
 from fairmon.pipelines.ingest.sources import current_files
+from fairmon.pipelines.ingest.staging import run_logger
 from fairmon.pipelines.ingest.windows import window_start
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock
@@ -103,6 +105,9 @@ def export_release(
             spent = charge_ledger(cfg, population, members, [(f"{release_id}:{p}", e) for p, e in parts], what)
 
         core, platform = private_release(a, rows, attribute, epsilon, survival=survival, before_noise=record)
+        alerts = update_alerts_logged(cfg)  # a budget_low alert when this release crossed the line (DESIGN §4.9)
+        for alert in alerts.new if alerts is not None else []:
+            run_logger().warning("alert %s %s: %s", alert["ds"], alert["kind"], alert["message"])
     release = {
         "release_id": release_id,
         "model": model,
