@@ -146,3 +146,23 @@ def test_a_release_that_spends_the_budget_raises_budget_low_once(tmp_path):
         (dt.date(2026, 2, 2), "budget_low", pytest.approx(0.85))
     ]
     assert update_alerts(cfg).new == [] and _alerts(cfg_path).height == 1
+
+
+def test_alerts_that_fail_their_checks_are_neither_sent_nor_written(tmp_path, monkeypatch, receiver):
+    """The gate (generated checks and expectations/alerts.json) runs before anything goes out."""
+    from fairmon.pipelines.executor import alerting
+    from fairmon.transforms.alerts.alert_tables import ALERTS_SCHEMA
+
+    port, bodies = receiver
+    cfg_path = _project(tmp_path, port)
+    row = {c: None for c in ALERTS_SCHEMA} | {
+        "ds": D0,
+        "alert_id": "x",
+        "kind": "bogus",
+        "subject": "s",
+        "message": "m",
+    }
+    monkeypatch.setattr(alerting, "alerts_table", lambda **_: pl.DataFrame([row], schema=ALERTS_SCHEMA))
+    update = alerting.update_alerts(load_config(cfg_path))
+    assert update.new == [] and update.days == [] and bodies == []
+    assert not (cfg_path.parent / "warehouse" / "alerts").exists()

@@ -102,13 +102,13 @@ def _deliver(cfg: FairmonConfig, frame: pl.DataFrame, new_ids: set[str]) -> pl.D
 
 
 def _changed_days(new: pl.DataFrame, old: pl.DataFrame) -> list[dt.date]:
-    """The days whose rows differ between ``new`` and ``old`` (run_id aside)."""
-    days = set(new.get_column("ds").to_list()) | (set(old.get_column("ds").to_list()) if old.height else set())
+    """The days whose rows differ between ``new`` and ``old`` (both in :data:`ALERTS_SCHEMA`)."""
+    days = set(new.get_column("ds").to_list()) | set(old.get_column("ds").to_list())
     out = []
     for ds in sorted(days):
         a = new.filter(pl.col("ds") == ds).sort("alert_id")
-        b = old.filter(pl.col("ds") == ds).sort("alert_id") if old.height else old
-        if b.is_empty() or a.height != b.height or not a.equals(b.select(list(ALERTS_SCHEMA)).cast(ALERTS_SCHEMA)):
+        b = old.filter(pl.col("ds") == ds).sort("alert_id")
+        if a.height != b.height or not a.equals(b):
             out.append(ds)
     return out
 
@@ -152,22 +152,25 @@ def update_alerts(cfg: FairmonConfig, known=None, now: dt.datetime | None = None
         refresh_run_views(cfg)
     old = _stored(read_table(cfg.warehouse_path, "alerts"))
     fresh = _merged(alerts_table(**history(cfg), rules=rules_of(cfg)), old, stamp)
-    seen = set(old.get_column("alert_id").to_list()) if old.height else set()
+    # gated before anything goes out: a day whose alerts fail their checks keeps its previous ones
+    parts = {ds: fresh.filter(pl.col("ds") == ds) for ds in _changed_days(fresh, old)}
+    bad = set(parts) - (_gate(cfg, parts) if any(f.height for f in parts.values()) else set(parts))
+    if bad:
+        fresh = pl.concat([fresh.filter(~pl.col("ds").is_in(list(bad))), old.filter(pl.col("ds").is_in(list(bad)))])
+    seen = set(old.get_column("alert_id").to_list())
     new_ids = set(fresh.get_column("alert_id").to_list()) - seen
     fresh = _deliver(cfg, fresh, new_ids)
-    days = _changed_days(fresh, old)
-    parts = {ds: fresh.filter(pl.col("ds") == ds) for ds in days}
-    passed = _gate(cfg, parts) if any(f.height for f in parts.values()) else set(parts)
     run_id = uuid.uuid4().hex
-    for ds in sorted(passed):
-        if parts[ds].height:
-            write_partitions(cfg.warehouse_path, ds, {"alerts": parts[ds].with_columns(pl.lit(run_id).alias("run_id"))})
+    for ds in _changed_days(fresh, old):
+        rows = fresh.filter(pl.col("ds") == ds)
+        if rows.height:
+            write_partitions(cfg.warehouse_path, ds, {"alerts": rows.with_columns(pl.lit(run_id).alias("run_id"))})
         else:
             remove_partition(cfg.warehouse_path, "alerts", ds)
         out.days.append(ds)
     if out.days:
         refresh_run_views(cfg, out.days[-1], known)
-    out.new = [r for r in fresh.iter_rows(named=True) if r["alert_id"] in new_ids and r["ds"] in passed]
+    out.new = [r for r in fresh.iter_rows(named=True) if r["alert_id"] in new_ids]
     out.undelivered = int((~fresh.get_column("delivered")).sum())
     return out
 
