@@ -157,11 +157,11 @@ def delta_intervals(
         def interval(lvl: float, s: float) -> tuple[float, float]:
             return reo_interval_near_zero(dU, cov * s**2, lvl)
 
-    ci_low, ci_high = interval(level, scale)
     alert = (float("nan"), float("nan"))
-    if alert_level is not None:  # the same shape when the scale is the same (near_zero_shape keeps it)
+    if alert_level is not None:  # first, so that the level's shape is the one near_zero_shape kept last (A/B reuse it)
         alert_scale = few_cluster_scale(alert_level, sandwich_df([clusters_rec, clusters_rand]))
         alert = interval(alert_level, alert_scale)
+    ci_low, ci_high = interval(level, scale)
     se_dU = np.sqrt(var_dU)
     norm = float(np.linalg.norm(dU))
     uSu = float(np.sum((B @ dU) ** 2) if F is not None else dU @ cov @ dU) / norm**2 if reo > 0 else 0.0
