@@ -52,18 +52,30 @@ def test_the_level_spends_alpha_evenly_over_the_horizon():
 
 
 def test_reo_alert_interval_is_the_one_sided_bound_at_alpha_over_h():
-    """Far from parity at K = 2 the parity-aware interval is the folded normal, i.e. REO ± z·SE with
-    z = Φ⁻¹(1 − α/H): at the 80 % line (U = (0.8, 1), seed 001 §4.3) by hand."""
+    """K = 2: REO = tanh(|l|/2), l = log(U_1/U_2), and the bound is |l̂| ± z·sd(l̂) through tanh(·/2) with
+    z = Φ⁻¹(1 − α/H) and Var(l̂) = Σ_k 1/(n_pos_rec,k) + 1/(n_pos_rand,k) (the multinomial delta method on
+    log shares, DESIGN §4.1): by hand at the 80 % line (U = (0.8, 1), seed 001 §4.3)."""
     est = estimate_reo(
         ["0", "1"], np.array([3200, 4000]), 20000, np.array([2625, 2625]), 21000, alert_level=alert_level(0.05, 90)
     )
     assert est.reo == pytest.approx(1 / 9)
     z = stats.norm.ppf(1 - 0.05 / 90)
-    assert est.alert_low == pytest.approx(est.reo - z * est.se, abs=2e-5)
-    assert est.alert_high == pytest.approx(est.reo + z * est.se, abs=2e-5)
+    sd = np.sqrt(1 / 3200 + 1 / 4000 + 2 / 2625)
+    l = abs(np.log(0.8))
+    assert est.alert_low == pytest.approx(np.tanh((l - z * sd) / 2), rel=1e-12)
+    assert est.alert_high == pytest.approx(np.tanh((l + z * sd) / 2), rel=1e-12)
     assert est.alert_low < est.ci_low < est.ci_high < est.alert_high
     plain = estimate_reo(["0", "1"], np.array([3200, 4000]), 20000, np.array([2625, 2625]), 21000)
     assert np.isnan(plain.alert_low) and plain.ci_low == est.ci_low  # off: the daily interval is unchanged
+
+
+def test_reo_alert_interval_beyond_two_groups_is_the_parity_aware_one():
+    """K > 2 has no exact log transform: the alert interval is the daily interval's machinery at 1 − 2α/H."""
+    a, b = np.array([2000, 2400, 2400, 2500]), np.array([1300, 1300, 1300, 1300])
+    lvl = alert_level(0.05, 90)
+    est = estimate_reo(list("abcd"), a, 20000, b, 21000, alert_level=lvl)
+    wide = estimate_reo(list("abcd"), a, 20000, b, 21000, level=lvl)
+    assert (est.alert_low, est.alert_high) == (wide.ci_low, wide.ci_high)
 
 
 def test_an_exceeds_alert_starts_holds_ends_and_starts_again():
