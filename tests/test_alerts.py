@@ -176,8 +176,10 @@ def test_the_same_history_gives_the_same_ids_and_projects_differ():
 
 def test_open_alerts_on_a_day():
     reo = _reo([(0, "exceeds", 0.2, 0.3), (3, "within", 0.0, 0.1)])
-    runs = pl.DataFrame({"ds": [_day(1)], "status": ["quarantined"], "detail": ["x"]})
+    runs = pl.DataFrame({"ds": [_day(1)], "status": ["quarantined"], "detail": [f"{_day(1)}: x"]})
     frame = alerts_table(reo, pl.DataFrame(), runs, pl.DataFrame(), AlertRules())
-    assert [a["kind"] for a in open_alerts(frame, _day(2), {_day(1)})] == ["quarantined", "exceeds"]
-    assert [a["kind"] for a in open_alerts(frame, _day(2), set())] == ["exceeds"]
-    assert open_alerts(frame, _day(3), set()) == []  # back within
+    assert frame.filter(pl.col("kind") == "quarantined")["message"].to_list() == [f"day {_day(1)} quarantined: x"]
+    assert [a["kind"] for a in open_alerts(frame, _day(2), {_day(0)})] == ["quarantined", "exceeds"]
+    assert [a["kind"] for a in open_alerts(frame, _day(2), {_day(2)})] == ["exceeds"]  # a later day published
+    assert [a["kind"] for a in open_alerts(frame, _day(2), {_day(1)})] == ["exceeds"]  # re-run and published
+    assert open_alerts(frame, _day(3), {_day(3)}) == []  # back within

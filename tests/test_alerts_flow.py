@@ -103,7 +103,7 @@ def test_alerts_are_sent_once_recorded_and_retried(tmp_path, receiver, caplog):
     assert bad == "quarantined"
     rows = _alerts(cfg).filter(pl.col("ds") == D1)
     assert rows["kind"].to_list() == [bad] and rows["delivered"].to_list() == [False]
-    assert json.loads(rows["delivery"][0]) == {"notify[0] (json)": False} and update.undelivered == 1
+    assert json.loads(rows["delivery"][0]) == {"notify[0]": False} and update.undelivered == 1
     assert len(bodies) == 1 and [a["kind"] for a in update.new] == [bad]
 
     _notify(cfg, port)
@@ -166,3 +166,44 @@ def test_alerts_that_fail_their_checks_are_neither_sent_nor_written(tmp_path, mo
     update = alerting.update_alerts(load_config(cfg_path))
     assert update.new == [] and update.days == [] and bodies == []
     assert not (cfg_path.parent / "warehouse" / "alerts").exists()
+
+
+def test_who_gets_what(receiver):
+    """A new alert goes to every target; an old one only to the targets that failed it (a URL fixed at its
+    position); a target added later gets no old alert; a removed target is forgotten."""
+    from fairmon.pipelines.executor.notify import send
+
+    port, bodies = receiver
+    live, dead = f"json://127.0.0.1:{port}/{SECRET}", f"json://127.0.0.1:{_closed_port()}/x"
+    alert = {"ds": D0, "since": D0, "alert_id": "a1", "kind": "exceeds", "message": "REO of g (arm all) exceeds: e"}
+    assert send([live, dead], alert, "p", {}, new=True) == {"notify[0]": True, "notify[1]": False}
+    assert len(bodies) == 1 and bodies[0]["title"] == "fairmon p: REO of g (arm all) exceeds"
+    assert send([live, live, live], alert, "p", {"notify[0]": True, "notify[1]": False}, new=False) == {
+        "notify[0]": True,
+        "notify[1]": True,
+    }  # position 1 retried at its fixed URL; position 2, added later, gets nothing
+    assert len(bodies) == 2
+    assert send([live], alert, "p", {"notify[0]": True, "notify[1]": False}, new=False) == {"notify[0]": True}
+
+
+def test_days_run_out_of_order_announce_a_condition_once():
+    """An exceeds raised on day 4, then day 2 run: the recomputed alert (raised on day 2, same episode)
+    takes over the first one's first-seen time and delivery, so nothing is sent twice."""
+    from fairmon.pipelines.executor.alerting import _merged
+    from fairmon.transforms.alerts.alert_tables import ALERTS_SCHEMA
+
+    def row(day: int, kind: str = "exceeds", subject: str = "reo arm=all attribute=g", **kw) -> dict:
+        ds = D0 + dt.timedelta(days=day)
+        base = {c: None for c in ALERTS_SCHEMA} | {"ds": ds, "kind": kind, "subject": subject, "message": "m"}
+        return base | {"alert_id": f"{kind}-{subject}-{day}"} | kw
+
+    old = pl.DataFrame(
+        [row(4, first_seen_at="T0", delivered=True, delivery='{"notify[0]": true}'), row(9, subject="other")],
+        schema=ALERTS_SCHEMA,
+    )
+    fresh = pl.DataFrame([row(2), row(6, "back_within"), row(8, subject="other")], schema=ALERTS_SCHEMA)
+    merged, taken = _merged(fresh, old, "T1")
+    got = {r["alert_id"]: (r["first_seen_at"], r["delivered"]) for r in merged.iter_rows(named=True)}
+    assert taken == {row(2)["alert_id"], row(8, subject="other")["alert_id"]}
+    assert got[row(2)["alert_id"]] == ("T0", True)
+    assert got[row(6, "back_within")["alert_id"]] == ("T1", None)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from fairmon.pipelines.core.config import FairmonConfig
-from fairmon.pipelines.executor.notify import delivery_state, emit_events, prefect_events_on, send, target_name
+from fairmon.pipelines.executor.notify import delivery_state, describe, emit_events, prefect_events_on, send
 from fairmon.pipelines.executor.publishing import refresh_run_views
 from fairmon.pipelines.ingest.staging import run_logger
 from fairmon.pipelines.storage import db
@@ -62,40 +62,60 @@ def history(cfg: FairmonConfig) -> dict[str, pl.DataFrame]:
         return {
             "reo": db.query(con, "alerts_reo"),
             "reo_ab": db.query(con, "alerts_ab"),
-            "runs": db.query(con, "runs_latest").select("ds", "status", "detail"),
+            "runs": db.query(con, "alerts_runs"),
             "ledger": db.query(con, "alerts_ledger"),
         }
 
 
-def _merged(fresh: pl.DataFrame, old: pl.DataFrame, now: str) -> pl.DataFrame:
+def _merged(fresh: pl.DataFrame, old: pl.DataFrame, now: str) -> tuple[pl.DataFrame, set[str]]:
     """``fresh`` alerts with the first-seen time and delivery state of the
-    same ``alert_id`` in ``old`` (the warehouse's), ``now`` for the others."""
-    if old.is_empty() or "alert_id" not in old.columns:
-        return fresh.with_columns(pl.lit(now).alias("first_seen_at"))
-    kept = old.select("alert_id", "first_seen_at", "delivered", "delivery").unique("alert_id", keep="last")
+    same alert in ``old`` (the warehouse's), ``now`` for the others, and the
+    ids of the fresh alerts that take over an old one. The same alert: the
+    same ``alert_id``, or, when days were run out of order, an old alert of
+    the same kind and subject raised inside the fresh one's episode (from its
+    day to the subject's next alert): the condition was already announced,
+    only its first day moved earlier."""
+    kept = old.select("alert_id", "first_seen_at", "delivered", "delivery")
     out = fresh.drop("first_seen_at", "delivered", "delivery").join(kept, on="alert_id", how="left")
+    taken: set[str] = set()
+    if old.height:
+        rows = out.to_dicts()
+        for i, r in enumerate(rows):
+            if r["first_seen_at"] is not None:
+                continue
+            later = [x["ds"] for x in rows if x["subject"] == r["subject"] and x["ds"] > r["ds"]]
+            end = min(later, default=dt.date.max)
+            same = old.filter(
+                (pl.col("kind") == r["kind"]) & (pl.col("subject") == r["subject"])
+                & (pl.col("ds") >= r["ds"]) & (pl.col("ds") < end)
+            ).sort("first_seen_at")  # fmt: skip
+            if same.height:
+                rows[i] |= {k: same[k][0] for k in ("first_seen_at", "delivered", "delivery")}
+                taken.add(r["alert_id"])
+        out = pl.DataFrame(rows, schema=out.schema)
     out = out.with_columns(pl.col("first_seen_at").fill_null(now))
-    return out.select(list(ALERTS_SCHEMA)).cast(ALERTS_SCHEMA)
+    return out.select(list(ALERTS_SCHEMA)).cast(ALERTS_SCHEMA), taken
 
 
 def _deliver(cfg: FairmonConfig, frame: pl.DataFrame, new_ids: set[str]) -> pl.DataFrame:
-    """Send what is due (every alert whose delivery is not complete) and record
-    the outcome on each row; Prefect events for the ``new_ids`` alerts."""
+    """Send what is due (:func:`fairmon.pipelines.executor.notify.send`: the
+    ``new_ids`` alerts to every target, the others to the targets that failed
+    them) and record the outcome on each row; Prefect events for the
+    ``new_ids`` alerts. ``delivered``: no notification of the alert is pending."""
     urls, project = cfg.alerts.notify, cfg.project_name
     if new_ids and prefect_events_on():
         emit_events((r for r in frame.iter_rows(named=True) if r["alert_id"] in new_ids), project)
-    names = [target_name(i, u) for i, u in enumerate(urls)]
     delivered, delivery = [], []
     for r in frame.iter_rows(named=True):
         state = delivery_state(r["delivery"])
-        if urls and not all(state.get(n) for n in names):
-            state = send(urls, r, project, state)
-            if not all(state.get(n) for n in names):
+        if urls:
+            state = send(urls, r, project, state, r["alert_id"] in new_ids)
+            failed = [describe(int(n[7:-1]), urls[int(n[7:-1])]) for n, ok in state.items() if not ok]
+            if failed:
                 run_logger().warning(
                     "alert %s (%s, %s) not delivered to %s: retried next run",
-                    r["alert_id"], r["kind"], r["ds"], ", ".join(n for n in names if not state.get(n)),
+                    r["alert_id"], r["kind"], r["ds"], ", ".join(failed),
                 )  # fmt: skip
-        state = {n: state.get(n, False) for n in names}
         delivered.append(all(state.values()))
         delivery.append(json.dumps(state) if state else None)
     return frame.with_columns(pl.Series("delivered", delivered, pl.Boolean), pl.Series("delivery", delivery, pl.String))
@@ -151,14 +171,14 @@ def update_alerts(cfg: FairmonConfig, known=None, now: dt.datetime | None = None
     if known is None:  # outside a run (an audit release): the views may be missing or behind the warehouse
         refresh_run_views(cfg)
     old = _stored(read_table(cfg.warehouse_path, "alerts"))
-    fresh = _merged(alerts_table(**history(cfg), rules=rules_of(cfg)), old, stamp)
+    fresh, taken = _merged(alerts_table(**history(cfg), rules=rules_of(cfg)), old, stamp)
     # gated before anything goes out: a day whose alerts fail their checks keeps its previous ones
     parts = {ds: fresh.filter(pl.col("ds") == ds) for ds in _changed_days(fresh, old)}
     bad = set(parts) - (_gate(cfg, parts) if any(f.height for f in parts.values()) else set(parts))
     if bad:
         fresh = pl.concat([fresh.filter(~pl.col("ds").is_in(list(bad))), old.filter(pl.col("ds").is_in(list(bad)))])
     seen = set(old.get_column("alert_id").to_list())
-    new_ids = set(fresh.get_column("alert_id").to_list()) - seen
+    new_ids = set(fresh.get_column("alert_id").to_list()) - seen - taken
     fresh = _deliver(cfg, fresh, new_ids)
     run_id = uuid.uuid4().hex
     for ds in _changed_days(fresh, old):

@@ -17,23 +17,38 @@ from collections.abc import Iterable
 from fairmon.pipelines.ingest.staging import run_logger
 
 
-def target_name(i: int, url: str) -> str:
-    """``notify[i] (scheme)``: how a target is named anywhere fairmon writes (never the URL itself)."""
-    return f"notify[{i}] ({url.split('://', 1)[0].lower()})"
+def target_name(i: int) -> str:
+    """``notify[i]``: how a target is named in an alert's ``delivery`` (never the URL, which may hold a
+    token). A target is its position: an alert whose notification failed is retried at that position,
+    whatever URL stands there now (a typo fixed), and one delivered there is not sent again."""
+    return f"notify[{i}]"
+
+
+def describe(i: int, url: str) -> str:
+    """``notify[i] (scheme)``: a target in a message (the scheme only, never the rest of the URL)."""
+    return f"{target_name(i)} ({url.split('://', 1)[0].lower()})"
+
+
+#: Apprise's notification type per alert kind (how a chat or mail client styles it).
+_TYPES = {"exceeds": "warning", "ab_change": "warning", "budget_low": "warning", "back_within": "success"}
 
 
 def _body(alert: dict, project: str) -> tuple[str, str]:
-    title = f"fairmon {project}: {alert['kind'].replace('_', ' ')} - {alert['subject']}"
+    title = f"fairmon {project}: {alert['message'].split(': ', 1)[0]}"
     body = f"{alert['message']}\n\nday {alert['ds']}; since {alert['since']}; alert {alert['alert_id']}"
     return title, body
 
 
-def send(urls: list[str], alert: dict, project: str, done: dict[str, bool] | None = None) -> dict[str, bool]:
-    """Send ``alert`` (an ``alerts`` row as a dict) to every URL of ``urls``
-    not already ``done`` ({target name: sent}), through Apprise. Returns
-    {target name: sent} for every URL. Never raises: a URL Apprise does not
-    know, a dead endpoint or a timeout is recorded as not sent."""
-    done = dict(done or {})
+def send(urls: list[str], alert: dict, project: str, done: dict[str, bool], new: bool) -> dict[str, bool]:
+    """Send ``alert`` (an ``alerts`` row as a dict) through Apprise to the
+    targets of ``urls`` that are due: those whose last try failed
+    (``done[name]`` false), and, for an alert first seen now (``new``), those
+    not tried yet; a target added after an alert was raised does not get it.
+    Returns ``done`` with the outcomes ({target name: sent}) of the targets
+    that still exist (a removed one is forgotten). Never raises:
+    a URL Apprise does not know (warned, by position and scheme), a dead
+    endpoint or a timeout is recorded as not sent."""
+    done = dict(done)
     title, body = _body(alert, project)
     quiet = logging.getLogger("apprise")
     level, propagate = quiet.level, quiet.propagate
@@ -43,18 +58,22 @@ def send(urls: list[str], alert: dict, project: str, done: dict[str, bool] | Non
         import apprise
 
         for i, url in enumerate(urls):
-            name = target_name(i, url)
-            if done.get(name):
+            name = target_name(i)
+            if done.get(name) or (name not in done and not new):
                 continue
             try:
                 ap = apprise.Apprise()
-                done[name] = bool(ap.add(url)) and bool(ap.notify(title=title, body=body))
+                if not ap.add(url):
+                    run_logger().warning("alerts: %s is not a URL Apprise can send to (see its wiki)", describe(i, url))
+                    done[name] = False
+                    continue
+                done[name] = bool(ap.notify(title=title, body=body, notify_type=_TYPES.get(alert["kind"], "failure")))
             except Exception:  # a plugin's own error: not sent, retried next run
                 done[name] = False
     finally:
         quiet.setLevel(level)
         quiet.propagate = propagate
-    return done
+    return {target_name(i): done[target_name(i)] for i in range(len(urls)) if target_name(i) in done}
 
 
 def delivery_state(delivery: str | None) -> dict[str, bool]:

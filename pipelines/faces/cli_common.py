@@ -275,11 +275,13 @@ def preflight_or_exit(
         return
     for line in lines:
         err.print(f"[red]error:[/red] {escape(line)}", soft_wrap=True)
+    alerts = []
     if record:
-        record_preflight(cfg, config_path, {ds: preflight_summary(ds, found[ds])["error"] for ds in days})
+        alerts = record_preflight(cfg, config_path, {ds: preflight_summary(ds, found[ds])["error"] for ds in days})
     err.print(f"pre-flight: nothing ran ({len(days)} day(s) checked from file headers; exit {EXIT_QUARANTINED})")
     if as_json:
-        dump_json({"days": [preflight_summary(ds, found[ds]) for ds in days], "exit_code": EXIT_QUARANTINED})
+        summaries = [preflight_summary(ds, found[ds]) for ds in days]
+        dump_json({"days": summaries, "alerts": alerts, "exit_code": EXIT_QUARANTINED})
     raise typer.Exit(EXIT_QUARANTINED)
 
 
@@ -306,23 +308,30 @@ def preflight_inputs_or_exit(cfg) -> None:
     raise typer.Exit(EXIT_QUARANTINED)
 
 
-def record_preflight(cfg, config_path: str, refused: dict[dt.date, str]) -> None:
+def record_preflight(cfg, config_path: str, refused: dict[dt.date, str]) -> list[dict]:
     """Record the days the pre-flight check refused
-    (:func:`fairmon.pipelines.executor.publishing.record_refused`); a project
-    held by another run ends the command with its ``error:`` line (exit 5);
-    a DuckDB file that cannot be written is a warning, as the run itself
-    would have failed on it."""
+    (:func:`fairmon.pipelines.executor.publishing.record_refused`) and print
+    the alerts that raised; a project held by another run ends the command
+    with its ``error:`` line (exit 5); a DuckDB file that cannot be written is
+    a warning, as the run itself would have failed on it. Returns the new
+    alerts (dicts of ``alerts`` rows)."""
     from fairmon.pipelines.executor.publishing import record_refused
+    from fairmon.pipelines.faces.views import alert_lines
     from fairmon.pipelines.storage.locking import RunLockedError
 
     try:
-        record_refused(cfg, config_path, refused)
+        update = record_refused(cfg, config_path, refused)
+        new = update.new if update is not None else []
+        for line in alert_lines(new):
+            err.print(f"[red]alert[/red] {line}", soft_wrap=True)
+        return new
     except RunLockedError as e:
         fail(str(e), EXIT_LOCKED)
     except Exception as e:  # e.g. a read-only DuckDB folder: the findings still answer
         err.print(
             f"[yellow]warning:[/yellow] the refused days were not recorded ({type(e).__name__}: {escape(str(e))})"
         )
+        return []
 
 
 def parse_date(value: str, name: str) -> dt.date:

@@ -321,9 +321,11 @@ def alerts(
 ) -> None:
     """List the alerts raised (exceeds, back_within, ab_change, quarantined,
     failed, budget_low), newest day last, each with its evidence and whether
-    its notifications were delivered. Over any [alerts] horizon_days days, a
-    system whose true REO stays at or below the line raises an exceeds alert
-    with probability at most [alerts] alpha."""
+    its notifications were delivered. Every run, backfill and audit release
+    brings them up to date and sends the new ones to the URLs of [alerts]
+    notify. Over any [alerts] horizon_days days (90), a system whose true
+    REO stays at or below the line raises an exceeds alert with probability
+    at most [alerts] alpha (0.05); README "Alerts"."""
     from fairmon.api.published import read_table
 
     cfg = load_or_exit(config)
@@ -340,14 +342,16 @@ def alerts(
         dump_json({"alerts": rows})
         return
     if not rows:
-        console.print("no alerts" + (f" since {first}" if first else ""))
+        said = f"no alert raised since {first} (one raised before may still be open)" if first else "no alerts"
+        console.print(said + ("" if cfg.alerts.enabled else "; alerts are off ([alerts] enabled = false)"))
         return
     for a in rows:
         sent = "" if a["delivered"] is not False else " [yellow](notification not delivered yet)[/yellow]"
         console.print(
             f"[bold]{a['ds']} {a['kind'].replace('_', ' ')}[/bold] {escape(a['message'])}{sent}", soft_wrap=True
         )
-    console.print(f"{len(rows)} alert(s); fairmon sql -c {config} 'select * from alerts' for every column")
+    off = "" if cfg.alerts.enabled else "; alerts are off now ([alerts] enabled = false)"
+    console.print(f"{len(rows)} alert(s){off}; fairmon sql -c {config} 'select * from alerts' for every column")
 
 
 @app.command()

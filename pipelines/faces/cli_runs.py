@@ -45,9 +45,9 @@ from fairmon.pipelines.faces.cli_common import (
 )
 from fairmon.pipelines.faces.views import (
     ab_view,
-    alert_lines,
     day_warnings,
     prevalence_table,
+    print_alerts,
     reo_table,
     run_summary,
     sdt_view,
@@ -68,6 +68,8 @@ def run(
 ) -> None:
     """Compute one day: ingest its impressions, count groups, estimate REO with
     CIs and publish the day's partitions (replacing any earlier run of it).
+    Then the project's alerts are brought up to date and the new ones
+    printed and sent to [alerts] notify (README "Alerts").
     Exit code 0 published, 1 quarantined, 4 failed, 5 lock busy."""
     prefect_env(verbose)
     ds = parse_date(date, "--date")
@@ -79,15 +81,15 @@ def run(
     if verbose and not prefect:
         show_stage_logs()
     err.print(f"fairmon run {ds} ({config}): checking inputs, then counts and estimators", highlight=False)
-    options = dict(force_ingest=force_ingest, wait_seconds=wait, prefect=prefect)
+    raised: list[dict] = []
+    options = dict(force_ingest=force_ingest, wait_seconds=wait, prefect=prefect, raised=raised)
     r = run_with_progress(cfg, config, [ds], show_progress=False, **options)[0]
     if as_json:
-        dump_json({"days": [r], "exit_code": exit_code([r])})
+        dump_json({"days": [r], "alerts": raised, "exit_code": exit_code([r])})
         raise typer.Exit(exit_code([r]))
     if r["status"] != "published":
         err.print(f"[red]{r['status']}:[/red] {escape(r['error'])}")
-        for line in alert_lines(r.get("alerts", [])):
-            err.print(f"[red]alert[/red] {line}", soft_wrap=True)
+        print_alerts(err, cfg, raised)
         raise typer.Exit(exit_code([r]))
     if r["reo"]:
         console.print(reo_table(r["reo"], f"REO for {ds}"))
@@ -98,8 +100,7 @@ def run(
     if r["sdt"]:
         console.print(sdt_view(r["sdt"], f"Labelers (signal detection), {ds}"))
     console.print(f"partitions written: {', '.join(r['paths'].values())}")
-    for line in alert_lines(r.get("alerts", [])):
-        console.print(f"[red]alert[/red] {line}", soft_wrap=True)
+    print_alerts(console, cfg, raised)
     for w in day_warnings(r):  # published, but a warning-level check failed: said as backfill says it
         err.print(f"[yellow]warning:[/yellow] {escape(w)} (its details are in dq_results)")
 
@@ -181,6 +182,7 @@ def backfill(
     closing summary per day (published / quarantined with reason / failed with
     error). Days are independent: a failing day never stops the others.
     Re-running is idempotent: each day's partitions are replaced, never appended.
+    Then the alerts this raised are printed and sent (README "Alerts").
     Exit code 0 all published, 1 a day quarantined, 4 a day failed, 5 lock busy."""
     out = err if as_json else console
     prefect_env(verbose)
@@ -204,13 +206,13 @@ def backfill(
     launch_api(prefect)
     if verbose and not prefect:
         show_stage_logs()
+    raised: list[dict] = []
     options = dict(force_ingest=force_ingest, concurrency=concurrency, wait_seconds=wait, prefect=prefect)
-    results = run_with_progress(cfg, config, days, out=out, **options)
+    results = run_with_progress(cfg, config, days, out=out, raised=raised, **options)
     out.print(run_summary(results))
-    for line in alert_lines([a for r in results for a in r.get("alerts", [])]):
-        out.print(f"[red]alert[/red] {line}", soft_wrap=True)
+    print_alerts(out, cfg, raised)
     if as_json:
-        dump_json({"days": results, "exit_code": exit_code(results)})
+        dump_json({"days": results, "alerts": raised, "exit_code": exit_code(results)})
     raise typer.Exit(exit_code(results))
 
 

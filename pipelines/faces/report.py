@@ -327,12 +327,12 @@ def audit_releases(folder: Path, start: dt.date, end: dt.date) -> list[dict]:
     return sorted(out, key=lambda r: r["window"][1], reverse=True)
 
 
-def alerting_context(cfg: FairmonConfig, alerts: pl.DataFrame, end: dt.date, excluded: set[dt.date]) -> dict:
+def alerting_context(cfg: FairmonConfig, alerts: pl.DataFrame, start: dt.date, end: dt.date) -> dict:
     """What the report's top says of alerts (DESIGN §4.9): those open on day
-    ``end`` (:func:`fairmon.transforms.alerts.alert_tables.open_alerts`; a
-    quarantined or failed day's alert while the day is ``excluded``), those
-    the project's latest run raised (first seen after it started), when it
-    started, and the guarantee's α and horizon."""
+    ``end`` (:func:`fairmon.transforms.alerts.alert_tables.open_alerts`, by
+    each day's latest run), those the project's latest run raised on days
+    ``start``..``end`` (first seen after it started), when it started, and
+    the guarantee's α and horizon."""
     from fairmon.pipelines.storage import db
 
     alerts = alerts.drop("run_id") if "run_id" in alerts.columns else alerts
@@ -346,9 +346,11 @@ def alerting_context(cfg: FairmonConfig, alerts: pl.DataFrame, end: dt.date, exc
             last = None
     stamp = last.strftime("%Y-%m-%dT%H:%M:%SZ") if last is not None else None
     new = alerts.filter(pl.col("first_seen_at") >= stamp).sort("ds").to_dicts() if stamp and alerts.height else []
+    runs = latest_runs(cfg.duckdb_path)
+    published = set(runs.filter(pl.col("status") == "published").get_column("ds").to_list())
     return {
-        "open": open_alerts(alerts, end, excluded),
-        "new": new,
+        "open": open_alerts(alerts, end, published),
+        "new": [a for a in new if start <= a["ds"] <= end],
         "last_run": last.strftime("%Y-%m-%d %H:%M UTC") if last is not None else None,
         "alpha": cfg.alerts.alpha,
         "horizon": cfg.alerts.horizon_days,
@@ -378,7 +380,6 @@ def build_report(
     diffs = tables["threshold_prevalence_diff"]
     if not diffs.is_empty() and d.published:
         diffs = diffs.filter(pl.col("ds").is_in(d.published))
-    excluded = set(d.excluded.get_column("ds").to_list())
     text = render_report(
         d,
         config_name,
@@ -395,7 +396,7 @@ def build_report(
             for name, rows in tables.items()
             if name not in CUSTOM_SECTIONS
         },
-        alerting=alerting_context(cfg, tables["alerts"], end, excluded) if cfg.alerts.enabled else None,
+        alerting=alerting_context(cfg, tables["alerts"], start, end) if cfg.alerts.enabled else None,
     )
     out = out or wh.parent / f"report_{start}_{end}.html"
     out.parent.mkdir(parents=True, exist_ok=True)

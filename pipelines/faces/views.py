@@ -272,6 +272,7 @@ def run_days_with_progress(
     config_path: str = "",
     show_progress: bool = True,
     follow_log: bool = False,
+    raised: list | None = None,
     **options,
 ) -> list[dict]:
     """:func:`fairmon.pipelines.orchestration.runner.run_days` with a Rich progress bar on
@@ -285,7 +286,8 @@ def run_days_with_progress(
     so a long step shows what it does (the logger's own handlers print what
     they printed before).
     Returns its per-day summaries, each with the ``alerts`` this run raised
-    on its day (dicts of ``alerts`` rows); raises what it raises."""
+    on its day (dicts of ``alerts`` rows); every alert it raised is appended
+    to ``raised`` (when given); raises what it raises."""
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -314,18 +316,30 @@ def run_days_with_progress(
             progress.update(job, description=f"fairmon {r['ds']} {r['status']}")
             progress.advance(job)
 
-        raised: list = []
-        options.setdefault("on_alerts", raised.append)
-        results = run_days(cfg, days, config_path=config_path, on_prestage=prestaged, on_day=day_done, **options)
-    new = raised[0].new if raised and raised[0] is not None else []
+        updates: list = []
+        results = run_days(
+            cfg, days, config_path=config_path, on_prestage=prestaged, on_day=day_done, on_alerts=updates.append,
+            **options,
+        )  # fmt: skip
+    new = updates[0].new if updates and updates[0] is not None else []
     for r in results:  # each day's summary carries the alerts raised on it by this run
         r["alerts"] = [a for a in new if a["ds"] == r["ds"]]
+    if raised is not None:  # and the caller every alert the run raised, on its days or others (a re-run, a gap)
+        raised.extend(new)
     return results
 
 
 def alert_lines(alerts: list[dict]) -> list[str]:
     """One line of text per alert (an ``alerts`` row as a dict): day, kind, message (Rich markup escaped)."""
     return [f"[bold]{a['ds']} {a['kind'].replace('_', ' ')}[/bold]: {escape(a['message'])}" for a in alerts]
+
+
+def print_alerts(out: Console, cfg: FairmonConfig, alerts: list[dict]) -> None:
+    """The alerts a command raised, one ``alert`` line each, or one line saying none was (alerts on)."""
+    for line in alert_lines(alerts):
+        out.print(f"[red]alert[/red] {line}", soft_wrap=True)
+    if not alerts and cfg.alerts.enabled:
+        out.print("no new alert (fairmon alerts lists those raised before)")
 
 
 @contextmanager

@@ -57,11 +57,17 @@ ALERTS = Table(
         Column("ci_high", F, "as the statistic", "Upper bound of its interval at `level`."),
         Column("level", F, "probability", "Level of the interval: 1 − 2α/H for REO and A/B alerts."),
         Column("line", F, "as the statistic", "The line crossed: REO's threshold, 0 for A/B, the ε share."),
-        Column("since", D, "date", "First day the evidence holds (a run of daily verdicts or of bad days)."),
+        Column(
+            "since",
+            D,
+            "date",
+            "First day of the unbroken run the alert rests on: daily verdicts `exceeds` (or `within`) before its "
+            "alert interval cleared the line on ds, or consecutive bad days; ds itself for the other kinds.",
+        ),
         Column("message", S, "-", "The alert in words.", nullable=False),
         Column("first_seen_at", S, "ISO 8601 UTC", "When a run first wrote the alert (kept by later runs)."),
-        Column("delivered", B, "-", "Every configured notification of it succeeded (false: retried next run)."),
-        Column("delivery", S, "-", "Each notification target's outcome, by scheme and position (never the URL)."),
+        Column("delivered", B, "-", "No notification of it is pending (false: one failed and is retried next run)."),
+        Column("delivery", S, "JSON", "Each notification target's outcome, by its position `notify[i]` (never a URL)."),
     ),
     "alerts",
     published_view=False,
@@ -207,7 +213,7 @@ def run_alerts(runs: pl.DataFrame) -> list[dict]:
         ongoing = prev_ds is not None and (ds - prev_ds).days == 1 and prev_status == status
         since = since if ongoing else ds
         if status in ("quarantined", "failed") and not ongoing:
-            detail = (r["detail"] or "").strip()
+            detail = (r["detail"] or "").strip().removeprefix(f"{ds}: ")
             out.append(
                 {
                     "ds": ds, "kind": status, "subject": "runs", "statistic": "status", "since": since,
@@ -267,14 +273,14 @@ def alerts_table(
     return frame.sort(["ds", "kind", "subject"])
 
 
-def open_alerts(alerts: pl.DataFrame, until: dt.date, unpublished: set[dt.date] = frozenset()) -> list[dict]:
+def open_alerts(alerts: pl.DataFrame, until: dt.date, published: set[dt.date]) -> list[dict]:
     """The alerts still open on day ``until`` (an ``alerts`` frame, raised
     on or before it), newest first: an ``exceeds`` not followed by a
     ``back_within`` of its subject; the latest ``ab_change`` of each A/B
-    pair; a ``quarantined`` / ``failed`` alert while its day is among
-    ``unpublished`` (its latest run still did not publish); every
-    ``budget_low`` (spent ε never comes back). Raises polars' errors for a
-    frame without the ``alerts`` columns."""
+    pair; a ``quarantined`` / ``failed`` alert while neither its day nor any
+    later day up to ``until`` is among the ``published`` days (days whose
+    latest run published); every ``budget_low`` (spent ε never comes back).
+    Raises polars' errors for a frame without the ``alerts`` columns."""
     if alerts.is_empty():
         return []
     rows = alerts.filter(pl.col("ds") <= until).sort("ds").to_dicts()
@@ -286,6 +292,6 @@ def open_alerts(alerts: pl.DataFrame, until: dt.date, unpublished: set[dt.date] 
         r
         for r in latest.values()
         if r["kind"] in ("exceeds", "ab_change", "budget_low")
-        or (r["kind"] in ("quarantined", "failed") and r["ds"] in unpublished)
+        or (r["kind"] in ("quarantined", "failed") and not any(r["ds"] <= d <= until for d in published))
     ]
     return sorted(keep, key=lambda r: (r["ds"], r["kind"], r["subject"]), reverse=True)
