@@ -21,12 +21,16 @@ spends the same amount, the guarantee holds for every window of H days, not
 only the first, so a monitor that runs for years needs no restart.
 
 What it assumes: each day's interval is valid at its level 1 − 2α/H, i.e.
-the normal (delta-method) approximation of seed 001 Algorithm 1, or the
-near-parity inversion of DESIGN §4.1, holds at that tail (bench/alerts.py
-measures it); and the truth stays at or below the line on every day of the
-window (a system that crosses the line is the case an alert is for). It is
-conservative when days are positively dependent, as here; bench/alerts.py
-gives the measured false-alarm rate and the days to detection it costs.
+the normal approximation of seed 001 Algorithm 1 holds at that tail (for two
+groups on the log scale of U_1/U_2, :func:`fairmon.transforms.reo.intervals_delta.alert_interval`;
+for more, the near-parity inversion of DESIGN §4.1); and the truth stays at
+or below the line on every day of the window (a system that crosses the line
+is the case an alert is for). The union bound loses little here even though
+days share random pools: a day's extreme error needs its own default traffic
+to be extreme too, and that is fresh every day, so extreme days rarely repeat
+within a horizon. So the per-day tail must be accurate, not just roughly so;
+bench/alerts.py measures it, the false-alarm rate over 90 days and the days
+to detection it costs (figures in bench/README.md "Issue 50").
 
 A/B differences of REO use the same per-day error, two-sided: a change is
 alerted when the day's p-value of no difference is at most α/H.
