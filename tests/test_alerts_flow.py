@@ -189,7 +189,7 @@ def test_who_gets_what(receiver):
 def test_days_run_out_of_order_announce_a_condition_once():
     """An exceeds raised on day 4, then day 2 run: the recomputed alert (raised on day 2, same episode)
     takes over the first one's first-seen time and delivery, so nothing is sent twice."""
-    from fairmon.pipelines.executor.alerting import _merged
+    from fairmon.pipelines.executor.alerting import carried_over
     from fairmon.transforms.alerts.alert_tables import ALERTS_SCHEMA
 
     def row(day: int, kind: str = "exceeds", subject: str = "reo arm=all attribute=g", **kw) -> dict:
@@ -202,7 +202,7 @@ def test_days_run_out_of_order_announce_a_condition_once():
         schema=ALERTS_SCHEMA,
     )
     fresh = pl.DataFrame([row(2), row(6, "back_within"), row(8, subject="other")], schema=ALERTS_SCHEMA)
-    merged, taken = _merged(fresh, old, "T1")
+    merged, taken = carried_over(fresh, old, "T1")
     got = {r["alert_id"]: (r["first_seen_at"], r["delivered"]) for r in merged.iter_rows(named=True)}
     assert taken == {row(2)["alert_id"], row(8, subject="other")["alert_id"]}
     assert got[row(2)["alert_id"]] == ("T0", True)

@@ -151,6 +151,7 @@ def test_run_and_backfill_stop_in_preflight_with_exit_1(tmp_path):
     assert res.exit_code == EXIT_QUARANTINED
     assert res.stderr.startswith(f"error: default/{D1}.csv has no column 'like_video' (did you mean 'like'?)")
     assert "pre-flight: nothing ran" in res.stderr
+    assert f"alert {D1} quarantined: day {D1} quarantined" in res.stderr  # the refused day's alert, at once
     res = CliRunner().invoke(app, ["backfill", "-c", str(toml), "--start", str(D1), "--end", str(D2), "--json"])
     doc = json.loads(res.stdout)
     assert res.exit_code == doc["exit_code"] == EXIT_QUARANTINED
@@ -159,7 +160,11 @@ def test_run_and_backfill_stop_in_preflight_with_exit_1(tmp_path):
         (str(D2), "quarantined", "preflight"),
     ]
     assert doc["days"][1]["preflight"][0]["check"] == "column_exists[like_video]"
-    assert not list(tmp_path.glob("warehouse/*/ds=*"))  # nothing ran, no partition written
+    # nothing ran, no day's partition written: only the alert of the refused days (one, the first of two in a row)
+    assert [p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("warehouse/*/ds=*")] == [
+        f"warehouse/alerts/ds={D1}"
+    ]
+    assert doc["alerts"] == []  # D2 continues D1's run of refused days: not raised again
     runs = latest_runs(tmp_path / "f.duckdb")  # ...but each refused attempt is recorded
     assert sorted(zip(runs["ds"], runs["status"], strict=True)) == [(D1, "quarantined"), (D2, "quarantined")]
     assert "column_exists" not in runs["detail"][0] and "like_video" in runs["detail"][0]
@@ -181,9 +186,13 @@ def test_a_day_published_before_and_refused_now_leaves_the_published_views(tmp_p
 
 
 @pytest.mark.slow
-def test_preflight_answers_without_importing_prefect_or_gx(tmp_path):
-    """In a fresh process: the CLI's and fairmon.run_day's pre-flight errors come before Prefect or GX is imported."""
+@pytest.mark.parametrize("alerts", [False, True])
+def test_preflight_answers_without_importing_prefect_or_gx(tmp_path, alerts):
+    """In a fresh process: the CLI's and fairmon.run_day's pre-flight errors come before Prefect or GX is imported.
+    With alerts on, the refused day's quarantined alert is gated (GX) after the error lines are printed."""
     toml = _project(tmp_path)
+    if not alerts:
+        toml.write_text(toml.read_text() + "\n[alerts]\nenabled = false\n")
     (tmp_path / "default" / f"{D2}.csv").unlink()
     script = (
         "import sys\n"
@@ -197,9 +206,10 @@ def test_preflight_answers_without_importing_prefect_or_gx(tmp_path):
         "print(res.stderr)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    first, message, *_ = out.stdout.splitlines()
-    assert first == "1 quarantined preflight []", out.stderr
+    first, message, *rest = out.stdout.splitlines()
+    assert first == ("1 quarantined preflight ['great_expectations']" if alerts else "1 quarantined preflight []")
     assert message.startswith(f"error: no default-traffic file for {D2}: default/{D2}.csv does not exist")
+    assert any(line.startswith(f"alert {D2} quarantined") for line in rest) == alerts
 
 
 def test_raw_failures_name_the_files_columns_and_duplicated_keys(tmp_path):

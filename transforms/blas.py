@@ -11,8 +11,7 @@ function of the inputs, so the estimators run with one BLAS thread, which
 fixes the order of every sum. It is also cheaper: the products here are small
 (a 256 × 4,096 factor at most), and on a busy two-core machine OpenBLAS's
 idle threads spin waiting for work (the interval's spectrum at K = 4,096:
-1.5 CPU-s a day with the default threads, 0.05 with one; bench/README
-"Issue 37, item 3").
+bench/README.md).
 
 The limit is process-wide (OpenBLAS has one thread setting), so it is counted:
 the first caller to enter sets it and the last to leave restores the previous

@@ -4,7 +4,7 @@ The staging step asks it of every file's normalised rows (rows equal on
 every key are summed, :func:`fairmon.transforms.contract.normalize_impressions`);
 rows per cluster bucket almost never repeat, and comparing hundreds of
 thousands of multi-column rows cost more than the rest of their
-normalisation (bench/README issue 37 item 3).
+normalisation (bench/README.md).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ def _preload(cfg: FairmonConfig) -> None:
     """:func:`gate_for` with the garbage collector paused: importing GX
     creates ~300,000 objects, and each full collection it triggered walked
     all of them, holding the interpreter (4 collections, 0.44 s of a cold
-    14-day backfill, bench/README "Issue 21"). Collection resumes after.
+    14-day backfill, bench/README.md). Collection resumes after.
 
     When this call imported GX (once per process), the objects alive then
     (modules, classes, GX's registries: what lives as long as the process)
@@ -63,7 +63,7 @@ def _at_exit() -> None:
     down (only when the collector is on) and again while it does (always,
     ``Py_FinalizeEx``); with GX loaded that is ~300,000 objects a walk (0.13
     CPU-s). The second walk finds every cycle the first would have, and runs
-    their finalizers, so nothing is left uncollected (bench/README issue 37 item 1)."""
+    their finalizers, so nothing is left uncollected (bench/README.md)."""
     thaw()
     gc.disable()
 

@@ -67,14 +67,15 @@ def history(cfg: FairmonConfig) -> dict[str, pl.DataFrame]:
         }
 
 
-def _merged(fresh: pl.DataFrame, old: pl.DataFrame, now: str) -> tuple[pl.DataFrame, set[str]]:
+def carried_over(fresh: pl.DataFrame, old: pl.DataFrame, now: str) -> tuple[pl.DataFrame, set[str]]:
     """``fresh`` alerts with the first-seen time and delivery state of the
     same alert in ``old`` (the warehouse's), ``now`` for the others, and the
     ids of the fresh alerts that take over an old one. The same alert: the
     same ``alert_id``, or, when days were run out of order, an old alert of
     the same kind and subject raised inside the fresh one's episode (from its
     day to the subject's next alert): the condition was already announced,
-    only its first day moved earlier."""
+    only its first day moved earlier. Both frames in :data:`ALERTS_SCHEMA`;
+    ``now`` ISO 8601 UTC text. Raises polars' errors for other frames."""
     kept = old.select("alert_id", "first_seen_at", "delivered", "delivery")
     out = fresh.drop("first_seen_at", "delivered", "delivery").join(kept, on="alert_id", how="left")
     taken: set[str] = set()
@@ -171,7 +172,7 @@ def update_alerts(cfg: FairmonConfig, known=None, now: dt.datetime | None = None
     if known is None:  # outside a run (an audit release): the views may be missing or behind the warehouse
         refresh_run_views(cfg)
     old = _stored(read_table(cfg.warehouse_path, "alerts"))
-    fresh, taken = _merged(alerts_table(**history(cfg), rules=rules_of(cfg)), old, stamp)
+    fresh, taken = carried_over(alerts_table(**history(cfg), rules=rules_of(cfg)), old, stamp)
     # gated before anything goes out: a day whose alerts fail their checks keeps its previous ones
     parts = {ds: fresh.filter(pl.col("ds") == ds) for ds in _changed_days(fresh, old)}
     bad = set(parts) - (_gate(cfg, parts) if any(f.height for f in parts.values()) else set(parts))

@@ -31,7 +31,7 @@ from fairmon.pipelines.storage.warehouse import clean_tmp
 #: Days prestaged together, and run as one batch, in a range (:func:`run_days`):
 #: a quarter's files profiled and staged at once; memory follows this, not the
 #: range's length. Each chunk pays fixed costs (one GX run per suite, ~1.2 s):
-#: 31-day chunks made a year's backfill 86 s, 92-day chunks 74 s at 0.89 GB peak (issue 21).
+#: 31-day chunks made a year's backfill 86 s, 92-day chunks 74 s at 0.89 GB peak.
 PRESTAGE_DAYS = 92
 #: The same on Spark, whose clustered profiles are split by bucket (up to ~9x
 #: more rows than DuckDB's two grouping sets, profiles.profile_rows): a month.
@@ -109,7 +109,7 @@ def run_days(
         db.session(path),
         docs_deferred(run),
     ):
-        # another project's warehouse is refused before anything is written (issue 40 item 3)
+        # another project's warehouse is refused before anything is written
         claim_warehouse(cfg.warehouse_path, cfg.project_name, cfg.project.name is not None, run.config_path)
         batch = Batch(run.cfg, run.config_path, force_ingest, hooks, WarehouseViews(), max(1, concurrency))
         if fresh:  # nothing else writes this warehouse now: a killed run's leftovers can go

@@ -11,6 +11,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import time
+from collections.abc import Callable
+from typing import Any
 
 import polars as pl
 
@@ -174,16 +176,18 @@ def finish_record(
             db.execute(con, "stale_clear", ds=ds)
 
 
-def record_refused(cfg: FairmonConfig, config_path: str, refused: dict[dt.date, str]):
+def record_refused(
+    cfg: FairmonConfig, config_path: str, refused: dict[dt.date, str], then: Callable | None = None
+) -> Any:
     """Record each day of ``refused`` (day -> why its pre-flight check
     stopped it) as a run that was quarantined at once, so that a day
     published before and refused now leaves the ``*_published`` views
     (its latest attempt did not publish, DESIGN §3): a stale "passing"
-    must not outlive a file that went missing. Then the project's alerts are
-    brought up to date (a ``quarantined`` alert), and their update returned
-    (:class:`fairmon.pipelines.executor.alerting.AlertsUpdate`, None when it
-    failed). Takes the project lock without waiting and imports no Prefect
-    (GX only to gate new alerts). Raises
+    must not outlive a file that went missing. Then, still under the lock,
+    ``then(cfg)`` (the CLI brings the alerts up to date: a ``quarantined``
+    alert), whose result is returned (None without ``then``). Takes the
+    project lock without waiting and imports neither Prefect nor GX (but
+    what ``then`` imports). Raises
     :class:`fairmon.pipelines.storage.locking.RunLockedError` when another
     process holds the project, what DuckDB raises."""
     import uuid
@@ -197,6 +201,4 @@ def record_refused(cfg: FairmonConfig, config_path: str, refused: dict[dt.date, 
             run_id = uuid.uuid4().hex
             recorded, _ = start_record(cfg, config_path, run_id, ds, {"ds": ds, "stage": "preflight"})
             finish_record(cfg, run_id, ds, recorded, "quarantined", why, {}, {})
-        from fairmon.pipelines.executor.alerting import update_alerts_logged  # it imports this module
-
-        return update_alerts_logged(cfg)
+        return then(cfg) if then is not None else None

@@ -138,7 +138,7 @@ def _exit(code: int | str | None) -> NoReturn:
     connections closed), then the standard streams are flushed. What is
     skipped is the teardown after that: its full garbage collections walk
     the millions of objects Prefect, Great Expectations and pandas create
-    at import, for nothing (cost in bench/README "Issue 21"). A normal ``sys.exit`` when a non-daemon thread still runs
+    at import, for nothing (cost in bench/README.md). A normal ``sys.exit`` when a non-daemon thread still runs
     (its work must not be cut off) or the interpreter has no
     ``threading._shutdown``."""
     shutdown = getattr(threading, "_shutdown", None)

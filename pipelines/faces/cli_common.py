@@ -315,12 +315,13 @@ def record_preflight(cfg, config_path: str, refused: dict[dt.date, str]) -> list
     with its ``error:`` line (exit 5); a DuckDB file that cannot be written is
     a warning, as the run itself would have failed on it. Returns the new
     alerts (dicts of ``alerts`` rows)."""
+    from fairmon.pipelines.executor.alerting import update_alerts_logged
     from fairmon.pipelines.executor.publishing import record_refused
     from fairmon.pipelines.faces.views import alert_lines
     from fairmon.pipelines.storage.locking import RunLockedError
 
     try:
-        update = record_refused(cfg, config_path, refused)
+        update = record_refused(cfg, config_path, refused, then=update_alerts_logged)
         new = update.new if update is not None else []
         for line in alert_lines(new):
             err.print(f"[red]alert[/red] {line}", soft_wrap=True)

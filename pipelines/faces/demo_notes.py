@@ -1,4 +1,4 @@
-"""The demo's explanations beside its numbers (issue 41 item 5): why its
+"""The demo's explanations beside its numbers: why its
 daily intervals hit or miss the truth together, with the coverage over
 independent pools beside them; why a private audit's decision near α can
 flip between runs; which interval methods are undefined for the data."""

@@ -1,7 +1,7 @@
 """The report's figures for a single day: each estimate as a point with its
 interval, attributes on a categorical axis and arms side by side within
-each, since a one-point time series says nothing a point estimate does not
-(issue 41). REO: seed 001 eq. 19; A/B differences: Algorithm 2."""
+each, since a one-point time series says nothing a point estimate does not.
+REO: seed 001 eq. 19; A/B differences: Algorithm 2."""
 
 from __future__ import annotations
 

@@ -80,7 +80,7 @@ class DuckEngine:
         themselves (sql/impressions_duplicate_ids.sql) finds what repeats, so
         ``copies`` is exactly that of the aggregation alone. Counting 7 M
         hashes this way takes about a quarter of the aggregation's time
-        (bench/README.md, issue 21)."""
+        (bench/README.md)."""
         with timing.within("checks"):
             created = False
             for part in parts:
@@ -176,7 +176,7 @@ class SparkEngine:
 def hadoop_literal(path: str) -> str:
     """``path`` with Hadoop's glob characters (``\\ * ? [ ] { }``) escaped by a
     backslash, so that Spark reads the one file named, not a pattern: a project
-    folder ``proj[x]`` or a file ``d*1.csv`` is a name (issue 40 item 5; the
+    folder ``proj[x]`` or a file ``d*1.csv`` is a name (the
     DuckDB engine reads with globbing off). Raises nothing."""
     return re.sub(r"([\\*?\[\]{}])", r"\\\1", path)
 

@@ -1,6 +1,6 @@
 """The pre-flight check: the mistakes a newcomer makes with their own files,
 found in a second from the files' headers, before Prefect's server or Great
-Expectations start (issue 41 item 2).
+Expectations start.
 
 A day's inputs are the units :mod:`fairmon.pipelines.ingest.sources` names
 (the same that are staged); for each the check reads what costs nothing:

@@ -233,8 +233,8 @@ class Holder:
 
 
 #: Bytes of per-key frames (Polars' estimate) a range's count holds unpacked
-#: (:class:`Holder`): a week at K = 4,096 groups holds ~100 MB (bench/README
-#: issue 37 item 3), so its days pack nothing; longer ranges pack the rest.
+#: (:class:`Holder`): a week at many groups fits (bench/README.md), so its days
+#: pack nothing; longer ranges pack the rest.
 HELD_FRAMES_BUDGET = 128 * 2**20
 
 
@@ -311,7 +311,7 @@ def _dated(rows: pl.DataFrame, ds: dt.date) -> pl.DataFrame:
 #: Staged rows one statement of sql/group_counts.sql and sql/group_counts_pooled.sql
 #: may count together: the aggregation's hash tables grow with the rows at
 #: many groups, and this bounds the count's peak memory (figures in
-#: bench/README issue 37 item 3); with few groups a long range stays one statement.
+#: bench/README.md); with few groups a long range stays one statement.
 COUNT_ROWS_BUDGET = 1_000_000
 
 
@@ -360,7 +360,7 @@ def pack_frame(frame: pl.DataFrame) -> bytes:
     per-key counts (hundreds of thousands of rows a day with thousands of
     groups) from the range's count until the day estimates: held as frames
     for a week of days, they and the allocator memory around them stayed
-    resident and set the run's peak (bench/README issue 37 item 3).
+    resident and set the run's peak (bench/README.md).
     :func:`unpack_frame` gives it back, the same values and types."""
     buf = io.BytesIO()
     frame.write_ipc(buf, compression="lz4")

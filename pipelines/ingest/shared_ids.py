@@ -1,4 +1,4 @@
-"""Id keys repeated across two of a day's impressions files (issue 40 item 2).
+"""Id keys repeated across two of a day's impressions files.
 
 DESIGN §2 makes (ds, traffic, request_id, item_id) unique over the whole
 impressions log, not only within a file. Within a file the count stage's

@@ -265,7 +265,7 @@ def prestage_impressions(cfg: FairmonConfig, days: list[dt.date], force: bool = 
         replace_units(cfg, src, batch)
         out["staged"] = len(batch)
         # the files' profiles, as read and as staged, are in DuckDB now: at K = 4,096 groups they
-        # are ~0.3 GB, held through the count's own peak otherwise (issue 37 item 3)
+        # are ~0.3 GB, held through the count's own peak otherwise
         del read, results, batch
     with timing.clock("prestage", "counts"):
         count_range(cfg, days)

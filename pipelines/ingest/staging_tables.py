@@ -205,7 +205,7 @@ def one_thread(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     database's thread count restored after it, also when the block raises. For
     staging: a parallel insert leaves partly filled row groups that the
     checkpoint at close merges again, as much CPU as the insert itself for
-    millions of rows (bench/README issue 37 item 3, session 40). The setting is
+    millions of rows (bench/README.md). The setting is
     the database's, not the connection's; wrap the block's transaction, not a
     statement inside it: after a failed statement an open transaction refuses
     every statement, the restoring one included, until it is rolled back."""

@@ -211,7 +211,7 @@ def backfill_day(
     day alone (:func:`day_outcome`; artifacts recorded by the ``artifacts``
     thread meanwhile). A flow run per day cost its API round trips to
     Prefect's server: 0.15 s for an empty subflow and 1.3-1.8 s with five
-    tasks (bench/README "Issue 21, third steps"); a task run reports its
+    tasks (bench/README.md); a task run reports its
     states as events and does not wait. ``config`` names the run's config
     (Prefect shows it). Returns the :class:`DayResult` or the Quarantined
     state; raises what the day raises."""

@@ -5,8 +5,7 @@ Prefect 3.8 sends a flow run's heartbeat, the event
 (default 180), which is how its zombie-run detection tells a crashed process
 from a long run. Its thread sleeps in steps of one second, and every flow run
 waits for that thread when it ends: up to a second per ``fairmon run`` or
-``fairmon backfill`` (0.7 s measured of a 10 s cold backfill, bench/README
-"Issue 21"). The runner therefore calls its flows with Prefect's own
+``fairmon backfill`` (bench/README.md). The runner therefore calls its flows with Prefect's own
 heartbeat off (:func:`prefect_heartbeat_off`), and the flows send the same
 event, at the configured frequency, from a thread that stops at once when
 their body returns (:func:`beating`). A flow called some other way (e.g. by

@@ -83,7 +83,7 @@ class _Backfill(FlowSteps):
     def step(self, fn: Callable, *args) -> Any:
         """``fn(*args)``, a plain call inside the parent flow run. Raises what ``fn`` raises."""
         # each nested task run costs Prefect's server a run, its states and events: in a 14-day
-        # backfill the server's share of the cores went to recording step runs (bench/README "Issue 21")
+        # backfill the server's share of the cores went to recording step runs (bench/README.md)
         return fn(*args)
 
     def around(self, days: list[dt.date], body: Callable[[], list[Any]]) -> list[Any]:

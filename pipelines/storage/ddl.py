@@ -73,7 +73,7 @@ def table_view_sql(name: str, warehouse: Path, present: Collection[str] | None) 
     them), or is None when the table has no partition yet (an empty, typed view).
 
     The view stays valid when its partitions go after it was created (a
-    table the latest runs no longer produce, issue 40 item 3): it reads the
+    table the latest runs no longer produce): it reads the
     glob with ``allow_empty`` under a typed empty row set (``UNION ALL BY
     NAME``), so no partition reads as no rows of the declared columns, not
     DuckDB's "No files found"."""

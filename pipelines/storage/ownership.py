@@ -1,4 +1,4 @@
-"""Which project owns a warehouse (issue 40 item 3).
+"""Which project owns a warehouse.
 
 Two configs that share a warehouse cannot run at once (the project lock,
 :mod:`fairmon.pipelines.storage.locking`), but run one after the other they

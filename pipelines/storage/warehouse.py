@@ -153,7 +153,7 @@ def refresh_views(
     partition of each table is looked at again; otherwise every partition is
     listed and ``partitions`` filled. Listing them all after each day made a
     backfill's cost grow with the square of its days (56 ms a day at 365
-    days, issue 21). The run holds the project lock, so nothing else changes
+    days). The run holds the project lock, so nothing else changes
     the warehouse meanwhile; a publish that fails partway empties
     ``partitions`` (:func:`fairmon.pipelines.executor.publishing.forget_warehouse`). A
     refresh that raises empties ``made`` and ``partitions``: the next one

@@ -30,7 +30,7 @@ days share random pools: a day's extreme error needs its own default traffic
 to be extreme too, and that is fresh every day, so extreme days rarely repeat
 within a horizon. So the per-day tail must be accurate, not just roughly so;
 bench/alerts.py measures it, the false-alarm rate over 90 days and the days
-to detection it costs (figures in bench/README.md "Issue 50").
+to detection it costs (figures in bench/README.md).
 
 A/B differences of REO use the same per-day error, two-sided: a change is
 alerted when the day's p-value of no difference is at most α/H.

@@ -27,7 +27,7 @@ Every method reports the same point estimate (the full-data difference); they
 differ in SE, CI and p-value, and each p-value is the smallest level whose
 interval excludes 0. Normal CIs use z, paired-t CIs use t_{M−1}.
 
-D_REO by regime (:mod:`fairmon.transforms.reo.ab_reo`, issue 38): when an
+D_REO by regime (:mod:`fairmon.transforms.reo.ab_reo`): when an
 arm is near parity, REO's kink breaks every method above, and D_REO's row of
 each (not ``delta_paper``, a comparison method) is the projection of the
 arms' parity-aware intervals, with its p-value and a reason naming the
@@ -86,7 +86,7 @@ _NAN = float("nan")
 def _block(names, diff, method, *, se=_NAN, lo=_NAN, hi=_NAN, p=_NAN, df=_NAN, reason=None, effect=1.0) -> dict:
     """One method's rows by column (:data:`AB_FIELDS`): numbers as float64 arrays, text as
     lists, a scalar given for every row. Thousands of rows a pair at K = 4,096: an
-    :class:`ABEstimate` each cost ~30 ms a day (issue 37 item 3)."""
+    :class:`ABEstimate` each cost ~30 ms a day."""
     n = len(names)
 
     def col(x) -> np.ndarray:

@@ -5,7 +5,7 @@ of the replicate differences of REO and ΔU_k per metric.
 
 The replicates' utilities are never held as (B, K) arrays: they are divided
 out of the replicates' sums a block at a time, each block the same bits as
-that block of the whole array (issue 37 item 3: at K = 4,096 groups and
+that block of the whole array (at K = 4,096 groups and
 B = 1,000 each whole array was 33 MB of fresh pages a day).
 """
 
@@ -79,7 +79,7 @@ def replicate_block_stats(
     second has ≥ 2 columns (at B = 1,000, (B, 128) pieces stay in cache),
     the same sums; a one-column block stays alone (its sd sums pairwise).
     No (B, K) array is made: at K = 4,096 each would be 33 MB of fresh
-    pages a day (issue 37 item 3). Raises nothing; K ≥ 1."""
+    pages a day. Raises nothing; K ≥ 1."""
     B, K = shape
     mean_T, mean_C, reo_d = np.empty((B, 1)), np.empty((B, 1)), np.empty(B)
     for i in range(0, B, ROW_BLOCK):

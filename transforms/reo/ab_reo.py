@@ -9,7 +9,7 @@ x = log U_1 − log U_2 has a kink at x = 0, and for K > 2 its Hessian
 biased upwards by (tr Σ − uᵀΣu)/(2√K‖ΔU‖) to second order (Σ the delta
 covariance of ΔÛ; the second-order delta method, Oehlert 1992, Am. Stat.
 46:27). The normal, percentile-bootstrap and fold-based intervals of a
-difference of two such norms then miss (issue 38: 0.88 at K = 2 with 100
+difference of two such norms then miss (0.88 at K = 2 with 100
 random positives a group, 0.56 for the bootstrap with a control near parity;
 the bootstrap is inconsistent at the kink, Andrews 2000, Econometrica 68:399).
 
@@ -36,7 +36,7 @@ cluster-robust when rows are clustered):
 * ``partition`` (Algorithm 3) gives no D_REO interval in any regime
   (:data:`PARTITION_WHY`): its folds hold 1/M of the data, where REO is
   nearer its kink, and gates on the data that were tried published only a
-  selected subset of rows that missed (bench/README.md, issue 38).
+  selected subset of rows that missed (bench/README.md).
 
 Note: the projection is valid unconditionally, not conditionally on the
 near-parity flag (an arm flagged near parity by chance can make it miss);
@@ -71,8 +71,8 @@ NEAR_PARITY_LEVEL = 0.05
 PARTITION_WHY = (
     "partition: no D_REO interval. Each fold holds 1/M of the data, where REO sits nearer its kink at parity "
     "than on the full data, so the spread of fold differences misstates D_REO's SE (measured 0.17-0.93 coverage "
-    "with 100-2,000 random positives a group, and 0.00 where a data-driven gate let only rare rows through; "
-    "issue 38); use delta or bootstrap. Partition's D_k rows are published"
+    "with 100-2,000 random positives a group, and 0.00 where a data-driven gate let only rare rows through); "
+    "use delta or bootstrap. Partition's D_k rows are published"
 )
 
 
@@ -193,7 +193,7 @@ def percentile_bounds(reps: np.ndarray, level: float) -> tuple[np.ndarray, np.nd
 #: Columns :func:`percentile_bounds` sorts at a time: a sort along the first
 #: axis reads each column with a stride of a row, so (B, 32) blocks (256 KB at
 #: B = 1,000) stay in cache while (B, 256) ones do not: 41 -> 13 ms for the
-#: 4,097 metrics of one A/B pair at K = 4,096 (issue 37 item 3).
+#: 4,097 metrics of one A/B pair at K = 4,096.
 SORT_COLUMNS = 32
 
 

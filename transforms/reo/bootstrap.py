@@ -36,7 +36,7 @@ def reo_rows(U: np.ndarray) -> np.ndarray:
 
 #: Replicate rows :func:`reo_rows` takes at a time: std's temporaries stay at
 #: (64, K), 2 MB at K = 4,096, reused by the allocator, instead of (B, K)
-#: arrays of 33 MB that each cost their page faults (issue 37 item 3). Only a
+#: arrays of 33 MB that each cost their page faults. Only a
 #: row-major array is split: each contiguous row then sums as in the whole
 #: (a column-major one's single-row block would sum in another order).
 ROW_BLOCK = 64

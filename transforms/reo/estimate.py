@@ -389,7 +389,7 @@ def _bootstrap_defers(delta: DeltaIntervals) -> str | None:
     REO = ‖ΔU‖/√K has a kink at parity and curvature (I − uuᵀ)/(√K‖ΔU‖) near
     it: the bootstrap is inconsistent at the kink (Andrews 2000, Econometrica
     68:399) and its percentile interval sits about twice the plug-in's bias
-    (tr Σ − ûᵀΣû)/(2√K‖ΔÛ‖) above the truth near it (issue 38: 0.69 coverage
+    (tr Σ − ûᵀΣû)/(2√K‖ΔÛ‖) above the truth near it (0.69 coverage
     at K = 8, REO = 0.05). So when the parity-aware interval reaches 0 or the
     curvature ratio ρ (:class:`DeltaIntervals`) exceeds
     :data:`BOOTSTRAP_MAX_CURVATURE`, REO's interval is the parity-aware one

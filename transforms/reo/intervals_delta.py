@@ -75,7 +75,7 @@ def both_bucketed_factor(rec: BucketSums, rand: BucketSums) -> tuple[np.ndarray,
     With bucket ids (the count stage's): the joint sandwich over the union of
     buckets, F = Z_Q − Z_P aligned on ids (:func:`fairmon.transforms.reo.cluster.joint_log_factors`),
     which keeps Cov(log Q̂, log P̂) when a cluster id (a user) has rows in
-    both traffics (issue 38: Coat by user, SE 0.0753 without it, 0.0615
+    both traffics (Coat by user, SE 0.0753 without it, 0.0615
     with it); rank ≤ G_u − 1. Without ids, the two sandwiches stacked
     (independent samples); rank ≤ (G_Q − 1) + (G_P − 1).
     Source: Liang & Zeger (1986); Cameron & Miller (2015) §2.3."""
@@ -103,7 +103,7 @@ def alert_interval(
     variances (K,), a covariance (K, K), or a factor F (r, K) with FᵀF = Cov(log Û) (both samples
     bucketed; :func:`log_utility_model`). Measured at the 80 % line with 20,000 default and 21,000
     random rows: REÔ − z·SE exceeds the line 7 % more often than α/H, this bound 3 % less often
-    (bench/README.md "Issue 50"). K > 2 has no such exact transform (the smallest REO for a given
+    (bench/README.md). K > 2 has no such exact transform (the smallest REO for a given
     spread of log U falls towards 0 as K grows), so ``near_zero(level, scale)``, the parity-aware
     interval of ΔÛ, is used. Never raises. Source: seed 001 eqs. 4, 19 and Algorithm 1's delta
     method, on the log scale.

@@ -287,7 +287,7 @@ def _near_zero_shape(dU: np.ndarray, given: np.ndarray, is_factor: bool) -> Near
     K = dU.size
     if K < 2 or not (np.isfinite(dU).all() and np.isfinite(given).all()):
         return None
-    if np.linalg.norm(dU) <= REO_ROUNDING * np.sqrt(K):  # REO = 0 up to rounding: exactly parity (issue 38)
+    if np.linalg.norm(dU) <= REO_ROUNDING * np.sqrt(K):  # REO = 0 up to rounding: exactly parity
         dU = np.zeros(K)
     lam_nz, w = _spectrum(dU, None if factor is not None else given, given if factor is not None else None)
     norm = float(np.linalg.norm(dU))

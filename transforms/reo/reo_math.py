@@ -64,7 +64,7 @@ def reo_of_utilities(U: np.ndarray) -> float:
 
     An REO at or below :data:`REO_ROUNDING` is floating-point rounding of
     equal utilities (counts 8/12 and 6/9 give U_1 = U_2 up to an ulp): it is
-    returned as exactly 0, i.e. parity (issue 38).
+    returned as exactly 0, i.e. parity.
 
     Reference values (DESIGN §5): U = (0.8, 1) gives 1/9; U = (1/2, 1) gives
     1/3 (seed 001 Example 3.1, dataset B, prints 2/3, which is |U1-U2|/mean,
