@@ -81,6 +81,7 @@ def _run(cfg: Path, days: list[dt.date]) -> list[dict]:
     return out, updates[0]
 
 
+@pytest.mark.slow  # runs days in process (DuckDB, GX)
 def test_alerts_are_sent_once_recorded_and_retried(tmp_path, receiver, caplog):
     port, bodies = receiver
     cfg = _project(tmp_path, port)
@@ -117,6 +118,7 @@ def test_alerts_are_sent_once_recorded_and_retried(tmp_path, receiver, caplog):
     assert SECRET not in caplog.text
 
 
+@pytest.mark.slow  # runs days in process (DuckDB, GX)
 def test_alerts_off_write_nothing(tmp_path):
     cfg = write_simulation(SPEC, tmp_path / "sim", "csv")["config"]
     cfg.write_text(cfg.read_text() + "\n[alerts]\nenabled = false\n")
@@ -126,6 +128,7 @@ def test_alerts_off_write_nothing(tmp_path):
     assert day["reo"][0]["alert_level"] is None
 
 
+@pytest.mark.slow  # runs days in process (DuckDB, GX)
 def test_a_release_that_spends_the_budget_raises_budget_low_once(tmp_path):
     """The privacy ledger's releases (DESIGN §4.6) reach budget_low_share of total_epsilon: one alert, on the
     day of the release that crossed it; a second update raises nothing new."""
@@ -148,6 +151,7 @@ def test_a_release_that_spends_the_budget_raises_budget_low_once(tmp_path):
     assert update_alerts(cfg).new == [] and _alerts(cfg_path).height == 1
 
 
+@pytest.mark.slow  # runs days in process (DuckDB, GX)
 def test_alerts_that_fail_their_checks_are_neither_sent_nor_written(tmp_path, monkeypatch, receiver):
     """The gate (generated checks and expectations/alerts.json) runs before anything goes out."""
     from fairmon.pipelines.executor import alerting
