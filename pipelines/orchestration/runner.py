@@ -155,6 +155,7 @@ def run_days(
     on_day: Callable[[dict], None] | None = None,
     prestage_days: int | None = None,
     prefect: bool = True,
+    on_alerts: Callable[[Any], None] | None = None,
 ) -> list[dict]:
     """Run ``days`` of ``cfg`` (:func:`fairmon.pipelines.executor.days.run_days`,
     whose arguments these are), as Prefect runs when ``prefect`` (a day
@@ -176,6 +177,7 @@ def run_days(
         wait_seconds=wait_seconds,
         on_prestage=on_prestage,
         prestage_days=prestage_days,
+        on_alerts=on_alerts,
     )
     if not prefect:
         return executor_days.run_days(cfg, days, on_day=on_day, **options)
