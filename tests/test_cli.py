@@ -461,11 +461,12 @@ def test_the_script_exits_with_the_commands_code_after_every_exit_handler(tmp_pa
 
 
 def _same_but_run(doc: dict, root) -> dict:
-    """A ``--json`` document without run ids and stage seconds, ``root`` written <ROOT>."""
+    """A ``--json`` document without run ids, stage seconds and alert ids and times (an alert id hashes the
+    project's name, here its folder's), ``root`` written <ROOT>."""
 
     def clean(x):
         if isinstance(x, dict):
-            return {k: clean(v) for k, v in x.items() if k not in ("run_id", "timings")}
+            return {k: clean(v) for k, v in x.items() if k not in ("run_id", "timings", "alert_id", "first_seen_at")}
         if isinstance(x, list):
             return [clean(v) for v in x]
         return x.replace(str(root), "<ROOT>") if isinstance(x, str) else x
