@@ -58,12 +58,13 @@ def history(cfg: FairmonConfig) -> dict[str, pl.DataFrame]:
     the warehouse, refreshed by the run): {reo, reo_ab, runs, ledger}.
     Raises what DuckDB raises."""
     with db.connect(cfg.duckdb_path) as con:
-        db.ensure(con, ("runs_create", "runs_migrate", "ledger_create"))
+        db.ensure(con, ("runs_create", "runs_migrate"))
+        released = "privacy_ledger" in dict(db.query(con, "catalog_objects").iter_rows())  # no release: no ledger
         return {
             "reo": db.query(con, "alerts_reo"),
             "reo_ab": db.query(con, "alerts_ab"),
             "runs": db.query(con, "alerts_runs"),
-            "ledger": db.query(con, "alerts_ledger"),
+            "ledger": db.query(con, "alerts_ledger") if released else pl.DataFrame(),
         }
 
 
