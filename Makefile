@@ -46,7 +46,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 # Unit tests only (no Prefect API, no subprocess runs, no Spark, no Monte-Carlo coverage simulations):
-# under a minute on two cores (25 CPU-s; bench/README.md "Test suite cost").
+# under a minute on two cores (26 CPU-s; bench/README.md "Test suite cost").
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow and not spark and not coverage"
 

@@ -172,6 +172,7 @@ def test_alerts_that_fail_their_checks_are_neither_sent_nor_written(tmp_path, mo
     assert not (cfg_path.parent / "warehouse" / "alerts").exists()
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_who_gets_what(receiver):
     """A new alert goes to every target; an old one only to the targets that failed it (a URL fixed at its
     position); a target added later gets no old alert; a removed target is forgotten."""

@@ -445,6 +445,7 @@ def test_envy_audit_decisions_and_bounds_by_hand():
 # --- read_table: only days whose latest run published ------------------------------------------------
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_read_table_returns_only_published_days(tmp_path):
     cfg = tmp_path / "fairmon.toml"
     cfg.write_text(

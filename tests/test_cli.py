@@ -400,6 +400,7 @@ class _SlowStartingRunner:
 
 
 @pytest.mark.parametrize("stop_after", [0.1, 0.8])  # while the runner starts; once it polls
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_a_stop_while_the_runner_starts_waits_for_it_then_stops_it(monkeypatch, stop_after):
     """``fairmon serve`` got SIGTERM 8 s in, before Prefect's runner had
     finished starting on a loaded machine: Runner.astop raised "Runner has
@@ -443,6 +444,7 @@ main()
 
 
 @pytest.mark.parametrize("thread", ["none", "thread"])
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_the_script_exits_with_the_commands_code_after_every_exit_handler(tmp_path, thread):
     """``main`` ends the process without the interpreter's teardown (its last
     garbage collections took ~1.2 s), but with the command's exit code, after

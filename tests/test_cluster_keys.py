@@ -16,6 +16,7 @@ import hashlib
 import duckdb
 import numpy as np
 import polars as pl
+import pytest
 
 import fairmon
 from fairmon.pipelines.ingest.range_counts import count_statements
@@ -113,6 +114,7 @@ def _day_rows(keys_by_file: dict[str, list[int]], buckets: int) -> pl.DataFrame:
     return count_statements(con, buckets, 1, "contained")[0]
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_a_day_keeps_per_cluster_keys_only_when_all_its_rows_have_them_and_they_are_few():
     # per-cluster keys k = −1 − h % span; their bucket is (−1 − k) % G
     assert _day_keys({"d1": [-5, -21], "r1": [-5, -40]}, 16) == {-5, -21, -40}  # 3 clusters, one in both traffics

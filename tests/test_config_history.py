@@ -106,6 +106,7 @@ def test_a_view_whose_partitions_went_reads_as_no_rows_of_the_declared_columns(t
         con.close()
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_a_second_config_on_the_warehouse_is_refused_with_exit_2_unless_it_declares_the_project(tmp_path):
     spec = SimulationSpec(start=D0, days=1, rows_per_day=2000, random_rows_per_day=1500, seed=3)
     cfg = write_simulation(spec, tmp_path / "sim", "csv")["config"]
@@ -155,6 +156,7 @@ def test_config_change_names_the_changed_sections_and_ignores_runs_without_hashe
     assert config_change(None, now) is None
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_removing_ab_makes_the_days_stale_and_their_rerun_unpublishes_reo_ab(tmp_path):
     arms = {"control": {}, "boost": {0: 1.3}}
     spec = SimulationSpec(start=D0, days=2, rows_per_day=2000, random_rows_per_day=1500, arms=arms, seed=4)
@@ -182,6 +184,7 @@ def test_removing_ab_makes_the_days_stale_and_their_rerun_unpublishes_reo_ab(tmp
     assert days_to_run(load_config(cfg), D0, D1, only_stale=True) == []  # re-run and published: no longer stale
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_attributes_user_attributes_and_intersections_added_to_a_project_keep_its_duckdb_file(tmp_path):
     root = tmp_path / "p"
     (root / "in").mkdir(parents=True)

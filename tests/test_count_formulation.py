@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import polars as pl
+import pytest
 
 from fairmon.pipelines.ingest.range_counts import BUCKET_SCHEMA, count_statements, group_totals
 from fairmon.transforms.registry import polars_schema
@@ -84,6 +85,7 @@ def _previous_and_new(con, buckets, window_days, policy):
     return (want, old_keys), (group_totals(by_key, spans), new_keys)
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_the_new_statements_give_the_counts_and_key_rows_of_the_previous_one():
     con = _con()
     for policy in ("overlap", "contained"):
@@ -138,6 +140,7 @@ def _random_setup(seed):
     return con, buckets, int(rng.integers(1, 5))
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_the_new_statements_equal_the_previous_one_on_random_setups():
     compared = 0
     for seed in range(40):

@@ -129,6 +129,7 @@ def test_fewer_than_the_minimum_rows_is_nan_with_a_reason():
 
 
 @pytest.mark.parametrize("ci", ["conventional", "robust"])
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_intervals_stay_inside_the_unit_interval_and_contain_the_estimate(ci):
     rng = np.random.default_rng(11)
     for k in range(300):
@@ -215,6 +216,7 @@ def test_difference_with_an_undefined_group_is_nan_with_a_reason():
 # --- SDT near 0 and 1 -------------------------------------------------------------------
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_sdt_exact_bounds_are_clopper_pearson_carried_through():
     tp, fn, fp, tn = 198, 2, 40, 760
     e = sdt_estimate(tp, fn, fp, tn)

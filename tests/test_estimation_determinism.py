@@ -135,6 +135,7 @@ def test_bucket_rows_in_any_order_give_the_same_numbers_bit_for_bit():
     assert finite.len() > 0  # the bucket bootstrap ran on the per-bucket rows
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_reach_beta_is_the_same_on_every_call():
     # 3,000 users: Polars' hash group-by returns its groups in an order that varies between calls, and a
     # mean over them then varied in its last bit (seen in reach_beta between two demo runs)

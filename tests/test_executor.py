@@ -48,6 +48,7 @@ def _partitions(warehouse: Path) -> dict[str, pl.DataFrame]:
     }
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_run_day_runs_in_process_without_prefect(tmp_path, monkeypatch):
     from fairmon.pipelines.executor.days import run_day, run_days
 

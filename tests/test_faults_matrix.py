@@ -37,6 +37,7 @@ def _published_reo(cfg_path: Path) -> list[dt.date]:
 # ---- item 1: every attempt is recorded before it can fail -------------------------------------------
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_bad_pool_file_name_fails_the_day_naming_the_file_and_unpublishes_it(tmp_path):
     from fairmon.pipelines.executor.days import run_day
     from fairmon.pipelines.storage.warehouse import latest_runs
@@ -55,6 +56,7 @@ def test_bad_pool_file_name_fails_the_day_naming_the_file_and_unpublishes_it(tmp
     assert _published_reo(cfg_path) == []  # the old numbers left the published view
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_a_day_whose_inputs_cannot_be_listed_is_recorded_failed(tmp_path, monkeypatch):
     from fairmon.pipelines.executor import publishing
     from fairmon.pipelines.executor.days import run_day
@@ -78,6 +80,7 @@ def test_a_day_whose_inputs_cannot_be_listed_is_recorded_failed(tmp_path, monkey
 # ---- item 2: the same rows in two of a day's files --------------------------------------------------
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_a_pool_copied_under_a_second_name_quarantines_the_day_naming_both_files(tmp_path):
     from fairmon.pipelines.executor.days import run_day
 
@@ -110,6 +113,7 @@ def _pool_with_three_shared_keys(cfg_path: Path) -> tuple[Path, Path]:
     return pool, second
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_two_pools_sharing_three_keys_quarantine_the_day_naming_both_files_and_the_count(tmp_path):
     from fairmon.pipelines.executor.days import run_day
 
@@ -123,6 +127,7 @@ def test_two_pools_sharing_three_keys_quarantine_the_day_naming_both_files_and_t
     assert _published_reo(cfg_path) == []
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_one_pool_counted_for_several_days_is_no_repeat(tmp_path):
     from fairmon.pipelines.executor.days import run_day
 
@@ -133,6 +138,7 @@ def test_one_pool_counted_for_several_days_is_no_repeat(tmp_path):
         assert {r["n_rand"] for r in out["reo"]} == {SPEC.random_rows_per_day * SPEC.random_pool_days}
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_a_pool_copy_declared_over_other_days_is_found_and_two_pools_of_other_rows_are_not(tmp_path):
     import polars as pl
 
@@ -152,6 +158,7 @@ def test_a_pool_copy_declared_over_other_days_is_found_and_two_pools_of_other_ro
     assert f"files random/{first.name} and random/{copy.name} share 3 id key(s)" in out["error"]
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_shared_keys_lowered_to_a_warning_publish_the_day(tmp_path):
     from fairmon.pipelines.executor.days import run_day
 
@@ -164,6 +171,7 @@ def test_shared_keys_lowered_to_a_warning_publish_the_day(tmp_path):
     assert _published_reo(cfg_path) == [DAY]
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_a_day_split_over_two_files_that_share_keys_is_quarantined_naming_both(tmp_path):
     import polars as pl
 
@@ -200,6 +208,7 @@ def test_a_day_split_over_two_files_that_share_keys_is_quarantined_naming_both(t
 # ---- item 5: paths with glob metacharacters; a duckdb path that is not DuckDB ----------------------
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_a_project_folder_and_warehouse_with_glob_characters_publish_and_read_back(tmp_path):
     from fairmon.pipelines.executor.days import run_day
     from fairmon.pipelines.storage.warehouse import read_table
@@ -301,6 +310,7 @@ def test_fairmon_sql_refuses_files_outside_the_warehouse(project, query):
     assert res.exit_code == 2 and "error:" in res.output and "disabled by configuration" in res.output
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_fairmon_sql_still_reads_the_warehouse_and_loads_no_extension(project):
     import duckdb
 
@@ -451,6 +461,7 @@ def test_report_while_a_run_holds_the_duckdb_file_exits_5(project):
 # ---- item 9: silent acceptances become named errors or warnings ------------------------------------
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_a_struct_attribute_column_fails_the_day_naming_column_and_type(tmp_path):
     import polars as pl
 
@@ -521,6 +532,7 @@ def test_intersection_cells_cannot_collide():
     assert clean.get_column("attr__a").to_list() == ["1", "1"]
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_views_that_cannot_be_refreshed_at_the_start_leave_each_day_to_record_its_outcome(project, monkeypatch):
     """The run's first refresh of the views (before any day is recorded) fails: the days still run and are
     recorded; here the publish's own refresh works, so the day publishes."""

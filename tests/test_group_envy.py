@@ -109,6 +109,7 @@ def test_group_envy_normal_ci_covers():
     assert wrong == 0
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_envious_simulator_truth_is_found():
     """seed 004 App. C.2's measurement bias (envy_world, `envious`): eq. 6 has
     U(1, 0) − U(1, 1) > 0.1 (the minority gains from the majority's policies)

@@ -143,6 +143,7 @@ def test_a_scores_log_names_its_attribute_key(tmp_path):
     assert f.source == "scores" and "'race', named by [scores] attributes" in f.message
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_run_and_backfill_stop_in_preflight_with_exit_1(tmp_path):
     toml = _project(tmp_path)
     for d in (D1, D2):
@@ -283,6 +284,7 @@ def test_rate_and_sufficiency_failures_name_the_rate_and_the_rows_needed():
     ]
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_a_parquet_file_is_checked_from_its_schema_and_a_long_range_prints_twenty_lines(tmp_path):
     root = tmp_path / "p"
     (root / "in").mkdir(parents=True)

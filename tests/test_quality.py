@@ -237,6 +237,7 @@ def test_each_raw_defect_is_caught_by_a_named_expectation(gate, defect, name):
     assert r.failed_critical == [name]
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_profile_failures_are_reported_in_file_rows(gate):
     # 40 rows collapse to a handful of profile rows; counts and rows are those of the file
     n = 40
@@ -283,6 +284,7 @@ def _reo_day() -> pl.DataFrame:
     )
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_output_suites_catch_broken_tables(gate):
     good = _reo_day()
     assert gate.validate("reo", reo_check_frame(good), {}, "reo", "t").success
@@ -308,6 +310,7 @@ def test_a_plug_in_above_its_interval_needs_reo_bc_inside(gate):
     assert r.failed_critical == ["reo_le_ci_high"]
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_an_undefined_ab_difference_needs_its_reason(gate):
     """reo_ab: a NaN difference that says why (delta_paper on clustered rows)
     passes; the same row without its reason fails undefined_diff_has_reason."""
@@ -358,6 +361,7 @@ def _counting_runs(monkeypatch) -> list[tuple[str, str, int]]:
     return runs
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_validate_many_equals_one_run_per_file(gate, monkeypatch):
     """Stacked profiles give every file exactly the result of its own run: clean
     files pass, a file with a critical defect, one with two, one with only a
@@ -404,6 +408,7 @@ def test_validate_many_equals_one_run_per_file(gate, monkeypatch):
     ]
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_validate_many_stacks_files_whose_columns_come_in_another_order(gate, monkeypatch):
     """A pooled random file lists ``arm`` last: the same columns and types in
     another order still make one GX run with the day's file, and each file's
@@ -427,6 +432,7 @@ def test_validate_many_stacks_files_whose_columns_come_in_another_order(gate, mo
     ]
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_validate_many_days_with_a_missing_traffic_run_alone(gate, monkeypatch):
     """impressions_day's table-level rule (the random traffic is present) is
     decided for each day: the days that have it are checked in one run, a day
@@ -449,6 +455,7 @@ def test_validate_many_days_with_a_missing_traffic_run_alone(gate, monkeypatch):
     ]
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_validate_many_reads_each_days_failures_from_the_stacked_run(gate, monkeypatch):
     """A warning failing on some rows of several days (no_small_groups, as
     on every day at K = 4,096) is reported per day from the one stacked GX
@@ -480,6 +487,7 @@ def test_validate_many_reads_each_days_failures_from_the_stacked_run(gate, monke
     assert json.loads(many[1].row(D0)["details"])[0]["sample"] == [3]
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_a_warning_failing_in_every_file_costs_one_more_gx_run(gate, monkeypatch):
     """Null attributes in three files of four (a warning real logs often
     raise): the covering run finds them, and the three files are checked
@@ -515,6 +523,7 @@ def test_a_warning_failing_in_every_file_costs_one_more_gx_run(gate, monkeypatch
     ]
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_validate_many_reads_failures_past_gxs_200_listed_values(gate, monkeypatch):
     """GX lists at most 200 unexpected values of a run: with 250 failing rows
     on each of two days the second day's values lie past them, and are
@@ -535,6 +544,7 @@ def test_validate_many_reads_failures_past_gxs_200_listed_values(gate, monkeypat
     assert (f["unexpected_count"], f["rows"], f["sample"]) == (n, [1, 2, 3, 4, 5], [1001, 1002, 1003, 1004, 1005])
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_validate_many_checks_a_profiles_values_and_counts_its_file_rows(gate, monkeypatch):
     """Stacked profiles are checked on the rows that hold each column's
     values first: 2 files of 30 rows whose profiles hold 6 and 8 distinct
@@ -585,6 +595,7 @@ def test_validate_many_keeps_uniqueness_per_subject(gate):
     assert _as_dict(many[1]) == _as_dict(gate.validate("reo", frames[1], {}, "reo", "day1"))
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_labels_and_scores_suites(gate):
     labels = pl.DataFrame(
         {

@@ -230,6 +230,7 @@ def test_reach_group_table_rows(small):
     assert set(g2.filter(pl.col("side") == "user")["group"]) == {"(missing)"}
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_a_csv_snapshot_reads_as_the_parquet_one(tmp_path, small):
     """The snapshot contract accepts CSV files (all text, parsed by the contract) as well as Parquet."""
     from fairmon.pipelines.checks.gate import QualityGate

@@ -13,6 +13,7 @@ import re
 import subprocess
 
 import polars as pl
+import pytest
 
 from fairmon.pipelines.faces.report import render_report
 from fairmon.transforms.report_data import ReportData
@@ -87,6 +88,7 @@ def _text(dom: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", dom))
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_the_report_opens_in_plain_words_in_headless_chromium(tmp_path, find_chromium):
     chromium = find_chromium()
     one = tmp_path / "one_day.html"

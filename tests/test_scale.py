@@ -199,6 +199,7 @@ def test_a_session_shares_one_connection_until_the_last_one_ends(tmp_path):
         assert d is not a and d.sql("SELECT x FROM t").fetchall() == [(1,)]
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_data_docs_are_built_once_per_deferred_block(three_days):
     cfg, days, _ = three_days
     gate = gate_for(cfg)
@@ -232,6 +233,7 @@ def test_data_docs_are_built_once_per_deferred_block(three_days):
         gate.ctx.build_data_docs = real
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_suites_are_stored_once_per_process_unless_they_change(tmp_path):
     gate = QualityGate(tmp_path / "gx")
     stored = []
@@ -258,6 +260,7 @@ def test_suites_are_stored_once_per_process_unless_they_change(tmp_path):
     assert stored == ["reo", "reo"]
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_prestaged_range_counts_serve_the_days_until_something_is_staged(three_days):
     from fairmon.pipelines.ingest.range_counts import count_days
     from fairmon.pipelines.ingest.staging import prestage_impressions, stage_unit
@@ -283,6 +286,7 @@ def test_prestaged_range_counts_serve_the_days_until_something_is_staged(three_d
         assert third.get_column("n").sum() == 700
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_range_counts_in_day_chunks_equal_one_statement(three_days, monkeypatch):
     """With many staged rows a day (many groups, clustered) count_range counts
     the range a few days a statement (COUNT_ROWS_BUDGET): every day's counts,

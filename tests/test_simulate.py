@@ -81,6 +81,7 @@ def test_signals_only_on_positives_and_ids_unique():
     assert day.get_column("request_id").n_unique() == day.height
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_deterministic_by_seed():
     assert simulate_day(SPEC, 2).equals(simulate_day(SPEC, 2))
     other = SimulationSpec(**{**SPEC.__dict__, "seed": 5})

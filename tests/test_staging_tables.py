@@ -132,6 +132,7 @@ def test_identifiers_come_only_from_checked_names():
     ]
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_a_large_insert_runs_on_one_thread_keeps_the_rows_in_order_and_fills_whole_row_groups(tmp_path):
     """staging_tables.insert appends on one DuckDB thread (sql/settings_threads.sql):
     a batch of files' frames (one chunk each, as replace_units concatenates

@@ -34,6 +34,7 @@ def _imports(tree: ast.AST) -> list[tuple[str, list[str]]]:
     return found
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_no_import_cycle_among_fairmon_modules():
     mods = _modules()
     graph = {m: set() for m in mods}
@@ -62,6 +63,7 @@ def test_no_import_cycle_among_fairmon_modules():
             visit(m)
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_no_private_name_is_used_across_modules():
     files = [*_modules().values(), *(REPO / "tests").glob("*.py"), *(REPO / "bench").glob("*.py")]
     offences = []
@@ -90,6 +92,7 @@ def test_no_private_name_is_used_across_modules():
     assert offences == []
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_transforms_stay_pure():
     for m, f in _modules().items():
         if not m.startswith("fairmon.transforms"):
@@ -169,6 +172,7 @@ def _oversized() -> dict[str, list[str]]:
     return out
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_no_module_or_function_is_over_its_size_limit():
     assert _oversized() == {}
 

@@ -167,6 +167,7 @@ def _record(con, run_id, ds, status, minute):
     )
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_duckdb_views_have_the_registry_schema_and_read_the_files(tmp_path):
     wh = tmp_path / "wh"
     con = duckdb.connect(str(tmp_path / "t.duckdb"))
@@ -190,6 +191,7 @@ def test_duckdb_views_have_the_registry_schema_and_read_the_files(tmp_path):
     con.close()
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_views_are_created_again_only_when_their_sql_changes(tmp_path):
     """Within a run (``made``), a publish that adds a day creates no view again
     (the views read their partitions by glob); a partition that brings a
@@ -229,6 +231,7 @@ def test_views_are_created_again_only_when_their_sql_changes(tmp_path):
     con.close()
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_a_publish_looks_again_only_at_its_own_days_partitions(tmp_path, monkeypatch):
     """Within a run (``made`` and ``partitions``), refreshing after day ds's
     publish lists no table folder (a backfill's cost stays linear in its
@@ -272,6 +275,7 @@ def test_a_publish_looks_again_only_at_its_own_days_partitions(tmp_path, monkeyp
     con.close()
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_a_publish_that_fails_partway_leaves_the_next_refresh_listing_everything(tmp_path, monkeypatch):
     """A publish whose removal of an old partition fails after the file is gone
     (a stray file in the day's folder) must not leave the run believing the

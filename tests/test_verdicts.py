@@ -288,6 +288,7 @@ def test_bootstrap_nan_always_has_a_reason():
     assert np.isnan(e.ci_low) and "bootstrap resamples have P_k = 0" in e.reason
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_no_nan_without_a_reason_in_reo_tables():
     rng = np.random.default_rng(1)
     ds = dt.date(2026, 1, 1)

@@ -249,6 +249,7 @@ def test_pool_admission_rule():
 
 
 @pytest.mark.parametrize("policy,expected", [("contained", CONTAINED), ("overlap", OVERLAP)])
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_each_day_uses_the_pools_its_policy_admits(pools, policy, expected):
     cfg = pools[policy]
     days = [day(i) for i in range(9)]
@@ -283,6 +284,7 @@ def test_each_day_uses_the_pools_its_policy_admits(pools, policy, expected):
 
 
 @pytest.mark.parametrize("policy", ["contained", "overlap"])
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_a_range_counted_in_chunks_gives_each_day_its_own_counts(pools, policy, monkeypatch):
     """count_range counts a pool once for the days that share it, chunk after chunk (a share
     counted in one chunk serves the days of later chunks): each day's held counts, totals and
@@ -307,6 +309,7 @@ def test_a_range_counted_in_chunks_gives_each_day_its_own_counts(pools, policy, 
                 assert held.frame().sort(want_keys.columns).equals(want_keys.sort(want_keys.columns)), (budget, d)
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_the_sql_applies_the_policy_too(pools):
     # every staged pool registered for day 6 (window day 3..6): contained still takes only P2,
     # overlap P2 and P3 (P1 ends on day 2)
@@ -578,6 +581,7 @@ def test_a_pool_named_twice_by_the_config_counts_once(tmp_path):
     assert totals.filter(pl.col("traffic") == "random").get_column("n").to_list() == [100]
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_a_run_reads_each_files_summary_once_until_something_is_staged(pools, monkeypatch):
     """file_summaries (the copies and shared-ids checks' per-file signatures and spans): in a run, a
     file summarised once is not read again while nothing is staged, a staging write reads it again,

@@ -81,6 +81,7 @@ def toy(tmp_path, monkeypatch):
     load_spec.cache_clear()
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_a_declared_table_is_published_gated_and_reported(toy, tmp_path):
     from fairmon.pipelines.executor.days import run_day
     from fairmon.pipelines.faces.report import build_report
