@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGE_DIRS = {"fairmon": "fairmon", "pipelines": "fairmon.pipelines", "transforms": "fairmon.transforms"}
+PACKAGE_DIRS = {"src/fairmon": "fairmon", "pipelines": "fairmon.pipelines", "transforms": "fairmon.transforms"}
 
 
 def _modules() -> dict[str, Path]:
