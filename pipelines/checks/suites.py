@@ -16,7 +16,7 @@ import polars as pl
 
 from fairmon.pipelines.checks.cover import snake_type
 from fairmon.resources import suite_file
-from fairmon.transforms.registry import TABLES, generated_checks, polars_schema, table
+from fairmon.transforms.registry import INPUT_SUITES, TABLES, generated_checks, polars_schema, table
 
 SEVERITIES = ("critical", "warning")
 
@@ -81,12 +81,9 @@ class DQResult:
         return f"{self.suite} on {self.subject}: " + "; ".join(parts)
 
 
-DQ_SCHEMA = polars_schema("dq_results")
-
-
 def dq_frame(ds: dt.date, results: list[DQResult]) -> pl.DataFrame:
     """dq_results rows for one day."""
-    return pl.DataFrame([r.row(ds) for r in results], schema=DQ_SCHEMA)
+    return pl.DataFrame([r.row(ds) for r in results], schema=polars_schema("dq_results"))
 
 
 @cache
@@ -98,7 +95,7 @@ def load_spec(suite: str) -> dict:
     (``Table.suite``; none when None). Any other name (an input suite) is read
     from ``expectations/<suite>.json``. Raises FileNotFoundError for a suite
     without a file."""
-    if suite not in TABLES:
+    if suite in INPUT_SUITES or suite not in TABLES:  # an input suite needs no family module imported
         return _read_suite(suite)
     t = table(suite)
     extra = _read_suite(t.suite) if t.suite else {"description": f"Output {t.name} (DESIGN §3).", "expectations": []}
