@@ -54,3 +54,20 @@ def test_prefect_itself_agrees_on_a_profile(env):
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=env / "cwd", env=os.environ, timeout=120
     )
     assert out.stdout.strip() == api_url_without_prefect(env / "cwd") == "http://prefect.example:4200/api"
+
+
+@pytest.mark.slow  # stages a simulated day in a subprocess
+def test_ingest_runs_in_process_without_importing_prefect(env, monkeypatch):
+    """``fairmon ingest`` with no Prefect API configured stages its files in process, as ``run`` does."""
+    from fairmon.pipelines.faces.simulated import write_simulation
+    from fairmon.transforms.simulators.impressions import SimulationSpec
+
+    spec = SimulationSpec(days=1, rows_per_day=2000, random_rows_per_day=500, random_pool_days=1, seed=3)
+    cfg = write_simulation(spec, env / "cwd" / "sim", "csv")["config"]
+    script = (
+        "import sys\nfrom typer.testing import CliRunner\nfrom fairmon.pipelines.faces.cli import app\n"
+        f"r = CliRunner().invoke(app, ['ingest', '-c', {str(cfg)!r}, '--date', '{spec.start}'])\n"
+        "print(r.exit_code, r.output.count(': staged'), 'prefect' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=env / "cwd", timeout=300)
+    assert out.stdout.split() == ["0", "2", "False"], out.stderr

@@ -14,15 +14,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from fairmon.pipelines.checks.gate import gate_for, prune_gx
+from fairmon.pipelines.checks.gate import build_docs, gate_for, prune_gx
 from fairmon.pipelines.checks.preload import preload_gate, thaw
 from fairmon.pipelines.core.config import FairmonConfig, check_paths, check_writable, load_config
 from fairmon.pipelines.core.run import Run, ensure_run
 from fairmon.pipelines.executor.alerting import AlertsUpdate, update_alerts_logged
-from fairmon.pipelines.executor.batch import Batch, execute
+from fairmon.pipelines.executor.batch import Batch, configured_inputs, execute
 from fairmon.pipelines.executor.outcomes import Hooks
 from fairmon.pipelines.executor.publishing import WarehouseViews, refresh_run_views
-from fairmon.pipelines.ingest.staging import prestage_impressions, run_logger
+from fairmon.pipelines.ingest.snapshots import read_snapshot
+from fairmon.pipelines.ingest.staging import ingest_source, prestage_impressions, run_logger
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock
 from fairmon.pipelines.storage.ownership import claim_warehouse
@@ -170,3 +171,29 @@ def run_day(config: FairmonConfig | str, ds: dt.date, *, force_ingest: bool = Fa
     path = "" if isinstance(config, FairmonConfig) else str(config)
     (summary,) = run_days(cfg, [ds], config_path=path, force_ingest=force_ingest)
     return summary
+
+
+def ingest_day(
+    cfg: FairmonConfig, ds: dt.date, force: bool = False, config_path: str = "", stage: Callable | None = None
+) -> list:
+    """Validate and stage every configured input that day ``ds`` needs (for
+    impressions: its default traffic and the random traffic of its trailing
+    window; scores and labels: the days of their windows; a reach snapshot is
+    checked, never staged), in process: ``fairmon ingest``, and the body of
+    the Prefect flow of the same name (``stage``: its task form of
+    :func:`fairmon.pipelines.ingest.staging.stage_unit`; None: plain calls).
+    Re-ingesting replaces. Returns one
+    :class:`fairmon.pipelines.checks.suites.DQResult` per file. Raises what
+    staging raises."""
+    with ensure_run(cfg, config_path):
+        results = [
+            r
+            for name in configured_inputs(cfg)
+            for r in (
+                read_snapshot(cfg, ds, gate_for(cfg), str(ds))[1]
+                if name == "reach"
+                else ingest_source(cfg, name, ds, force, stage)
+            )
+        ]
+        build_docs(cfg)
+    return results

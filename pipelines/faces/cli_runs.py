@@ -112,26 +112,26 @@ def ingest(
     force: Annotated[
         bool, typer.Option("--force-ingest", "--force", help="Re-stage input files even when unchanged.", metavar="")
     ] = False,
+    prefect: PrefectOpt = None,
 ) -> None:
     """Validate and stage a day's input files (and its random-traffic window)
-    without computing anything; re-ingesting replaces the files' rows.
+    without computing anything; re-ingesting replaces the files' rows. In
+    process unless --prefect (or a configured Prefect API) asks for a flow run.
     Exit code 0 staged, 1 a file not staged (or refused by the pre-flight
     check), 5 lock busy."""
     prefect_env()
     ds = parse_date(date, "--date")
     cfg = load_or_exit(config)
     preflight_or_exit(cfg, [ds], record=False)  # before Prefect or GX is imported: it publishes nothing to record
-    from prefect import tags
-
+    prefect = use_prefect(prefect)
+    launch_api(prefect)
     from fairmon.pipelines.core.config import ConfigError, check_writable
-    from fairmon.pipelines.orchestration.flows import absolute_config_path, run_tags
-    from fairmon.pipelines.orchestration.flows import ingest as ingest_flow
     from fairmon.pipelines.storage.locking import RunLockedError, project_lock
 
     try:
         check_writable(cfg)
-        with project_lock(cfg.duckdb_path, cfg.warehouse_path), tags(*run_tags(cfg, "ingest")):
-            results = ingest_flow(cfg, ds, force, absolute_config_path(str(config)))
+        with project_lock(cfg.duckdb_path, cfg.warehouse_path):
+            results = _ingest(cfg, ds, force, str(config.resolve()), prefect)
     except ConfigError as e:
         fail(str(e), EXIT_USAGE)
     except OSError as e:
@@ -145,6 +145,22 @@ def ingest(
         console.print(f"{r.subject}: {status}")
     if not all(r.success for r in results):
         raise typer.Exit(EXIT_QUARANTINED)
+
+
+def _ingest(cfg, ds: dt.date, force: bool, config_path: str, prefect: bool) -> list:
+    """Day ``ds``'s inputs staged as the Prefect flow run ``fairmon-ingest`` (``prefect``), else in process
+    (:func:`fairmon.pipelines.executor.days.ingest_day`: no Prefect import, no server)."""
+    if not prefect:
+        from fairmon.pipelines.executor.days import ingest_day
+
+        return ingest_day(cfg, ds, force, config_path)
+    from prefect import tags
+
+    from fairmon.pipelines.orchestration.flows import ingest as ingest_flow
+    from fairmon.pipelines.orchestration.flows import run_tags
+
+    with tags(*run_tags(cfg, "ingest")):
+        return ingest_flow(cfg, ds, force, config_path)
 
 
 @app.command()

@@ -24,15 +24,11 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Failed, State
 
-from fairmon.pipelines.checks.gate import build_docs, gate_for
 from fairmon.pipelines.checks.suites import DQResult
 from fairmon.pipelines.core.config import FairmonConfig, load_config
-from fairmon.pipelines.core.run import ensure_run
 from fairmon.pipelines.executor import estimators
-from fairmon.pipelines.executor.batch import configured_inputs
-from fairmon.pipelines.executor.days import run_days
+from fairmon.pipelines.executor.days import ingest_day, run_days
 from fairmon.pipelines.executor.outcomes import DayFailed, DayQuarantined, DayResult, Hooks
-from fairmon.pipelines.ingest.snapshots import read_snapshot
 from fairmon.pipelines.ingest.staging import ingest_source, run_logger, stage_unit, warn
 from fairmon.pipelines.orchestration.heartbeat import beating
 
@@ -138,18 +134,8 @@ def ingest(config: FairmonConfig | str, ds: dt.date, force: bool = False, config
     config or the path of one (loaded once); ``config_path`` the file's path
     when ``config`` is loaded (a parameter Prefect shows). Raises what staging raises."""
     cfg = config if isinstance(config, FairmonConfig) else load_config(config)
-    with ensure_run(cfg, config_path or ("" if isinstance(config, FairmonConfig) else str(config))):
-        results = [
-            r
-            for name in configured_inputs(cfg)
-            for r in (
-                read_snapshot(cfg, ds, gate_for(cfg), str(ds))[1]  # a snapshot is checked, never staged
-                if name == "reach"
-                else ingest_source(cfg, name, ds, force, stage_unit_task)
-            )
-        ]
-        build_docs(cfg)
-    return results
+    path = config_path or ("" if isinstance(config, FairmonConfig) else str(config))
+    return ingest_day(cfg, ds, force, path, stage_unit_task)
 
 
 @flow(name="fairmon-daily", flow_run_name="fairmon-daily/{ds}")
