@@ -1,2 +1,2 @@
--- Record a release part's ε against its population key.
-INSERT INTO privacy_ledger VALUES ($dataset, $release_id, $epsilon, now()::TIMESTAMP, $description)
+-- Record a release part's ε against its population key (the time as written to the warehouse's ledger file).
+INSERT INTO privacy_ledger VALUES ($dataset, $release_id, $epsilon, $released_at, $description)

@@ -123,3 +123,43 @@ def test_an_old_path_keyed_ledger_still_counts(tmp_path):
         export_release(cfg, DS, "sex", "m2", 0.6)
     r = export_release(cfg, DS, "sex", "m2", 0.3)
     assert r["budget_spent"] == pytest.approx(1.0)
+
+
+def test_deleting_the_duckdb_file_resets_nothing(tmp_path):
+    """Spend 0.6 of 1.0, delete the DuckDB file, re-run the day, spend 0.6 again: refused (exit 3). The
+    ledger's record is the warehouse's files (pipelines/storage/ledger_store.py); DuckDB is rebuilt from them."""
+    _project(tmp_path)
+    assert _export(tmp_path, "m1", 0.6).exit_code == 0
+    assert sorted(p.parent.name for p in (tmp_path / "wh" / "_ledger").rglob("*.parquet")) == ["members", "releases"]
+    (tmp_path / "p.duckdb").unlink()
+    daily(str(tmp_path / "fairmon.toml"), DS)  # the day again, into a new DuckDB file
+    res = _export(tmp_path, "m1", 0.6)
+    assert res.exit_code == 3 and "have spent up to ε = 0.6 of 1" in res.output, res.output
+    assert _export(tmp_path, "m1", 0.4).exit_code == 0
+    assert [e for _, e in _ledger(tmp_path)] == [0.3, 0.3, 0.2, 0.2]  # rebuilt from the files, then the new one
+
+
+def test_a_duckdb_ledger_the_files_lack_refuses(tmp_path):
+    """The warehouse's ledger files lost (a release recorded in DuckDB only): the ledgers disagree, and the
+    release is refused (exit 3) naming the folder, rather than trusting the smaller record."""
+    _project(tmp_path)
+    assert _export(tmp_path, "m1", 0.3).exit_code == 0
+    assert _export(tmp_path, "m1", 0.2).exit_code == 0
+    first = sorted((tmp_path / "wh" / "_ledger" / "releases").glob("*.parquet"))[0]
+    first.unlink()
+    res = _export(tmp_path, "m1", 0.1)
+    assert res.exit_code == 3 and "_ledger lacks" in res.output, res.output
+
+
+def test_a_ledger_from_before_the_files_is_written_out_once(tmp_path):
+    """A project whose ledger lives in DuckDB only (an earlier fairmon): its releases go to the files at the
+    next release, which still counts them."""
+    _project(tmp_path)
+    assert _export(tmp_path, "m1", 0.6).exit_code == 0
+    shutil.rmtree(tmp_path / "wh" / "_ledger")
+    res = _export(tmp_path, "m1", 0.6)
+    assert res.exit_code == 3, res.output
+    assert len(list((tmp_path / "wh" / "_ledger" / "releases").glob("*.parquet"))) == 1
+    (tmp_path / "p.duckdb").unlink()
+    daily(str(tmp_path / "fairmon.toml"), DS)
+    assert _export(tmp_path, "m1", 0.6).exit_code == 3

@@ -18,6 +18,7 @@ from fairmon.pipelines.ingest.sources import current_files
 from fairmon.pipelines.ingest.staging import run_logger
 from fairmon.pipelines.ingest.windows import window_start
 from fairmon.pipelines.storage import db
+from fairmon.pipelines.storage.ledger_store import RELEASE_SCHEMA, LedgerDisagrees, record_release, sync_into
 from fairmon.pipelines.storage.locking import project_lock
 from fairmon.pipelines.storage.warehouse import read_table
 from fairmon.transforms.contract import ATTR_PREFIX
@@ -132,7 +133,11 @@ def charge_ledger(
     """Spend ``parts`` ((release part id, ε) pairs) from the budget of the individuals in
     ``members`` (column item_id), or refuse (DESIGN §4.6; seed 000 §5: basic composition).
 
-    The ledger (DuckDB tables privacy_ledger, privacy_ledger_members) is keyed by
+    The ledger's record is the warehouse's ledger files
+    (:mod:`fairmon.pipelines.storage.ledger_store`): the DuckDB tables
+    privacy_ledger, privacy_ledger_members are rebuilt from them first (a new or
+    deleted DuckDB file spends nothing), and this release is written to them
+    before DuckDB records it. The ledger is keyed by
     ``population`` (:func:`fairmon.transforms.private.release.population_key`), never by a
     path or model: ``spent`` is the most ε any one of these individuals has spent over all
     earlier releases (sql/ledger_spent.sql), plus every row of the older ``path#model``
@@ -140,7 +145,9 @@ def charge_ledger(
     (conservative migration: an old ledger is never forgotten). One transaction: check,
     then record the parts and, with a population's first release, its members.
     Returns ε spent before this release. Raises :class:`BudgetExceeded` (nothing
-    recorded) when spent + Σε exceeds ``audit.total_epsilon``."""
+    recorded) when spent + Σε exceeds ``audit.total_epsilon`` or when the DuckDB
+    ledger records releases the warehouse's files lack (it disagrees); OSError
+    when the files cannot be written."""
     total, asked = cfg.audit.total_epsilon, sum(e for _, e in parts)
     with db.connect(cfg.duckdb_path) as con:
         db.execute(con, "ledger_create")
@@ -148,6 +155,10 @@ def charge_ledger(
         con.register("release_members", members)
         try:
             with db.transaction(con):
+                try:
+                    sync_into(con, cfg.warehouse_path)  # the warehouse's ledger files are the record
+                except LedgerDisagrees as e:
+                    raise BudgetExceeded(f"release refused: {e}") from e
                 spent, legacy, n_legacy = db.query(con, "ledger_spent").row(0)
                 if spent + asked > total + 1e-12:
                     old = (
@@ -160,15 +171,15 @@ def charge_ledger(
                         f"ε = {spent:g} of {total:g} over earlier releases (any model or file){old}; "
                         f"this release asks for {asked:g}"
                     )
-                for release_id, eps in parts:
-                    db.execute(
-                        con,
-                        "ledger_insert",
-                        dataset=population,
-                        release_id=release_id,
-                        epsilon=eps,
-                        description=f"{what}: noisy {release_id.rsplit(':', 1)[-1]}",
-                    )
+                now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+                rows = pl.DataFrame(
+                    [(population, rid, eps, now, f"{what}: noisy {rid.rsplit(':', 1)[-1]}") for rid, eps in parts],
+                    schema=RELEASE_SCHEMA,
+                    orient="row",
+                )
+                record_release(cfg.warehouse_path, rows, population, members)  # first: what is spent stays spent
+                for r in rows.iter_rows(named=True):
+                    db.execute(con, "ledger_insert", **r)
                 db.execute(con, "ledger_members_insert", population=population)
         finally:
             con.unregister("release_members")
