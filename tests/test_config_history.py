@@ -121,6 +121,23 @@ def test_a_second_config_on_the_warehouse_is_refused_with_exit_2_unless_it_decla
     assert _cli("run", "-c", other, "--date", D0, "--no-prefect").exit_code == 0
 
 
+@pytest.mark.slow  # runs a day in process twice
+def test_a_second_project_on_the_duckdb_file_is_refused_with_exit_2(tmp_path):
+    """Two configs sharing one DuckDB file with their own warehouses: the second run is refused (exit 2) naming
+    the owner, and the first project's published day stays published (its runs are read from that file)."""
+    spec = SimulationSpec(start=D0, days=1, rows_per_day=2000, random_rows_per_day=1500, seed=3)
+    cfg = write_simulation(spec, tmp_path / "sim", "csv")["config"]
+    assert _cli("run", "-c", cfg, "--date", D0, "--no-prefect").exit_code == 0
+    other = cfg.with_name("other.toml")
+    other.write_text(cfg.read_text().replace('warehouse = "warehouse"', 'warehouse = "other-warehouse"'))
+    r = _cli("run", "-c", other, "--date", D0, "--no-prefect")
+    assert r.exit_code == 2 and "serves the warehouse warehouse" in r.output and "project 'sim'" in r.output, r.output
+    assert not (tmp_path / "sim" / "other-warehouse" / "reo").exists()
+    from fairmon.api.published import read_table
+
+    assert read_table(str(cfg), "reo").height == 1
+
+
 def _runs(path) -> int:
     con = duckdb.connect(str(path), read_only=True)
     try:

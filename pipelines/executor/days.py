@@ -26,7 +26,7 @@ from fairmon.pipelines.ingest.snapshots import read_snapshot
 from fairmon.pipelines.ingest.staging import ingest_source, prestage_impressions, run_logger
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock
-from fairmon.pipelines.storage.ownership import claim_warehouse
+from fairmon.pipelines.storage.ownership import claim_duckdb, claim_warehouse
 from fairmon.pipelines.storage.warehouse import clean_tmp
 
 #: Days prestaged together, and run as one batch, in a range (:func:`run_days`):
@@ -112,6 +112,7 @@ def run_days(
     ):
         # another project's warehouse is refused before anything is written
         claim_warehouse(cfg.warehouse_path, cfg.project_name, cfg.project.name is not None, run.config_path)
+        claim_duckdb(cfg.duckdb_path, cfg.warehouse_path, cfg.project_name)  # and another project's DuckDB file
         batch = Batch(run.cfg, run.config_path, force_ingest, hooks, WarehouseViews(), max(1, concurrency))
         if fresh:  # nothing else writes this warehouse now: a killed run's leftovers can go
             clean_tmp(cfg.warehouse_path, older_than_s=0)

@@ -21,6 +21,8 @@ import os
 import uuid
 from pathlib import Path
 
+from fairmon.pipelines.storage import db
+
 #: The ownership record at the warehouse's root.
 MARKER = "fairmon-project.json"
 
@@ -111,3 +113,27 @@ def claim_warehouse(warehouse: Path, project: str, declared: bool, config_path: 
         f"declare [project] name = {json.dumps(owner['project'], ensure_ascii=False)} in this config if it is "
         "the same project (its runs then replace the owner's days)"
     )
+
+
+def claim_duckdb(duckdb_path: Path, warehouse: Path, project: str) -> None:
+    """Check that the DuckDB file ``duckdb_path`` serves ``warehouse`` (of
+    project ``project``), recording it as the file's owner on a first run. One
+    DuckDB file holds one project's staging, run records and ledger: a second
+    project writing it would unpublish the first's days (their latest runs are
+    read from it). The warehouse is recorded relative to the file's folder, so
+    a project folder moved whole keeps its owner. Call it holding the project
+    lock. Raises :class:`WarehouseOwnedError` naming the owner (exit 2)."""
+    here = Path(os.path.relpath(warehouse.resolve(), duckdb_path.resolve().parent)).as_posix()
+    with db.connect(duckdb_path) as con:
+        db.execute(con, "owner_create")
+        found = db.rows(con, "owner_read")
+        if not found:
+            db.execute(con, "owner_insert", project=project, warehouse=here)
+            return
+    (owner, theirs), *_ = found
+    if theirs != here:
+        raise WarehouseOwnedError(
+            f"the DuckDB file {duckdb_path} serves the warehouse {theirs} (relative to its folder) of project "
+            f"{owner!r}, not this config's warehouse {warehouse} (project {project!r}): set another duckdb path "
+            "in this config; one DuckDB file holds one project's run records and privacy ledger"
+        )
