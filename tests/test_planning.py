@@ -190,6 +190,12 @@ def test_eq13_condition_by_hand(U, holds):
     assert c["share_bound"] == pytest.approx((1 + math.sqrt(len(U) + 1)) / len(U))
     assert ("fails" in c["reason"]) is not holds
     assert eq13_check(3.7 * np.array(U, float))["holds"] is holds  # only U_k/ΣU enters
+    assert c["max_share"] == pytest.approx(max(U) / sum(U))  # the largest share, where the condition binds
+
+
+def test_eq13_reason_names_the_largest_share():
+    """U = (1, 2, 3, 2.2): the largest share is 3/8.2 = 0.366 (not the smallest, 1/8.2 = 0.122)."""
+    assert "max_k U_k/ΣU = 0.366" in eq13_check(np.array([1.0, 2.0, 3.0, 2.2]))["reason"]
 
 
 def test_eq13_note_only_where_it_fails():

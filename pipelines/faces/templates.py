@@ -30,7 +30,7 @@ lag_days = 1                       # compute yesterday
 """
 
 _TEMPLATES = {
-    "tiktok": """# fairmon config: TikTok-format logs (seed 001 §3.2), written by `fairmon init`.
+    "tiktok": """# fairmon config: TikTok-format logs (seed 001 §4.2), written by `fairmon init`.
 # Paths are relative to this file's folder. Check one day: fairmon run --date YYYY-MM-DD
 warehouse = "warehouse"            # output tables, Parquet partitioned by ds
 duckdb = "fairmon.duckdb"          # staging, run history, views over the outputs

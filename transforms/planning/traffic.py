@@ -58,9 +58,8 @@ def eq13_check(U: np.ndarray) -> dict:
     if not np.all(np.isfinite(U)) or not S > 0:
         return {"holds": None, "max_share": None, "share_bound": bound, "reason": "eq. 13 not checked: U_k not finite"}
     lhs = (S - U) ** 2 + (K - 1) * U**2
-    k = int(np.argmax(lhs))
-    x = float(U[k] / S)
-    holds = bool(lhs[k] <= 2 * S * S * (1 + 1e-12))
+    x = float(U.max() / S)  # the condition binds at the largest share (small shares satisfy K x² − 2x − 1 ≤ 0)
+    holds = bool(np.all(lhs <= 2 * S * S * (1 + 1e-12)))
     rel = "≤" if holds else ">"
     reason = (
         f"eq. 13 {'holds' if holds else 'fails'} at the observed U: max_k U_k/ΣU = {x:.3f} {rel} "

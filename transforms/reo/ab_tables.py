@@ -1,5 +1,5 @@
 """The ``reo_ab`` table of a day: A/B differences of REO and of ΔU_k between
-arms (seed 001 §3.4, Algorithms 2–4; DESIGN §4.1), from the group counts.
+arms (seed 001 §3.3 and App. G, Algorithms 2–4; DESIGN §4.1), from the group counts.
 
 Pure: no I/O. Its declaration sits beside the function that computes it
 (DESIGN §1); the estimators are in :mod:`fairmon.transforms.reo.ab`.
@@ -44,7 +44,7 @@ from fairmon.transforms.reo.reo_tables import (
 REO_AB = Table(
     "reo_ab",
     "A/B differences of REO and of ΔU_k between a treatment and its control, by method.",
-    "seed 001 §3.4, Algorithms 2–4; DESIGN §4.1 (joint delta method)",
+    "seed 001 §3.3 and App. G, Algorithms 2–4; DESIGN §4.1 (joint delta method)",
     ("ds", "attribute", "control", "treatment", "metric", "method"),
     (
         DS,
