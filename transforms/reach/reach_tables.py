@@ -74,7 +74,8 @@ def reach_item_options(cfg) -> dict:
 
 REACH_USER = Table(
     "reach_user",
-    "Per user of a model snapshot: how many items the user can make the recommender show (discovery).",
+    "Per user of a model snapshot: how many items the user can make the recommender show (discovery); a lower "
+    "bound: the action set is fixed (the user's top unseen items) and only the user's own factors are refitted.",
     "seed 003 Def. 1 (reachability); DESIGN §4.8 after Curmei, Dean and Recht (ICML 2021)",
     ("ds", "user_id"),
     (
@@ -126,7 +127,8 @@ REACH_USER = Table(
 
 REACH_ITEM = Table(
     "reach_item",
-    "Per item of a model snapshot: how available it is to the users it is a target for.",
+    "Per item of a model snapshot: how available it is to the users it is a target for; a lower bound (fixed "
+    "action sets, only the acting user's factors refitted).",
     "seed 003 Def. 1 (reachability); DESIGN §4.8",
     ("ds", "item_id"),
     (

@@ -34,7 +34,8 @@ from fairmon.transforms.registry import (
 
 STABILITY_USER = Table(
     "stability_user",
-    "Per user and budget B: the largest change of the user's recommendations when B other users' data change.",
+    "Per user and budget B: the largest change of the user's recommendations found when B other users' data "
+    "change; a lower bound: the perturbations tried redraw existing ratings and retrain fairmon's own model.",
     "seed 003 Def. 1 (stability); DESIGN §4.8",
     ("ds", "user_id", "B"),
     (
