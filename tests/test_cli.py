@@ -513,3 +513,18 @@ def test_tables_prints_the_data_dictionary():
     section = docs[docs.index("## `reo`\n") : docs.index("## `reo_stage`\n")]
     assert CliRunner().invoke(app, ["tables", "reo", "--markdown"]).stdout == section
     assert CliRunner().invoke(app, ["tables", "--markdown"]).stdout == docs
+
+
+def test_an_out_file_can_be_written_again(tmp_path):
+    """``report --out FILE`` names a file: an existing one is replaced on the next run (not refused as "a
+    file, not a folder"); a folder where a file is asked for, or a read-only folder, still are."""
+    import typer
+
+    from fairmon.pipelines.faces.cli_common import out_or_exit
+
+    target = tmp_path / "r.html"
+    assert out_or_exit(target, folder=False) == target
+    target.write_text("an earlier report")
+    assert out_or_exit(target, folder=False) == target
+    with pytest.raises(typer.Exit):
+        out_or_exit(tmp_path, folder=False)

@@ -367,7 +367,7 @@ def out_or_exit(path: Path, option: str = "--out", folder: bool = True) -> Path:
     kind = "folder" if folder else "file"
     if path.exists() and path.is_dir() != folder:
         fail(f"{option} {path} is a {'file' if folder else 'folder'}; give a {kind} to write into", EXIT_USAGE)
-    near = path.absolute()
+    near = path.absolute() if folder else path.absolute().parent  # a file: its folder must take it (again)
     while not near.exists() and near != near.parent:
         near = near.parent
     if near != path.absolute() or not folder:
