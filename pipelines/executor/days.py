@@ -93,9 +93,8 @@ def run_days(
     error}. A day's own failure never stops the others. Raises
     :class:`fairmon.pipelines.storage.locking.RunLockedError` when another
     process holds the project longer than ``wait_seconds``,
-    :class:`fairmon.pipelines.storage.ownership.WarehouseOwnedError` when
-    the warehouse belongs to another project, ValueError when a run of
-    another config is in scope,
+    :class:`fairmon.pipelines.storage.ownership.WarehouseOwnedError` when the warehouse or the
+    DuckDB file belongs to another project, ValueError when a run of another config is in scope,
     :class:`fairmon.pipelines.core.config.ConfigError` when the warehouse or
     the DuckDB file is not what the config says or cannot be written.
     """
