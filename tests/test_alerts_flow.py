@@ -133,17 +133,16 @@ def test_a_release_that_spends_the_budget_raises_budget_low_once(tmp_path):
     """The privacy ledger's releases (DESIGN §4.6) reach budget_low_share of total_epsilon: one alert, on the
     day of the release that crossed it; a second update raises nothing new."""
     from fairmon.pipelines.executor.alerting import update_alerts
-    from fairmon.pipelines.storage import db
+    from fairmon.pipelines.storage.ledger_store import RELEASE_SCHEMA, record_release
 
     cfg_path = write_simulation(SPEC, tmp_path / "sim", "csv")["config"]
     cfg = load_config(cfg_path)
-    with db.connect(cfg.duckdb_path) as con:
-        db.execute(con, "ledger_create")
-        for i, eps in enumerate([0.5, 0.35, 0.1]):
-            con.execute(
-                "INSERT INTO privacy_ledger VALUES ('population:p', ?, ?, ?, 'test')",
-                [f"r{i}", eps, dt.datetime(2026, 2, 1 + i, 9)],
-            )
+    members = pl.DataFrame({"item_id": ["a", "b"]})
+    for i, eps in enumerate([0.5, 0.35, 0.1]):  # the ledger's record, as audit-export writes it
+        part = [("population:p", f"r{i}:bins", eps, dt.datetime(2026, 2, 1 + i, 9), "test")]
+        record_release(
+            cfg.warehouse_path, pl.DataFrame(part, schema=RELEASE_SCHEMA, orient="row"), "population:p", members
+        )
     update = update_alerts(cfg)
     assert [(a["ds"], a["kind"], a["value"]) for a in update.new] == [
         (dt.date(2026, 2, 2), "budget_low", pytest.approx(0.85))

@@ -25,6 +25,7 @@ from fairmon.pipelines.executor.notify import delivery_state, describe, emit_eve
 from fairmon.pipelines.executor.publishing import refresh_run_views
 from fairmon.pipelines.ingest.staging import run_logger
 from fairmon.pipelines.storage import db
+from fairmon.pipelines.storage.ledger_store import read_releases
 from fairmon.pipelines.storage.warehouse import read_table, remove_partition, write_partitions
 from fairmon.transforms.alerts.alert_tables import ALERTS_SCHEMA, AlertRules, alerts_table
 
@@ -54,17 +55,19 @@ def rules_of(cfg: FairmonConfig) -> AlertRules:
 
 
 def history(cfg: FairmonConfig) -> dict[str, pl.DataFrame]:
-    """What the alerts read, from the project's DuckDB file (its views over
-    the warehouse, refreshed by the run): {reo, reo_ab, runs, ledger}.
-    Raises what DuckDB raises."""
+    """What the alerts read: from the project's DuckDB file (its views over
+    the warehouse, refreshed by the run) reo, reo_ab and runs; the privacy
+    ledger from its record in the warehouse
+    (:func:`fairmon.pipelines.storage.ledger_store.read_releases`). Raises
+    what DuckDB raises, OSError."""
     with db.connect(cfg.duckdb_path) as con:
         db.ensure(con, ("runs_create", "runs_migrate"))
-        released = "privacy_ledger" in dict(db.query(con, "catalog_objects").iter_rows())  # no release: no ledger
         return {
             "reo": db.query(con, "alerts_reo"),
             "reo_ab": db.query(con, "alerts_ab"),
             "runs": db.query(con, "alerts_runs"),
-            "ledger": db.query(con, "alerts_ledger") if released else pl.DataFrame(),
+            # the ledger's record, in the warehouse (a deleted DuckDB file forgets no budget_low)
+            "ledger": read_releases(cfg.warehouse_path).select("dataset", "released_at", "epsilon"),
         }
 
 
