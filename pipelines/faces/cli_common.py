@@ -324,7 +324,7 @@ def record_preflight(cfg, config_path: str, refused: dict[dt.date, str]) -> list
         update = record_refused(cfg, config_path, refused, then=update_alerts_logged)
         new = update.new if update is not None else []
         for line in alert_lines(new):
-            err.print(f"[red]alert[/red] {line}", soft_wrap=True)
+            err.print(line, soft_wrap=True)
         return new
     except RunLockedError as e:
         fail(str(e), EXIT_LOCKED)

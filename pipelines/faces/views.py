@@ -330,14 +330,16 @@ def run_days_with_progress(
 
 
 def alert_lines(alerts: list[dict]) -> list[str]:
-    """One line of text per alert (an ``alerts`` row as a dict): day, kind, message (Rich markup escaped)."""
-    return [f"[bold]{a['ds']} {a['kind'].replace('_', ' ')}[/bold]: {escape(a['message'])}" for a in alerts]
+    """One ``alert`` line of Rich markup per alert (an ``alerts`` row as a dict): day, kind, message (escaped)."""
+    return [
+        f"[red]alert[/red] [bold]{a['ds']} {a['kind'].replace('_', ' ')}[/bold]: {escape(a['message'])}" for a in alerts
+    ]
 
 
 def print_alerts(out: Console, cfg: FairmonConfig, alerts: list[dict]) -> None:
     """The alerts a command raised, one ``alert`` line each, or one line saying none was (alerts on)."""
     for line in alert_lines(alerts):
-        out.print(f"[red]alert[/red] {line}", soft_wrap=True)
+        out.print(line, soft_wrap=True)
     if not alerts and cfg.alerts.enabled:
         out.print("no new alert (fairmon alerts lists those raised before)")
 

@@ -22,6 +22,7 @@ import duckdb
 import polars as pl
 
 from fairmon.pipelines.storage import db
+from fairmon.pipelines.storage.warehouse import fsync_dir
 
 LEDGER_DIR = "_ledger"
 RELEASE_SCHEMA = {
@@ -45,11 +46,7 @@ def _write(frame: pl.DataFrame, final: Path) -> None:
     with open(tmp, "rb") as fh:
         os.fsync(fh.fileno())
     os.replace(tmp, final)
-    fd = os.open(final.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(final.parent)
 
 
 def members_file(warehouse: Path, population: str) -> Path:

@@ -32,7 +32,8 @@ def partition_path(warehouse: Path, table: str, ds: dt.date) -> Path:
     return warehouse / table / f"ds={ds.isoformat()}" / PART_FILE
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """fsync folder ``path``, so that a rename or removal inside it survives a crash. Raises OSError."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -81,7 +82,7 @@ def write_partitions(
             final = partition_path(warehouse, name, ds)
             final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(tmp, final)
-            _fsync_dir(final.parent)
+            fsync_dir(final.parent)
             out[name] = final
             fault_point("parquet_swap")
         return out
@@ -228,7 +229,7 @@ def remove_partition(warehouse: Path, name: str, ds: dt.date) -> bool:
     if not part.exists():
         return False
     part.unlink()
-    _fsync_dir(part.parent)
+    fsync_dir(part.parent)
     part.parent.rmdir()
     return True
 

@@ -182,7 +182,8 @@ def delta_intervals(
     rank = sum(c.G - 1 if c is not None else K for c in (clusters_rec, clusters_rand))
     if clusters_rec is not None and clusters_rand is not None:
         F, rank = both_bucketed_factor(clusters_rec, clusters_rand)
-    scale = few_cluster_scale(level, sandwich_df([clusters_rec, clusters_rand]))  # 1 without clusters
+    df = sandwich_df([clusters_rec, clusters_rand])
+    scale = few_cluster_scale(level, df)  # 1 without clusters
     if F is not None:
         B = delta_u_factor(U, F)
         var_dU = (B * B).sum(axis=0)
@@ -198,8 +199,7 @@ def delta_intervals(
 
     alert = (float("nan"), float("nan"))
     if alert_level is not None:  # first, so that the level's shape is the one near_zero_shape kept last (A/B reuse it)
-        alert_scale = few_cluster_scale(alert_level, sandwich_df([clusters_rec, clusters_rand]))
-        alert = alert_interval(U, v, F, alert_level, alert_scale, interval)
+        alert = alert_interval(U, v, F, alert_level, few_cluster_scale(alert_level, df), interval)
     ci_low, ci_high = interval(level, scale)
     se_dU = np.sqrt(var_dU)
     norm = float(np.linalg.norm(dU))
@@ -212,7 +212,6 @@ def delta_intervals(
             f"buckets − 1, per sample), fewer than the K − 1 = {K - 1} contrasts; raise cluster_buckets"
         )
     else:
-        df = sandwich_df([clusters_rec, clusters_rand])
         parity = parity_test(U, F.T @ F if F is not None else v, df if clustered else float("inf"))
     g = reo_log_gradient(U)
     if reo == 0:
