@@ -1,5 +1,6 @@
 """Not a benchmark: compares the output tables of two runs (e.g. `fairmon demo` before and after a
-refactor), partition by partition, ignoring `run_id`, the run folder and the bundled data's location.
+refactor), partition by partition, ignoring `run_id`, when an alert was first seen (`first_seen_at`, a
+wall-clock time), the run folder and the bundled data's location.
 
     python bench/compare_outputs.py OLD_DEMO_DIR NEW_DEMO_DIR [--rtol 1e-12]
 
@@ -15,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+#: Columns that say when or by which run a row was written, not what it computes.
+WALL_CLOCK = ("run_id", "first_seen_at")
 DATA = re.compile(r"/[^\s'\"]*?/data/(coat|compas)")
 
 
@@ -22,7 +25,7 @@ def load(root: Path):
     out = {}
     for part in sorted(root.glob("*/warehouse/*/ds=*/part-0.parquet")):
         df = pl.read_parquet(part)
-        df = df.drop([c for c in df.columns if c == "run_id"])
+        df = df.drop([c for c in df.columns if c in WALL_CLOCK])
         df = df.with_columns(
             [
                 pl.col(c).str.replace_all(str(root), "<ROOT>", literal=True).str.replace_all(DATA.pattern, "<DATA>/$1")

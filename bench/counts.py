@@ -103,8 +103,7 @@ def fairmon_counts(
     from fairmon.pipelines.core import timing
     from fairmon.pipelines.core.config import load_config
     from fairmon.pipelines.core.run import Run, run_scope
-    from fairmon.pipelines.ingest.sources import units_for_day
-    from fairmon.pipelines.ingest.staging import prestage_impressions, stage_unit
+    from fairmon.pipelines.ingest.staging import ingest_days
     from fairmon.pipelines.orchestration.flows import count_groups
     from fairmon.pipelines.storage import db
 
@@ -114,22 +113,17 @@ def fairmon_counts(
     totals: dict[str, float] = dict.fromkeys(timing.STAGES, 0.0)
     out = []
     days = [START + dt.timedelta(days=d) for d in range(len(files))]
-    # as a backfill: one run, one connection, one scan for the range
+    # as a backfill: one run, one connection, one batch: one ingest and one count
     with Stopwatch() as w, run_scope(Run(cfg)), db.session(cfg.duckdb_path):
-        pre = prestage_impressions(cfg, days)  # as `fairmon backfill` does before running the days
-        for k in ("ingest", "checks", "counts"):
-            totals[k] += pre[k]
-        for d in range(len(files)):
-            ds = START + dt.timedelta(days=d)
-            timing.start(ds)
-            for unit in units_for_day(cfg, ds):
-                dq = stage_unit(cfg, "impressions", unit, str(ds))
-                if not dq.success:
-                    raise SystemExit(f"fairmon rejected {unit.file}: {dq.summary()}")
-            counts, _, _ = count_groups.fn(cfg, ds)
-            out.append(counts)
-            for k, v in timing.take(ds).items():
-                totals[k] += v
+        book = timing.batch_book(days)
+        timing.start(book)
+        got = ingest_days(cfg, "impressions", days)
+        for ds in got.short():
+            raise SystemExit(f"fairmon rejected a file of {ds}: {got.days[ds]}")
+        counted = count_groups.fn(cfg, dict.fromkeys(days))
+        out = [counted[ds][0] for ds in days]
+        for k, v in timing.take(book).items():
+            totals[k] += v
     totals["wall"] = w.seconds
     counts = pl.concat(out).filter(pl.col("traffic").is_in(["default", "random"]))
     return _norm(counts.select(*KEYS, "n", "n_pos")), totals

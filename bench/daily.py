@@ -37,7 +37,7 @@ from prefect import flow
 
 from fairmon.pipelines.core.timing import STAGES
 
-PRESTAGED = ("ingest", "checks", "counts", "estimators")  # stages a backfill runs once for the whole range
+BATCHED = ("ingest", "checks", "counts", "estimators")  # stages a backfill runs once a batch of days
 
 
 @flow(name="bench-warmup")
@@ -112,19 +112,19 @@ def main() -> None:
     fresh(args.data)
     stats: dict = {}
 
-    def add(pre: dict) -> None:  # a long range is prestaged in chunks: their figures add up
+    def add(pre: dict) -> None:  # a long range runs in batches: their figures add up
         for k, v in pre.items():
             stats[k] = stats.get(k, 0) + v
 
     with Stopwatch() as w:
-        results = run_days(load_config(config), days, config_path=str(config), on_prestage=add)
+        results = run_days(load_config(config), days, config_path=str(config), on_batch=add)
     bad = [r for r in results if r["status"] != "published"]
     if bad:
         raise SystemExit(f"backfill failed: {bad[0]}")
     pre = stats
     print(
         f"{args.days}-day backfill:          "
-        f"{split(w.seconds, [r['timings'] for r in results], {k: pre.get(k, 0.0) for k in PRESTAGED})}"
+        f"{split(w.seconds, [r['timings'] for r in results], {k: pre.get(k, 0.0) for k in BATCHED})}"
     )
     inside = sum(r["timings"].get(k, 0.0) for r in results for k in ("counts", "estimators", "writes"))
     per_day = (w.seconds - inside - pre.get("counts", 0.0) - pre.get("estimators", 0.0)) / args.days

@@ -447,10 +447,10 @@ def test_a_day_that_raises_stops_alone_and_the_batch_goes_on(sim, monkeypatch):
     ]
 
 
-def test_a_days_unchanged_files_take_their_recorded_results_in_one_lookup(sim, monkeypatch):
-    """ingest_source reads the recorded raw-suite results of a day's staged,
-    unchanged files from the ingest log (no stage_unit task for them); a
-    touched file, or one never staged, is staged by stage_unit again."""
+def test_a_days_unchanged_files_take_their_recorded_results_in_one_lookup(sim):
+    """ingest_days takes the recorded raw-suite results of a day's staged,
+    unchanged files from the ingest log (none is read again); a touched
+    file is read, checked and staged again, alone."""
     import os
 
     from fairmon.pipelines.ingest import staging
@@ -459,28 +459,18 @@ def test_a_days_unchanged_files_take_their_recorded_results_in_one_lookup(sim, m
     cfg = load_config(cfg_path)
     assert daily(str(cfg_path), DAY3)["dq"]
     units = staging.units_for(cfg, "impressions", DAY3)
-    known = staging.recorded_results(cfg, "impressions", units)
-    assert set(known) == {u.file for u in units} and len(units) >= 2  # the day's file and its random pools
-    assert all(r.success and r.subject == str(f) and r.n_expectations > 0 for f, r in known.items())
-    later = staging.units_for(cfg, "impressions", DAY3 + dt.timedelta(days=1))
-    unseen = [u for u in later if u.file not in known]
-    assert unseen and staging.recorded_results(cfg, "impressions", unseen) == {}  # never staged
+    got = staging.ingest_days(cfg, "impressions", [DAY3])
+    assert len(units) >= 2 and (got.files, got.staged) == (0, 0)  # the day's file and its random pools
+    known = got.days[DAY3]
+    assert [r.subject for r in known] == [str(u.file) for u in units]
+    assert all(r.success and r.n_expectations > 0 for r in known)
 
     touched = units[0].file
     st = os.stat(touched)
     os.utime(touched, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-    assert set(staging.recorded_results(cfg, "impressions", units)) == {u.file for u in units[1:]}
-    staged = []
-    real = staging.stage_unit
-
-    def recording(c, src, u, *args, **kwargs):
-        staged.append(u.file)
-        return real(c, src, u, *args, **kwargs)
-
-    monkeypatch.setattr(staging, "stage_unit", recording)
-    results = staging.ingest_source(cfg, "impressions", DAY3, False)
-    assert staged == [touched] and [r.subject for r in results] == [str(u.file) for u in units]
-    assert all(r.success for r in results)
+    again = staging.ingest_days(cfg, "impressions", [DAY3])
+    assert (again.files, again.staged) == (1, 1)
+    assert again.days[DAY3] == known  # the same results, the touched file's checked anew
 
 
 def test_a_days_result_is_one_value_to_prefect():

@@ -14,7 +14,7 @@ from fairmon.pipelines.checks.gate import QualityGate, build_docs, gate_for
 from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import load_config
 from fairmon.pipelines.core.run import Run, run_scope
-from fairmon.pipelines.ingest.adapters import prefetch_profiles, read_unit, rows_in
+from fairmon.pipelines.ingest.adapters import profile_files, read_unit
 from fairmon.pipelines.ingest.sources import units_for_day
 from fairmon.pipelines.orchestration.runner import docs_deferred
 from fairmon.pipelines.storage import db
@@ -68,18 +68,15 @@ def _expected_profile(frame):
     )
 
 
-def test_prefetched_profiles_equal_per_file_profiles_and_the_rows(three_days):
+def test_batch_profiles_equal_per_file_profiles_and_the_rows(three_days):
+    """profile_files (one scan for a batch's files) gives each file the profile read_unit reads alone."""
     cfg, days, frames = three_days
-    with run_scope(Run(cfg)) as run:  # prefetched profiles wait in the run
-        _check_prefetch(cfg, days, frames, run)
-
-
-def _check_prefetch(cfg, days, frames, run):
     units = [u for d in days for u in units_for_day(cfg, d)]
     per_file = [read_unit(cfg, u) for u in units]
-    assert prefetch_profiles(cfg, [u.file for u in units]) == 3
+    profiles = profile_files(cfg, [u.file for u in units])
+    assert sorted(profiles) == sorted(str(u.file) for u in units)
     for u, alone in zip(units, per_file):
-        got = read_unit(cfg, u)  # taken from the prefetch
+        got = read_unit(cfg, u, profiles[str(u.file)])  # the batch's profile
         assert got.sort(pl.all()).equals(alone.sort(pl.all()))  # bucket rows come in the scan's order
         exp = _expected_profile(frames[u.ds_end])
         merged = (
@@ -90,7 +87,6 @@ def _check_prefetch(cfg, days, frames, run):
         )
         assert merged.get_column("__n").to_list() == exp.get_column("__n").to_list()
         assert merged.get_column("__first_row").to_list() == exp.get_column("first").to_list()
-    assert not run.prefetched  # every profile was taken
     # only the second day has duplicated ids: 3 keys, 6 rows, each profile row says how many copies
     profiles = [without_buckets(p) for p in per_file]
     dup = profiles[1].filter(pl.col("id_copies") > 1)
@@ -141,16 +137,6 @@ def test_duplicate_ids_by_hash_first_equal_the_exact_aggregation(tmp_path, monke
         ).pl()
     assert n == 4 and got.height == 4 and set(got.get_column("__file")) == {1}
     assert got.cast(want.schema).equals(want)
-
-
-def test_a_file_changed_after_prefetch_is_read_again(three_days):
-    cfg, days, _ = three_days
-    unit = units_for_day(cfg, days[0])[0]
-    with run_scope(Run(cfg)):
-        prefetch_profiles(cfg, [unit.file])
-        time.sleep(0.01)
-        _day(unit.file.parent.parent, days[0], 700, np.random.default_rng(1))
-        assert rows_in(read_unit(cfg, unit)) == 700
 
 
 def test_gx_sees_the_profile_and_names_file_rows(three_days, tmp_path):
@@ -261,49 +247,50 @@ def test_suites_are_stored_once_per_process_unless_they_change(tmp_path):
 
 
 @pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
-def test_prestaged_range_counts_serve_the_days_until_something_is_staged(three_days):
-    from fairmon.pipelines.ingest.range_counts import count_days
-    from fairmon.pipelines.ingest.staging import prestage_impressions, stage_unit
-    from fairmon.pipelines.orchestration.flows import count_groups
+def test_a_batch_ingest_stages_each_file_once_and_stops_only_the_day_of_a_bad_file(three_days):
+    """ingest_days: one profile scan, one GX run and one staging transaction
+    for the batch; day 2's file (duplicated ids) fails ids_unique and stops
+    day 2 alone; unchanged files keep their recorded results, a failed or
+    rewritten one is read again; the batch's count sees each day's rows."""
+    from fairmon.pipelines.ingest.range_counts import count_batch
+    from fairmon.pipelines.ingest.staging import ingest_days
 
     cfg, days, _ = three_days
-    with run_scope(Run(cfg)), db.session(cfg.duckdb_path):  # range counts wait in the run
-        out = prestage_impressions(cfg, days)
-        # day 2 has duplicated ids: its file fails ids_unique and is left to its day's run
-        assert out["files"] == 3 and out["staged"] == 2
-        first, _, packed = count_groups.fn(cfg, days[0])  # from the range count, its bucket rows as held
-        alone, _, frame = count_days(cfg, [days[0]])
-        assert first.equals(alone.cast(first.schema))
-        held = packed.frame()
-        assert held.sort(held.columns).equals(frame.sort(frame.columns))
-        assert first.get_column("n").sum() == 5000  # every row of the day, default and random
-        # staging anything makes the range counts stale: day 3, rewritten and staged again, is counted again
+    with db.session(cfg.duckdb_path):
+        got = ingest_days(cfg, "impressions", days)
+        assert (got.files, got.staged) == (3, 2) and got.short() == [days[1]]
+        assert [r.success for r in got.days[days[0]]] == [True]
+        assert got.days[days[1]][0].failed_critical == ["ids_unique"]
+        again = ingest_days(cfg, "impressions", days)
+        assert (again.files, again.staged) == (1, 0)  # only the file that failed is read again
+        assert again.days[days[0]] == got.days[days[0]]  # the recorded result
+        counts = count_batch(cfg, days)
+        assert counts[days[0]][0].get_column("n").sum() == 5000  # every row of the day, default and random
+        assert counts[days[1]][0].height == 0  # nothing of day 2 was staged
         time.sleep(0.01)
-        _day(cfg.resolve("."), days[2], 700, np.random.default_rng(2))
-        unit = units_for_day(cfg, days[2])[0]
-        assert stage_unit(cfg, "impressions", unit, str(days[2])).success
-        third, _, _ = count_groups.fn(cfg, days[2])
-        assert third.get_column("n").sum() == 700
+        _day(cfg.resolve("."), days[2], 700, np.random.default_rng(2))  # day 3 rewritten
+        assert ingest_days(cfg, "impressions", days[2:]).staged == 1
+        assert count_batch(cfg, days)[days[2]][0].get_column("n").sum() == 700
 
 
 @pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_range_counts_in_day_chunks_equal_one_statement(three_days, monkeypatch):
-    """With many staged rows a day (many groups, clustered) count_range counts
-    the range a few days a statement (COUNT_ROWS_BUDGET): every day's counts,
-    totals and key rows are those of one statement over the whole range."""
+    """With many staged rows a day (many groups, clustered) count_batch counts
+    the batch a few days a statement (COUNT_ROWS_BUDGET): every day's counts,
+    totals and key rows are those of one statement over the whole batch."""
     from fairmon.pipelines.ingest import range_counts
-    from fairmon.pipelines.ingest.staging import prestage_impressions
+    from fairmon.pipelines.ingest.staging import ingest_days
 
     cfg, days, _ = three_days
     kept = {}
     for budget in (10**12, 1):  # one statement; then one day a statement
         monkeypatch.setattr(range_counts, "COUNT_ROWS_BUDGET", budget)
-        with run_scope(Run(cfg)) as run, db.session(cfg.duckdb_path):
+        with db.session(cfg.duckdb_path):
             chunks = []
             monkeypatch.setattr(range_counts, "statement_chunks", _spy(range_counts.statement_chunks, chunks))
-            prestage_impressions(cfg, days, force=True)
+            ingest_days(cfg, "impressions", days, force=True)
+            kept[budget] = range_counts.count_batch(cfg, days)
             assert chunks == [[days] if budget > 1 else [[d] for d in days]]
-            kept[budget] = {ds: run.range_counts[ds][1:] for ds in days}
     for ds in days:
         (counts, totals, held), (counts1, totals1, held1) = kept[10**12][ds], kept[1][ds]
         buckets, buckets1 = held.frame(), held1.frame()  # held packed

@@ -286,11 +286,10 @@ def test_each_day_uses_the_pools_its_policy_admits(pools, policy, expected):
 @pytest.mark.parametrize("policy", ["contained", "overlap"])
 @pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_a_range_counted_in_chunks_gives_each_day_its_own_counts(pools, policy, monkeypatch):
-    """count_range counts a pool once for the days that share it, chunk after chunk (a share
+    """count_batch counts a pool once for the days that share it, chunk after chunk (a share
     counted in one chunk serves the days of later chunks): each day's held counts, totals and
-    key rows are those of the day counted alone, whatever the chunks, and whether the range holds
+    key rows are those of the day counted alone, whatever the chunks, and whether the batch holds
     them as frames or packed (a held-frames budget of 0 packs every one)."""
-    from fairmon.pipelines.core.run import Run, run_scope
     from fairmon.pipelines.ingest import range_counts
 
     cfg, days = pools[policy], [day(i) for i in range(9)]
@@ -300,13 +299,12 @@ def test_a_range_counted_in_chunks_gives_each_day_its_own_counts(pools, policy, 
     for budget in (1, 10, 10**9):  # a day a chunk; 1-2 days (shares span chunks); one chunk
         monkeypatch.setattr(range_counts, "COUNT_ROWS_BUDGET", budget)
         monkeypatch.setattr(range_counts, "HELD_FRAMES_BUDGET", held_as[budget])
-        with run_scope(Run(cfg)):
-            range_counts.count_range(cfg, days)
-            for d in days:
-                counts, totals, held = range_counts.take_range_counts(d)
-                want_counts, want_totals, want_keys = alone[d]
-                assert counts.equals(want_counts) and totals.equals(want_totals.drop("ds")), (budget, d)
-                assert held.frame().sort(want_keys.columns).equals(want_keys.sort(want_keys.columns)), (budget, d)
+        counted = range_counts.count_batch(cfg, days)
+        for d in days:
+            counts, totals, held = counted[d]
+            want_counts, want_totals, want_keys = alone[d]
+            assert counts.equals(want_counts) and totals.equals(want_totals.drop("ds")), (budget, d)
+            assert held.frame().sort(want_keys.columns).equals(want_keys.sort(want_keys.columns)), (budget, d)
 
 
 @pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
@@ -516,11 +514,11 @@ def test_look_ahead_follows_the_random_span():
     assert reo7.get_column("look_ahead").to_list() == [False]
 
 
-def test_a_backfill_prestaged_in_chunks_publishes_what_one_prestage_does(pools, prefect_harness):
-    """A long range is prestaged in chunks of days (memory follows the chunk):
-    with chunks of 2 days, pools shared by days of different chunks are staged
-    once and every day publishes the same tables as with the range prestaged
-    at once (overlap policy: pools P1..P3 span chunks)."""
+def test_a_backfill_in_batches_publishes_what_one_batch_does(pools, prefect_harness):
+    """A long range runs in batches of days (memory follows the batch):
+    with batches of 2 days, pools shared by days of different batches are staged
+    once and every day publishes the same tables as with the range one batch
+    (overlap policy: pools P1..P3 span batches)."""
     from fairmon.pipelines.orchestration.runner import run_days
     from fairmon.pipelines.storage.warehouse import read_table
 
@@ -528,13 +526,13 @@ def test_a_backfill_prestaged_in_chunks_publishes_what_one_prestage_does(pools, 
     days = [day(i) for i in range(9)]
     tables = ("group_counts", "reo", "reo_group", "dq_results")
 
-    def published(prestage_days: int, seen: list, force: bool) -> dict[str, pl.DataFrame]:
-        results = run_days(cfg, days, prestage_days=prestage_days, on_prestage=seen.append, force_ingest=force)
+    def published(batch_days: int, seen: list, force: bool) -> dict[str, pl.DataFrame]:
+        results = run_days(cfg, days, batch_days=batch_days, on_batch=seen.append, force_ingest=force)
         assert [r["status"] for r in results] == ["published"] * len(days), [r.get("error") for r in results]
         return {t: read_table(cfg.warehouse_path, t).drop("run_id").sort(pl.all()) for t in tables}
 
     once, chunked = [], []
-    parts = published(2, chunked, force=False)  # a fresh project, in chunks
+    parts = published(2, chunked, force=False)  # a fresh project, in batches
     whole = published(31, once, force=True)  # everything again, at once
     assert len(once) == 1 and len(chunked) == 5
     # each file staged once: the 9 days' files and the three pools, some of which serve days of two chunks
@@ -582,12 +580,11 @@ def test_a_pool_named_twice_by_the_config_counts_once(tmp_path):
 
 
 @pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
-def test_a_run_reads_each_files_summary_once_until_something_is_staged(pools, monkeypatch):
-    """file_summaries (the copies and shared-ids checks' per-file signatures and spans): in a run, a
-    file summarised once is not read again while nothing is staged, a staging write reads it again,
-    and the rows are those of one statement over all the files outside a run (a file with no staged
-    row has none, as a pool or not)."""
-    from fairmon.pipelines.core.run import Run, run_scope
+def test_a_batch_reads_each_files_summary_once(pools, monkeypatch):
+    """file_summaries (the copies and shared-ids checks' per-file signatures and spans): in a
+    batch, a file summarised once is not read again, a new batch reads it again, and the rows
+    are those of one statement over all the files (a file with no staged row has none, as a
+    pool or not)."""
     from fairmon.pipelines.executor.day_checks import pool_keys
     from fairmon.pipelines.ingest import file_summaries as fs
 
@@ -611,18 +608,19 @@ def test_a_run_reads_each_files_summary_once_until_something_is_staged(pools, mo
         return query(con, name, **params)
 
     monkeypatch.setattr(fs.db, "query", counted)
-    with run_scope(Run(cfg)) as run, db.connect(cfg.duckdb_path) as con:
+    batch = fs.FileSummaries()
+    with db.connect(cfg.duckdb_path) as con:
         for kind in fs.KINDS:
-            assert same(
-                fs.file_summaries(con, kind, files[:3], pooled), want[kind].filter(pl.col("file").is_in(files[:3]))
-            )
-            assert same(fs.file_summaries(con, kind, files, pooled), want[kind])
+            first = fs.file_summaries(con, kind, files[:3], pooled, batch)
+            assert same(first, want[kind].filter(pl.col("file").is_in(files[:3])))
+            assert same(fs.file_summaries(con, kind, files, pooled, batch), want[kind])
         assert reads == [(f"impressions_file_{k}", tuple(f)) for k in fs.KINDS for f in (files[:3], files[3:])]
         reads.clear()
-        assert same(fs.file_summaries(con, "spans", files, pooled), want["spans"]) and reads == []
-        run.generation += 1  # what a staging write does
+        assert same(fs.file_summaries(con, "spans", files, pooled, batch), want["spans"]) and reads == []
+        later = fs.FileSummaries()  # the next batch, after its own ingest
         assert same(
-            fs.file_summaries(con, "spans", files[:2], pooled), want["spans"].filter(pl.col("file").is_in(files[:2]))
+            fs.file_summaries(con, "spans", files[:2], pooled, later),
+            want["spans"].filter(pl.col("file").is_in(files[:2])),
         )
         assert reads == [("impressions_file_spans", tuple(files[:2]))]
     with pytest.raises(ValueError, match="unknown file summary"):

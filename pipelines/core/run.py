@@ -2,12 +2,11 @@
 
 A *run* is what one command does: ``fairmon run`` (one day), a backfill (many
 days, possibly in threads), the scheduled job, or a direct call of a flow.
-What the layers below the executor accumulate for it lives in its
-:class:`Run`: the config (loaded once, so an edit mid-backfill cannot change
-later days), whether Data Docs wait for the end, the group counts prestaged
-for a range, the input profiles it prefetched, and the per-day stage
-timings. The executor's own state (what it knows of the warehouse, a
-batch's days) is passed explicitly, not kept here.
+What the layers below the executor need of it lives in its :class:`Run`:
+the config (loaded once, so an edit mid-backfill cannot change later days),
+whether Data Docs wait for the end, and the per-day stage timings. What a
+batch computes (its ingest, its counts, its files' summaries, what it knows
+of the warehouse) is state the executor passes explicitly, not kept here.
 
 The executor (:func:`fairmon.pipelines.executor.days.run_days`) opens a run
 with :func:`ensure_run`; code below it reaches the run with :func:`active_run`
@@ -26,9 +25,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import polars as pl
 
 from fairmon.pipelines.core.config import FairmonConfig
 
@@ -41,22 +37,12 @@ class Run:
 
     - ``docs_deferred``: Data Docs are built once when the run ends (a
       backfill), not after every day.
-    - ``generation`` / ``range_counts``: group counts computed ahead for a
-      backfill's days (with their traffic totals and held per-key counts,
-      ``range_counts.HeldKeys``), valid while nothing has been staged since (their
-      generation equals the run's).
-    - ``prefetched``: input-file profiles computed ahead, keyed by
-      (path, size, mtime_ns), taken once by the day that reads the file.
     - ``books``: wall seconds per stage, per day ({day: {stage: s}}).
     - ``table_fingerprints``: with ``[impressions] table`` (Spark engine),
       each day's partition (bytes, mtime_ns), or None when it has none,
       listed once per run.
     - ``ensured``: the idempotent DDL statements already run on the run's
       DuckDB file (:func:`fairmon.pipelines.storage.db.ensure`), once a run.
-    - ``file_summaries``: per (kind, file identity, pooled) the summary of
-      the file's staged rows that the day checks pair files by
-      (:mod:`fairmon.pipelines.ingest.file_summaries`), with the generation
-      it was read at.
 
     What the run knows of its warehouse's views and partitions is not here:
     the executor owns it (:class:`fairmon.pipelines.executor.publishing.WarehouseViews`)
@@ -69,14 +55,10 @@ class Run:
     cfg: FairmonConfig
     config_path: str = ""
     docs_deferred: bool = False
-    generation: int = 0
-    range_counts: dict[dt.date, tuple[int, pl.DataFrame, pl.DataFrame, Any]] = field(default_factory=dict)
-    prefetched: dict[tuple[str, int, int], pl.DataFrame] = field(default_factory=dict)
     books: dict[str, dict[str, float]] = field(default_factory=dict)
     # per catalog table (engine = "spark"): each day's partition fingerprint (None: no partition), listed once a run
     table_fingerprints: dict[str, dict[dt.date, tuple[int, int] | None]] = field(default_factory=dict)
     ensured: set[str] = field(default_factory=set)
-    file_summaries: dict[tuple[str, str, bool], tuple[int, pl.DataFrame]] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     @property

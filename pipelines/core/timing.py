@@ -22,17 +22,23 @@ from contextlib import contextmanager, nullcontext
 
 from fairmon.pipelines.core.run import STAGES, Run, active_run
 
-__all__ = ["STAGES", "book", "clock", "share", "start", "take", "within"]
+__all__ = ["STAGES", "batch_book", "book", "clock", "share", "start", "take", "within"]
 
 _local = threading.local()  # .stack: this thread's open clocks, [run, day, stage, child seconds]
 
 
 def start(ds) -> None:
-    """Open a fresh book for day ``ds`` (a date or a label such as ``"prestage"``) in the current run."""
+    """Open a fresh book for day ``ds`` (a date or a label such as a batch's, :func:`batch_book`) in the current run."""
     run = active_run()
     if run is not None:
         with run.lock:
             run.books[str(ds)] = dict.fromkeys(STAGES, 0.0)
+
+
+def batch_book(days: list) -> str:
+    """The book of a batch's shared work (its ingest, its count): the day's own for a day alone,
+    ``<first>_<last>`` for several days (opened and taken by the executor)."""
+    return str(days[0]) if len(days) == 1 else f"{min(days)}_{max(days)}"
 
 
 @contextmanager

@@ -51,9 +51,10 @@ from fairmon.pipelines.executor.estimators import (
 )
 from fairmon.pipelines.executor.outcomes import DayFailed, DayQuarantined, Hooks
 from fairmon.pipelines.executor.publishing import WarehouseViews, finish_record, publish, start_record
+from fairmon.pipelines.ingest.file_summaries import FileSummaries
 from fairmon.pipelines.ingest.range_counts import HeldKeys
 from fairmon.pipelines.ingest.snapshots import read_snapshot
-from fairmon.pipelines.ingest.staging import run_logger
+from fairmon.pipelines.ingest.staging import Ingested, ingest_days, run_logger
 from fairmon.transforms.contract import InputContractError
 from fairmon.transforms.registry import TABLES
 
@@ -68,7 +69,9 @@ class Batch:
     """What the days of a run share: the run's config and its path, whether
     to re-ingest unchanged files, the ``hooks`` each unit runs through, what
     the run ``known``-s of its warehouse (owned by the run, passed to every
-    publish) and how many days run their per-day units at once."""
+    publish), how many days run their per-day units at once, and who hears
+    of each batch's ingest and count (``on_batch``: {files, staged, ingest,
+    checks, counts}, files read and staged and seconds per stage)."""
 
     cfg: FairmonConfig
     config_path: str = ""
@@ -76,6 +79,7 @@ class Batch:
     hooks: Hooks = field(default_factory=Hooks)
     known: WarehouseViews = field(default_factory=WarehouseViews)
     concurrency: int = 1
+    on_batch: Callable[[dict], None] | None = None
 
     def each(self, items: Iterable, fn: Callable) -> Iterator:
         """``fn`` of each item, yielded in order as they finish, ``concurrency``
@@ -90,7 +94,8 @@ class Batch:
 @dataclass
 class Day:
     """One day on its way through the batch: its run id and record, the
-    check results and tables so far, its counts, and how it stopped
+    check results and tables so far, what the batch's ingest of each input
+    gave it, its counts, and how it stopped
     (``stopped``: the input whose critical check failed; ``error``: what it raised)."""
 
     ds: dt.date
@@ -98,6 +103,7 @@ class Day:
     recorded: str | None = None
     results: list[DQResult] = field(default_factory=list)
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+    ingested: dict[str, list[DQResult] | InputContractError] = field(default_factory=dict)
     counts: pl.DataFrame | None = None
     totals: pl.DataFrame | None = None
     buckets: HeldKeys | None = None  # per-key counts, held (range_counts.HeldKeys) until the day estimates
@@ -196,18 +202,66 @@ def _raise(e: BaseException) -> None:
     raise e
 
 
-def _impressions(batch: Batch, days: list[Day]) -> None:
-    """Impressions for the batch: each day ingested and counted; all days'
-    counts checked together; each day estimated (REO, A/B, stages, envy);
-    all days' outputs checked together."""
+def _ingest(batch: Batch, days: list[Day], name: str) -> Ingested | None:
+    """The batch's one ingest of input ``name`` for the days still going
+    (:func:`fairmon.pipelines.ingest.staging.ingest_days`, a step of the
+    hooks); each day keeps what it gave the day. When the ingest of the days
+    together raises, each day alone, so that only the day that breaks it
+    stops. Returns the batch's :class:`Ingested`, or None (each day alone)."""
+    going = [d for d in days if d.going]
+    if not going:
+        return None
     cfg, step = batch.cfg, batch.hooks.step
+    try:
+        got = step(ingest_days, cfg, name, [d.ds for d in going], batch.force_ingest)
+    except Exception as e:
+        if len(going) == 1:
+            going[0].error = e
+            return None
+        run_logger().info("ingest of %d days together failed (%s: %s): each day alone", len(going), type(e).__name__, e)
+        for d in going:
+            _guard(
+                d,
+                name,
+                lambda d: d.ingested.update(
+                    {name: step(ingest_days, cfg, name, [d.ds], batch.force_ingest).days[d.ds]}
+                ),
+            )
+        return None
+    for d in going:
+        d.ingested[name] = got.days[d.ds]
+    return got
 
-    def ingest_and_count(d: Day) -> None:
-        _gate(d, batch.hooks.ingest(cfg, "impressions", d.ds, batch.force_ingest))
-        _gate(d, file_copies_check(cfg, d.ds))  # one file's rows twice, under two names
-        _gate(d, shared_ids_check(cfg, d.ds))  # an id key in two of the day's files
-        # the bucket rows come as the range's count holds them (packed past its budget: range_counts.Holder)
-        d.counts, d.totals, d.buckets = step(count_groups, cfg, d.ds)
+
+def _gate_ingested(day: Day, name: str) -> None:
+    """Gate ``day`` on what the batch's ingest of ``name`` gave it: the raw
+    suites' results, or the contract error that stops it (raised)."""
+    got = day.ingested[name]
+    if isinstance(got, InputContractError):
+        raise got
+    _gate(day, got)
+
+
+def _impressions(batch: Batch, days: list[Day]) -> None:
+    """Impressions for the batch: its files ingested once; each day's file
+    checks; every day counted in one count; all days' counts checked
+    together; each day estimated (REO, A/B, stages, envy); all days' outputs
+    checked together."""
+    cfg, step = batch.cfg, batch.hooks.step
+    book = timing.batch_book([d.ds for d in days])
+    if len(days) > 1:
+        timing.start(book)
+    got = _ingest(batch, days, "impressions")
+    known = FileSummaries()  # the batch's files are staged: their summaries hold until the batch ends
+
+    def file_checks(d: Day) -> None:
+        _gate_ingested(d, "impressions")
+        _gate(d, file_copies_check(cfg, d.ds, known))  # one file's rows twice, under two names
+        _gate(d, shared_ids_check(cfg, d.ds, known))  # an id key in two of the day's files
+
+    def take_counts(d: Day, counted: tuple) -> None:
+        # the bucket rows come as the batch's count holds them (packed past its budget: range_counts.Holder)
+        d.counts, d.totals, d.buckets = counted
 
     def estimates(d: Day) -> None:
         tables = {"group_counts": d.counts, **step(estimate, cfg, d.counts, d.ds, d.buckets.frame())}
@@ -220,15 +274,26 @@ def _impressions(batch: Batch, days: list[Day]) -> None:
         d.tables |= tables
         d.pending = output_check_frames(tables, d.totals)
 
-    _per_day(batch, days, "impressions", ingest_and_count)
+    _per_day(batch, days, "impressions", file_checks)
+    _together(batch, days, "impressions", count_groups, lambda d: None, take_counts)
+    _report_batch(batch, days, book, got)
     _together(batch, days, "impressions", check_days, lambda d: d.counts, lambda d, r: _gate(d, [r]))
     _per_day(batch, days, "impressions", estimates)
     _together(batch, days, "impressions", check_outputs, lambda d: d.pending, _gate)
 
 
+def _report_batch(batch: Batch, days: list[Day], book: str, got: Ingested | None) -> None:
+    """Hand ``on_batch`` the batch's ingest and count figures (its book's
+    seconds: the batch's own, or a day alone's so far)."""
+    seconds = timing.take(book) if len(days) > 1 else timing.book(book)
+    if batch.on_batch is not None:
+        figures = {"files": got.files if got else 0, "staged": got.staged if got else 0}
+        batch.on_batch(figures | {k: seconds[k] for k in ("ingest", "checks", "counts")})
+
+
 def _other_input(batch: Batch, name: str, d: Day) -> None:
-    """Scores, labels or reach (``name``) for day ``d``: ingest (or read the
-    snapshot), estimate, check the outputs."""
+    """Scores, labels or reach (``name``) for day ``d``: the batch's ingest
+    of its files (or the snapshot read), estimate, check the outputs."""
     cfg, ds, step = batch.cfg, d.ds, batch.hooks.step
     if name == "reach":
         with timing.clock(ds, "checks"):
@@ -236,7 +301,7 @@ def _other_input(batch: Batch, name: str, d: Day) -> None:
         _gate(d, checked)
         tables = step(estimate_reach, cfg, ds, snap)
     else:
-        _gate(d, batch.hooks.ingest(cfg, name, ds, batch.force_ingest))
+        _gate_ingested(d, name)
         tables = step(estimate_threshold if name == "scores" else estimate_sdt, cfg, ds)
     _gate(d, step(check_outputs, cfg, {ds: output_check_frames(tables, None)})[ds])
     d.tables |= tables
@@ -329,8 +394,10 @@ def execute(batch: Batch, dates: list[dt.date]) -> Iterator[Any]:
     for name in configured_inputs(batch.cfg):
         if name == "impressions":
             _impressions(batch, days)
-        else:
-            _per_day(batch, days, name, partial(_other_input, batch, name))
+            continue
+        if name != "reach":
+            _ingest(batch, days, name)
+        _per_day(batch, days, name, partial(_other_input, batch, name))
     _together(
         batch, days, "dq_results", dq_tables, lambda d: d.results, lambda d, f: setattr(d, "dq", f), stepped=False
     )

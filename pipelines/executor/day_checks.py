@@ -20,7 +20,7 @@ from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.core.config_sections import PYTHON_CHECKS
 from fairmon.pipelines.executor.outcomes import DayFailed, step
-from fairmon.pipelines.ingest.file_summaries import file_summaries
+from fairmon.pipelines.ingest.file_summaries import FileSummaries, file_summaries
 from fairmon.pipelines.ingest.identity import unit_key
 from fairmon.pipelines.ingest.shared_ids import overlapping_pairs, shared_ids
 from fairmon.pipelines.ingest.sources import ImpressionsInput, day_files
@@ -225,10 +225,10 @@ def dq_tables(cfg: FairmonConfig, results: dict[dt.date, list[DQResult]]) -> dic
 FILE_COPIES = PYTHON_CHECKS[0]
 
 
-def file_copies_check(cfg: FairmonConfig, ds: dt.date) -> list[DQResult]:
+def file_copies_check(cfg: FairmonConfig, ds: dt.date, known: FileSummaries | None = None) -> list[DQResult]:
     """Whether two of day ``ds``'s impressions files hold the same rows
     (sql/impressions_file_copies.sql over the signatures of their staged
-    rows, each file's read once a run: file_summaries): a random
+    rows, each file's read once a batch: ``known``): a random
     pool copied under a second name, with another declared range, would
     count its traffic twice and narrow every interval. Critical by default,
     like repeated ids within one file (``ids_unique``); the failure names
@@ -237,7 +237,7 @@ def file_copies_check(cfg: FairmonConfig, ds: dt.date) -> list[DQResult]:
     if len(files) < 2:
         return []
     with timing.clock(ds, "checks"), db.connect(cfg.duckdb_path) as con:
-        signatures = file_summaries(con, "signatures", files, pool_keys(cfg))
+        signatures = file_summaries(con, "signatures", files, pool_keys(cfg), known)
         con.register("file_signatures", signatures)
         try:
             pairs = db.rows(con, "impressions_file_copies")
@@ -264,7 +264,7 @@ def file_copies_check(cfg: FairmonConfig, ds: dt.date) -> list[DQResult]:
 SHARED_IDS = PYTHON_CHECKS[2]
 
 
-def shared_ids_check(cfg: FairmonConfig, ds: dt.date) -> list[DQResult]:
+def shared_ids_check(cfg: FairmonConfig, ds: dt.date, known: FileSummaries | None = None) -> list[DQResult]:
     """Whether two of day ``ds``'s impressions files hold the same id key
     (ds, traffic, request_id, item_id; DESIGN §2 makes it unique over the
     log, not only within a file): a pool copied with a few extra rows, rows
@@ -286,7 +286,7 @@ def shared_ids_check(cfg: FairmonConfig, ds: dt.date) -> list[DQResult]:
         return []
     found = []
     with timing.clock(ds, "checks"):
-        for a, b in overlapping_pairs(cfg, list(units), pool_keys(cfg)):
+        for a, b in overlapping_pairs(cfg, list(units), pool_keys(cfg), known):
             shared = shared_ids(cfg, units[a], units[b])
             if shared.height:
                 found.append((a, b, shared))

@@ -1,4 +1,4 @@
-"""Running days in process: a range of days (prestaged in chunks, each chunk a batch), or one day.
+"""Running days in process: a range of days (in batches of consecutive days), or one day.
 
 This is the loop every command runs days through (``fairmon run``,
 ``fairmon backfill``, the demo, the scheduled job, bench/): Prefect's
@@ -23,20 +23,19 @@ from fairmon.pipelines.executor.batch import Batch, configured_inputs, execute
 from fairmon.pipelines.executor.outcomes import Hooks
 from fairmon.pipelines.executor.publishing import WarehouseViews, refresh_run_views
 from fairmon.pipelines.ingest.snapshots import read_snapshot
-from fairmon.pipelines.ingest.staging import ingest_source, prestage_impressions, run_logger
+from fairmon.pipelines.ingest.staging import ingest_days, run_logger
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock
 from fairmon.pipelines.storage.ownership import claim_duckdb, claim_warehouse
 from fairmon.pipelines.storage.warehouse import clean_tmp
 
-#: Days prestaged together, and run as one batch, in a range (:func:`run_days`):
-#: a quarter's files profiled and staged at once; memory follows this, not the
-#: range's length. Each chunk pays fixed costs (one GX run per suite, ~1.2 s):
-#: 31-day chunks made a year's backfill 86 s, 92-day chunks 74 s at 0.89 GB peak.
-PRESTAGE_DAYS = 92
+#: Days run as one batch in a range (:func:`run_days`): a quarter's files
+#: profiled, staged and counted at once; memory follows this, not the range's
+#: length, and each batch pays fixed costs (one GX run per suite; bench/README.md).
+BATCH_DAYS = 92
 #: The same on Spark, whose clustered profiles are split by bucket (up to ~9x
 #: more rows than DuckDB's two grouping sets, profiles.profile_rows): a month.
-PRESTAGE_DAYS_SPLIT = 31
+BATCH_DAYS_SPLIT = 31
 
 
 @contextmanager
@@ -64,9 +63,9 @@ def run_days(
     force_ingest: bool = False,
     concurrency: int = 1,
     wait_seconds: float = 0.0,
-    on_prestage: Callable[[dict], None] | None = None,
+    on_batch: Callable[[dict], None] | None = None,
     on_day: Callable[[Any], None] | None = None,
-    prestage_days: int | None = None,
+    batch_days: int | None = None,
     hooks: Hooks | None = None,
     on_alerts: Callable[[AlertsUpdate | None], None] | None = None,
 ) -> list[Any]:
@@ -75,13 +74,13 @@ def run_days(
 
     Holds the project lock (waiting up to ``wait_seconds`` for another
     process) and one DuckDB connection throughout; Data Docs are built once
-    at the end. A range of more than one day is prestaged (one profile scan,
-    staging transaction and count) in chunks of at most ``prestage_days``
-    consecutive days (default :data:`PRESTAGE_DAYS`, on Spark
-    :data:`PRESTAGE_DAYS_SPLIT`), each just before its days run as one batch
+    at the end. The days run in batches of at most ``batch_days``
+    consecutive days (default :data:`BATCH_DAYS`, on Spark
+    :data:`BATCH_DAYS_SPLIT`), each with one ingest (one profile scan and
+    staging transaction) and one count
     (:func:`fairmon.pipelines.executor.batch.execute`; ``concurrency`` days'
-    per-day units at a time). ``on_prestage`` receives each chunk's prestage
-    figures ({files, staged, ingest, checks, counts}); ``on_day`` each day's
+    per-day units at a time). ``on_batch`` receives each batch's ingest and
+    count figures ({files, staged, ingest, checks, counts}); ``on_day`` each day's
     outcome as it finishes. ``hooks``: how each unit runs (default: in
     process, no Prefect). After the days, the project's alerts are brought
     up to date (:func:`fairmon.pipelines.executor.alerting.update_alerts`,
@@ -112,7 +111,7 @@ def run_days(
         # another project's warehouse is refused before anything is written
         claim_warehouse(cfg.warehouse_path, cfg.project_name, cfg.project.name is not None, run.config_path)
         claim_duckdb(cfg.duckdb_path, cfg.warehouse_path, cfg.project_name)  # and another project's DuckDB file
-        batch = Batch(run.cfg, run.config_path, force_ingest, hooks, WarehouseViews(), max(1, concurrency))
+        batch = Batch(run.cfg, run.config_path, force_ingest, hooks, WarehouseViews(), max(1, concurrency), on_batch)
         if fresh:  # nothing else writes this warehouse now: a killed run's leftovers can go
             clean_tmp(cfg.warehouse_path, older_than_s=0)
             try:
@@ -120,31 +119,13 @@ def run_days(
             except Exception as e:  # each day records it when its publish refreshes them again
                 run_logger().warning("refreshing the views failed (%s: %s)", type(e).__name__, e)
         preload_gate(cfg)  # GX imports while whatever the hooks start starts
-        if prestage_days is None:
-            prestage_days = PRESTAGE_DAYS_SPLIT if cfg.engine == "spark" else PRESTAGE_DAYS
-        step = max(1, prestage_days)
-        chunks = [days[i : i + step] for i in range(0, len(days), step)]
-
-        def prestage(chunk: list[dt.date]) -> None:
-            try:
-                pre = prestage_impressions(cfg, chunk, force_ingest)
-            except Exception as e:  # the days stage their own files, and each records what stops it
-                run_logger().warning("prestaging %s..%s failed (%s: %s)", chunk[0], chunk[-1], type(e).__name__, e)
-                return
-            if on_prestage is not None:
-                on_prestage(pre)
-
-        wait = hooks.start()  # e.g. Prefect's temporary server starts (seconds) while the range is prestaged
-        try:
-            if days:
-                prestage(chunks[0])
-        finally:
-            wait()  # raises what starting raised
+        if batch_days is None:
+            batch_days = BATCH_DAYS_SPLIT if cfg.engine == "spark" else BATCH_DAYS
+        step = max(1, batch_days)
+        hooks.start()()  # e.g. Prefect's temporary server: raises what starting raised
 
         def body() -> list[Any]:
-            for k, chunk in enumerate(chunks):
-                if k:
-                    prestage(chunk)
+            for chunk in (days[i : i + step] for i in range(0, len(days), step)):
                 for ds, out in zip(chunk, execute(batch, chunk), strict=True):
                     results[ds] = out
                     if on_day is not None:
@@ -174,26 +155,29 @@ def run_day(config: FairmonConfig | str, ds: dt.date, *, force_ingest: bool = Fa
 
 
 def ingest_day(
-    cfg: FairmonConfig, ds: dt.date, force: bool = False, config_path: str = "", stage: Callable | None = None
+    cfg: FairmonConfig, ds: dt.date, force: bool = False, config_path: str = "", step: Callable | None = None
 ) -> list:
     """Validate and stage every configured input that day ``ds`` needs (for
     impressions: its default traffic and the random traffic of its trailing
     window; scores and labels: the days of their windows; a reach snapshot is
     checked, never staged), in process: ``fairmon ingest``, and the body of
-    the Prefect flow of the same name (``stage``: its task form of
-    :func:`fairmon.pipelines.ingest.staging.stage_unit`; None: plain calls).
+    the Prefect flow of the same name (``step(fn, *args)``: how the ingest of
+    each input runs, e.g. as a Prefect task; None: a plain call), through the
+    same ingest as a run's (:func:`fairmon.pipelines.ingest.staging.ingest_days`).
     Re-ingesting replaces. Returns one
-    :class:`fairmon.pipelines.checks.suites.DQResult` per file. Raises what
-    staging raises."""
+    :class:`fairmon.pipelines.checks.suites.DQResult` per file. Raises
+    :class:`fairmon.transforms.contract.InputContractError` for a file that
+    breaks its input contract, and what staging raises."""
+    step = step or (lambda fn, *args: fn(*args))
+    results = []
     with ensure_run(cfg, config_path):
-        results = [
-            r
-            for name in configured_inputs(cfg)
-            for r in (
-                read_snapshot(cfg, ds, gate_for(cfg), str(ds))[1]
-                if name == "reach"
-                else ingest_source(cfg, name, ds, force, stage)
-            )
-        ]
+        for name in configured_inputs(cfg):
+            if name == "reach":
+                results += read_snapshot(cfg, ds, gate_for(cfg), str(ds))[1]
+                continue
+            got = step(ingest_days, cfg, name, [ds], force).days[ds]
+            if isinstance(got, Exception):
+                raise got
+            results += got
         build_docs(cfg)
     return results

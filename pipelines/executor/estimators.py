@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import polars as pl
 
@@ -24,10 +26,10 @@ from fairmon.pipelines.executor.day_checks import donor_group_check
 from fairmon.pipelines.executor.outcomes import step
 from fairmon.pipelines.ingest import staging_tables
 from fairmon.pipelines.ingest.adapters import envy_user_attributes
-from fairmon.pipelines.ingest.range_counts import HeldKeys, count_days, take_range_counts
+from fairmon.pipelines.ingest.range_counts import HeldKeys, count_batch, empty_counts
 from fairmon.pipelines.ingest.snapshots import Snapshot
 from fairmon.pipelines.ingest.sources import current_files, day_files
-from fairmon.pipelines.ingest.staging import ensure_staged, run_logger, warn
+from fairmon.pipelines.ingest.staging import ingest_days, run_logger, warn
 from fairmon.pipelines.ingest.windows import window_start
 from fairmon.pipelines.storage import db
 from fairmon.transforms.reach.reach_tables import reach_problems
@@ -36,34 +38,29 @@ from fairmon.transforms.reo.reo_tables import GROUP_COUNTS_SCHEMA
 
 
 @step("count-groups")
-def count_groups(cfg: FairmonConfig, ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, HeldKeys]:
-    """Per-group counts of day ``ds`` (sql/group_counts.sql), counted
-    independently the staged rows per traffic and arm (sql/traffic_totals.sql),
+def count_groups(cfg: FairmonConfig, days: Mapping[dt.date, Any]) -> dict[dt.date, tuple]:
+    """Per-group counts of each day of ``days`` (a batch, its keys; sql/group_counts.sql),
+    counted independently the staged rows per traffic and arm (sql/traffic_totals.sql),
     and the per-key counts of the cluster-robust variance (empty without
     clustering) as the day holds them until it estimates
     (:class:`fairmon.pipelines.ingest.range_counts.HeldKeys`; its ``frame()``
-    gives the frame), from the rows of the files the day needs now; taken from
-    the counts :func:`fairmon.pipelines.ingest.staging.prestage_impressions`
-    made for the batch's range when nothing was staged since (one count for
-    the range instead of one a day). Raises what the count query raises."""
+    gives the frame), from the rows of the files each day needs now, in one
+    count for the batch (:func:`fairmon.pipelines.ingest.range_counts.count_batch`).
+    Returns {day: (counts, totals, held keys)}. Raises what the count query raises."""
     log = run_logger()
     t0 = time.perf_counter()
-    ready = take_range_counts(ds)
-    with timing.clock(ds, "counts"):
-        if ready is not None:  # counted with its backfill's range, nothing staged since
-            counts, totals, buckets = ready
-        else:
-            counts, totals, frame = count_days(cfg, [ds])
-            totals, buckets = totals.drop("ds"), HeldKeys(ds, frame)  # estimated next: nothing to pack
-    counts = counts.cast(GROUP_COUNTS_SCHEMA).select(list(GROUP_COUNTS_SCHEMA))
-    log.info(
-        "counts %s: %d staged rows in, %d group rows out, %.2fs",
-        ds,
-        int(totals.get_column("n").sum() or 0),
-        counts.height,
-        time.perf_counter() - t0,
-    )
-    return counts, totals, buckets
+    dates = sorted(days)
+    with timing.clock(timing.batch_book(dates), "counts"):
+        counted = count_batch(cfg, dates)
+    empty = empty_counts()
+    out = {}
+    for ds in dates:
+        counts, totals, held = counted.get(ds) or (empty[0], empty[1].drop("ds"), HeldKeys(ds, empty[2]))
+        out[ds] = (counts.cast(GROUP_COUNTS_SCHEMA).select(list(GROUP_COUNTS_SCHEMA)), totals, held)
+        rows_in = int(totals.get_column("n").sum() or 0)
+        log.info("counts %s: %d staged rows in, %d group rows out", ds, rows_in, counts.height)
+    log.info("counts of %d day(s): %.2fs", len(dates), time.perf_counter() - t0)
+    return out
 
 
 @step("estimate-reo")
@@ -153,7 +150,7 @@ def estimate_envy(cfg: FairmonConfig, ds: dt.date) -> tuple[dict[str, pl.DataFra
     log = run_logger()
     t0 = time.perf_counter()
     days = [env.start + dt.timedelta(days=i) for i in range((ds - env.start).days + 1)]
-    missing = ensure_staged(cfg, days[:-1], str(ds))
+    missing = ingest_days(cfg, "impressions", days[:-1], quiet=True).short() if days[:-1] else []
     attrs = cfg.envy_attributes
     group_attr = env.group_attribute or cfg.impressions.attributes[0]
     with timing.clock(ds, "estimators"):

@@ -12,10 +12,6 @@ import datetime as dt
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from fairmon.pipelines.checks.suites import DQResult
-from fairmon.pipelines.core.config import FairmonConfig
-from fairmon.pipelines.ingest.staging import ingest_source
-
 
 class DayFailed(RuntimeError):
     """A day could not be computed; the message names the day, the stage and the input."""
@@ -80,10 +76,9 @@ class Hooks:
     """How the executor's units of work run; these defaults run them in
     process (no Prefect API, no server). An orchestrator subclasses it.
 
-    - :meth:`start`: begin what the days will need while the range is
-      prestaged; returns a callable that waits for it.
+    - :meth:`start`: begin what the days will need (while the gate's
+      imports load); returns a callable that waits for it.
     - :meth:`around`: run the whole range's ``body`` (one parent run).
-    - :meth:`ingest`: stage the files an input needs for a day.
     - :meth:`step`: run one step of a day (a function marked by :func:`step`).
     - :meth:`day`: run a day's last unit (publish or quarantine, its run
       record closed) and return what the batch reports for the day.
@@ -96,13 +91,6 @@ class Hooks:
     def around(self, days: list[dt.date], body: Callable[[], list[Any]]) -> list[Any]:
         """Run ``body`` as it is. Returns its per-day outcomes."""
         return body()
-
-    def ingest(self, cfg: FairmonConfig, source: str, ds: dt.date, force: bool) -> list[DQResult]:
-        """Stage input ``source``'s files for day ``ds`` in process
-        (:func:`fairmon.pipelines.ingest.staging.ingest_source`, each file by
-        the plain ``stage_unit``). Returns one result per file; raises what
-        staging raises."""
-        return ingest_source(cfg, source, ds, force)
 
     def step(self, fn: Callable, *args) -> Any:
         """Call ``fn(*args)``. Returns what it returns, raises what it raises."""

@@ -276,7 +276,7 @@ def run_days_with_progress(
     **options,
 ) -> list[dict]:
     """:func:`fairmon.pipelines.orchestration.runner.run_days` with a Rich progress bar on
-    ``console`` (hidden when ``show_progress`` is false) and the prestage line.
+    ``console`` (hidden when ``show_progress`` is false) and each batch's ingest line.
     ``options`` go to ``run_days`` (force_ingest, concurrency, wait_seconds,
     prefect: default True; with ``prefect=False`` the executor's own
     :func:`fairmon.pipelines.executor.days.run_days` runs the days in process,
@@ -297,7 +297,7 @@ def run_days_with_progress(
         disable=not show_progress,
     )
 
-    def prestaged(pre: dict) -> None:
+    def batched(pre: dict) -> None:
         if show_progress and pre["files"]:
             progress.console.print(
                 f"profiled {pre['files']} impressions file(s) in one scan, staged {pre['staged']}, counted "
@@ -318,7 +318,7 @@ def run_days_with_progress(
 
         updates: list = []
         results = run_days(
-            cfg, days, config_path=config_path, on_prestage=prestaged, on_day=day_done, on_alerts=updates.append,
+            cfg, days, config_path=config_path, on_batch=batched, on_day=day_done, on_alerts=updates.append,
             **options,
         )  # fmt: skip
     new = updates[0].new if updates and updates[0] is not None else []

@@ -21,9 +21,8 @@ import numpy as np
 import polars as pl
 
 from fairmon.pipelines.core.config import FairmonConfig
-from fairmon.pipelines.core.run import active_run
 from fairmon.pipelines.ingest.engines import DuckEngine, SparkEngine, spark_rows, spark_table_rows
-from fairmon.pipelines.ingest.identity import IngestUnit, file_fingerprint, first_line, table_partition, unit_key
+from fairmon.pipelines.ingest.identity import IngestUnit, first_line, table_partition, unit_key
 from fairmon.pipelines.ingest.profiles import (
     cluster_column,
     cluster_scan,
@@ -169,21 +168,15 @@ def profile_spark(cfg: FairmonConfig, kind: str, files: list[str]) -> dict[str, 
     return {f: prof.filter(pl.col("__file") == f).drop("__file") for f in files}
 
 
-def prefetch_profiles(cfg: FairmonConfig, files: list[Path]) -> int:
-    """Profile many impressions files ahead of their days' runs (a backfill):
-    Parquet files are grouped by schema and each group is scanned once, with
-    all cores, instead of one query per file: by DuckDB, or with ``engine =
-    "spark"`` by Spark (which also takes CSV files and a table's partitions,
-    each kind in one scan). The profiles wait in the current run
-    (:class:`fairmon.pipelines.core.run.Run`, a few thousand rows each) until
-    :func:`read_unit` takes them; a file changed since is read again. Outside
-    a run there is nowhere to keep them: nothing is done. Files that cannot
-    be read (and, on DuckDB, files that are not Parquet) are left to
-    :func:`read_unit`, which reports them. Returns the number of files profiled.
-    """
-    run = active_run()
-    if run is None:
-        return 0
+def profile_files(cfg: FairmonConfig, files: list[Path]) -> dict[str, pl.DataFrame]:
+    """Profile many impressions files at once (a batch's new or changed
+    files): Parquet files are grouped by schema and each group is scanned
+    once, with all cores, instead of one query per file: by DuckDB, or with
+    ``engine = "spark"`` by Spark (which also takes CSV files and a table's
+    partitions, each kind in one scan). Returns {file (as ``str``): its
+    profile} for :func:`read_unit`. Files that cannot be read (and, on
+    DuckDB, files that are not Parquet) are left out: :func:`read_unit`
+    reads them alone and reports them. Raises nothing of its own."""
     groups: dict[tuple, list[str]] = {}
     for f in files:
         kind = _spark_kind(cfg, f) or ("parquet" if _is_parquet(cfg, f) else None)
@@ -195,28 +188,23 @@ def prefetch_profiles(cfg: FairmonConfig, files: list[Path]) -> int:
             groups.setdefault((kind, schema), []).append(str(f))
         elif kind is not None:
             groups.setdefault((kind,), []).append(str(f))
-    done = 0
+    out: dict[str, pl.DataFrame] = {}
     for key, group in groups.items():
         try:
-            stats = {f: file_fingerprint(Path(f), cfg) for f in group}
             if cfg.engine == "spark":
-                profiles = profile_spark(cfg, key[0], group)
+                out |= profile_spark(cfg, key[0], group)
             else:
-                profiles = profile_parquet(scratch(), group, profile_columns(cfg), cluster_scan(cfg))
+                out |= profile_parquet(scratch(), group, profile_columns(cfg), cluster_scan(cfg))
         except (InputContractError, OSError):
             continue
-        with run.lock:
-            for f, prof in profiles.items():
-                run.prefetched[(f, *stats[f])] = prof
-        done += len(group)
-    return done
+    return out
 
 
-def read_unit(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
+def read_unit(cfg: FairmonConfig, unit: IngestUnit, profile: pl.DataFrame | None = None) -> pl.DataFrame:
     """The profile of one ingest unit (:func:`profile_rows`) with the
     contract columns a format leaves implicit (ds, traffic, arm) filled in;
     values are not parsed yet. Parquet files are scanned by DuckDB without
-    loading them (or taken from :func:`prefetch_profiles`); CSV files and the
+    loading them (or ``profile`` is the batch's, :func:`profile_files`); CSV files and the
     Coat matrices are read first (all columns as text). With ``engine =
     "spark"`` Spark scans Parquet and CSV files and table partitions
     (:func:`profile_spark`). A 0-byte file gives
@@ -229,11 +217,6 @@ def read_unit(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
     path, file = unit.file, str(unit.file)
     kind = _spark_kind(cfg, path)
     if kind is not None or _is_parquet(cfg, path):
-        run = active_run()
-        profile = None
-        if run is not None:
-            with run.lock:
-                profile = run.prefetched.pop((file, *file_fingerprint(path, cfg)), None)
         if profile is None and kind == "csv" and path.stat().st_size == 0:
             return pl.DataFrame()  # as read_table: the gate reports the empty file
         if profile is None and kind is not None:

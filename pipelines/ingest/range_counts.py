@@ -1,9 +1,8 @@
 """Counts of staged impressions rows, per day, from each day's current files
 only (DESIGN §2 "Input identity"): group counts, traffic totals and rows per
-cluster bucket of a batch of days in one statement each. A backfill counts
-its whole range ahead (:func:`count_range`); the counts wait in the current
-run (:class:`fairmon.pipelines.core.run.Run`) until a day takes them, valid
-while nothing has been staged since (``Run.generation``).
+cluster bucket of a batch of days, counted once for the batch
+(:func:`count_batch`) after its files are staged; each day carries its own
+counts on from there.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ import polars as pl
 
 from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
-from fairmon.pipelines.core.run import active_run
 from fairmon.pipelines.ingest import staging_tables
 from fairmon.pipelines.ingest.sources import day_files
 from fairmon.pipelines.storage import db
@@ -28,31 +26,27 @@ from fairmon.transforms.registry import polars_schema
 
 
 def count_days(cfg: FairmonConfig, days: list[dt.date]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Group counts (:func:`group_totals`) and, counted independently, staged
-    rows per traffic and arm (sql/traffic_totals.sql) of every day of
-    ``days``, from the rows of each day's current files only, in one
-    statement each (:func:`count_statements`). Returns (counts with a ds
-    column, totals with a ds column, per-key counts): the third frame holds,
-    when rows carry a cluster key, the rows and positives per (ds, traffic,
-    arm, attribute, group, cbucket) that the cluster-robust variance needs
-    (transforms/reo/cluster.py), in no particular order (the estimators index
-    them by key); it is empty without clustering. The counts are sorted by
-    ds, traffic, arm, attribute and group. Empty frames when nothing was ever
-    staged. Raises what DuckDB raises."""
-    with db.connect(cfg.duckdb_path) as con:
-        if not staging_tables.exists(con, staging_tables.IMPRESSIONS):
-            return _empty_counts()
-        con.register("day_files", day_files(cfg, days))
-        try:
-            imp, buckets = cfg.impressions, cfg.estimation.cluster_buckets
-            by_key, spans = count_statements(con, buckets, imp.random_window_days, imp.pool_policy)
-            totals = _traffic_totals(con, cfg)
-        finally:
-            con.unregister("day_files")
-    return group_totals(by_key, spans), totals, keyed_rows(by_key)
+    """:func:`count_batch` of ``days`` as three frames with a ds column:
+    group counts (sorted by ds, traffic, arm, attribute, group), staged rows
+    per traffic and arm (sql/traffic_totals.sql) and the per-key counts of
+    the cluster-robust variance (:data:`BUCKET_SCHEMA`, no particular order;
+    empty without clustering). Empty frames when nothing was ever staged.
+    Raises what DuckDB raises."""
+    counted = count_batch(cfg, days)
+    if not counted:
+        return empty_counts()
+    counts, totals, keys = empty_counts()
+    return (
+        pl.concat([counts, *(c for c, _, _ in counted.values())]),
+        pl.concat(
+            [totals, *(t.select(pl.lit(ds, pl.Date).alias("ds"), *t.columns) for ds, (_, t, _) in counted.items())]
+        ),
+        pl.concat([keys, *(h.frame() for _, _, h in counted.values())]),
+    )
 
 
-def _empty_counts() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def empty_counts() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """:func:`count_days`' three frames with no row."""
     totals = pl.DataFrame(schema={"ds": pl.Date, "traffic": pl.String, "arm": pl.String, "n": pl.Int64})
     return pl.DataFrame(schema=polars_schema("group_counts")), totals, pl.DataFrame(schema=BUCKET_SCHEMA)
 
@@ -238,31 +232,24 @@ class Holder:
 HELD_FRAMES_BUDGET = 128 * 2**20
 
 
-def count_range(cfg: FairmonConfig, days: list[dt.date]) -> None:
-    """Count every day of ``days`` ahead (as :func:`count_days` counts them)
-    and keep the counts in the current run for :func:`take_range_counts`,
-    valid until the next staging write. The days are counted in chunks of
-    about :data:`COUNT_ROWS_BUDGET` staged rows (:func:`statement_chunks`);
-    random rows that several days count are counted once and held once. Outside
-    a run there is nowhere to keep them, and nothing is counted."""
-    run = active_run()
-    if run is None:
-        return
+def count_batch(cfg: FairmonConfig, days: list[dt.date]) -> dict[dt.date, tuple[pl.DataFrame, pl.DataFrame, HeldKeys]]:
+    """Count every day of ``days`` (a batch) from the staged rows of each
+    day's current files only: per day (group counts, sorted; staged rows per
+    traffic and arm, sql/traffic_totals.sql; the per-key counts of the
+    cluster-robust variance as :class:`HeldKeys`). The days are counted in
+    chunks of about :data:`COUNT_ROWS_BUDGET` staged rows
+    (:func:`statement_chunks`); random rows that several days count are
+    counted once and held once. Empty when nothing was ever staged. Raises
+    what DuckDB raises."""
     with db.connect(cfg.duckdb_path) as con:
         if not staging_tables.exists(con, staging_tables.IMPRESSIONS):
-            return
-        con.register("day_files", day_files(cfg, days))
-        try:
-            held = _count_chunks(con, cfg, days)
-        finally:
-            con.unregister("day_files")
-    with run.lock:
-        for ds, value in held.items():
-            run.range_counts[ds] = (run.generation, *value)
+            return {}
+        with _registered(con, day_files=day_files(cfg, days)):
+            return _count_chunks(con, cfg, days)
 
 
 def _count_chunks(con: duckdb.DuckDBPyConnection, cfg: FairmonConfig, days: list[dt.date]) -> dict:
-    """For :func:`count_range`: per day (counts, totals, :class:`HeldKeys`),
+    """For :func:`count_batch`: per day (counts, totals, :class:`HeldKeys`),
     over the registered ``day_files``, chunk by chunk; each share of random
     rows is counted in the first chunk that needs it and kept while a later
     day still uses it."""
@@ -316,7 +303,7 @@ COUNT_ROWS_BUDGET = 1_000_000
 
 
 def statement_chunks(shares: pl.DataFrame, days: list[dt.date]) -> list[list[dt.date]]:
-    """``days`` (sorted) cut into runs that :func:`count_range` counts in one
+    """``days`` (sorted) cut into runs that :func:`count_batch` counts in one
     statement each: a day adds its own staged rows and, unless an earlier
     day counted its share already, its share's random rows
     (:func:`random_shares` gives both); a run closes before it would pass
@@ -338,21 +325,6 @@ def statement_chunks(shares: pl.DataFrame, days: list[dt.date]) -> list[list[dt.
         size += cost
         counted.add(share)
     return chunks
-
-
-def take_range_counts(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, HeldKeys] | None:
-    """Day ``ds``'s (group counts, traffic totals, per-key counts as they are
-    held, :class:`HeldKeys`) counted ahead by
-    :func:`count_range` in the current run, if nothing was staged since;
-    else None. A day takes its counts once."""
-    run = active_run()
-    if run is None:
-        return None
-    with run.lock:
-        hit = run.range_counts.pop(ds, None)
-    if not hit or hit[0] != run.generation:
-        return None
-    return hit[1], hit[2], hit[3]
 
 
 def pack_frame(frame: pl.DataFrame) -> bytes:

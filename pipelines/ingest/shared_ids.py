@@ -23,7 +23,7 @@ import polars as pl
 
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.ingest.engines import DuckEngine, SparkEngine, spark_rows
-from fairmon.pipelines.ingest.file_summaries import file_summaries
+from fairmon.pipelines.ingest.file_summaries import FileSummaries, file_summaries
 from fairmon.pipelines.ingest.identity import IngestUnit, first_line, table_partition
 from fairmon.pipelines.ingest.profiles import parquet_rows, scratch
 from fairmon.pipelines.storage import db
@@ -35,15 +35,17 @@ KEY_COLUMNS = ("ds", "traffic", "request_id", "item_id")
 SAMPLE_KEYS = 5
 
 
-def overlapping_pairs(cfg: FairmonConfig, files: list[str], pools: list[str]) -> list[tuple[str, str]]:
+def overlapping_pairs(
+    cfg: FairmonConfig, files: list[str], pools: list[str], known: FileSummaries | None = None
+) -> list[tuple[str, str]]:
     """Pairs (first, second) of the staged file identities ``files`` whose
     staged rows share a traffic and overlapping dates, or a traffic alone when
     either is one of the ``pools`` (identities of date-less pooled files)
     (sql/impressions_overlapping_files.sql over each file's staged traffic
-    and dates, read once a run: file_summaries; on the project's DuckDB file).
+    and dates, read once a batch: ``known``, file_summaries; on the project's DuckDB file).
     Raises what DuckDB raises."""
     with db.connect(cfg.duckdb_path) as con:
-        con.register("file_spans", file_summaries(con, "spans", sorted(files), pools))
+        con.register("file_spans", file_summaries(con, "spans", sorted(files), pools, known))
         try:
             rows = db.rows(con, "impressions_overlapping_files")
         finally:

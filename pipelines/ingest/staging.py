@@ -3,10 +3,9 @@ its parsed rows replace the file's earlier rows in the DuckDB staging table
 of its input (``impressions``, ``scores``, ``labels``; declared, their SQL
 generated, in :mod:`fairmon.pipelines.ingest.staging_tables`), recorded in
 ``ingest_log`` with its fingerprint. Which files a day needs is
-:mod:`fairmon.pipelines.ingest.sources`' answer. A backfill profiles and
-stages all its impressions files ahead (:func:`prestage_impressions`) and
-counts the range in one statement
-(:mod:`fairmon.pipelines.ingest.range_counts`).
+:mod:`fairmon.pipelines.ingest.sources`' answer. A batch of days is
+ingested at once (:func:`ingest_days`): each file once, however many of the
+days need it.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import datetime as dt
 import json
 import logging
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,23 +24,21 @@ from fairmon.pipelines.checks.gate import gate_for
 from fairmon.pipelines.checks.suites import DQResult
 from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
-from fairmon.pipelines.core.run import active_run, ensured
+from fairmon.pipelines.core.run import ensured
 from fairmon.pipelines.ingest import staging_tables
 from fairmon.pipelines.ingest.adapters import (
     IngestUnit,
     envy_profile,
-    file_fingerprint,
     normalize_log_unit,
     normalize_unit,
-    prefetch_profiles,
+    profile_files,
     read_log_unit,
     read_unit,
     rows_in,
 )
-from fairmon.pipelines.ingest.identity import unit_key
+from fairmon.pipelines.ingest.identity import file_fingerprint, unit_key
 from fairmon.pipelines.ingest.preflight import explain_raw, raw_params
-from fairmon.pipelines.ingest.range_counts import count_range
-from fairmon.pipelines.ingest.sources import ImpressionsInput, input_of, prime_table_fingerprints
+from fairmon.pipelines.ingest.sources import input_of, prime_table_fingerprints
 from fairmon.pipelines.ingest.windows import random_window_note
 from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import InputContractError, without_buckets
@@ -82,7 +78,7 @@ class InputSource:
     suite: str
     params: dict
     text_columns: list[str]
-    read: Callable[[IngestUnit], pl.DataFrame]
+    read: Callable[[IngestUnit, pl.DataFrame | None], pl.DataFrame]  # the unit, its batch profile if any
     normalize: Callable[[IngestUnit, pl.DataFrame], pl.DataFrame]
     delete_params: Callable[[IngestUnit], dict]  # binds $file: the unit's identity (identity.unit_key)
 
@@ -96,7 +92,7 @@ def input_source(cfg: FairmonConfig, name: str) -> InputSource:
             "impressions_raw",
             raw_params(cfg, name),
             ["ds", "traffic", *imp.signals],
-            lambda u: read_unit(cfg, u),
+            lambda u, profile: read_unit(cfg, u, profile),
             lambda u, raw: normalize_unit(cfg, u, raw),
             lambda u: {"file": unit_key(cfg, u.file)},
         )
@@ -107,7 +103,7 @@ def input_source(cfg: FairmonConfig, name: str) -> InputSource:
             f"{name}_raw",
             raw_params(cfg, name),
             text,
-            lambda u: read_log_unit(cfg, name, u),
+            lambda u, _profile: read_log_unit(cfg, name, u),
             lambda u, raw: normalize_log_unit(cfg, name, u, raw),
             lambda u: {"file": unit_key(cfg, u.file)},
         )
@@ -211,111 +207,110 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
         con.unregister(table.frame)
         if envy is not None:
             con.unregister(envy_table.frame)
-        run = active_run()
-        if run is not None:  # counts and file summaries read before this write no longer hold: bumped
-            with run.lock:  # before the connection is released, so no thread reads the file's new rows as old
-                run.generation += 1
 
 
-def prestage_impressions(cfg: FairmonConfig, days: list[dt.date], force: bool = False) -> dict:
-    """Before a backfill of ``days``: profile every impressions file those
-    days need (new or changed; all with ``force``) in one DuckDB scan per
-    schema, check each with its raw suite, stage the good ones in one
-    transaction and count all the days in one statement. Each day's run then
-    finds its files staged and its counts ready; if anything is staged in
-    between, the day counts again. Files that cannot be read or fail their
-    suite are left to the days' own runs, which report them.
+def all_passed(results: list[DQResult]) -> bool:
+    """A day's files are all staged: there is at least one, and every one passed its raw suite."""
+    return bool(results) and all(r.success for r in results)
 
-    Returns {files, staged, ingest, checks, counts}: files profiled, files
-    staged, and wall seconds per stage.
-    """
-    out = {"files": 0, "staged": 0, "ingest": 0.0, "checks": 0.0, "counts": 0.0}
-    if cfg.impressions is None or not days:
-        return out
-    prime_table_fingerprints(cfg, days)  # a catalog table's partitions for the whole range, in one query
-    units: dict[Path, IngestUnit] = {}
-    impressions = ImpressionsInput(cfg)
+
+@dataclass(frozen=True)
+class Ingested:
+    """What one ingest of an input gives a batch of days: per day, one
+    :class:`DQResult` per file it needs (in the day's file order), or the
+    :class:`InputContractError` that stops it (its files cannot be listed,
+    or one of them cannot be parsed); ``files``: the files read and
+    checked (new or changed), ``staged``: those staged."""
+
+    days: dict[dt.date, list[DQResult] | InputContractError]
+    files: int = 0
+    staged: int = 0
+
+    def short(self) -> list[dt.date]:
+        """The days whose rows are not all staged: an error, no file, or a file that failed its raw suite."""
+        return sorted(ds for ds, r in self.days.items() if isinstance(r, Exception) or not all_passed(r))
+
+
+def ingest_days(
+    cfg: FairmonConfig, source: str, days: list[dt.date], force: bool = False, quiet: bool = False
+) -> Ingested:
+    """Ingest input ``source`` (impressions, scores, labels) for the batch
+    ``days`` at once: every file a day needs is listed (a warning when a day
+    has no default traffic), files unchanged since they were staged under
+    this config (unless ``force``) keep their recorded raw-suite results
+    (one ingest-log query), and the others are profiled together
+    (impressions: one scan per schema), checked by their raw suite in one GX
+    run, and the ones that pass are staged in one transaction (their earlier
+    rows replaced). A file that cannot be read or fails its suite stops only
+    the days that need it, and says so. Returns the :class:`Ingested`.
+    Raises what DuckDB or GX raise for the batch as a whole (the executor
+    then ingests each day alone). ``quiet``: no warning for a day without
+    default traffic (earlier days that an envy audit's window reads)."""
+    listed: dict[dt.date, list[IngestUnit] | InputContractError] = {}
+    if source == "impressions":
+        prime_table_fingerprints(cfg, days)  # a catalog table's partitions for the whole batch, in one query
     for ds in days:
         try:
-            units.update({u.file: u for u in impressions.units(ds)})
-        except InputContractError:
-            continue
-    known = {} if force else recorded_results(cfg, "impressions", list(units.values()))
+            listed[ds] = input_of(cfg, source).units(ds) if quiet else units_for(cfg, source, ds)
+        except InputContractError as e:
+            listed[ds] = e
+    units = {u.file: u for us in listed.values() if isinstance(us, list) for u in us}
+    book = timing.batch_book(days)
+    with timing.clock(book, "ingest"):
+        known = {} if force else _recorded(cfg, source, list(units.values()))
     todo = [u for f, u in units.items() if f not in known]
-    src = input_source(cfg, "impressions")
-    timing.start("prestage")
-    with timing.clock("prestage", "ingest"):
-        out["files"] = prefetch_profiles(cfg, [u.file for u in todo])
-        read = []
+    checked, broken, staged = _stage(cfg, source, todo, book)
+    out: dict[dt.date, list[DQResult] | InputContractError] = {}
+    for ds, us in listed.items():
+        if isinstance(us, InputContractError):
+            out[ds] = us
+            continue
+        error = next((broken[u.file] for u in us if u.file in broken), None)
+        out[ds] = error or [known[u.file][0] if u.file in known else checked[u.file] for u in us]
+    for u in units.values():
+        if u.file in known:
+            run_logger().info("ingest %s: unchanged since staged (%d rows), skipped", u.file, known[u.file][1])
+    return Ingested(out, len(todo), staged)
+
+
+def _stage(
+    cfg: FairmonConfig, source: str, todo: list[IngestUnit], book: str
+) -> tuple[dict[Path, DQResult], dict[Path, InputContractError], int]:
+    """For :func:`ingest_days`: read, check and stage the files ``todo``.
+    Returns (raw-suite result per file checked, contract error per file that
+    cannot be read or parsed, files staged)."""
+    src = input_source(cfg, source)
+    broken: dict[Path, InputContractError] = {}
+    read = []
+    with timing.clock(book, "ingest"):
+        profiles = profile_files(cfg, [u.file for u in todo]) if source == "impressions" and len(todo) > 1 else {}
         for u in todo:
             try:
-                read.append((u, src.read(u), file_fingerprint(u.file, cfg)))
-            except InputContractError:
-                continue
-        with timing.within("checks"):  # one GX run for all the files that share a schema
-            results = raw_suites(cfg, src, [(u, raw) for u, raw, _ in read], f"{min(days)}_{max(days)}")
-        batch = []
-        for (u, raw, (size, mtime)), dq in zip(read, results):
+                read.append((u, src.read(u, profiles.pop(str(u.file), None)), file_fingerprint(u.file, cfg)))
+            except InputContractError as e:
+                broken[u.file] = e
+    with timing.clock(book, "checks"):  # one GX run for all the files that share a schema
+        results = raw_suites(cfg, src, [(u, raw) for u, raw, _ in read], book)
+    batch, checked = [], {}
+    with timing.clock(book, "ingest"):
+        for (u, raw, (size, mtime)), dq in zip(read, results, strict=True):
+            checked[u.file] = dq
             if not dq.success:
+                warn("ingest %s: %d rows in, not staged: %s", u.file, rows_in(raw), dq.summary())
                 continue
             try:
                 batch.append(Staged(u, src.normalize(u, raw), rows_in(raw), size, mtime, dq))
-            except InputContractError:
-                continue
-        replace_units(cfg, src, batch)
-        out["staged"] = len(batch)
-        # the files' profiles, as read and as staged, are in DuckDB now: at K = 4,096 groups they
-        # are ~0.3 GB, held through the count's own peak otherwise
-        del read, results, batch
-    with timing.clock("prestage", "counts"):
-        count_range(cfg, days)
-    return out | {k: v for k, v in timing.take("prestage").items() if k in out}
-
-
-def stage_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, run_name: str, force: bool = False) -> DQResult:
-    """Validate one file of input ``source`` with its raw suite and, if no
-    critical expectation failed, stage it into the DuckDB table of that name
-    (replacing the file's previous rows). An unchanged file (same size, mtime
-    and config) is not read again; its recorded result is returned.
-
-    A plain function: an orchestrator that wants each file as a unit of its
-    own wraps it (:mod:`fairmon.pipelines.orchestration.flows` makes it the
-    Prefect task ``stage-unit``) and hands it to :func:`ingest_source`.
-    Returns the file's :class:`DQResult`. Raises :class:`InputContractError`
-    when a file that passed the suite still cannot be parsed.
-    """
-    log = run_logger()
-    src = input_source(cfg, source)
-    t0 = time.perf_counter()
-    with timing.clock(run_name, "ingest"):
-        size, mtime = file_fingerprint(unit.file, cfg)
-        seen = None if force else _recorded(cfg, source, [unit]).get(unit.file)
-        if seen:
-            seconds = time.perf_counter() - t0
-            log.info("ingest %s: unchanged since staged (%d rows), skipped, %.2fs", unit.file, seen[1], seconds)
-            return seen[0]
-        raw = src.read(unit)
-    with timing.clock(run_name, "checks"):
-        dq = raw_suite(cfg, src, unit, raw, run_name)
-    if not dq.success:
-        warn("ingest %s: %d rows in, not staged: %s", unit.file, rows_in(raw), dq.summary())
-        return dq
-    with timing.clock(run_name, "ingest"):
-        staged = src.normalize(unit, raw)
-        replace_units(cfg, src, [Staged(unit, staged, rows_in(raw), size, mtime, dq)])
-    log.info(
-        "ingest %s: %d rows in, %d staged, %.2fs", unit.file, rows_in(raw), staged.height, time.perf_counter() - t0
-    )
-    return dq
-
-
-def recorded_results(cfg: FairmonConfig, source: str, units: list[IngestUnit]) -> dict[Path, DQResult]:
-    """The raw suite's results recorded when ``units``' files were staged,
-    from one ingest-log query: {file: its recorded result} for the files
-    unchanged since (same size, mtime and config fingerprint); the others
-    are left out. What :func:`stage_unit`
-    returns for such a file."""
-    return {file: dq for file, (dq, _rows) in _recorded(cfg, source, units).items()}
+            except InputContractError as e:
+                broken[u.file] = e
+        del read, results  # the profiles as read: at K = 4,096 groups ~0.3 GB, not held through the staging
+        try:
+            replace_units(cfg, src, batch)
+        except InputContractError as e:  # the staging table cannot take this config's rows: every file says so
+            broken |= {b.unit.file: e for b in batch}
+            return checked, broken, 0
+    for b in batch:
+        run_logger().info("ingest %s: %d rows in, %d staged", b.unit.file, b.rows, b.staged.height)
+    return checked, broken, len(batch)
 
 
 def _recorded(cfg: FairmonConfig, source: str, units: list[IngestUnit]) -> dict[Path, tuple[DQResult, int]]:
@@ -354,72 +349,3 @@ def units_for(cfg: FairmonConfig, source: str, ds: dt.date) -> list[IngestUnit]:
             warn("%s: %s", ds, random_window_note(cfg, ds))
         return units
     return input_of(cfg, source).units(ds)
-
-
-def ensure_staged(cfg: FairmonConfig, days: list[dt.date], run_name: str) -> list[dt.date]:
-    """Stage the impressions files of ``days`` that are not staged as they are
-    now (new, changed, or staged under another config), e.g. the earlier days
-    of an envy audit's window when a day runs alone. One ingest-log query for
-    all files; files staged as they are cost nothing more. Returns the days
-    whose files are missing or did not pass their raw suite (their rows are
-    not in the staging tables)."""
-    units: list[tuple[dt.date, IngestUnit]] = []
-    short: set[dt.date] = set()
-    impressions = ImpressionsInput(cfg)
-    for ds in days:
-        try:
-            found = impressions.units(ds)
-        except InputContractError:
-            found = []
-        if not found:
-            short.add(ds)
-        units += [(ds, u) for u in found]
-    if not units:
-        return sorted(short)
-    with db.connect(cfg.duckdb_path) as con:
-        db.execute(con, "ingest_log_create")
-        seen = {
-            r[0]: r[1:]
-            for r in db.query(
-                con, "ingest_log_fingerprints", files=[unit_key(cfg, u.file) for _, u in units]
-            ).iter_rows()
-        }
-    fp = cfg.fingerprint()
-    for ds, u in units:
-        if seen.get(unit_key(cfg, u.file)) == (*file_fingerprint(u.file, cfg), fp):
-            continue
-        try:
-            if not stage_unit(cfg, "impressions", u, run_name).success:
-                short.add(ds)
-        except InputContractError:
-            short.add(ds)
-    return sorted(short)
-
-
-def ingest_source(
-    cfg: FairmonConfig, source: str, ds: dt.date, force: bool, stage: Callable[..., DQResult] | None = None
-) -> list[DQResult]:
-    """Stage every file of input ``source`` (impressions, scores, labels)
-    that day ``ds`` needs, each by ``stage`` (default :func:`stage_unit`
-    called in process; an orchestrator passes its wrapped form, e.g. a
-    Prefect task, with the same arguments); a file unchanged since it was
-    staged (unless ``force``) is not read again and its recorded result is
-    taken from one ingest-log query for all the day's files (a backfill's
-    files are all staged ahead). Returns one :class:`DQResult` per file.
-    Raises :class:`fairmon.transforms.contract.InputContractError` for a
-    file that breaks its input contract."""
-    stage = stage or stage_unit
-    units = units_for(cfg, source, ds)
-    t0 = time.perf_counter()
-    with timing.clock(str(ds), "ingest"):
-        known = {} if force else _recorded(cfg, source, units)
-    out = []
-    for u in units:
-        if u.file in known:
-            dq, rows = known[u.file]
-            seconds = time.perf_counter() - t0
-            run_logger().info("ingest %s: unchanged since staged (%d rows), skipped, %.2fs", u.file, rows, seconds)
-            out.append(dq)
-        else:
-            out.append(stage(cfg, source, u, str(ds), force))
-    return out

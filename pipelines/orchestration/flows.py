@@ -29,7 +29,7 @@ from fairmon.pipelines.core.config import FairmonConfig, load_config
 from fairmon.pipelines.executor import estimators
 from fairmon.pipelines.executor.days import ingest_day, run_days
 from fairmon.pipelines.executor.outcomes import DayFailed, DayQuarantined, DayResult, Hooks
-from fairmon.pipelines.ingest.staging import ingest_source, run_logger, stage_unit, warn
+from fairmon.pipelines.ingest.staging import run_logger, warn
 from fairmon.pipelines.orchestration.heartbeat import beating
 
 __all__ = ["DayFailed", "DayQuarantined", "DayResult", "FlowSteps", "backfill_day", "daily", "ingest"]
@@ -38,9 +38,6 @@ _TASKS: dict[Callable, Any] = {}
 
 #: The count step as a Prefect task (bench/ calls its function, ``count_groups.fn``).
 count_groups = task(name="count-groups", cache_policy=NO_CACHE)(estimators.count_groups)
-
-#: One file's staging as a Prefect task run, handed to ingest (which does not import Prefect).
-stage_unit_task = task(name="stage-unit", cache_policy=NO_CACHE)(stage_unit)
 
 
 def task_for(fn: Callable):
@@ -90,10 +87,6 @@ class FlowSteps(Hooks):
     def __init__(self, cfg: FairmonConfig) -> None:
         self.cfg = cfg
 
-    def ingest(self, cfg: FairmonConfig, source: str, ds: dt.date, force: bool) -> list[DQResult]:
-        """:func:`fairmon.pipelines.ingest.staging.ingest_source`: each file staged is a ``stage-unit`` task run."""
-        return ingest_source(cfg, source, ds, force, stage_unit_task)
-
     def step(self, fn: Callable, *args) -> Any:
         """``fn(*args)`` as a task run of the current flow run. Raises what ``fn`` raises."""
         return task_for(fn)(*args)
@@ -135,7 +128,7 @@ def ingest(config: FairmonConfig | str, ds: dt.date, force: bool = False, config
     when ``config`` is loaded (a parameter Prefect shows). Raises what staging raises."""
     cfg = config if isinstance(config, FairmonConfig) else load_config(config)
     path = config_path or ("" if isinstance(config, FairmonConfig) else str(config))
-    return ingest_day(cfg, ds, force, path, stage_unit_task)
+    return ingest_day(cfg, ds, force, path, lambda fn, *args: task_for(fn)(*args))
 
 
 @flow(name="fairmon-daily", flow_run_name="fairmon-daily/{ds}")

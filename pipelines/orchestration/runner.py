@@ -1,9 +1,9 @@
 """The runner: days as Prefect runs (``fairmon run``, ``fairmon backfill``, the demo, the scheduled job, bench/).
 
 The days themselves are the executor's (:func:`fairmon.pipelines.executor.days.run_days`:
-one run, the project lock, prestaged chunks run as batches); this module
+one run, the project lock, ranges run in batches); this module
 gives them Prefect's shape through the executor's hooks: Prefect's API is
-reached (its temporary server started) while the range is prestaged; a day
+reached (its temporary server started) while the gate's imports load; a day
 alone is the flow run ``fairmon-daily/<ds>`` (:func:`fairmon.pipelines.orchestration.flows.daily`);
 a range is the parent flow run ``fairmon-backfill/<start>..<end>`` whose
 days are its task runs ``fairmon-daily/<ds>``, their artifacts recorded by
@@ -23,13 +23,13 @@ from prefect import flow, tags
 
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.executor import days as executor_days
-from fairmon.pipelines.executor.days import PRESTAGE_DAYS, PRESTAGE_DAYS_SPLIT, docs_deferred
+from fairmon.pipelines.executor.days import BATCH_DAYS, BATCH_DAYS_SPLIT, docs_deferred
 from fairmon.pipelines.executor.outcomes import summarise
 from fairmon.pipelines.orchestration.flows import FlowSteps, absolute_config_path, backfill_day, daily, run_tags
 from fairmon.pipelines.orchestration.heartbeat import beating, prefect_heartbeat_off
 from fairmon.pipelines.orchestration.prefect_guard import launch_temporary_server, wait_for_api
 
-__all__ = ["PRESTAGE_DAYS", "PRESTAGE_DAYS_SPLIT", "backfill", "docs_deferred", "run_days", "start_api"]
+__all__ = ["BATCH_DAYS", "BATCH_DAYS_SPLIT", "backfill", "docs_deferred", "run_days", "start_api"]
 
 
 def start_api() -> None:
@@ -151,9 +151,9 @@ def run_days(
     force_ingest: bool = False,
     concurrency: int = 1,
     wait_seconds: float = 0.0,
-    on_prestage: Callable[[dict], None] | None = None,
+    on_batch: Callable[[dict], None] | None = None,
     on_day: Callable[[dict], None] | None = None,
-    prestage_days: int | None = None,
+    batch_days: int | None = None,
     prefect: bool = True,
     on_alerts: Callable[[Any], None] | None = None,
 ) -> list[dict]:
@@ -175,8 +175,8 @@ def run_days(
         force_ingest=force_ingest,
         concurrency=concurrency,
         wait_seconds=wait_seconds,
-        on_prestage=on_prestage,
-        prestage_days=prestage_days,
+        on_batch=on_batch,
+        batch_days=batch_days,
         on_alerts=on_alerts,
     )
     if not prefect:
