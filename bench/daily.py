@@ -1,6 +1,6 @@
 """A TikTok-size day and a 14-day backfill, end to end through the flows.
 
-Data: simulated TikTok-format logs (pipelines/faces/simulated.py), two arms of
+Data: simulated TikTok-format logs (pipelines/simulated.py), two arms of
 150,000 default rows each per day and 43,000 random rows per day (pooled
 over 7 days, as in the published data set), Parquet.
 
@@ -48,7 +48,7 @@ def warmup() -> int:
 
 def make_data(folder: Path, days: int) -> Path:
     """Write (or reuse) the simulation; returns its config."""
-    from fairmon.pipelines.faces.simulated import write_simulation
+    from fairmon.pipelines.simulation.simulated import write_simulation
     from fairmon.transforms.simulators.impressions import SimulationSpec
 
     cfg = folder / "fairmon.toml"

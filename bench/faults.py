@@ -36,8 +36,8 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from fairmon.pipelines.faces.simulated import write_simulation
 from fairmon.pipelines.orchestration.prefect_guard import temporary_servers
+from fairmon.pipelines.simulation.simulated import write_simulation
 from fairmon.pipelines.storage.warehouse import read_table
 from fairmon.transforms.registry import TABLES
 from fairmon.transforms.simulators.impressions import SimulationSpec

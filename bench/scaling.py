@@ -2,7 +2,7 @@
 
 Every point is a cold ``fairmon backfill`` in a new process on a fresh
 project (warehouse, DuckDB file and GX project removed), as a user runs it,
-over simulated TikTok-format logs (pipelines/faces/simulated.py: two arms of
+over simulated TikTok-format logs (pipelines/simulated.py: two arms of
 ``rows`` default rows each per day, ``rows``·43/300 random rows a day
 pooled over 7 days, one attribute). Beside each point, the raw group-by
 itself: one hand-written DuckDB query over the same files counting rows and
@@ -77,7 +77,7 @@ class Point:
 def make_data(folder: Path, days: int, scale: float = 1.0, K: int = 2) -> Path:
     """Write (or reuse) ``days`` days of simulated logs with ``scale`` times
     TikTok size and ``K`` groups under ``folder``; returns its config."""
-    from fairmon.pipelines.faces.simulated import write_simulation
+    from fairmon.pipelines.simulation.simulated import write_simulation
 
     cfg = folder / "fairmon.toml"
     if cfg.is_file() and len(list((folder / "default").glob("*.parquet"))) == days:

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from fairmon.pipelines.core.config import load_config
-from fairmon.pipelines.faces.simulated import write_simulation
+from fairmon.pipelines.simulation.simulated import write_simulation
 from fairmon.transforms.simulators.impressions import SimulationSpec
 
 # true U ∝ (0.8, 2.0): REO 0.43, far above the 1/9 line, so day 1's alert interval lies above it

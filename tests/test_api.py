@@ -525,7 +525,7 @@ def test_run_day_publishes_what_fairmon_run_publishes_without_a_prefect_server(t
     from typer.testing import CliRunner
 
     from fairmon.pipelines.faces.cli import app
-    from fairmon.pipelines.faces.simulated import write_simulation
+    from fairmon.pipelines.simulation.simulated import write_simulation
     from fairmon.transforms.simulators.impressions import SimulationSpec
 
     spec = SimulationSpec(start=D, days=2, rows_per_day=3000, random_rows_per_day=1500, seed=11)

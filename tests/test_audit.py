@@ -12,9 +12,9 @@ from scipy import stats
 from typer.testing import CliRunner
 
 from fairmon.pipelines.core.config import AuditConfig, ConfigError, load_config
-from fairmon.pipelines.faces.audit_export import BudgetExceeded, export_release, private_release
 from fairmon.pipelines.faces.cli import app
 from fairmon.pipelines.orchestration.flows import daily
+from fairmon.pipelines.privacy.audit_release import BudgetExceeded, export_release, private_release
 from fairmon.transforms.private.release import (
     audit_decision,
     cell_error_bound,

@@ -25,8 +25,8 @@ from fairmon.pipelines.faces.cli import (
     app,
     exit_code,
 )
-from fairmon.pipelines.faces.simulated import write_simulation
 from fairmon.pipelines.faces.templates import FORMATS, config_template
+from fairmon.pipelines.simulation.simulated import write_simulation
 from fairmon.transforms.simulators.impressions import SimulationSpec
 
 SPEC = SimulationSpec(start=dt.date(2026, 3, 1), days=3, rows_per_day=4000, random_rows_per_day=2000, seed=5)

@@ -9,8 +9,8 @@ import pytest
 import statsmodels.api as sm
 from scipy import stats
 
-from fairmon.pipelines.faces.simulated import write_labeling_simulation
 from fairmon.pipelines.orchestration.flows import daily
+from fairmon.pipelines.simulation.simulated import write_labeling_simulation
 from fairmon.pipelines.storage.warehouse import read_table
 from fairmon.transforms.decisions.sdt import compare_log_cost_ratio, rates_from_sdt, sdt_estimate, sdt_from_rates
 from fairmon.transforms.decisions.threshold import (

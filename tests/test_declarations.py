@@ -18,7 +18,7 @@ import pytest
 
 from fairmon.pipelines.checks.gate import QualityGate
 from fairmon.pipelines.checks.suites import load_spec
-from fairmon.pipelines.faces.report_sections import generic_sections
+from fairmon.pipelines.report.report_sections import generic_sections
 from fairmon.pipelines.storage import ddl
 from fairmon.pipelines.storage.warehouse import read_table, refresh_views, write_partitions
 from fairmon.resources import suite_file, suites

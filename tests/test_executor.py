@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from fairmon.pipelines.core.config import load_config
-from fairmon.pipelines.faces.simulated import write_simulation
+from fairmon.pipelines.simulation.simulated import write_simulation
 from fairmon.transforms.simulators.impressions import SimulationSpec
 
 SPEC = SimulationSpec(days=3, rows_per_day=3000, random_rows_per_day=1500, random_pool_days=3, seed=11)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fairmon.pipelines.core.config import load_config
-from fairmon.pipelines.faces.simulated import write_simulation
+from fairmon.pipelines.simulation.simulated import write_simulation
 from fairmon.transforms.simulators.impressions import SimulationSpec
 
 SPEC = SimulationSpec(days=2, rows_per_day=1200, random_rows_per_day=600, random_pool_days=2, seed=5)

@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 from fairmon.api.counting import cluster_bucket
 from fairmon.pipelines.core.config import load_config
 from fairmon.pipelines.faces.cli import app
-from fairmon.pipelines.faces.report import build_report
-from fairmon.pipelines.faces.simulated import write_simulation
 from fairmon.pipelines.orchestration.flows import DayQuarantined, daily
+from fairmon.pipelines.report.report import build_report
+from fairmon.pipelines.simulation.simulated import write_simulation
 from fairmon.pipelines.storage.warehouse import partition_path, read_table
 from fairmon.transforms.reo.cluster import BucketSums, sums_from_rows
 from fairmon.transforms.reo.estimate import estimate_reo

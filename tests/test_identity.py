@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 
 from fairmon.pipelines.core.config import load_config
 from fairmon.pipelines.faces.cli import app
-from fairmon.pipelines.faces.simulated import write_labeling_simulation, write_simulation
 from fairmon.pipelines.orchestration.ops import days_to_run, detect_stale
 from fairmon.pipelines.orchestration.prefect_guard import temporary_servers
+from fairmon.pipelines.simulation.simulated import write_labeling_simulation, write_simulation
 from fairmon.pipelines.storage.warehouse import partition_path, read_table
 from fairmon.transforms.simulators.impressions import SimulationSpec
 from fairmon.transforms.simulators.labelers import LabelingSpec

@@ -14,7 +14,7 @@ import typer
 from typer.testing import CliRunner
 
 from fairmon.pipelines.faces.cli import app
-from fairmon.pipelines.faces.simulated import write_simulation
+from fairmon.pipelines.simulation.simulated import write_simulation
 from fairmon.transforms.simulators.impressions import SimulationSpec
 
 SPEC = SimulationSpec(start=dt.date(2026, 3, 1), days=2, rows_per_day=3000, random_rows_per_day=1500, seed=11)

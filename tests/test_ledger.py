@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from fairmon.pipelines.core.config import load_config
-from fairmon.pipelines.faces.audit_export import BudgetExceeded, export_release
 from fairmon.pipelines.faces.cli import app
 from fairmon.pipelines.orchestration.flows import daily
+from fairmon.pipelines.privacy.audit_release import BudgetExceeded, export_release
 from fairmon.transforms.private.release import population_key
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from fairmon.pipelines.core.config import load_config
 from fairmon.pipelines.faces.cli import app
-from fairmon.pipelines.faces.simulated import write_simulation
 from fairmon.pipelines.orchestration.ops import build_deployment, days_to_run, detect_stale, next_runs
+from fairmon.pipelines.simulation.simulated import write_simulation
 from fairmon.pipelines.storage.locking import run_lock
 from fairmon.pipelines.storage.warehouse import partition_path, read_table
 from fairmon.transforms.simulators.impressions import SimulationSpec
@@ -248,7 +248,7 @@ def test_sigkill_leaves_previous_partition_intact_and_next_run_completes(tmp_pat
     if point in ("parquet_write", "parquet_swap"):  # group_counts is swapped first, reo after it
         assert pl.read_parquet(part).equals(before)
     if point == "parquet_swap":  # a day with mixed run_ids is not reported as published
-        from fairmon.transforms.report_data import report_data
+        from fairmon.pipelines.report.report_data import report_data
 
         wh = tmp_path / "warehouse"
         gc = read_table(wh, "group_counts")

@@ -109,7 +109,7 @@ def test_cli_plan_json_with_rates():
 def test_per_day_volume_uses_the_span_the_random_rows_cover(monkeypatch, tmp_path):
     """3,000 random rows a day in a 7-day window whose pools cover only 2 days: 3,000/day, not 857."""
     from fairmon.pipelines.core.config import load_config
-    from fairmon.pipelines.faces import audit_export as audit
+    from fairmon.pipelines.privacy import audit_release as audit
 
     ds = dt.date(2026, 1, 8)
     rows = []
@@ -240,7 +240,7 @@ def test_plan_marks_the_row_that_settles_an_inconclusive_verdict(monkeypatch, tm
     control (Q = 0.2, 0.1) exceeds the line; treat (Q = 0.14, 0.10: U = 1.4, 1, REO = 1/6)
     reaches both sides: plan marks treat's row and no other, with the random rows that
     bring its interval above 1/9 if REO stays at 1/6, derived by hand for K = 2."""
-    from fairmon.pipelines.faces import audit_export as audit
+    from fairmon.pipelines.privacy import audit_release as audit
     from fairmon.transforms.reo.estimate import estimate_reo
 
     ds = dt.date(2026, 1, 8)

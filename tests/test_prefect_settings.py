@@ -59,7 +59,7 @@ def test_prefect_itself_agrees_on_a_profile(env):
 @pytest.mark.slow  # stages a simulated day in a subprocess
 def test_ingest_runs_in_process_without_importing_prefect(env, monkeypatch):
     """``fairmon ingest`` with no Prefect API configured stages its files in process, as ``run`` does."""
-    from fairmon.pipelines.faces.simulated import write_simulation
+    from fairmon.pipelines.simulation.simulated import write_simulation
     from fairmon.transforms.simulators.impressions import SimulationSpec
 
     spec = SimulationSpec(days=1, rows_per_day=2000, random_rows_per_day=500, random_pool_days=1, seed=3)

@@ -15,8 +15,8 @@ import subprocess
 import polars as pl
 import pytest
 
-from fairmon.pipelines.faces.report import render_report
-from fairmon.transforms.report_data import ReportData
+from fairmon.pipelines.report.report import render_report
+from fairmon.pipelines.report.report_data import ReportData
 
 D = dt.date(2026, 2, 2)
 

@@ -13,7 +13,7 @@ import subprocess
 import polars as pl
 import pytest
 
-from fairmon.transforms.report_data import (
+from fairmon.pipelines.report.report_data import (
     GROUP_ENVY_CAVEAT,
     envy_findings,
     labeler_finding,

@@ -9,7 +9,7 @@ import datetime as dt
 
 import polars as pl
 
-from fairmon.transforms.report_words import (
+from fairmon.pipelines.report.report_words import (
     GLOSSARY,
     ab_effect,
     headline_sentences,
@@ -144,7 +144,7 @@ def test_glossary_defines_each_term_once():
 def test_a_no_clear_change_near_parity_says_why_its_interval_is_wide():
     """A D_REO projection row (an arm near parity) reads as 'no clear change' with the reason in plain words,
     not beside per-group improvements without a word (the newcomer's contradiction)."""
-    from fairmon.transforms.report_words import ab_phrase
+    from fairmon.pipelines.report.report_words import ab_phrase
 
     ab = {
         "control": "control",

@@ -11,9 +11,9 @@ import polars as pl
 import pytest
 
 from fairmon.pipelines.core.config import load_config
-from fairmon.pipelines.faces.simulated import write_simulation
 from fairmon.pipelines.ingest.identity import IngestUnit
 from fairmon.pipelines.ingest.shared_ids import shared_ids
+from fairmon.pipelines.simulation.simulated import write_simulation
 from fairmon.transforms.simulators.impressions import SimulationSpec
 
 D1, D2 = dt.date(2026, 1, 1), dt.date(2026, 1, 2)

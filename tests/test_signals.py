@@ -18,9 +18,9 @@ import uuid
 
 import pytest
 
-from fairmon.pipelines.faces.simulated import write_simulation
 from fairmon.pipelines.orchestration import prefect_guard
 from fairmon.pipelines.orchestration.prefect_guard import temporary_servers
+from fairmon.pipelines.simulation.simulated import write_simulation
 from fairmon.transforms.simulators.impressions import SimulationSpec
 
 SPEC = SimulationSpec(start=dt.date(2026, 3, 1), days=3, rows_per_day=4000, random_rows_per_day=2000, seed=5)

@@ -22,8 +22,8 @@ from typer.testing import CliRunner
 
 from fairmon.pipelines.core.config import ConfigError, load_config
 from fairmon.pipelines.faces.cli import app
-from fairmon.pipelines.faces.simulated import write_simulation
 from fairmon.pipelines.ingest import adapters, sources
+from fairmon.pipelines.simulation.simulated import write_simulation
 from fairmon.pipelines.storage.portable import render, render_spark
 from fairmon.pipelines.storage.warehouse import read_table
 from fairmon.transforms.contract import InputContractError, without_buckets
@@ -399,7 +399,7 @@ def test_envy_scans_identical(tmp_path):
     """With [envy]: the profile (with its envy flags, a swap row without its
     donor caught in the same file row) and the per-user rows of the envy
     audit are the same from both engines."""
-    from fairmon.pipelines.faces.simulated import write_envy_simulation
+    from fairmon.pipelines.simulation.simulated import write_envy_simulation
 
     paths = write_envy_simulation(
         tmp_path, scenario="envious", days=1, pulls_own=40, pulls_per_donor=20, default_rows=500, random_rows=500

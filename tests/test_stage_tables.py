@@ -160,8 +160,8 @@ def test_backfill_publishes_stage_tables_that_cover_the_truth(tmp_path, prefect_
     factorisation holds to 1e-12, the stage intervals cover their truths, and
     the table tells the stages apart (recall at parity, ranking creating the disparity)."""
     from fairmon.pipelines.core.config import load_config
-    from fairmon.pipelines.faces.simulated import write_simulation
     from fairmon.pipelines.orchestration.flows import daily
+    from fairmon.pipelines.simulation.simulated import write_simulation
     from fairmon.pipelines.storage.warehouse import read_table
     from fairmon.transforms.simulators.impressions import SimulationSpec
 
@@ -201,7 +201,7 @@ def test_backfill_publishes_stage_tables_that_cover_the_truth(tmp_path, prefect_
 
 
 def test_report_reading_uses_the_intervals_not_the_point_estimates():
-    from fairmon.pipelines.faces.report import stage_reading
+    from fairmon.pipelines.report.report import stage_reading
 
     def r(reo, lo, hi):
         return {"reo": reo, "reo_ci_low": lo, "reo_ci_high": hi}

@@ -131,7 +131,18 @@ def test_no_two_modules_share_a_name_across_folders():
 
 
 #: pipelines' rooms from the ground up: a room may import only rooms listed before it (DESIGN §1 "one-way graph")
-PIPELINE_FLOORS = ("core", "storage", "checks", "ingest", "executor", "orchestration", "faces")
+PIPELINE_FLOORS = (
+    "core",
+    "storage",
+    "checks",
+    "simulation",
+    "ingest",
+    "executor",
+    "privacy",
+    "orchestration",
+    "report",
+    "faces",
+)
 
 
 def test_pipelines_rooms_form_a_one_way_graph():
@@ -181,8 +192,8 @@ def test_no_module_or_function_is_over_its_size_limit():
 def test_a_backfill_reads_its_config_once_and_ignores_edits_mid_run(tmp_path, monkeypatch):
     from fairmon.pipelines.core import config as config_module
     from fairmon.pipelines.core.config import load_config
-    from fairmon.pipelines.faces.simulated import write_simulation
     from fairmon.pipelines.orchestration.runner import run_days
+    from fairmon.pipelines.simulation.simulated import write_simulation
     from fairmon.transforms.simulators.impressions import SimulationSpec
 
     start = dt.date(2026, 5, 1)

@@ -27,7 +27,6 @@ import pytest
 from fairmon.pipelines.checks.suites import DQResult
 from fairmon.pipelines.core.config import ConfigError, ImpressionsConfig, load_config
 from fairmon.pipelines.executor.day_checks import check_days
-from fairmon.pipelines.faces.simulated import config_toml, write_simulation
 from fairmon.pipelines.ingest.adapters import normalize_unit, read_unit, rows_in
 from fairmon.pipelines.ingest.identity import unit_key
 from fairmon.pipelines.ingest.range_counts import count_days, count_statements, group_totals
@@ -35,6 +34,7 @@ from fairmon.pipelines.ingest.sources import current_inputs, units_for_day
 from fairmon.pipelines.ingest.staging import Staged, input_source, replace_units
 from fairmon.pipelines.ingest.windows import pool_admitted, random_window_note
 from fairmon.pipelines.orchestration.ops import detect_stale
+from fairmon.pipelines.simulation.simulated import config_toml, write_simulation
 from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import InputContractError
 from fairmon.transforms.reo.reo_tables import GROUP_COUNTS_SCHEMA, reo_tables
@@ -480,7 +480,7 @@ def test_runs_follow_the_policy_end_to_end(pools, tmp_path, prefect_harness):
 
 def test_plan_counts_random_traffic_per_day_over_the_span_used(pools):
     # day 4 under overlap used P1, P2, P3: 700 random rows over day 0..8 (9 days), not over the 4-day window
-    from fairmon.pipelines.faces.audit_export import plan_from_counts
+    from fairmon.pipelines.privacy.audit_release import plan_from_counts
     from fairmon.pipelines.storage.warehouse import write_partitions
 
     cfg = pools["overlap"]

@@ -18,7 +18,7 @@ import pytest
 
 from fairmon.pipelines.checks.suites import load_spec
 from fairmon.pipelines.core.config import load_config
-from fairmon.pipelines.faces.simulated import write_simulation
+from fairmon.pipelines.simulation.simulated import write_simulation
 from fairmon.transforms import registry
 from fairmon.transforms.simulators.impressions import SimulationSpec
 
@@ -84,7 +84,7 @@ def toy(tmp_path, monkeypatch):
 @pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_a_declared_table_is_published_gated_and_reported(toy, tmp_path):
     from fairmon.pipelines.executor.days import run_day
-    from fairmon.pipelines.faces.report import build_report
+    from fairmon.pipelines.report.report import build_report
     from fairmon.pipelines.storage.warehouse import read_table
 
     cfg_path = write_simulation(SPEC, tmp_path / "sim", "csv")["config"]

@@ -104,7 +104,7 @@ def simulate(
 ) -> None:
     """Write simulated impressions in the TikTok layout with a known truth
     (true U, ΔU and REO per day and arm) and a config to run fairmon on them."""
-    from fairmon.pipelines.faces.simulated import write_simulation
+    from fairmon.pipelines.simulation.simulated import write_simulation
     from fairmon.transforms.simulators.impressions import SimulationSpec, regime_spec
 
     out_or_exit(out)
@@ -156,7 +156,7 @@ def simulate_labels(
     """Write simulated labeling logs: content groups with known prevalence and
     labelers with known per-group d′ and criterion (seed 002 §5.3), the true
     implied thresholds and cost ratios (truth_labelers.csv), and a config."""
-    from fairmon.pipelines.faces.simulated import write_labeling_simulation
+    from fairmon.pipelines.simulation.simulated import write_labeling_simulation
     from fairmon.transforms.simulators.labelers import LabelingSpec
 
     try:
@@ -187,7 +187,7 @@ def simulate_envy(
     traffic; the truth (truth_envy.json) and a config with [envy]. The
     envy-free scenario is certified after about nine days; the envious one
     (a minority the model knows nothing about) is found on the first."""
-    from fairmon.pipelines.faces.simulated import write_envy_simulation
+    from fairmon.pipelines.simulation.simulated import write_envy_simulation
     from fairmon.transforms.simulators.envy_world import SCENARIOS
 
     if scenario not in SCENARIOS:

@@ -76,7 +76,7 @@ def plan(
     are marked ◀, with the random rows (and days) that would bring the
     interval to one side of the line, and why in words below the table.
     """
-    from fairmon.pipelines.faces.audit_export import plan_from_counts
+    from fairmon.pipelines.privacy.audit_release import plan_from_counts
 
     if p and q:
         _plan_from_rates(p, q, epsilon, delta, target_se, rec_rate, n_rec, rand_per_day, as_json)
@@ -288,7 +288,7 @@ def audit_export(
     empirical fairness gap, the interval for FG and the decision: fair only
     when the interval lies at or below α, unfair only when above, else
     inconclusive. Refused when it would overspend the data set's budget."""
-    from fairmon.pipelines.faces.audit_export import BudgetExceeded, export_release
+    from fairmon.pipelines.privacy.audit_release import BudgetExceeded, export_release
 
     cfg = load_or_exit(config)
     ds = parse_date(date, "--date")

@@ -384,7 +384,7 @@ def report(
     published days only: daily REO per attribute and arm with CI bands and the
     80%-rule line, ΔU per group with CIs, the data-quality summary and the
     excluded days with their reasons."""
-    from fairmon.pipelines.faces.report import build_report
+    from fairmon.pipelines.report.report import build_report
 
     a, b = parse_date(start, "--start"), parse_date(end, "--end")
     if b < a:

@@ -12,10 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fairmon.pipelines.core.config import load_config
-from fairmon.pipelines.faces.audit_export import export_release
 from fairmon.pipelines.faces.demo_notes import coverage_lines, dp_edge_note, undefined_methods_note
-from fairmon.pipelines.faces.report import build_report
-from fairmon.pipelines.faces.simulated import write_envy_simulation, write_labeling_simulation, write_simulation
 from fairmon.pipelines.faces.views import (
     drop_empty_columns,
     fmt,
@@ -26,9 +23,12 @@ from fairmon.pipelines.faces.views import (
     sdt_view,
 )
 from fairmon.pipelines.ingest.snapshots import write_coat_reach_project
+from fairmon.pipelines.privacy.audit_release import export_release
+from fairmon.pipelines.report.report import build_report
+from fairmon.pipelines.report.report_data import envy_findings, reach_findings
+from fairmon.pipelines.simulation.simulated import write_envy_simulation, write_labeling_simulation, write_simulation
 from fairmon.pipelines.storage.warehouse import read_table
 from fairmon.resources import data_dir
-from fairmon.transforms.report_data import envy_findings, reach_findings
 from fairmon.transforms.simulators.impressions import SimulationSpec
 from fairmon.transforms.simulators.labelers import LabelingSpec
 

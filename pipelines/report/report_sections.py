@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from fairmon.pipelines.faces.report_figures import ci_text, fmt
+from fairmon.pipelines.report.report_figures import ci_text, fmt
 from fairmon.transforms.registry import TABLES, Table
 
 #: Tables the report shows in sections of their own (everything else gets :func:`generic_section`).

@@ -3,7 +3,7 @@
 row as an improvement or a harm, why a rejected parity test can stand beside
 an inconclusive verdict, and the glossary that keeps the notation out of
 the sentences. Pure functions of published rows (``reo``, ``reo_group``,
-``reo_ab``); the report (pipelines/faces) only renders them.
+``reo_ab``); the report (pipelines/report/report.py) only renders them.
 
 Sources: seed 001 eqs. 3, 4, 7, 19 (U_k, ΔU_k, REO), Algorithm 2 (A/B
 differences); DESIGN §4.1 (interval verdicts, the parity test)."""

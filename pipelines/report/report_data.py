@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from fairmon.pipelines.report.report_words import latest_with_groups, parity_explanation
 from fairmon.transforms.gate_frames import excluded_days, published_days
-from fairmon.transforms.report_words import latest_with_groups, parity_explanation
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """The HTML report: one self-contained file (inline SVG plots, inline CSS, no
 network), built only from days whose data passed the checks. The page is the
 package-data Jinja template ``html/report.html.j2``; figures come from
-:mod:`fairmon.pipelines.faces.report_figures`, tables from
-:mod:`fairmon.pipelines.faces.report_sections`."""
+:mod:`fairmon.pipelines.report.report_figures`, tables from
+:mod:`fairmon.pipelines.report.report_sections`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,16 @@ import polars as pl
 from jinja2 import Environment
 
 from fairmon.pipelines.core.config import FairmonConfig
-from fairmon.pipelines.faces.report_figures import (
+from fairmon.pipelines.report.report_data import (
+    ReportData,
+    envy_findings,
+    labeler_finding,
+    prevalence_finding,
+    reach_findings,
+    reo_verdict_paragraphs,
+    report_data,
+)
+from fairmon.pipelines.report.report_figures import (
     ab_figure,
     arm_colors,
     ci_label,
@@ -27,29 +36,20 @@ from fairmon.pipelines.faces.report_figures import (
     reach_group_figure,
     reo_figure,
 )
-from fairmon.pipelines.faces.report_points import ab_point_figure, reo_point_figure
-from fairmon.pipelines.faces.report_sections import CUSTOM_SECTIONS, extra_sections, generic_sections, stage_reading
+from fairmon.pipelines.report.report_points import ab_point_figure, reo_point_figure
+from fairmon.pipelines.report.report_sections import CUSTOM_SECTIONS, extra_sections, generic_sections, stage_reading
+from fairmon.pipelines.report.report_words import AB_TONE, GLOSSARY, ab_effect, headline_sentences
 from fairmon.pipelines.storage.warehouse import latest_runs, read_table
 from fairmon.transforms.alerts.alert_tables import open_alerts
 from fairmon.transforms.registry import TABLES
-from fairmon.transforms.report_data import (
-    ReportData,
-    envy_findings,
-    labeler_finding,
-    prevalence_finding,
-    reach_findings,
-    reo_verdict_paragraphs,
-    report_data,
-)
-from fairmon.transforms.report_words import AB_TONE, GLOSSARY, ab_effect, headline_sentences
 
 __all__ = ["audit_releases", "build_report", "render_report", "stage_reading"]
 
 
 @cache
 def report_template() -> str:
-    """The report's Jinja template (package data ``fairmon/pipelines/faces/html/report.html.j2``)."""
-    return (files("fairmon.pipelines.faces") / "html" / "report.html.j2").read_text(encoding="utf-8")
+    """The report's Jinja template (package data ``fairmon/pipelines/report/html/report.html.j2``)."""
+    return (files("fairmon.pipelines.report") / "html" / "report.html.j2").read_text(encoding="utf-8")
 
 
 def _decision_context(d: ReportData, prevalence_diff: pl.DataFrame | None) -> dict:
@@ -185,7 +185,7 @@ def render_report(
     ``data_links`` (table, file URL) pairs and ``prevalence_diff`` the
     ``threshold_prevalence_diff`` rows of published days; ``generic``
     {table: rows of published days} of the tables without a custom section
-    (each gets :func:`fairmon.pipelines.faces.report_sections.generic_section`);
+    (each gets :func:`fairmon.pipelines.report.report_sections.generic_section`);
     ``alerting`` what the top says of alerts (:func:`alerting_context`; None: alerts off)."""
     from markupsafe import Markup
 

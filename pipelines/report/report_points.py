@@ -8,7 +8,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import polars as pl
 
-from fairmon.pipelines.faces.report_figures import arm_colors, ci_label, fmt, pfmt, point_tips, svg_text, verdict_line
+from fairmon.pipelines.report.report_figures import arm_colors, ci_label, fmt, pfmt, point_tips, svg_text, verdict_line
 
 
 def _dodged_points(ax, frame: pl.DataFrame, series: str, value: str, colors: dict, tip, prefix: str) -> dict:

@@ -1,0 +1,1 @@
+"""Simulated inputs with known truth, written as a user's files would be (logs, labelers, swap traffic)."""
