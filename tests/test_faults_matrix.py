@@ -222,6 +222,9 @@ def test_a_project_folder_and_warehouse_with_glob_characters_publish_and_read_ba
     cfg = load_config(cfg_path)
     assert cfg.warehouse_path.name == "wh[1]*"
     assert read_table(cfg.warehouse_path, "reo").get_column("ds").to_list() == [DAY]
+    # the command line too: its pre-flight reads the headers of CSV files under proj[x]
+    res = _cli(["run", "-c", cfg_path, "--date", DAY, "--no-prefect"])
+    assert res.exit_code == 0, res.output
 
 
 def _cli(args: list[str]):
@@ -545,3 +548,115 @@ def test_views_that_cannot_be_refreshed_at_the_start_leave_each_day_to_record_it
     monkeypatch.setattr(days, "refresh_run_views", unreadable)
     assert days.run_day(str(project), DAY)["status"] == "published"
     assert latest_runs(load_config(project).duckdb_path).get_column("status").to_list() == ["published"]
+
+
+# ---- the edges: each case one clear line and its exit code, nothing wrong published ------------------
+
+
+@pytest.mark.parametrize("wait", ["nan", "inf", "-1"])
+def test_a_wait_that_is_not_a_finite_number_of_seconds_is_exit_2(project, wait):
+    res = _cli(["run", "-c", project, "--date", DAY, "--no-prefect", "--wait", wait])
+    assert res.exit_code == 2 and "give a finite number of seconds" in res.output
+
+
+@pytest.mark.parametrize("nest", ["[" * 5000 + "]" * 5000, "{a=" * 5000 + "1" + "}" * 5000])
+def test_a_config_nested_thousands_deep_is_a_config_error(tmp_path, nest):
+    cfg = tmp_path / "deep.toml"
+    cfg.write_text(f"x = {nest}\n")
+    res = _cli(["run", "-c", cfg, "--date", DAY, "--no-prefect"])
+    assert res.exit_code == 2 and "nests arrays or tables too deeply" in res.output
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "message"),
+    [("0001-01-01", "9999-12-31", "a backfill runs at most 36,525"), ("0001-01-01", "0001-01-03", "too early")],
+)
+def test_an_absurd_date_range_is_exit_2(project, start, end, message):
+    res = _cli(["backfill", "-c", project, "--start", start, "--end", end, "--no-prefect"])
+    assert res.exit_code == 2 and message in res.output and "Traceback" not in res.output
+
+
+def test_fairmon_sql_cannot_read_a_runs_half_written_files(project):
+    tmp = project.parent / "warehouse" / ".tmp"
+    tmp.mkdir(parents=True)
+    (tmp / "x.csv").write_text("a\n1\n")
+    res = _cli(["sql", "-c", project, f"select * from read_csv('{tmp / 'x.csv'}')"])
+    assert res.exit_code == 2 and "disabled by configuration" in " ".join(res.output.split())
+
+
+def test_a_csv_header_naming_a_column_twice_is_refused_naming_it(project):
+    day = project.parent / "default" / f"{DAY}.csv"
+    lines = day.read_text().splitlines()
+    day.write_text("\n".join([lines[0] + ",share", *(x + ",0" for x in lines[1:])]) + "\n")
+    res = _cli(["run", "-c", project, "--date", DAY, "--no-prefect"])
+    assert res.exit_code == 1 and "column 'share': the header names this column more than once" in res.output
+
+
+def test_a_nan_attribute_value_is_a_missing_group_not_a_group_nan():
+    import polars as pl
+
+    from fairmon.transforms.contract import attribute_text
+
+    got = attribute_text(pl.Series("a", [1.0, float("nan"), -0.0, None]), file="f", column="a").to_list()
+    assert got == ["1.0", None, "0.0", None]
+
+
+def test_a_message_quoting_a_megabyte_value_is_cut():
+    from fairmon.pipelines.checks.suites import DQResult
+    from fairmon.pipelines.faces.cli_common import MESSAGE_CHARS, clip
+
+    failure = {"name": "group_known", "severity": "critical", "unexpected_count": 1, "sample": ["g" * 10**6]}
+    summary = DQResult("impressions", "impressions_raw", "day.csv", 3, [failure]).summary()
+    assert len(summary) < 300 and "(1,000,002 characters)" in summary
+    assert len(clip("x" * 10**6)) < MESSAGE_CHARS + 40 and clip("short") == "short"
+
+
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
+def test_a_symlink_loop_among_the_inputs_fails_the_day_and_unpublishes_it(project):
+    from fairmon.pipelines.executor.days import run_day
+
+    assert run_day(str(project), DAY)["status"] == "published"
+    random = project.parent / "random"
+    loop = random / f"random_{DAY}_{DAY}.csv"
+    loop.symlink_to(random / "a.csv")
+    (random / "a.csv").symlink_to(loop)
+    res = _cli(["run", "-c", project, "--date", DAY, "--no-prefect"])
+    assert res.exit_code == 4 and "its symbolic links form a loop" in res.output and "Traceback" not in res.output
+    assert _published_reo(project) == []  # the old numbers left the published view
+
+
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
+def test_a_replaced_attribute_stages_the_files_anew_and_publishes(project):
+    import polars as pl
+
+    from fairmon.pipelines.executor.days import run_day
+    from fairmon.pipelines.storage.warehouse import read_table
+
+    assert run_day(str(project), DAY)["status"] == "published"
+    for f in [*(project.parent / "default").glob("*.csv"), *(project.parent / "random").glob("*.csv")]:
+        lines = f.read_text().splitlines()
+        f.write_text(
+            "\n".join([lines[0] + ",region", *(x + (",n" if i % 2 else ",s") for i, x in enumerate(lines[1:]))])
+        )
+    text = project.read_text()
+    project.write_text(text.replace('attributes = ["young_adult"]', 'attributes = ["region"]'))
+    out = run_day(str(project), DAY)
+    assert out["status"] == "published", out.get("error")
+    counts = read_table(load_config(project).warehouse_path, "group_counts").filter(pl.col("ds") == DAY)
+    assert set(counts.get_column("attribute")) == {"region"} and set(counts.get_column("group")) == {"n", "s"}
+
+
+def test_audit_export_before_any_score_is_staged_is_exit_2(tmp_path):
+    from conftest import REPO
+
+    csv = REPO / "data" / "compas" / "compas_two_year.csv"
+    cfg_path = tmp_path / "c.toml"
+    cfg_path.write_text(
+        f'warehouse = "wh"\nduckdb = "c.duckdb"\n[scores]\nformat = "compas"\npath = "{csv}"\n'
+        'attributes = ["sex"]\nwindow_days = 730\n[[scores.thresholds]]\nmodel = "compas"\n'
+        "t = 5\nd = 3\n[audit]\ntotal_epsilon = 1.0\nscore_values = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n"
+        'groups = { sex = ["Female", "Male"] }\n'
+    )
+    args = ["audit-export", "-c", cfg_path, "--date", "2014-12-31", "--attribute", "sex", "--epsilon", "0.1"]
+    res = _cli(args)
+    assert res.exit_code == 2 and "no scores are staged yet" in res.output and "Traceback" not in res.output

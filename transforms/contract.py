@@ -413,7 +413,8 @@ def attribute_text(s: pl.Series, *, file: str, column: str) -> pl.Series:
     booleans and dates are spelled as they read, but −0.0 as 0.0: the
     profile scan groups equal values, and −0.0 equals 0.0, so which spelling
     a group kept would depend on its first row (and could differ between a
-    file's profile and its rows per cluster bucket). Raises
+    file's profile and its rows per cluster bucket); and NaN, a float's
+    "no value", as null (a missing group value, never a group "NaN"). Raises
     :class:`InputContractError` naming the file, the column and its type for
     a nested column (struct, list, array) or an object column, whose text
     (``{"a","control"}``) would become groups nobody declared."""
@@ -425,7 +426,8 @@ def attribute_text(s: pl.Series, *, file: str, column: str) -> pl.Series:
             column=column,
         )
     if s.dtype.is_float():
-        s = pl.select(pl.when(s == 0).then(pl.lit(0, s.dtype)).otherwise(s).alias(s.name)).to_series()
+        spelled = pl.when(s.is_nan()).then(None).when(s == 0).then(pl.lit(0, s.dtype)).otherwise(s)
+        s = pl.select(spelled.alias(s.name)).to_series()
     return s.cast(pl.String)
 
 

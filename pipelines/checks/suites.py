@@ -75,10 +75,27 @@ class DQResult:
             extra = ""
             if f.get("unexpected_count"):
                 rows = f", rows {', '.join(map(str, f['rows']))}" if f.get("rows") else ""
-                extra = f" ({f['unexpected_count']} unexpected{rows}: {f['sample']})"
+                extra = f" ({f['unexpected_count']} unexpected{rows}: {quoted(f['sample'])})"
             note = f": {f['note']}" if f.get("note") else ""  # why, when fairmon knows (e.g. the pool policy)
             parts.append(f"{f['name']}{extra}{note}")
         return f"{self.suite} on {self.subject}: " + "; ".join(parts)
+
+
+#: Characters of one quoted value in a message (a group name of a megabyte is cut, and says so).
+QUOTED_CHARS = 100
+
+
+def quoted(sample) -> str:
+    """A failure's sample as a message quotes it: each value's repr cut to
+    :data:`QUOTED_CHARS` characters (a list stays a list); anything else as ``str``."""
+    if not isinstance(sample, list | tuple):
+        return str(sample)
+
+    def one(v) -> str:
+        text = repr(v)
+        return text if len(text) <= QUOTED_CHARS else f"{text[:QUOTED_CHARS]}… ({len(text):,} characters)"
+
+    return "[" + ", ".join(map(one, sample)) + "]"
 
 
 def dq_frame(ds: dt.date, results: list[DQResult]) -> pl.DataFrame:

@@ -256,6 +256,8 @@ def load_config(path: str | Path) -> FairmonConfig:
         raise ConfigError(f"config {path} cannot be read: {e.strerror or e}") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"config {path} is not valid TOML: {e}") from None
+    except RecursionError:  # tomllib parses nesting by recursion: arrays or tables thousands deep
+        raise ConfigError(f"config {path} nests arrays or tables too deeply to be a fairmon config") from None
     raw["base_dir"] = path.resolve().parent
     try:
         cfg = FairmonConfig.model_validate(raw)

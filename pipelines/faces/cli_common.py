@@ -11,6 +11,7 @@ this is the floor they all stand on.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import sys
 import warnings
@@ -28,9 +29,27 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # help text as written: [audit] is a config section, not markup
 )
-# Piped output (CI logs, files) gets a fixed width so tables are not squeezed to 80 columns.
-console = Console(width=None if sys.stdout.isatty() else 130)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 130)
+# Piped output (CI logs, files) gets a fixed width so tables are not squeezed to 80 columns. No
+# highlighting: messages quote user values (a group name of a megabyte), and the highlighter's
+# regular expressions over such a value cost minutes, not the milliseconds of printing it.
+console = Console(width=None if sys.stdout.isatty() else 130, highlight=False)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 130, highlight=False)
+
+#: Characters of a message an ``error:`` line prints; the rest is counted, not shown.
+MESSAGE_CHARS = 2_000
+
+
+def clip(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, saying how many were left out."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit:,} more characters)"
+
+
+def seconds_option(value: float) -> float:
+    """A ``--wait`` value: finite and not negative (``nan`` or ``inf`` would wait forever, or never)."""
+    if not math.isfinite(value) or value < 0:
+        raise typer.BadParameter(f"{value!r}: give a finite number of seconds, 0 or more")
+    return value
+
 
 ConfigOpt = Annotated[
     Path,
@@ -86,7 +105,7 @@ def _print_version(value: bool) -> None:
     if value:
         from fairmon import __version__
 
-        console.print(f"fairmon {__version__}")
+        console.print(f"fairmon {__version__}", markup=False)
         raise typer.Exit()
 
 
@@ -148,7 +167,7 @@ def os_error_text(e: OSError) -> str:
 
 def fail(message: str, code: int) -> NoReturn:
     """End the command with one ``error:`` line and exit ``code``."""
-    err.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+    err.print(f"[red]error:[/red] {escape(clip(message))}", soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -278,7 +297,9 @@ def preflight_or_exit(
     alerts = []
     if record:
         alerts = record_preflight(cfg, config_path, {ds: preflight_summary(ds, found[ds])["error"] for ds in days})
-    err.print(f"pre-flight: nothing ran ({len(days)} day(s) checked from file headers; exit {EXIT_QUARANTINED})")
+    err.print(
+        f"pre-flight: nothing ran ({len(days)} day(s) checked from file headers; exit {EXIT_QUARANTINED})", markup=False
+    )
     if as_json:
         summaries = [preflight_summary(ds, found[ds]) for ds in days]
         dump_json({"days": summaries, "alerts": alerts, "exit_code": EXIT_QUARANTINED})
@@ -304,7 +325,9 @@ def preflight_inputs_or_exit(cfg) -> None:
     for line in lines[:PREFLIGHT_LINES]:
         err.print(f"[red]error:[/red] {escape(line)}", soft_wrap=True)
     days = ", ".join(str(d) for d in sorted(found))
-    err.print(f"pre-flight: serve not started (latest input files of {days} checked from their headers; exit 1)")
+    err.print(
+        f"pre-flight: serve not started (latest input files of {days} checked from their headers; exit 1)", markup=False
+    )
     raise typer.Exit(EXIT_QUARANTINED)
 
 
@@ -348,7 +371,7 @@ def load_or_exit(config: Path):
     try:
         return load_config(config)
     except ConfigError as e:
-        err.print(f"[red]error:[/red] {escape(str(e))}")
+        err.print(f"[red]error:[/red] {escape(clip(str(e)))}")
         raise typer.Exit(EXIT_USAGE) from None
 
 

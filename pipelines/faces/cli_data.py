@@ -140,8 +140,10 @@ def simulate(
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(EXIT_USAGE) from None
     end = spec.start + dt.timedelta(days=spec.days - 1)
-    console.print(f"wrote {spec.days} days to {out}; config {paths['config']}; truth {paths['truth_reo']}")
-    console.print(f"next: fairmon backfill -c {paths['config']} --start {spec.start} --end {end}")
+    console.print(
+        f"wrote {spec.days} days to {out}; config {paths['config']}; truth {paths['truth_reo']}", markup=False
+    )
+    console.print(f"next: fairmon backfill -c {paths['config']} --start {spec.start} --end {end}", markup=False)
 
 
 @app.command("simulate-labels")
@@ -169,8 +171,10 @@ def simulate_labels(
     out_or_exit(out)
     paths = write_labeling_simulation(spec, out)
     end = spec.start + dt.timedelta(days=days - 1)
-    console.print(f"wrote {days} days of labels to {out}; config {paths['config']}; truth {paths['truth']}")
-    console.print(f"next: fairmon run -c {paths['config']} --date {end}")
+    console.print(
+        f"wrote {days} days of labels to {out}; config {paths['config']}; truth {paths['truth']}", markup=False
+    )
+    console.print(f"next: fairmon run -c {paths['config']} --date {end}", markup=False)
 
 
 @app.command("simulate-envy")
@@ -208,7 +212,7 @@ def simulate_envy(
     console.print(
         f"wrote {days} days of swap and default traffic to {out}; config {paths['config']}; truth {paths['truth']}"
     )
-    console.print(f"next: fairmon backfill -c {paths['config']} --start {first} --end {end}")
+    console.print(f"next: fairmon backfill -c {paths['config']} --start {first} --end {end}", markup=False)
 
 
 @app.command("train-snapshot")
@@ -240,9 +244,9 @@ def train_snapshot(
         return
     for rank, lam, rmse in summary["grid"]:
         mark = "  <- chosen" if (rank, lam) == (summary["rank"], summary["lam"]) else ""
-        console.print(f"rank {rank:>3}  lambda {lam:>5}  test RMSE {rmse:.4f}{mark}")
-    console.print(f"snapshot: {Path(summary['files']['users']).parent}; config {summary['config']}")
-    console.print(f"next: fairmon run -c {summary['config']} --date {ds}")
+        console.print(f"rank {rank:>3}  lambda {lam:>5}  test RMSE {rmse:.4f}{mark}", markup=False)
+    console.print(f"snapshot: {Path(summary['files']['users']).parent}; config {summary['config']}", markup=False)
+    console.print(f"next: fairmon run -c {summary['config']} --date {ds}", markup=False)
 
 
 @app.command()
@@ -307,7 +311,7 @@ def sql(
             t.add_row(*(escape("" if v is None else str(v)) for v in row))
         console.print(t)
         if frame.height > limit:
-            console.print(f"... {frame.height - limit} more (--limit, --csv or --json for all)")
+            console.print(f"... {frame.height - limit} more (--limit, --csv or --json for all)", markup=False)
 
 
 @app.command()
@@ -351,7 +355,9 @@ def alerts(
             f"[bold]{a['ds']} {a['kind'].replace('_', ' ')}[/bold] {escape(a['message'])}{sent}", soft_wrap=True
         )
     off = "" if cfg.alerts.enabled else "; alerts are off now ([alerts] enabled = false)"
-    console.print(f"{len(rows)} alert(s){off}; fairmon sql -c {config} 'select * from alerts' for every column")
+    console.print(
+        f"{len(rows)} alert(s){off}; fairmon sql -c {config} 'select * from alerts' for every column", markup=False
+    )
 
 
 @app.command()
@@ -371,7 +377,7 @@ def init(
         raise typer.Exit(EXIT_USAGE)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(config_template(fmt))
-    console.print(f"wrote {out} ({fmt} format); check it with: fairmon run --date YYYY-MM-DD -c {out}")
+    console.print(f"wrote {out} ({fmt} format); check it with: fairmon run --date YYYY-MM-DD -c {out}", markup=False)
 
 
 @app.command()

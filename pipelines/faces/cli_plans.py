@@ -140,7 +140,9 @@ def _plan_from_rates(
     console.print(_volumes_table(volumes, f"Traffic plan (ε = {epsilon}, δ = {delta}) for P = {p}, Q = {q}"))
     _print_eq13_failures(volumes)
     if "se_reo" in extra:
-        console.print(f"SE(REO) with {n_rec} default and {rand_per_day} random rows: {extra['se_reo']:.5f}")
+        console.print(
+            f"SE(REO) with {n_rec} default and {rand_per_day} random rows: {extra['se_reo']:.5f}", markup=False
+        )
     if "rand_for_target_se" in extra:
         need = extra["rand_for_target_se"]
         console.print(
@@ -216,9 +218,12 @@ def _print_settling(table) -> None:
     rows = [r for r in table.iter_rows(named=True) if r["settles"]]
     if not rows:
         if table["verdict"].drop_nulls().len():
-            console.print(f"No verdict of {day} is inconclusive: nothing to settle.")
+            console.print(f"No verdict of {day} is inconclusive: nothing to settle.", markup=False)
         return
-    console.print(f"◀ These rows settle the inconclusive verdicts of {day} (what 'fairmon plan says how much' means):")
+    console.print(
+        f"◀ These rows settle the inconclusive verdicts of {day} (what 'fairmon plan says how much' means):",
+        markup=False,
+    )
     for r in rows:
         text = f"{r['arm']} / {r['attribute']}: {r['settle_note'] or 'inconclusive'}"
         days, span = r["days_to_settle"], r["rand_span_days"]
@@ -325,7 +330,7 @@ def audit_export(
         f"platform only (not in the release): {p['duplicate_rows_dropped']} duplicate item rows dropped "
         f"(latest kept), {p['qualified_rows_outside_declared_groups']} qualified rows outside the declared groups"
     )
-    console.print(f"written: {out}")
+    console.print(f"written: {out}", markup=False)
 
 
 @app.command("sample-size")

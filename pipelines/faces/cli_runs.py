@@ -40,6 +40,7 @@ from fairmon.pipelines.faces.cli_common import (
     preflight_inputs_or_exit,
     preflight_or_exit,
     run_with_progress,
+    seconds_option,
     show_stage_logs,
     use_prefect,
 )
@@ -62,7 +63,9 @@ def run(
         bool, typer.Option("--force-ingest", help="Re-stage input files even when unchanged.", metavar="")
     ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show the per-stage logs.", metavar="")] = False,
-    wait: Annotated[float, typer.Option(help="Seconds to wait for another run on the same DuckDB file.")] = 0.0,
+    wait: Annotated[
+        float, typer.Option(help="Seconds to wait for another run on the same DuckDB file.", callback=seconds_option)
+    ] = 0.0,
     as_json: JsonOpt = False,
     prefect: PrefectOpt = None,
 ) -> None:
@@ -74,13 +77,14 @@ def run(
     prefect_env(verbose)
     ds = parse_date(date, "--date")
     cfg = load_or_exit(config)
+    _range_or_exit(cfg, ds, ds)
     # before Prefect or GX is imported: a missing file answers in a second
     preflight_or_exit(cfg, [ds], as_json, str(config.resolve()))
     prefect = use_prefect(prefect)
     launch_api(prefect)
     if verbose and not prefect:
         show_stage_logs()
-    err.print(f"fairmon run {ds} ({config}): checking inputs, then counts and estimators", highlight=False)
+    err.print(f"fairmon run {ds} ({config}): checking inputs, then counts and estimators", markup=False)
     raised: list[dict] = []
     options = dict(force_ingest=force_ingest, wait_seconds=wait, prefect=prefect, raised=raised)
     r = run_with_progress(cfg, config, [ds], show_progress=False, **options)[0]
@@ -99,7 +103,7 @@ def run(
         console.print(prevalence_table(r["threshold_prevalence"], f"Prevalence at the threshold, {ds}"))
     if r["sdt"]:
         console.print(sdt_view(r["sdt"], f"Labelers (signal detection), {ds}"))
-    console.print(f"partitions written: {', '.join(r['paths'].values())}")
+    console.print(escape(f"partitions written: {', '.join(r['paths'].values())}"))
     print_alerts(console, cfg, raised)
     for w in day_warnings(r):  # published, but a warning-level check failed: said as backfill says it
         err.print(f"[yellow]warning:[/yellow] {escape(w)} (its details are in dq_results)")
@@ -142,7 +146,7 @@ def ingest(
     for r in results:
         done = "checked" if r.table == "snapshot" else "staged"  # a model snapshot is read where it lies
         status = f"[green]{done}[/green]" if r.success else f"[red]not {done}[/red]: {escape(r.summary())}"
-        console.print(f"{r.subject}: {status}")
+        console.print(f"{r.subject}: {status}", markup=False)
     if not all(r.success for r in results):
         raise typer.Exit(EXIT_QUARANTINED)
 
@@ -189,7 +193,9 @@ def backfill(
         ),
     ] = False,
     concurrency: Annotated[int, typer.Option(min=1, help="Days run at the same time.")] = 1,
-    wait: Annotated[float, typer.Option(help="Seconds to wait for another run on the same DuckDB file.")] = 0.0,
+    wait: Annotated[
+        float, typer.Option(help="Seconds to wait for another run on the same DuckDB file.", callback=seconds_option)
+    ] = 0.0,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show the per-stage logs.", metavar="")] = False,
     as_json: JsonOpt = False,
     prefect: PrefectOpt = None,
@@ -206,6 +212,7 @@ def backfill(
     if b < a:
         raise typer.BadParameter("--end is before --start", param_hint="--end")
     cfg = load_or_exit(config)
+    _range_or_exit(cfg, a, b)
     if only_failed or only_stale:
         days = _chosen_days(cfg, a, b, only_failed, only_stale, wait, out)
     else:
@@ -232,6 +239,26 @@ def backfill(
     raise typer.Exit(exit_code(results))
 
 
+#: The longest range one ``backfill`` runs (a century of days): a longer one is a typo, not a plan.
+MAX_RANGE_DAYS = 36_525
+
+
+def _range_or_exit(cfg, a: dt.date, b: dt.date) -> None:
+    """Refuse (exit 2) a range longer than :data:`MAX_RANGE_DAYS`, or one whose
+    first day's windows (random traffic, scores, labels) reach before year 1."""
+    if (b - a).days + 1 > MAX_RANGE_DAYS:
+        fail(
+            f"--start {a} --end {b} is {(b - a).days + 1:,} days; a backfill runs at most {MAX_RANGE_DAYS:,}",
+            EXIT_USAGE,
+        )
+    windows = [cfg.impressions.random_window_days] if cfg.impressions is not None else []
+    windows += [s.window_days for s in (cfg.scores, cfg.labels) if s is not None]
+    try:
+        a - dt.timedelta(days=max(windows, default=1))
+    except OverflowError:
+        fail(f"{a} is too early: its {max(windows)}-day windows begin before year 1", EXIT_USAGE)
+
+
 def _chosen_days(cfg, a: dt.date, b: dt.date, only_failed: bool, only_stale: bool, wait: float, out) -> list[dt.date]:
     """The days of ``a``..``b`` that ``--only-failed``/``--only-stale`` select
     (:func:`fairmon.pipelines.orchestration.ops.days_to_run`), late data
@@ -244,7 +271,9 @@ def _chosen_days(cfg, a: dt.date, b: dt.date, only_failed: bool, only_stale: boo
             if only_stale:
                 found = detect_stale(cfg)
                 if found.height:
-                    out.print(f"late data or config change: {found.height} (day, cause) pair(s) marked stale")
+                    out.print(
+                        f"late data or config change: {found.height} (day, cause) pair(s) marked stale", markup=False
+                    )
             return days_to_run(cfg, a, b, only_failed=only_failed, only_stale=only_stale)
     except RunLockedError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
@@ -403,4 +432,4 @@ def report(
         writing = e.filename is not None and Path(e.filename).absolute().parent == target
         why = os_error_text(e)
         fail(f"--out {out}: {why}" if writing else why, EXIT_USAGE if writing else EXIT_FAILED)
-    console.print(f"report: {path}")
+    console.print(f"report: {path}", markup=False)

@@ -195,7 +195,7 @@ def run_demo(out: Path, console: Console) -> None:
     (sim, _, sim_report), (coat, _, coat_report), (compas, _, compas_report) = parts[:3]
     (labels, _, labels_report), (envy, _, envy_report), (reach, _, reach_report) = parts[3:]
     console.rule("outputs")
-    console.print(f"more reports: {compas_report}  {labels_report}  {envy_report}  {reach_report}")
+    console.print(f"more reports: {compas_report}  {labels_report}  {envy_report}  {reach_report}", markup=False)
     for name, c in (
         ("simulation", sim), ("coat", coat), ("compas", compas), ("labels", labels), ("envy", envy),
         ("coat-reach", reach),
@@ -203,8 +203,11 @@ def run_demo(out: Path, console: Console) -> None:
         console.print(
             f"{name}: tables under {c / 'warehouse'} (ds=YYYY-MM-DD partitions), DuckDB file {c / 'fairmon.duckdb'}"
         )
-    console.print(f"reports (open offline in a browser): {sim_report}  {coat_report}")
-    console.print(f"data-quality Data Docs: {sim / 'gx' / 'uncommitted' / 'data_docs' / 'local_site' / 'index.html'}")
+    console.print(f"reports (open offline in a browser): {sim_report}  {coat_report}", markup=False)
+    console.print(
+        f"data-quality Data Docs: {sim / 'gx' / 'uncommitted' / 'data_docs' / 'local_site' / 'index.html'}",
+        markup=False,
+    )
     failed = [r for _, results, _ in parts for r in results if r["status"] != "published"]
     if failed:
         raise SystemExit(1)
@@ -358,7 +361,9 @@ def _envy_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
     etruth = json.loads(epaths["truth"].read_text())
     edays = [DEMO_START + dt.timedelta(days=i) for i in range(4)]
     envy_cfg, envy_results = _run(console, epaths["config"], edays)
-    console.print(f"true verdict (truth_envy.json): {etruth['verdict']}; the run summary above shows fairmon's")
+    console.print(
+        f"true verdict (truth_envy.json): {etruth['verdict']}; the run summary above shows fairmon's", markup=False
+    )
     envy_report = _report(console, envy_cfg, edays[0], edays[-1], config_name=str(epaths["config"]))
     for line in envy_findings(envy_cfg_table(envy_cfg, "envy_audit"), envy_cfg_table(envy_cfg, "group_envy"))[1:-1]:
         console.print(line)

@@ -14,6 +14,7 @@ defines it, not from here.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import duckdb
@@ -70,16 +71,37 @@ def normalize_log_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, raw: p
 def read_table(path: Path) -> pl.DataFrame:
     """Read a CSV (all columns as text, parsed later by the contract) or Parquet file.
 
-    Raises :class:`InputContractError` naming the file when it is empty or unreadable.
+    Raises :class:`InputContractError` naming the file when it is empty or
+    unreadable, and naming the column when a CSV header repeats a name.
     """
     try:
         if path.suffix.lower() in (".parquet", ".pq"):
             return pl.read_parquet(path, glob=False)  # a folder like proj[x] is a name, not a pattern
-        return pl.read_csv(path, infer_schema=False, glob=False)
+        frame = pl.read_csv(path, infer_schema=False, glob=False)
     except pl.exceptions.NoDataError:  # a 0-byte file: the gate's has_rows/column_exists report it
         return pl.DataFrame()
     except (pl.exceptions.ComputeError, OSError) as e:
         raise InputContractError(f"cannot read file: {e}", file=str(path)) from None
+    twice = repeated_column(frame.columns)
+    if twice is not None:
+        raise InputContractError(REPEATED_COLUMN, file=str(path), column=twice)
+    return frame
+
+
+#: Why a CSV whose header names a column twice is refused (which copy holds the values?).
+REPEATED_COLUMN = "the header names this column more than once; give each column one name"
+_COPY = re.compile(r"(.+)_duplicated_\d+")
+
+
+def repeated_column(columns: list[str]) -> str | None:
+    """The first column name a CSV header repeats, or None. Polars reads a
+    repeated name's copies as ``<name>_duplicated_<i>``."""
+    names = set(columns)
+    for c in columns:
+        m = _COPY.fullmatch(c)
+        if m is not None and m.group(1) in names:
+            return m.group(1)
+    return None
 
 
 def _read_matrix(path: Path) -> np.ndarray:

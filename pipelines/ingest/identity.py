@@ -34,14 +34,19 @@ def unit_key(cfg: FairmonConfig, path: Path) -> str:
     to the config's folder (POSIX form), or its absolute path when it lies
     outside; so moving the whole project folder changes no identity. A
     catalog table's partition (``[impressions] table``) is
-    ``spark-table:<table>/ds=<day>``."""
+    ``spark-table:<table>/ds=<day>``. Raises :class:`InputContractError`
+    naming the file when its path cannot be resolved (a loop of symbolic links)."""
     if table_partition(path) is not None:
         return str(path)
     base = cfg.base_dir.resolve()
     try:
-        return Path(path).resolve().relative_to(base).as_posix()
+        real = Path(path).resolve()
+    except (RuntimeError, OSError):  # a symbolic link loop: RuntimeError up to Python 3.12, OSError after
+        raise InputContractError("cannot be read: its symbolic links form a loop", file=str(path)) from None
+    try:
+        return real.relative_to(base).as_posix()
     except ValueError:
-        return Path(path).resolve().as_posix()
+        return real.as_posix()
 
 
 #: How a catalog table's ds partition is named where a file's path would be (messages, ingest log).

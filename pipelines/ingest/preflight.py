@@ -29,6 +29,7 @@ import polars as pl
 
 from fairmon.pipelines.checks.suites import DQResult, expand_spec, load_spec
 from fairmon.pipelines.core.config import FairmonConfig
+from fairmon.pipelines.ingest.adapters import REPEATED_COLUMN, repeated_column
 from fairmon.pipelines.ingest.sources import ImpressionsInput, LogInput
 from fairmon.pipelines.ingest.windows import matches
 from fairmon.transforms.contract import InputContractError, adapt_impressions
@@ -96,7 +97,7 @@ def _shown(cfg: FairmonConfig, path: Path) -> str:
     """``path`` relative to the config's folder when inside it."""
     try:
         return path.resolve().relative_to(cfg.base_dir.resolve()).as_posix()
-    except ValueError:
+    except (ValueError, RuntimeError, OSError):  # outside it, or a loop of symbolic links (the run names it)
         return str(path)
 
 
@@ -125,9 +126,11 @@ def read_header(path: Path) -> tuple[list[str], str | None]:
                 "fairmon reads UTF-8 CSV: save it as UTF-8"
             )
     try:
-        return pl.read_csv(path, n_rows=0, infer_schema=False).columns, None
+        columns = pl.read_csv(path, n_rows=0, infer_schema=False, glob=False).columns
     except (OSError, pl.exceptions.PolarsError) as e:
         return [], f"cannot read its header: {e}"
+    twice = repeated_column(columns)
+    return columns, None if twice is None else f"column {twice!r}: {REPEATED_COLUMN}"
 
 
 #: Columns fairmon knows by name in some format (never a suggestion for a misnamed configured column).
@@ -394,9 +397,9 @@ def duplicated_keys(path: Path, limit: int = 5) -> tuple[list[str], list[tuple]]
     the number of rows sharing it, most copied first. One scan, made only
     for a file that failed ``ids_unique``."""
     if path.suffix.lower() in (".parquet", ".pq"):
-        frame = pl.scan_parquet(path)
+        frame = pl.scan_parquet(path, glob=False)
     else:
-        frame = pl.scan_csv(path, infer_schema=False)
+        frame = pl.scan_csv(path, infer_schema=False, glob=False)
     present = frame.collect_schema().names()
     keys = [c for c in ("ds", "traffic", "request_id", "item_id") if c in present]
     if not keys:

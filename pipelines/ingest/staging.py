@@ -168,12 +168,15 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
         declared = staging_tables.config_columns(cfg, table)
         staging_tables.create(con, table, declared)
         have = staging_tables.table_columns(con, table)
+        if not set(have) <= set(staged.columns):  # an attribute removed or replaced: the rows staged under the
+            warn("staged %s rows have the columns %s, not this config's: staged anew", src.name, have)
+            staging_tables.restart(con, table, declared)  # old config go, each file staged again when needed
+            have = staging_tables.table_columns(con, table)
         added = [c for c in staged.columns if c not in have and table.may_add(c)]
         if set(have) != set(staged.columns) - set(added):
             raise InputContractError(
-                f"the staging table {src.name} in {cfg.duckdb_path} has columns {have}, but this config gives "
-                f"{staged.columns} (an attribute was removed, or the file is from an earlier fairmon version): "
-                f"use a separate duckdb path",
+                f"the file's rows have the columns {staged.columns}, which the staging table {src.name} "
+                f"({have}) cannot take",
                 file=str(batch[0].unit.file),
             )
         kinds = dict(declared)

@@ -175,6 +175,12 @@ EXISTS_SQL = (
 
 
 @functools.cache
+def drop_sql(table: StagingTable) -> str:
+    """Drop ``table`` (its rows are derived from the input files and staged again when needed)."""
+    return f"DROP TABLE IF EXISTS {ident(table.name)}"
+
+
+@functools.cache
 def head_sql(table: StagingTable) -> str:
     """The table bound but not run: its columns."""
     return f"SELECT * FROM {ident(table.name)} LIMIT 0"
@@ -186,6 +192,16 @@ def head_sql(table: StagingTable) -> str:
 def create(con: duckdb.DuckDBPyConnection, table: StagingTable, columns: tuple[Column, ...]) -> None:
     """Create ``table`` with ``columns`` unless it exists (then it is left as it is)."""
     db.run_statement(con, create_sql(table, tuple(columns)))
+
+
+def restart(con: duckdb.DuckDBPyConnection, table: StagingTable, columns: tuple[Column, ...]) -> None:
+    """Drop ``table`` and create it again with ``columns``, forgetting in the
+    ingest log every file staged into it (each is staged again when a day
+    needs it): for a config whose attributes no longer match the staged
+    columns (an attribute removed or replaced)."""
+    db.run_statement(con, drop_sql(table))
+    db.execute(con, "ingest_log_forget", source=table.name)
+    create(con, table, columns)
 
 
 def add_column(con: duckdb.DuckDBPyConnection, table: StagingTable, column: str, kind: str) -> None:

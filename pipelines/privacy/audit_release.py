@@ -14,6 +14,7 @@ import polars as pl
 
 from fairmon.pipelines.core.config import AuditConfig, ConfigError, FairmonConfig
 from fairmon.pipelines.executor.alerting import update_alerts_logged
+from fairmon.pipelines.ingest import staging_tables
 from fairmon.pipelines.ingest.sources import current_files
 from fairmon.pipelines.ingest.staging import run_logger
 from fairmon.pipelines.ingest.windows import window_start
@@ -80,7 +81,7 @@ def export_release(
     ``audit.total_epsilon`` for these individuals; ConfigError when the score set
     or the attribute's groups are not declared, or when the window's qualified
     counts differ from declared public sizes (the message does not say by
-    how much); ValueError when scores are not configured.
+    how much); ValueError when scores are not configured or none is staged yet.
     """
     if cfg.scores is None:
         raise ValueError("audit-export needs a [scores] section")
@@ -93,6 +94,8 @@ def export_release(
     w0 = window_start(ds, cfg.scores.window_days)
     with project_lock(cfg.duckdb_path, cfg.warehouse_path):
         with db.connect(cfg.duckdb_path) as con:
+            if not staging_tables.exists(con, staging_tables.SCORES):
+                raise ValueError(f"no scores are staged yet: run `fairmon run --date {ds}` (or `fairmon ingest`) first")
             files = current_files(cfg, "scores", ds)  # rows of the files the day needs now, nothing older
             rows = db.query(con, "scores_audit_window", ds=ds, window_start=w0, files=files, model=model)
         members = rows.select(pl.col("item_id").cast(pl.String)).unique()

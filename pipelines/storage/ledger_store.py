@@ -71,7 +71,7 @@ def read_releases(warehouse: Path) -> pl.DataFrame:
     files = sorted((warehouse / LEDGER_DIR / "releases").glob("*.parquet"))
     if not files:
         return pl.DataFrame(schema=RELEASE_SCHEMA)
-    return pl.concat([pl.read_parquet(f).cast(RELEASE_SCHEMA) for f in files])
+    return pl.concat([pl.read_parquet(f, glob=False).cast(RELEASE_SCHEMA) for f in files])
 
 
 def sync_into(con: duckdb.DuckDBPyConnection, warehouse: Path) -> int:
@@ -102,7 +102,7 @@ def sync_into(con: duckdb.DuckDBPyConnection, warehouse: Path) -> int:
         finally:
             con.unregister("ledger_new")
     for f in sorted((warehouse / LEDGER_DIR / "members").glob("*.parquet")):
-        listed = pl.read_parquet(f)
+        listed = pl.read_parquet(f, glob=False)
         con.register("ledger_members_new", listed)
         try:
             db.execute(con, "ledger_members_sync")

@@ -297,14 +297,16 @@ def query_warehouse(duckdb_path: Path, warehouse: Path, query: str) -> tuple[pl.
 
 
 def lock_down(con: duckdb.DuckDBPyConnection, warehouse: Path) -> None:
-    """Let ``con`` read files only under ``warehouse`` from now on: DuckDB's
-    ``allowed_directories`` (the folder as written and glob-escaped, the form
+    """Let ``con`` read files only in the tables' folders of ``warehouse``
+    from now on (not a run's half-written files in its ``.tmp``): DuckDB's
+    ``allowed_directories`` (each folder as written and glob-escaped, the form
     the views' patterns use), ``enable_external_access = false`` (no other
     file, URL or ATTACH), no extension installed or loaded on demand, and
     ``lock_configuration`` so a query cannot SET any of it back (DuckDB
     "Securing DuckDB")."""
-    root = str(warehouse.resolve())
-    dirs = ", ".join(ddl.sql_string(d.rstrip("/") + "/") for d in dict.fromkeys((root, glob.escape(root))))
+    root = warehouse.resolve()
+    folders = [str(root / ddl.table(name).name) for name in TABLES]
+    dirs = ", ".join(ddl.sql_string(d + "/") for f in folders for d in dict.fromkeys((f, glob.escape(f))))
     con.execute(f"SET allowed_directories = [{dirs}]")
     for setting in ("enable_external_access", "autoinstall_known_extensions", "autoload_known_extensions"):
         con.execute(f"SET {setting} = false")
