@@ -82,7 +82,7 @@ class DQResult:
 
 
 #: Characters of one quoted value in a message (a group name of a megabyte is cut, and says so).
-QUOTED_CHARS = 100
+QUOTED_CHARS = 1_000
 
 
 def quoted(sample) -> str:

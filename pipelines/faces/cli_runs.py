@@ -146,7 +146,7 @@ def ingest(
     for r in results:
         done = "checked" if r.table == "snapshot" else "staged"  # a model snapshot is read where it lies
         status = f"[green]{done}[/green]" if r.success else f"[red]not {done}[/red]: {escape(r.summary())}"
-        console.print(f"{r.subject}: {status}", markup=False)
+        console.print(f"{escape(r.subject)}: {status}")
     if not all(r.success for r in results):
         raise typer.Exit(EXIT_QUARANTINED)
 
