@@ -53,13 +53,15 @@ def count_groups(cfg: FairmonConfig, days: Mapping[dt.date, Any]) -> dict[dt.dat
     with timing.clock(timing.batch_book(dates), "counts"):
         counted = count_batch(cfg, dates)
     empty = empty_counts()
-    out = {}
+    out, seconds = {}, time.perf_counter() - t0
     for ds in dates:
         counts, totals, held = counted.get(ds) or (empty[0], empty[1].drop("ds"), HeldKeys(ds, empty[2]))
         out[ds] = (counts.cast(GROUP_COUNTS_SCHEMA).select(list(GROUP_COUNTS_SCHEMA)), totals, held)
         rows_in = int(totals.get_column("n").sum() or 0)
-        log.info("counts %s: %d staged rows in, %d group rows out", ds, rows_in, counts.height)
-    log.info("counts of %d day(s): %.2fs", len(dates), time.perf_counter() - t0)
+        log.info(
+            "counts %s: %d staged rows in, %d group rows out, %.2fs (the batch's %d day(s))",
+            ds, rows_in, counts.height, seconds, len(dates),
+        )  # fmt: skip
     return out
 
 

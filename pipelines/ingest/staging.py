@@ -14,6 +14,7 @@ import datetime as dt
 import json
 import logging
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -258,11 +259,12 @@ def ingest_days(
         except InputContractError as e:
             listed[ds] = e
     units = {u.file: u for us in listed.values() if isinstance(us, list) for u in us}
+    t0 = time.perf_counter()
     book = timing.batch_book(days)
     with timing.clock(book, "ingest"):
         known = {} if force else _recorded(cfg, source, list(units.values()))
     todo = [u for f, u in units.items() if f not in known]
-    checked, broken, staged = _stage(cfg, source, todo, book)
+    checked, broken, staged = _stage(cfg, source, todo, book, t0)
     out: dict[dt.date, list[DQResult] | InputContractError] = {}
     for ds, us in listed.items():
         if isinstance(us, InputContractError):
@@ -270,18 +272,22 @@ def ingest_days(
             continue
         error = next((broken[u.file] for u in us if u.file in broken), None)
         out[ds] = error or [known[u.file][0] if u.file in known else checked[u.file] for u in us]
+    seconds = time.perf_counter() - t0
     for u in units.values():
         if u.file in known:
-            run_logger().info("ingest %s: unchanged since staged (%d rows), skipped", u.file, known[u.file][1])
+            run_logger().info(
+                "ingest %s: unchanged since staged (%d rows), skipped, %.2fs", u.file, known[u.file][1], seconds
+            )
     return Ingested(out, len(todo), staged)
 
 
 def _stage(
-    cfg: FairmonConfig, source: str, todo: list[IngestUnit], book: str
+    cfg: FairmonConfig, source: str, todo: list[IngestUnit], book: str, t0: float
 ) -> tuple[dict[Path, DQResult], dict[Path, InputContractError], int]:
-    """For :func:`ingest_days`: read, check and stage the files ``todo``.
-    Returns (raw-suite result per file checked, contract error per file that
-    cannot be read or parsed, files staged)."""
+    """For :func:`ingest_days`: read, check and stage the files ``todo``
+    (``t0``: when the batch's ingest began, for its log lines). Returns
+    (raw-suite result per file checked, contract error per file that cannot
+    be read or parsed, files staged)."""
     src = input_source(cfg, source)
     broken: dict[Path, InputContractError] = {}
     read = []
@@ -311,8 +317,9 @@ def _stage(
         except InputContractError as e:  # the staging table cannot take this config's rows: every file says so
             broken |= {b.unit.file: e for b in batch}
             return checked, broken, 0
+    seconds = time.perf_counter() - t0
     for b in batch:
-        run_logger().info("ingest %s: %d rows in, %d staged", b.unit.file, b.rows, b.staged.height)
+        run_logger().info("ingest %s: %d rows in, %d staged, %.2fs", b.unit.file, b.rows, b.staged.height, seconds)
     return checked, broken, len(batch)
 
 
