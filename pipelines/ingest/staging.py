@@ -311,7 +311,7 @@ def _stage(
                 batch.append(Staged(u, src.normalize(u, raw), rows_in(raw), size, mtime, dq))
             except InputContractError as e:
                 broken[u.file] = e
-        del read, results  # the profiles as read: at K = 4,096 groups ~0.3 GB, not held through the staging
+        del read, results  # the profiles as read are large with many groups: not held through the staging
         try:
             replace_units(cfg, src, batch)
         except InputContractError as e:  # the staging table cannot take this config's rows: every file says so
@@ -324,7 +324,10 @@ def _stage(
 
 
 def _recorded(cfg: FairmonConfig, source: str, units: list[IngestUnit]) -> dict[Path, tuple[DQResult, int]]:
-    """:func:`recorded_results` with each file's staged rows."""
+    """The raw suite's results recorded when ``units``' files were staged,
+    with each file's staged rows, from one ingest-log query: {file: (its
+    recorded result, rows)} for the files unchanged since (same size, mtime
+    and config fingerprint); the others are left out."""
     if not units:
         return {}
     keys = {unit_key(cfg, u.file): u.file for u in units}
