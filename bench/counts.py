@@ -117,10 +117,12 @@ def fairmon_counts(
     with Stopwatch() as w, run_scope(Run(cfg)), db.session(cfg.duckdb_path):
         book = timing.batch_book(days)
         timing.start(book)
-        got = ingest_days(cfg, "impressions", days)
+        with timing.clock(book, "ingest"):
+            got = ingest_days(cfg, days, "impressions")
         for ds in got.short():
             raise SystemExit(f"fairmon rejected a file of {ds}: {got.days[ds]}")
-        counted = count_groups.fn(cfg, dict.fromkeys(days))
+        with timing.clock(book, "counts"):
+            counted = count_groups.fn(cfg, dict.fromkeys(days))
         out = [counted[ds][0] for ds in days]
         for k, v in timing.take(book).items():
             totals[k] += v

@@ -459,7 +459,7 @@ def test_a_days_unchanged_files_take_their_recorded_results_in_one_lookup(sim):
     cfg = load_config(cfg_path)
     assert daily(str(cfg_path), DAY3)["dq"]
     units = staging.units_for(cfg, "impressions", DAY3)
-    got = staging.ingest_days(cfg, "impressions", [DAY3])
+    got = staging.ingest_days(cfg, [DAY3], "impressions")
     assert len(units) >= 2 and (got.files, got.staged) == (0, 0)  # the day's file and its random pools
     known = got.days[DAY3]
     assert [r.subject for r in known] == [str(u.file) for u in units]
@@ -468,7 +468,7 @@ def test_a_days_unchanged_files_take_their_recorded_results_in_one_lookup(sim):
     touched = units[0].file
     st = os.stat(touched)
     os.utime(touched, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-    again = staging.ingest_days(cfg, "impressions", [DAY3])
+    again = staging.ingest_days(cfg, [DAY3], "impressions")
     assert (again.files, again.staged) == (1, 1)
     assert again.days[DAY3] == known  # the same results, the touched file's checked anew
 

@@ -257,11 +257,11 @@ def test_a_batch_ingest_stages_each_file_once_and_stops_only_the_day_of_a_bad_fi
 
     cfg, days, _ = three_days
     with db.session(cfg.duckdb_path):
-        got = ingest_days(cfg, "impressions", days)
+        got = ingest_days(cfg, days, "impressions")
         assert (got.files, got.staged) == (3, 2) and got.short() == [days[1]]
         assert [r.success for r in got.days[days[0]]] == [True]
         assert got.days[days[1]][0].failed_critical == ["ids_unique"]
-        again = ingest_days(cfg, "impressions", days)
+        again = ingest_days(cfg, days, "impressions")
         assert (again.files, again.staged) == (1, 0)  # only the file that failed is read again
         assert again.days[days[0]] == got.days[days[0]]  # the recorded result
         counts = count_batch(cfg, days)
@@ -269,7 +269,7 @@ def test_a_batch_ingest_stages_each_file_once_and_stops_only_the_day_of_a_bad_fi
         assert counts[days[1]][0].height == 0  # nothing of day 2 was staged
         time.sleep(0.01)
         _day(cfg.resolve("."), days[2], 700, np.random.default_rng(2))  # day 3 rewritten
-        assert ingest_days(cfg, "impressions", days[2:]).staged == 1
+        assert ingest_days(cfg, days[2:], "impressions").staged == 1
         assert count_batch(cfg, days)[days[2]][0].get_column("n").sum() == 700
 
 
@@ -288,7 +288,7 @@ def test_range_counts_in_day_chunks_equal_one_statement(three_days, monkeypatch)
         with db.session(cfg.duckdb_path):
             chunks = []
             monkeypatch.setattr(range_counts, "statement_chunks", _spy(range_counts.statement_chunks, chunks))
-            ingest_days(cfg, "impressions", days, force=True)
+            ingest_days(cfg, days, "impressions", force=True)
             kept[budget] = range_counts.count_batch(cfg, days)
             assert chunks == [[days] if budget > 1 else [[d] for d in days]]
     for ds in days:

@@ -29,7 +29,7 @@ from fairmon.pipelines.core.config import ConfigError, ImpressionsConfig, load_c
 from fairmon.pipelines.executor.day_checks import check_days
 from fairmon.pipelines.ingest.adapters import normalize_unit, read_unit, rows_in
 from fairmon.pipelines.ingest.identity import unit_key
-from fairmon.pipelines.ingest.range_counts import count_days, count_statements, group_totals
+from fairmon.pipelines.ingest.range_counts import count_batch, count_statements, group_totals
 from fairmon.pipelines.ingest.sources import current_inputs, units_for_day
 from fairmon.pipelines.ingest.staging import Staged, input_source, replace_units
 from fairmon.pipelines.ingest.windows import pool_admitted, random_window_note
@@ -81,6 +81,17 @@ def _stage(cfg, days: list[dt.date]) -> None:
         raw = read_unit(cfg, u)
         batch.append(Staged(u, normalize_unit(cfg, u, raw), rows_in(raw), 0, 0, ok))
     replace_units(cfg, src, batch)
+
+
+def count_days(cfg, days: list[dt.date]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """count_batch of ``days`` as three frames with a ds column: group counts, traffic totals, key rows."""
+    counted = count_batch(cfg, days)
+    dated = [(ds, *parts) for ds, parts in counted.items()]
+    return (
+        pl.concat([c for _, c, _, _ in dated]),
+        pl.concat([t.select(pl.lit(ds, pl.Date).alias("ds"), *t.columns) for ds, _, t, _ in dated]),
+        pl.concat([h.frame() for _, _, _, h in dated]),
+    )
 
 
 def _random(counts: pl.DataFrame, ds: dt.date) -> dict:

@@ -149,17 +149,26 @@ def _per_day(batch: Batch, days: list[Day], stage: str, fn: Callable[[Day], Any]
 
 
 def _together(
-    batch: Batch, days: list[Day], stage: str, fn: Callable, item: Callable, take: Callable, stepped: bool = True
-) -> None:
-    """``fn(cfg, {day: item(day)})`` once for the days still going (a step of
-    the hooks when ``stepped``), each day's part handed to ``take(day,
-    part)``; when the call raises, each day alone, so that only the day that
-    breaks it stops."""
-    call = batch.hooks.step if stepped else (lambda f, *args: f(*args))
+    batch: Batch,
+    days: list[Day],
+    stage: str,
+    fn: Callable,
+    item: Callable,
+    take: Callable,
+    stepped: bool = True,
+    args: tuple = (),
+) -> Any:
+    """``fn(cfg, {day: item(day)}, *args)`` once for the days still going (a
+    step of the hooks when ``stepped``), each day's part ``out[day]`` handed
+    to ``take(day, part)``; when the call raises, each day alone, so that
+    only the day that breaks it stops. Returns what the call of the days
+    together (or of the one day going) returned, or None (each day alone
+    after the call together raised, or no day going)."""
+    call = batch.hooks.step if stepped else (lambda f, *a: f(*a))
     going = [d for d in days if d.going]
     if len(going) > 1:
         try:
-            out = call(fn, batch.cfg, {d.ds: item(d) for d in going})
+            out = call(fn, batch.cfg, {d.ds: item(d) for d in going}, *args)
         except Exception as e:  # one day's frame broke the batch's run: each day alone
             run_logger().info(
                 "%s of %d days together failed (%s: %s): each day alone", stage, len(going), type(e).__name__, e
@@ -167,9 +176,17 @@ def _together(
         else:
             for d in going:
                 _guard(d, stage, lambda d: take(d, out[d.ds]))
-            return
+            return out
+    out = None
+
+    def alone(d: Day) -> None:
+        nonlocal out
+        out = call(fn, batch.cfg, {d.ds: item(d)}, *args)
+        take(d, out[d.ds])
+
     for d in going:
-        _guard(d, stage, lambda d: take(d, call(fn, batch.cfg, {d.ds: item(d)})[d.ds]))
+        _guard(d, stage, alone)
+    return out if len(going) == 1 else None
 
 
 def _open(batch: Batch, day: Day) -> None:
@@ -202,35 +219,18 @@ def _raise(e: BaseException) -> None:
     raise e
 
 
-def _ingest(batch: Batch, days: list[Day], name: str) -> Ingested | None:
+def _ingest(batch: Batch, days: list[Day], name: str, book: str) -> Ingested | None:
     """The batch's one ingest of input ``name`` for the days still going
     (:func:`fairmon.pipelines.ingest.staging.ingest_days`, a step of the
-    hooks); each day keeps what it gave the day. When the ingest of the days
-    together raises, each day alone, so that only the day that breaks it
-    stops. Returns the batch's :class:`Ingested`, or None (each day alone)."""
-    going = [d for d in days if d.going]
-    if not going:
-        return None
-    cfg, step = batch.cfg, batch.hooks.step
-    try:
-        got = step(ingest_days, cfg, name, [d.ds for d in going], batch.force_ingest)
-    except Exception as e:
-        if len(going) == 1:
-            going[0].error = e
-            return None
-        run_logger().info("ingest of %d days together failed (%s: %s): each day alone", len(going), type(e).__name__, e)
-        for d in going:
-            _guard(
-                d,
-                name,
-                lambda d: d.ingested.update(
-                    {name: step(ingest_days, cfg, name, [d.ds], batch.force_ingest).days[d.ds]}
-                ),
-            )
-        return None
-    for d in going:
-        d.ingested[name] = got.days[d.ds]
-    return got
+    hooks, timed in ``book``); each day keeps what it gave the day. Returns
+    the batch's :class:`Ingested`, or None (each day alone: the ingest of
+    the days together raised, or one day)."""
+
+    def take(d: Day, got: list[DQResult] | InputContractError) -> None:
+        d.ingested[name] = got
+
+    with timing.clock(book, "ingest"):
+        return _together(batch, days, name, ingest_days, lambda d: None, take, args=(name, batch.force_ingest))
 
 
 def _gate_ingested(day: Day, name: str) -> None:
@@ -242,16 +242,13 @@ def _gate_ingested(day: Day, name: str) -> None:
     _gate(day, got)
 
 
-def _impressions(batch: Batch, days: list[Day]) -> None:
+def _impressions(batch: Batch, days: list[Day], book: str) -> None:
     """Impressions for the batch: its files ingested once; each day's file
     checks; every day counted in one count; all days' counts checked
     together; each day estimated (REO, A/B, stages, envy); all days' outputs
-    checked together."""
+    checked together. The ingest and the count are timed in ``book``."""
     cfg, step = batch.cfg, batch.hooks.step
-    book = timing.batch_book([d.ds for d in days])
-    if len(days) > 1:
-        timing.start(book)
-    got = _ingest(batch, days, "impressions")
+    got = _ingest(batch, days, "impressions", book)
     known = FileSummaries()  # the batch's files are staged: their summaries hold until the batch ends
 
     def file_checks(d: Day) -> None:
@@ -275,18 +272,19 @@ def _impressions(batch: Batch, days: list[Day]) -> None:
         d.pending = output_check_frames(tables, d.totals)
 
     _per_day(batch, days, "impressions", file_checks)
-    _together(batch, days, "impressions", count_groups, lambda d: None, take_counts)
-    _report_batch(batch, days, book, got)
+    with timing.clock(book, "counts"):
+        _together(batch, days, "impressions", count_groups, lambda d: None, take_counts)
+    _report_batch(batch, book, got)
     _together(batch, days, "impressions", check_days, lambda d: d.counts, lambda d, r: _gate(d, [r]))
     _per_day(batch, days, "impressions", estimates)
     _together(batch, days, "impressions", check_outputs, lambda d: d.pending, _gate)
 
 
-def _report_batch(batch: Batch, days: list[Day], book: str, got: Ingested | None) -> None:
+def _report_batch(batch: Batch, book: str, got: Ingested | None) -> None:
     """Hand ``on_batch`` the batch's ingest and count figures (its book's
-    seconds: the batch's own, or a day alone's so far)."""
-    seconds = timing.take(book) if len(days) > 1 else timing.book(book)
+    seconds so far: the batch's own, or a day alone's)."""
     if batch.on_batch is not None:
+        seconds = timing.book(book)
         figures = {"files": got.files if got else 0, "staged": got.staged if got else 0}
         batch.on_batch(figures | {k: seconds[k] for k in ("ingest", "checks", "counts")})
 
@@ -391,13 +389,18 @@ def execute(batch: Batch, dates: list[dt.date]) -> Iterator[Any]:
     for it (in process: the day's summary, never raising for a day's own failure)."""
     days = [Day(ds) for ds in dates]
     _per_day(batch, days, "start", partial(_open, batch))
+    book = timing.batch_book(dates)  # what the days do together is timed here; a day alone's is its own book
+    if len(dates) > 1:
+        timing.start(book)
     for name in configured_inputs(batch.cfg):
         if name == "impressions":
-            _impressions(batch, days)
+            _impressions(batch, days, book)
             continue
         if name != "reach":
-            _ingest(batch, days, name)
+            _ingest(batch, days, name, book)
         _per_day(batch, days, name, partial(_other_input, batch, name))
+    if len(dates) > 1:
+        timing.take(book)
     _together(
         batch, days, "dq_results", dq_tables, lambda d: d.results, lambda d, f: setattr(d, "dq", f), stepped=False
     )

@@ -122,7 +122,7 @@ def run_days(
         if batch_days is None:
             batch_days = BATCH_DAYS_SPLIT if cfg.engine == "spark" else BATCH_DAYS
         step = max(1, batch_days)
-        hooks.start()()  # e.g. Prefect's temporary server: raises what starting raised
+        hooks.start()  # e.g. Prefect's temporary server, while GX imports
 
         def body() -> list[Any]:
             for chunk in (days[i : i + step] for i in range(0, len(days), step)):
@@ -175,7 +175,7 @@ def ingest_day(
             if name == "reach":
                 results += read_snapshot(cfg, ds, gate_for(cfg), str(ds))[1]
                 continue
-            got = step(ingest_days, cfg, name, [ds], force).days[ds]
+            got = step(ingest_days, cfg, [ds], name, force)[ds]
             if isinstance(got, Exception):
                 raise got
             results += got

@@ -26,7 +26,7 @@ from fairmon.pipelines.executor.day_checks import donor_group_check
 from fairmon.pipelines.executor.outcomes import step
 from fairmon.pipelines.ingest import staging_tables
 from fairmon.pipelines.ingest.adapters import envy_user_attributes
-from fairmon.pipelines.ingest.range_counts import HeldKeys, count_batch, empty_counts
+from fairmon.pipelines.ingest.range_counts import count_batch
 from fairmon.pipelines.ingest.snapshots import Snapshot
 from fairmon.pipelines.ingest.sources import current_files, day_files
 from fairmon.pipelines.ingest.staging import ingest_days, run_logger, warn
@@ -45,17 +45,16 @@ def count_groups(cfg: FairmonConfig, days: Mapping[dt.date, Any]) -> dict[dt.dat
     clustering) as the day holds them until it estimates
     (:class:`fairmon.pipelines.ingest.range_counts.HeldKeys`; its ``frame()``
     gives the frame), from the rows of the files each day needs now, in one
-    count for the batch (:func:`fairmon.pipelines.ingest.range_counts.count_batch`).
-    Returns {day: (counts, totals, held keys)}. Raises what the count query raises."""
+    count for the batch (:func:`fairmon.pipelines.ingest.range_counts.count_batch`;
+    its seconds go to the caller's clock). Returns {day: (counts, totals,
+    held keys)}. Raises what the count query raises."""
     log = run_logger()
     t0 = time.perf_counter()
     dates = sorted(days)
-    with timing.clock(timing.batch_book(dates), "counts"):
-        counted = count_batch(cfg, dates)
-    empty = empty_counts()
+    counted = count_batch(cfg, dates)
     out, seconds = {}, time.perf_counter() - t0
     for ds in dates:
-        counts, totals, held = counted.get(ds) or (empty[0], empty[1].drop("ds"), HeldKeys(ds, empty[2]))
+        counts, totals, held = counted[ds]
         out[ds] = (counts.cast(GROUP_COUNTS_SCHEMA).select(list(GROUP_COUNTS_SCHEMA)), totals, held)
         rows_in = int(totals.get_column("n").sum() or 0)
         log.info(
@@ -152,7 +151,8 @@ def estimate_envy(cfg: FairmonConfig, ds: dt.date) -> tuple[dict[str, pl.DataFra
     log = run_logger()
     t0 = time.perf_counter()
     days = [env.start + dt.timedelta(days=i) for i in range((ds - env.start).days + 1)]
-    missing = ingest_days(cfg, "impressions", days[:-1], quiet=True).short() if days[:-1] else []
+    with timing.clock(ds, "ingest"):
+        missing = ingest_days(cfg, days[:-1], "impressions", quiet=True).short() if days[:-1] else []
     attrs = cfg.envy_attributes
     group_attr = env.group_attribute or cfg.impressions.attributes[0]
     with timing.clock(ds, "estimators"):

@@ -76,17 +76,16 @@ class Hooks:
     """How the executor's units of work run; these defaults run them in
     process (no Prefect API, no server). An orchestrator subclasses it.
 
-    - :meth:`start`: begin what the days will need (while the gate's
-      imports load); returns a callable that waits for it.
+    - :meth:`start`: make ready what the days will need (while the gate's
+      imports load in their own thread).
     - :meth:`around`: run the whole range's ``body`` (one parent run).
     - :meth:`step`: run one step of a day (a function marked by :func:`step`).
     - :meth:`day`: run a day's last unit (publish or quarantine, its run
       record closed) and return what the batch reports for the day.
     """
 
-    def start(self) -> Callable[[], None]:
-        """Nothing to start in process. Returns a no-op wait."""
-        return lambda: None
+    def start(self) -> None:
+        """Nothing to start in process."""
 
     def around(self, days: list[dt.date], body: Callable[[], list[Any]]) -> list[Any]:
         """Run ``body`` as it is. Returns its per-day outcomes."""

@@ -25,30 +25,10 @@ from fairmon.transforms.contract import ATTR_PREFIX
 from fairmon.transforms.registry import polars_schema
 
 
-def count_days(cfg: FairmonConfig, days: list[dt.date]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """:func:`count_batch` of ``days`` as three frames with a ds column:
-    group counts (sorted by ds, traffic, arm, attribute, group), staged rows
-    per traffic and arm (sql/traffic_totals.sql) and the per-key counts of
-    the cluster-robust variance (:data:`BUCKET_SCHEMA`, no particular order;
-    empty without clustering). Empty frames when nothing was ever staged.
-    Raises what DuckDB raises."""
-    counted = count_batch(cfg, days)
-    if not counted:
-        return empty_counts()
-    counts, totals, keys = empty_counts()
-    return (
-        pl.concat([counts, *(c for c, _, _ in counted.values())]),
-        pl.concat(
-            [totals, *(t.select(pl.lit(ds, pl.Date).alias("ds"), *t.columns) for ds, (_, t, _) in counted.items())]
-        ),
-        pl.concat([keys, *(h.frame() for _, _, h in counted.values())]),
-    )
-
-
-def empty_counts() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """:func:`count_days`' three frames with no row."""
-    totals = pl.DataFrame(schema={"ds": pl.Date, "traffic": pl.String, "arm": pl.String, "n": pl.Int64})
-    return pl.DataFrame(schema=polars_schema("group_counts")), totals, pl.DataFrame(schema=BUCKET_SCHEMA)
+def _empty_day(ds: dt.date) -> tuple[pl.DataFrame, pl.DataFrame, HeldKeys]:
+    """A day's (counts, totals, held keys) with no row: nothing was ever staged."""
+    totals = pl.DataFrame(schema={"traffic": pl.String, "arm": pl.String, "n": pl.Int64})
+    return pl.DataFrame(schema=polars_schema("group_counts")), totals, HeldKeys(ds, pl.DataFrame(schema=BUCKET_SCHEMA))
 
 
 def _traffic_totals(con: duckdb.DuckDBPyConnection, cfg: FairmonConfig) -> pl.DataFrame:
@@ -239,11 +219,11 @@ def count_batch(cfg: FairmonConfig, days: list[dt.date]) -> dict[dt.date, tuple[
     cluster-robust variance as :class:`HeldKeys`). The days are counted in
     chunks of about :data:`COUNT_ROWS_BUDGET` staged rows
     (:func:`statement_chunks`); random rows that several days count are
-    counted once and held once. Empty when nothing was ever staged. Raises
-    what DuckDB raises."""
+    counted once and held once. Every day has an entry: with no row when
+    nothing was ever staged. Raises what DuckDB raises."""
     with db.connect(cfg.duckdb_path) as con:
         if not staging_tables.exists(con, staging_tables.IMPRESSIONS):
-            return {}
+            return {ds: _empty_day(ds) for ds in days}
         with _registered(con, day_files=day_files(cfg, days)):
             return _count_chunks(con, cfg, days)
 

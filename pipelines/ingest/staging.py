@@ -15,7 +15,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,17 +111,10 @@ def input_source(cfg: FairmonConfig, name: str) -> InputSource:
     raise ValueError(f"unknown input {name!r}")
 
 
-def raw_suite(cfg: FairmonConfig, src: InputSource, unit: IngestUnit, raw: pl.DataFrame, run_name: str) -> DQResult:
-    """The input's raw suite on one file as read (or its profile). Returns its :class:`DQResult`."""
-    frame = raw_check_frame(without_buckets(raw), src.text_columns)
-    result = gate_for(cfg).validate(src.suite, frame, src.params, str(unit.file), run_name)
-    return explain_raw(cfg, src.name, unit.file, result)
-
-
 def raw_suites(
     cfg: FairmonConfig, src: InputSource, units: list[tuple[IngestUnit, pl.DataFrame]], run_name: str
 ) -> list[DQResult]:
-    """:func:`raw_suite` for several files, one GX run for the files that share
+    """The input's raw suite on each file as read (or its profile), one GX run for the files that share
     a schema (:meth:`fairmon.pipelines.checks.gate.QualityGate.validate_many`:
     the same results as one run per file). Returns one result per file, in order."""
     frames = [(raw_check_frame(without_buckets(raw), src.text_columns), str(u.file), run_name) for u, raw in units]
@@ -230,16 +223,20 @@ class Ingested:
     files: int = 0
     staged: int = 0
 
+    def __getitem__(self, ds: dt.date) -> list[DQResult] | InputContractError:
+        """What the ingest gave day ``ds``."""
+        return self.days[ds]
+
     def short(self) -> list[dt.date]:
         """The days whose rows are not all staged: an error, no file, or a file that failed its raw suite."""
         return sorted(ds for ds, r in self.days.items() if isinstance(r, Exception) or not all_passed(r))
 
 
 def ingest_days(
-    cfg: FairmonConfig, source: str, days: list[dt.date], force: bool = False, quiet: bool = False
+    cfg: FairmonConfig, days: Iterable[dt.date], source: str, force: bool = False, quiet: bool = False
 ) -> Ingested:
     """Ingest input ``source`` (impressions, scores, labels) for the batch
-    ``days`` at once: every file a day needs is listed (a warning when a day
+    ``days`` (dates, or a mapping keyed by them) at once: every file a day needs is listed (a warning when a day
     has no default traffic), files unchanged since they were staged under
     this config (unless ``force``) keep their recorded raw-suite results
     (one ingest-log query), and the others are profiled together
@@ -249,7 +246,10 @@ def ingest_days(
     the days that need it, and says so. Returns the :class:`Ingested`.
     Raises what DuckDB or GX raise for the batch as a whole (the executor
     then ingests each day alone). ``quiet``: no warning for a day without
-    default traffic (earlier days that an envy audit's window reads)."""
+    default traffic (earlier days that an envy audit's window reads). Its
+    seconds go to the ``ingest`` and ``checks`` stages of the caller's clock
+    (:func:`fairmon.pipelines.core.timing.within`)."""
+    days = sorted(days)
     listed: dict[dt.date, list[IngestUnit] | InputContractError] = {}
     if source == "impressions":
         prime_table_fingerprints(cfg, days)  # a catalog table's partitions for the whole batch, in one query
@@ -260,11 +260,9 @@ def ingest_days(
             listed[ds] = e
     units = {u.file: u for us in listed.values() if isinstance(us, list) for u in us}
     t0 = time.perf_counter()
-    book = timing.batch_book(days)
-    with timing.clock(book, "ingest"):
-        known = {} if force else _recorded(cfg, source, list(units.values()))
+    known = {} if force else _recorded(cfg, source, list(units.values()))
     todo = [u for f, u in units.items() if f not in known]
-    checked, broken, staged = _stage(cfg, source, todo, book, t0)
+    checked, broken, staged = _stage(cfg, source, todo, timing.batch_book(days), t0)
     out: dict[dt.date, list[DQResult] | InputContractError] = {}
     for ds, us in listed.items():
         if isinstance(us, InputContractError):
@@ -282,41 +280,40 @@ def ingest_days(
 
 
 def _stage(
-    cfg: FairmonConfig, source: str, todo: list[IngestUnit], book: str, t0: float
+    cfg: FairmonConfig, source: str, todo: list[IngestUnit], run_name: str, t0: float
 ) -> tuple[dict[Path, DQResult], dict[Path, InputContractError], int]:
     """For :func:`ingest_days`: read, check and stage the files ``todo``
-    (``t0``: when the batch's ingest began, for its log lines). Returns
+    (``run_name``: the validations' name in Data Docs, the day or
+    ``<first>_<last>``; ``t0``: when the batch's ingest began, for its log lines). Returns
     (raw-suite result per file checked, contract error per file that cannot
     be read or parsed, files staged)."""
     src = input_source(cfg, source)
     broken: dict[Path, InputContractError] = {}
     read = []
-    with timing.clock(book, "ingest"):
-        profiles = profile_files(cfg, [u.file for u in todo]) if source == "impressions" and len(todo) > 1 else {}
-        for u in todo:
-            try:
-                read.append((u, src.read(u, profiles.pop(str(u.file), None)), file_fingerprint(u.file, cfg)))
-            except InputContractError as e:
-                broken[u.file] = e
-    with timing.clock(book, "checks"):  # one GX run for all the files that share a schema
-        results = raw_suites(cfg, src, [(u, raw) for u, raw, _ in read], book)
-    batch, checked = [], {}
-    with timing.clock(book, "ingest"):
-        for (u, raw, (size, mtime)), dq in zip(read, results, strict=True):
-            checked[u.file] = dq
-            if not dq.success:
-                warn("ingest %s: %d rows in, not staged: %s", u.file, rows_in(raw), dq.summary())
-                continue
-            try:
-                batch.append(Staged(u, src.normalize(u, raw), rows_in(raw), size, mtime, dq))
-            except InputContractError as e:
-                broken[u.file] = e
-        del read, results  # the profiles as read are large with many groups: not held through the staging
+    profiles = profile_files(cfg, [u.file for u in todo]) if source == "impressions" and len(todo) > 1 else {}
+    for u in todo:
         try:
-            replace_units(cfg, src, batch)
-        except InputContractError as e:  # the staging table cannot take this config's rows: every file says so
-            broken |= {b.unit.file: e for b in batch}
-            return checked, broken, 0
+            read.append((u, src.read(u, profiles.pop(str(u.file), None)), file_fingerprint(u.file, cfg)))
+        except InputContractError as e:
+            broken[u.file] = e
+    with timing.within("checks"):  # one GX run for all the files that share a schema
+        results = raw_suites(cfg, src, [(u, raw) for u, raw, _ in read], run_name)
+    batch, checked = [], {}
+    for (u, raw, (size, mtime)), dq in zip(read, results, strict=True):
+        checked[u.file] = dq
+        if not dq.success:
+            warn("ingest %s: %d rows in, not staged: %s", u.file, rows_in(raw), dq.summary())
+            continue
+        try:
+            batch.append(Staged(u, src.normalize(u, raw), rows_in(raw), size, mtime, dq))
+        except InputContractError as e:
+            broken[u.file] = e
+    del read, results  # the profiles as read are large with many groups: not held through the staging
+    try:
+        replace_units(cfg, src, batch)
+    except InputContractError as e:  # the staging table cannot take this config's rows: every file says so
+        broken |= {b.unit.file: e for b in batch}
+        return checked, broken, 0
     seconds = time.perf_counter() - t0
     for b in batch:
         run_logger().info("ingest %s: %d rows in, %d staged, %.2fs", b.unit.file, b.rows, b.staged.height, seconds)

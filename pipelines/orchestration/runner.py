@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from prefect import flow, tags
@@ -48,19 +48,6 @@ def start_api() -> None:
         client.api_healthcheck()
 
 
-def start_api_in_background() -> Future:
-    """:func:`start_api` in a thread of its own, so that the caller can work
-    (profile, check and stage a backfill's files: nothing there needs Prefect)
-    while Prefect's temporary server starts. The server (and its guard) is
-    launched from the calling thread. Returns the future; wait for it before
-    the first flow run."""
-    launch_temporary_server()
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fairmon-prefect-api")
-    future = pool.submit(start_api)
-    pool.shutdown(wait=False)  # the thread ends when start_api returns
-    return future
-
-
 def summarise_state(ds: dt.date, state) -> dict:
     """A day's Prefect ``state`` as the runner's summary of day ``ds``
     (:func:`fairmon.pipelines.executor.outcomes.summarise`: its result, or
@@ -68,17 +55,22 @@ def summarise_state(ds: dt.date, state) -> dict:
     return summarise(ds, state.result)
 
 
-class _Backfill(FlowSteps):
+class _Reached(FlowSteps):
+    """Days run through Prefect: its API is reached before the first of them
+    (:func:`start_api`; the gate's imports load meanwhile in their own thread)."""
+
+    def start(self) -> None:
+        """Reach Prefect's API (its temporary server started). Raises what starting raises."""
+        start_api()
+
+
+class _Backfill(_Reached):
     """A range: one parent flow run, each day's end its task run (steps are plain calls inside)."""
 
     def __init__(self, cfg: FairmonConfig, config_path: str = "") -> None:
         super().__init__(cfg)
         self.config_path = absolute_config_path(config_path)
         self.artifacts: ThreadPoolExecutor | None = None
-
-    def start(self) -> Callable[[], None]:
-        """Start reaching Prefect's API in the background; returns the wait (raising what starting raised)."""
-        return start_api_in_background().result
 
     def step(self, fn: Callable, *args) -> Any:
         """``fn(*args)``, a plain call inside the parent flow run. Raises what ``fn`` raises."""
@@ -109,7 +101,7 @@ class _Backfill(FlowSteps):
         return summarise_state(ds, backfill_day(self.cfg, ds, finish, self.artifacts, return_state=True))
 
 
-class _DayAlone(FlowSteps):
+class _DayAlone(_Reached):
     """A day alone: the flow run ``fairmon-daily/<ds>`` around the executor's work, steps as its task runs."""
 
     def __init__(
@@ -118,10 +110,6 @@ class _DayAlone(FlowSteps):
         super().__init__(cfg)
         self.force_ingest, self.wait_seconds, self.on_day = force_ingest, wait_seconds, on_day
         self.config_path = absolute_config_path(config_path)
-
-    def start(self) -> Callable[[], None]:
-        """Start reaching Prefect's API in the background; returns the wait (raising what starting raised)."""
-        return start_api_in_background().result
 
     def around(self, days: list[dt.date], body: Callable[[], list[Any]]) -> list[Any]:
         """``body`` as the flow run :func:`daily` of the one day in ``days``;
