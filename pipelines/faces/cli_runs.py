@@ -252,11 +252,11 @@ def _range_or_exit(cfg, a: dt.date, b: dt.date) -> None:
             EXIT_USAGE,
         )
     windows = [cfg.impressions.random_window_days] if cfg.impressions is not None else []
-    windows += [s.window_days for s in (cfg.scores, cfg.labels) if s is not None]
+    longest = max([*windows, *(s.window_days for s in (cfg.scores, cfg.labels) if s is not None)], default=1)
     try:
-        a - dt.timedelta(days=max(windows, default=1))
+        a - dt.timedelta(days=longest)
     except OverflowError:
-        fail(f"{a} is too early: its {max(windows)}-day windows begin before year 1", EXIT_USAGE)
+        fail(f"{a} is too early: its {longest}-day windows begin before year 1", EXIT_USAGE)
 
 
 def _chosen_days(cfg, a: dt.date, b: dt.date, only_failed: bool, only_stale: bool, wait: float, out) -> list[dt.date]:
