@@ -223,8 +223,8 @@ def _ingest(batch: Batch, days: list[Day], name: str, book: str) -> Ingested | N
     """The batch's one ingest of input ``name`` for the days still going
     (:func:`fairmon.pipelines.ingest.staging.ingest_days`, a step of the
     hooks, timed in ``book``); each day keeps what it gave the day. Returns
-    the batch's :class:`Ingested`, or None (each day alone: the ingest of
-    the days together raised, or one day)."""
+    the batch's :class:`Ingested`, or None when the ingest of the days
+    together raised (each day was then ingested alone) or no day is going."""
 
     def take(d: Day, got: list[DQResult] | InputContractError) -> None:
         d.ingested[name] = got
