@@ -39,6 +39,40 @@ def _sha1_prefix(cluster_id: str | None) -> int:
     return 6893924396578271964 if cluster_id is None else int(hashlib.sha1(cluster_id.encode()).hexdigest()[:8], 16)
 
 
+def declared_example(table, ds):
+    """Rows of ``table`` (a registry ``Table``) made from its declaration alone, so that a new table needs no
+    hand-written fixture: two rows whose key columns differ (one row for a table keyed by ``ds`` alone), every
+    column of its declared dtype, ds = ``ds``, numbers inside the column's declared bounds."""
+    import datetime as dt
+
+    import polars as pl
+
+    n = 1 if tuple(table.key) == ("ds",) else 2
+    cols = {}
+    for c in table.columns:
+        keyed = c.name in table.key
+        low = c.bounds.min_value if c.bounds is not None and c.bounds.min_value is not None else 0
+        if c.dtype == pl.Date:
+            values = [ds - dt.timedelta(days=i if keyed and c.name != "ds" else 0) for i in range(n)]
+        elif c.dtype == pl.Boolean:
+            values = [i == 1 for i in range(n)] if keyed else [True] * n
+        elif c.dtype == pl.String:
+            values = [f"{c.name}{i}" if keyed else "x" for i in range(n)]
+        elif c.dtype == pl.Int64:
+            values = [int(low) + 1 + (i if keyed else 0) for i in range(n)]
+        else:
+            values = [low + (i + 1 if keyed else 1) / 4 for i in range(n)]
+        cols[c.name] = pl.Series(c.name, values, dtype=c.dtype)
+    return pl.DataFrame(cols)
+
+
+def declared_examples(ds) -> dict:
+    """{table: :func:`declared_example`} for every table of the registry."""
+    from fairmon.transforms.registry import TABLES
+
+    return {name: declared_example(t, ds) for name, t in TABLES.items()}
+
+
 def pytest_collection_modifyitems(config, items):
     """Every test that needs Prefect's API (the ``prefect_harness`` fixture,
     directly or through another fixture) runs flows end to end or starts

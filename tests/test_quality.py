@@ -19,17 +19,10 @@ from fairmon.pipelines.checks.suites import DQResult, expand_spec, load_spec
 from fairmon.pipelines.faces.cli import app
 from fairmon.pipelines.ingest.profiles import profile_rows
 from fairmon.pipelines.storage.warehouse import read_table
-from fairmon.transforms.gate_frames import (
-    day_check_frame,
-    excluded_days,
-    group_counts_check_frame,
-    published_days,
-    raw_check_frame,
-    reo_ab_check_frame,
-    reo_check_frame,
-)
+from fairmon.transforms.gate_frames import day_check_frame, excluded_days, published_days, raw_check_frame
 from fairmon.transforms.planning.traffic import random_traffic_required
 from fairmon.transforms.reo.ab_tables import reo_ab_table
+from fairmon.transforms.reo.check_frames import group_counts_check_frame, reo_ab_check_frame, reo_check_frame
 from fairmon.transforms.reo.reo_tables import GROUP_COUNTS_SCHEMA
 
 D0 = dt.date(2026, 4, 1)

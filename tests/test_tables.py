@@ -6,155 +6,31 @@ import datetime as dt
 from pathlib import Path
 
 import duckdb
-import numpy as np
 import polars as pl
 import pytest
+from conftest import declared_examples
 
-from fairmon.pipelines.checks.suites import DQResult, dq_frame, load_spec
+from fairmon.pipelines.checks.suites import load_spec
 from fairmon.pipelines.executor.day_checks import output_check_frames
 from fairmon.pipelines.storage import ddl
 from fairmon.pipelines.storage.warehouse import clean_tmp, refresh_views, remove_partitions, write_partitions
-from fairmon.transforms.alerts.alert_tables import AlertRules, alerts_table
-from fairmon.transforms.decisions.decision_tables import threshold_tables
-from fairmon.transforms.decisions.sdt_tables import sdt_table
-from fairmon.transforms.envy.envy_tables import envy_user_tables
-from fairmon.transforms.envy.group import group_envy_table
-from fairmon.transforms.reach.reach_beta import reach_beta_table
-from fairmon.transforms.reach.reach_groups import reach_group_inputs, reach_group_table
-from fairmon.transforms.reach.reach_tables import Ratings, reach_item_table, reach_user_table
 from fairmon.transforms.registry import GATED_TABLES, TABLES, Column, Table
-from fairmon.transforms.reo.ab_tables import reo_ab_table
-from fairmon.transforms.reo.reo_tables import reo_tables
-from fairmon.transforms.reo.stage import reo_stage_table, rsp_table, user_precision_table
 
 D = dt.date(2026, 2, 3)
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _counts() -> pl.DataFrame:
-    rows = []
-    for traffic, arm, n, pos in [
-        ("default", "control", (4000, 6000), (600, 1200)),
-        ("default", "treatment", (4000, 6000), (700, 1100)),
-        ("random", "all", (2000, 2000), (200, 260)),
-        ("post_recall", "control", (3000, 3000), (400, 500)),
-    ]:
-        for g, ng, pg in zip(("a", "b"), n, pos, strict=True):
-            rows.append(("impressions", traffic, arm, "grp", g, ng, pg, D, D))
-    cols = ["source", "traffic", "arm", "attribute", "group", "n", "n_pos", "window_start", "window_end"]
-    return (
-        pl.DataFrame(rows, schema=cols, orient="row")
-        .with_columns(pl.lit(D).alias("ds"))
-        .select(list(TABLES["group_counts"].schema))
-        .cast(TABLES["group_counts"].schema)
-    )
-
-
 def _frames() -> dict[str, pl.DataFrame]:
-    counts = _counts()
-    group, overall = reo_tables(counts, D)
-    ab = reo_ab_table(counts, D, [("control", "treatment")], methods=("delta", "partition"), folds=4)
-    rng = np.random.default_rng(0)
-    s = rng.uniform(0, 10, 4000)
-    scored = pl.DataFrame(
-        {
-            "model": "m",
-            "score": s,
-            "outcome": rng.random(4000) < s / 10,
-            "attr__race": rng.choice(["x", "y"], 4000),
-        }
-    )
-    prev, diff = threshold_tables(scored, D, (D, D), [("m", 5.0, 3.0)], ["race"])
-    conf = pl.DataFrame(
-        {
-            "attribute": ["g"] * 4,
-            "group": ["u", "u", "v", "v"],
-            "labeler_id": ["*", "L1", "*", "L1"],
-            "tp": [80, 40, 70, 35],
-            "fn": [20, 10, 30, 15],
-            "fp": [30, 15, 20, 10],
-            "tn": [170, 85, 180, 90],
-        }
-    )
-    sdt = sdt_table(conf, D, (D, D))
-    dq = dq_frame(D, [DQResult("reo", "reo", "reo", 5, [])])
-    stage = reo_stage_table(counts, D)
-    rsp = rsp_table(counts, D)
-    precision = user_precision_table(counts, D, ["grp"])
-    envy_counts = pl.DataFrame(
-        {
-            "attribute": ["g"] * 4,
-            "group": ["u", "u", "v", "v"],
-            "donor_group": ["u", "v", "v", "u"],  # Def. B.1's baseline: the same-group swap cells
-            "is_day": [True] * 4,
-            "n": [1000] * 4,
-            "n_pos": [500, 600, 700, 400],
-        }
-    )
-    group_envy = group_envy_table(envy_counts, D, D, epsilon=0.05, delta=0.05)
-    per_user = pl.DataFrame(
-        {
-            "user_id": ["a", "a", "b", "b"],
-            "donor": [None, "b", None, "a"],
-            "n": [100] * 4,
-            "reward_sum": [50, 60, 70, 40],
-        }
-    )
-    envy_user, envy_audit = envy_user_tables(per_user, D, D, epsilon=0.05, delta=0.05, lam=0.1, gamma=0.1)
-    problems = pl.DataFrame(
-        {"user": [0, 0, 1, 1], "item": [0, 1, 1, 0], "n_targets": [2] * 4, "rho_base": [0.6, 0.4, 0.3, 0.7],
-         "rho_max": [0.9, 0.5, 0.5, 0.8], "top1": [True, False, True, True]}
-    )  # fmt: skip
-    users = pl.DataFrame({"user_id": ["u0", "u1"], "g": ["a", "b"]})
-    items = pl.DataFrame({"item_id": ["i0", "i1"], "c": ["x", "y"]})
-    reach_user = reach_user_table(D, problems, users, ["g"], 1.0, 2)
-    history = Ratings(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0))  # all are targets
-    reach_item = reach_item_table(D, problems, items, ["c"], history, users, 1.0, 2)
-    reach_beta = reach_beta_table(D, problems, beta=1.0, betas=(), budget=2)
-    stability = pl.DataFrame(
-        {"ds": [D, D], "user_id": ["u0", "u1"], "B": [1, 1], "n_perturbations": [2, 2], "stability_lb": [0.1, 0.2],
-         "noise_floor": [0.05, 0.05], "noise_seeds": [1, 1], "above_noise": [True, True], "reason": [None, None]}
-    ).cast(TABLES["stability_user"].schema)  # fmt: skip
-    reach_group = reach_group_table(
-        D, reach_group_inputs(reach_user, reach_item, stability, ["g"], ["c"]), level=0.95, n_resamples=100
-    )
-    exceeding = pl.DataFrame(
-        {"ds": [D], "arm": ["all"], "attribute": ["g"], "reo": [0.3], "reo_threshold": [1 / 9],
-         "verdict_80pct": ["exceeds"], "n_small_groups": [0], "alert_level": [0.99], "alert_low": [0.2],
-         "alert_high": [0.4]}
-    )  # fmt: skip
-    runs = pl.DataFrame({"ds": [D], "status": ["published"], "detail": [None]})
-    alerts = alerts_table(exceeding, pl.DataFrame(), runs, pl.DataFrame(), AlertRules())
-    return {
-        "alerts": alerts,
-        "reach_user": reach_user,
-        "reach_item": reach_item,
-        "reach_beta": reach_beta,
-        "stability_user": stability,
-        "reach_group": reach_group,
-        "group_counts": counts,
-        "reo_group": group,
-        "reo": overall,
-        "reo_ab": ab,
-        "threshold_prevalence": prev,
-        "threshold_prevalence_diff": diff,
-        "sdt": sdt,
-        "dq_results": dq,
-        "reo_stage": stage,
-        "rsp": rsp,
-        "user_precision": precision,
-        "group_envy": group_envy,
-        "envy_user": envy_user,
-        "envy_audit": envy_audit,
-    }
+    return declared_examples(D)
 
 
-def test_every_output_table_is_declared_and_frames_match_the_registry():
+def test_examples_are_made_for_every_declared_table_with_its_schema():
     frames = _frames()
-    assert set(frames) == set(TABLES)
+    assert list(frames) == list(TABLES)
     for name, frame in frames.items():
-        assert frame.height > 0, name
-        assert dict(frame.schema) == TABLES[name].schema, name
+        assert frame.height > 0 and dict(frame.schema) == TABLES[name].schema, name
+        if frame.height > 1:
+            assert not frame.select(TABLES[name].key).is_duplicated().any(), name
 
 
 def _record(con, run_id, ds, status, minute):

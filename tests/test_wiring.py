@@ -8,10 +8,10 @@ code, hand-written list or suite file names it."""
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 import json
 import sys
 import textwrap
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -20,6 +20,7 @@ from fairmon.pipelines.checks.suites import load_spec
 from fairmon.pipelines.core.config import load_config
 from fairmon.pipelines.simulation.simulated import write_simulation
 from fairmon.transforms import registry
+from fairmon.transforms.declaring_modules import declaring_modules
 from fairmon.transforms.simulators.impressions import SimulationSpec
 
 SPEC = SimulationSpec(days=2, rows_per_day=2000, random_rows_per_day=1000, random_pool_days=2, seed=5)
@@ -70,15 +71,63 @@ def toy_share(counts, ds, *, scale):
 
 @pytest.fixture
 def toy(tmp_path, monkeypatch):
-    """The toy module imported from a temporary folder; its declaration (and
+    """The toy module dropped into a temporary folder that is part of the
+    ``fairmon.transforms`` package, as a new family module would be, and found
+    by the registry's discovery alone (no list names it); its declaration (and
     its cached suite) forgotten afterwards so other tests see the real registry."""
-    (tmp_path / "toy_share_family.py").write_text(textwrap.dedent(TOY_MODULE))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    module = importlib.import_module("toy_share_family")
-    yield module
+    import fairmon.transforms as package
+
+    folder = tmp_path / "family"
+    folder.mkdir()
+    (folder / "toy_share_family.py").write_text(textwrap.dedent(TOY_MODULE))
+    monkeypatch.setattr(package, "__path__", [*package.__path__, str(folder)])
+    monkeypatch.setattr(registry, "_DISCOVERED", [])  # the next lookup discovers again
+    name = "fairmon.transforms.toy_share_family"
+    assert name in declaring_modules() and name not in registry.FAMILY_MODULES
+    assert "toy_share" in registry.TABLES
+    yield sys.modules[name]
     registry.unregister("toy_share")
-    sys.modules.pop("toy_share_family", None)
+    sys.modules.pop(name, None)
     load_spec.cache_clear()
+
+
+def test_a_family_module_is_found_and_served_by_the_registry_alone(toy):
+    """What the registry derives for a table from its declaration, for a module
+    no list names: its place after the listed families, its DDL and published
+    view, its generated checks, its example rows (tests/conftest.py), the frame
+    its suite checks, the day's stage computing it, the report's generic
+    section and the data dictionary."""
+    from conftest import declared_example
+
+    from fairmon.pipelines.report.report_sections import generic_section, own_section
+    from fairmon.pipelines.storage import ddl
+    from fairmon.transforms.gate_frames import output_check_frame
+
+    assert list(registry.TABLES)[-1] == "toy_share"
+    t = registry.TABLES["toy_share"]
+    assert "toy_share" in registry.GATED_TABLES
+    assert '"share"' in ddl.table_view_sql("toy_share", Path("/wh"), None)
+    assert 'FROM "toy_share"' in ddl.published_view_sql("toy_share")
+    assert [c["name"] for c in registry.generated_checks(t)] == ["key_unique", "n_not_null", "share_is_probability"]
+    example = declared_example(t, DAYS[0])
+    assert example.height == 2 and dict(example.schema) == t.schema
+    assert output_check_frame("toy_share", example, {"totals": None}) is example
+    counts = pl.DataFrame(
+        {"source": "impressions", "traffic": ["default", "default", "random"], "arm": ["all", "all", "all"],
+         "attribute": "g", "group": ["a", "b", "a"], "n": [10, 20, 30], "n_pos": [5, 4, 3],
+         "window_start": DAYS[0], "window_end": DAYS[0], "ds": DAYS[0]}
+    )  # fmt: skip
+    d = registry.declaration("toy_share")
+    assert d in registry.declared("impressions")
+    share = d.run({"counts": counts, "ds": DAYS[0], "buckets": None}, **d.config_options(object()))
+    assert share.get_column("share").to_list() == [0.5, 0.2]
+    assert not own_section("toy_share")
+    title, section = generic_section(t, share)
+    assert title == "toy_share" and section
+    assert (
+        "## `toy_share`" in ddl.tables_markdown()
+        and "| `share` | DOUBLE | probability | [0, 1] |" in ddl.table_markdown("toy_share")
+    )
 
 
 @pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it

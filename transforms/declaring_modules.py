@@ -12,6 +12,7 @@ every module, so simulators and data-set readers are not imported for it.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import pkgutil
 import re
@@ -26,11 +27,11 @@ def declaring_modules(package: str = "fairmon.transforms") -> list[str]:
     compiled-only install) is skipped; the registry then relies on
     ``FAMILY_MODULES`` for it. Raises ModuleNotFoundError for an unknown
     ``package``."""
-    root = importlib.util.find_spec(package)
-    if root is None or root.submodule_search_locations is None:
+    paths = getattr(importlib.import_module(package), "__path__", None)  # the package's own, as imports see it
+    if paths is None:
         raise ModuleNotFoundError(f"{package} is not a package")
     found = []
-    for info in pkgutil.walk_packages(root.submodule_search_locations, prefix=f"{package}."):
+    for info in pkgutil.walk_packages(list(paths), prefix=f"{package}."):
         if info.ispkg:
             continue
         spec = importlib.util.find_spec(info.name)

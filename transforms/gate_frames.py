@@ -8,13 +8,12 @@ into columns here and checked by the suites in ``expectations/``.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
 
 import polars as pl
 
 from fairmon.transforms.contract import INTERSECTION_SEP
 from fairmon.transforms.planning.traffic import random_traffic_required
-from fairmon.transforms.registry import DS, B, Column, I, S, Table, declare
+from fairmon.transforms.registry import DS, B, Column, I, S, Table, declare, table
 from fairmon.transforms.reo.reo_tables import MISSING_GROUP
 
 TEXT_TRUE_FALSE = ("true", "false")
@@ -39,6 +38,7 @@ DQ_RESULTS = Table(
     ),
     "dq_results",
     published_view=False,
+    section="quality",
 )
 
 
@@ -100,67 +100,12 @@ def day_check_frame(counts: pl.DataFrame, epsilon: float, delta: float) -> pl.Da
     ).drop("_total")
 
 
-def group_counts_check_frame(counts: pl.DataFrame, traffic_totals: pl.DataFrame) -> pl.DataFrame:
-    """group_counts with ``n_attribute_sum`` (sum of n over the attribute's
-    groups) and ``n_traffic_total`` (rows staged for that traffic and arm,
-    counted independently: ``traffic_totals`` has traffic, arm, n)."""
-    sums = counts.group_by("traffic", "arm", "attribute").agg(pl.col("n").sum().alias("n_attribute_sum"))
-    return counts.join(sums, on=["traffic", "arm", "attribute"], how="left").join(
-        traffic_totals.rename({"n": "n_traffic_total"}), on=["traffic", "arm"], how="left"
-    )
-
-
-def reo_check_frame(reo: pl.DataFrame) -> pl.DataFrame:
-    """reo with ``reo_max`` = √(K−1), the largest std/mean of K non-negative
-    numbers, and ``reo_below_ci_high``: the plug-in REO, or ``reo_bc`` on a
-    row whose plug-in lies above ci_high.
-
-    The plug-in is a norm, biased upwards (E‖ΔÛ‖² = ‖ΔU‖² + tr Σ, DESIGN
-    §4.1), and the interval inverts the distribution of ‖ΔÛ‖², bias
-    included: with many groups (tr Σ grows with K) the bias can exceed the
-    interval's half-width, so an honest interval lies below the plug-in
-    (measured: K = 64 at parity with 100 expected positives a group). The
-    bias-corrected REO must then lie inside: ``reo_le_ci_high`` checks
-    ``reo_below_ci_high`` ≤ ci_high. Input: reo rows (K, reo, ci_high and,
-    when present, reo_bc)."""
-    out = reo.with_columns((pl.col("K").cast(pl.Float64) - 1).clip(0).sqrt().alias("reo_max"))
-    if "reo" not in reo.columns:
-        return out
-    plug_in = pl.col("reo")
-    below = plug_in
-    if {"reo_bc", "ci_high"} <= set(reo.columns):
-        below = pl.when(plug_in > pl.col("ci_high")).then(pl.col("reo_bc")).otherwise(plug_in)
-    return out.with_columns(below.alias("reo_below_ci_high"))
-
-
-def reo_ab_check_frame(reo_ab: pl.DataFrame) -> pl.DataFrame:
-    """reo_ab with ``undefined_without_reason``: True on a row whose
-    standard error is NaN or null while ``reason`` is null or empty. An
-    undefined difference with its reason is an answer (e.g. ``delta_paper``
-    on clustered rows, DESIGN §4.1); one without is a defect."""
-    se, reason = pl.col("se"), pl.col("reason")
-    return reo_ab.with_columns(
-        ((se.is_null() | se.is_nan()) & (reason.is_null() | (reason.str.strip_chars() == ""))).alias(
-            "undefined_without_reason"
-        )
-    )
-
-
-#: The frame an output table's suite checks, built from the day's frame of the
-#: table and the day's other inputs (``totals``: rows staged per traffic and
-#: arm), for the tables whose suites need derived columns; every other table
-#: is checked as it is (:func:`output_check_frame`).
-CHECK_FRAMES: dict[str, Callable[[pl.DataFrame, dict], pl.DataFrame]] = {
-    "group_counts": lambda frame, day: group_counts_check_frame(frame, day["totals"]),
-    "reo": lambda frame, day: reo_check_frame(frame),
-    "reo_ab": lambda frame, day: reo_ab_check_frame(frame),
-}
-
-
 def output_check_frame(name: str, frame: pl.DataFrame, day: dict) -> pl.DataFrame:
-    """The frame table ``name``'s suite checks (:data:`CHECK_FRAMES`, else
-    ``frame`` itself); ``day``: the day's other inputs. Raises what the builder raises."""
-    build = CHECK_FRAMES.get(name)
+    """The frame table ``name``'s suite checks: its declaration's
+    ``check_frame`` applied to ``frame`` and ``day`` (the day's other inputs),
+    else ``frame`` itself. Raises KeyError for an unknown table and what the
+    builder raises."""
+    build = table(name).check_frame
     return frame if build is None else build(frame, day)
 
 

@@ -71,6 +71,12 @@ class Table:
     them under the table's name (:func:`generated_checks`).
     ``published_view`` says whether DuckDB exposes ``<name>_published``;
     ``summary`` puts the day's rows in a run's result (``--json``, the terminal summary).
+    ``section`` names the report section written for the table (None: the
+    report shows it in a generic section built from this declaration).
+    ``check_frame(frame, day)`` builds the frame its suite validates when the
+    suite needs columns derived across rows (None: the frame as it is);
+    ``day`` holds the day's other inputs (``totals``: rows staged per traffic
+    and arm, or None).
     """
 
     name: str
@@ -81,6 +87,8 @@ class Table:
     suite: str | None
     published_view: bool = True
     summary: bool = False
+    section: str | None = None
+    check_frame: Callable[[pl.DataFrame, dict], pl.DataFrame] | None = None
 
     def __post_init__(self) -> None:
         names = [c.name for c in self.columns]

@@ -54,14 +54,10 @@ from fairmon.pipelines.executor.publishing import WarehouseViews, finish_record,
 from fairmon.pipelines.ingest.file_summaries import FileSummaries
 from fairmon.pipelines.ingest.range_counts import HeldKeys
 from fairmon.pipelines.ingest.snapshots import read_snapshot
+from fairmon.pipelines.ingest.sources import configured_inputs
 from fairmon.pipelines.ingest.staging import Ingested, ingest_days, run_logger
 from fairmon.transforms.contract import InputContractError
 from fairmon.transforms.registry import TABLES
-
-
-def configured_inputs(cfg: FairmonConfig) -> list[str]:
-    """The inputs config ``cfg`` reads, in run order (impressions, scores, labels, reach)."""
-    return [n for n in ("impressions", "scores", "labels", "reach") if getattr(cfg, n) is not None]
 
 
 @dataclass
@@ -392,7 +388,7 @@ def execute(batch: Batch, dates: list[dt.date]) -> Iterator[Any]:
     book = timing.batch_book(dates)  # what the days do together is timed here; a day alone's is its own book
     if len(dates) > 1:
         timing.start(book)
-    for name in configured_inputs(batch.cfg):
+    for name in (kind.source for kind in configured_inputs(batch.cfg)):
         if name == "impressions":
             _impressions(batch, days, book)
             continue

@@ -19,10 +19,11 @@ from fairmon.pipelines.checks.preload import preload_gate, thaw
 from fairmon.pipelines.core.config import FairmonConfig, check_paths, check_writable, load_config
 from fairmon.pipelines.core.run import Run, ensure_run
 from fairmon.pipelines.executor.alerting import AlertsUpdate, update_alerts_logged
-from fairmon.pipelines.executor.batch import Batch, configured_inputs, execute
+from fairmon.pipelines.executor.batch import Batch, execute
 from fairmon.pipelines.executor.outcomes import Hooks
 from fairmon.pipelines.executor.publishing import WarehouseViews, refresh_run_views
 from fairmon.pipelines.ingest.snapshots import read_snapshot
+from fairmon.pipelines.ingest.sources import configured_inputs
 from fairmon.pipelines.ingest.staging import ingest_days, run_logger
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock
@@ -171,7 +172,7 @@ def ingest_day(
     step = step or (lambda fn, *args: fn(*args))
     results = []
     with ensure_run(cfg, config_path):
-        for name in configured_inputs(cfg):
+        for name in (kind.source for kind in configured_inputs(cfg)):
             if name == "reach":
                 results += read_snapshot(cfg, ds, gate_for(cfg), str(ds))[1]
                 continue

@@ -37,7 +37,7 @@ from fairmon.pipelines.report.report_figures import (
     reo_figure,
 )
 from fairmon.pipelines.report.report_points import ab_point_figure, reo_point_figure
-from fairmon.pipelines.report.report_sections import CUSTOM_SECTIONS, extra_sections, generic_sections, stage_reading
+from fairmon.pipelines.report.report_sections import extra_sections, generic_sections, own_section, stage_reading
 from fairmon.pipelines.report.report_words import AB_TONE, GLOSSARY, ab_effect, headline_sentences
 from fairmon.pipelines.storage.warehouse import latest_runs, read_table
 from fairmon.transforms.alerts.alert_tables import open_alerts
@@ -374,7 +374,7 @@ def build_report(
         threshold_prevalence=tables["threshold_prevalence"],
         sdt=tables["sdt"],
         latest_runs=latest_runs(cfg.duckdb_path),
-        extras={name: frame for name, frame in tables.items() if name in CUSTOM_SECTIONS},
+        extras={name: frame for name, frame in tables.items() if own_section(name)},
     )
     docs = cfg.gx_root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
     diffs = tables["threshold_prevalence_diff"]
@@ -394,7 +394,7 @@ def build_report(
         generic={
             name: rows.filter(pl.col("ds").is_in(d.published)) if not rows.is_empty() else rows
             for name, rows in tables.items()
-            if name not in CUSTOM_SECTIONS
+            if not own_section(name)
         },
         alerting=alerting_context(cfg, tables["alerts"], start, end) if cfg.alerts.enabled else None,
     )

@@ -9,29 +9,14 @@ import polars as pl
 from fairmon.pipelines.report.report_figures import ci_text, fmt
 from fairmon.transforms.registry import TABLES, Table
 
-#: Tables the report shows in sections of their own (everything else gets :func:`generic_section`).
-CUSTOM_SECTIONS = frozenset(
-    {
-        "alerts",
-        "reo",
-        "reo_group",
-        "reo_ab",
-        "threshold_prevalence",
-        "threshold_prevalence_diff",
-        "sdt",
-        "reo_stage",
-        "rsp",
-        "user_precision",
-        "envy_audit",
-        "group_envy",
-        "reach_item",
-        "reach_beta",
-        "reach_user",
-        "stability_user",
-        "reach_group",
-        "dq_results",
-    }
-)
+
+def own_section(name: str) -> bool:
+    """Whether the report writes a section of its own for table ``name`` (its
+    declaration's ``section``); every other table gets :func:`generic_section`.
+    Raises KeyError for an unknown table."""
+    return TABLES[name].section is not None
+
+
 #: Columns that carry a verdict or decision, shown as they are.
 VERDICT_COLUMNS = ("verdict", "verdict_80pct", "decision")
 #: Rows a generic section shows at most (the rest is counted in a reading).
@@ -192,10 +177,10 @@ def generic_section(t: Table, frame: pl.DataFrame) -> tuple[str, dict] | None:
 
 def generic_sections(frames: dict[str, pl.DataFrame]) -> list[tuple[str, dict]]:
     """:func:`generic_section` of every declared table in ``frames`` without a
-    custom section (:data:`CUSTOM_SECTIONS`), in registry order."""
+    section of its own (:func:`own_section`), in registry order."""
     out = []
     for name, t in TABLES.items():
-        if name in CUSTOM_SECTIONS or name not in frames:
+        if name not in frames or own_section(name):
             continue
         section = generic_section(t, frames[name])
         if section is not None:

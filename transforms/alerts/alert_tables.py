@@ -71,6 +71,7 @@ ALERTS = Table(
     ),
     "alerts",
     published_view=False,
+    section="alerts",
 )
 
 #: The alerts are computed by the pipeline after a run's days (fairmon.pipelines.executor.alerting).

@@ -147,6 +147,7 @@ THRESHOLD_PREVALENCE = Table(
     ),
     "threshold_prevalence",
     summary=True,
+    section="prevalence",
 )
 
 THRESHOLD_PREVALENCE_DIFF = Table(
@@ -185,6 +186,7 @@ THRESHOLD_PREVALENCE_DIFF = Table(
         REASON,
     ),
     "threshold_prevalence_diff",
+    section="prevalence",
 )
 
 PREVALENCE_SCHEMA = THRESHOLD_PREVALENCE.schema

@@ -135,6 +135,7 @@ SDT = Table(
     ),
     "sdt",
     summary=True,
+    section="sdt",
 )
 
 

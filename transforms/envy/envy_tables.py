@@ -125,6 +125,7 @@ ENVY_AUDIT = Table(
     ),
     "envy_audit",
     summary=True,
+    section="envy",
 )
 
 

@@ -233,6 +233,7 @@ GROUP_ENVY = Table(
         Column("diff_own_policy", F, "mean reward", "Diagnostic, not Def. B.1: U_cross − U_own_policy."),
     ),
     "group_envy",
+    section="envy",
 )
 
 

@@ -114,6 +114,7 @@ REACH_BETA = Table(
         REASON,
     ),
     None,
+    section="reach",
 )
 
 

@@ -53,6 +53,7 @@ REACH_GROUP = Table(
         REASON,
     ),
     "reach_group",
+    section="reach",
 )
 
 

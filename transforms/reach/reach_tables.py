@@ -123,6 +123,7 @@ REACH_USER = Table(
         REASON,
     ),
     "reach_user",
+    section="reach",
 )
 
 REACH_ITEM = Table(
@@ -204,6 +205,7 @@ REACH_ITEM = Table(
         REASON,
     ),
     "reach_item",
+    section="reach",
 )
 
 

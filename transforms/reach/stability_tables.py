@@ -74,6 +74,7 @@ STABILITY_USER = Table(
         REASON,
     ),
     None,
+    section="reach",
 )
 
 

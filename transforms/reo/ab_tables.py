@@ -27,13 +27,17 @@ from fairmon.transforms.registry import (
     probability,
 )
 from fairmon.transforms.reo.ab import ab_estimates
-from fairmon.transforms.reo.cluster import bucket_sums, group_arrays
-from fairmon.transforms.reo.multiplicity import bh_q_values
-from fairmon.transforms.reo.reo_tables import (
+from fairmon.transforms.reo.check_frames import reo_ab_check_frame
+from fairmon.transforms.reo.cluster import (
     CLUSTER_BY,
     CLUSTER_SUMS,
     DESIGN_EFFECT,
     N_CLUSTERS,
+    bucket_sums,
+    group_arrays,
+)
+from fairmon.transforms.reo.multiplicity import bh_q_values
+from fairmon.transforms.reo.reo_tables import (
     cluster_columns,
     cluster_name,
     day_rng,
@@ -89,6 +93,8 @@ REO_AB = Table(
     ),
     "reo_ab",
     summary=True,
+    section="ab",
+    check_frame=lambda frame, day: reo_ab_check_frame(frame),
 )
 
 

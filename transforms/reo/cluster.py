@@ -39,6 +39,41 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from fairmon.transforms.registry import Column, F, I, S, non_negative, positive
+
+#: Columns of the REO family's tables that say how the variance treated clusters.
+CLUSTER_BY = Column(
+    "cluster_by",
+    S,
+    "-",
+    "Rows sharing this id are one cluster in the interval (`request_id`, `user_id`); `none`: independent rows "
+    "(config `estimation.cluster_by`).",
+)
+DESIGN_EFFECT = Column(
+    "design_effect",
+    F,
+    "ratio",
+    "Cluster-robust ÷ multinomial variance of the estimate (delta method); 1 for independent rows.",
+    bounds=positive("design_effect_positive"),
+)
+
+N_CLUSTERS = Column(
+    "n_clusters",
+    I,
+    "clusters",
+    "Units of the cluster-robust variance: the day's distinct cluster ids (default and random traffic, a "
+    "cluster in both counted once) when they number at most `estimation.cluster_buckets`, else the non-empty "
+    "hash buckets of whole clusters; the variance has n_clusters − 1 degrees of freedom. Null for independent rows.",
+    bounds=non_negative("n_clusters_non_negative"),
+)
+CLUSTER_SUMS = Column(
+    "cluster_sums",
+    S,
+    "-",
+    "`exact`: per-cluster sums (few clusters); `hashed`: sums per hash bucket of cluster ids; `none`: "
+    "independent rows.",
+)
+
 
 @dataclass(frozen=True)
 class BucketSums:

@@ -34,10 +34,18 @@ from fairmon.transforms.registry import (
     declare,
     declares,
     non_negative,
-    positive,
     probability,
 )
-from fairmon.transforms.reo.cluster import bucket_sums, cluster_units, group_arrays
+from fairmon.transforms.reo.check_frames import group_counts_check_frame, reo_check_frame
+from fairmon.transforms.reo.cluster import (
+    CLUSTER_BY,
+    CLUSTER_SUMS,
+    DESIGN_EFFECT,
+    N_CLUSTERS,
+    bucket_sums,
+    cluster_units,
+    group_arrays,
+)
 from fairmon.transforms.reo.estimate import (
     EIGHTY_PERCENT_RULE_REO,
     MIN_EXPECTED_POSITIVES,
@@ -51,39 +59,6 @@ from fairmon.transforms.reo.estimate import (
 #: Group label given to rows whose attribute value is null. Such rows count in
 #: the traffic totals |D_rec| and |D_rand| but are not a group of the REO.
 MISSING_GROUP = "(missing)"
-
-
-CLUSTER_BY = Column(
-    "cluster_by",
-    S,
-    "-",
-    "Rows sharing this id are one cluster in the interval (`request_id`, `user_id`); `none`: independent rows "
-    "(config `estimation.cluster_by`).",
-)
-DESIGN_EFFECT = Column(
-    "design_effect",
-    F,
-    "ratio",
-    "Cluster-robust ÷ multinomial variance of the estimate (delta method); 1 for independent rows.",
-    bounds=positive("design_effect_positive"),
-)
-
-N_CLUSTERS = Column(
-    "n_clusters",
-    I,
-    "clusters",
-    "Units of the cluster-robust variance: the day's distinct cluster ids (default and random traffic, a "
-    "cluster in both counted once) when they number at most `estimation.cluster_buckets`, else the non-empty "
-    "hash buckets of whole clusters; the variance has n_clusters − 1 degrees of freedom. Null for independent rows.",
-    bounds=non_negative("n_clusters_non_negative"),
-)
-CLUSTER_SUMS = Column(
-    "cluster_sums",
-    S,
-    "-",
-    "`exact`: per-cluster sums (few clusters); `hashed`: sums per hash bucket of cluster ids; `none`: "
-    "independent rows.",
-)
 
 
 def has_impressions(cfg) -> bool:
@@ -147,6 +122,7 @@ GROUP_COUNTS = Table(
         ),
     ),
     "group_counts",
+    check_frame=lambda frame, day: group_counts_check_frame(frame, day["totals"]),
 )
 
 REO_GROUP = Table(
@@ -201,6 +177,7 @@ REO_GROUP = Table(
         Column("small_group_reason", S, "-", "Names the small group and its counts; null when not small."),
     ),
     "reo_group",
+    section="reo",
 )
 
 REO = Table(
@@ -280,6 +257,8 @@ REO = Table(
     ),
     "reo",
     summary=True,
+    section="reo",
+    check_frame=lambda frame, day: reo_check_frame(frame),
 )
 
 

@@ -114,6 +114,7 @@ REO_STAGE = Table(
         REASON,
     ),
     "reo_stage",
+    section="stages",
 )
 
 RSP = Table(
@@ -153,6 +154,7 @@ RSP = Table(
         REASON,
     ),
     None,
+    section="stages",
 )
 
 USER_PRECISION = Table(
@@ -197,6 +199,7 @@ USER_PRECISION = Table(
         REASON,
     ),
     None,
+    section="stages",
 )
 
 
