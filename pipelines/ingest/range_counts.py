@@ -99,21 +99,26 @@ def pooled_rows(con: duckdb.DuckDBPyConnection, shares: pl.DataFrame, buckets: i
 
 def count_query(con: duckdb.DuckDBPyConnection, name: str, **params) -> pl.DataFrame:
     """Run the count statement ``sql/<name>.sql`` (one that includes
-    sql/count_keys.sql) with ``params`` bound, its ``{{attribute_rows}}``
-    written for the staging table's attr__ columns now: with one, that
-    column renamed (attribute, grp); with several, their UNPIVOT. Column
-    names come from the table and are quoted (staging_tables.column_ident);
-    the attribute name is a text literal of the same validated name.
-    Raises what DuckDB raises, ValueError for a column name that is not an
-    identifier."""
+    sql/count_keys.sql) with ``params`` bound, for the staging table's attr__
+    columns now (:func:`count_sql`). Raises what DuckDB raises, ValueError for
+    a column name that is not an identifier."""
     attrs = [c for c in staging_tables.table_columns(con, staging_tables.IMPRESSIONS) if c.startswith(ATTR_PREFIX)]
+    return con.sql(count_sql(name, attrs), params=params or None).pl()
+
+
+def count_sql(name: str, attrs: list[str]) -> str:
+    """The text of the count statement ``sql/<name>.sql`` for the attr__
+    columns ``attrs`` (at least one): its ``{{attribute_rows}}`` written as
+    that column renamed (attribute, grp) when there is one, else their
+    UNPIVOT. Column names are quoted (staging_tables.column_ident); the
+    attribute name is a text literal of the same validated name. Raises
+    ValueError for a column name that is not an identifier."""
     if len(attrs) == 1:
         q = staging_tables.column_ident(attrs[0])
         rows = f"(SELECT * EXCLUDE ({q}), '{attrs[0]}' AS attribute, {q} AS grp FROM counted)"
     else:
         rows = "counted UNPIVOT INCLUDE NULLS (grp FOR attribute IN (COLUMNS('^attr__')))"
-    text = db.sql_text(name).replace("{{attribute_rows}}", rows)
-    return con.sql(text, params=params or None).pl()
+    return db.sql_text(name).replace("{{attribute_rows}}", rows)
 
 
 @contextmanager

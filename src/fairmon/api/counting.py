@@ -72,27 +72,24 @@ def count_rows(
         traffic_stages=list(traffic_stages),
         ds=UNDATED,
     )
-    long = staged.with_columns(
-        pl.when(pl.col("traffic") == "random").then(pl.lit("all")).otherwise(pl.col("arm")).alias("arm")
-    ).unpivot(
-        index=["traffic", "arm", "cbucket", "y", "n"],
-        on=[ATTR_PREFIX + g for g in groups],
-        variable_name="attribute",
-        value_name="group",
-    )
-    return (
-        long.with_columns(
-            pl.col("attribute").str.strip_prefix(ATTR_PREFIX),
-            pl.col("group").fill_null(MISSING_GROUP),
-        )
-        .group_by("traffic", "arm", "attribute", "group", "cbucket")
-        .agg(
-            pl.col("n").sum().cast(pl.Int64).alias("n"),
-            pl.col("n").filter(pl.col("y")).sum().cast(pl.Int64).alias("n_pos"),
-        )
-        .sort("traffic", "arm", "attribute", "group", "cbucket")
-        .select(*COUNT_COLUMNS, "cbucket")
-    )
+    return _count_staged(staged, [ATTR_PREFIX + g for g in groups], cluster_buckets)
+
+
+def _count_staged(staged: pl.DataFrame, attrs: list[str], buckets: int) -> pl.DataFrame:
+    """The pipeline's own count statement (``sql/count_frame.sql``, through
+    ``sql/count_keys.sql``) on rows through the input contract, on DuckDB:
+    columns :data:`COUNT_COLUMNS` and ``cbucket``, sorted by them."""
+    import duckdb
+
+    from fairmon.pipelines.ingest.range_counts import count_sql
+
+    con = duckdb.connect()
+    try:
+        con.register("rows_in", _ArrowStream(staged))
+        counted = con.sql(count_sql("count_frame", attrs), params={"ds": UNDATED, "buckets": buckets}).pl()
+    finally:
+        con.close()
+    return counted.sort("traffic", "arm", "attribute", "group", "cbucket").select(*COUNT_COLUMNS, "cbucket")
 
 
 class _ArrowStream:
