@@ -16,7 +16,7 @@
 -- units' rows) all carry per-cluster keys (negative) of at most $buckets
 -- clusters keeps them: exact per-cluster sums. Otherwise each per-cluster key
 -- k becomes its id's hash bucket (-1 - k) % $buckets, so a cluster has one
--- key on all its rows of the day (issue 38).
+-- key on all its rows of the day.
 -- share: days with the same units and the same rehashed count the same random
 -- rows under the same keys, so they share one number (any integer; null
 -- without random rows).

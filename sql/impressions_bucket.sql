@@ -18,19 +18,17 @@
 -- day whose rows all have them and number at most $buckets clusters (exact
 -- per-cluster sums), and maps them to buckets otherwise, so an id has one
 -- key on every row of a day and a day's sums do not depend on which other
--- days' files were scanned with it (issue 38).
+-- days' files were scanned with it.
 -- sha1() gives the same lowercase hex digest on DuckDB and Spark; DuckDB reads
 -- the hex digits with CAST('0x' || … AS BIGINT), which the Spark translation
 -- spells CAST(conv(…, 16, 10) AS BIGINT) (pipelines/storage/portable.py). h is
 -- below 2^63, so BIGINT holds it and no modulo is of a negative number.
 -- Each file's number of distinct ids is an aggregate over the distinct ids
--- (__sizes), not a window over them: the window partitioned and sorted them,
--- ~0.2 CPU-s of ~1 per 2.1 M ids (bench/README.md, issue 37 item 3).
+-- (__sizes), not a window over them (a window partitions and sorts them).
 -- Engine-specific hash() is not used: DuckDB's and Spark's differ, and so
 -- would the keys and the intervals. Each distinct id of a file is hashed once
 -- and its key joined back to its rows (null ids match as one, IS NOT DISTINCT
--- FROM): SHA-1 per row cost 1.5 CPU-s per 10^7 rows on DuckDB, most of the
--- clustered scan (bench/README.md, issue 37).
+-- FROM): SHA-1 per row is most of a clustered scan's cost (bench/README.md).
 WITH __distinct_ids AS (
     SELECT DISTINCT {{scope:key}} AS __scope, {{cluster:text}} AS __cid FROM raw_in
 ),

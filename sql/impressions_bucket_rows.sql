@@ -1,10 +1,9 @@
 -- DuckDB engine: sql/impressions_bucket.sql's __cbucket (formula 4, the same
 -- key for every id on every engine) for rows whose ids rarely repeat (e.g. a
 -- request_id per row): the SHA-1 of each row's id, not of each distinct id
--- joined back to its rows. With one row per id the join was a third of the
--- statement (2.1 M ids: ~0.3 of ~0.9 CPU-s); with 10 rows per id hashing every
--- row costs more than the join (bench/README.md, issue 37 item 3), so
--- profiles.py picks this statement from a sample of the rows
+-- joined back to its rows. With one row per id the join is a large part of the
+-- statement; with many rows per id hashing every row costs more than the join
+-- (bench/README.md "Clustered scans"), so profiles.py picks this statement from a sample of the rows
 -- (sql/impressions_bucket_sample.sql). Each file's ({{scope:key}}) number of
 -- distinct ids decides between per-cluster keys and hash buckets as there;
 -- a null id counts as one id (SELECT DISTINCT).

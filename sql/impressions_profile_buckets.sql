@@ -1,17 +1,16 @@
 -- The profile of sql/impressions_profile.sql and, from the same scan, the
 -- rows per cluster bucket that the cluster-robust variance needs
--- (transforms/reo/cluster.py, issue 20), as two grouping sets of one aggregation:
+-- (transforms/reo/cluster.py), as two grouping sets of one aggregation:
 -- * ({{columns}}, __y): the profile itself, exactly as without clustering,
 --   with the label of its signals (__y, a function of them: no more rows;
 --   __cbucket NULL);
 -- * ({{bucket_columns}}, __y, __cbucket): rows per combination of file, day,
 --   traffic, arm and attributes, label and bucket (the signals NULL).
 -- The bucket rows carry their combination's own columns. A 64-bit hash of
--- them in their place (mapped back from the profile rows in Polars) made
--- the set ~15 % cheaper at 10^8 rows of few combinations, but at K = 4,096
--- groups (~277,000 bucket rows a day of 300,000 rows) the map back cost more
--- than the hash saved, and the grouping costs the same either way at 2.1 M
--- rows for K = 2 and 4,096 (bench/README.md, issue 37 item 3).
+-- them in their place (mapped back from the profile rows in Polars) is
+-- cheaper with few combinations, but with thousands of groups (nearly a
+-- bucket row per staged row) the map back costs more than the hash saves
+-- (bench/README.md).
 -- `raw` holds the rows with __cbucket (sql/impressions_bucket.sql). __y is the
 -- label rule over the signals ({{signals:bool}}, numeric or boolean
 -- columns): `true IN (...)` is SQL's three-valued OR of them (any), and
@@ -20,14 +19,13 @@
 -- that this label is the contract's on every profile row and that both sets
 -- give the same rows per label (contract.bucket_rows).
 -- Splitting the profile itself by bucket instead multiplies its groups by the
--- signal combinations (8.7x more rows out at 10^8): 2.4x the unclustered scan
--- at 10^8 rows against 1.74x for the two sets (bench/README.md, issue 20).
+-- signal combinations, and costs more than the two sets (bench/README.md).
 -- DuckDB only (adapters.profile_rows): its label needs boolean or numeric signals.
 -- No ORDER BY: the profile proper is sorted by first row where it is taken
 -- (contract.profile_part, on ~a quarter of the rows at K = 4,096), and the
 -- bucket rows need no order (they are staged and summed; their values are
--- checked on the profile proper first). Sorting every row here cost ~0.3
--- CPU-s a week at K = 4,096 (bench/README.md, issue 37 item 3).
+-- checked on the profile proper first); sorting every row here would cost
+-- more than sorting the profile proper there.
 SELECT {{columns}},
        __y,
        __cbucket,

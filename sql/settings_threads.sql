@@ -2,8 +2,7 @@
 -- setting, restored after the statement that needed another). The staging
 -- insert (pipelines/ingest/staging_tables.insert) runs on one: a parallel
 -- insert of a large frame writes one partly filled row group per thread's
--- batch, which the checkpoint at close then merges and rewrites (at K = 4,096
--- groups 2.2 M staged rows: 32 row groups merged to 24, 0.65 CPU-s, a file
--- twice the size). One thread writes full row groups in the frame's order,
--- so the table's rows and their order are the same (bench/README.md, issue 37).
+-- batch, which the checkpoint at close then merges and rewrites (a file up to
+-- twice the size, bench/README.md). One thread writes full row groups in the
+-- frame's order, so the table's rows and their order are the same.
 SET threads = $threads

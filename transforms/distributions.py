@@ -2,8 +2,8 @@
 run needs, straight from ``scipy.special``, bit for bit what ``scipy.stats``
 returns.
 
-Why not ``scipy.stats`` itself: importing it costs about 0.4 CPU-s of a day's
-~3 (bench/README "startup.py"), and a day at TikTok size uses four of its
+Why not ``scipy.stats`` itself: importing it is a sizeable share of a day's
+cost (bench/README "startup.py"), and a day at TikTok size uses four of its
 functions (REO's z, the parity test's χ² tail, the interval's noncentral χ²
 CDF). ``scipy.stats``' distributions compute these exact ``scipy.special``
 calls inside the support (``norm.ppf`` = ``ndtri``, ``chi2.sf`` = ``chdtrc``,

@@ -193,8 +193,8 @@ class QualityGate:
         checkpoint nor a validation definition stored and re-read: a
         checkpoint run re-reads and compares its stored suite twice (its
         freshness checks), which with storing the checkpoint and definition
-        cost ~0.3 CPU-s of a day's six validations (bench/README.md
-        "startup.py"); fairmon's suites come from ``expectations/``, not from
+        weighs on a day's few validations (bench/README.md "startup.py");
+        fairmon's suites come from ``expectations/``, not from
         GX's stores, so that check guarded nothing here.
         """
         from great_expectations.data_context.types.resource_identifiers import (
@@ -246,8 +246,7 @@ class QualityGate:
         decides each expectation on its own, the others passed on its rows);
         either way its failure details (counts, rows, samples) are exactly
         those of a run on the subject alone (a warning failing on every day
-        at K = 4,096 cost one more GX run per day: ~0.4 CPU-s of a 7-day
-        backfill). Every empty frame, every group that cannot be batched and every
+        costs one more GX run per day). Every empty frame, every group that cannot be batched and every
         group where a table-level expectation failed is validated alone by
         :meth:`validate`. Returns one :class:`DQResult` per triple, in order.
         """
@@ -349,7 +348,7 @@ def _stored_briefly(vr):
     """While storing ``vr`` (a GX validation result): each ``unexpected_index_list``
     cut to its first :data:`STORED_INDICES`, then restored for the gate. A warning failing on every
     row of a stacked check (all groups small at K = 4,096) otherwise serialised tens of thousands
-    of indices no one reads (Data Docs show the partial lists): ~0.6 CPU-s of a backfill."""
+    of indices no one reads (Data Docs show the partial lists)."""
     full = []
     for r in vr.results:
         idx = (r.result or {}).get("unexpected_index_list")

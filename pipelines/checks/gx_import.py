@@ -4,16 +4,16 @@ GX imports, when they are installed, the integrations of every engine it can
 validate on: SQLAlchemy (installed here for Prefect's server, which runs in a
 process of its own) and PySpark (``fairmon[spark]``). fairmon gives GX only
 pandas frames (:class:`fairmon.pipelines.checks.gate.QualityGate`'s pandas data
-source), so those integrations are dead weight: 0.2–0.3 CPU-s of the ~2.1 s
-that importing GX cost a run (bench/README.md "startup.py"). GX treats a
+source), so those integrations are dead weight in importing GX (bench/README.md
+"startup.py"). GX treats a
 package it cannot import as not installed (its ``compatibility`` modules),
 which is a configuration GX supports; the packages stay importable for
 everything else in this process once GX is in.
 
 Two more modules GX imports at its top are needed only by expectations
 fairmon does not use: ``scipy.stats`` (the KL-divergence and KS-test
-expectations) and ``altair`` (the KL expectation's charts), about 0.7 CPU-s
-of GX's import together. They are *deferred* while GX loads: GX binds a
+expectations) and ``altair`` (the KL expectation's charts), a large part of
+GX's import together. They are *deferred* while GX loads: GX binds a
 stand-in module that imports the real one on its first attribute access, so
 an expectation or any other caller that uses them gets them as usual, one
 access later. fairmon's own daily estimators take their normal and χ²

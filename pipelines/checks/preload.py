@@ -29,7 +29,7 @@ def _preload(cfg: FairmonConfig) -> None:
     are moved to the collector's permanent generation (:func:`gc.freeze`)
     until the run ends (:func:`thaw`): re-enabled, the collector otherwise
     walked them three times over as they aged through its generations
-    (0.3-0.4 CPU-s of a TikTok-size day, bench/README.md "startup.py").
+    (bench/README.md "startup.py").
     Frozen objects are still freed when no longer referenced."""
     paused, first = gc.isenabled(), "great_expectations" not in sys.modules
     gc.disable()
@@ -61,8 +61,8 @@ def _at_exit() -> None:
     """At the interpreter's exit (``atexit``): :func:`thaw`, then leave the
     collector off. Python walks every object once before it tears its modules
     down (only when the collector is on) and again while it does (always,
-    ``Py_FinalizeEx``); with GX loaded that is ~300,000 objects a walk (0.13
-    CPU-s). The second walk finds every cycle the first would have, and runs
+    ``Py_FinalizeEx``); with GX loaded that is hundreds of thousands of objects
+    a walk. The second walk finds every cycle the first would have, and runs
     their finalizers, so nothing is left uncollected (bench/README.md)."""
     thaw()
     gc.disable()

@@ -159,8 +159,8 @@ def html_safe(frame: pl.DataFrame) -> pl.DataFrame:
 
     Escaping leaves a column without any of the characters as it is, so
     only the columns that hold one are rewritten (one scan per text column
-    decides): five replacements on every text cell cost ~0.5 CPU-s of the
-    checks of a 7-day backfill at K = 4,096 (bench/README.md), where no value had one."""
+    decides): five replacements on every text cell would cost a noticeable
+    share of the checks where, as usual, no value has one."""
     text = [c for c, dtype in frame.schema.items() if dtype == pl.String]
     if not text:
         return frame

@@ -123,7 +123,7 @@ def api_configured() -> bool:
     """Whether a Prefect API is configured (``PREFECT_API_URL`` in the
     environment or the active Prefect profile, or set by a temporary server
     this process started): runs go through Prefect then, in process otherwise.
-    Read without importing Prefect (about a CPU-second) when the environment
+    Read without importing Prefect (a large share of a short run's start) when the environment
     and the profiles file answer (:func:`api_url_without_prefect`); Prefect's
     own settings answer otherwise, and once Prefect is imported."""
     url = None if "prefect" in sys.modules else api_url_without_prefect()

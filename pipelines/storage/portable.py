@@ -10,8 +10,8 @@ what Spark SQL also has, with two kinds of holes:
 - ``{{name:key}}``: at most one column as it is, ``"a"``, or the constant
   ``''`` when the list is empty: a grouping key that may have no column
   (``__file`` when the rows are one file). Not cast to text: the key is only
-  grouped and joined on within one statement, and casting a file index per
-  row cost ~0.1 CPU-s per 2 M rows (sql/impressions_bucket.sql).
+  grouped and joined on within one statement, so a file index is not cast
+  on every row (sql/impressions_bucket.sql).
 
 The identifiers come only from the validated config or the file's own
 columns, and each must match ``[A-Za-z_][A-Za-z0-9_]*`` (:func:`ident`), so

@@ -28,7 +28,8 @@ def reo_check_frame(reo: pl.DataFrame) -> pl.DataFrame:
     §4.1), and the interval inverts the distribution of ‖ΔÛ‖², bias
     included: with many groups (tr Σ grows with K) the bias can exceed the
     interval's half-width, so an honest interval lies below the plug-in
-    (measured: K = 64 at parity with 100 expected positives a group). The
+    (e.g. dozens of groups at parity with about a hundred expected positives
+    each). The
     bias-corrected REO must then lie inside: ``reo_le_ci_high`` checks
     ``reo_below_ci_high`` ≤ ci_high. Input: reo rows (K, reo, ci_high and,
     when present, reo_bc)."""

@@ -443,8 +443,8 @@ def _bucket_sums(
     k = _group_index(sel.get_column("group"), groups)
     keep = k >= 0
     K = len(groups)
-    # one bincount over the flat (bucket, group) cell, not np.add.at (~10x slower: 1 CPU-s of a
-    # 7-day backfill at K = 4,096); integer counts, so the sums are exact in any order
+    # one bincount over the flat (bucket, group) cell, not np.add.at (much slower at thousands of
+    # groups); integer counts, so the sums are exact in any order
     cells = inv[keep].astype(np.int64) * K + k[keep]
     pos = np.bincount(cells, weights=sel.get_column(value).to_numpy()[keep], minlength=ids.size * K)
     return BucketSums(pos.reshape(ids.size, K), rows, ids), None
