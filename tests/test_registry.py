@@ -37,7 +37,7 @@ from fairmon.transforms.registry import (
 TOY = Table(
     "toy_rate",
     "A toy rate per group.",
-    "tests/test_declarations.py",
+    "tests/test_registry.py",
     ("ds", "group"),
     (
         DS,
