@@ -441,7 +441,8 @@ def test_validate_many_days_with_a_missing_traffic_run_alone(gate, monkeypatch):
     runs = _counting_runs(monkeypatch)
     many = gate.validate_many("impressions_day", items, params)
     assert [_as_dict(r) for r in many] == alone
-    assert [r.failed_critical for r in many] == [[], [], [], ["random_traffic_present"], ["group_has_positives"]]
+    assert [r.failed_critical for r in many] == [[], [], [], ["random_traffic_present"], []]
+    assert "group_has_positives" in many[4].failed_warning  # a thin cell: its estimates say so, the day publishes
     assert [(s, subject) for s, subject, _ in runs] == [
         ("impressions_day", "4 subjects: impressions d0 d0 .. impressions d4 d4"),
         ("impressions_day", "impressions d3"),
@@ -626,9 +627,9 @@ DEFECT_DAYS = {  # day offset -> (what is wrong, the expectation that must name 
     3: ("duplicated rows", "ids_unique"),
     4: ("no random traffic", "random_traffic_present"),
     5: ("no default traffic", "default_traffic_present"),
-    6: ("a group with zero positives", "group_has_positives"),
     7: ("wrong column type", "signal_is_boolean[s2]"),
 }
+THIN_DAY = 6  # a group without positives in default traffic: a warning, the day publishes
 N_DAYS = 9  # offsets 0 and 8 are clean
 
 
@@ -662,7 +663,7 @@ def _day_file(offset: int, rng) -> pl.DataFrame:
         f = f.filter(pl.col("traffic") == "default")
     elif offset == 5:
         f = f.filter(pl.col("traffic") == "random")
-    elif offset == 6:
+    elif offset == THIN_DAY:
         f = f.with_columns(
             pl.when((pl.col("grp") == "b") & (pl.col("traffic") == "default"))
             .then(0)
@@ -697,6 +698,8 @@ def test_gated_backfill_quarantines_each_defect_day(gated_backfill):
     root, res, _ = gated_backfill
     assert res.exit_code == 1  # some days did not publish
     out = res.output
+    thin = D0 + dt.timedelta(days=THIN_DAY)
+    assert "published" in next(ln for ln in out.splitlines() if ln.startswith(f"│ {thin}"))
     for offset in DEFECT_DAYS:
         line = next(ln for ln in out.splitlines() if ln.startswith(f"│ {D0 + dt.timedelta(days=offset)}"))
         assert "quarantined" in line
@@ -711,14 +714,21 @@ def test_gated_backfill_quarantines_each_defect_day(gated_backfill):
         offset: {
             f["name"]: f.get("note") for d in dq.filter(pl.col("ds") == ds).get_column("details") for f in json.loads(d)
         }
-        for offset in (3, 6)
+        for offset in (3, THIN_DAY)
         for ds in [D0 + dt.timedelta(days=offset)]
     }
     day3 = D0 + dt.timedelta(days=3)
     assert notes[3]["ids_unique"].startswith(
         f"key (ds, traffic, request_id, item_id) repeated: ({day3}, default, {day3}-0, v) ×2, "
     )
-    assert notes[6]["group_has_positives"].startswith("default traffic, arm all, grp = b: n_pos 0 of n ")
+    assert notes[THIN_DAY]["group_has_positives"].startswith("default traffic, arm all, grp = b: n_pos 0 of n ")
+    thin_dq = dq.filter(pl.col("ds") == thin)
+    assert thin_dq.get_column("success").all()
+    assert "group_has_positives" in ", ".join(thin_dq.get_column("failed_warning").to_list())
+    # the estimates that need the cell say why they are undefined; none claims a verdict
+    (row,) = read_table(root / "warehouse", "reo").filter(pl.col("ds") == thin).iter_rows(named=True)
+    assert math.isnan(row["ci_low"]) and math.isnan(row["ci_high"]) and row["verdict_80pct"] == "undefined"
+    assert row["reason"].startswith("Q_k = 0 for group(s) b: delta-method SE undefined")
 
 
 def test_clean_days_publish_and_record_every_suite(gated_backfill):
@@ -739,8 +749,8 @@ def test_clean_days_publish_and_record_every_suite(gated_backfill):
         # 1,500 random rows are below Thm E.1's volume for ε = 0.1: a warning, not a block
         assert "random_traffic_sufficient" in " ".join(day.get_column("failed_warning").to_list())
         assert reo.filter(pl.col("ds") == ds).height == 1
-    # quarantined days were never published
-    assert sorted(reo.get_column("ds").to_list()) == [D0, D0 + dt.timedelta(days=8)]
+    # quarantined days were never published; the thin day was
+    assert sorted(reo.get_column("ds").to_list()) == [D0, D0 + dt.timedelta(days=THIN_DAY), D0 + dt.timedelta(days=8)]
     docs = root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
     assert docs.is_file()
 
@@ -781,8 +791,9 @@ def test_report_is_offline_gated_and_has_the_plots(gated_backfill):
     section = text[text.index("<h2>Excluded days</h2>") : text.index("<h2>Data quality</h2>")]
     for offset, (_what, name) in DEFECT_DAYS.items():
         assert str(D0 + dt.timedelta(days=offset)) in section and name in section
-    assert str(D0) not in section and str(D0 + dt.timedelta(days=8)) not in section
-    assert re.search(r"<b>2</b>\s*days published", text)
+    for offset in (0, THIN_DAY, 8):
+        assert str(D0 + dt.timedelta(days=offset)) not in section
+    assert re.search(r"<b>3</b>\s*days published", text)
 
 
 def test_report_renders_in_headless_chromium(gated_backfill, tmp_path, find_chromium):

@@ -107,6 +107,14 @@ def test_user_precision_and_disparity_by_hand():
     assert t.get_column("disparity").to_list() == pytest.approx([0.2, 0.2])
     assert user_precision_table(counts, DS, []).height == 0
     assert precision_disparity(np.array([0, 5]), np.array([10, 10]))[4]  # NaN SE with a reason
+    # a group without positives: precision 0 with no interval (a Wald SE of 0 would claim [0, 0]), the reason said
+    thin = user_precision_table(_counts({("default", "c"): ((100, 200), (0, 60))}), DS, ["s"])
+    row = thin.row(0, named=True)
+    assert row["precision"] == 0.0 and np.isnan(row["se"]) and np.isnan(row["ci_low"]) and np.isnan(row["ci_high"])
+    assert row["reason"] == "a group's precision is 0 or 1: delta SE undefined"
+    other = thin.row(1, named=True)  # p = 0.3 of 200: the Wald interval by hand
+    half = 1.959963984540054 * np.sqrt(0.3 * 0.7 / 200)
+    assert (other["ci_low"], other["ci_high"]) == pytest.approx((0.3 - half, 0.3 + half), rel=1e-9)
 
 
 # --- the simulator's post-recall stage (seed 001 App. I.4) --------------------------------------

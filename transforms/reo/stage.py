@@ -442,7 +442,7 @@ def user_precision_table(
             why = cluster_why
         for i, g in enumerate(groups):
             p = pos[i] / n[i] if n[i] else float("nan")
-            if cluster_why:
+            if cluster_why or not 0 < p < 1:  # at 0 or 1 both SEs are 0: no interval, not a certain one
                 se_p = float("nan")
             elif V is not None:
                 se_p = float(p * np.sqrt(V[i, i])) if n[i] else float("nan")
@@ -458,8 +458,8 @@ def user_precision_table(
                     "n_pos": int(pos[i]),
                     "precision": float(p),
                     "se": se_p,
-                    "ci_low": max(0.0, p - crit * se_p),
-                    "ci_high": min(1.0, p + crit * se_p),
+                    "ci_low": float(np.clip(p - crit * se_p, 0.0, 1.0)),  # NaN stays NaN
+                    "ci_high": float(np.clip(p + crit * se_p, 0.0, 1.0)),
                     "disparity": disp,
                     "disparity_se": se,
                     "disparity_ci_low": lo,
