@@ -41,8 +41,6 @@ class Run:
     - ``table_fingerprints``: with ``[impressions] table`` (Spark engine),
       each day's partition (bytes, mtime_ns), or None when it has none,
       listed once per run.
-    - ``ensured``: the idempotent DDL statements already run on the run's
-      DuckDB file (:func:`fairmon.pipelines.storage.db.ensure`), once a run.
 
     What the run knows of its warehouse's views and partitions is not here:
     the executor owns it (:class:`fairmon.pipelines.executor.publishing.WarehouseViews`)
@@ -58,7 +56,6 @@ class Run:
     books: dict[str, dict[str, float]] = field(default_factory=dict)
     # per catalog table (engine = "spark"): each day's partition fingerprint (None: no partition), listed once a run
     table_fingerprints: dict[str, dict[dt.date, tuple[int, int] | None]] = field(default_factory=dict)
-    ensured: set[str] = field(default_factory=set)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
     @property
@@ -100,14 +97,6 @@ def ensure_run(cfg: FairmonConfig, config_path: str = "") -> Iterator[Run]:
         return
     with run_scope(Run(cfg, config_path)) as new:
         yield new
-
-
-def ensured() -> set[str] | None:
-    """The current run's set of DDL statements already run
-    (:func:`fairmon.pipelines.storage.db.ensure`), or None outside a run
-    (every statement runs)."""
-    run = active_run()
-    return None if run is None else run.ensured
 
 
 def in_run(fn):

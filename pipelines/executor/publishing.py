@@ -18,7 +18,6 @@ import polars as pl
 
 from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
-from fairmon.pipelines.core.run import ensured
 from fairmon.pipelines.executor.outcomes import step
 from fairmon.pipelines.ingest.sources import current_inputs
 from fairmon.pipelines.ingest.staging import run_logger
@@ -98,17 +97,14 @@ def refresh_run_views(cfg: FairmonConfig, ds: dt.date | None = None, known: Ware
 
 
 def forget_warehouse(known: WarehouseViews | None) -> None:
-    """Forget what ``known`` and the current run knew of the warehouse and its
-    DuckDB file (views created, partitions seen, DDL run), so that the next
+    """Forget what ``known`` knew of the warehouse and its DuckDB file (views
+    created, partitions seen), so that the next
     refresh lists and creates everything again: after the run takes the
     project lock (another process may have written meanwhile) or a publish
     that failed partway."""
     if known is not None:
         known.views.clear()
         known.partitions.clear()
-    done = ensured()
-    if done is not None:
-        done.clear()
 
 
 def start_record(
@@ -129,7 +125,7 @@ def start_record(
     except Exception as e:  # recorded as the day's failure by the caller
         inputs, listing = "[]", e
     with db.connect(cfg.duckdb_path) as con:
-        db.ensure(con, ("runs_create", "runs_migrate"), ensured())
+        db.ensure(con, ("runs_create", "runs_migrate"))
         db.execute(
             con,
             "runs_start",
@@ -158,7 +154,7 @@ def finish_record(
     inputs, ``recorded`` by :func:`start_record`, gain the file rows each
     staged); a published day ``ds`` is no longer stale. Raises what DuckDB raises."""
     with db.connect(cfg.duckdb_path) as con:
-        db.ensure(con, ("stale_create", "ingest_log_create"), ensured())
+        db.ensure(con, ("stale_create", "ingest_log_create"))
         inputs = json.loads(recorded)
         staged = dict(db.rows(con, "ingest_log_rows", files=[i["file"] for i in inputs]))
         inputs = [{**i, "rows": staged.get(i["file"])} for i in inputs]

@@ -25,7 +25,6 @@ from fairmon.pipelines.checks.gate import gate_for
 from fairmon.pipelines.checks.suites import DQResult
 from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
-from fairmon.pipelines.core.run import ensured
 from fairmon.pipelines.ingest import staging_tables
 from fairmon.pipelines.ingest.adapters import (
     IngestUnit,
@@ -329,7 +328,7 @@ def _recorded(cfg: FairmonConfig, source: str, units: list[IngestUnit]) -> dict[
         return {}
     keys = {unit_key(cfg, u.file): u.file for u in units}
     with db.connect(cfg.duckdb_path) as con:
-        db.ensure(con, ("ingest_log_create",), ensured())
+        db.ensure(con, ("ingest_log_create",))
         # (file, size, mtime_ns, config_fp, rows, dq) per logged file
         logged = {r[0]: r[1:] for r in db.rows(con, "ingest_log_results", files=list(keys))}
     suite, fp = input_source(cfg, source).suite, cfg.fingerprint()

@@ -139,16 +139,13 @@ def statement_columns(con: duckdb.DuckDBPyConnection, statement: str) -> list[st
     return con.sql(statement).columns
 
 
-def ensure(con: duckdb.DuckDBPyConnection, names: tuple[str, ...], done: set[str] | None = None) -> None:
+def ensure(con: duckdb.DuckDBPyConnection, names: tuple[str, ...]) -> None:
     """Run the idempotent DDL statements ``names`` (``CREATE TABLE IF NOT
-    EXISTS``, ``ADD COLUMN IF NOT EXISTS``) that are not in ``done`` yet,
-    adding each to it once run (a run's set: each runs once a run, not once
-    a day; None: every time)."""
+    EXISTS``, ``ADD COLUMN IF NOT EXISTS``): each time, so nothing has to
+    remember what a file already has (a file deleted or replaced mid-run
+    gets its tables again). Raises what DuckDB raises."""
     for name in names:
-        if done is None or name not in done:
-            execute(con, name)
-            if done is not None:
-                done.add(name)
+        execute(con, name)
 
 
 def rows(con: duckdb.DuckDBPyConnection, name: str, **params) -> list[tuple]:
