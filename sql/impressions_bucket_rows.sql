@@ -3,8 +3,8 @@
 -- request_id per row): the SHA-1 of each row's id, not of each distinct id
 -- joined back to its rows. With one row per id the join is a large part of the
 -- statement; with many rows per id hashing every row costs more than the join
--- (bench/README.md "Clustered scans"), so profiles.py picks this statement from a sample of the rows
--- (sql/impressions_bucket_sample.sql). Each file's ({{scope:key}}) number of
+-- (bench/README.md), so profiles.py picks this statement from a sample of the
+-- rows (sql/impressions_bucket_sample.sql). Each file's ({{scope:key}}) number of
 -- distinct ids decides between per-cluster keys and hash buckets as there;
 -- a null id counts as one id (SELECT DISTINCT).
 WITH __sizes AS (
