@@ -8,7 +8,8 @@ true/false or 0/1, label = any (or all) of the label columns, attribute values
 as text, traffic values checked), so the conventions are the pipeline's: a
 null group is the group ``(missing)`` (it counts in the traffic totals, not
 as a group of the REO), and random traffic is shared by all arms (arm
-``all``). Only the aggregation is written here, in Polars.
+``all``). The aggregation is the pipeline's own statement too
+(``sql/count_frame.sql``, which includes ``sql/count_keys.sql``), on DuckDB.
 """
 
 from __future__ import annotations
