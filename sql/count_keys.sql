@@ -8,9 +8,9 @@
 -- once, by their keys and group. A null attribute value is counted as the
 -- group '(missing)'. {{attribute_rows}} is `counted` with a row per attribute
 -- (attribute: the attr__ column's name, grp: its value), written by
--- range_counts.count_query: an UNPIVOT of the attr__ columns, or for a table
+-- range_counts.count_sql: an UNPIVOT of the attr__ columns, or for a table
 -- of one such column that column renamed, the same rows without UNPIVOT's
--- list per row (a quarter of the statement at K = 4,096 groups).
+-- list per row (a large part of the statement with thousands of groups).
 -- cbucket: the cluster key of the rows' cluster id when the count stage
 -- clusters (sql/impressions_bucket.sql, transforms/reo/cluster.py), else
 -- null; on rows marked rehashed (sql/count_random_shares.sql) a per-cluster

@@ -548,3 +548,31 @@ def test_run_day_publishes_what_fairmon_run_publishes_without_a_prefect_server(t
     assert sorted(lib) == sorted(cli) and any(k.startswith("reo/") for k in lib)
     for key, frame in cli.items():
         assert lib[key].equals(frame, null_equal=True), key
+
+
+def test_group_columns_with_any_name_are_counted_under_that_name():
+    """Group columns named with a space or differing only in case (any name a frame may have) are counted each
+    under its own name, as the pipeline's count statement counts attributes: the counts by hand."""
+    rows = pl.DataFrame(
+        {
+            "traffic": ["default", "default", "random", "random"],
+            "age band": ["a", "b", "a", None],
+            "G": ["x", "y", "x", "y"],
+            "g": ["p", "p", "q", "q"],
+            "y": [True, False, True, True],
+        }
+    )
+    out = fairmon.group_counts(rows, group=["age band", "G", "g"], label="y")
+    got = {(r["traffic"], r["attribute"], r["group"]): (r["n"], r["n_pos"]) for r in out.iter_rows(named=True)}
+    assert got == {
+        ("default", "G", "x"): (1, 1),
+        ("default", "G", "y"): (1, 0),
+        ("default", "age band", "a"): (1, 1),
+        ("default", "age band", "b"): (1, 0),
+        ("default", "g", "p"): (2, 1),
+        ("random", "G", "x"): (1, 1),
+        ("random", "G", "y"): (1, 1),
+        ("random", "age band", "(missing)"): (1, 1),
+        ("random", "age band", "a"): (1, 1),
+        ("random", "g", "q"): (2, 2),
+    }

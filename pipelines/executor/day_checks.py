@@ -127,7 +127,8 @@ def output_check_frames(tables: dict[str, pl.DataFrame], totals: pl.DataFrame | 
     :func:`fairmon.transforms.gate_frames.output_check_frame` builds it
     (group_counts beside ``totals``, rows staged per traffic and arm; reo
     with its √(K−1) bound; reo_ab with its undefined rows that lack a
-    reason; the others as they are). Raises what the frame builders raise."""
+    reason; the others as they are). Raises KeyError for a table the registry
+    does not declare and what the frame builders raise."""
     return {name: output_check_frame(name, frame, {"totals": totals}) for name, frame in tables.items()}
 
 

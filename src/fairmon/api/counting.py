@@ -79,18 +79,28 @@ def count_rows(
 def _count_staged(staged: pl.DataFrame, attrs: list[str], buckets: int) -> pl.DataFrame:
     """The pipeline's own count statement (``sql/count_frame.sql``, through
     ``sql/count_keys.sql``) on rows through the input contract, on DuckDB:
-    columns :data:`COUNT_COLUMNS` and ``cbucket``, sorted by them."""
+    columns :data:`COUNT_COLUMNS` and ``cbucket``, sorted by them. The attr__
+    columns are counted under positional names (``attr__0``, …), so any
+    column name a caller's frame has (spaces, case-only differences) counts,
+    and the result is read as NumPy arrays (no PyArrow: the core install has none)."""
     import duckdb
 
     from fairmon.pipelines.ingest.range_counts import count_sql
 
+    plain = [f"{ATTR_PREFIX}{i}" for i in range(len(attrs))]
+    back = {str(i): a.removeprefix(ATTR_PREFIX) for i, a in enumerate(attrs)}
     con = duckdb.connect()
     try:
-        con.register("rows_in", _ArrowStream(staged))
-        counted = con.sql(count_sql("count_frame", attrs), params={"ds": UNDATED, "buckets": buckets}).pl()
+        con.register("rows_in", _ArrowStream(staged.rename(dict(zip(attrs, plain, strict=True)))))
+        scan = con.sql(count_sql("count_frame", plain), params={"ds": UNDATED, "buckets": buckets})
+        counted = pl.DataFrame([pl.Series(k, v) for k, v in scan.fetchnumpy().items()])  # nulls come masked
     finally:
         con.close()
-    return counted.sort("traffic", "arm", "attribute", "group", "cbucket").select(*COUNT_COLUMNS, "cbucket")
+    return (
+        counted.with_columns(pl.col("attribute").replace_strict(back))
+        .sort("traffic", "arm", "attribute", "group", "cbucket")
+        .select(*COUNT_COLUMNS, "cbucket")
+    )
 
 
 class _ArrowStream:
