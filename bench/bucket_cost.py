@@ -19,7 +19,7 @@ import time
 import duckdb
 
 from fairmon.pipelines.storage.portable import render
-from fairmon.transforms.reo.cluster import cluster_key_params
+from fairmon.transforms.reo.cluster_keys import cluster_key_params
 
 BUCKETS = 128
 FORMER = "former: DuckDB hash() (engine-specific)"
@@ -40,7 +40,7 @@ def cpu_seconds(con, expr: str | None, reps: int = 3) -> float:
     """Best CPU seconds of summing ``expr`` over the ids (None: the pipeline's bucket statement)."""
     if expr is None:
         query = f"SELECT sum(__cbucket) FROM ({render('impressions_bucket', cluster=['id'], scope=[])})"
-        params = cluster_key_params(BUCKETS)
+        params = cluster_key_params(BUCKETS, BUCKETS)
     else:
         query, params = f"SELECT sum({expr}) FROM ids", ({"b": BUCKETS} if "$b" in expr else None)
     best = float("inf")

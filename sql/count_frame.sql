@@ -6,7 +6,7 @@
 -- aggregation. Random traffic is shared by all arms (arm 'all', as
 -- sql/group_counts_pooled.sql counts it). The rows are one file, so the keys
 -- sql/impressions_bucket.sql gave them stand (rehashed false: per-cluster
--- keys when the ids number at most $buckets, hash buckets otherwise).
+-- keys when the ids number at most cluster_exact_max, hash buckets otherwise).
 WITH counted AS (
     SELECT $ds::DATE AS ds, NULL::INTEGER AS share, traffic,
            CASE WHEN traffic = 'random' THEN 'all' ELSE arm END AS arm,

@@ -13,10 +13,11 @@
 -- w0 <= ds <= day.
 -- rehashed: whether the day maps its per-cluster keys to hash buckets. A day
 -- whose keyed rows (its own rows of every traffic but random, and its random
--- units' rows) all carry per-cluster keys (negative) of at most $buckets
--- clusters keeps them: exact per-cluster sums. Otherwise each per-cluster key
--- k becomes its id's hash bucket (-1 - k) % $buckets, so a cluster has one
--- key on all its rows of the day.
+-- units' rows) all carry per-cluster keys (negative) of at most $exact
+-- clusters ([estimation] cluster_exact_max) keeps them: exact per-cluster
+-- sums. Otherwise each per-cluster key k becomes its id's hash bucket
+-- (-1 - k) % cluster_buckets (sql/count_keys.sql), so a cluster has one key
+-- on all its rows of the day.
 -- share: days with the same units and the same rehashed count the same random
 -- rows under the same keys, so they share one number (any integer; null
 -- without random rows).
@@ -48,7 +49,7 @@ day_keys AS (
 ),
 rehash AS (
     SELECT day,
-           bool_or(cbucket < 0) AND NOT (bool_and(cbucket < 0) AND count(DISTINCT cbucket) <= $buckets) AS rehashed
+           bool_or(cbucket < 0) AND NOT (bool_and(cbucket < 0) AND count(DISTINCT cbucket) <= $exact) AS rehashed
     FROM day_keys
     GROUP BY day
 ),

@@ -3,19 +3,20 @@
 -- config [estimation] cluster_by). The profile then groups by __cbucket too:
 -- per key and group the rows and positives that the cluster-robust variance
 -- needs come out of the same scan (transforms/reo/cluster.py).
--- Formula 4 (pipelines/core/config.py BUCKET_FORMULA), the same on every
+-- Formula 5 (pipelines/core/config.py BUCKET_FORMULA), the same on every
 -- engine (DESIGN §1 "Engines"). h = the id as text, its SHA-1 digest of the
 -- UTF-8 bytes, the first 4 bytes of the digest (its first 8 hex digits) read
 -- as an unsigned big-endian 32-bit integer (a null id: 6893924396578271964).
 -- The key depends on the id and on how many distinct ids its file
 -- (__file, or all the rows when they are one file) holds, never on other files:
---   * at most $buckets ids in the file: the per-cluster key -1 - h % $span
---     (negative; $span = $buckets * floor((2^31 - 1) / $buckets), so two of
---     at most 65,536 ids share a key with probability below 2^-31 a pair);
+--   * at most $exact ids in the file ([estimation] cluster_exact_max): the
+--     per-cluster key -1 - h % $span (negative; $span = $buckets *
+--     floor((2^31 - 1) / $buckets), so two ids share a key with probability
+--     below 2^-30 a pair);
 --   * more: the hash bucket h % $buckets (0 .. $buckets - 1).
 -- Since $buckets divides $span, a per-cluster key k maps to its id's bucket
 -- as (-1 - k) % $buckets: sql/group_counts.sql keeps per-cluster keys for a
--- day whose rows all have them and number at most $buckets clusters (exact
+-- day whose rows all have them and number at most $exact clusters (exact
 -- per-cluster sums), and maps them to buckets otherwise, so an id has one
 -- key on every row of a day and a day's sums do not depend on which other
 -- days' files were scanned with it.
@@ -44,7 +45,7 @@ __ids AS (
     JOIN __sizes AS s ON d.__scope = s.__scope
 )
 SELECT raw_in.*,
-       CAST(CASE WHEN __ids.__n_ids <= $buckets THEN -1 - __ids.__h % $span ELSE __ids.__h % $buckets END AS INTEGER)
+       CAST(CASE WHEN __ids.__n_ids <= $exact THEN -1 - __ids.__h % $span ELSE __ids.__h % $buckets END AS INTEGER)
            AS __cbucket
 FROM raw_in
 JOIN __ids ON {{scope:key}} = __ids.__scope AND {{cluster:text}} IS NOT DISTINCT FROM __ids.__cid

@@ -1,4 +1,4 @@
--- DuckDB engine: sql/impressions_bucket.sql's __cbucket (formula 4, the same
+-- DuckDB engine: sql/impressions_bucket.sql's __cbucket (formula 5, the same
 -- key for every id on every engine) for rows whose ids rarely repeat (e.g. a
 -- request_id per row): the SHA-1 of each row's id, not of each distinct id
 -- joined back to its rows. With one row per id the join is a large part of the
@@ -13,7 +13,7 @@ WITH __sizes AS (
     GROUP BY __scope
 )
 SELECT raw_in.* EXCLUDE (__h),
-       CAST(CASE WHEN __sizes.__n_ids <= $buckets THEN -1 - raw_in.__h % $span ELSE raw_in.__h % $buckets END AS INTEGER)
+       CAST(CASE WHEN __sizes.__n_ids <= $exact THEN -1 - raw_in.__h % $span ELSE raw_in.__h % $buckets END AS INTEGER)
            AS __cbucket
 FROM (
     SELECT *, coalesce(CAST('0x' || substr(sha1({{cluster:text}}), 1, 8) AS BIGINT), 6893924396578271964) AS __h

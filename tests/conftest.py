@@ -26,11 +26,11 @@ def reference_bucket(cluster_id: str | None, buckets: int) -> int:
     return _sha1_prefix(cluster_id) % buckets
 
 
-def reference_key(cluster_id: str | None, buckets: int, n_ids: int) -> int:
-    """sql/impressions_bucket.sql (formula 4) in Python for an id of a file of ``n_ids`` distinct ids:
-    the per-cluster key −1 − h mod span (span = buckets·⌊(2³¹ − 1)/buckets⌋) when ``n_ids`` ≤ buckets,
-    else the hash bucket (:func:`reference_bucket`)."""
-    if n_ids > buckets:
+def reference_key(cluster_id: str | None, buckets: int, n_ids: int, exact: int) -> int:
+    """sql/impressions_bucket.sql (formula 5) in Python for an id of a file of ``n_ids`` distinct ids:
+    the per-cluster key −1 − h mod span (span = buckets·⌊(2³¹ − 1)/buckets⌋) when ``n_ids`` ≤ ``exact``
+    (cluster_exact_max), else the hash bucket (:func:`reference_bucket`)."""
+    if n_ids > exact:
         return reference_bucket(cluster_id, buckets)
     return -1 - _sha1_prefix(cluster_id) % (buckets * ((2**31 - 1) // buckets))
 

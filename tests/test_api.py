@@ -18,7 +18,6 @@ import pytest
 from scipy import stats
 
 import fairmon
-from fairmon.api.counting import cluster_bucket
 from fairmon.pipelines.ingest.adapters import read_coat
 from fairmon.pipelines.ingest.range_counts import count_statements, group_totals
 from fairmon.pipelines.storage import db
@@ -140,43 +139,44 @@ def test_coat_reo_and_se_equal_the_delta_method_from_the_matrices(coat, kind):
 
 
 def test_coat_clustered_by_user_equals_the_sandwich_by_hand(coat):
-    """cluster="user": the joint cluster-robust SE over the pipeline's 128 hash buckets of the ids, written out
-    here for K = 2. A user has rows in both traffics, so bucket g's influence on log r = log(Q_0/Q_1) −
-    log(P_0/P_1) is h_g = cᵀ(z^Q_g − z^P_g), z_{g,k} = e_{g,k}/(n share_k), and Var(log r) = G/(G−1) Σ_g h_g²
-    over the G buckets non-empty in either traffic (issue 38: the cross-covariance of Q̂ and P̂ is kept)."""
+    """cluster="user": the exact cluster-robust SE with one cluster per user, written out here for K = 2
+    without fairmon's cluster keys. A user has rows in both traffics, so user c's influence on
+    log r = log(Q_0/Q_1) − log(P_0/P_1) is h_c = cᵀ(z^Q_c − z^P_c), z_{c,k} = e_{c,k}/(n share_k),
+    e_{c,k} = a_{c,k} − share_k n_c, and Var(log r) = C/(C−1) Σ_c h_c² over the C users with rows in either
+    traffic. The same rows with the ids spelled otherwise give the same SE."""
     rows, truth = coat
-    rows = rows.with_columns(("u" + pl.col("user").cast(pl.String)).alias("user"))
-    out = fairmon.reo(rows.to_pandas(), group="gender", label="liked", cluster="user").iloc[0]
     groups, a, n_rec, b, n_rand = truth["gender"]
     Q, P = a / n_rec, b / n_rand
-    r = (Q[0] / P[0]) / (Q[1] / P[1])
-    ids = sorted(set(rows.get_column("user")))
-    bucket = dict(zip(ids, cluster_bucket(pl.Series(ids)).to_list()))
+    r = (Q[0] / Q[1]) / (P[0] / P[1])
+    users = rows.get_column("user").unique().sort().to_list()
 
     def influence(traffic, share):
         part = rows.filter(pl.col("traffic") == traffic)
-        bk = np.array([bucket[u] for u in part.get_column("user")])
-        liked = part.get_column("liked").to_numpy()
-        e = np.zeros((128, 2))
-        for k, g in enumerate(groups):
-            np.add.at(e[:, k], bk, liked & (part.get_column("gender").to_numpy() == g))
-        n_b = np.bincount(bk, minlength=128).astype(float)
-        e -= np.outer(n_b, share)
-        return e / (n_b.sum() * share), n_b > 0
+        e = np.zeros((len(users), 2))
+        n_c = np.zeros(len(users))
+        for u, liked, g in part.select("user", "liked", "gender").iter_rows():
+            n_c[users.index(u)] += 1
+            e[users.index(u), groups.index(g)] += liked
+        e -= np.outer(n_c, share)
+        return e / (n_c.sum() * share), n_c > 0
 
     (zq, in_q), (zp, in_p) = influence("default", Q), influence("random", P)
-    G = int((in_q | in_p).sum())
+    C = int((in_q | in_p).sum())
     h = (zq - zp) @ np.array([1.0, -1.0])
-    se = 2 * r / (1 + r) ** 2 * np.sqrt(G / (G - 1) * np.sum(h * h))
+    se = 2 * r / (1 + r) ** 2 * np.sqrt(C / (C - 1) * np.sum(h * h))
     c = np.array([1.0, -1.0])
     parts = ((zq, in_q.sum()), (zp, in_p.sum()))
-    independent = 2 * r / (1 + r) ** 2 * np.sqrt(sum(G_s / (G_s - 1) * np.sum((z @ c) ** 2) for z, G_s in parts))
+    independent = 2 * r / (1 + r) ** 2 * np.sqrt(sum(C_s / (C_s - 1) * np.sum((z @ c) ** 2) for z, C_s in parts))
     assert se < 0.9 * independent  # Coat's users like both traffics alike: the cross-covariance is positive
     se_mult = _delta_reo(a, n_rec, b, n_rand)[1]
-    assert out["reo"] == pytest.approx(abs(r - 1) / (r + 1), rel=1e-12)
-    assert out["se"] == pytest.approx(se, rel=1e-9)
-    assert out["design_effect"] == pytest.approx((se / se_mult) ** 2, rel=1e-9) and out["design_effect"] > 1.5
-    assert out["cluster_by"] == "user" and out["verdict_80pct"] == "inconclusive"
+    for spelled in (pl.col("user"), "u" + pl.col("user").cast(pl.String), pl.col("user") * 7 + 3):
+        out = fairmon.reo(rows.with_columns(spelled.alias("id")).to_pandas(), group="gender", label="liked",
+                          cluster="id").iloc[0]  # fmt: skip
+        assert out["reo"] == pytest.approx(abs(r - 1) / (r + 1), rel=1e-12)
+        assert out["se"] == pytest.approx(se, abs=1e-6) and out["n_clusters"] == C == 290
+        assert out["cluster_sums"] == "exact"
+        assert out["design_effect"] == pytest.approx((se / se_mult) ** 2, rel=1e-9) and out["design_effect"] > 1.5
+        assert out["cluster_by"] == "id" and out["verdict_80pct"] == "inconclusive"
 
 
 def _pipeline_counts(raw: pl.DataFrame, signals, attributes, tmp_path) -> pl.DataFrame:

@@ -83,8 +83,8 @@ def test_few_clusters_are_summed_one_by_one_and_counted():
     # the hashed sums (16 buckets) would merge u0 and u7: 5 units and another SE
     merged = _hand_se(rows, lambda u: _h(u) % 16)
     assert abs(merged - exact.get_column("se")[0]) > 1e-3
-    # more ids than buckets: hash buckets of whole clusters, counted as non-empty buckets
-    hashed = fairmon.reo(rows, group="g", label="y", cluster="user_id", cluster_buckets=4)
+    # more ids than cluster_exact_max: hash buckets of whole clusters, counted as non-empty buckets
+    hashed = fairmon.reo(rows, group="g", label="y", cluster="user_id", cluster_buckets=4, cluster_exact_max=4)
     units = {_h(u) % 4 for u in USERS}
     assert hashed.get_column("n_clusters").to_list() == [len(units)] and len(units) < 6
     assert hashed.get_column("cluster_sums").to_list() == ["hashed"]
@@ -95,7 +95,8 @@ def test_few_clusters_are_summed_one_by_one_and_counted():
 
 def _day_keys(keys_by_file: dict[str, list[int]], buckets: int) -> set[int]:
     """The cbucket values sql/group_counts.sql gives one day whose staged files hold ``keys_by_file``
-    (file "d…" default traffic, "r…" random), one row per key."""
+    (file "d…" default traffic, "r…" random), one row per key, with ``buckets`` both the hash buckets and
+    ``cluster_exact_max``."""
     return set(_day_rows(keys_by_file, buckets).get_column("cbucket").to_list())
 
 
@@ -111,7 +112,7 @@ def _day_rows(keys_by_file: dict[str, list[int]], buckets: int) -> pl.DataFrame:
     con = duckdb.connect()
     con.register("impressions", pl.DataFrame(rows).with_columns(pl.col("cbucket").cast(pl.Int32)))
     con.register("day_files", pl.DataFrame({"day": [day] * len(keys_by_file), "file": list(keys_by_file)}))
-    return count_statements(con, buckets, 1, "contained")[0]
+    return count_statements(con, buckets, 1, "contained", exact=buckets)[0]
 
 
 @pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it

@@ -172,32 +172,34 @@ def test_cluster_key_is_the_sha1_prefix_per_cluster_or_modulo_the_buckets(statem
     import duckdb
 
     from fairmon.pipelines.storage.portable import render
-    from fairmon.transforms.reo.cluster import cluster_key_params
+    from fairmon.transforms.reo.cluster_keys import cluster_key_params
 
     con = duckdb.connect()
     con.execute("CREATE TABLE raw_in AS SELECT 'r' || i AS request_id FROM range(2000) AS t(i)")
     con.execute("INSERT INTO raw_in SELECT unnest($ids)", {"ids": BUCKET_IDS})
     n_ids = 2008  # r0..r1999 and BUCKET_IDS but its r1, null counted once
     for buckets in (7, 128, 65536):
-        got = con.sql(render(statement, cluster=["request_id"], scope=[]), params=cluster_key_params(buckets)).pl()
-        want = [reference_key(i, buckets, n_ids) for i in got.get_column("request_id")]
+        got = con.sql(
+            render(statement, cluster=["request_id"], scope=[]), params=cluster_key_params(buckets, buckets)
+        ).pl()
+        want = [reference_key(i, buckets, n_ids, buckets) for i in got.get_column("request_id")]
         assert got.get_column("__cbucket").to_list() == want
         assert got.get_column("__cbucket").dtype == pl.Int32
-    assert min(want) < 0 and len(set(want)) == n_ids and reference_key(None, 65536, n_ids) in want
-    got = con.sql(render(statement, cluster=["request_id"], scope=[]), params=cluster_key_params(7)).pl()
+    assert min(want) < 0 and len(set(want)) == n_ids and reference_key(None, 65536, n_ids, 65536) in want
+    got = con.sql(render(statement, cluster=["request_id"], scope=[]), params=cluster_key_params(7, 7)).pl()
     assert set(got.get_column("__cbucket").to_list()) == set(range(7))
     # an integer id is keyed as its text: a Parquet column of numbers and a CSV column of digits agree
     con.execute("CREATE TABLE nums AS SELECT 42 AS i")
     query = render(statement, cluster=["i"], scope=[]).replace("raw_in", "nums")
-    assert con.sql(query, params=cluster_key_params(128)).fetchall()[0][1] == reference_key("42", 128, 1)
+    assert con.sql(query, params=cluster_key_params(128, 128)).fetchall()[0][1] == reference_key("42", 128, 1, 128)
     # two files scanned together: file a (3 ids) per cluster, file b (20 ids) per bucket, r1 in both
     con.execute(
         "CREATE TABLE files AS SELECT 'a' AS __file, unnest(['r1', 'r2', 'r3']) AS request_id "
         "UNION ALL SELECT 'b', 'r' || i FROM range(1, 21) AS t(i)"
     )
     query = render(statement, cluster=["request_id"], scope=["__file"]).replace("raw_in", "files")
-    got = con.sql(query, params=cluster_key_params(16)).pl()
-    want = [reference_key(i, 16, 3 if f == "a" else 20) for f, i in got.select("__file", "request_id").iter_rows()]
+    got = con.sql(query, params=cluster_key_params(16, 16)).pl()
+    want = [reference_key(i, 16, 3 if f == "a" else 20, 16) for f, i in got.select("__file", "request_id").iter_rows()]
     assert got.get_column("__cbucket").to_list() == want
     r1 = dict(got.filter(pl.col("request_id") == "r1").select("__file", "__cbucket").iter_rows())
     assert r1["a"] < 0 <= r1["b"] < 16 and (-1 - r1["a"]) % 16 == r1["b"]  # a key maps to its id's bucket
@@ -250,7 +252,12 @@ def test_rows_per_cluster_bucket_from_the_profile_scan(kind, rule):
     con = duckdb.connect()
     plain = profile_rows(con, rows.with_row_index("__row"), cols, "f", 0)
     split = profile_rows(
-        con, rows.with_row_index("__row"), cols, "f", 0, ClusterScan("request_id", 16, ("s1", "s2"), rule == "all")
+        con,
+        rows.with_row_index("__row"),
+        cols,
+        "f",
+        0,
+        ClusterScan("request_id", 16, ("s1", "s2"), rule == "all", exact=16),
     )
     assert (BUCKET_LABEL in split.columns) == (kind != "text")
     assert without_buckets(split).equals(plain) and rows_in(split) == rows.height == rows_in(plain)
@@ -294,9 +301,11 @@ def test_the_bucket_rows_of_the_grouping_sets_scan_equal_the_profile_split_by_bu
     rows = rows.with_row_index("__row")
     cols = ["ds", "traffic", "arm", "s1", "s2", "g", "h"]
     kw = dict(file="f", signals=["s1", "s2"], attributes=["g", "h"], label_rule=rule)
-    cluster = profiles.ClusterScan("request_id", 16, ("s1", "s2"), rule == "all")
+    cluster = profiles.ClusterScan("request_id", 16, ("s1", "s2"), rule == "all", exact=16)
     fast = profiles.profile_rows(duckdb.connect(), rows, cols, "f", cluster=cluster)
-    split = profiles.profile_rows(duckdb.connect(), rows, cols, "f", cluster=profiles.ClusterScan("request_id", 16))
+    split = profiles.profile_rows(
+        duckdb.connect(), rows, cols, "f", cluster=profiles.ClusterScan("request_id", 16, exact=16)
+    )
     assert BUCKET_LABEL in fast.columns and BUCKET_LABEL not in split.columns and CLUSTER_BUCKET in split.columns
     assert without_buckets(fast).equals(without_buckets(split))
     assert (without_buckets(fast).get_column("id_copies").max() == 2) == dup
@@ -360,7 +369,7 @@ def test_a_scan_whose_label_is_not_the_contracts_stops_the_file(scan_all):
 
     rows = _clustered_rows("bool").with_row_index("__row")
     cols = ["ds", "traffic", "arm", "s1", "s2", "g", "h"]
-    scan = profiles.ClusterScan("request_id", 16, ("s1", "s2"), scan_all)
+    scan = profiles.ClusterScan("request_id", 16, ("s1", "s2"), scan_all, exact=16)
     prof = profiles.profile_rows(duckdb.connect(), rows, cols, "f", cluster=scan)
     kw = dict(file="f", signals=["s1", "s2"], attributes=["g", "h"])
     staged = normalize_impressions(prof, label_rule="all" if scan_all else "any", **kw)
@@ -381,7 +390,7 @@ def test_a_profile_with_bucket_rows_gives_its_profile_proper_sorted_and_a_split_
     from fairmon.transforms.contract import BUCKET_LABEL, CLUSTER_BUCKET, profile_part
 
     rows = _clustered_rows("bool").with_row_index("__row")
-    cluster = profiles.ClusterScan("request_id", 16, ("s1", "s2"))
+    cluster = profiles.ClusterScan("request_id", 16, ("s1", "s2"), exact=16)
     got = profiles.profile_rows(duckdb.connect(), rows, ["ds", "traffic", "arm", "s1", "s2", "g", "h"], "f", 0, cluster)
     proper = profile_part(got)
     first = proper.get_column("__first_row").to_list()
@@ -416,7 +425,7 @@ def test_either_cluster_key_statement_gives_the_same_profile(monkeypatch, per_re
     con.register("raw_in", rows)
     assert profiles.ids_mostly_distinct(profiles.DuckEngine(con), "request_id") == (per_request == 1)
     cols = ["ds", "traffic", "arm", "s1", "s2", "g", "h"]
-    cluster = profiles.ClusterScan("request_id", 16, ("s1", "s2"))
+    cluster = profiles.ClusterScan("request_id", 16, ("s1", "s2"), exact=16)
     picked = profiles.profile_rows(duckdb.connect(), rows, cols, "f", 0, cluster)
     monkeypatch.setattr(profiles, "ids_mostly_distinct", lambda engine, column: per_request != 1)
     other = profiles.profile_rows(duckdb.connect(), rows, cols, "f", 0, cluster)
@@ -444,7 +453,7 @@ def test_a_float_attributes_signed_zeros_are_one_group_with_or_without_clusters(
     ).with_row_index("__row")  # fmt: skip
     cols = ["ds", "traffic", "arm", "s1", "s2", "g"]
     kw = dict(file="f", signals=["s1", "s2"], attributes=["g"], ds=dt.date(2024, 1, 2))
-    scans = (None, profiles.ClusterScan("request_id", 4, ("s1", "s2")))
+    scans = (None, profiles.ClusterScan("request_id", 4, ("s1", "s2"), exact=4))
     for cluster in scans:
         staged = normalize_impressions(profiles.profile_rows(duckdb.connect(), rows, cols, "f", cluster=cluster), **kw)
         assert staged.group_by("attr__g").agg(pl.col("n").sum()).rows() == [("0.0", n)]

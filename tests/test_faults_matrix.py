@@ -660,3 +660,29 @@ def test_audit_export_before_any_score_is_staged_is_exit_2(tmp_path):
     args = ["audit-export", "-c", cfg_path, "--date", "2014-12-31", "--attribute", "sex", "--epsilon", "0.1"]
     res = _cli(args)
     assert res.exit_code == 2 and "no scores are staged yet" in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
+def test_an_empty_cluster_id_fails_the_day_naming_file_row_and_column(project):
+    day = project.parent / "default" / f"{DAY}.csv"
+    lines = day.read_text().splitlines()
+    col = lines[0].split(",").index("request_id")
+    cells = lines[3].split(",")
+    cells[col] = ""
+    day.write_text("\n".join([*lines[:3], ",".join(cells), *lines[4:]]) + "\n")
+    res = _cli(["run", "-c", project, "--date", DAY, "--no-prefect"])
+    assert res.exit_code == 4 and "Traceback" not in res.output, res.output
+    assert f"{day.name}, column 'request_id', row 3: the cluster id is empty" in res.output.replace("\n", " ")
+    assert _published_reo(project) == []
+
+
+def test_an_empty_cluster_id_is_a_value_error_in_the_api():
+    import polars as pl
+
+    import fairmon
+
+    rows = pl.DataFrame(
+        {"traffic": ["default", "random"] * 2, "g": ["a", "b"] * 2, "y": [True] * 4, "u": ["1", "2", None, "3"]}
+    )
+    with pytest.raises(ValueError, match=r"column 'u': row 2 \(0-based\) has no cluster id"):
+        fairmon.reo(rows, group="g", label="y", cluster="u")

@@ -121,7 +121,7 @@ def test_a_separator_in_a_clustered_files_value_names_its_first_file_row():
          "arm": rng.choice(["a", "b"], n).tolist(), "s1": (rng.random(n) < 0.3).tolist(),
          "g": rng.choice(["x", "y", "z"], n).tolist(), "h": h.tolist(), "request_id": [f"r{i // 3}" for i in range(n)]}
     ).with_row_index("__row")  # fmt: skip
-    cluster = profiles.ClusterScan("request_id", 16, ("s1",))
+    cluster = profiles.ClusterScan("request_id", 16, ("s1",), exact=16)
     prof = profiles.profile_rows(duckdb.connect(), rows, ["ds", "traffic", "arm", "s1", "g", "h"], "f", cluster=cluster)
     staged = normalize_impressions(prof, file="f", signals=["s1"], attributes=["g", "h"], ds=D)
     with pytest.raises(InputContractError) as e:

@@ -79,7 +79,7 @@ def _previous_and_new(con, buckets, window_days, policy):
         .select(list(polars_schema("group_counts")))
         .sort(keys)
     )
-    by_key, spans = count_statements(con, buckets, window_days, policy)
+    by_key, spans = count_statements(con, buckets, window_days, policy, exact=buckets)
     cols = list(BUCKET_SCHEMA)
     old_keys, new_keys = (f.select(cols).cast(BUCKET_SCHEMA).sort(cols, nulls_last=True) for f in (old, by_key))
     return (want, old_keys), (group_totals(by_key, spans), new_keys)
@@ -92,7 +92,7 @@ def test_the_new_statements_give_the_counts_and_key_rows_of_the_previous_one():
         (want, old_keys), (got, new_keys) = _previous_and_new(con, G, 3, policy)
         assert got.equals(want) and got.schema == want.schema
         assert new_keys.equals(old_keys)
-        by_key = count_statements(con, G, 3, policy)[0]
+        by_key = count_statements(con, G, 3, policy, exact=G)[0]
         day = {d: set(by_key.filter(pl.col("ds") == d).get_column("cbucket")) for d in D}
         assert day[D[0]] == {-3, -11, -25}  # exact keys kept
         assert all(0 <= k < G for k in day[D[1]] | day[D[2]])  # hashed buckets

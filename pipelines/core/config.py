@@ -76,8 +76,9 @@ __all__ = [
 #: :meth:`FairmonConfig.fingerprint` when rows are clustered: changing the formula
 #: re-stages every file (2: DuckDB's or Spark's own hash() shifted right one bit, modulo the buckets;
 #: 3: the first 8 hex digits of the id's SHA-1 as an integer, modulo the buckets, the same on every engine;
-#: 4: as 3 for a file of more ids than buckets, else a per-cluster key, so a day of few clusters sums each alone).
-BUCKET_FORMULA = 4
+#: 4: as 3 for a file of more ids than buckets, else a per-cluster key, so a day of few clusters sums each alone;
+#: 5: as 4 with ``cluster_exact_max``, not the buckets, deciding between the two).
+BUCKET_FORMULA = 5
 
 
 #: The sections whose settings can change a day's outputs (:meth:`FairmonConfig.output_fingerprints`).
@@ -215,7 +216,8 @@ class FairmonConfig(Strict):
         # the count stage's cluster buckets are staged with the rows (transforms/reo/cluster.py), and
         # which bucket an id gets is sql/impressions_bucket.sql's formula: rows bucketed by an
         # earlier formula must not be counted with rows bucketed by this one (a user would split)
-        inputs["cluster"] = [self.estimation.cluster_by, self.estimation.cluster_buckets]
+        est = self.estimation
+        inputs["cluster"] = [est.cluster_by, est.cluster_buckets, est.cluster_exact_max]
         if self.estimation.cluster_by != "none":
             inputs["cluster"].append(BUCKET_FORMULA)
         # with [envy] every impressions file also stages its per-user rows (and swap rows are allowed)

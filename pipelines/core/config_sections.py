@@ -75,9 +75,20 @@ class EstimationConfig(Strict):
         default=128,
         ge=16,
         le=65536,
-        description="cluster ids are hashed into this many buckets in the count stage (the robust variance "
-        "has buckets - 1 degrees of freedom); a day of at most this many clusters sums each cluster alone",
+        description="a day of more than cluster_exact_max clusters has its ids hashed into this many buckets "
+        "in the count stage (the robust variance then has buckets - 1 degrees of freedom)",
     )
+    cluster_exact_max: int = Field(
+        default=4096,
+        ge=0,
+        le=65536,
+        description="a day of at most this many clusters sums each cluster alone: the exact per-cluster "
+        "sandwich; more clusters fall back to cluster_buckets hash buckets",
+    )
+
+
+#: The default ``[estimation] cluster_exact_max``, which the API uses too.
+CLUSTER_EXACT = EstimationConfig.model_fields["cluster_exact_max"].default
 
 
 class ABConfig(Strict):

@@ -19,11 +19,12 @@ import duckdb
 import polars as pl
 
 from fairmon.pipelines.core.config import FairmonConfig
+from fairmon.pipelines.core.config_sections import CLUSTER_EXACT
 from fairmon.pipelines.ingest.engines import DuckEngine, SparkEngine
 from fairmon.pipelines.ingest.identity import first_line
 from fairmon.pipelines.storage import db
 from fairmon.transforms.contract import BUCKET_LABEL, CLUSTER_BUCKET, PROFILE_ROW, InputContractError
-from fairmon.transforms.reo.cluster import cluster_key_params
+from fairmon.transforms.reo.cluster_keys import cluster_key_params
 
 ID_KEY = ("ds", "traffic", "request_id", "item_id")
 _local = threading.local()  # per thread by nature: an in-memory DuckDB scratch connection, no run state
@@ -68,16 +69,35 @@ def cluster_column(cfg: FairmonConfig) -> tuple[str, bool] | None:
     return ("request_id", False) if by == "auto" else (by, True)
 
 
+class NullClusterId(InputContractError):
+    """A row without a cluster id while rows are clustered (``[estimation]
+    cluster_by``): ``column``, 1-based ``row`` and, for a scan of several
+    files, the ``file_index`` (``__file``) that :func:`profile_parquet`
+    turns into the file's name."""
+
+    def __init__(self, column: str, row: int, file_index: int | None = None, file: str | None = None):
+        self.file_index = file_index
+        super().__init__(
+            "the cluster id is empty; rows are clustered by it ([estimation] cluster_by), so every row needs "
+            'one: fill it, or set cluster_by = "none"',
+            file=file,
+            column=column,
+            row=row,
+        )
+
+
 class ClusterScan(NamedTuple):
     """How :func:`profile_rows` splits rows by cluster: the id ``column``,
-    the number of hash ``buckets``, and (for the label per bucket,
+    the number of hash ``buckets``, (for the label per bucket,
     sql/impressions_profile_buckets.sql) the ``signals`` and whether the
-    label rule is ``all`` of them (else any)."""
+    label rule is ``all`` of them (else any), and the most ids a file sums
+    one by one (``exact``, ``[estimation] cluster_exact_max``)."""
 
     column: str
     buckets: int
     signals: tuple[str, ...] = ()
     label_all: bool = False
+    exact: int = CLUSTER_EXACT
 
 
 def cluster_scan(cfg: FairmonConfig) -> ClusterScan | None:
@@ -86,18 +106,26 @@ def cluster_scan(cfg: FairmonConfig) -> ClusterScan | None:
     if cluster is None:
         return None
     imp = cfg.impressions
-    return ClusterScan(cluster[0], cfg.estimation.cluster_buckets, tuple(imp.signals), imp.label_rule == "all")
+    est = cfg.estimation
+    return ClusterScan(
+        cluster[0], est.cluster_buckets, tuple(imp.signals), imp.label_rule == "all", est.cluster_exact_max
+    )
 
 
-def _bucketed(engine, raw, cluster: ClusterScan | None):
+def _bucketed(engine, raw, cluster: ClusterScan | None, file: str):
     """``raw`` with the __cbucket column of sql/impressions_bucket.sql when it has the cluster column
-    (per-cluster keys for a file of at most ``buckets`` ids, else hash buckets)."""
+    (per-cluster keys for a file of at most ``exact`` ids, else hash buckets). Raises
+    :class:`NullClusterId` for a row without an id (sql/impressions_null_cluster.sql)."""
     if cluster is None or cluster[0] not in engine.columns(raw):
         return raw
     engine.register("raw_in", raw)
     scope = ["__file"] if "__file" in engine.columns(raw) else []  # a file's id count decides its keys
+    null = engine.frame(engine.sql("impressions_null_cluster", cluster=[cluster[0]], scope=scope))
+    if null.height:
+        index = null.item(0, "__scope") if scope else None
+        raise NullClusterId(cluster[0], int(null.item(0, "__row")) + 1, index, None if scope else file)
     name = "impressions_bucket_rows" if ids_mostly_distinct(engine, cluster[0]) else "impressions_bucket"
-    return engine.sql(name, cluster_key_params(cluster[1]), cluster=[cluster[0]], scope=scope)
+    return engine.sql(name, cluster_key_params(cluster.buckets, cluster.exact), cluster=[cluster[0]], scope=scope)
 
 
 #: Rows of the sample that decides how the cluster keys are computed (:func:`ids_mostly_distinct`).
@@ -232,8 +260,8 @@ def profile_rows(
         split = None  # the grouping set of the rows per bucket and label (sql/impressions_profile_buckets.sql)
         if cluster is not None and cluster[0] in present:
             labels = _labels_in_sql(engine, raw, cluster)
-            raw = _bucketed(engine, raw, cluster)
             registered.append("raw_in")
+            raw = _bucketed(engine, raw, cluster, file)
             if labels:
                 skip = {*cluster.signals, *ENVY_FLAGS}
                 split = [c for c in ("__file", *columns) if c in present and c not in skip] or None
@@ -336,6 +364,8 @@ def profile_parquet(
             parts = (parquet_rows(con, batch, first) for first, batch in id_check_batches(files))
             duplicated = duplicate_ids(con, parts, keys)
         prof = profile_rows(con, parquet_rows(con, files), columns, where, duplicated, cluster)
+    except NullClusterId as e:
+        raise NullClusterId(e.column, e.row, file=where if e.file_index is None else files[e.file_index]) from None
     except duckdb.Error as e:
         raise InputContractError(f"cannot read file: {e}", file=where) from None
     return {f: prof.filter(pl.col("__file") == i).drop("__file") for i, f in enumerate(files)}

@@ -18,6 +18,7 @@ import polars as pl
 
 from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
+from fairmon.pipelines.core.config_sections import CLUSTER_EXACT
 from fairmon.pipelines.ingest import staging_tables
 from fairmon.pipelines.ingest.sources import day_files
 from fairmon.pipelines.storage import db
@@ -45,18 +46,19 @@ def keyed_rows(by_key: pl.DataFrame) -> pl.DataFrame:
 
 
 def count_statements(
-    con: duckdb.DuckDBPyConnection, buckets: int, window_days: int, pool_policy: str
+    con: duckdb.DuckDBPyConnection, buckets: int, window_days: int, pool_policy: str, exact: int = CLUSTER_EXACT
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The per-key counts (ds, traffic, arm, attribute, group, cbucket, n,
     n_pos; unsorted) and the spans of the counted rows (ds, traffic, arm,
     window_start, window_end) of all the days of the frame registered as
     ``day_files`` on ``con``, at once. ``buckets``: ``[estimation]
     cluster_buckets``; ``window_days``/``pool_policy``: the random window
-    (``[impressions]``). Random rows that several days count are counted once
-    (:func:`random_shares`, :func:`pooled_rows`) and each of those days gets
+    (``[impressions]``); ``exact``: ``[estimation] cluster_exact_max``.
+    Random rows that several days count are counted once (:func:`random_shares`,
+    :func:`pooled_rows`) and each of those days gets
     their key rows, the rows it would have counted itself (integer sums).
     Raises what DuckDB raises."""
-    shares = random_shares(con, buckets, window_days, pool_policy)
+    shares = random_shares(con, exact, window_days, pool_policy)
     spans = count_spans(con, shares)
     own = own_rows(con, shares, buckets)
     pooled = pooled_rows(con, shares.drop_nulls("share"), buckets)
@@ -64,12 +66,12 @@ def count_statements(
     return pl.concat([own, pooled.drop("ds").join(days, on="share").select(own.columns)]).drop("share"), spans
 
 
-def random_shares(con: duckdb.DuckDBPyConnection, buckets: int, window_days: int, pool_policy: str) -> pl.DataFrame:
+def random_shares(con: duckdb.DuckDBPyConnection, exact: int, window_days: int, pool_policy: str) -> pl.DataFrame:
     """sql/count_random_shares.sql over the registered ``day_files``: per
     (day, random unit it counts) the day's share of random rows, whether it
     rehashes its keys and the staged rows of the day and of the unit.
     Arguments as :func:`count_statements`. Raises what DuckDB raises."""
-    return db.query(con, "count_random_shares", buckets=buckets, window_days=window_days, pool_policy=pool_policy)
+    return db.query(con, "count_random_shares", exact=exact, window_days=window_days, pool_policy=pool_policy)
 
 
 def count_spans(con: duckdb.DuckDBPyConnection, shares: pl.DataFrame) -> pl.DataFrame:
@@ -239,7 +241,7 @@ def _count_chunks(con: duckdb.DuckDBPyConnection, cfg: FairmonConfig, days: list
     rows is counted in the first chunk that needs it and kept while a later
     day still uses it."""
     imp, buckets = cfg.impressions, cfg.estimation.cluster_buckets
-    shares = random_shares(con, buckets, imp.random_window_days, imp.pool_policy)
+    shares = random_shares(con, cfg.estimation.cluster_exact_max, imp.random_window_days, imp.pool_policy)
     spans, totals = count_spans(con, shares), _traffic_totals(con, cfg)
     share_of = dict(shares.select("day", "share").unique().iter_rows())
     last_day = dict(shares.drop_nulls("share").group_by("share").agg(pl.col("day").max()).iter_rows())

@@ -29,13 +29,10 @@ from fairmon.transforms.registry import (
 from fairmon.transforms.reo.ab import ab_estimates
 from fairmon.transforms.reo.check_frames import reo_ab_check_frame
 from fairmon.transforms.reo.cluster import (
-    CLUSTER_BY,
-    CLUSTER_SUMS,
-    DESIGN_EFFECT,
-    N_CLUSTERS,
     bucket_sums,
     group_arrays,
 )
+from fairmon.transforms.reo.cluster_keys import CLUSTER_BY, CLUSTER_SUMS, DESIGN_EFFECT, N_CLUSTERS
 from fairmon.transforms.reo.multiplicity import bh_q_values
 from fairmon.transforms.reo.reo_tables import (
     cluster_columns,

@@ -12,14 +12,16 @@ linearised, Q̂_k − Q_k ≈ (1/n) Σ_c (a_{c,k} − Q_k n_c), so the sandwich
     Ĉov(Q̂_j, Q̂_k) = C/(C−1) · (1/n²) Σ_c e_{c,j} e_{c,k},  e_{c,k} = a_{c,k} − Q̂_k n_c
 
 It needs only Σ_c a_{c,j} a_{c,k} (K×K), Σ_c a_{c,k} n_c (K) and Σ_c n_c².
-fairmon's count stage hashes each cluster id into one of G buckets
-(``[estimation] cluster_buckets``) and sums rows and positives per bucket and
-group in the same scan that profiles the file, so the engine returns at most
-G×K numbers per traffic, arm and attribute, never one row per cluster.
-Buckets are unions of whole clusters, so the sum over buckets of e_b e_bᵀ
-adds only cross products of distinct independent clusters, whose expectation
-is zero: the bucketed sandwich is unbiased to first order with G − 1 degrees
-of freedom, and G/(G−1) is its small-sample factor.
+fairmon's count stage sums rows and positives per cluster key and group in
+the same scan that profiles the file (:mod:`fairmon.transforms.reo.cluster_keys`):
+one key per cluster on a day of at most ``[estimation] cluster_exact_max``
+clusters, so the sums and the sandwich are the exact per-cluster ones; on a
+larger day one of G hash buckets (``cluster_buckets``), so the engine returns
+at most G×K numbers per traffic, arm and attribute. Buckets are unions of
+whole clusters, so the sum over buckets of e_b e_bᵀ adds only cross products
+of distinct independent clusters, whose expectation is zero: the bucketed
+sandwich is unbiased to first order with G − 1 degrees of freedom, and
+G/(G−1) is its small-sample factor.
 
 With one row per cluster (n_c = 1, a_{c,k} ∈ {0, 1}, one group per row) the
 sandwich is (diag(Q) − QQᵀ)/n times n/(n−1): the multinomial covariance.
@@ -38,41 +40,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-
-from fairmon.transforms.registry import Column, F, I, S, non_negative, positive
-
-#: Columns of the REO family's tables that say how the variance treated clusters.
-CLUSTER_BY = Column(
-    "cluster_by",
-    S,
-    "-",
-    "Rows sharing this id are one cluster in the interval (`request_id`, `user_id`); `none`: independent rows "
-    "(config `estimation.cluster_by`).",
-)
-DESIGN_EFFECT = Column(
-    "design_effect",
-    F,
-    "ratio",
-    "Cluster-robust ÷ multinomial variance of the estimate (delta method); 1 for independent rows.",
-    bounds=positive("design_effect_positive"),
-)
-
-N_CLUSTERS = Column(
-    "n_clusters",
-    I,
-    "clusters",
-    "Units of the cluster-robust variance: the day's distinct cluster ids (default and random traffic, a "
-    "cluster in both counted once) when they number at most `estimation.cluster_buckets`, else the non-empty "
-    "hash buckets of whole clusters; the variance has n_clusters − 1 degrees of freedom. Null for independent rows.",
-    bounds=non_negative("n_clusters_non_negative"),
-)
-CLUSTER_SUMS = Column(
-    "cluster_sums",
-    S,
-    "-",
-    "`exact`: per-cluster sums (few clusters); `hashed`: sums per hash bucket of cluster ids; `none`: "
-    "independent rows.",
-)
 
 
 @dataclass(frozen=True)
@@ -261,17 +228,6 @@ def leave_one_out_together(
     if joint is None:
         return None
     return [None if p is None else (p[0].sum(axis=0)[None, :] - p[0], p[1].sum() - p[1]) for p in joint[0]]
-
-
-def cluster_key_params(buckets: int) -> dict[str, int]:
-    """The bound parameters of sql/impressions_bucket.sql for ``buckets``
-    hash buckets (G, ``[estimation] cluster_buckets``): ``buckets`` and
-    ``span`` = G·⌊(2³¹ − 1)/G⌋, the range of per-cluster keys. Keys are
-    stored as 32-bit integers, and G divides the span, so a per-cluster key
-    still gives its id's bucket. Raises ValueError for G < 2."""
-    if buckets < 2:
-        raise ValueError(f"cluster_buckets must be at least 2, got {buckets}")
-    return {"buckets": buckets, "span": buckets * ((2**31 - 1) // buckets)}
 
 
 def cluster_units(samples: list[BucketSums | None]) -> tuple[int | None, str]:

@@ -38,14 +38,11 @@ from fairmon.transforms.registry import (
 )
 from fairmon.transforms.reo.check_frames import group_counts_check_frame, reo_check_frame
 from fairmon.transforms.reo.cluster import (
-    CLUSTER_BY,
-    CLUSTER_SUMS,
-    DESIGN_EFFECT,
-    N_CLUSTERS,
     bucket_sums,
     cluster_units,
     group_arrays,
 )
+from fairmon.transforms.reo.cluster_keys import CLUSTER_BY, CLUSTER_SUMS, DESIGN_EFFECT, N_CLUSTERS
 from fairmon.transforms.reo.estimate import (
     EIGHTY_PERCENT_RULE_REO,
     MIN_EXPECTED_POSITIVES,

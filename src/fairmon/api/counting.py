@@ -21,8 +21,9 @@ from typing import Any
 import polars as pl
 
 from fairmon.api.frames import as_caller, as_polars, names, reject_reserved, require_columns
+from fairmon.pipelines.core.config_sections import CLUSTER_EXACT
 from fairmon.transforms.contract import ATTR_PREFIX, BASE_TRAFFIC, CLUSTER_BUCKET, normalize_impressions
-from fairmon.transforms.reo.cluster import cluster_key_params
+from fairmon.transforms.reo.cluster_keys import cluster_key_params
 from fairmon.transforms.reo.reo_tables import MISSING_GROUP
 
 #: Day given to rows without one: the facade counts the rows it is handed as one unit.
@@ -45,10 +46,11 @@ def count_rows(
     traffic_stages: Sequence[str] = (),
     cluster: str | None = None,
     cluster_buckets: int = CLUSTER_BUCKETS,
+    cluster_exact_max: int = CLUSTER_EXACT,
 ) -> pl.DataFrame:
     """:func:`group_counts` on a Polars frame; returns Polars, columns :data:`COUNT_COLUMNS` and ``cbucket``:
     with ``cluster`` (a column of cluster ids), one row per cluster key (:func:`cluster_bucket`: per
-    cluster when the frame has at most ``cluster_buckets`` ids, else per hash bucket), else null."""
+    cluster when the frame has at most ``cluster_exact_max`` ids, else per hash bucket), else null."""
     groups, labels = names(group, "group"), names(label, "label")
     if label_rule not in ("any", "all"):
         raise ValueError(f"label_rule {label_rule!r}: choose 'any' or 'all'")
@@ -63,7 +65,13 @@ def count_rows(
         *dict.fromkeys([*labels, *groups]),
     )
     if cluster is not None:
-        raw = raw.with_columns(cluster_bucket(frame.get_column(cluster), cluster_buckets).alias(CLUSTER_BUCKET))
+        ids = frame.get_column(cluster)
+        if ids.null_count():
+            row = int(ids.is_null().arg_true()[0])
+            raise ValueError(f"column {cluster!r}: row {row} (0-based) has no cluster id; give every row one")
+        raw = raw.with_columns(
+            cluster_bucket(frame.get_column(cluster), cluster_buckets, cluster_exact_max).alias(CLUSTER_BUCKET)
+        )
     staged = normalize_impressions(
         raw,
         file="rows",
@@ -114,17 +122,17 @@ class _ArrowStream:
         return self.frame.__arrow_c_stream__(requested_schema)
 
 
-def cluster_bucket(ids: pl.Series, buckets: int = CLUSTER_BUCKETS) -> pl.Series:
+def cluster_bucket(ids: pl.Series, buckets: int = CLUSTER_BUCKETS, exact: int = CLUSTER_EXACT) -> pl.Series:
     """The cluster key (int32) of each cluster id, computed by the pipeline's own statement
     ``sql/impressions_bucket.sql`` (rendered as its DuckDB engine renders it) on DuckDB, the ids taken as
     one file, so an id gets the key it gets when ``fairmon run`` clusters on either engine
     (transforms/reo/cluster.py; DESIGN §1 "Engines"). With h = ``int(hashlib.sha1(text.encode())
     .hexdigest()[:8], 16)``, ``text`` the id cast to VARCHAR (a null id: h = 6893924396578271964):
-    at most ``buckets`` distinct ids give the per-cluster keys ``-1 - h % span``
+    at most ``exact`` distinct ids (``[estimation] cluster_exact_max``) give the per-cluster keys ``-1 - h % span``
     (:func:`fairmon.transforms.reo.cluster.cluster_key_params`), more give the hash buckets
-    ``h % buckets`` (0 .. ``buckets`` − 1) (formula 4, pipelines/core/config.py ``BUCKET_FORMULA``).
+    ``h % buckets`` (0 .. ``buckets`` − 1) (formula 5, pipelines/core/config.py ``BUCKET_FORMULA``).
     Raises ValueError for ``buckets`` < 2."""
-    params = cluster_key_params(buckets)
+    params = cluster_key_params(buckets, exact)
     import duckdb
 
     from fairmon.pipelines.storage.portable import render

@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from fairmon.api.counting import CLUSTER_BUCKETS, COUNT_COLUMNS, UNDATED, count_rows, tidy_counts
+from fairmon.api.counting import CLUSTER_BUCKETS, CLUSTER_EXACT, COUNT_COLUMNS, UNDATED, count_rows, tidy_counts
 from fairmon.api.frames import as_caller, as_polars
 from fairmon.transforms.blas import one_blas_thread, single_blas_thread
 from fairmon.transforms.reo.ab_tables import ab_pairs, reo_ab_table
@@ -103,6 +103,7 @@ def _group_counts_table(
     traffic_stages: Sequence[str],
     cluster: str | None = None,
     cluster_buckets: int = CLUSTER_BUCKETS,
+    cluster_exact_max: int = CLUSTER_EXACT,
 ) -> tuple[pl.DataFrame, pl.DataFrame | None, list, Any, bool]:
     """(counts in the pipeline's ``group_counts`` layout, the per-bucket counts
     when ``cluster`` is given, the days, the caller's kind, whether the input
@@ -121,6 +122,7 @@ def _group_counts_table(
             traffic_stages=traffic_stages,
             cluster=cluster,
             cluster_buckets=cluster_buckets,
+            cluster_exact_max=cluster_exact_max,
         )
         tidy = long.group_by(*COUNT_COLUMNS[:4]).agg(pl.col("n").sum(), pl.col("n_pos").sum())
         if cluster is not None:
@@ -152,7 +154,17 @@ def _group_counts_table(
 
 #: The arguments of :func:`reo`, :func:`reo_groups` and :func:`reo_ab` that say how the input is counted
 #: (:func:`_group_counts_table`); the others tune the estimates.
-_COUNTING = ("group", "label", "traffic", "arm", "label_rule", "traffic_stages", "cluster", "cluster_buckets")
+_COUNTING = (
+    "group",
+    "label",
+    "traffic",
+    "arm",
+    "label_rule",
+    "traffic_stages",
+    "cluster",
+    "cluster_buckets",
+    "cluster_exact_max",
+)
 
 
 def _counted(data: Any, args: dict) -> tuple[pl.DataFrame, pl.DataFrame | None, list, Any, bool]:
@@ -192,6 +204,7 @@ def reo(
     traffic_stages: Sequence[str] = (),
     cluster: str | None = None,
     cluster_buckets: int = CLUSTER_BUCKETS,
+    cluster_exact_max: int = CLUSTER_EXACT,
 ) -> Any:
     """REO with missing labels, from default and random traffic, with its interval and verdict.
 
@@ -215,8 +228,9 @@ def reo(
     ``cluster``: a column of cluster ids (rows only; e.g. ``request_id`` or
     ``user_id``): rows sharing an id are not independent, so the intervals
     use the cluster-robust (sandwich) covariance, over each cluster when
-    there are at most ``cluster_buckets`` of them, else over that many hash
-    buckets of the ids, exactly as ``fairmon run`` with ``[estimation]
+    there are at most ``cluster_exact_max`` of them (the exact sandwich),
+    else over ``cluster_buckets`` hash buckets of the ids, exactly as
+    ``fairmon run`` with ``[estimation]
     cluster_by`` (DESIGN §4.1 "Clustered rows"); ``design_effect`` then says
     how much wider they are, ``n_clusters`` and ``cluster_sums`` what they
     sum over. None: independent rows (``cluster_by = "none"``).
@@ -239,7 +253,7 @@ def reo(
     ``n_clusters`` and ``cluster_sums``.
 
     Raises ValueError for a missing column (naming it and the columns present),
-    a label that is not boolean, an unknown traffic value, no default or no
+    a label that is not boolean, an unknown traffic value, an empty ``cluster`` id, no default or no
     random traffic, malformed counts, or an unknown ``ci_method``; TypeError
     when ``data`` is not a data frame. Degenerate data (P_k = 0, Q_k = 0)
     gives NaN with a reason, not an exception.
@@ -266,6 +280,7 @@ def reo_groups(
     traffic_stages: Sequence[str] = (),
     cluster: str | None = None,
     cluster_buckets: int = CLUSTER_BUCKETS,
+    cluster_exact_max: int = CLUSTER_EXACT,
 ) -> Any:
     """Per-group terms of REO: Q_k, P_k, U_k = Q_k/P_k and ΔU_k = U_k/mean(U) − 1 with SEs and CIs.
 
@@ -300,6 +315,7 @@ def reo_ab(
     traffic_stages: Sequence[str] = (),
     cluster: str | None = None,
     cluster_buckets: int = CLUSTER_BUCKETS,
+    cluster_exact_max: int = CLUSTER_EXACT,
 ) -> Any:
     """A/B differences of REO and of each ΔU_k, treatment arm minus control arm.
 
@@ -310,7 +326,7 @@ def reo_ab(
     (joint delta method through the shared P̂, DESIGN §4.1), ``delta_paper``
     (SE = sqrt(SE_T² + SE_C²)), ``partition`` (paired folds, ``folds``) and
     ``bootstrap`` (``n_boot`` joint resamples seeded by ``seed``).
-    ``cluster``/``cluster_buckets``: cluster-robust intervals as in :func:`reo`.
+    ``cluster``/``cluster_buckets``/``cluster_exact_max``: cluster-robust intervals as in :func:`reo`.
 
     Returns a frame of the caller's kind, one row per (ds,) attribute ×
     treatment × metric (``reo``, then ``delta_U:<group>``) × method, columns
