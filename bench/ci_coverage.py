@@ -142,7 +142,11 @@ AB_SCENARIOS = {
     "K=8 near parity, mirror (100)": (8, 0.05, 0.05, True, 100),
     "K=16 flip (500)": (16, 0.10, 0.15, True, 500),
     "K=16 both at parity (500)": (16, 0.0, 0.0, False, 500),
+    # unequal groups: random-traffic shares 30 % down to 3 % (geometric), 600 down to 60 random positives
+    "K=8 unequal 30-3 %, flip (600-60)": (8, 0.15, 0.25, True, 2000, "unequal"),
 }
+#: Group shares of the "unequal" scenarios: geometric from 30 % to 3 %, summing to 1.
+UNEQUAL = np.geomspace(0.30, 0.03, 8) / np.geomspace(0.30, 0.03, 8).sum()
 AB_METHODS = ("delta", "delta_paper", "partition", "bootstrap")
 
 
@@ -151,12 +155,12 @@ def ab_regime(args: tuple) -> list[dict]:
     false-change rate when D_REO = 0, share of rows answered with a near-parity or
     NaN reason, p-value/interval disagreement; D_k coverage printed beside."""
     name, reps, seed = args
-    K, r_C, r_T, flip, e = AB_SCENARIOS[name]
+    K, r_C, r_T, flip, e, *shape = AB_SCENARIOS[name]
     rng = np.random.default_rng(seed)
     U_C, U_T = utilities_with_reo(K, r_C), utilities_with_reo(K, r_T)
     U_T = U_T[::-1].copy() if flip else U_T
     n_arm, n_rand = 150_000, 43_000
-    P = np.full(K, e / n_rand)
+    P = np.full(K, e / n_rand) if not shape else e * UNEQUAL / n_rand  # unequal: e random positives in all
     Q_C = P * U_C / np.sum(P * U_C) * 0.3
     Q_T = P * U_T / np.sum(P * U_T) * 0.3
     aC, aT, b = draw(Q_C, n_arm, rng, reps), draw(Q_T, n_arm, rng, reps), draw(P, n_rand, rng, reps)
@@ -236,6 +240,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ab-reps", type=int, default=0, help="replications per A/B regime (default 1000)")
     ap.add_argument("--ab-only", action="store_true", help="only the A/B regimes (D_REO)")
+    ap.add_argument("--ab-match", default="", help="only the A/B scenarios whose name contains this text")
     args = ap.parse_args()
     reps = 200 if args.quick else args.reps
     t0 = time.perf_counter()
@@ -247,7 +252,7 @@ def main() -> None:
     ]
     jobs += [(16, reo, 0, reps, args.seed + 7 + int(reo * 100), 0.02) for reo in (0.0, 0.1, 0.33)]
     ab_reps = args.ab_reps or (100 if args.quick else 1000)
-    ab_jobs = [(name, ab_reps, args.seed + 31 * i) for i, name in enumerate(AB_SCENARIOS)]
+    ab_jobs = [(name, ab_reps, args.seed + 31 * i) for i, name in enumerate(AB_SCENARIOS) if args.ab_match in name]
     with ProcessPoolExecutor(max_workers=2) as pool:
         rows = [] if args.ab_only else list(pool.map(reo_regime, jobs, chunksize=2))
         for r in pool.map(ab_regime, ab_jobs):

@@ -119,6 +119,16 @@ def test_bootstrap_p_value_is_the_smallest_level_whose_interval_excludes_zero():
         np.testing.assert_array_equal((lo > 0) | (hi < 0), p < 1 - level)
 
 
+def test_an_undecided_projection_names_the_traffic_by_hand():
+    from fairmon.transforms.reo.ab_reo import undecided_note
+
+    # h = 0.03 − (−0.05) = 0.08 facing 0, d = 0.03: ×(0.08/0.03)² = ×7.11, 43,000 × 7.11 = 305,778 random rows
+    note = undecided_note(0.03, -0.05, 0.11, 43_000)
+    assert "both traffics ×7.11 (about 305,778 random rows in the window, now 43,000)" in note
+    assert "stays near -0.03, both traffics ×7.11" in undecided_note(-0.03, -0.11, 0.05, 43_000)
+    assert "no traffic decides" in undecided_note(0.0, -0.05, 0.05, 43_000)
+
+
 def test_near_parity_projection_row_and_its_p_value_agree():
     # Control at parity with 100 random positives a group: D_REO's row is the projection interval.
     aT, aC, b = np.array([5200, 4800]), np.array([5010, 4990]), np.array([100, 104])
@@ -130,6 +140,13 @@ def test_near_parity_projection_row_and_its_p_value_agree():
     for e in rows:
         assert "near parity" in e.reason and "control" in e.reason
         assert e.ci_low < 0 < e.ci_high
+        # the row says it cannot decide, and the traffic that would: both traffics ×(h/d)², h the half-width
+        # facing 0 and d = |D_REO| (the estimate assumed to stay), so 43,000 random rows ×(h/d)²
+        f = ((e.diff - e.ci_low) / e.diff) ** 2 if e.diff >= 0 else ((e.ci_high - e.diff) / e.diff) ** 2
+        assert f"inconclusive: the interval holds 0; if D_REO stays near {e.diff:.3g}, both traffics ×{f:.3g} " in (
+            e.reason
+        )
+        assert f"about {43_000 * f:,.0f} random rows in the window, now 43,000" in e.reason
     # the p-value: the interval at level 1 − p (just below/above) holds/excludes 0
     from fairmon.transforms.reo.ab_reo import arm_shapes
 

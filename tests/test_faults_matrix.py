@@ -686,3 +686,39 @@ def test_an_empty_cluster_id_is_a_value_error_in_the_api():
     )
     with pytest.raises(ValueError, match=r"column 'u': row 2 \(0-based\) has no cluster id"):
         fairmon.reo(rows, group="g", label="y", cluster="u")
+
+
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
+def test_labels_written_yes_no_are_refused_at_pre_flight_naming_row_column_and_accepted_values(project):
+    """A signal column of "yes"/"no" fails signal_is_boolean: the pre-flight value scan names the file, the first
+    row, the column, the values and the accepted set (exit 1, recorded quarantined), before GX is imported."""
+    import subprocess
+    import sys
+
+    from fairmon.pipelines.core.config import load_config
+
+    day = project.parent / "default" / f"{DAY}.csv"
+    lines = day.read_text().splitlines()
+    header = lines[0].split(",")
+    signal = load_config(project).impressions.signals[0]
+    col = header.index(signal)
+    rows = [x.split(",") for x in lines[1:]]
+    for r in rows:
+        r[col] = {"1": "yes", "0": "no"}.get(r[col], r[col])
+    day.write_text("\n".join([lines[0], *(",".join(r) for r in rows)]) + "\n")
+    res = _cli(["run", "-c", project, "--date", DAY, "--no-prefect"])
+    out = res.output.replace("\n", " ")
+    assert res.exit_code == 1 and "Traceback" not in out, out
+    first = rows[0][col]
+    assert f"column {signal!r}, row 1: {first!r}" in out and "fail signal_is_boolean[" in out, out
+    assert "accepted: 0, 1, true, false, t, f" in out and "checked from file headers and values" in out
+    assert f"({len(rows):,} row(s) fail signal_is_boolean[{signal}])" in out
+    assert _published_reo(project) == []
+    # in a process of its own, the refusal comes before Great Expectations is imported
+    probe = (
+        "import sys\nfrom fairmon.pipelines.faces.cli import app\n"
+        f'try:\n    app(["run", "-c", {str(project)!r}, "--date", "{DAY}", "--no-prefect"])\n'
+        "except SystemExit as e:\n    print('exit', e.code, 'gx' if 'great_expectations' in sys.modules else 'no gx')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
+    assert done.stdout.strip().splitlines()[-1] == "exit 1 no gx", done.stdout + done.stderr

@@ -281,8 +281,10 @@ def preflight_or_exit(
     line each and the run goes on: those days are quarantined by their
     gate as before, their outcome recorded, and the others publish."""
     from fairmon.pipelines.ingest.preflight import describe, preflight, preflight_summary
+    from fairmon.pipelines.ingest.preflight_values import value_findings
 
     found = preflight(cfg, days)
+    found |= value_findings(cfg, [d for d in days if d not in found])
     if not found:
         return
     lines = describe(found)
@@ -298,7 +300,8 @@ def preflight_or_exit(
     if record:
         alerts = record_preflight(cfg, config_path, {ds: preflight_summary(ds, found[ds])["error"] for ds in days})
     err.print(
-        f"pre-flight: nothing ran ({len(days)} day(s) checked from file headers; exit {EXIT_QUARANTINED})", markup=False
+        f"pre-flight: nothing ran ({len(days)} day(s) checked from file headers and values; exit {EXIT_QUARANTINED})",
+        markup=False,
     )
     if as_json:
         summaries = [preflight_summary(ds, found[ds]) for ds in days]

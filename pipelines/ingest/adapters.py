@@ -222,6 +222,36 @@ def profile_files(cfg: FairmonConfig, files: list[Path]) -> dict[str, pl.DataFra
     return out
 
 
+#: Profiles :func:`read_unit` gave the pre-flight check, each kept for the
+#: staging of the same process (:func:`keep_read`), so a file is read once a run.
+_KEPT: dict[tuple, pl.DataFrame] = {}
+
+
+def _kept_key(cfg: FairmonConfig, unit: IngestUnit) -> tuple | None:
+    """A kept profile's key: the unit, its file's size and mtime, the staging fingerprint; None off disk."""
+    try:
+        st = unit.file.stat()
+    except OSError:
+        return None
+    return (unit, st.st_size, st.st_mtime_ns, cfg.fingerprint())
+
+
+def keep_read(cfg: FairmonConfig, unit: IngestUnit, profile: pl.DataFrame | None = None) -> pl.DataFrame:
+    """:func:`read_unit` of ``unit`` (``profile``: the batch's, :func:`profile_files`),
+    kept until :func:`read_unit` is next asked for it with the file unchanged
+    (then handed over and forgotten). Raises as :func:`read_unit`."""
+    frame = read_unit(cfg, unit, profile)
+    key = _kept_key(cfg, unit)
+    if key is not None:
+        _KEPT[key] = frame
+    return frame
+
+
+def is_kept(cfg: FairmonConfig, unit: IngestUnit) -> bool:
+    """Whether :func:`keep_read` holds ``unit``'s profile for its file as it is now."""
+    return _kept_key(cfg, unit) in _KEPT
+
+
 def read_unit(cfg: FairmonConfig, unit: IngestUnit, profile: pl.DataFrame | None = None) -> pl.DataFrame:
     """The profile of one ingest unit (:func:`profile_rows`) with the
     contract columns a format leaves implicit (ds, traffic, arm) filled in;
@@ -234,6 +264,10 @@ def read_unit(cfg: FairmonConfig, unit: IngestUnit, profile: pl.DataFrame | None
 
     Raises :class:`InputContractError` naming the file when it cannot be read.
     """
+    if profile is None and _KEPT:
+        kept = _KEPT.pop(_kept_key(cfg, unit), None)
+        if kept is not None:
+            return kept
     imp = cfg.impressions
     columns = profile_columns(cfg)
     path, file = unit.file, str(unit.file)

@@ -14,7 +14,8 @@ has and the config key that names the column), an empty file
 (``has_rows``), a CSV that is not UTF-8 (the reader fails on it); an
 expectation a config's ``[quality] severity`` makes a warning is not
 reported. A one-column header holding ``;``, a tab or ``|`` is named as a
-wrong delimiter. No rows are read: values are the gate's part.
+wrong delimiter. Values are read by the second part of the check
+(:mod:`fairmon.pipelines.ingest.preflight_values`), for days whose headers pass.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def _critical(cfg: FairmonConfig, name: str, default: str = "critical") -> bool:
     return sev.get(name, sev.get(name.split("[")[0], default)) == "critical"
 
 
-def _shown(cfg: FairmonConfig, path: Path) -> str:
+def shown_path(cfg: FairmonConfig, path: Path) -> str:
     """``path`` relative to the config's folder when inside it."""
     try:
         return path.resolve().relative_to(cfg.base_dir.resolve()).as_posix()
@@ -184,7 +185,7 @@ class _Checker:
 
     def file_findings(self, ds: dt.date, source: str, path: Path, unit=None) -> list[Finding]:
         """What keeps file ``path`` of input ``source`` from passing its raw suite's column checks."""
-        cfg, shown = self.cfg, _shown(self.cfg, path)
+        cfg, shown = self.cfg, shown_path(self.cfg, path)
         if not path.is_file():
             return []
         columns, unreadable = self.header(path)
@@ -234,7 +235,7 @@ class _Checker:
         out = []
         own = [u for u in units if u.ds_start == ds and u.scope != "random" and u.traffic in (None, "default")]
         if not own and _critical(cfg, "default_traffic_present"):
-            expected = _shown(cfg, cfg.resolve(imp.path.replace("{ds}", ds.isoformat())))
+            expected = shown_path(cfg, cfg.resolve(imp.path.replace("{ds}", ds.isoformat())))
             out.append(
                 Finding(
                     ds,

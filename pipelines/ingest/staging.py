@@ -29,6 +29,7 @@ from fairmon.pipelines.ingest import staging_tables
 from fairmon.pipelines.ingest.adapters import (
     IngestUnit,
     envy_profile,
+    is_kept,
     normalize_log_unit,
     normalize_unit,
     profile_files,
@@ -259,7 +260,7 @@ def ingest_days(
             listed[ds] = e
     units = {u.file: u for us in listed.values() if isinstance(us, list) for u in us}
     t0 = time.perf_counter()
-    known = {} if force else _recorded(cfg, source, list(units.values()))
+    known = {} if force else recorded_results(cfg, source, list(units.values()))
     todo = [u for f, u in units.items() if f not in known]
     checked, broken, staged = _stage(cfg, source, todo, timing.batch_book(days), t0)
     out: dict[dt.date, list[DQResult] | InputContractError] = {}
@@ -289,7 +290,8 @@ def _stage(
     src = input_source(cfg, source)
     broken: dict[Path, InputContractError] = {}
     read = []
-    profiles = profile_files(cfg, [u.file for u in todo]) if source == "impressions" and len(todo) > 1 else {}
+    fresh = [u for u in todo if source == "impressions" and not is_kept(cfg, u)]  # kept: read at pre-flight
+    profiles = profile_files(cfg, [u.file for u in fresh]) if len(fresh) > 1 else {}
     for u in todo:
         try:
             read.append((u, src.read(u, profiles.pop(str(u.file), None)), file_fingerprint(u.file, cfg)))
@@ -319,7 +321,7 @@ def _stage(
     return checked, broken, len(batch)
 
 
-def _recorded(cfg: FairmonConfig, source: str, units: list[IngestUnit]) -> dict[Path, tuple[DQResult, int]]:
+def recorded_results(cfg: FairmonConfig, source: str, units: list[IngestUnit]) -> dict[Path, tuple[DQResult, int]]:
     """The raw suite's results recorded when ``units``' files were staged,
     with each file's staged rows, from one ingest-log query: {file: (its
     recorded result, rows)} for the files unchanged since (same size, mtime

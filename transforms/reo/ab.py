@@ -257,7 +257,7 @@ def ab_estimates(
     arms = arm_shapes((Q_T, Q_C, P), (n_T, n_C, n_rand), U_T, U_C, clusters, level)
     # only D_REO's rows (the first of each method) change by regime, in the methods' order as one list
     reo = [_estimates({f: c[:1] for f, c in blk.items()})[0] for blk in out]
-    for blk, e in zip(out, reo_rows_by_regime(reo, arms, float(diff[0]), level)):
+    for blk, e in zip(out, reo_rows_by_regime(reo, arms, float(diff[0]), level, n_rand)):
         for f in AB_FIELDS:
             blk[f][0] = getattr(e, f)
     if clustered:  # the design effect is the data's, the same on every method's row of a metric

@@ -244,15 +244,38 @@ def arm_shapes(
     return out[0], out[1]
 
 
-def reo_rows_by_regime(out: list, arms: tuple[ArmShape, ArmShape], diff: float, level: float) -> list:
+def undecided_note(diff: float, lo: float, hi: float, n_rand: int | None) -> str:
+    """Words for a projection interval [lo, hi] that holds 0: the row is
+    inconclusive, and the traffic that would decide it if the estimate
+    ``diff`` stays: the half-width h facing 0 must shrink below d = |diff|,
+    and a width that falls as 1/√rows needs both traffics ×(h/d)² (the
+    planner's rule for a verdict, :func:`fairmon.transforms.planning.settle.settle_verdict`);
+    ``n_rand``: the random rows of the window now, or None."""
+    d = abs(diff)
+    h = diff - lo if diff >= 0 else hi - diff
+    if not (np.isfinite(d) and np.isfinite(h)) or d == 0 or h <= 0:
+        return "inconclusive: the interval holds 0 and the estimate is 0, so no traffic decides the sign of a change"
+    f = (h / d) ** 2
+    rows = f" (about {n_rand * f:,.0f} random rows in the window, now {n_rand:,})" if n_rand else ""
+    return (
+        f"inconclusive: the interval holds 0; if D_REO stays near {diff:.3g}, both traffics ×{f:.3g}{rows} "
+        "would put it on one side of 0"
+    )
+
+
+def reo_rows_by_regime(
+    out: list, arms: tuple[ArmShape, ArmShape], diff: float, level: float, n_rand: int | None = None
+) -> list:
     """D_REO's rows by regime (:mod:`fairmon.transforms.reo.ab_reo`): near parity
     in an arm, every method's interval (not ``delta_paper``, a comparison
     method) becomes the projection interval with its p-value and a reason;
     far from it the ``delta`` row is centred at the second-order
     bias-corrected difference; ``partition``'s D_REO is NaN with
     :data:`PARTITION_WHY` (per-fold REO misstates the SE; no gate on the data
-    avoided publishing only a selected, miscovering subset). The method's SE
-    is kept."""
+    avoided publishing only a selected, miscovering subset). A projection
+    interval that holds 0 says it is inconclusive and what traffic would
+    decide it (:func:`undecided_note`, ``n_rand`` the window's random rows).
+    The method's SE is kept."""
     from scipy import stats  # imported here, not at the top (fairmon.transforms)
 
     T, C = arms
@@ -268,7 +291,9 @@ def reo_rows_by_regime(out: list, arms: tuple[ArmShape, ArmShape], diff: float, 
         elif near:
             if proj is None:
                 lo, hi = projection_interval(T, C, level)
-                proj = (lo, hi, projection_p_value(T, C), near_parity_reason(arms, level))
+                why = near_parity_reason(arms, level)
+                why += f"; {undecided_note(diff, lo, hi, n_rand)}" if lo <= 0 <= hi else ""
+                proj = (lo, hi, projection_p_value(T, C), why)
             res.append(replace(e, ci_low=proj[0], ci_high=proj[1], p_value=proj[2], reason=proj[3], df=float("nan")))
         elif e.method == "delta":
             centre = diff - (T.bias - C.bias)

@@ -1,0 +1,90 @@
+"""A raw suite's critical value expectations evaluated on a file's profile
+with Polars, without Great Expectations: the pre-flight check
+(:mod:`fairmon.pipelines.ingest.preflight_values`) finds a label outside its
+accepted values, a null where none may be, or a repeated id in a second
+instead of after GX's import and run.
+
+The entries are the suite's own (``expectations/<suite>.json`` expanded by
+:func:`fairmon.pipelines.checks.suites.expand_spec`), so the two cannot
+disagree on what is checked; each type keeps GX's semantics for a column map
+expectation: nulls are outside the domain of every type but
+``ExpectColumnValuesToNotBeNull`` (GX Core 1.x, ``mostly`` = 1); a regex is
+searched, not anchored (its own ``^…$`` anchors it); bounds are inclusive.
+A profile row stands for ``__n`` file rows, its first at ``__first_row``.
+The gate itself still runs on every day that goes on.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from fairmon.transforms.contract import PROFILE_N, PROFILE_ROW
+
+#: The expectation types evaluated here (column map expectations on one column).
+VALUE_TYPES = (
+    "ExpectColumnValuesToNotBeNull",
+    "ExpectColumnValuesToBeInSet",
+    "ExpectColumnValuesToNotBeInSet",
+    "ExpectColumnValuesToMatchRegex",
+    "ExpectColumnValuesToBeBetween",
+)
+
+
+def _unexpected(entry: dict, col: pl.Expr) -> pl.Expr:
+    """The rows ``entry`` (one expanded expectation) counts as unexpected."""
+    kw, kind = entry["kwargs"], entry["type"]
+    if kind == "ExpectColumnValuesToNotBeNull":
+        return col.is_null()
+    if kind == "ExpectColumnValuesToBeInSet":
+        return col.is_not_null() & ~col.is_in(list(kw["value_set"]))
+    if kind == "ExpectColumnValuesToNotBeInSet":
+        return col.is_not_null() & col.is_in(list(kw["value_set"]))
+    if kind == "ExpectColumnValuesToMatchRegex":
+        return col.is_not_null() & ~col.cast(pl.String).str.contains(kw["regex"])
+    low, high = kw.get("min_value"), kw.get("max_value")
+    out = pl.lit(False)
+    if low is not None:
+        out = out | (col < low)
+    if high is not None:
+        out = out | (col > high)
+    return col.is_not_null() & out
+
+
+def failing_values(entries: list[dict], frame: pl.DataFrame, limit: int = 5) -> list[dict]:
+    """The critical value expectations among ``entries`` that ``frame`` (a
+    raw check frame: a profile through
+    :func:`fairmon.transforms.gate_frames.raw_check_frame`) fails: per
+    failing expectation {name, column, rows (file rows unexpected),
+    first_row (1-based file row of the first), values (up to ``limit``
+    distinct unexpected values, as text, first seen first), value_set (the
+    accepted values, for a set expectation)}. Entries of other types or
+    severities, or on a column the frame lacks, are skipped. Raises nothing
+    of its own."""
+    n = pl.col(PROFILE_N) if PROFILE_N in frame.columns else pl.lit(1)
+    first = pl.col(PROFILE_ROW) if PROFILE_ROW in frame.columns else pl.int_range(1, pl.len() + 1)
+    out = []
+    for entry in entries:
+        column = entry["kwargs"].get("column")
+        if entry["severity"] != "critical" or entry["type"] not in VALUE_TYPES or column not in frame.columns:
+            continue
+        try:
+            bad = frame.select(first.alias("row"), n.alias("n"), pl.col(column).alias("value")).filter(
+                _unexpected(entry, pl.col("value"))
+            )
+        except pl.exceptions.PolarsError:  # a type the rule cannot compare: the gate reports it
+            continue
+        if not bad.height:
+            continue
+        bad = bad.sort("row")
+        values = bad.get_column("value").cast(pl.String).fill_null("(empty)").unique(maintain_order=True)
+        found = {
+            "name": entry["name"],
+            "column": column,
+            "rows": int(bad.get_column("n").sum()),
+            "first_row": int(bad.get_column("row")[0]),
+            "values": values.head(limit).to_list(),
+        }
+        if "value_set" in entry["kwargs"]:
+            found["value_set"] = [str(v) for v in entry["kwargs"]["value_set"]]
+        out.append(found)
+    return out

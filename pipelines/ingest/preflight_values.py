@@ -1,0 +1,98 @@
+"""The pre-flight check's value scan: each day's impressions files not yet
+staged are read (their profile, as staging reads them) and the raw suite's
+critical value expectations are evaluated on it without Great Expectations
+(:mod:`fairmon.pipelines.checks.value_checks`), so a label written "yes", a
+traffic value outside the set, an empty signal or a repeated id is an
+``error:`` line naming the file, the first row, the column and the values
+accepted, within seconds. Each profile is kept for the staging of the same
+process (:func:`fairmon.pipelines.ingest.adapters.keep_read`): a file is
+read once a run. Files already staged and unchanged are not read again
+(their recorded result stands), nor are catalog tables, Coat matrices or
+scores and labels logs (their gate runs as before).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import duckdb
+
+from fairmon.pipelines.checks.suites import expand_spec, load_spec
+from fairmon.pipelines.checks.value_checks import failing_values
+from fairmon.pipelines.core.config import FairmonConfig
+from fairmon.pipelines.ingest.adapters import keep_read, profile_files
+from fairmon.pipelines.ingest.preflight import Finding, shown_path
+from fairmon.pipelines.ingest.sources import ImpressionsInput
+from fairmon.pipelines.ingest.staging import input_source, recorded_results
+from fairmon.transforms.contract import InputContractError, without_buckets
+from fairmon.transforms.gate_frames import raw_check_frame
+
+#: Characters of a quoted value in a finding (the rest is cut, with its length said).
+VALUE_CHARS = 40
+
+
+def value_findings(cfg: FairmonConfig, days: list[dt.date]) -> dict[dt.date, list[Finding]]:
+    """Per day of ``days`` with one, the :class:`Finding` of each critical
+    value expectation its unstaged impressions files fail (module
+    docstring); days without are left out. A file that cannot be read is
+    left to the run, which reports it. Raises nothing of its own."""
+    imp = cfg.impressions
+    if imp is None or imp.format == "coat" or imp.table is not None or not days:
+        return {}
+    units = {}
+    for ds in days:
+        try:
+            units[ds] = ImpressionsInput(cfg).units(ds)
+        except InputContractError:
+            continue
+    todo = {u.file: u for us in units.values() for u in us if u.file.is_file()}
+    staged = _staged(cfg, list(todo.values()))
+    src = input_source(cfg, "impressions")
+    spec, severity = load_spec(src.suite), dict(cfg.quality.severity)
+    fresh = {file: unit for file, unit in todo.items() if file not in staged}
+    profiles = profile_files(cfg, list(fresh)) if len(fresh) > 1 else {}  # one scan per Parquet schema
+    by_file: dict = {}
+    for file, unit in fresh.items():
+        try:
+            raw = keep_read(cfg, unit, profiles.pop(str(file), None))
+            raw = raw_check_frame(without_buckets(raw), src.text_columns)
+        except InputContractError:
+            continue
+        entries = expand_spec(spec, src.params, raw.columns, severity)
+        by_file[file] = [_finding(cfg, file, f) for f in failing_values(entries, raw)]
+    out = {}
+    for ds, us in units.items():
+        found = [Finding(ds, "impressions", *f) for u in us for f in by_file.get(u.file, [])]
+        if found:
+            out[ds] = found
+    return out
+
+
+def _staged(cfg: FairmonConfig, units: list) -> dict:
+    """The files of ``units`` staged unchanged (:func:`fairmon.pipelines.ingest.staging.recorded_results`),
+    or none when the DuckDB file does not exist yet (the pre-flight check creates nothing) or cannot be
+    opened now (another process writing it): every file is then read."""
+    if not cfg.duckdb_path.is_file():
+        return {}
+    try:
+        return recorded_results(cfg, "impressions", units)
+    except duckdb.Error:
+        return {}
+
+
+def _quoted(value: str) -> str:
+    text = repr(value)
+    return text if len(text) <= VALUE_CHARS else f"{text[:VALUE_CHARS]}… ({len(value):,} characters)"
+
+
+def _finding(cfg: FairmonConfig, file, failure: dict) -> tuple[str, str, str]:
+    """(check, shown file, message) of one failing value expectation."""
+    shown = shown_path(cfg, file)
+    values = ", ".join(_quoted(v) for v in failure["values"])
+    message = (
+        f"{shown}: column {failure['column']!r}, row {failure['first_row']}: {values} "
+        f"({failure['rows']:,} row(s) fail {failure['name']})"
+    )
+    if "value_set" in failure:
+        message += f"; accepted: {', '.join(failure['value_set'])}"
+    return failure["name"], shown, message
