@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ci_coverage import AB_SCENARIOS, UNEQUAL, draw, utilities_with_reo
 
 from fairmon.transforms.reo.ab import ab_estimates
-from fairmon.transforms.reo.ab_bootstrap import replicate_reo, replicate_utilities
+from fairmon.transforms.reo.ab_bootstrap import replicate_utilities
 from fairmon.transforms.reo.ab_reo import percentile_bounds
 from fairmon.transforms.reo.bootstrap import (
     bca_acceleration,
@@ -104,7 +104,8 @@ def replicates(samples, rng, B=1000) -> np.ndarray:
     draws = [resample_counts(pos, n, B, rng) for pos, n in samples]
     ones = np.ones(B)
     sizes = tuple(ones * n for _, n in samples)
-    return replicate_reo(replicate_utilities(tuple(draws), sizes), draws[0].shape)[2]
+    T, C = replicate_utilities(tuple(draws), sizes)(slice(None), slice(None))
+    return reo_rows(T) - reo_rows(C)
 
 
 def scenario(name: str, reps: int, seed: int) -> dict[str, float]:

@@ -130,8 +130,9 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
     steps = {name.rsplit("-", 1)[0] for name in _task_run_names(day_run.id)}
     assert {"count-groups", "check-day", "estimate-reo", "check-outputs", "publish-day"} <= steps
 
-    # a quarantined day (a value the gate refuses; the pre-flight check reads headers only): exit 1, in the
-    # JSON too; its state is named, alone and in a backfill
+    # a quarantined day (a value the raw suite refuses): a run of that day alone is refused by the pre-flight
+    # value scan before any flow runs (exit 1, in the JSON too); in a backfill with a good day the range runs
+    # and the gate quarantines it, its task run's state named
     bad = sim / "default" / "2026-03-02.csv"
     first = pl.col("share").cast(pl.String)
     pl.read_csv(bad).with_columns(
@@ -139,8 +140,9 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
     ).write_csv(bad)
     res = runner.invoke(app, ["run", "--date", "2026-03-02", "--json"], env=env)
     assert res.exit_code == EXIT_QUARANTINED == json.loads(res.stdout)["exit_code"]
+    assert json.loads(res.stdout)["days"][0]["stage"] == "preflight"
+    assert "column 'share', row 1: 'often'" in res.stderr and "accepted: 0, 1, true, false, t, f" in res.stderr
     assert "DayQuarantined" not in res.stderr  # a named state, not an exception's traceback in the logs
-    assert _flow_run_state("fairmon-daily/2026-03-02") == ("Quarantined", "FAILED")
     res = runner.invoke(app, ["backfill", *DAYS, "--json"], env=env)
     assert [d["status"] for d in json.loads(res.stdout)["days"]] == ["published", "quarantined"]
     parent = _flow_run("fairmon-backfill/2026-03-01..2026-03-02").id

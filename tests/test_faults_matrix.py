@@ -663,17 +663,28 @@ def test_audit_export_before_any_score_is_staged_is_exit_2(tmp_path):
 
 
 @pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
-def test_an_empty_cluster_id_fails_the_day_naming_file_row_and_column(project):
+def test_an_empty_cluster_id_is_refused_at_pre_flight_naming_file_row_and_column(project):
+    """A blank request_id (clustered by request, cluster_by = auto): the pre-flight value scan names it, exit 1;
+    the staging itself raises the same error (a run_day with its pre-flight passed still fails the day)."""
+    from fairmon.pipelines.core.config import load_config
+    from fairmon.pipelines.ingest import adapters
+    from fairmon.pipelines.ingest.profiles import NullClusterId
+    from fairmon.pipelines.ingest.sources import ImpressionsInput
+
     day = project.parent / "default" / f"{DAY}.csv"
     lines = day.read_text().splitlines()
     col = lines[0].split(",").index("request_id")
     cells = lines[3].split(",")
-    cells[col] = ""
+    cells[col] = " "
     day.write_text("\n".join([*lines[:3], ",".join(cells), *lines[4:]]) + "\n")
     res = _cli(["run", "-c", project, "--date", DAY, "--no-prefect"])
-    assert res.exit_code == 4 and "Traceback" not in res.output, res.output
-    assert f"{day.name}, column 'request_id', row 3: the cluster id is empty" in res.output.replace("\n", " ")
+    assert res.exit_code == 1 and "Traceback" not in res.output, res.output
+    assert f"{day.name}: column 'request_id', row 3: the cluster id is empty" in res.output.replace("\n", " ")
     assert _published_reo(project) == []
+    cfg = load_config(project)
+    (unit,) = [u for u in ImpressionsInput(cfg).units(DAY) if u.file == day]
+    with pytest.raises(NullClusterId, match=r"2026-01-02\.csv, column 'request_id', row 3: the cluster id is empty"):
+        adapters.read_unit(cfg, unit)
 
 
 def test_an_empty_cluster_id_is_a_value_error_in_the_api():
@@ -684,7 +695,7 @@ def test_an_empty_cluster_id_is_a_value_error_in_the_api():
     rows = pl.DataFrame(
         {"traffic": ["default", "random"] * 2, "g": ["a", "b"] * 2, "y": [True] * 4, "u": ["1", "2", None, "3"]}
     )
-    with pytest.raises(ValueError, match=r"column 'u': row 2 \(0-based\) has no cluster id"):
+    with pytest.raises(ValueError, match=r"rows, column 'u', row 3: the cluster id is empty"):
         fairmon.reo(rows, group="g", label="y", cluster="u")
 
 

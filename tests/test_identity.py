@@ -507,20 +507,22 @@ def test_no_raw_input_value_reaches_the_data_docs_html(tmp_path):
     (root / "in").mkdir(parents=True)
     n = 300
     traffic = ["default"] * 200 + ["random"] * 99 + ["<script>alert(1)</script>"]
-    pl.DataFrame(
-        {
-            "ds": [D0] * n,
-            "traffic": traffic,
-            "arm": "all",
-            "s1": [i % 3 == 0 for i in range(n)],
-            "grp": ["<img src=x onerror=alert(2)>" if i % 2 else "b" for i in range(n)],
-        }
-    ).write_csv(root / "in" / f"{D0}.csv")
+    for ds, last in ((D0, traffic[-1]), (D0 + dt.timedelta(days=1), "random")):  # the second day is good
+        pl.DataFrame(
+            {
+                "ds": [ds] * n,
+                "traffic": [*traffic[:-1], last],
+                "arm": "all",
+                "s1": [i % 3 == 0 for i in range(n)],
+                "grp": ["<img src=x onerror=alert(2)>" if i % 2 else "b" for i in range(n)],
+            }
+        ).write_csv(root / "in" / f"{ds}.csv")
     (root / "f.toml").write_text(
         'warehouse = "wh"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\n'
         'path = "in/{ds}.csv"\nsignals = ["s1"]\nattributes = ["grp"]\nrandom_window_days = 1\n'
     )
-    r = _cli("run", "-c", root / "f.toml", "--date", D0)
+    # a range with a good day runs past the pre-flight (a warning for D0), so the gate writes its Data Docs
+    r = _cli("backfill", "-c", root / "f.toml", "--start", D0, "--end", D0 + dt.timedelta(days=1))
     assert r.exit_code == 1 and "traffic_known" in r.output  # the bad value is caught and named
     pages = list((root / "gx" / "uncommitted" / "data_docs").rglob("*.html"))
     assert pages

@@ -5,11 +5,13 @@ accepted values, a null where none may be, or a repeated id in a second
 instead of after GX's import and run.
 
 The entries are the suite's own (``expectations/<suite>.json`` expanded by
-:func:`fairmon.pipelines.checks.suites.expand_spec`), so the two cannot
-disagree on what is checked; each type keeps GX's semantics for a column map
-expectation: nulls are outside the domain of every type but
-``ExpectColumnValuesToNotBeNull`` (GX Core 1.x, ``mostly`` = 1); a regex is
-searched, not anchored (its own ``^…$`` anchors it); bounds are inclusive.
+:func:`fairmon.pipelines.checks.suites.expand_spec`), so both check the same
+rules; each type keeps GX's semantics for a column map expectation as fairmon's
+suites use it: nulls are outside the domain of every type but
+``ExpectColumnValuesToNotBeNull``; a regex is searched, not anchored (its
+own ``^…$`` anchors it); bounds are inclusive. ``mostly`` and strict bounds
+are not read (fairmon's suites use neither); a rule whose values cannot be
+compared with the column's type is left to the gate.
 A profile row stands for ``__n`` file rows, its first at ``__first_row``.
 The gate itself still runs on every day that goes on.
 """
@@ -71,7 +73,7 @@ def failing_values(entries: list[dict], frame: pl.DataFrame, limit: int = 5) -> 
             bad = frame.select(first.alias("row"), n.alias("n"), pl.col(column).alias("value")).filter(
                 _unexpected(entry, pl.col("value"))
             )
-        except pl.exceptions.PolarsError:  # a type the rule cannot compare: the gate reports it
+        except (pl.exceptions.PolarsError, TypeError):  # a type the rule cannot compare: the gate reports it
             continue
         if not bad.height:
             continue
@@ -84,7 +86,9 @@ def failing_values(entries: list[dict], frame: pl.DataFrame, limit: int = 5) -> 
             "first_row": int(bad.get_column("row")[0]),
             "values": values.head(limit).to_list(),
         }
-        if "value_set" in entry["kwargs"]:
-            found["value_set"] = [str(v) for v in entry["kwargs"]["value_set"]]
+        if entry["type"] == "ExpectColumnValuesToBeInSet":
+            found["value_set"] = [
+                str(v).lower() if isinstance(v, bool) else str(v) for v in entry["kwargs"]["value_set"]
+            ]
         out.append(found)
     return out

@@ -268,7 +268,10 @@ def preflight_or_exit(
     cfg, days: list[dt.date], as_json: bool = False, config_path: str = "", record: bool = True
 ) -> None:
     """The pre-flight check of ``days`` (:func:`fairmon.pipelines.ingest.preflight.preflight`:
-    file listings and headers, no Prefect, no GX). When every day has a
+    file listings and headers; then, for days whose headers pass,
+    :func:`fairmon.pipelines.ingest.preflight_values.value_findings`: the raw
+    suite's critical value rules on the files not yet staged; no Prefect,
+    no GX). When every day has a
     finding nothing would publish: its ``error:`` lines (each naming the
     file, the columns found and the config key to edit) and exit 1, the
     code of a quarantine, in seconds instead of after Prefect's and GX's

@@ -25,6 +25,7 @@ from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.ingest.engines import DuckEngine, SparkEngine, spark_rows, spark_table_rows
 from fairmon.pipelines.ingest.identity import IngestUnit, first_line, table_partition, unit_key
 from fairmon.pipelines.ingest.profiles import (
+    NullClusterId,
     cluster_column,
     cluster_scan,
     parquet_rows,
@@ -166,6 +167,8 @@ def _spark_scan(cfg: FairmonConfig, kind: str, files: list[str], scan) -> pl.Dat
                 rows = spark_rows(engine.spark, files, kind)
                 names = dict(enumerate(files))
             out = scan(engine, rows, where)
+        except NullClusterId as e:
+            raise NullClusterId(e.column, e.row, file=names.get(e.file_index, where)) from None
         except engine.errors as e:
             raise InputContractError(f"cannot read file: {first_line(e)}", file=where) from None
         finally:
@@ -245,6 +248,11 @@ def keep_read(cfg: FairmonConfig, unit: IngestUnit, profile: pl.DataFrame | None
     if key is not None:
         _KEPT[key] = frame
     return frame
+
+
+def forget_kept() -> None:
+    """Drop every profile :func:`keep_read` kept (a new pre-flight starts afresh)."""
+    _KEPT.clear()
 
 
 def is_kept(cfg: FairmonConfig, unit: IngestUnit) -> bool:

@@ -45,7 +45,8 @@ OTHER_DELIMITERS = {";": "';'", "\t": "tab", "|": "'|'"}
 class Finding:
     """One reason day ``ds`` would not publish: ``check`` is the expectation
     the gate would fail (``default_traffic_present``, ``column_exists[c]``,
-    ``has_rows``) or ``readable``; ``file`` the file as the config's folder
+    ``has_rows``, a value rule such as ``signal_is_boolean[c]``), ``readable``
+    or ``cluster_id_not_empty``; ``file`` the file as the config's folder
     sees it; ``message`` says what is wrong, what was found and which config
     key to edit."""
 

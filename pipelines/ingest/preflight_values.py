@@ -1,14 +1,17 @@
-"""The pre-flight check's value scan: each day's impressions files not yet
-staged are read (their profile, as staging reads them) and the raw suite's
+"""The pre-flight check's value scan: each day's own impressions files (not
+the random pools or envy window it shares with other days) not yet staged
+are read (their profile, as staging reads them) and the raw suite's
 critical value expectations are evaluated on it without Great Expectations
 (:mod:`fairmon.pipelines.checks.value_checks`), so a label written "yes", a
 traffic value outside the set, an empty signal or a repeated id is an
 ``error:`` line naming the file, the first row, the column and the values
-accepted, within seconds. Each profile is kept for the staging of the same
-process (:func:`fairmon.pipelines.ingest.adapters.keep_read`): a file is
-read once a run. Files already staged and unchanged are not read again
-(their recorded result stands), nor are catalog tables, Coat matrices or
-scores and labels logs (their gate runs as before).
+accepted, within seconds; an empty cluster id likewise. Each profile is kept
+for the staging of the same process
+(:func:`fairmon.pipelines.ingest.adapters.keep_read`): a file is read once a
+run. Only the first :data:`KEPT_DAYS` days of a range are scanned. Files
+already staged and unchanged are not read again (their recorded result
+stands), nor are catalog tables, Coat matrices or scores and labels logs
+(their gate runs as before).
 """
 
 from __future__ import annotations
@@ -20,12 +23,20 @@ import duckdb
 from fairmon.pipelines.checks.suites import expand_spec, load_spec
 from fairmon.pipelines.checks.value_checks import failing_values
 from fairmon.pipelines.core.config import FairmonConfig
-from fairmon.pipelines.ingest.adapters import keep_read, profile_files
+from fairmon.pipelines.ingest.adapters import forget_kept, keep_read, profile_files
+from fairmon.pipelines.ingest.identity import file_fingerprint, unit_key
 from fairmon.pipelines.ingest.preflight import Finding, shown_path
+from fairmon.pipelines.ingest.profiles import NullClusterId
 from fairmon.pipelines.ingest.sources import ImpressionsInput
-from fairmon.pipelines.ingest.staging import input_source, recorded_results
+from fairmon.pipelines.ingest.staging import input_source
+from fairmon.pipelines.storage.db import sql_text
 from fairmon.transforms.contract import InputContractError, without_buckets
 from fairmon.transforms.gate_frames import raw_check_frame
+
+#: Days whose files one pre-flight reads and keeps for staging: a batch's first
+#: chunk (pipelines/executor/days.py), so a long backfill's profiles are not all
+#: held at once; later days' values are the gate's, as before.
+KEPT_DAYS = 31
 
 #: Characters of a quoted value in a finding (the rest is cut, with its length said).
 VALUE_CHARS = 40
@@ -39,12 +50,16 @@ def value_findings(cfg: FairmonConfig, days: list[dt.date]) -> dict[dt.date, lis
     imp = cfg.impressions
     if imp is None or imp.format == "coat" or imp.table is not None or not days:
         return {}
+    forget_kept()
     units = {}
-    for ds in days:
+    for ds in sorted(days)[:KEPT_DAYS]:
         try:
             units[ds] = ImpressionsInput(cfg).units(ds)
         except InputContractError:
             continue
+    # a day's own files only (not the random pools or envy window it shares): a failing own file surely
+    # quarantines the day, while a shared file's failure is the gate's to weigh for each day that reads it
+    units = {ds: [u for u in us if u.ds_start == u.ds_end == ds and u.scope != "random"] for ds, us in units.items()}
     todo = {u.file: u for us in units.values() for u in us if u.file.is_file()}
     staged = _staged(cfg, list(todo.values()))
     src = input_source(cfg, "impressions")
@@ -55,9 +70,12 @@ def value_findings(cfg: FairmonConfig, days: list[dt.date]) -> dict[dt.date, lis
     for file, unit in fresh.items():
         try:
             raw = keep_read(cfg, unit, profiles.pop(str(file), None))
-            raw = raw_check_frame(without_buckets(raw), src.text_columns)
+        except NullClusterId as e:  # its own finding: the run would fail on it
+            by_file[file] = [(e.check, shown_path(cfg, file), f"{shown_path(cfg, file)}: {e.message_at}")]
+            continue
         except InputContractError:
             continue
+        raw = raw_check_frame(without_buckets(raw), src.text_columns)
         entries = expand_spec(spec, src.params, raw.columns, severity)
         by_file[file] = [_finding(cfg, file, f) for f in failing_values(entries, raw)]
     out = {}
@@ -68,16 +86,27 @@ def value_findings(cfg: FairmonConfig, days: list[dt.date]) -> dict[dt.date, lis
     return out
 
 
-def _staged(cfg: FairmonConfig, units: list) -> dict:
-    """The files of ``units`` staged unchanged (:func:`fairmon.pipelines.ingest.staging.recorded_results`),
-    or none when the DuckDB file does not exist yet (the pre-flight check creates nothing) or cannot be
-    opened now (another process writing it): every file is then read."""
-    if not cfg.duckdb_path.is_file():
-        return {}
+def _staged(cfg: FairmonConfig, units: list) -> set:
+    """The files of ``units`` staged unchanged (same size, mtime and config
+    fingerprint as the ingest log records), read from the DuckDB file opened
+    read-only: the pre-flight check creates, writes and locks nothing. None
+    when the file or its ingest log does not exist yet, or another process
+    writes it now (every file is then read)."""
+    if not units or not cfg.duckdb_path.is_file():
+        return set()
+    keys = {unit_key(cfg, u.file): u.file for u in units}
     try:
-        return recorded_results(cfg, "impressions", units)
+        con = duckdb.connect(str(cfg.duckdb_path), read_only=True)
+    except (duckdb.Error, OSError):
+        return set()
+    try:
+        logged = {r[0]: r[1:4] for r in con.execute(sql_text("ingest_log_results"), {"files": list(keys)}).fetchall()}
     except duckdb.Error:
-        return {}
+        return set()
+    finally:
+        con.close()
+    fp = cfg.fingerprint()
+    return {f for k, f in keys.items() if k in logged and logged[k] == (*file_fingerprint(f, cfg), fp)}
 
 
 def _quoted(value: str) -> str:

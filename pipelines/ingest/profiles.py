@@ -70,20 +70,25 @@ def cluster_column(cfg: FairmonConfig) -> tuple[str, bool] | None:
 
 
 class NullClusterId(InputContractError):
-    """A row without a cluster id while rows are clustered (``[estimation]
-    cluster_by``): ``column``, 1-based ``row`` and, for a scan of several
-    files, the ``file_index`` (``__file``) that :func:`profile_parquet`
+    """A row without a cluster id (null or blank) while rows are clustered
+    (``[estimation] cluster_by``): ``column``, 1-based ``row`` and, for a
+    scan of several files, the ``file_index`` (``__file``) that the caller
     turns into the file's name."""
+
+    #: The pre-flight check's name for it (:mod:`fairmon.pipelines.ingest.preflight_values`).
+    check = "cluster_id_not_empty"
+    WHY = (
+        "the cluster id is empty; rows are clustered by it ([estimation] cluster_by), so every row needs one: "
+        'fill it, or set cluster_by = "none"'
+    )
 
     def __init__(self, column: str, row: int, file_index: int | None = None, file: str | None = None):
         self.file_index = file_index
-        super().__init__(
-            "the cluster id is empty; rows are clustered by it ([estimation] cluster_by), so every row needs "
-            'one: fill it, or set cluster_by = "none"',
-            file=file,
-            column=column,
-            row=row,
-        )
+        self.message_at = f"column {column!r}, row {row}: {self.WHY}"
+        super().__init__(self.WHY, file=file, column=column, row=row)
+
+    def __reduce__(self):
+        return type(self), (self.column, self.row, self.file_index, self.file)
 
 
 class ClusterScan(NamedTuple):

@@ -253,7 +253,9 @@ def undecided_note(diff: float, lo: float, hi: float, n_rand: int | None) -> str
     ``n_rand``: the random rows of the window now, or None."""
     d = abs(diff)
     h = diff - lo if diff >= 0 else hi - diff
-    if not (np.isfinite(d) and np.isfinite(h)) or d == 0 or h <= 0:
+    if not (np.isfinite(d) and np.isfinite(h)):
+        return "inconclusive: the interval holds 0 (the traffic that would decide it cannot be computed)"
+    if d == 0 or h <= 0:
         return "inconclusive: the interval holds 0 and the estimate is 0, so no traffic decides the sign of a change"
     f = (h / d) ** 2
     rows = f" (about {n_rand * f:,.0f} random rows in the window, now {n_rand:,})" if n_rand else ""

@@ -209,7 +209,8 @@ def delta_intervals(
     if clustered and rank < K - 1:  # Σ of G − 1 df per bucketed sample cannot span K − 1 contrasts
         notes.append(
             f"parity test undefined: the cluster-robust covariance has rank at most {rank} (non-empty "
-            f"buckets − 1, per sample), fewer than the K − 1 = {K - 1} contrasts; raise cluster_buckets"
+            f"clusters or buckets − 1, per sample), fewer than the K − 1 = {K - 1} contrasts: too few clusters "
+            "(or hash buckets: raise cluster_buckets)"
         )
     else:
         parity = parity_test(U, F.T @ F if F is not None else v, df if clustered else float("inf"))

@@ -22,7 +22,13 @@ import polars as pl
 
 from fairmon.api.frames import as_caller, as_polars, names, reject_reserved, require_columns
 from fairmon.pipelines.core.config_sections import CLUSTER_EXACT
-from fairmon.transforms.contract import ATTR_PREFIX, BASE_TRAFFIC, CLUSTER_BUCKET, normalize_impressions
+from fairmon.transforms.contract import (
+    ATTR_PREFIX,
+    BASE_TRAFFIC,
+    CLUSTER_BUCKET,
+    InputContractError,
+    normalize_impressions,
+)
 from fairmon.transforms.reo.cluster_keys import cluster_key_params
 from fairmon.transforms.reo.reo_tables import MISSING_GROUP
 
@@ -66,9 +72,14 @@ def count_rows(
     )
     if cluster is not None:
         ids = frame.get_column(cluster)
-        if ids.null_count():
-            row = int(ids.is_null().arg_true()[0])
-            raise ValueError(f"column {cluster!r}: row {row} (0-based) has no cluster id; give every row one")
+        empty = ids.is_null() | (ids.cast(pl.String).str.strip_chars() == "")
+        if empty.any():
+            raise InputContractError(
+                "the cluster id is empty; give every row one",
+                file="rows",
+                column=cluster,
+                row=int(empty.arg_true()[0]) + 1,
+            )
         raw = raw.with_columns(
             cluster_bucket(frame.get_column(cluster), cluster_buckets, cluster_exact_max).alias(CLUSTER_BUCKET)
         )
@@ -129,7 +140,7 @@ def cluster_bucket(ids: pl.Series, buckets: int = CLUSTER_BUCKETS, exact: int = 
     (transforms/reo/cluster.py; DESIGN §1 "Engines"). With h = ``int(hashlib.sha1(text.encode())
     .hexdigest()[:8], 16)``, ``text`` the id cast to VARCHAR (a null id: h = 6893924396578271964):
     at most ``exact`` distinct ids (``[estimation] cluster_exact_max``) give the per-cluster keys ``-1 - h % span``
-    (:func:`fairmon.transforms.reo.cluster.cluster_key_params`), more give the hash buckets
+    (:func:`fairmon.transforms.reo.cluster_keys.cluster_key_params`), more give the hash buckets
     ``h % buckets`` (0 .. ``buckets`` − 1) (formula 5, pipelines/core/config.py ``BUCKET_FORMULA``).
     Raises ValueError for ``buckets`` < 2."""
     params = cluster_key_params(buckets, exact)

@@ -52,6 +52,7 @@ def run_day(config: Any, ds: dt.date | str, *, force_ingest: bool = False) -> di
     require("fairmon.run_day", "pipeline")
     from fairmon.pipelines.core.config import FairmonConfig, load_config
     from fairmon.pipelines.ingest.preflight import preflight, preflight_summary
+    from fairmon.pipelines.ingest.preflight_values import value_findings
 
     if isinstance(ds, str):
         try:
@@ -63,7 +64,8 @@ def run_day(config: Any, ds: dt.date | str, *, force_ingest: bool = False) -> di
     if not isinstance(config, FairmonConfig):
         config = str(Path(config))
     cfg = config if isinstance(config, FairmonConfig) else load_config(config)
-    found = preflight(cfg, [ds]).get(ds)  # before GX is imported: a missing file or column answers in a second
+    # before GX is imported: a missing file or column, or a value the raw suite refuses, answers in a second
+    found = preflight(cfg, [ds]).get(ds) or value_findings(cfg, [ds]).get(ds)
     if found:  # recorded as quarantined: what the day published before leaves the published views
         from fairmon.pipelines.executor.publishing import record_refused
 
