@@ -7,8 +7,9 @@ the rows are independent), then with one group per request (the requesting
 user's attribute: group membership itself clusters, so even ICC 0 has a
 design effect above 1); the truth (REO of the spec's Q/P) is known and the same at
 every ICC. Each replication draws one day of default traffic and one day of
-random traffic, hashes request ids into buckets as the count stage does
-(``[estimation] cluster_buckets``), and computes REO's 95 % interval twice:
+random traffic, hashes request ids into buckets as the count stage does for a
+day of more than ``[estimation] cluster_exact_max`` clusters (``--buckets``,
+``cluster_buckets``), and computes REO's 95 % interval twice:
 multinomial (independent rows) and cluster-robust (transforms/reo/cluster.py).
 Prints per ICC: coverage ± Monte-Carlo SE of both, the mean design effect,
 and mean widths; last line: the worst robust coverage (target: each within
@@ -37,7 +38,7 @@ def day_sums(frame: pl.DataFrame, buckets: int, K: int):
     """(positives per group (K,), rows, BucketSums) of one simulated frame."""
     y = frame.select(pl.max_horizontal(pl.exclude("request_id", "item_id", ATTR, "arm")) > 0).to_series().to_numpy()
     g = frame.get_column(ATTR).to_numpy().astype(np.int64)
-    b = cluster_bucket(frame.get_column("request_id"), buckets).to_numpy()
+    b = cluster_bucket(frame.get_column("request_id"), buckets, exact=0).to_numpy()
     pos = np.bincount(g[y], minlength=K)
     return pos, frame.height, sums_from_rows(b, g, y, K)
 

@@ -12,7 +12,7 @@
 --   * at most $exact ids in the file ([estimation] cluster_exact_max): the
 --     per-cluster key -1 - h % $span (negative; $span = $buckets *
 --     floor((2^31 - 1) / $buckets), so two ids share a key with probability
---     below 2^-30 a pair);
+--     about 2^-31 a pair);
 --   * more: the hash bucket h % $buckets (0 .. $buckets - 1).
 -- Since $buckets divides $span, a per-cluster key k maps to its id's bucket
 -- as (-1 - k) % $buckets: sql/group_counts.sql keeps per-cluster keys for a

@@ -217,9 +217,9 @@ class FairmonConfig(Strict):
         # which bucket an id gets is sql/impressions_bucket.sql's formula: rows bucketed by an
         # earlier formula must not be counted with rows bucketed by this one (a user would split)
         est = self.estimation
-        inputs["cluster"] = [est.cluster_by, est.cluster_buckets, est.cluster_exact_max]
-        if self.estimation.cluster_by != "none":
-            inputs["cluster"].append(BUCKET_FORMULA)
+        inputs["cluster"] = [est.cluster_by, est.cluster_buckets]
+        if est.cluster_by != "none":  # unclustered rows carry no key: neither setting changes them
+            inputs["cluster"] += [BUCKET_FORMULA, est.cluster_exact_max]
         # with [envy] every impressions file also stages its per-user rows (and swap rows are allowed)
         if self.envy is not None:
             inputs["envy"] = True
