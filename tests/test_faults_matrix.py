@@ -733,3 +733,35 @@ def test_labels_written_yes_no_are_refused_at_pre_flight_naming_row_column_and_a
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
     assert done.stdout.strip().splitlines()[-1] == "exit 1 no gx", done.stdout + done.stderr
+
+
+def test_a_suite_file_cut_short_by_a_full_disk_is_dropped(tmp_path):
+    """A full disk leaves GX's stored suite empty (tmpfs reproduction, bench/README.md); every later run then
+    failed reading it ("ExpectationSuite() argument after ** must be a mapping"). The gate drops it first."""
+    from fairmon.pipelines.checks.gate import drop_unreadable_suites
+
+    store = tmp_path / "gx" / "expectations"
+    store.mkdir(parents=True)
+    (store / "alerts.json").write_text("")
+    (store / "reo.json").write_text('{"name": "reo", "expectations": []')  # cut mid-object
+    (store / "dq_results.json").write_text('{"name": "dq_results", "expectations": []}')
+    assert sorted(p.name for p in drop_unreadable_suites(tmp_path)) == ["alerts.json", "reo.json"]
+    assert [p.name for p in store.iterdir()] == ["dq_results.json"]
+
+
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
+def test_a_run_after_a_full_disk_left_an_empty_suite_publishes_without_a_gx_error(project):
+    """In a process of its own (this one keeps its gate and suites): a day not run yet, so the gate runs."""
+    import subprocess
+    import sys
+
+    from fairmon.pipelines.executor.days import run_day
+
+    assert run_day(str(project), DAY)["status"] == "published"
+    suite = project.parent / "gx" / "expectations" / "reo.json"
+    assert suite.is_file()
+    suite.write_text("")
+    args = ["run", "-c", str(project), "--date", str(SPEC.start), "--no-prefect"]
+    res = subprocess.run([sys.executable, "-m", "fairmon", *args], capture_output=True, text=True, check=False)
+    assert res.returncode == 0 and "TypeError" not in res.stdout + res.stderr, res.stdout + res.stderr
+    assert suite.stat().st_size > 0  # stored again from expectations/reo.json

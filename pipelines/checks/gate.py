@@ -64,7 +64,9 @@ class QualityGate:
         from great_expectations.data_context.types.base import ProgressBarsConfig
         from great_expectations.execution_engine import pandas_execution_engine as pandas_engine
 
-        logging.getLogger("great_expectations").setLevel(logging.ERROR)
+        # GX logs the errors it swallows (a Data Docs page it could not render on a full disk) with its
+        # traceback; fairmon reports what fails itself, in one error line
+        logging.getLogger("great_expectations").setLevel(logging.CRITICAL)
         # GX fingerprints (MD5s every value of) a pandas batch below HASH_THRESHOLD bytes, for Data Docs only:
         # ~45 % of the raw suites' CPU on a backfill's profiles at K = 4,096; bigger batches go without
         pandas_engine.HASH_THRESHOLD = min(pandas_engine.HASH_THRESHOLD, FINGERPRINT_BYTES)
@@ -75,6 +77,7 @@ class QualityGate:
         self._suites: dict[str, tuple[str, tuple]] = {}  # suite -> (entries as JSON, (suite, batch definition))
         root.mkdir(parents=True, exist_ok=True)
         with _LOCK:
+            drop_unreadable_suites(root)
             self.ctx = gx.get_context(mode="file", project_root_dir=str(root))
             self.ctx.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
             self.ctx.variables.save()
@@ -425,6 +428,25 @@ def _holds_for(entry: dict, frame: pl.DataFrame) -> bool:
 # thread-safe). One per project folder, shared by every run of this process.
 _GATES: dict[Path, QualityGate] = {}
 _GATES_LOCK = threading.Lock()  # held while a gate is created: a second thread waits for it
+
+
+def drop_unreadable_suites(root: Path) -> list[Path]:
+    """Delete the stored expectation suites under ``root`` that are not a
+    JSON object: what a write cut short by a full disk leaves (an empty
+    file), which GX would fail to read on every later run with a TypeError.
+    The suites are fairmon's own (``expectations/``), so the next validation
+    stores them again. Returns the files deleted. Raises nothing."""
+    dropped = []
+    for path in (root / "gx" / "expectations").glob("*.json"):
+        try:
+            ok = isinstance(json.loads(path.read_text(encoding="utf-8") or "null"), dict)
+        except (OSError, ValueError):
+            ok = False
+        if not ok:
+            with contextlib.suppress(OSError):
+                path.unlink()
+                dropped.append(path)
+    return dropped
 
 
 def gate_for(cfg: FairmonConfig) -> QualityGate:
