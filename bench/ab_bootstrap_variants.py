@@ -11,7 +11,10 @@ replaces every method's interval there):
 * ``bca``: BCa (Efron & Tibshirani 1993 §14.3, eqs. 14.9-14.15), the
   acceleration from the jackknife grouped by cell (defined below);
 * ``shift``: the percentile interval moved by −2·(mean(D*) − D̂);
-* ``shift1``: moved by −(mean(D*) − D̂) (centred on the bias-corrected D̂).
+* ``shift1``: moved by −(mean(D*) − D̂) (centred on the bias-corrected D̂);
+* ``student``: the bootstrap-t interval, D̂ − t*·SE with t* = (D* − D̂)/SE*
+  and SE the delta-method SE of D_REO on the data or the replicate (Efron &
+  Tibshirani 1993 §12.5).
 
     python bench/ab_bootstrap_variants.py [--reps 1500] [--seed 4]
 
@@ -99,13 +102,30 @@ def _d_reo_rows(aT, aC, b, nT, nC, nR) -> np.ndarray:
     return reo_rows(utilities(aT, nT, b, nR)) - reo_rows(utilities(aC, nC, b, nR))
 
 
-def replicates(samples, rng, B=1000) -> np.ndarray:
-    """B joint bootstrap replicates of D_REO (both arms and the shared random traffic)."""
+def d_reo_se(aT, aC, b, nT, nC, nR) -> np.ndarray:
+    """Delta-method SE of D_REO per row of (rows, K) positives (independent rows): with g_X = ∂REO/∂log U_X
+    (Σ_k g_k = 0, REO being scale-free), Var = Σ g_T²/(Q_T n_T) + Σ g_C²/(Q_C n_C) + Σ (g_T − g_C)²/(P n_R)."""
+
+    def grad(U):
+        m, s = U.mean(axis=-1, keepdims=True), U.std(axis=-1, keepdims=True)
+        K = U.shape[-1]
+        return U * ((U - m) / (K * s * m) - s / (K * m**2))
+
+    nT, nC, nR = (np.asarray(x, float)[..., None] for x in (nT, nC, nR))
+    QT, QC, P = aT / nT, aC / nC, b / nR
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gT, gC = grad(QT / P), grad(QC / P)
+        var = (gT**2 / (QT * nT)).sum(-1) + (gC**2 / (QC * nC)).sum(-1) + ((gT - gC) ** 2 / (P * nR)).sum(-1)
+    return np.sqrt(var)
+
+
+def replicates(samples, rng, B=1000) -> tuple[np.ndarray, np.ndarray]:
+    """B joint bootstrap replicates of D_REO (both arms and the shared random traffic) and their delta SEs."""
     draws = [resample_counts(pos, n, B, rng) for pos, n in samples]
     ones = np.ones(B)
     sizes = tuple(ones * n for _, n in samples)
     T, C = replicate_utilities(tuple(draws), sizes)(slice(None), slice(None))
-    return reo_rows(T) - reo_rows(C)
+    return reo_rows(T) - reo_rows(C), d_reo_se(*draws, *sizes)
 
 
 def scenario(name: str, reps: int, seed: int) -> dict[str, float]:
@@ -119,7 +139,7 @@ def scenario(name: str, reps: int, seed: int) -> dict[str, float]:
     Q_C, Q_T = (P * U / np.sum(P * U) * 0.3 for U in (U_C, U_T))
     truth = reo_of_utilities(U_T) - reo_of_utilities(U_C)
     aC, aT, b = draw(Q_C, n_arm, rng, reps), draw(Q_T, n_arm, rng, reps), draw(P, n_rand, rng, reps)
-    hits: dict[str, list[bool]] = {k: [] for k in ("pct", "bca", "shift", "shift1")}
+    hits: dict[str, list[bool]] = {k: [] for k in ("pct", "bca", "shift", "shift1", "student")}
     groups = [str(k) for k in range(K)]
     for i in range(reps):
         samples = ((aT[i], n_arm), (aC[i], n_arm), (b[i], n_rand))
@@ -128,7 +148,10 @@ def scenario(name: str, reps: int, seed: int) -> dict[str, float]:
             for k in hits:
                 hits[k].append(row.ci_low <= truth <= row.ci_high)
             continue
-        d, th = replicates(samples, rng), d_reo(*samples)
+        (d, se_b), th = replicates(samples, rng), d_reo(*samples)
+        se = float(d_reo_se(*(np.asarray(x)[None] for x, _ in samples), *([n] for _, n in samples))[0])
+        t = np.sort((d - th) / se_b)
+        j = max(int(np.ceil(t.size * 0.025 - 1e-9)) - 1, 0)
         lo, hi = (x[0] for x in percentile_bounds(d[:, None], 0.95))
         a_hat = bca_acceleration(grouped_jackknife(_d_reo_rows, samples))
         bias = d.mean() - th
@@ -137,6 +160,7 @@ def scenario(name: str, reps: int, seed: int) -> dict[str, float]:
             "bca": bca_bounds(th, d, a_hat, 0.95)[:2],
             "shift": (lo - 2 * bias, hi - 2 * bias),
             "shift1": (lo - bias, hi - bias),
+            "student": (th - t[t.size - 1 - j] * se, th - t[j] * se),
         }
         for k, (low, high) in found.items():
             hits[k].append(low <= truth <= high)

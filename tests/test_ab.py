@@ -412,3 +412,34 @@ def test_listed_groups_are_the_sorted_groups_of_any_frame_but_missing():
     a = pl.DataFrame({"group": ["b", "(missing)", "é"], "n": [1, 2, 3]})
     b = pl.DataFrame({"group": ["a", "b"], "n": [4, 5]})
     assert listed_groups(a, b) == ["a", "b", "é"] and listed_groups(a.head(0)) == []
+
+
+def test_bootstrap_d_reo_is_the_percentile_interval_recentred_on_the_bias_corrected_estimate():
+    """Algorithm 4's D_REO row by hand on the same draws: D* = REO(U*_T) − REO(U*_C) (NumPy std/mean), the
+    bias b̂ = mean(D*) − D̂ (Efron & Tibshirani §10.2), the replicates moved by −b̂, the bounds their
+    ⌈Bα/2⌉-th smallest and largest, p = 2·min(#(≤ 0), #(≥ 0))/B; the D_k rows stay plain percentile."""
+    from fairmon.transforms.reo.ab_bootstrap import bootstrap_difference_stats
+
+    samples = (
+        (np.array([400, 260, 90]), 150_000),
+        (np.array([330, 300, 120]), 150_000),
+        (np.array([300, 200, 60]), 43_000),
+    )
+    finite, sd, p, lo, hi = bootstrap_difference_stats(samples, (None, None, None), 0.9, 1000, np.random.default_rng(3))
+    rng = np.random.default_rng(3)
+    draws = [rng.multinomial(n, np.append(a, n - a.sum()) / n, size=1000)[:, :-1] for a, n in samples]
+
+    def reo(pos_x, n_x, pos_r, n_r):
+        U = (pos_x / n_x) / (pos_r / n_r)
+        return U.std(axis=-1) / U.mean(axis=-1)
+
+    (aT, nT), (aC, nC), (b, nR) = samples
+    d = reo(draws[0], nT, draws[2], nR) - reo(draws[1], nC, draws[2], nR)
+    d_hat = reo(aT, nT, b, nR) - reo(aC, nC, b, nR)
+    moved = np.sort(d - (d.mean() - d_hat))
+    assert finite[0] and lo[0] == pytest.approx(moved[49], abs=1e-12) and hi[0] == pytest.approx(moved[950], abs=1e-12)
+    assert p[0] == pytest.approx(min(1.0, 2 * min((moved <= 0).sum(), (moved >= 0).sum()) / 1000))
+    assert sd[0] == pytest.approx(d.std(ddof=1), rel=1e-12)
+    dU = lambda x, n: ((x / n) / (draws[2] / nR)) / ((x / n) / (draws[2] / nR)).mean(axis=1, keepdims=True)  # noqa: E731
+    d0 = np.sort(dU(draws[0], nT)[:, 0] - dU(draws[1], nC)[:, 0])
+    assert lo[1] == pytest.approx(d0[49], abs=1e-12) and hi[1] == pytest.approx(d0[950], abs=1e-12)

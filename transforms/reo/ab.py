@@ -20,8 +20,10 @@ D_k = ΔU_k^T − ΔU_k^C. Methods (DESIGN §4.1):
   flips the favoured group, DESIGN §4.1);
 * ``bootstrap``: Algorithm 4, both arms and the shared random traffic
   resampled together (multinomial on the count tables), B replicates;
-  percentile CI, SE = bootstrap sd, and the p-value that inverts the
-  percentile interval, 2·min(F*(0), 1 − F*(0)) (never a normal approximation).
+  percentile CI (D_REO's replicates recentred on its bias-corrected
+  estimate, :func:`fairmon.transforms.reo.ab_bootstrap.replicate_block_stats`),
+  SE = bootstrap sd, and the p-value that inverts the percentile interval,
+  2·min(F*(0), 1 − F*(0)) (never a normal approximation).
 
 Every method reports the same point estimate (the full-data difference); they
 differ in SE, CI and p-value, and each p-value is the smallest level whose
