@@ -168,7 +168,7 @@ def ab_config_check(cfg: FairmonConfig, counts: pl.DataFrame) -> list[DQResult]:
     return [DQResult("reo_ab", "ab_config", "[ab] control/pairs", 1, [failure])]
 
 
-def donor_group_check(cfg: FairmonConfig, ds: dt.date, unresolved: pl.DataFrame) -> DQResult:
+def donor_group_check(cfg: FairmonConfig, ds: dt.date, unresolved: pl.DataFrame, group_rows: int = 0) -> DQResult:
     """The ``swap_donor_group_resolved`` expectation of day ``ds`` (DESIGN
     §4.7): every swap row of the envy window has a donor group (from ``[envy]
     user_table``, the donor's own rows anywhere in the window, or its
@@ -176,9 +176,12 @@ def donor_group_check(cfg: FairmonConfig, ds: dt.date, unresolved: pl.DataFrame)
     the rows left out of group envy, of the day (n_day) and of the window
     (n_window). A failure counts the window's rows (``unexpected_count``, the
     rows the day's bounds lose), names the day's and up to 5 donor ids
-    (``sample``) and the attributes; critical unless ``[quality.severity]``
-    says warning, so by default the day is quarantined rather than published
-    without them. Returns a :class:`DQResult` (no failure when all resolve)."""
+    (``sample``) and the attributes. Its severity is ``[quality.severity]``'s
+    when set, else a warning while the day's group_envy table has rows
+    (``group_rows``: the rows left out are counted in its
+    ``donor_rows_left_out``, and the per-user certificates need no donor
+    group) and critical when it would be empty. Returns a :class:`DQResult`
+    (no failure when all resolve)."""
     total = int(unresolved.get_column("n_window").sum() or 0)
     if total == 0:
         return DQResult("group_envy", "envy_donors", f"swap rows {cfg.envy.start}..{ds}", 1)
@@ -191,7 +194,7 @@ def donor_group_check(cfg: FairmonConfig, ds: dt.date, unresolved: pl.DataFrame)
     day = int(unresolved.get_column("n_day").sum() or 0)
     failure = {
         "name": name,
-        "severity": cfg.quality.severity.get(name, "critical"),
+        "severity": cfg.quality.severity.get(name, "warning" if group_rows else "critical"),
         "type": "envy_donors",
         "column": "policy_user_id",
         "unexpected_count": total,
@@ -203,7 +206,8 @@ def donor_group_check(cfg: FairmonConfig, ds: dt.date, unresolved: pl.DataFrame)
         "note": (
             f"{total} swap row(s) since {cfg.envy.start} ({day} of the day) have a donor whose group "
             f"({', '.join(attrs)}) is in neither [envy] user_table nor any row of the donor's own in the "
-            "window (nor a policy_group for the group attribute); they are left out of group_envy"
+            "window (nor a policy_group for the group attribute); they are left out of group_envy "
+            "(its donor_rows_left_out)"
         ),
     }
     return DQResult("group_envy", "envy_donors", f"swap rows {cfg.envy.start}..{ds}", 1, [failure])

@@ -141,9 +141,11 @@ def estimate_envy(cfg: FairmonConfig, ds: dt.date) -> tuple[dict[str, pl.DataFra
     their raw suite contributes no rows (not rows staged from an earlier
     version of its files) and is named in the audit's design_reason.
     Swap rows whose donor group cannot be resolved are left out of group envy
-    and reported by the ``swap_donor_group_resolved`` check
+    (counted in its ``donor_rows_left_out``) and reported by the
+    ``swap_donor_group_resolved`` check
     (:func:`fairmon.pipelines.executor.day_checks.donor_group_check`), the
-    second element: the batch gates the day on it.
+    second element: a warning while group_envy has rows, critical (the batch
+    quarantines the day) when it would have none.
     Returns ({}, []) before ``start``."""
     env = cfg.envy
     if env is None or ds < env.start:
@@ -162,6 +164,7 @@ def estimate_envy(cfg: FairmonConfig, ds: dt.date) -> tuple[dict[str, pl.DataFra
             "ds": ds,
             "window_start": env.start,
             "group_envy.counts": group_counts,
+            "group_envy.unresolved": unresolved,
             "envy_user.counts": user_counts,
         }
         out = run_stage("envy", cfg, available)
@@ -183,7 +186,8 @@ def estimate_envy(cfg: FairmonConfig, ds: dt.date) -> tuple[dict[str, pl.DataFra
         int(unresolved.get_column("n_window").sum() or 0),
         time.perf_counter() - t0,
     )
-    return out, [donor_group_check(cfg, ds, unresolved)]
+    group_rows = out["group_envy"].height if "group_envy" in out else 0
+    return out, [donor_group_check(cfg, ds, unresolved, group_rows)]
 
 
 def staged_query(con, table: str, query: str, empty: dict, **params) -> pl.DataFrame:

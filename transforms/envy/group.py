@@ -31,6 +31,7 @@ from fairmon.transforms.registry import (
     S,
     Table,
     declares,
+    non_negative,
     polars_schema,
     probability,
 )
@@ -231,10 +232,26 @@ GROUP_ENVY = Table(
             "U_own_policy", F, "mean reward", "Diagnostic, not Def. B.1: mean reward of g's own-policy rows of the day."
         ),
         Column("diff_own_policy", F, "mean reward", "Diagnostic, not Def. B.1: U_cross − U_own_policy."),
+        Column(
+            "donor_rows_left_out",
+            I,
+            "rows",
+            "Swap rows since window_start left out of this attribute's cells: their donor's group is known "
+            "nowhere (user table, the donor's own rows, policy_group); check swap_donor_group_resolved names them.",
+            bounds=non_negative("donor_rows_left_out_non_negative"),
+        ),
     ),
     "group_envy",
     section="envy",
 )
+
+
+def _left_out(unresolved: pl.DataFrame | None, attribute: str) -> int:
+    """Window swap rows whose donor group ``attribute`` cannot resolve (``unresolved``'s rows naming it)."""
+    if unresolved is None or not unresolved.height:
+        return 0
+    names = unresolved.get_column("attributes").str.split(", ")
+    return int(unresolved.filter(names.list.contains(attribute)).get_column("n_window").sum() or 0)
 
 
 def group_envy_options(cfg) -> dict:
@@ -243,12 +260,17 @@ def group_envy_options(cfg) -> dict:
 
 
 @declares(
-    GROUP_ENVY, stage="envy", inputs=("counts", "ds", "window_start"), enabled=has_envy, options=group_envy_options
+    GROUP_ENVY,
+    stage="envy",
+    inputs=("counts", "ds", "window_start", "unresolved"),
+    enabled=has_envy,
+    options=group_envy_options,
 )
 def group_envy_table(
     counts: pl.DataFrame,
     ds: dt.date,
     window_start: dt.date,
+    unresolved: pl.DataFrame | None = None,
     *,
     epsilon: float,
     delta: float,
@@ -262,7 +284,10 @@ def group_envy_table(
     rows of ``ds`` itself; the others are earlier days of the window), n,
     n_pos. The window (everything from ``window_start``) gives the anytime
     bounds, the day the normal interval; a pair with window rows but none on
-    the day has NaN day estimates. Returns a frame with the schema of
+    the day has NaN day estimates. ``unresolved``
+    (sql/envy_unresolved_donors.sql: per donor the attributes it leaves
+    unresolved, as ``"a, b"``, and its window rows ``n_window``; None: none)
+    gives each attribute's ``donor_rows_left_out``. Returns a frame with the schema of
     :data:`GROUP_ENVY` (empty when no group has same-group swap rows: Def.
     B.1 needs U(g, g) from them, seed 004 App. B).
     """
@@ -280,6 +305,7 @@ def group_envy_table(
                     pl.lit(window_start).alias("window_start"),
                     pl.lit(epsilon).alias("epsilon"),
                     pl.lit(level).alias("level"),
+                    pl.lit(_left_out(unresolved, attribute)).alias("donor_rows_left_out"),
                 )
             )
     if not frames:
