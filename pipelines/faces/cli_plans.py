@@ -339,16 +339,29 @@ def sample_size(
     groups: Annotated[int, typer.Option(min=1, help="|A|, number of groups.")] = 2,
     levels: Annotated[int, typer.Option(min=1, help="|Y|, number of score levels.")] = 100,
     delta: Annotated[float, typer.Option(help="Failure probability δ.")] = 0.05,
+    epsilon: Annotated[float, typer.Option(help="Privacy ε of the release, for fairmon's decision.")] = 1.0,
     as_json: JsonOpt = False,
 ) -> None:
     """Minimum qualified individuals per group for an audit, private (seed 000
-    eqs. 6, 8) and non-private (eq. 7), and their ratio (at most 4·ln3/ln2 ≈ 6.34)."""
-    from fairmon.transforms.private.release import min_sample_nonprivate, min_sample_private, sample_size_ratio
+    eqs. 6, 8) and non-private (eq. 7), and their ratio (at most 4·ln3/ln2 ≈ 6.34);
+    then the group size fairmon's own decision needs to call a release "fair"
+    at EFG 0, α/4, α/2 and 3α/4 (its interval EFG ± 2t must lie below α, at
+    the noise of an ε-DP release; README "Private audits")."""
+    from fairmon.transforms.private.release import (
+        decision_sample_size,
+        min_sample_nonprivate,
+        min_sample_private,
+        sample_size_ratio,
+    )
 
+    if not epsilon > 0:
+        raise typer.BadParameter(f"epsilon must be > 0, got {epsilon}", param_hint="--epsilon")
     try:
         a, b = min_sample_private(alpha, groups, levels, delta), min_sample_nonprivate(alpha, groups, levels, delta)
     except ValueError as e:  # α or δ outside (0, 1), NaN: exit 2 naming the option
         raise typer.BadParameter(str(e), param_hint="--alpha" if "alpha" in str(e) else "--delta") from None
+    efgs = [round(alpha * f, 12) for f in (0.0, 0.25, 0.5, 0.75)]
+    decision = {efg: decision_sample_size(alpha, groups, levels, delta, epsilon, efg) for efg in efgs}
     if as_json:
         dump_json(
             {
@@ -359,12 +372,20 @@ def sample_size(
                 "private": a,
                 "nonprivate": b,
                 "ratio": sample_size_ratio(groups, levels, delta),
+                "epsilon": epsilon,
+                "decision": [{"efg": efg, "n": n} for efg, n in decision.items()],
             }
         )
         return
     console.print(
         f"private (eqs. 6, 8): {a}   non-private (eq. 7): {b}   ratio {a / b:.2f} "
         f"(unrounded {sample_size_ratio(groups, levels, delta):.3f}; supremum 6.34)"
+    )
+    console.print(
+        f"fairmon's 'fair' decision at ε = {epsilon:g} (EFG + 2t ≤ α): "
+        + ", ".join(f"EFG {efg:g}: {n:,}" if n else f"EFG {efg:g}: none" for efg, n in decision.items())
+        + " per group",
+        markup=False,
     )
 
 

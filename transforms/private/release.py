@@ -236,6 +236,34 @@ def audit_decision(efg: float, t: float, alpha: float) -> dict:
     return {"decision": decision, "efg": efg, "fg_interval": [lo, hi], "cell_error_t": t}
 
 
+def decision_sample_size(
+    alpha: float, n_groups: int, n_levels: int, delta: float, epsilon: float, efg: float = 0.0
+) -> int | None:
+    """Fewest qualified individuals per group (every group that size, sizes
+    public) for which fairmon's decision (:func:`audit_decision`) calls a
+    release "fair" when its EFG is ``efg``: EFG + 2·t(n) ≤ α with t(n) the
+    cell error bound of :func:`cell_error_bound` at the noise of an
+    ``epsilon``-DP release (:func:`histogram_scale`). It exceeds seed 000's n
+    (eqs. 6, 8: :func:`min_sample_private`) when EFG is near α: the paper
+    sizes a test with margin α/2, while fairmon's interval [EFG − 2t, EFG + 2t]
+    must lie wholly below α. t(n) falls with n, so the smallest n is found by
+    bisection over 1..10⁹. None when even 10⁹ does not suffice (``efg`` ≥ α).
+    Raises ValueError as :func:`check_audit_levels`, or unless ε > 0."""
+    check_audit_levels(alpha, delta)
+    scale = histogram_scale(epsilon, True)
+
+    def fair(n: int) -> bool:
+        return efg + 2 * cell_error_bound(np.full(n_groups, n), scale, n_levels, delta)["t"] <= alpha
+
+    lo, hi = 1, 10**9
+    if not fair(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fair(mid) else (mid + 1, hi)
+    return lo
+
+
 def seed_conditions(n_min: float, alpha: float, delta: float, hist_scale: float, n_groups: int, n_levels: int) -> list:
     """The conditions of seed 000 Theorem 1 (eqs. 6/8: min_a n_{a,q} ≥
     (8/α²) ln(3|A||Y|/δ); noise 1/b > α/2, the seed's ε > α/2 for b = 1/ε)
