@@ -151,6 +151,7 @@ def normalize_impressions(
     ds_start: dt.date | None = None,
     traffic: str | None = None,
     default_arm: str = "all",
+    ordered: bool = True,
 ) -> pl.DataFrame:
     """Check a raw impressions frame against DESIGN §2 and return staging rows.
 
@@ -174,7 +175,10 @@ def normalize_impressions(
 
     Returns a frame in the staging layout (module docstring), sorted by
     src_row (a bucketed profile's rows in no order: they are only staged
-    and summed). Raises :class:`InputContractError` naming file, column and row for: an
+    and summed). ``ordered`` False (the API's count, whose rows repeat, one
+    per logged pair, and which needs no order): rows summed per staging key
+    at once, without first asking whether any repeat, in no order.
+    Raises :class:`InputContractError` naming file, column and row for: an
     empty file, a missing required/configured column, a value of the wrong
     type, an unknown traffic value, or a row dated outside the file's day.
     """
@@ -194,7 +198,12 @@ def normalize_impressions(
         per_bucket = raw.filter(pl.col(CLUSTER_BUCKET).is_not_null()).drop(signals).rename({BUCKET_LABEL: "__label"})
         rows = _parsed(per_bucket, signals=["__label"], label_rule="any", **kw)
         return bucket_rows(staged, proper.get_column(BUCKET_LABEL), _staging_rows(rows, in_order=False))
-    return _staging_rows(_parsed(raw, signals=signals, label_rule=label_rule, **kw), in_order=True)
+    parsed = _parsed(raw, signals=signals, label_rule=label_rule, **kw)
+    if not ordered:
+        keys = [c for c in parsed.columns if c not in ("n", "src_row")]
+        summed_rows = parsed.lazy().group_by(keys).agg(pl.col("n").sum(), pl.col("src_row").min())
+        return summed_rows.select(_layout(parsed)).collect()
+    return _staging_rows(parsed, in_order=True)
 
 
 def _staging_rows(staged: pl.DataFrame, in_order: bool) -> pl.DataFrame:
@@ -204,11 +213,17 @@ def _staging_rows(staged: pl.DataFrame, in_order: bool) -> pl.DataFrame:
     summed, and the scan gives them in no order (sorting ~280,000 a file
     at K = 4,096 groups bought nothing)."""
     keys = [c for c in staged.columns if c not in ("n", "src_row")]
-    layout = [*keys[:-1], "n", "src_file", "src_row"]
+    layout = _layout(staged)
     if not has_repeated_rows(staged.select(keys)):  # e.g. a profile's rows per bucket: nothing to sum
         return (staged.sort("src_row") if in_order else staged).select(layout)
     summed = staged.lazy().group_by(keys).agg(pl.col("n").sum(), pl.col("src_row").min())
     return (summed.sort("src_row") if in_order else summed).select(layout).collect()
+
+
+def _layout(staged: pl.DataFrame) -> list[str]:
+    """The staging layout's column order for parsed rows: the keys (src_file last among them), n, src_file, src_row."""
+    keys = [c for c in staged.columns if c not in ("n", "src_row")]
+    return [*keys[:-1], "n", "src_file", "src_row"]
 
 
 def _parsed(raw: pl.DataFrame, **kw) -> pl.DataFrame:

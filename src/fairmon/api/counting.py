@@ -91,6 +91,7 @@ def count_rows(
         label_rule=label_rule,
         traffic_stages=list(traffic_stages),
         ds=UNDATED,
+        ordered=False,  # a row per logged pair: summed at once, in no order
     )
     return _count_staged(staged, [ATTR_PREFIX + g for g in groups], cluster_buckets)
 
