@@ -220,3 +220,57 @@ def test_labeling_flow_recovers_simulated_labelers(tmp_path):
     # L2 is far stricter on group B than the others: flagged against the pool
     l2b = sdt.filter((pl.col("group") == "B") & (pl.col("labeler_id") == "L2")).row(0, named=True)
     assert l2b["p_vs_pool"] < 1e-6
+
+
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
+def test_cross_group_cost_ratios_of_eq_5_are_the_cells_of_an_intersection(tmp_path):
+    """Seed 002 eq. 5: content of publisher group a shown to viewers of group b has its own cost ratio c_ab.
+    [scores] intersections = [["publisher", "viewer"]] gives the attribute publisher×viewer whose cells a×b get
+    prevalence at the threshold and c_ab = (1 − p)/p; the same as an explicit column holding the cell, and as a
+    tricube-weighted least-squares fit on (s − t) with HC1 errors written out with statsmodels."""
+    from fairmon.pipelines.executor.days import run_day
+
+    rng = np.random.default_rng(5)
+    n = 8000
+    publisher, viewer = rng.choice(["a", "b"], n), rng.choice(["x", "y"], n)
+    score = rng.uniform(0, 1, n)
+    lift = np.where(publisher == "a", 0.1, 0.0) + np.where(viewer == "y", 0.15, 0.0)
+    outcome = rng.random(n) < np.clip(score * 0.6 + lift, 0, 1)
+    ds = dt.date(2026, 5, 1)
+    (tmp_path / "scores").mkdir()
+    pl.DataFrame(
+        {
+            "ds": [ds] * n,
+            "model": "m",
+            "item_id": [f"i{i}" for i in range(n)],
+            "score": score,
+            "outcome": outcome,
+            "publisher": publisher,
+            "viewer": viewer,
+            "cell": [f"{p}×{v}" for p, v in zip(publisher, viewer, strict=True)],
+        }
+    ).write_csv(tmp_path / "scores" / f"{ds}.csv")
+    (tmp_path / "f.toml").write_text(
+        'warehouse = "wh"\nduckdb = "f.duckdb"\n[scores]\npath = "scores/{ds}.csv"\n'
+        'attributes = ["publisher", "viewer", "cell"]\nintersections = [["publisher", "viewer"]]\n'
+        '[[scores.thresholds]]\nmodel = "m"\nt = 0.5\nd = 0.2\n'
+    )
+    assert run_day(str(tmp_path / "f.toml"), ds)["status"] == "published"
+    got = read_table(tmp_path / "wh", "threshold_prevalence")
+    cells_only = pl.col("group") != "*"  # "*": the attribute's pooled row
+    crossed = got.filter((pl.col("attribute") == "publisher×viewer") & cells_only).sort("group")
+    explicit = got.filter((pl.col("attribute") == "cell") & cells_only).sort("group")
+    assert crossed.get_column("group").to_list() == ["a×x", "a×y", "b×x", "b×y"]
+    numbers = ["n_window", "prevalence_at_threshold", "se", "implied_cost_ratio", "ci_low", "ci_high"]
+    assert crossed.select(numbers).equals(explicit.select(numbers))
+    for row in crossed.iter_rows(named=True):
+        p_, v_ = row["group"].split("×")
+        sel = (publisher == p_) & (viewer == v_) & (np.abs(score - 0.5) < 0.2)
+        x = score[sel] - 0.5
+        w = (1 - (np.abs(x) / 0.2) ** 3) ** 3
+        fit = sm.WLS(outcome[sel].astype(float), sm.add_constant(x), weights=w).fit(cov_type="HC1")
+        p = fit.params[0]
+        assert row["n_window"] == sel.sum() and row["prevalence_at_threshold"] == pytest.approx(p, rel=1e-9)
+        assert row["implied_cost_ratio"] == pytest.approx((1 - p) / p, rel=1e-9)
+    cells = dict(zip(crossed["group"], crossed["implied_cost_ratio"], strict=True))
+    assert cells["a×y"] < cells["b×x"]  # more positives at the threshold: a smaller implied cost ratio

@@ -209,6 +209,8 @@ class FairmonConfig(Strict):
         """Hash of the settings that change staged rows (used to decide re-ingest)."""
         # pool_policy picks which staged files a day counts, not what is staged: changing it re-stages nothing
         exclude = {"impressions": {"pool_policy"}}
+        if self.scores is not None and not self.scores.intersections:  # as before the field: nothing re-staged
+            exclude["scores"] = {"intersections"}
         inputs = {
             k: getattr(self, k).model_dump(mode="json", exclude=exclude.get(k)) if getattr(self, k) else None
             for k in ("impressions", "scores", "labels")

@@ -127,16 +127,7 @@ class ImpressionsConfig(Strict):
 
     @model_validator(mode="after")
     def _intersections(self) -> ImpressionsConfig:
-        seen = set()
-        for names in self.intersections:
-            if len(names) < 2 or len(set(names)) != len(names):
-                raise ValueError(f"intersections: {names} must name at least two different attributes")
-            unknown = [a for a in names if a not in self.attributes]
-            if unknown:
-                raise ValueError(f"intersections: {unknown} not in attributes {self.attributes}")
-            if tuple(names) in seen:
-                raise ValueError(f"intersections: {names} is listed twice")
-            seen.add(tuple(names))
+        check_intersections(self.intersections, self.attributes)
         return self
 
     @model_validator(mode="after")
@@ -198,6 +189,21 @@ def check_template(template: str, allowed: set[str], key: str) -> str:
     return template
 
 
+def check_intersections(intersections: list[list[str]], attributes: list[str]) -> None:
+    """Raise ValueError unless each intersection names at least two different
+    ``attributes`` and none is listed twice (DESIGN §2 ``intersections``)."""
+    seen = set()
+    for names in intersections:
+        if len(names) < 2 or len(set(names)) != len(names):
+            raise ValueError(f"intersections: {names} must name at least two different attributes")
+        unknown = [a for a in names if a not in attributes]
+        if unknown:
+            raise ValueError(f"intersections: {unknown} not in attributes {attributes}")
+        if tuple(names) in seen:
+            raise ValueError(f"intersections: {names} is listed twice")
+        seen.add(tuple(names))
+
+
 class ThresholdSpec(Strict):
     """A model's decision threshold t and the half-width d of the local window (seed 002 eqs. 8-11)."""
 
@@ -221,6 +227,12 @@ class _LogInput(Strict):
 class ScoresConfig(_LogInput):
     """Model score logs (DESIGN §2 scores) and prevalence at the threshold (§4.2; seed 002 eqs. 6, 8-11)."""
 
+    intersections: list[list[str]] = Field(
+        default_factory=list,
+        description="cells of several attributes, e.g. [['publisher_group', 'viewer_group']]: each adds the "
+        "attribute publisher_group×viewer_group, whose cells a×b get their own implied threshold and cost "
+        "ratio c_ab (seed 002 eq. 5)",
+    )
     format: Literal["contract", "compas"] = "contract"
     path: str = Field(description="contract: file per day, template with {ds}; compas: the COMPAS CSV")
     thresholds: list[ThresholdSpec] = Field(min_length=1)
@@ -258,7 +270,15 @@ class ScoresConfig(_LogInput):
             check_template(self.path, {"ds"}, "path")
         if self.format == "contract" and "{ds}" not in self.path:
             raise ValueError("path must contain {ds} for format contract")
+        check_intersections(self.intersections, self.attributes)
         return self
+
+    @property
+    def groupings(self) -> list[str]:
+        """The attributes, then each intersection's name (``a×b``, the separator
+        of :data:`fairmon.transforms.contract.INTERSECTION_SEP`): the groupings
+        prevalence at the threshold is estimated for."""
+        return [*self.attributes, *("×".join(names) for names in self.intersections)]
 
 
 class LabelsConfig(_LogInput):

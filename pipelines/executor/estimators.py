@@ -245,7 +245,7 @@ def estimate_threshold(cfg: FairmonConfig, ds: dt.date) -> dict[str, pl.DataFram
     the trailing window, and the differences between groups (seed 002 §4-5.1):
     the scores stage's declared tables, from the window's staged rows."""
     columns = {"model": pl.String, "score": pl.Float64, "outcome": pl.Boolean}
-    columns |= {f"attr__{a}": pl.String for a in cfg.scores.attributes}
+    columns |= {f"attr__{a}": pl.String for a in cfg.scores.groupings}
     return windowed_stage(cfg, ds, "scores", "scores_window", columns, key="rows", noun="scored")
 
 

@@ -63,9 +63,11 @@ def read_log_unit(cfg: FairmonConfig, source: str, unit: IngestUnit) -> pl.DataF
 
 
 def normalize_log_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, raw: pl.DataFrame) -> pl.DataFrame:
-    """Parse a raw score or labeling frame into staging rows (transforms.contract)."""
+    """Parse a raw score or labeling frame into staging rows (transforms.contract), with a
+    score log's intersectional groupings (``[scores] intersections``, seed 002 eq. 5's cells)."""
     if source == "scores":
-        return normalize_scores(raw, file=str(unit.file), attributes=cfg.scores.attributes)
+        staged = normalize_scores(raw, file=str(unit.file), attributes=cfg.scores.attributes)
+        return add_intersections(staged, cfg.scores.intersections)
     return normalize_labels(raw, file=str(unit.file), attributes=cfg.labels.attributes)
 
 

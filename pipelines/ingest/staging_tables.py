@@ -93,6 +93,7 @@ SCORES = StagingTable(
     "scores",
     leading=(("ds", "DATE"), ("model", "VARCHAR"), ("item_id", "VARCHAR"), ("score", "DOUBLE"), ("outcome", "BOOLEAN")),
     trailing=(("src_file", "VARCHAR"),),
+    intersections=True,
 )
 LABELS = StagingTable(
     "labels",
@@ -132,11 +133,12 @@ def staging_table(name: str) -> StagingTable:
 
 def config_columns(cfg: FairmonConfig, table: StagingTable) -> tuple[Column, ...]:
     """``table``'s columns under ``cfg``: the attributes of its input
-    (impressions' for ``envy_rows``; intersections for impressions)."""
+    (impressions' for ``envy_rows``; intersections for impressions and scores)."""
     if table.name in ("impressions", "envy_rows"):
         imp = cfg.impressions
         return table.columns(imp.attributes, imp.intersections)
-    return table.columns(getattr(cfg, table.name).attributes)
+    source = getattr(cfg, table.name)
+    return table.columns(source.attributes, getattr(source, "intersections", []))
 
 
 # --- generated statements (cached: a table's text is built once a process) -------------

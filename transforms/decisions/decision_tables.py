@@ -52,7 +52,7 @@ def has_scores(cfg) -> bool:
 def threshold_options(cfg) -> dict:
     """The keyword arguments of :func:`threshold_tables` from ``[scores]``."""
     sc, level = cfg.scores, cfg.estimation.confidence_level
-    return dict(thresholds=[(t.model, t.t, t.d) for t in sc.thresholds], attributes=sc.attributes, level=level,
+    return dict(thresholds=[(t.model, t.t, t.d) for t in sc.thresholds], attributes=sc.groupings, level=level,
                 hc=sc.hc, min_window_rows=sc.min_window_rows, ci=sc.ci)  # fmt: skip
 
 
