@@ -199,31 +199,23 @@ def normalize_impressions(
         rows = _parsed(per_bucket, signals=["__label"], label_rule="any", **kw)
         return bucket_rows(staged, proper.get_column(BUCKET_LABEL), _staging_rows(rows, in_order=False))
     parsed = _parsed(raw, signals=signals, label_rule=label_rule, **kw)
-    if not ordered:
-        keys = [c for c in parsed.columns if c not in ("n", "src_row")]
-        summed_rows = parsed.lazy().group_by(keys).agg(pl.col("n").sum(), pl.col("src_row").min())
-        return summed_rows.select(_layout(parsed)).collect()
-    return _staging_rows(parsed, in_order=True)
+    return _staging_rows(parsed, in_order=ordered, may_repeat=ordered)
 
 
-def _staging_rows(staged: pl.DataFrame, in_order: bool) -> pl.DataFrame:
+def _staging_rows(staged: pl.DataFrame, in_order: bool, may_repeat: bool = True) -> pl.DataFrame:
     """Parsed rows (:func:`_parsed`) summed to one row per staging key, the
     first src_row kept, in the staging layout; sorted by src_row when
     ``in_order``. A profile's bucket rows are not: they are only staged and
     summed, and the scan gives them in no order (sorting ~280,000 a file
-    at K = 4,096 groups bought nothing)."""
+    at K = 4,096 groups bought nothing). ``may_repeat`` asks first whether
+    any rows repeat (a profile's rarely do); False sums at once (a row per
+    logged pair: they always do)."""
     keys = [c for c in staged.columns if c not in ("n", "src_row")]
-    layout = _layout(staged)
-    if not has_repeated_rows(staged.select(keys)):  # e.g. a profile's rows per bucket: nothing to sum
+    layout = [*keys[:-1], "n", "src_file", "src_row"]
+    if may_repeat and not has_repeated_rows(staged.select(keys)):  # e.g. a profile's rows per bucket
         return (staged.sort("src_row") if in_order else staged).select(layout)
     summed = staged.lazy().group_by(keys).agg(pl.col("n").sum(), pl.col("src_row").min())
     return (summed.sort("src_row") if in_order else summed).select(layout).collect()
-
-
-def _layout(staged: pl.DataFrame) -> list[str]:
-    """The staging layout's column order for parsed rows: the keys (src_file last among them), n, src_file, src_row."""
-    keys = [c for c in staged.columns if c not in ("n", "src_row")]
-    return [*keys[:-1], "n", "src_file", "src_row"]
 
 
 def _parsed(raw: pl.DataFrame, **kw) -> pl.DataFrame:

@@ -24,12 +24,10 @@ from fairmon.pipelines.checks.suites import expand_spec, load_spec
 from fairmon.pipelines.checks.value_checks import failing_values
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.ingest.adapters import forget_kept, keep_read, profile_files
-from fairmon.pipelines.ingest.identity import file_fingerprint, unit_key
 from fairmon.pipelines.ingest.preflight import Finding, shown_path
 from fairmon.pipelines.ingest.profiles import NullClusterId
 from fairmon.pipelines.ingest.sources import ImpressionsInput
-from fairmon.pipelines.ingest.staging import input_source
-from fairmon.pipelines.storage.db import sql_text
+from fairmon.pipelines.ingest.staging import input_source, unchanged_files
 from fairmon.transforms.contract import InputContractError, without_buckets
 from fairmon.transforms.gate_frames import raw_check_frame
 
@@ -87,26 +85,23 @@ def value_findings(cfg: FairmonConfig, days: list[dt.date]) -> dict[dt.date, lis
 
 
 def _staged(cfg: FairmonConfig, units: list) -> set:
-    """The files of ``units`` staged unchanged (same size, mtime and config
-    fingerprint as the ingest log records), read from the DuckDB file opened
+    """The files of ``units`` staged unchanged
+    (:func:`fairmon.pipelines.ingest.staging.unchanged_files`), read from the DuckDB file opened
     read-only: the pre-flight check creates, writes and locks nothing. None
     when the file or its ingest log does not exist yet, or another process
     writes it now (every file is then read)."""
     if not units or not cfg.duckdb_path.is_file():
         return set()
-    keys = {unit_key(cfg, u.file): u.file for u in units}
     try:
         con = duckdb.connect(str(cfg.duckdb_path), read_only=True)
     except (duckdb.Error, OSError):
         return set()
     try:
-        logged = {r[0]: r[1:4] for r in con.execute(sql_text("ingest_log_results"), {"files": list(keys)}).fetchall()}
+        return set(unchanged_files(cfg, con, units))
     except duckdb.Error:
         return set()
     finally:
         con.close()
-    fp = cfg.fingerprint()
-    return {f for k, f in keys.items() if k in logged and logged[k] == (*file_fingerprint(f, cfg), fp)}
 
 
 def _quoted(value: str) -> str:

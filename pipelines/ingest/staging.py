@@ -328,21 +328,32 @@ def recorded_results(cfg: FairmonConfig, source: str, units: list[IngestUnit]) -
     and config fingerprint); the others are left out."""
     if not units:
         return {}
-    keys = {unit_key(cfg, u.file): u.file for u in units}
     with db.connect(cfg.duckdb_path) as con:
         db.ensure(con, ("ingest_log_create",))
-        # (file, size, mtime_ns, config_fp, rows, dq) per logged file
-        logged = {r[0]: r[1:] for r in db.rows(con, "ingest_log_results", files=list(keys))}
-    suite, fp = input_source(cfg, source).suite, cfg.fingerprint()
+        logged = unchanged_files(cfg, con, units)
+    suite = input_source(cfg, source).suite
     out = {}
-    for key, file in keys.items():
-        row = logged.get(key)
-        if row is None or row[:3] != (*file_fingerprint(file, cfg), fp):
-            continue
-        prev = json.loads(row[4] or "{}")
+    for file, (rows, dq_json) in logged.items():
+        prev = json.loads(dq_json or "{}")
         dq = DQResult(source, suite, str(file), prev.get("n_expectations", 0), prev.get("failures", []))
-        out[file] = (dq, row[3] or 0)
+        out[file] = (dq, rows or 0)
     return out
+
+
+def unchanged_files(cfg: FairmonConfig, con, units: list[IngestUnit]) -> dict[Path, tuple]:
+    """{file: (staged rows, raw-suite result as JSON)} of ``units``' files
+    the ingest log on ``con`` records with the size, mtime and config
+    fingerprint they have now (one query; read-only connections do). Raises
+    what DuckDB raises (no ingest log: a CatalogException)."""
+    keys = {unit_key(cfg, u.file): u.file for u in units}
+    # (file, size, mtime_ns, config_fp, rows, dq) per logged file
+    logged = {r[0]: r[1:] for r in db.rows(con, "ingest_log_results", files=list(keys))}
+    fp = cfg.fingerprint()
+    return {
+        file: logged[key][3:]
+        for key, file in keys.items()
+        if key in logged and logged[key][:3] == (*file_fingerprint(file, cfg), fp)
+    }
 
 
 def units_for(cfg: FairmonConfig, source: str, ds: dt.date) -> list[IngestUnit]:
