@@ -765,3 +765,32 @@ def test_a_run_after_a_full_disk_left_an_empty_suite_publishes_without_a_gx_erro
     res = subprocess.run([sys.executable, "-m", "fairmon", *args], capture_output=True, text=True, check=False)
     assert res.returncode == 0 and "TypeError" not in res.stdout + res.stderr, res.stdout + res.stderr
     assert suite.stat().st_size > 0  # stored again from expectations/reo.json
+
+
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
+def test_a_run_killed_before_its_views_refresh_leaves_no_view_behind_its_parquet(project):
+    """The project's first run killed (SIGKILL) right after it swapped in its first partition, before any
+    refresh of the views could follow: a tool reading the DuckDB file directly sees that partition's rows
+    at once (the views read their files when queried), and the day is not published."""
+    import os
+    import subprocess
+    import sys
+
+    import duckdb
+    import polars as pl
+
+    from fairmon.pipelines.storage.warehouse import partition_path
+
+    cfg = load_config(project)
+    args = ["run", "-c", str(project), "--date", str(DAY), "--no-prefect"]
+    env = {**os.environ, "FAIRMON_FAULT": "parquet_swap"}
+    res = subprocess.run([sys.executable, "-m", "fairmon", *args], capture_output=True, text=True, env=env, check=False)
+    assert res.returncode == -9, res.stdout + res.stderr
+    swapped = list(cfg.warehouse_path.glob("*/ds=*/part-0.parquet"))
+    assert len(swapped) == 1  # the first table's partition, and no other
+    table = swapped[0].parent.parent.name
+    assert swapped[0] == partition_path(cfg.warehouse_path, table, DAY)
+    with duckdb.connect(str(cfg.duckdb_path), read_only=True) as con:
+        seen = con.execute(f'SELECT count(*) FROM "{table}" WHERE ds = ?', [DAY]).fetchone()[0]
+        published = con.execute(f'SELECT count(*) FROM "{table}_published"').fetchone()[0]
+    assert seen == pl.read_parquet(swapped[0]).height > 0 and published == 0

@@ -68,125 +68,78 @@ def test_duckdb_views_have_the_registry_schema_and_read_the_files(tmp_path):
 
 
 @pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
-def test_views_are_created_again_only_when_their_sql_changes(tmp_path):
-    """Within a run (``made``), a publish that adds a day creates no view again
-    (the views read their partitions by glob); a partition that brings a
-    registry column no earlier file had (an older fairmon's partitions beside
-    a newer one's) re-creates that table's view and its _published view only.
-    The columns come from the files' footers and give the same view as
-    DuckDB's own DESCRIBE of the partitions."""
-    wh = tmp_path / "wh"
-    con = duckdb.connect(str(tmp_path / "t.duckdb"))
+def test_views_never_lag_their_partitions(tmp_path):
+    """The views are created once, before any partition; then partitions
+    come and go with no refresh at all (a run killed between its publish and
+    its refresh): a new reader of the DuckDB file sees every day, an older
+    file's missing registry column as NULL beside a newer file's values, and
+    a removed partition gone. A second refresh within the run (``made``)
+    creates nothing again."""
+    wh, path = tmp_path / "wh", tmp_path / "t.duckdb"
     made: dict[str, str] = {}
-    frames = {k: v.with_columns(pl.lit("r1").alias("run_id")) for k, v in _frames().items()}
-    frames["reo"] = frames["reo"].drop("design_effect")  # written before the column existed
-    write_partitions(wh, D, frames, checked=False)
-    refresh_views(con, wh, made)
-    assert set(made) == set(TABLES)
-    for name in TABLES:  # footers (read by refresh_views) give DuckDB's own view of the files
-        described = con.sql(f"DESCRIBE SELECT * FROM {ddl.read_parquet_sql(wh, name)}").pl()
-        assert made[name] == ddl.table_view_sql(name, wh, described.get_column("column_name").to_list()), name
-    assert 'NULL::DOUBLE AS "design_effect"' in made["reo"]
-    executed: list[str] = []
-    rec = _Recording(con, executed)
-    d2 = D + dt.timedelta(days=1)
-    write_partitions(wh, d2, {k: v.with_columns(pl.lit(d2).alias("ds")) for k, v in frames.items()}, checked=False)
-    refresh_views(rec, wh, made)
-    assert executed == []  # a new day: nothing to create again ...
-    assert con.sql('SELECT count(DISTINCT ds) FROM "reo"').fetchall() == [(2,)]  # ... and the views see it
-    d3 = d2 + dt.timedelta(days=1)
-    newer = frames["reo"].with_columns(pl.lit(d3).alias("ds"), pl.lit(1.5).alias("design_effect"))
-    write_partitions(wh, d3, {"reo": newer})
-    refresh_views(rec, wh, made)
-    assert [e.split(" AS")[0] for e in executed] == [
-        'CREATE OR REPLACE VIEW "reo"',
-        'CREATE OR REPLACE VIEW "reo_published"',
-    ]
-    got = con.sql('SELECT ds, design_effect FROM "reo" ORDER BY ds').fetchall()
-    assert [r[1] for r in got] == [None] * (2 * frames["reo"].height) + [1.5] * frames["reo"].height
-    con.close()
-
-
-@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
-def test_a_publish_looks_again_only_at_its_own_days_partitions(tmp_path, monkeypatch):
-    """Within a run (``made`` and ``partitions``), refreshing after day ds's
-    publish lists no table folder (a backfill's cost stays linear in its
-    days) and still gives the views a full listing gives: a partition that
-    brings a column re-creates the view with it, and removing that
-    partition again (remove_partitions) takes the column away."""
-    wh = tmp_path / "wh"
-    con = duckdb.connect(str(tmp_path / "t.duckdb"))
-    made: dict[str, str] = {}
-    parts: dict[str, dict[str, frozenset[str]]] = {}
+    with duckdb.connect(str(path)) as con:
+        refresh_views(con, wh, made)
+        assert set(made) == set(TABLES) and all(made[n] == ddl.table_view_sql(n, wh) for n in TABLES)
+        executed: list[str] = []
+        refresh_views(_Recording(con, executed), wh, made)
+        assert executed == []
     frames = {k: v.with_columns(pl.lit("r1").alias("run_id")) for k, v in _frames().items()}
     old = {**frames, "reo": frames["reo"].drop("design_effect")}  # written before the column existed
-    write_partitions(wh, D, old, checked=False)  # files an older fairmon wrote: not today's declaration
-    refresh_views(con, wh, made, parts, D)  # the run's first refresh lists everything
-    assert {name: len(files) for name, files in parts.items()} == {
-        name: len(list((wh / name).glob("ds=*/*.parquet"))) for name in TABLES
-    }
-
-    def full() -> dict[str, str]:  # what listing every partition gives now
-        fresh: dict[str, str] = {}
-        refresh_views(duckdb.connect(), wh, fresh)
-        return fresh
-
-    listed: list[Path] = []
-    glob = Path.glob
-    monkeypatch.setattr(Path, "glob", lambda self, pattern: listed.append(self) or glob(self, pattern))
     d2, d3 = D + dt.timedelta(days=1), D + dt.timedelta(days=2)
+    write_partitions(wh, D, old, checked=False)
     write_partitions(wh, d2, {k: v.with_columns(pl.lit(d2).alias("ds")) for k, v in old.items()}, checked=False)
-    refresh_views(con, wh, made, parts, d2)
-    assert 'NULL::DOUBLE AS "design_effect"' in made["reo"]
-    write_partitions(wh, d3, {"reo": frames["reo"].with_columns(pl.lit(d3).alias("ds"))})
-    refresh_views(con, wh, made, parts, d3)
-    assert 'CAST("design_effect" AS DOUBLE)' in made["reo"]
-    assert con.sql('SELECT count(design_effect) FROM "reo"').fetchall() == [(frames["reo"].height,)]
+    newer = frames["reo"].with_columns(pl.lit(d3).alias("ds"), pl.lit(1.5).alias("design_effect"))
+    write_partitions(wh, d3, {"reo": newer})
+    with duckdb.connect(str(path), read_only=True) as reader:
+        got = reader.sql('SELECT ds, design_effect FROM "reo" ORDER BY ds').fetchall()
+        assert [r[1] for r in got] == [None] * (2 * frames["reo"].height) + [1.5] * frames["reo"].height
+        for name in TABLES:
+            assert reader.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0] == sum(
+                f.height for f in ([old[name]] * 2 + ([newer] if name == "reo" else []))
+            ), name
     assert remove_partitions(wh, d3, set()) == ["reo"]
-    refresh_views(con, wh, made, parts, d3)
-    assert 'NULL::DOUBLE AS "design_effect"' in made["reo"]
-    assert con.sql('SELECT count(DISTINCT ds) FROM "reo"').fetchall() == [(2,)]
-    assert not [p for p in listed if p.is_relative_to(wh)]  # no table folder listed after the first refresh
-    assert made == full()
-    con.close()
+    with duckdb.connect(str(path), read_only=True) as reader:
+        assert reader.sql('SELECT count(DISTINCT ds), count(design_effect) FROM "reo"').fetchall() == [(2, 0)]
 
 
 @pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
-def test_a_publish_that_fails_partway_leaves_the_next_refresh_listing_everything(tmp_path, monkeypatch):
+def test_a_publish_that_fails_partway_leaves_the_next_refresh_creating_everything(tmp_path, monkeypatch):
     """A publish whose removal of an old partition fails after the file is gone
-    (a stray file in the day's folder) must not leave the run believing the
-    partition is there: the next day's publish gives the views a full
-    listing gives (reo_ab back to an empty, typed view, not a glob over no
-    file), and a refresh that raises leaves nothing half-known."""
+    (a stray file in the day's folder) forgets the run's views; the next
+    day's publish creates them again, and reo_ab, whose partition is gone,
+    reads as no rows; a publish after the views exist does not open the
+    DuckDB file for them; a refresh that raises leaves nothing half-known."""
     from types import SimpleNamespace
 
     from fairmon.pipelines.core.run import Run, run_scope
+    from fairmon.pipelines.executor import publishing
     from fairmon.pipelines.executor.publishing import WarehouseViews, publish
 
     wh = tmp_path / "wh"
     cfg = SimpleNamespace(warehouse_path=wh, duckdb_path=tmp_path / "t.duckdb")
     frames = {k: v.with_columns(pl.lit("r1").alias("run_id")) for k, v in _frames().items()}
-    d2 = D + dt.timedelta(days=1)
-    run = WarehouseViews()  # what the run knows of its warehouse, passed to each publish
+    d2, d3 = D + dt.timedelta(days=1), D + dt.timedelta(days=2)
+    run = WarehouseViews()  # what the run knows of its DuckDB file, passed to each publish
     with run_scope(Run(cfg)):
         publish(cfg, D, frames, True, run)
-        assert run.partitions["reo_ab"]
+        assert set(run.views) == set(TABLES)
         (wh / "reo_ab" / f"ds={D.isoformat()}" / ".DS_Store").write_text("")  # rmdir will fail after the unlink
         without_ab = {k: v for k, v in frames.items() if k != "reo_ab"}
         with pytest.raises(OSError):
             publish(cfg, D, without_ab, True, run)
-        assert not run.partitions and not run.views  # forgotten: the next refresh lists every partition
+        assert not run.views  # forgotten: the next refresh creates every view
         publish(cfg, d2, {k: v.with_columns(pl.lit(d2).alias("ds")) for k, v in without_ab.items()}, True, run)
-        assert not list((wh / "reo_ab").glob("ds=*/*.parquet"))
-        assert "WHERE false" in run.views["reo_ab"]  # no partition left: an empty, typed view
-        con = duckdb.connect(str(cfg.duckdb_path))
-        assert con.sql('SELECT count(*) FROM "reo_ab_published"').fetchall() == [(0,)]
-        con.close()
-        broken = {"reo": ["x"]}
+        assert not list((wh / "reo_ab").glob("ds=*/*.parquet")) and set(run.views) == set(TABLES)
+        with duckdb.connect(str(cfg.duckdb_path)) as con:
+            assert con.sql('SELECT count(*) FROM "reo_ab_published"').fetchall() == [(0,)]
+        monkeypatch.setattr(publishing.db, "connect", lambda *a, **k: (_ for _ in ()).throw(AssertionError("opened")))
+        publish(cfg, d3, {"reo": frames["reo"].with_columns(pl.lit(d3).alias("ds"))}, False, run)
+        monkeypatch.undo()
+        broken = {"reo": "x"}
         monkeypatch.setattr(ddl, "table_view_sql", lambda *a: (_ for _ in ()).throw(OSError("unreadable")))
         with pytest.raises(OSError):
-            refresh_views(duckdb.connect(), wh, broken, run.partitions, d2)
-        assert broken == {} and run.partitions == {}
+            refresh_views(duckdb.connect(), wh, broken)
+        assert broken == {}
 
 
 class _Recording:

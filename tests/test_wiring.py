@@ -106,7 +106,7 @@ def test_a_family_module_is_found_and_served_by_the_registry_alone(toy):
     assert list(registry.TABLES)[-1] == "toy_share"
     t = registry.TABLES["toy_share"]
     assert "toy_share" in registry.GATED_TABLES
-    assert '"share"' in ddl.table_view_sql("toy_share", Path("/wh"), None)
+    assert '"share"' in ddl.table_view_sql("toy_share", Path("/wh"))
     assert 'FROM "toy_share"' in ddl.published_view_sql("toy_share")
     assert [c["name"] for c in registry.generated_checks(t)] == ["key_unique", "n_not_null", "share_is_probability"]
     example = declared_example(t, DAYS[0])

@@ -1,9 +1,9 @@
 """A day's way out: its partitions published atomically, the DuckDB views refreshed, its run recorded.
 
-What a run knows of its warehouse (the views it created, the partitions it
-saw) is a :class:`WarehouseViews` the batch owns and passes to
-:func:`publish`: each publish looks again only at its own day's partitions,
-so a backfill's cost does not grow with the square of its days.
+What a run knows of its warehouse (the views it created) is a
+:class:`WarehouseViews` the batch owns and passes to :func:`publish`: the
+views read their partitions when queried, so a publish creates none again
+and a backfill's cost does not grow with the square of its days.
 """
 
 from __future__ import annotations
@@ -26,19 +26,17 @@ from fairmon.pipelines.storage.warehouse import refresh_views, remove_partitions
 
 
 class WarehouseViews:
-    """What a run knows of its warehouse and DuckDB file, valid while it holds
-    the project lock: ``views`` ({view: SQL}) created by its refreshes and
-    ``partitions`` ({table: {partition file: its columns}}) seen by its last
-    refresh (:func:`fairmon.pipelines.storage.warehouse.refresh_views`).
-    Empty: the next refresh lists and creates everything. A plain object, not
-    a dataclass: an orchestrator that walks a step's arguments (Prefect looks
-    for futures in dataclasses and dicts) passes it through whole."""
+    """What a run knows of its DuckDB file, valid while it holds the project
+    lock: ``views`` ({view: SQL}) created by its refreshes
+    (:func:`fairmon.pipelines.storage.warehouse.refresh_views`). Empty: the
+    next refresh creates everything. A plain object, not a dataclass: an
+    orchestrator that walks a step's arguments (Prefect looks for futures in
+    dataclasses and dicts) passes it through whole."""
 
-    __slots__ = ("partitions", "views")
+    __slots__ = ("views",)
 
     def __init__(self) -> None:
         self.views: dict[str, str] = {}
-        self.partitions: dict[str, dict[str, frozenset[str]]] = {}
 
 
 @step("publish-day")
@@ -65,7 +63,7 @@ def publish(
                 if removed:
                     log.info("publish %s: removed partitions of tables this run does not produce: %s", ds, removed)
         except BaseException:
-            forget_warehouse(known)  # some files may have changed: the next refresh lists every partition again
+            forget_warehouse(known)  # the next refresh creates every view again
             raise
         refresh_run_views(cfg, ds, known)
     log.info(
@@ -79,32 +77,29 @@ def publish(
 
 
 def refresh_run_views(cfg: FairmonConfig, ds: dt.date | None = None, known: WarehouseViews | None = None) -> None:
-    """Refresh the DuckDB views over the config's warehouse
-    (:func:`fairmon.pipelines.storage.warehouse.refresh_views`), creating
-    again only the views whose SQL changed since the refreshes ``known``
-    records (None: every view, nothing kept). ``ds``: the day just
-    published, whose partitions are the only ones looked at again. None (the
-    run has just taken the project lock): what ``known`` held is forgotten
-    first, and every partition is listed. Raises OSError for an unreadable
-    partition file."""
+    """Create the DuckDB views over the config's warehouse
+    (:func:`fairmon.pipelines.storage.warehouse.refresh_views`) that the
+    refreshes ``known`` records have not created (None: every view, nothing
+    kept). ``ds``: the day just published; None (the run has just taken the
+    project lock, another process may have written meanwhile): what ``known``
+    held is forgotten first. Once a run has created its views, a publish
+    does not open the DuckDB file for them: they read the partitions when
+    queried. Raises what DuckDB raises."""
     if ds is None:
         forget_warehouse(known)
+    elif known is not None and known.views:
+        return
     with db.connect(cfg.duckdb_path) as con:
-        if known is None:
-            refresh_views(con, cfg.warehouse_path)
-        else:
-            refresh_views(con, cfg.warehouse_path, known.views, known.partitions, ds)
+        refresh_views(con, cfg.warehouse_path, None if known is None else known.views)
 
 
 def forget_warehouse(known: WarehouseViews | None) -> None:
-    """Forget what ``known`` knew of the warehouse and its DuckDB file (views
-    created, partitions seen), so that the next
-    refresh lists and creates everything again: after the run takes the
-    project lock (another process may have written meanwhile) or a publish
-    that failed partway."""
+    """Forget the views ``known`` records as created, so that the next
+    refresh creates them all again: after the run takes the project lock
+    (another process may have written meanwhile) or a publish that failed
+    partway."""
     if known is not None:
         known.views.clear()
-        known.partitions.clear()
 
 
 def start_record(

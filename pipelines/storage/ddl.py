@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import glob
 import sys
-from collections.abc import Collection
 from pathlib import Path
 
 import polars as pl
@@ -64,29 +63,22 @@ def parquet_glob(warehouse: Path, name: str) -> str:
     return str(Path(glob.escape(str(warehouse.resolve()))) / table(name).name / "ds=*" / "part-0.parquet")
 
 
-def table_view_sql(name: str, warehouse: Path, present: Collection[str] | None) -> str:
+def table_view_sql(name: str, warehouse: Path) -> str:
     """The DuckDB view ``name`` over the table's Parquet partitions (the one
     copy of the outputs, DESIGN §1), with the registry's columns, order and
-    types (``ds`` from the partition path; a column missing from every file,
-    e.g. one added after older partitions were written, reads as NULL).
-    ``present`` holds the names of the columns the files have (``ds`` among
-    them), or is None when the table has no partition yet (an empty, typed view).
+    types (``ds`` from the partition path).
 
-    The view stays valid when its partitions go after it was created (a
-    table the latest runs no longer produce): it reads the
-    glob with ``allow_empty`` under a typed empty row set (``UNION ALL BY
-    NAME``), so no partition reads as no rows of the declared columns, not
-    DuckDB's "No files found"."""
+    The view's SQL depends on nothing but the registry and the warehouse
+    path, so it never lags its files: it reads the glob with ``allow_empty``
+    under a typed empty row set (``UNION ALL BY NAME``) each time it is
+    queried, so a partition written after the view was created (a run
+    killed between its publish and its refresh, a partition an older fairmon
+    wrote without a later column, which reads as NULL) shows at once, and no
+    partition reads as no rows of the declared columns, not DuckDB's "No
+    files found"."""
     t = table(name)
     typed = ", ".join(f"NULL::{duckdb_type(c.dtype)} AS {ident(c.name)}" for c in t.stored_columns)
-    if present is None:
-        return f"CREATE OR REPLACE VIEW {ident(t.name)} AS SELECT {typed} WHERE false"
-    cols = ", ".join(
-        f"CAST({ident(c.name)} AS {duckdb_type(c.dtype)}) AS {ident(c.name)}"
-        if c.name in present
-        else f"NULL::{duckdb_type(c.dtype)} AS {ident(c.name)}"
-        for c in t.stored_columns
-    )
+    cols = ", ".join(f"CAST({ident(c.name)} AS {duckdb_type(c.dtype)}) AS {ident(c.name)}" for c in t.stored_columns)
     rows = f"SELECT {typed} WHERE false UNION ALL BY NAME SELECT * FROM {read_parquet_sql(warehouse, name)}"
     return f"CREATE OR REPLACE VIEW {ident(t.name)} AS SELECT {cols} FROM ({rows})"
 
@@ -188,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         sys.stdout.write(tables_markdown())
     if args.sql:
-        print(table_view_sql(args.sql, Path("<warehouse>"), {c.name: "" for c in table(args.sql).stored_columns}))
+        print(table_view_sql(args.sql, Path("<warehouse>")))
     return 0
 
 

@@ -109,73 +109,33 @@ def clean_tmp(warehouse: Path, older_than_s: float = 3600.0) -> None:
             p.unlink(missing_ok=True)
 
 
-#: Column names of partition files, by (path, inode, size, mtime_ns): a partition is replaced by a
-#: rename, so a new file has a new key; each file's Parquet footer is read once per process.
-_FILE_COLUMNS: dict[tuple[str, int, int, int], frozenset[str]] = {}
-
-
-def _file_columns(f: Path) -> frozenset[str]:
-    """The Parquet columns of partition file ``f`` (its footer, read once per file version)."""
-    import pyarrow.parquet as pq
-
-    st = f.stat()
-    key = (str(f), st.st_ino, st.st_size, st.st_mtime_ns)
-    names = _FILE_COLUMNS.get(key)
-    if names is None:
-        names = _FILE_COLUMNS[key] = frozenset(pq.read_schema(f).names)
-    return names
-
-
-def refresh_views(
-    con: duckdb.DuckDBPyConnection,
-    warehouse: Path,
-    made: dict[str, str] | None = None,
-    partitions: dict[str, dict[str, frozenset[str]]] | None = None,
-    ds: dt.date | None = None,
-) -> None:
+def refresh_views(con: duckdb.DuckDBPyConnection, warehouse: Path, made: dict[str, str] | None = None) -> None:
     """(Re)create the DuckDB views over the warehouse: one per registry table
-    (empty and typed until it has a partition) and ``<table>_published``
-    (DESIGN §1 "one copy of the outputs", §3). A DuckDB file from an earlier
-    fairmon version, which mirrored the outputs into tables, has those tables
-    dropped: the Parquet files are the outputs. Called after every publish.
+    and ``<table>_published`` (DESIGN §1 "one copy of the outputs", §3). A
+    DuckDB file from an earlier fairmon version, which mirrored the outputs
+    into tables, has those tables dropped: the Parquet files are the outputs.
 
-    ``made`` ({view: SQL}) holds the views this run has already created in
-    this DuckDB file (:attr:`fairmon.pipelines.executor.publishing.WarehouseViews.views`; empty at the
-    run's first call, which creates everything): a view whose SQL is unchanged
-    is left as it is, since it reads its partitions by a glob when queried
-    and creating it again costs a read of every partition's footer (a
-    backfill's cost would grow with the square of its days). ``made`` is
-    updated. None: every view is created.
-
-    ``partitions`` ({table: {partition file: its columns}},
-    :attr:`fairmon.pipelines.executor.publishing.WarehouseViews.partitions`) holds the partitions the
-    run's last refresh saw. With ``ds`` (the day just published, or whose
-    partitions were removed) and a filled ``partitions``, only that day's
-    partition of each table is looked at again; otherwise every partition is
-    listed and ``partitions`` filled. Listing them all after each day made a
-    backfill's cost grow with the square of its days (56 ms a day at 365
-    days). The run holds the project lock, so nothing else changes
-    the warehouse meanwhile; a publish that fails partway empties
-    ``partitions`` (:func:`fairmon.pipelines.executor.publishing.forget_warehouse`). A
-    refresh that raises empties ``made`` and ``partitions``: the next one
-    starts afresh. Raises OSError for an unreadable partition file."""
+    A view's SQL names only the registry and the warehouse
+    (:func:`fairmon.pipelines.storage.ddl.table_view_sql`), so it reads every
+    partition present when it is queried and needs no refresh when a
+    partition comes or goes. ``made`` ({view: SQL}) holds the views this run
+    has already created in this DuckDB file
+    (:attr:`fairmon.pipelines.executor.publishing.WarehouseViews.views`; empty
+    at the run's first call, which creates everything): a view whose SQL is
+    unchanged is left as it is, since creating it again costs a read of every
+    partition's footer. ``made`` is updated; None: every view is created. A
+    refresh that raises empties ``made``: the next one starts afresh. Raises
+    what DuckDB raises."""
     try:
-        _refresh_views(con, warehouse, made, partitions, ds)
+        _refresh_views(con, warehouse, made)
     except BaseException:
-        for known in (made, partitions):
-            if known is not None:
-                known.clear()
+        if made is not None:
+            made.clear()
         raise
 
 
-def _refresh_views(
-    con: duckdb.DuckDBPyConnection,
-    warehouse: Path,
-    made: dict[str, str] | None,
-    partitions: dict[str, dict[str, frozenset[str]]] | None,
-    ds: dt.date | None,
-) -> None:
-    """:func:`refresh_views`' work, which leaves ``made`` and ``partitions`` half-filled if it raises."""
+def _refresh_views(con: duckdb.DuckDBPyConnection, warehouse: Path, made: dict[str, str] | None) -> None:
+    """:func:`refresh_views`' work, which leaves ``made`` half-filled if it raises."""
     first = not made
     if first:
         db.execute(con, "runs_create")
@@ -185,20 +145,8 @@ def _refresh_views(
             if kinds.get(name) == "BASE TABLE":
                 con.execute(f"DROP TABLE {ddl.ident(name)}")
     changed = set()
-    listed = partitions is None or ds is None or not partitions
     for name in TABLES:
-        if listed:
-            files = {str(f): _file_columns(f) for f in (warehouse / name).glob(f"ds=*/{PART_FILE}")}
-            if partitions is not None:
-                partitions[name] = files
-        else:  # only day ds's partition can have changed since the last refresh
-            files = partitions.setdefault(name, {})
-            part = partition_path(warehouse, name, ds)
-            if part.is_file():
-                files[str(part)] = _file_columns(part)
-            else:
-                files.pop(str(part), None)
-        sql = ddl.table_view_sql(name, warehouse, {"ds"}.union(*files.values()) if files else None)
+        sql = ddl.table_view_sql(name, warehouse)
         if made is None or made.get(name) != sql:
             con.execute(sql)
             changed.add(name)
