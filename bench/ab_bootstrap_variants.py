@@ -1,20 +1,19 @@
 """Bench: which bootstrap interval for D_REO covers in every A/B regime?
 
-fairmon's ``bootstrap`` A/B method publishes the percentile interval of
-D_REO* (seed 001 Algorithm 4). An independent review found it misses one
-side in an unequal-groups regime (K = 8, random-traffic shares 30 % down to
-3 %, REO 0.15 -> 0.25 with a flip). This bench compares, on the same draws
+The percentile interval of D_REO* (seed 001 Algorithm 4) misses one side in
+an unequal-groups regime (K = 8, random-traffic shares 30 % down to 3 %,
+REO 0.15 -> 0.25 with a flip; bench/README.md). This bench compares, on the same draws
 and with what fairmon publishes near parity (the projection row, which
 replaces every method's interval there):
 
-* ``pct``: the percentile interval (what fairmon publishes);
+* ``pct``: the plain percentile interval of D*;
 * ``bca``: BCa (Efron & Tibshirani 1993 §14.3, eqs. 14.9-14.15), the
   acceleration from the jackknife grouped by cell (defined below);
 * ``shift``: the percentile interval moved by −2·(mean(D*) − D̂);
 * ``shift1``: moved by −(mean(D*) − D̂) (centred on the bias-corrected D̂);
 * ``student``: the bootstrap-t interval, D̂ − t*·SE with t* = (D* − D̂)/SE*
   and SE the delta-method SE of D_REO on the data or the replicate (Efron &
-  Tibshirani 1993 §12.5).
+  Tibshirani 1993 §12.5): what fairmon publishes.
 
     python bench/ab_bootstrap_variants.py [--reps 1500] [--seed 4]
 
@@ -36,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ci_coverage import AB_SCENARIOS, UNEQUAL, draw, utilities_with_reo
 
 from fairmon.transforms.reo.ab import ab_estimates
-from fairmon.transforms.reo.ab_bootstrap import replicate_utilities
+from fairmon.transforms.reo.ab_bootstrap import d_reo_se_rows, replicate_utilities
 from fairmon.transforms.reo.ab_reo import percentile_bounds
 from fairmon.transforms.reo.bootstrap import (
     bca_acceleration,
@@ -46,6 +45,7 @@ from fairmon.transforms.reo.bootstrap import (
     resample_counts,
     utilities,
 )
+from fairmon.transforms.reo.cluster import BucketSums
 from fairmon.transforms.reo.estimate import reo_of_utilities
 
 _NAN3 = (float("nan"),) * 3
@@ -102,30 +102,13 @@ def _d_reo_rows(aT, aC, b, nT, nC, nR) -> np.ndarray:
     return reo_rows(utilities(aT, nT, b, nR)) - reo_rows(utilities(aC, nC, b, nR))
 
 
-def d_reo_se(aT, aC, b, nT, nC, nR) -> np.ndarray:
-    """Delta-method SE of D_REO per row of (rows, K) positives (independent rows): with g_X = ∂REO/∂log U_X
-    (Σ_k g_k = 0, REO being scale-free), Var = Σ g_T²/(Q_T n_T) + Σ g_C²/(Q_C n_C) + Σ (g_T − g_C)²/(P n_R)."""
-
-    def grad(U):
-        m, s = U.mean(axis=-1, keepdims=True), U.std(axis=-1, keepdims=True)
-        K = U.shape[-1]
-        return U * ((U - m) / (K * s * m) - s / (K * m**2))
-
-    nT, nC, nR = (np.asarray(x, float)[..., None] for x in (nT, nC, nR))
-    QT, QC, P = aT / nT, aC / nC, b / nR
-    with np.errstate(divide="ignore", invalid="ignore"):
-        gT, gC = grad(QT / P), grad(QC / P)
-        var = (gT**2 / (QT * nT)).sum(-1) + (gC**2 / (QC * nC)).sum(-1) + ((gT - gC) ** 2 / (P * nR)).sum(-1)
-    return np.sqrt(var)
-
-
 def replicates(samples, rng, B=1000) -> tuple[np.ndarray, np.ndarray]:
     """B joint bootstrap replicates of D_REO (both arms and the shared random traffic) and their delta SEs."""
     draws = [resample_counts(pos, n, B, rng) for pos, n in samples]
     ones = np.ones(B)
     sizes = tuple(ones * n for _, n in samples)
     T, C = replicate_utilities(tuple(draws), sizes)(slice(None), slice(None))
-    return reo_rows(T) - reo_rows(C), d_reo_se(*draws, *sizes)
+    return reo_rows(T) - reo_rows(C), d_reo_se_rows(*draws, *sizes)
 
 
 def scenario(name: str, reps: int, seed: int) -> dict[str, float]:
@@ -149,7 +132,7 @@ def scenario(name: str, reps: int, seed: int) -> dict[str, float]:
                 hits[k].append(row.ci_low <= truth <= row.ci_high)
             continue
         (d, se_b), th = replicates(samples, rng), d_reo(*samples)
-        se = float(d_reo_se(*(np.asarray(x)[None] for x, _ in samples), *([n] for _, n in samples))[0])
+        se = float(d_reo_se_rows(*(np.asarray(x)[None] for x, _ in samples), *([n] for _, n in samples))[0])
         t = np.sort((d - th) / se_b)
         j = max(int(np.ceil(t.size * 0.025 - 1e-9)) - 1, 0)
         lo, hi = (x[0] for x in percentile_bounds(d[:, None], 0.95))
@@ -167,16 +150,51 @@ def scenario(name: str, reps: int, seed: int) -> dict[str, float]:
     return {k: float(np.mean(v)) for k, v in hits.items()}
 
 
+def clustered(name: str, reps: int, seed: int, m: int) -> dict[str, float]:
+    """Coverage of what fairmon publishes (``bootstrap``: resampling whole clusters, D_REO's
+    bootstrap-t; ``delta``: the joint sandwich) when rows come in clusters of ``m`` (users):
+    cluster c's m rows are multinomial with group shares Q_k·θ_c, θ_c = min(Gamma(2, 1/2), 3)
+    shared by its groups (about mean 1, variance 1/2); the truth is the scenario's D_REO
+    (θ's mean is the same for every group, so the utilities' ratios are the scenario's)."""
+    K, r_C, r_T, flip, e, *shape = AB_SCENARIOS[name]
+    rng = np.random.default_rng(seed)
+    U_C, U_T = utilities_with_reo(K, r_C), utilities_with_reo(K, r_T)
+    U_T = U_T[::-1].copy() if flip else U_T
+    n_arm, n_rand = 150_000, 43_000
+    P = np.full(K, e / n_rand) if not shape else e * UNEQUAL / n_rand
+    Q_C, Q_T = (P * U / np.sum(P * U) * 0.3 for U in (U_C, U_T))
+    truth = reo_of_utilities(U_T) - reo_of_utilities(U_C)
+
+    def sample(Q: np.ndarray, n: int) -> BucketSums:
+        shares = Q[None] * np.minimum(rng.gamma(2.0, 0.5, n // m), 3.0)[:, None]
+        pos = rng.multinomial(m, np.concatenate([shares, 1 - shares.sum(1, keepdims=True)], axis=1))[:, :-1]
+        return BucketSums(pos, np.full(n // m, float(m)))
+
+    hits: dict[str, list[bool]] = {"bootstrap": [], "delta": []}
+    groups = [str(k) for k in range(K)]
+    for _ in range(reps):
+        c = (sample(Q_T, n_arm), sample(Q_C, n_arm), sample(P, n_rand))
+        sums = [x for s in c for x in (s.pos.sum(0).astype(np.int64), int(s.rows.sum()))]
+        for row in ab_estimates(groups, *sums, methods=("delta", "bootstrap"), rng=rng, clusters=c):
+            if row.metric == "reo":
+                hits[row.method].append(row.ci_low <= truth <= row.ci_high)
+    return {k: float(np.mean(v)) for k, v in hits.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=1500)
     ap.add_argument("--seed", type=int, default=4)
     ap.add_argument("--match", default="", help="only scenarios whose name contains this text")
+    ap.add_argument("--clustered", type=int, default=0, help="rows in clusters of this size: fairmon's two rows")
     args = ap.parse_args()
     names = [n for n in AB_SCENARIOS if args.match in n and "parity" not in n and "mirror" not in n]
     worst: dict[str, float] = {}
     for name in names:
-        cov = scenario(name, args.reps, args.seed)
+        if args.clustered:
+            cov = clustered(name, args.reps, args.seed, args.clustered)
+        else:
+            cov = scenario(name, args.reps, args.seed)
         mc = np.sqrt(0.95 * 0.05 / args.reps)
         print(f"{name:36} " + "  ".join(f"{k} {v:.3f}" for k, v in cov.items()) + f"  (MC SE ≈ {mc:.3f})")
         worst = {k: min(worst.get(k, 1.0), v) for k, v in cov.items()}

@@ -414,10 +414,47 @@ def test_listed_groups_are_the_sorted_groups_of_any_frame_but_missing():
     assert listed_groups(a, b) == ["a", "b", "é"] and listed_groups(a.head(0)) == []
 
 
-def test_bootstrap_d_reo_is_the_percentile_interval_recentred_on_the_bias_corrected_estimate():
-    """Algorithm 4's D_REO row by hand on the same draws: D* = REO(U*_T) − REO(U*_C) (NumPy std/mean), the
-    bias b̂ = mean(D*) − D̂ (Efron & Tibshirani §10.2), the replicates moved by −b̂, the bounds their
-    ⌈Bα/2⌉-th smallest and largest, p = 2·min(#(≤ 0), #(≥ 0))/B; the D_k rows stay plain percentile."""
+def _d_reo_of_shares(p_T, p_C, p_R):
+    """D_REO from the three samples' shares (..., K): REO = std/mean of U = p_X/p_R (NumPy, ddof 0)."""
+    reo = lambda U: U.std(axis=-1) / U.mean(axis=-1)  # noqa: E731
+    return reo(p_T / p_R) - reo(p_C / p_R)
+
+
+def _d_reo_delta_se_numerically(samples) -> float:
+    """The delta-method SE of D_REO written out independently: a central-difference gradient in each
+    sample's K shares and the multinomial covariance (p_k δ_jk − p_j p_k)/n of every sample, in full."""
+    shares = [np.asarray(a, float) / n for a, n in samples]
+    var = 0.0
+    for i, (_, n) in enumerate(samples):
+        grad = np.empty(shares[i].size)
+        for k in range(grad.size):
+            h = 1e-7 * shares[i][k]
+            up, down = [s.copy() for s in shares], [s.copy() for s in shares]
+            up[i][k] += h
+            down[i][k] -= h
+            grad[k] = (_d_reo_of_shares(*up) - _d_reo_of_shares(*down)) / (2 * h)
+        p = shares[i]
+        var += (grad @ (np.diag(p) - np.outer(p, p)) @ grad) / n
+    return float(np.sqrt(var))
+
+
+def test_d_reo_delta_se_rows_is_the_delta_method_with_the_full_multinomial_covariance():
+    from fairmon.transforms.reo.ab_bootstrap import d_reo_se_rows
+
+    rng = np.random.default_rng(5)
+    for K in (2, 3, 8):
+        samples = tuple((rng.integers(50, 400, K), n) for n in (150_000, 120_000, 43_000))
+        got = d_reo_se_rows(*(np.asarray(a)[None] for a, _ in samples), *(np.array([n]) for _, n in samples))
+        assert got[0] == pytest.approx(_d_reo_delta_se_numerically(samples), rel=1e-6)
+    equal = (np.array([[10, 10]]), np.array([[10, 20]]), np.array([[5, 5]]))  # REO_T = 0: no gradient
+    assert np.isnan(d_reo_se_rows(*equal, np.array([100]), np.array([100]), np.array([50]))[0])
+
+
+def test_bootstrap_d_reo_is_the_bootstrap_t_studentized_by_each_replicates_delta_se():
+    """Algorithm 4's D_REO row by hand on the same draws: D* = REO(U*_T) − REO(U*_C) (NumPy std/mean),
+    t* = (D* − D̂)/SE* with SE* the delta-method SE of each replicate (written out numerically in this
+    file), the bounds D̂ − t*·SE at its ⌈Bα/2⌉-th smallest and largest (Efron & Tibshirani §12.5),
+    p = 2·min(#(≤ 0), #(≥ 0))/B of D̂ − t*·SE, sd that of D*; the D_k rows stay plain percentile."""
     from fairmon.transforms.reo.ab_bootstrap import bootstrap_difference_stats
 
     samples = (
@@ -428,17 +465,15 @@ def test_bootstrap_d_reo_is_the_percentile_interval_recentred_on_the_bias_correc
     finite, sd, p, lo, hi = bootstrap_difference_stats(samples, (None, None, None), 0.9, 1000, np.random.default_rng(3))
     rng = np.random.default_rng(3)
     draws = [rng.multinomial(n, np.append(a, n - a.sum()) / n, size=1000)[:, :-1] for a, n in samples]
-
-    def reo(pos_x, n_x, pos_r, n_r):
-        U = (pos_x / n_x) / (pos_r / n_r)
-        return U.std(axis=-1) / U.mean(axis=-1)
-
     (aT, nT), (aC, nC), (b, nR) = samples
-    d = reo(draws[0], nT, draws[2], nR) - reo(draws[1], nC, draws[2], nR)
-    d_hat = reo(aT, nT, b, nR) - reo(aC, nC, b, nR)
-    moved = np.sort(d - (d.mean() - d_hat))
-    assert finite[0] and lo[0] == pytest.approx(moved[49], abs=1e-12) and hi[0] == pytest.approx(moved[950], abs=1e-12)
-    assert p[0] == pytest.approx(min(1.0, 2 * min((moved <= 0).sum(), (moved >= 0).sum()) / 1000))
+    d = _d_reo_of_shares(draws[0] / nT, draws[1] / nC, draws[2] / nR)
+    d_hat = float(_d_reo_of_shares(aT / nT, aC / nC, b / nR))
+    se = _d_reo_delta_se_numerically(samples)
+    se_b = np.array([_d_reo_delta_se_numerically(((x, nT), (y, nC), (z, nR))) for x, y, z in zip(*draws)])
+    reflected = np.sort(d_hat - (d - d_hat) / se_b * se)
+    assert finite[0] and lo[0] == pytest.approx(reflected[49], abs=1e-6)
+    assert hi[0] == pytest.approx(reflected[950], abs=1e-6)
+    assert p[0] == pytest.approx(min(1.0, 2 * min((reflected <= 0).sum(), (reflected >= 0).sum()) / 1000))
     assert sd[0] == pytest.approx(d.std(ddof=1), rel=1e-12)
     dU = lambda x, n: ((x / n) / (draws[2] / nR)) / ((x / n) / (draws[2] / nR)).mean(axis=1, keepdims=True)  # noqa: E731
     d0 = np.sort(dU(draws[0], nT)[:, 0] - dU(draws[1], nC)[:, 0])

@@ -20,10 +20,12 @@ D_k = ΔU_k^T − ΔU_k^C. Methods (DESIGN §4.1):
   flips the favoured group, DESIGN §4.1);
 * ``bootstrap``: Algorithm 4, both arms and the shared random traffic
   resampled together (multinomial on the count tables), B replicates;
-  percentile CI (D_REO's replicates recentred on its bias-corrected
-  estimate, :func:`fairmon.transforms.reo.ab_bootstrap.replicate_block_stats`),
-  SE = bootstrap sd, and the p-value that inverts the percentile interval,
-  2·min(F*(0), 1 − F*(0)) (never a normal approximation).
+  percentile CI (D_REO's the bootstrap-t's, studentized by each
+  replicate's delta-method SE,
+  :func:`fairmon.transforms.reo.ab_bootstrap.replicate_block_stats`),
+  SE = bootstrap sd, and the p-value that inverts the interval,
+  2·min(F*(0), 1 − F*(0)) of the (studentized) replicates (never a normal
+  approximation).
 
 Every method reports the same point estimate (the full-data difference); they
 differ in SE, CI and p-value, and each p-value is the smallest level whose
@@ -419,14 +421,17 @@ def _bootstrap_rows(
     """Algorithm 4 (``bootstrap``) as the method's rows: the replicates of
     :func:`fairmon.transforms.reo.ab_bootstrap.bootstrap_difference_stats`
     (both arms and the shared random traffic resampled together, so each
-    replicate's two arms see the same P̂); percentile CI, SE = replicate sd,
-    the p-value that inverts the percentile interval
+    replicate's two arms see the same P̂); percentile CI (D_REO: bootstrap-t),
+    SE = replicate sd, the p-value that inverts the interval
     (:func:`fairmon.transforms.reo.ab_reo.percentile_p_value`), so the two
-    agree. A metric with a replicate where P_k = 0 is NaN with a reason.
-    Source: seed 001 Algorithm 4; Efron & Tibshirani (1993) §13.3, §16."""
+    agree. A metric with a replicate where P_k = 0 (D_REO: or REO* = 0, where
+    its SE* is undefined) is NaN with a reason.
+    Source: seed 001 Algorithm 4; Efron & Tibshirani (1993) §12.5, §13.3, §16."""
     finite, se_b, p_b, lo_b, hi_b = bootstrap_difference_stats(
         (treatment, control, random), clusters, level, n_boot, rng
     )
     nan, reasons = float("nan"), [None if ok else "a resample has P_k = 0" for ok in finite.tolist()]
+    if not finite[0]:
+        reasons[0] = "a resample has P_k = 0 or REO* = 0 (the bootstrap-t's SE* undefined)"
     se, lo, hi, p = (np.where(finite, x, nan) for x in (se_b, lo_b, hi_b, p_b))
     return _block(names, diff, method, se=se, lo=lo, hi=hi, p=p, reason=reasons)

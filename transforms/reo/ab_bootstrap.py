@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from fairmon.transforms.reo.ab_reo import percentile_bounds, percentile_p_value
-from fairmon.transforms.reo.bootstrap import ROW_BLOCK, reo_rows, resample_counts, utilities
+from fairmon.transforms.reo.bootstrap import ROW_BLOCK, delta_u_rows, reo_rows, resample_counts, utilities
 from fairmon.transforms.reo.cluster import BucketSums, resample_together
 
 
@@ -35,10 +35,10 @@ def bootstrap_difference_stats(
     in several samples is one unit), else multinomial counts
     (:func:`fairmon.transforms.reo.bootstrap.resample_counts`); each
     replicate's two arms share its P̂*; D_REO's replicates centred on its
-    bias-corrected estimate (:func:`replicate_block_stats`). Returns (all
-    finite, sd, percentile p-value, lower, upper) per metric, shapes (1 + K,). Raises ValueError
-    when a sample's positives exceed its rows. Source: seed 001 Algorithm 4;
-    Efron & Tibshirani (1993) §13.3, §16."""
+    studentized with each replicate's delta-method SE (:func:`replicate_block_stats`,
+    :func:`d_reo_se_rows`). Returns (all finite, sd, p-value, lower, upper) per metric,
+    shapes (1 + K,). Raises ValueError when a sample's positives exceed its rows.
+    Source: seed 001 Algorithm 4; Efron & Tibshirani (1993) §12.5, §13.3, §16."""
 
     def draw(c: BucketSums | None, pos: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
         return c.resample(n_boot, rng) if c is not None else (resample_counts(pos, n, n_boot, rng), n)
@@ -56,7 +56,13 @@ def bootstrap_difference_stats(
     point = utilities(np.asarray(aT)[None], np.array([nT0]), np.asarray(b)[None], np.array([nR0]))
     against = utilities(np.asarray(aC)[None], np.array([nC0]), np.asarray(b)[None], np.array([nR0]))
     d_hat = float(reo_rows(point)[0] - reo_rows(against)[0])
-    return replicate_block_stats(utilities_of, bT.shape, level, reo_estimate=d_hat)
+    on_data = (np.asarray(x)[None] for x in (aT, aC, b, nT0, nC0, nR0))
+    se_hat = float(d_reo_se_rows(*on_data)[0])
+
+    def se_of(rows: slice) -> np.ndarray:
+        return d_reo_se_rows(bT[rows], bC[rows], bR[rows], *(np.broadcast_to(n, n_boot)[rows] for n in (nT, nC, nR)))
+
+    return replicate_block_stats(utilities_of, bT.shape, level, studentized=(d_hat, se_hat, se_of))
 
 
 def replicate_stats(U_T: np.ndarray, U_C: np.ndarray, level: float, block: int = 256) -> tuple[np.ndarray, ...]:
@@ -72,7 +78,7 @@ def replicate_block_stats(
     shape: tuple[int, int],
     level: float,
     block: int = 256,
-    reo_estimate: float | None = None,
+    studentized: tuple[float, float, Callable[[slice], np.ndarray]] | None = None,
 ) -> tuple[np.ndarray, ...]:
     """:func:`replicate_stats` of the replicate utilities (U_T, U_C) of
     ``shape`` (B, K) that ``utilities_of(rows, cols)`` gives a block at a
@@ -85,12 +91,15 @@ def replicate_block_stats(
     second has ≥ 2 columns (at B = 1,000, (B, 128) pieces stay in cache),
     the same sums; a one-column block stays alone (its sd sums pairwise).
     No (B, K) array is made: at K = 4,096 each would be 33 MB of fresh
-    pages a day. With ``reo_estimate`` (D̂_REO of the data) the D_REO
-    replicates are moved by −b̂, b̂ = mean(D*) − D̂ the bootstrap's estimate
-    of the estimator's bias (Efron & Tibshirani 1993 §10.2): the percentile
-    interval and its p-value then centre on the bias-corrected D̂ − b̂ (REO is
-    biased upward, most in the arm nearer parity, so D̂ is biased and the
-    plain percentile interval missed on one side); the sd is unchanged.
+    pages a day. With ``studentized`` = (D̂, SE, SE*(rows)) — D_REO of the
+    data, its delta-method SE and that of a block of replicates — the D_REO
+    row is the bootstrap-t (Efron & Tibshirani 1993 §12.5): t* = (D* − D̂)/SE*,
+    and the percentile bounds and p-value are taken of D̂ − t*·SE, so the
+    interval is [D̂ − t*₍₁₋α/₂₎·SE, D̂ − t*₍α/₂₎·SE] and the p-value inverts it.
+    REO is biased upward, most in the arm nearer parity, and its spread grows
+    with its level: the plain percentile interval of D* missed on one side.
+    The sd stays that of D*. A replicate whose SE* is not a positive number
+    (equal utilities: REO's kink) leaves the row without a finite set.
     Raises nothing; K ≥ 1."""
     B, K = shape
     mean_T, mean_C, reo_d = np.empty((B, 1)), np.empty((B, 1)), np.empty(B)
@@ -100,8 +109,13 @@ def replicate_block_stats(
         with np.errstate(invalid="ignore", divide="ignore"):
             mean_T[rows], mean_C[rows] = T.mean(axis=-1, keepdims=True), C.mean(axis=-1, keepdims=True)
             reo_d[rows] = reo_rows(T) - reo_rows(C)
-    if reo_estimate is not None:
-        reo_d -= reo_d.mean() - reo_estimate  # NaN replicates make it NaN: the row is undefined anyway
+    reo_sd = None
+    if studentized is not None:
+        d_hat, se_hat, se_of = studentized
+        reo_sd = reo_d.std(ddof=1)
+        se_b = np.concatenate([se_of(slice(i, min(i + ROW_BLOCK, B))) for i in range(0, B, ROW_BLOCK)])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            reo_d = d_hat - (reo_d - d_hat) / np.where(se_b > 0, se_b, np.nan) * se_hat
     parts, pieces = [], []
     for lo in range(0, K, block):
         hi, mid = min(lo + block, K), lo + block // 2
@@ -114,8 +128,40 @@ def replicate_block_stats(
                 d = np.concatenate([reo_d[:, None], d], axis=1)
             se = d.std(axis=0, ddof=1)
             p = np.where(se > 0, percentile_p_value(d), np.nan)
+            if lo == 0 and reo_sd is not None:  # the sd of D* itself, not of the studentized values
+                se[0] = reo_sd
         parts.append((np.isfinite(d).all(axis=0), se, p, *percentile_bounds(d, level)))
     return tuple(np.concatenate(x) for x in zip(*parts))
+
+
+def d_reo_se_rows(
+    a_T: np.ndarray, a_C: np.ndarray, b: np.ndarray, n_T: np.ndarray, n_C: np.ndarray, n_R: np.ndarray
+) -> np.ndarray:
+    """The delta-method SE of D_REO = REO(U_T) − REO(U_C) per row, rows
+    independent: positives (R, K) of each arm and of the shared random
+    traffic, their rows (R,) -> (R,). With g_X = ∂REO/∂log U_X (Σ_k g_k = 0,
+    REO being scale-free, so the multinomial's −1/n covariances cancel),
+    Var = Σ g_T²/(Q_T n_T) + Σ g_C²/(Q_C n_C) + Σ (g_T − g_C)²/(P n_R): the
+    ``delta`` method's variance without clustering (:mod:`fairmon.transforms.reo.ab`).
+    The bootstrap-t's studentizer: with clustered rows it is the SE of
+    independent rows on the data and on each bucket-resampled replicate alike,
+    so their ratio still tracks how D_REO's spread moves with its level, while
+    the buckets carry the clustering into D*. NaN where a Q or P is 0 or REO
+    is 0. Raises nothing. Source: seed 001 Algorithm 1 (g), App. F."""
+    n_T, n_C, n_R = (np.asarray(x, float)[:, None] for x in (n_T, n_C, n_R))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        Q_T, Q_C, P = np.asarray(a_T, float) / n_T, np.asarray(a_C, float) / n_C, np.asarray(b, float) / n_R
+        g_T, g_C = (_reo_log_gradient_rows(Q / P) for Q in (Q_T, Q_C))
+        var = (g_T**2 / (Q_T * n_T)).sum(-1) + (g_C**2 / (Q_C * n_C)).sum(-1) + ((g_T - g_C) ** 2 / (P * n_R)).sum(-1)
+    return np.sqrt(var)
+
+
+def _reo_log_gradient_rows(U: np.ndarray) -> np.ndarray:
+    """g = ∂REO/∂log U per row of U (R, K): (1 + ΔU)/K·(ΔU/REO − REO)
+    (:func:`fairmon.transforms.reo.reo_math.reo_log_gradient` row by row); NaN where REO is 0."""
+    dU, r = delta_u_rows(U), reo_rows(U)[:, None]
+    r = np.where(r > 0, r, np.nan)
+    return (1.0 + dU) / U.shape[-1] * (dU / r - r)
 
 
 def _quotient(a: np.ndarray, by: np.ndarray) -> np.ndarray:
