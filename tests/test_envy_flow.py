@@ -58,6 +58,21 @@ def _check_group_cells(folder, truth: dict) -> None:
         assert r["anytime_lower"] <= want[(r["group"], r["donor_group"])] <= r["anytime_upper"], r
 
 
+def _check_summary(folder, truth: dict, days: int) -> None:
+    """Every day's average envy and ε-envious share of the targets inside their bounds (seed 004 §5.1)."""
+    wh = load_config(folder / "fairmon.toml").warehouse_path
+    summary, users = read_table(wh, "envy_summary"), read_table(wh, "envy_user")
+    assert summary.height == days
+    for r in summary.iter_rows(named=True):
+        assert r["users_measured"] == r["targets"] == users.filter(pl.col("ds") == r["ds"]).height
+        assert r["average_envy_lower"] <= truth["average_envy"] <= r["average_envy_upper"], r
+        assert r["share_envious_lower"] <= truth["share_envious"] <= r["share_envious_upper"], r
+        assert r["confidence"] == pytest.approx(1 - 0.05 / 3)
+    last = summary.sort("ds").row(-1, named=True)  # the plug-in near the truth (observed: within 0.005)
+    assert last["average_envy"] == pytest.approx(truth["average_envy"], abs=0.01)
+    assert last["share_envious"] == pytest.approx(truth["share_envious"], abs=0.05)
+
+
 def test_envy_free_system_is_certified_and_never_called_envious(tmp_path):
     folder = tmp_path / "free"
     truth = _simulate(folder, "envy-free", 11)
@@ -70,6 +85,7 @@ def test_envy_free_system_is_certified_and_never_called_envious(tmp_path):
     assert (audit["min_donors"] == truth["M_tilde_K"][1]).all()
     _check_users(folder, truth)
     _check_group_cells(folder, truth)
+    _check_summary(folder, truth, 11)
 
     # a day run alone on a fresh project stages the audit's earlier days itself and agrees
     alone = tmp_path / "alone"
@@ -92,6 +108,7 @@ def test_envious_system_is_found_on_day_one_and_a_swap_row_without_donor_quarant
     assert (audit["n_envy"] > 0).all()
     _check_users(folder, truth)
     _check_group_cells(folder, truth)
+    _check_summary(folder, truth, 3)
     ge = read_table(load_config(folder / "fairmon.toml").warehouse_path, "group_envy")
     # the minority (group 1) gains from the majority's policies: envy, certified
     row = ge.filter((pl.col("group") == "1") & (pl.col("donor_group") == "0")).row(-1, named=True)

@@ -188,6 +188,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "fairmon.transforms.decisions.sdt_tables",
     "fairmon.transforms.envy.group",
     "fairmon.transforms.envy.envy_tables",
+    "fairmon.transforms.envy.envy_summary",
     "fairmon.transforms.reach.reach_tables",
     "fairmon.transforms.reach.reach_beta",
     "fairmon.transforms.reach.stability_tables",

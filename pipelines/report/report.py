@@ -109,6 +109,7 @@ def _envy_context(d: ReportData) -> dict:
     days, the latest day's group envy and the findings."""
     envy_audit = (d.extras or {}).get("envy_audit", pl.DataFrame())
     group_envy = (d.extras or {}).get("group_envy", pl.DataFrame())
+    summary = (d.extras or {}).get("envy_summary", pl.DataFrame())
     envy_groups = (
         group_envy.filter(pl.col("ds") == group_envy.get_column("ds").max())
         .sort("attribute", "group", "donor_group")
@@ -117,7 +118,7 @@ def _envy_context(d: ReportData) -> dict:
         else []
     )
     return {
-        "envy_findings": envy_findings(envy_audit, group_envy),
+        "envy_findings": envy_findings(envy_audit, group_envy, summary),
         "envy_days": envy_audit.sort("ds").to_dicts() if not envy_audit.is_empty() else [],
         "envy_groups": envy_groups,
     }

@@ -282,11 +282,12 @@ GROUP_ENVY_CAVEAT = (
 )
 
 
-def envy_findings(audit: pl.DataFrame, group_envy: pl.DataFrame) -> list[str]:
+def envy_findings(audit: pl.DataFrame, group_envy: pl.DataFrame, summary: pl.DataFrame | None = None) -> list[str]:
     """Sentences on the envy-freeness audit of the latest day of ``audit``
     (envy_audit rows) and its group envy (group_envy rows of that day):
     AUDIT's verdict with its targets, donors and decisions (seed 004 Alg. 2,
-    Th. 2), the day the verdict was first reached, then one sentence per
+    Th. 2), the day the verdict was first reached, the degree of envy of that
+    day (``summary``, envy_summary rows: :func:`envy_degree`), then one sentence per
     attribute naming the certified envious pairs (anytime lower bound > 0)
     or saying none is, and :data:`GROUP_ENVY_CAVEAT`. Empty without rows."""
     if audit.is_empty():
@@ -316,6 +317,8 @@ def envy_findings(audit: pl.DataFrame, group_envy: pl.DataFrame) -> list[str]:
         why = "" if last["design_ok"] else f" The logged design falls short: {last['design_reason']}."
         head = f"Envy-freeness on {last['ds']}: undecided so far. {counts}.{why}"
     out = [head]
+    if summary is not None and not summary.filter(pl.col("ds") == last["ds"]).is_empty():
+        out.append(envy_degree(summary.filter(pl.col("ds") == last["ds"]).row(0, named=True)))
     if not group_envy.is_empty():
         g = group_envy.filter(pl.col("ds") == group_envy.get_column("ds").max())
         for (attribute,), rows in g.sort("attribute", "group", "donor_group").group_by(
@@ -341,6 +344,23 @@ def envy_findings(audit: pl.DataFrame, group_envy: pl.DataFrame) -> list[str]:
                 )
         out.append(GROUP_ENVY_CAVEAT)
     return out
+
+
+def envy_degree(row: dict) -> str:
+    """One sentence on a day's envy_summary row (seed 004 §5.1): the average
+    envy and the ε-envious share among the measured targets with their bounds
+    and the probability they hold, or why nothing is measured."""
+    if not row["users_measured"]:
+        return f"Degree of envy: not measured yet ({row['reason']})."
+    pct = lambda x: f"{100 * x:.0f} %"  # noqa: E731
+    return (
+        f"Degree of envy among the {row['users_measured']} measured target users (seed 004 §5.1): average envy "
+        f"{_num(row['average_envy'], 3)} (bounds [{_num(row['average_envy_lower'], 3)}, "
+        f"{_num(row['average_envy_upper'], 3)}]), {pct(row['share_envious'])} envious beyond ε = "
+        f"{_num(row['epsilon'], 2)} (bounds [{pct(row['share_envious_lower'])}, {pct(row['share_envious_upper'])}]); "
+        f"the bounds hold on every day at once with probability {_num(row['confidence'], 3)}. Each user's envy is "
+        "measured against the donors that served them: a lower bound of the envy towards every other user."
+    )
 
 
 def reach_findings(

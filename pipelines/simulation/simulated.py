@@ -313,6 +313,9 @@ def write_envy_simulation(
             f"u{m}": {"envious": bool(e), "eps_free": bool(f)} for m, e, f in zip(targets, envy_t, free_t, strict=True)
         },
         "group_cells": cells,
+        # seed 004 §5.1 among the targets, Δ^m over their donors (what envy_summary estimates)
+        "average_envy": float(np.maximum(mu.max(axis=1) - own, 0).mean()),
+        "share_envious": float((mu.max(axis=1) - own > epsilon).mean()),
     }
     (out / "truth_envy.json").write_text(json.dumps(truth, indent=2) + "\n")
     cfg = out / "fairmon.toml"

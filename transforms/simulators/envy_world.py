@@ -234,29 +234,12 @@ def simulate_audit(
     from fairmon.transforms.envy.certify import audit_verdict, ocef_decisions
 
     targets, donors = audit_design(system, delta=delta, lam=lam, gamma=gamma, rng=rng)
-    m_tilde, k = donors.shape
-    arms = np.concatenate([targets[:, None], donors], axis=1)  # arm 0 = own policy
-    mu = system.utility[targets[:, None], arms]  # u^m(π^n) of each target and arm
-    n = np.zeros(mu.shape, dtype=np.int64)
-    pos = np.zeros(mu.shape, dtype=np.int64)
-    per = np.full(mu.shape, pulls_per_donor)
-    per[:, 0] = pulls_own
+    m_tilde = len(targets)
+    mu = system.utility[targets[:, None], np.concatenate([targets[:, None], donors], axis=1)]
     truth_envy = (mu[:, 1:] > mu[:, [0]]).any(axis=1)
     truth_free = (mu[:, 1:] <= mu[:, [0]] + epsilon).all(axis=1)
     out = []
-    for day in range(1, days + 1):
-        n += per
-        pos += rng.binomial(per, mu)
-        counts = pl.DataFrame(
-            {
-                "user_id": np.repeat(targets, k + 1),
-                "donor": pl.Series(arms.ravel().astype(str)).set(
-                    pl.Series(np.tile(np.arange(k + 1), m_tilde) == 0), None
-                ),
-                "n": n.ravel(),
-                "reward_sum": pos.ravel(),
-            }
-        )
+    for day, counts in enumerate(audit_counts(system, targets, donors, days, pulls_own, pulls_per_donor, rng), 1):
         users = ocef_decisions(counts, delta=delta / (3 * m_tilde), epsilon=epsilon)
         v = audit_verdict(users, delta=delta, lam=lam, gamma=gamma)
         idx = np.searchsorted(np.sort(targets), users["user_id"].to_numpy())
@@ -266,6 +249,40 @@ def simulate_audit(
         wrong = int(((dec == "envy") & ~te).sum() + ((dec == "eps_no_envy") & ~tf).sum())
         out.append({"day": day, **v, "wrong_users": wrong})
     return out
+
+
+def audit_counts(
+    system: EnvySystem,
+    targets: np.ndarray,
+    donors: np.ndarray,
+    days: int,
+    pulls_own: int,
+    pulls_per_donor: int,
+    rng: np.random.Generator,
+):
+    """The accumulated counts of AUDIT's logs day by day, as the count stage
+    gives them (sql/envy_user_counts.sql: ``user_id``, ``donor`` (null for
+    the own policy), ``n``, ``reward_sum``): each day adds ``pulls_own``
+    own-policy rows and ``pulls_per_donor`` rows per donor for every target
+    of ``targets`` (T,) with ``donors`` (T, K), positives Binomial(n,
+    u^m(π^n)) from the exact utilities. Yields one frame per day."""
+    arms = np.concatenate([targets[:, None], donors], axis=1)  # arm 0 = own policy
+    mu = system.utility[targets[:, None], arms]
+    per = np.full(mu.shape, pulls_per_donor)
+    per[:, 0] = pulls_own
+    n, pos = np.zeros(mu.shape, dtype=np.int64), np.zeros(mu.shape, dtype=np.int64)
+    own = pl.Series(np.tile(np.arange(arms.shape[1]), len(targets)) == 0)
+    for _ in range(days):
+        n += per
+        pos += rng.binomial(per, mu)
+        yield pl.DataFrame(
+            {
+                "user_id": np.repeat(targets, arms.shape[1]),
+                "donor": pl.Series(arms.ravel().astype(str)).set(own, None),
+                "n": n.ravel(),
+                "reward_sum": pos.ravel(),
+            }
+        )
 
 
 def online_audit(
