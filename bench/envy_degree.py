@@ -68,6 +68,7 @@ def run(scenario: str, seed: int, days: int) -> tuple[dict, list[bool]]:
 
 
 def main() -> None:
+    """Both systems over ``--seeds`` seeds and ``--days`` days; the figures of the module docstring."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--days", type=int, default=6)

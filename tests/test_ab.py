@@ -478,3 +478,21 @@ def test_bootstrap_d_reo_is_the_bootstrap_t_studentized_by_each_replicates_delta
     dU = lambda x, n: ((x / n) / (draws[2] / nR)) / ((x / n) / (draws[2] / nR)).mean(axis=1, keepdims=True)  # noqa: E731
     d0 = np.sort(dU(draws[0], nT)[:, 0] - dU(draws[1], nC)[:, 0])
     assert lo[1] == pytest.approx(d0[49], abs=1e-12) and hi[1] == pytest.approx(d0[950], abs=1e-12)
+
+
+def test_a_group_without_positives_in_a_resample_leaves_d_reo_defined():
+    """Q*_k = 0 in an arm: that arm's term of the delta variance is its limit 0 (g_k ∝ Q_k), so the
+    bootstrap-t's SE* is the SE at a vanishing share, and a pair far from parity with a small group keeps
+    its D_REO interval and sd (a group of 3 positives draws 0 in about 5 % of the replicates)."""
+    from fairmon.transforms.reo.ab_bootstrap import bootstrap_difference_stats, d_reo_se_rows
+
+    b, n = np.array([[50, 200, 200, 200]]), (np.array([10_000]), np.array([10_000]), np.array([5_000]))
+    a_C = np.array([[40, 300, 150, 100]])
+    at_zero = d_reo_se_rows(np.array([[0, 400, 150, 100]]), a_C, b, *n)[0]
+    near_zero = d_reo_se_rows(np.array([[1e-9, 400, 150, 100]]), a_C, b, *n)[0]
+    assert np.isfinite(at_zero) and at_zero == pytest.approx(near_zero, rel=1e-6)
+    samples = ((np.array([3, 400, 150, 100]), 10_000), (a_C[0], 10_000), (b[0], 5_000))
+    finite, sd, p, lo, hi = bootstrap_difference_stats(
+        samples, (None, None, None), 0.95, 1000, np.random.default_rng(1)
+    )
+    assert finite[0] and np.isfinite(sd[0]) and 0 < lo[0] < hi[0]

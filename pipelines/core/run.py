@@ -42,7 +42,7 @@ class Run:
       each day's partition (bytes, mtime_ns), or None when it has none,
       listed once per run.
 
-    What the run knows of its warehouse's views and partitions is not here:
+    What the run knows of its DuckDB file's views is not here:
     the executor owns it (:class:`fairmon.pipelines.executor.publishing.WarehouseViews`)
     and passes it to each publish; so are a backfill's Prefect artifacts
     (:mod:`fairmon.pipelines.orchestration.runner`).

@@ -173,7 +173,7 @@ def update_alerts(cfg: FairmonConfig, known=None, now: dt.datetime | None = None
     if not cfg.alerts.enabled:
         return out
     stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    if known is None:  # outside a run (an audit release): the views may be missing or behind the warehouse
+    if known is None:  # outside a run (an audit release): the views may be missing
         refresh_run_views(cfg)
     old = _stored(read_table(cfg.warehouse_path, "alerts"))
     fresh, taken = carried_over(alerts_table(**history(cfg), rules=rules_of(cfg)), old, stamp)

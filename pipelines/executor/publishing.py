@@ -1,4 +1,4 @@
-"""A day's way out: its partitions published atomically, the DuckDB views refreshed, its run recorded.
+"""A day's way out: its partitions published atomically, the DuckDB views there, its run recorded.
 
 What a run knows of its warehouse (the views it created) is a
 :class:`WarehouseViews` the batch owns and passes to :func:`publish`: the

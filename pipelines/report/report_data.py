@@ -317,8 +317,9 @@ def envy_findings(audit: pl.DataFrame, group_envy: pl.DataFrame, summary: pl.Dat
         why = "" if last["design_ok"] else f" The logged design falls short: {last['design_reason']}."
         head = f"Envy-freeness on {last['ds']}: undecided so far. {counts}.{why}"
     out = [head]
-    if summary is not None and not summary.filter(pl.col("ds") == last["ds"]).is_empty():
-        out.append(envy_degree(summary.filter(pl.col("ds") == last["ds"]).row(0, named=True)))
+    day = summary.filter(pl.col("ds") == last["ds"]) if summary is not None and "ds" in summary.columns else None
+    if day is not None and not day.is_empty():  # no envy_summary before fairmon wrote one: no sentence
+        out.append(envy_degree(day.row(0, named=True)))
     if not group_envy.is_empty():
         g = group_envy.filter(pl.col("ds") == group_envy.get_column("ds").max())
         for (attribute,), rows in g.sort("attribute", "group", "donor_group").group_by(
@@ -358,7 +359,7 @@ def envy_degree(row: dict) -> str:
         f"{_num(row['average_envy'], 3)} (bounds [{_num(row['average_envy_lower'], 3)}, "
         f"{_num(row['average_envy_upper'], 3)}]), {pct(row['share_envious'])} envious beyond ε = "
         f"{_num(row['epsilon'], 2)} (bounds [{pct(row['share_envious_lower'])}, {pct(row['share_envious_upper'])}]); "
-        f"the bounds hold on every day at once with probability {_num(row['confidence'], 3)}. Each user's envy is "
+        f"the bounds hold together with probability {_num(row['confidence'], 3)}. Each user's envy is "
         "measured against the donors that served them: a lower bound of the envy towards every other user."
     )
 

@@ -14,9 +14,12 @@ each with Lemma 4's anytime bounds, all of m's arms at once at δ_user
 
 and the means of these bounds, and the shares of targets whose lower (upper)
 bound exceeds ε, bound the average envy and the ε-envious share of the
-targets simultaneously, on every day at once, with probability at least
-``confidence`` = 1 − Σ δ_user (a union bound over the targets; AUDIT's
-δ/(3·max(M̃, targets)) each makes it ≥ 1 − δ/3).
+targets together with probability at least ``confidence`` = 1 − Σ δ_user
+(a union bound over the day's targets; AUDIT's δ/(3·max(M̃, targets)) each
+makes it ≥ 1 − δ/3). Lemma 4's bounds hold at every t at once, so this holds
+on every day at once while the targets and each target's donors stay the
+same; a target or donor that comes later is certified at that day's δ_user,
+and the days before and after it together hold with a little less.
 
 What is estimated: the targets' average over the donors that served them.
 §5.1 takes the max over every user's policy, so with few donors Δ^m here is
@@ -49,7 +52,7 @@ from fairmon.transforms.registry import (
 ENVY_SUMMARY = Table(
     "envy_summary",
     "The day's degree of envy among the audited users: average envy and the share of ε-envious users, "
-    "each with bounds valid on every day at once.",
+    "each with bounds from OCEF's certificates (Δ over the donors that served each user).",
     "seed 004 §5.1 (average envy, share of ε-envious users), Lemma 4, Alg. 2 line 4",
     ("ds", "window_start"),
     (
@@ -92,7 +95,8 @@ ENVY_SUMMARY = Table(
             "confidence",
             F,
             "probability",
-            "Probability that every bound holds on every day at once: 1 − Σ δ_user (union over the targets).",
+            "Probability that every bound of the day holds: 1 − Σ δ_user (union over the targets); on every day at "
+            "once while the targets and their donors stay the same.",
             bounds=probability("confidence_is_probability"),
         ),
         REASON,
@@ -141,8 +145,6 @@ def envy_summary(envy_user: pl.DataFrame, ds: dt.date, window_start: dt.date, *,
         reasons.append("no target has own-policy rows and a donor yet: no envy measured")
     elif m < targets:
         reasons.append(f"{targets - m} of {targets} targets lack own-policy rows or a donor and are left out")
-    if m:
-        reasons.append("Δ is taken over the donors that served each target: a lower bound of §5.1's max over all users")
     row = {
         "ds": ds,
         "window_start": window_start,

@@ -20,12 +20,12 @@ D_k = ΔU_k^T − ΔU_k^C. Methods (DESIGN §4.1):
   flips the favoured group, DESIGN §4.1);
 * ``bootstrap``: Algorithm 4, both arms and the shared random traffic
   resampled together (multinomial on the count tables), B replicates;
-  percentile CI (D_REO's the bootstrap-t's, studentized by each
-  replicate's delta-method SE,
-  :func:`fairmon.transforms.reo.ab_bootstrap.replicate_block_stats`),
+  percentile CI for D_k; for D_REO the bootstrap-t, studentized by each
+  replicate's delta-method SE
+  (:func:`fairmon.transforms.reo.ab_bootstrap.replicate_block_stats`);
   SE = bootstrap sd, and the p-value that inverts the interval,
-  2·min(F*(0), 1 − F*(0)) of the (studentized) replicates (never a normal
-  approximation).
+  2·min(F*(0), 1 − F*(0)) of the replicates (for D_REO of D̂ − t*·SE;
+  never a normal approximation).
 
 Every method reports the same point estimate (the full-data difference); they
 differ in SE, CI and p-value, and each p-value is the smallest level whose
@@ -433,5 +433,6 @@ def _bootstrap_rows(
     nan, reasons = float("nan"), [None if ok else "a resample has P_k = 0" for ok in finite.tolist()]
     if not finite[0]:
         reasons[0] = "a resample has P_k = 0 or REO* = 0 (the bootstrap-t's SE* undefined)"
-    se, lo, hi, p = (np.where(finite, x, nan) for x in (se_b, lo_b, hi_b, p_b))
+    lo, hi, p = (np.where(finite, x, nan) for x in (lo_b, hi_b, p_b))
+    se = np.where(np.isfinite(se_b), se_b, nan)  # the sd of D*, defined while every D* is
     return _block(names, diff, method, se=se, lo=lo, hi=hi, p=p, reason=reasons)

@@ -34,7 +34,7 @@ def bootstrap_difference_stats(
     (:func:`fairmon.transforms.reo.cluster.resample_together`, so a cluster
     in several samples is one unit), else multinomial counts
     (:func:`fairmon.transforms.reo.bootstrap.resample_counts`); each
-    replicate's two arms share its P̂*; D_REO's replicates centred on its
+    replicate's two arms share its P̂*; D_REO's interval is the bootstrap-t,
     studentized with each replicate's delta-method SE (:func:`replicate_block_stats`,
     :func:`d_reo_se_rows`). Returns (all finite, sd, p-value, lower, upper) per metric,
     shapes (1 + K,). Raises ValueError when a sample's positives exceed its rows.
@@ -99,7 +99,8 @@ def replicate_block_stats(
     REO is biased upward, most in the arm nearer parity, and its spread grows
     with its level: the plain percentile interval of D* missed on one side.
     The sd stays that of D*. A replicate whose SE* is not a positive number
-    (equal utilities: REO's kink) leaves the row without a finite set.
+    (REO* = 0, REO's kink, or a P* = 0) leaves the row's bounds and p-value
+    without a finite set; its sd is kept while every D* is finite.
     Raises nothing; K ≥ 1."""
     B, K = shape
     mean_T, mean_C, reo_d = np.empty((B, 1)), np.empty((B, 1)), np.empty(B)
@@ -146,13 +147,16 @@ def d_reo_se_rows(
     The bootstrap-t's studentizer: with clustered rows it is the SE of
     independent rows on the data and on each bucket-resampled replicate alike,
     so their ratio still tracks how D_REO's spread moves with its level, while
-    the buckets carry the clustering into D*. NaN where a Q or P is 0 or REO
-    is 0. Raises nothing. Source: seed 001 Algorithm 1 (g), App. F."""
+    the buckets carry the clustering into D*. A group with Q_k = 0 in an arm
+    adds 0 for that arm (g_k ∝ Q_k, so g_k²/(Q_k n) → 0 with Q_k); NaN where
+    a P_k is 0 or an arm's REO is 0. Raises nothing. Source: seed 001
+    Algorithm 1 (g), App. F."""
     n_T, n_C, n_R = (np.asarray(x, float)[:, None] for x in (n_T, n_C, n_R))
     with np.errstate(invalid="ignore", divide="ignore"):
         Q_T, Q_C, P = np.asarray(a_T, float) / n_T, np.asarray(a_C, float) / n_C, np.asarray(b, float) / n_R
         g_T, g_C = (_reo_log_gradient_rows(Q / P) for Q in (Q_T, Q_C))
-        var = (g_T**2 / (Q_T * n_T)).sum(-1) + (g_C**2 / (Q_C * n_C)).sum(-1) + ((g_T - g_C) ** 2 / (P * n_R)).sum(-1)
+        arm_T, arm_C = (np.where(Q > 0, g**2 / (Q * n), 0.0) for Q, g, n in ((Q_T, g_T, n_T), (Q_C, g_C, n_C)))
+        var = arm_T.sum(-1) + arm_C.sum(-1) + ((g_T - g_C) ** 2 / (P * n_R)).sum(-1)
     return np.sqrt(var)
 
 

@@ -273,8 +273,7 @@ def audit_counts(
     n, pos = np.zeros(mu.shape, dtype=np.int64), np.zeros(mu.shape, dtype=np.int64)
     own = pl.Series(np.tile(np.arange(arms.shape[1]), len(targets)) == 0)
     for _ in range(days):
-        n += per
-        pos += rng.binomial(per, mu)
+        n, pos = n + per, pos + rng.binomial(per, mu)  # new arrays: a yielded frame keeps its day's counts
         yield pl.DataFrame(
             {
                 "user_id": np.repeat(targets, arms.shape[1]),
