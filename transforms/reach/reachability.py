@@ -174,6 +174,41 @@ def _objective(B: np.ndarray, c: np.ndarray, beta: float, a: np.ndarray, idx: np
     return f, pi, grad
 
 
+def _hessian(B: np.ndarray, outer: np.ndarray, pi: np.ndarray, beta: float) -> np.ndarray:
+    """H = β² Bᵀ(diag π − ππᵀ)B of f_i at each of m points (m, K, K), ``outer`` (T, K²) the rows' B_t B_tᵀ.
+
+    Why this form: Bᵀ diag(π) B is then one matrix product π · outer for all m points at once,
+    where the centred sum Σ_t π_t (B_t − B̄)(B_t − B̄)ᵀ (B̄ = Bᵀπ) needs an (m, T, K) array and
+    m small products. The expanded form subtracts two nearly equal matrices when π is nearly
+    one-hot (H → 0, the rounding stays): those points take the centred sum, which is positive
+    semidefinite as computed. Either is the Hessian of seed 003's convex form (DESIGN §4.8).
+    """
+    m, K = pi.shape[0], B.shape[1]
+    mean = pi @ B  # (m, K)
+    H = (pi @ outer).reshape(m, K, K) - mean[:, :, None] * mean[:, None, :]
+    sharp = np.flatnonzero(pi.max(axis=1) > 1.0 - 1e-4)
+    if sharp.size:
+        C = B[None, :, :] - mean[sharp][:, None, :]  # (s, T, K)
+        H[sharp] = (C * pi[sharp][:, :, None]).transpose(0, 2, 1) @ C
+    return beta**2 * H
+
+
+def _corner_start(B, c, beta, lower, upper, idx, steps: int = 2) -> np.ndarray:
+    """Starting actions (n, K): from the box's centre, ``steps`` times the corner the gradient points away from.
+
+    Why: f_i is convex on a box, so a corner is optimal exactly when the gradient there points
+    out of the box in every coordinate (the KKT conditions of a box: ∂f/∂a_k ≥ 0 at the lower
+    end, ≤ 0 at the upper end). A corner that is its own next corner is therefore optimal, and
+    the Newton loop, which starts by testing the projected gradient, stops there at once; for
+    the others it is a start like any other (the optimum does not depend on it).
+    """
+    a = np.full((idx.size, B.shape[1]), (lower + upper) / 2)
+    for _ in range(steps):
+        g = _objective(B, c, beta, a, idx)[2]
+        a = np.where(g > 0, float(lower), float(upper))
+    return a
+
+
 def _projected_search(B, c, beta, lower, upper, x, f0, g, d, idx, tries: int = 48, batch: int = 4):
     """Armijo search along the projection arc x(t) = clip(x + t d), t = 1, 1/2, …, per problem:
     t = 1 first, then the next ``batch`` halvings evaluated at once for the problems still
@@ -228,8 +263,11 @@ def max_reachability(
     Armijo search along the projection arc, every target as one batch and
     each problem leaving the batch when its projected gradient is below
     ``tol`` (or no further decrease is representable).
-    ``x0`` (n, K): starting actions (default the box's centre), e.g. the
-    solution at a nearby β (continuation); the optimum does not depend on it.
+    ``x0`` (n, K): starting actions, e.g. the solution at a nearby β
+    (continuation); the optimum does not depend on it. By default the corner
+    of the box the gradient points away from (twice over, from the centre):
+    most optima at a moderate β are corners, and a corner whose gradient
+    satisfies the box's KKT signs leaves the batch before any Newton step.
     Returns (ρ* (n,), maximising actions (n, K)). ρ* ≤ 1 always; with
     β → 0 it tends to 1/|T|.
     Raises ValueError for an empty box or β < 0.
@@ -243,9 +281,14 @@ def max_reachability(
     T, K = B.shape
     idx = np.arange(T) if targets is None else np.asarray(targets, dtype=np.int64)
     n = idx.size
-    a = np.full((n, K), (lower + upper) / 2) if x0 is None else np.clip(np.array(x0, dtype=float), lower, upper)
     if beta == 0 or K == 0:
+        a = np.full((n, K), (lower + upper) / 2) if x0 is None else np.clip(np.array(x0, dtype=float), lower, upper)
         return np.full(n, 1.0 / T) if beta == 0 else np.exp(-_objective(B, c, beta, a, idx)[0]), a
+    if x0 is None:
+        a = _corner_start(B, c, beta, lower, upper, idx)
+    else:
+        a = np.clip(np.array(x0, dtype=float), lower, upper)
+    outer = (B[:, :, None] * B[:, None, :]).reshape(T, K * K)  # B_t B_tᵀ of every target, for _hessian
     f = np.empty(n)
     live = np.arange(n)
     f_live, pi, g = _objective(B, c, beta, a, idx)
@@ -263,10 +306,7 @@ def max_reachability(
         eps = np.minimum(np.abs(x - np.clip(x - g, lower, upper)).max(axis=1, keepdims=True), 1e-3 * (upper - lower))
         held = ((x <= lower + eps) & (g > 0)) | ((x >= upper - eps) & (g < 0))
         free = ~held
-        # H = β² Σ_t π_t (B_t − B̄)(B_t − B̄)ᵀ, B̄ = Bᵀπ: positive semidefinite as computed (the
-        # expanded form Bᵀ diag(π) B − B̄B̄ᵀ cancels to rounding noise when π is nearly one-hot)
-        C = B[None, :, :] - (pi @ B)[:, None, :]  # (m, T, K)
-        H = beta**2 * ((C * pi[:, :, None]).transpose(0, 2, 1) @ C)
+        H = _hessian(B, outer, pi, beta)
         H = H * (free[:, :, None] & free[:, None, :]) + eye * held[:, :, None]
         damp = 1e-10 * np.abs(H).max(axis=(1, 2)) + 1e-300
         d = -np.linalg.solve(H + damp[:, None, None] * eye, np.where(free, g, 0.0)[:, :, None])[:, :, 0]
