@@ -193,17 +193,20 @@ def _hessian(B: np.ndarray, outer: np.ndarray, pi: np.ndarray, beta: float) -> n
     return beta**2 * H
 
 
-def _corner_start(B, c, beta, lower, upper, idx, steps: int = 2) -> np.ndarray:
-    """Starting actions (n, K): from the box's centre, ``steps`` times the corner the gradient points away from.
+def _start(B, c, beta, lower, upper, idx, x0, steps: int = 2) -> np.ndarray:
+    """Starting actions (n, K): ``x0`` clipped to the box if given; else, from the box's centre,
+    ``steps`` times the corner the gradient points away from (the centre itself when β = 0 or K = 0).
 
-    Why: f_i is convex on a box, so a corner is optimal exactly when the gradient there points
+    Why the corner: f_i is convex on a box, so a corner is optimal exactly when the gradient there points
     out of the box in every coordinate (the KKT conditions of a box: ∂f/∂a_k ≥ 0 at the lower
     end, ≤ 0 at the upper end). A corner that is its own next corner is therefore optimal, and
     the Newton loop, which starts by testing the projected gradient, stops there at once; for
     the others it is a start like any other (the optimum does not depend on it).
     """
+    if x0 is not None:
+        return np.clip(np.array(x0, dtype=float), lower, upper)
     a = np.full((idx.size, B.shape[1]), (lower + upper) / 2)
-    for _ in range(steps):
+    for _ in range(steps if beta > 0 and B.shape[1] > 0 else 0):
         g = _objective(B, c, beta, a, idx)[2]
         a = np.where(g > 0, float(lower), float(upper))
     return a
@@ -281,18 +284,12 @@ def max_reachability(
     T, K = B.shape
     idx = np.arange(T) if targets is None else np.asarray(targets, dtype=np.int64)
     n = idx.size
+    a = _start(B, c, beta, lower, upper, idx, x0)
     if beta == 0 or K == 0:
-        a = np.full((n, K), (lower + upper) / 2) if x0 is None else np.clip(np.array(x0, dtype=float), lower, upper)
         return np.full(n, 1.0 / T) if beta == 0 else np.exp(-_objective(B, c, beta, a, idx)[0]), a
-    if x0 is None:
-        a = _corner_start(B, c, beta, lower, upper, idx)
-    else:
-        a = np.clip(np.array(x0, dtype=float), lower, upper)
     outer = (B[:, :, None] * B[:, None, :]).reshape(T, K * K)  # B_t B_tᵀ of every target, for _hessian
-    f = np.empty(n)
     live = np.arange(n)
-    f_live, pi, g = _objective(B, c, beta, a, idx)
-    f[live] = f_live
+    f, pi, g = _objective(B, c, beta, a, idx)
     eye = np.eye(K)
     for _ in range(max_iter):
         x = a[live]
