@@ -156,22 +156,26 @@ def softmax_probabilities(B: np.ndarray, c: np.ndarray, a: np.ndarray, beta: flo
 def _objective(B: np.ndarray, c: np.ndarray, beta: float, a: np.ndarray, idx: np.ndarray, value_only: bool = False):
     """f_i(a) = −log π(i | a) (accurate as π_i → 1), π (m, T) and the gradient
     β Bᵀ(π − e_i) (m, K); only (f, None, None) with ``value_only``."""
-    s = beta * (a @ B.T + c)  # (m, T)
+    # in place: one (m, T) array becomes s, z, exp(z − max) and π in turn (the same numbers as
+    # fresh arrays, without allocating and page-faulting four of them per call)
+    z = a @ B.T
+    z += c
+    z *= beta  # s = β (B a + c)
     rows = np.arange(a.shape[0])
-    z = s - s[rows, idx][:, None]  # z_i = 0
-    top = z.argmax(axis=1)
-    m = z[rows, top]
-    e = np.exp(z - m[:, None])
-    total = e.sum(axis=1)
+    z -= z[rows, idx][:, None]  # z_i = 0
+    m = z.max(axis=1)
+    z -= m[:, None]
+    np.exp(z, out=z)  # exactly 1 at the largest z
+    total = z.sum(axis=1)
     # f = log Σ_j exp(z_j) = m + log(1 + Σ_{j≠top} exp(z_j − m)), with log1p for accuracy when i is on top
-    f = m + np.log1p(total - e[rows, top])
+    f = m + np.log1p(total - 1.0)
     if value_only:
         return f, None, None
-    pi = e / total[:, None]
-    p = pi.copy()
+    z /= total[:, None]  # π
+    p = z.copy()
     p[rows, idx] -= 1.0
     grad = beta * (p @ B)
-    return f, pi, grad
+    return f, z, grad
 
 
 def _hessian(B: np.ndarray, outer: np.ndarray, pi: np.ndarray, beta: float) -> np.ndarray:
