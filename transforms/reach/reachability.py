@@ -11,8 +11,9 @@ the target items' scores are affine: s_T(a) = B a + c (:func:`affine_scores`).
 With the softmax selection rule π(i | a) = exp(β s_i(a)) / Σ_{j∈T} exp(β s_j(a))
 the largest probability of recommending target i is ρ*_i = 1/(1 + exp(v*)),
 v* = min_{a ∈ box} LSE_{j≠i}(β s_j(a)) − β s_i(a), a smooth convex problem
-over a box (:func:`max_reachability`, batched projected gradient with
-Nesterov momentum over every target of every user at once).
+over a box (:func:`max_reachability`, batched projected Newton over every
+target of a user at once, started at the box's corner the gradient points
+away from).
 
 * :func:`fit_biased_mf` — the model (alternating ridge least squares).
 * :func:`affine_scores` — B and c of one user.
