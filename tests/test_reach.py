@@ -128,3 +128,85 @@ def test_top1_reachable_matches_the_linear_program(model_and_user):
     # unreachable one is always beaten by some j, so its ρ* < 1/2 at every β
     rho, _ = max_reachability(B, c, beta=200.0, lower=1.0, upper=5.0)
     assert (rho[got] > 0.9).all() and (rho[~got] < 0.5).all()
+
+
+def _scipy_reference(B, c, beta, lower, upper, i, starts):
+    """min over the box of f_i(a) = LSE_j β s_j(a) − β s_i(a) by SciPy's L-BFGS-B with its analytic
+    gradient β Bᵀ(π − e_i), from several starts, written out here independently of fairmon's solver."""
+    from scipy.optimize import minimize
+    from scipy.special import logsumexp, softmax
+
+    def f(a):
+        s = beta * (B @ a + c)
+        return logsumexp(s) - s[i], beta * (softmax(s) - np.eye(len(c))[i]) @ B
+
+    runs = [
+        minimize(f, x0, jac=True, bounds=[(lower, upper)] * B.shape[1], method="L-BFGS-B",
+                 options={"ftol": 1e-15, "gtol": 1e-13, "maxiter": 5000})
+        for x0 in starts
+    ]  # fmt: skip
+    return min(r.fun for r in runs), f
+
+
+@pytest.mark.parametrize("beta", [0.5, 1.0, 3.0, 10.0])
+def test_max_reachability_agrees_with_scipy_and_satisfies_kkt(beta):
+    """Random affine scores (|T| = 14, K = 4, box [1, 5]): fairmon's ρ* is never below SciPy's best of
+    four starts and agrees with it to 1e-9 relatively, and its maximiser meets the box's KKT
+    conditions (gradient ≥ 0 at the lower end, ≤ 0 at the upper end, ≈ 0 inside) with the gradient
+    computed here from SciPy's softmax: for a convex f that certifies the optimum whatever the start.
+    The default start (corner search) and the box's centre as x0 reach the same ρ*."""
+    rng = np.random.default_rng(int(beta * 10))
+    T, K, lo, hi = 14, 4, 1.0, 5.0
+    B = rng.normal(scale=0.3, size=(T, K))
+    c = rng.normal(scale=0.8, size=T)
+    rho, a = max_reachability(B, c, beta, lo, hi)
+    rho_c, _ = max_reachability(B, c, beta, lo, hi, x0=np.full((T, K), 3.0))
+    np.testing.assert_allclose(rho, rho_c, rtol=1e-10)
+    corners = 0
+    for i in range(T):
+        starts = [np.full(K, 3.0), np.full(K, lo), np.full(K, hi), rng.uniform(lo, hi, K)]
+        best, f = _scipy_reference(B, c, beta, lo, hi, i, starts)
+        assert rho[i] >= np.exp(-best) * (1 - 1e-12)
+        np.testing.assert_allclose(rho[i], np.exp(-best), rtol=1e-9)
+        value, g = f(a[i])
+        np.testing.assert_allclose(rho[i], np.exp(-value), rtol=1e-12)
+        at_lo, at_hi = a[i] == lo, a[i] == hi
+        inside = ~at_lo & ~at_hi
+        assert (g[at_lo] >= -1e-9).all() and (g[at_hi] <= 1e-9).all() and (np.abs(g[inside]) <= 1e-7).all()
+        corners += not inside.any()
+    if beta <= 1.0:
+        assert corners > 0  # some optima are corners: the corner search's case is covered
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_top1_reachable_agrees_with_the_lp_on_random_problems(seed):
+    """Random scores with a wide spread of c (most unreachable targets are beaten outright by one
+    competitor, the closed-form "no"), a target duplicated (an exact tie: reachable when the original
+    is) and a competitor that beats target 0 by exactly nothing at best: each answer equals the LP's."""
+    from scipy.optimize import linprog
+
+    from fairmon.transforms.reach.reachability import top1_reachable
+
+    rng = np.random.default_rng(seed)
+    T, K = 25, 3
+    B = rng.normal(scale=0.2, size=(T, K))
+    c = rng.normal(scale=1.5, size=T)
+    B[5], c[5] = B[4], c[4]  # a duplicate of target 4
+    # target 0 above every other item but 1, which at best ties it: c_0 − c_1 + Σ max(v_k, 5 v_k) = 0
+    c[0] = c.max() + 5.0
+    v = B[0] - B[1]
+    c[1] = c[0] + np.maximum(v, 5 * v).sum()
+    got = top1_reachable(B, c, 1.0, 5.0)
+    want = []
+    for i in range(T):
+        o = np.delete(np.arange(T), i)
+        res = linprog(
+            np.r_[np.zeros(K), -1.0],
+            A_ub=np.hstack([-(B[i] - B[o]), np.ones((T - 1, 1))]),
+            b_ub=c[i] - c[o],
+            bounds=[(1.0, 5.0)] * K + [(None, None)],
+            method="highs",
+        )
+        want.append(-res.fun >= -1e-12)
+    np.testing.assert_array_equal(got, want)
+    assert got[4] == got[5] and got[0] and 0 < got.sum() < T

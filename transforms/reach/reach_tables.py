@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from fairmon.transforms.blas import single_blas_thread
 from fairmon.transforms.reach.reachability import (
     BiasedMF,
     affine_scores,
@@ -226,6 +227,7 @@ def action_and_targets(pred_u: np.ndarray, hist: np.ndarray, budget: int) -> tup
     return acts, np.setdiff1d(unseen, acts)
 
 
+@single_blas_thread
 def reach_problems(
     model: BiasedMF,
     history: Ratings,
@@ -250,6 +252,9 @@ def reach_problems(
     the previous β's maximisers (continuation: the optimum does not depend on
     the start, the Newton steps do). Top-1 reachability does not depend on β.
     ``progress`` is called with 1 after each user.
+    Runs with one BLAS thread (:mod:`fairmon.transforms.blas`), like the
+    stages' tables: its products are small (|T_u| × K), so OpenBLAS's other
+    threads would mostly spin, and the last bits would follow their timing.
     Raises ValueError when r_max < r_min or β < 0.
     """
     pred = model.predict()

@@ -11,8 +11,9 @@ the target items' scores are affine: s_T(a) = B a + c (:func:`affine_scores`).
 With the softmax selection rule π(i | a) = exp(β s_i(a)) / Σ_{j∈T} exp(β s_j(a))
 the largest probability of recommending target i is ρ*_i = 1/(1 + exp(v*)),
 v* = min_{a ∈ box} LSE_{j≠i}(β s_j(a)) − β s_i(a), a smooth convex problem
-over a box (:func:`max_reachability`, batched projected gradient with
-Nesterov momentum over every target of every user at once).
+over a box (:func:`max_reachability`, batched projected Newton over every
+target of a user at once, started at the box's corner the gradient points
+away from).
 
 * :func:`fit_biased_mf` — the model (alternating ridge least squares).
 * :func:`affine_scores` — B and c of one user.
@@ -156,22 +157,64 @@ def softmax_probabilities(B: np.ndarray, c: np.ndarray, a: np.ndarray, beta: flo
 def _objective(B: np.ndarray, c: np.ndarray, beta: float, a: np.ndarray, idx: np.ndarray, value_only: bool = False):
     """f_i(a) = −log π(i | a) (accurate as π_i → 1), π (m, T) and the gradient
     β Bᵀ(π − e_i) (m, K); only (f, None, None) with ``value_only``."""
-    s = beta * (a @ B.T + c)  # (m, T)
+    # in place: one (m, T) array becomes s, z, exp(z − max) and π in turn (the same numbers as
+    # fresh arrays, without allocating and page-faulting four of them per call)
+    z = a @ B.T
+    z += c
+    z *= beta  # s = β (B a + c)
     rows = np.arange(a.shape[0])
-    z = s - s[rows, idx][:, None]  # z_i = 0
-    top = z.argmax(axis=1)
-    m = z[rows, top]
-    e = np.exp(z - m[:, None])
-    total = e.sum(axis=1)
+    z -= z[rows, idx][:, None]  # z_i = 0
+    m = z.max(axis=1)
+    z -= m[:, None]
+    np.exp(z, out=z)  # exactly 1 at the largest z
+    total = z.sum(axis=1)
     # f = log Σ_j exp(z_j) = m + log(1 + Σ_{j≠top} exp(z_j − m)), with log1p for accuracy when i is on top
-    f = m + np.log1p(total - e[rows, top])
+    f = m + np.log1p(total - 1.0)
     if value_only:
         return f, None, None
-    pi = e / total[:, None]
-    p = pi.copy()
+    z /= total[:, None]  # π
+    p = z.copy()
     p[rows, idx] -= 1.0
     grad = beta * (p @ B)
-    return f, pi, grad
+    return f, z, grad
+
+
+def _hessian(B: np.ndarray, outer: np.ndarray, pi: np.ndarray, beta: float) -> np.ndarray:
+    """H = β² Bᵀ(diag π − ππᵀ)B of f_i at each of m points (m, K, K), ``outer`` (T, K²) the rows' B_t B_tᵀ.
+
+    Why this form: Bᵀ diag(π) B is then one matrix product π · outer for all m points at once,
+    where the centred sum Σ_t π_t (B_t − B̄)(B_t − B̄)ᵀ (B̄ = Bᵀπ) needs an (m, T, K) array and
+    m small products. The expanded form subtracts two nearly equal matrices when π is nearly
+    one-hot (H → 0, the rounding stays): those points take the centred sum, which is positive
+    semidefinite as computed. Either is the Hessian of seed 003's convex form (DESIGN §4.8).
+    """
+    m, K = pi.shape[0], B.shape[1]
+    mean = pi @ B  # (m, K)
+    H = (pi @ outer).reshape(m, K, K) - mean[:, :, None] * mean[:, None, :]
+    sharp = np.flatnonzero(pi.max(axis=1) > 1.0 - 1e-4)
+    if sharp.size:
+        C = B[None, :, :] - mean[sharp][:, None, :]  # (s, T, K)
+        H[sharp] = (C * pi[sharp][:, :, None]).transpose(0, 2, 1) @ C
+    return beta**2 * H
+
+
+def _start(B, c, beta, lower, upper, idx, x0, steps: int = 2) -> np.ndarray:
+    """Starting actions (n, K): ``x0`` clipped to the box if given; else, from the box's centre,
+    ``steps`` times the corner the gradient points away from (the centre itself when β = 0 or K = 0).
+
+    Why the corner: f_i is convex on a box, so a corner is optimal exactly when the gradient there points
+    out of the box in every coordinate (the KKT conditions of a box: ∂f/∂a_k ≥ 0 at the lower
+    end, ≤ 0 at the upper end). A corner that is its own next corner is therefore optimal, and
+    the Newton loop, which starts by testing the projected gradient, stops there at once; for
+    the others it is a start like any other (the optimum does not depend on it).
+    """
+    if x0 is not None:
+        return np.clip(np.array(x0, dtype=float), lower, upper)
+    a = np.full((idx.size, B.shape[1]), (lower + upper) / 2)
+    for _ in range(steps if beta > 0 and B.shape[1] > 0 else 0):
+        g = _objective(B, c, beta, a, idx)[2]
+        a = np.where(g > 0, float(lower), float(upper))
+    return a
 
 
 def _projected_search(B, c, beta, lower, upper, x, f0, g, d, idx, tries: int = 48, batch: int = 4):
@@ -228,8 +271,11 @@ def max_reachability(
     Armijo search along the projection arc, every target as one batch and
     each problem leaving the batch when its projected gradient is below
     ``tol`` (or no further decrease is representable).
-    ``x0`` (n, K): starting actions (default the box's centre), e.g. the
-    solution at a nearby β (continuation); the optimum does not depend on it.
+    ``x0`` (n, K): starting actions, e.g. the solution at a nearby β
+    (continuation); the optimum does not depend on it. By default the corner
+    of the box the gradient points away from (twice over, from the centre):
+    most optima at a moderate β are corners, and a corner whose gradient
+    satisfies the box's KKT signs leaves the batch before any Newton step.
     Returns (ρ* (n,), maximising actions (n, K)). ρ* ≤ 1 always; with
     β → 0 it tends to 1/|T|.
     Raises ValueError for an empty box or β < 0.
@@ -243,13 +289,12 @@ def max_reachability(
     T, K = B.shape
     idx = np.arange(T) if targets is None else np.asarray(targets, dtype=np.int64)
     n = idx.size
-    a = np.full((n, K), (lower + upper) / 2) if x0 is None else np.clip(np.array(x0, dtype=float), lower, upper)
+    a = _start(B, c, beta, lower, upper, idx, x0)
     if beta == 0 or K == 0:
         return np.full(n, 1.0 / T) if beta == 0 else np.exp(-_objective(B, c, beta, a, idx)[0]), a
-    f = np.empty(n)
+    outer = (B[:, :, None] * B[:, None, :]).reshape(T, K * K)  # B_t B_tᵀ of every target, for _hessian
     live = np.arange(n)
-    f_live, pi, g = _objective(B, c, beta, a, idx)
-    f[live] = f_live
+    f, pi, g = _objective(B, c, beta, a, idx)
     eye = np.eye(K)
     for _ in range(max_iter):
         x = a[live]
@@ -263,10 +308,7 @@ def max_reachability(
         eps = np.minimum(np.abs(x - np.clip(x - g, lower, upper)).max(axis=1, keepdims=True), 1e-3 * (upper - lower))
         held = ((x <= lower + eps) & (g > 0)) | ((x >= upper - eps) & (g < 0))
         free = ~held
-        # H = β² Σ_t π_t (B_t − B̄)(B_t − B̄)ᵀ, B̄ = Bᵀπ: positive semidefinite as computed (the
-        # expanded form Bᵀ diag(π) B − B̄B̄ᵀ cancels to rounding noise when π is nearly one-hot)
-        C = B[None, :, :] - (pi @ B)[:, None, :]  # (m, T, K)
-        H = beta**2 * ((C * pi[:, :, None]).transpose(0, 2, 1) @ C)
+        H = _hessian(B, outer, pi, beta)
         H = H * (free[:, :, None] & free[:, None, :]) + eye * held[:, :, None]
         damp = 1e-10 * np.abs(H).max(axis=(1, 2)) + 1e-300
         d = -np.linalg.solve(H + damp[:, None, None] * eye, np.where(free, g, 0.0)[:, :, None])[:, :, 0]
@@ -324,6 +366,29 @@ def _top1_certificates(B, c, beta, lower, upper, idx, a=None, x0=None, max_iter=
     return yes, bound < 0, a
 
 
+def _dominated(B: np.ndarray, c: np.ndarray, lower: float, upper: float, idx: np.ndarray) -> np.ndarray:
+    """Whether some competitor j beats target i at every action by more than the LP's 1e-12:
+    max over the box of s_i(a) − s_j(a) = c_i − c_j + m (Σ_k v_k) + h ‖v‖₁ < −1e-12, with
+    v = B_i − B_j, m and h the box's centre and half-width.
+
+    Why: that is the "no" certificate of :func:`top1_reachable` with all the weight on one
+    competitor (w = e_j), exact and costing |T| × K per target with no solve; on rating data
+    most targets that cannot be put on top are beaten outright by some item the model rates
+    far higher. The margin is the LP's tolerance, so rounding cannot turn a "yes" of the LP
+    into a "no". Returns (n,) bools.
+    """
+    from scipy.spatial.distance import cdist
+
+    if idx.size == 0:
+        return np.zeros(0, dtype=bool)
+    mid, half = (lower + upper) / 2, (upper - lower) / 2
+    total = B.sum(axis=1)
+    best = c[idx][:, None] - c[None, :] + mid * (total[idx][:, None] - total[None, :])
+    best += half * cdist(B[idx], B, "cityblock")
+    best[np.arange(idx.size), idx] = np.inf  # i against itself
+    return (best < -1e-12).any(axis=1)
+
+
 def top1_reachable(
     B: np.ndarray,
     c: np.ndarray,
@@ -348,6 +413,8 @@ def top1_reachable(
     (SciPy HiGHS). ``start`` = (β₀, maximisers (n, K) of :func:`max_reachability`
     at β₀ for the same targets) tries certificates from that solution first,
     for free; any (a, w) certifies, so the answer does not depend on it.
+    Before any softmax solve, each target beaten by a single competitor at
+    every action (w = e_j, :func:`_dominated`) is a "no".
     Raises ValueError for an empty box.
     """
     from scipy.optimize import linprog
@@ -374,6 +441,8 @@ def top1_reachable(
         out[yes] = True
         keep = ~yes & ~no
         open_, x = open_[keep], x[keep]
+    keep = ~_dominated(B, c, lower, upper, idx[open_])
+    open_, x = open_[keep], None if x is None else x[keep]
     # sharper softmax problems, each started where the last ended; the certificates are
     # checked every few Newton steps, so a problem leaves as soon as its iterate certifies
     for scale in (1.0, 10.0, 100.0):
