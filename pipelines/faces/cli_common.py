@@ -238,11 +238,11 @@ PrefectOpt = Annotated[
 def use_prefect(prefect: bool | None) -> bool:
     """Whether a command's days run through Prefect: as ``--prefect/--no-prefect``
     says, else through Prefect exactly when an API is configured
-    (``PREFECT_API_URL``; :func:`fairmon.pipelines.orchestration.prefect_guard.api_configured`),
+    (``PREFECT_API_URL``; :func:`fairmon.pipelines.orchestration.prefect_settings.api_configured`),
     so that no command starts a Prefect server it does not need."""
     if prefect is not None:
         return prefect
-    from fairmon.pipelines.orchestration.prefect_guard import api_configured
+    from fairmon.pipelines.orchestration.prefect_settings import api_configured
 
     return api_configured()
 
