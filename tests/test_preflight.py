@@ -374,3 +374,31 @@ def test_ingest_and_serve_preflight_import_neither_prefect_nor_gx(tmp_path):
     assert first == "1 1 []", out.stderr
     expected = f"error: default/{D2}.csv has no column 'like_video' (did you mean 'like'?)"
     assert ingest_line.startswith(expected) and serve_line.startswith(expected)
+
+
+#: Imported after a command's first line: the readers, the checks and the orchestrator.
+HEAVY = ("numpy", "duckdb", "pyarrow", "pandas", "great_expectations", "prefect")
+
+
+@pytest.mark.slow  # a fresh process per command
+@pytest.mark.parametrize("command", ["run", "backfill"])
+def test_the_first_line_comes_after_the_headers_and_before_the_readers(tmp_path, command):
+    """In a fresh process, run's and backfill's first line (what they do) is printed once the headers pass,
+    before the value scan loads NumPy, DuckDB or PyArrow, and before GX or Prefect: the process stops there."""
+    toml = _project(tmp_path)
+    args = ["-d", str(D1)] if command == "run" else ["--start", str(D1), "--end", str(D2)]
+    script = (
+        "import os, sys\n"
+        "from fairmon.pipelines.faces import cli, cli_common\n"
+        "def first(text, **kw):\n"
+        f"    print(text, [m for m in {HEAVY!r} if m in sys.modules], flush=True)\n"
+        "    os._exit(0)\n"
+        "cli_common.err.print = first\n"
+        f"sys.argv = ['fairmon', {command!r}, '-c', {str(toml)!r}, *{args!r}, '--no-prefect']\n"
+        "cli.main()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    days = f"run {D1}" if command == "run" else f"backfill {D1}..{D2}"
+    counted = "" if command == "run" else "2 day(s), "
+    assert out.stdout == f"fairmon {days} ({toml}): {counted}checking inputs, then counts and estimators []\n", out
+    assert not (tmp_path / "f.duckdb").exists()  # nothing was opened yet

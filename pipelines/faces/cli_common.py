@@ -238,11 +238,11 @@ PrefectOpt = Annotated[
 def use_prefect(prefect: bool | None) -> bool:
     """Whether a command's days run through Prefect: as ``--prefect/--no-prefect``
     says, else through Prefect exactly when an API is configured
-    (``PREFECT_API_URL``; :func:`fairmon.pipelines.orchestration.prefect_guard.api_configured`),
+    (``PREFECT_API_URL``; :func:`fairmon.pipelines.orchestration.prefect_settings.api_configured`),
     so that no command starts a Prefect server it does not need."""
     if prefect is not None:
         return prefect
-    from fairmon.pipelines.orchestration.prefect_guard import api_configured
+    from fairmon.pipelines.orchestration.prefect_settings import api_configured
 
     return api_configured()
 
@@ -265,7 +265,7 @@ PREFLIGHT_LINES = 20
 
 
 def preflight_or_exit(
-    cfg, days: list[dt.date], as_json: bool = False, config_path: str = "", record: bool = True
+    cfg, days: list[dt.date], as_json: bool = False, config_path: str = "", record: bool = True, announce: str = ""
 ) -> None:
     """The pre-flight check of ``days`` (:func:`fairmon.pipelines.ingest.preflight.preflight`:
     file listings and headers; then, for days whose headers pass,
@@ -282,12 +282,21 @@ def preflight_or_exit(
     publishes nothing and records nothing).
     When only some days have one, a ``warning:``
     line each and the run goes on: those days are quarantined by their
-    gate as before, their outcome recorded, and the others publish."""
+    gate as before, their outcome recorded, and the others publish.
+    ``announce`` (a command's first line, plain text) is printed once the
+    headers leave a day to check, before the value scan imports the readers
+    and reads the files: a command says what it does within a fraction of a
+    second, and a header's mistake is still the first line."""
     from fairmon.pipelines.ingest.preflight import describe, preflight, preflight_summary
-    from fairmon.pipelines.ingest.preflight_values import value_findings
 
     found = preflight(cfg, days)
-    found |= value_findings(cfg, [d for d in days if d not in found])
+    left = [d for d in days if d not in found]
+    if announce and left:
+        err.print(announce, markup=False)
+    if left:
+        from fairmon.pipelines.ingest.preflight_values import value_findings
+
+        found |= value_findings(cfg, left)
     if not found:
         return
     lines = describe(found)

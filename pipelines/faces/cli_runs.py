@@ -79,12 +79,12 @@ def run(
     cfg = load_or_exit(config)
     _range_or_exit(cfg, ds, ds)
     # before Prefect or GX is imported: a missing file answers in a second
-    preflight_or_exit(cfg, [ds], as_json, str(config.resolve()))
+    first = f"fairmon run {ds} ({config}): checking inputs, then counts and estimators"
+    preflight_or_exit(cfg, [ds], as_json, str(config.resolve()), announce=first)
     prefect = use_prefect(prefect)
     launch_api(prefect)
     if verbose and not prefect:
         show_stage_logs()
-    err.print(f"fairmon run {ds} ({config}): checking inputs, then counts and estimators", markup=False)
     raised: list[dict] = []
     options = dict(force_ingest=force_ingest, wait_seconds=wait, prefect=prefect, raised=raised)
     r = run_with_progress(cfg, config, [ds], show_progress=False, **options)[0]
@@ -224,7 +224,8 @@ def backfill(
         if as_json:
             dump_json({"days": [], "exit_code": EXIT_PUBLISHED})
         return
-    preflight_or_exit(cfg, days, as_json, str(config.resolve()))  # before Prefect's server or GX start
+    first = f"fairmon backfill {a}..{b} ({config}): {len(days)} day(s), checking inputs, then counts and estimators"
+    preflight_or_exit(cfg, days, as_json, str(config.resolve()), announce=first)  # before Prefect's server or GX start
     prefect = use_prefect(prefect)
     launch_api(prefect)
     if verbose and not prefect:

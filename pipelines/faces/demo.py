@@ -160,7 +160,7 @@ def _run(console: Console, config_path: Path, days: list[dt.date]):
     """Load one demo config once, run its days under a progress bar that
     follows the run's stages (elapsed time, reachability's users solved),
     print the run summary. Returns (config, summaries)."""
-    from fairmon.pipelines.orchestration.prefect_guard import api_configured
+    from fairmon.pipelines.orchestration.prefect_settings import api_configured
 
     cfg = load_config(config_path)
     options = dict(

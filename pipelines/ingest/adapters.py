@@ -14,7 +14,6 @@ defines it, not from here.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import duckdb
@@ -23,6 +22,7 @@ import polars as pl
 
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.ingest.engines import DuckEngine, SparkEngine, spark_rows, spark_table_rows
+from fairmon.pipelines.ingest.headers import REPEATED_COLUMN, repeated_column
 from fairmon.pipelines.ingest.identity import IngestUnit, first_line, table_partition, unit_key
 from fairmon.pipelines.ingest.profiles import (
     NullClusterId,
@@ -89,22 +89,6 @@ def read_table(path: Path) -> pl.DataFrame:
     if twice is not None:
         raise InputContractError(REPEATED_COLUMN, file=str(path), column=twice)
     return frame
-
-
-#: Why a CSV whose header names a column twice is refused (which copy holds the values?).
-REPEATED_COLUMN = "the header names this column more than once; give each column one name"
-_COPY = re.compile(r"(.+)_duplicated_\d+")
-
-
-def repeated_column(columns: list[str]) -> str | None:
-    """The first column name a CSV header repeats, or None. Polars reads a
-    repeated name's copies as ``<name>_duplicated_<i>``."""
-    names = set(columns)
-    for c in columns:
-        m = _COPY.fullmatch(c)
-        if m is not None and m.group(1) in names:
-            return m.group(1)
-    return None
 
 
 def _read_matrix(path: Path) -> np.ndarray:

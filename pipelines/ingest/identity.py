@@ -14,7 +14,6 @@ from pathlib import Path
 
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.core.run import active_run
-from fairmon.pipelines.ingest.engines import table_fingerprints
 from fairmon.transforms.contract import InputContractError
 
 
@@ -102,6 +101,7 @@ def partition_fingerprints(cfg: FairmonConfig, table: str, days: list[dt.date]) 
     whole range in one query, :func:`prime_table_fingerprints`); outside a
     run, at each call. Raises :class:`InputContractError` naming the table
     when Spark cannot list it."""
+    from fairmon.pipelines.ingest.engines import table_fingerprints  # DuckDB's and Spark's readers: only here
     from fairmon.pipelines.storage.spark import session_lock, spark_error_types, spark_session
 
     run = active_run()

@@ -30,7 +30,7 @@ import polars as pl
 
 from fairmon.pipelines.checks.suites import DQResult, expand_spec, load_spec
 from fairmon.pipelines.core.config import FairmonConfig
-from fairmon.pipelines.ingest.adapters import REPEATED_COLUMN, repeated_column
+from fairmon.pipelines.ingest.headers import REPEATED_COLUMN, repeated_column
 from fairmon.pipelines.ingest.sources import ImpressionsInput, LogInput
 from fairmon.pipelines.ingest.windows import matches
 from fairmon.transforms.contract import InputContractError, adapt_impressions

@@ -119,53 +119,6 @@ class TemporaryServerError(RuntimeError):
     names the setting). Commands report it as one ``error:`` line (exit 4)."""
 
 
-def api_configured() -> bool:
-    """Whether a Prefect API is configured (``PREFECT_API_URL`` in the
-    environment or the active Prefect profile, or set by a temporary server
-    this process started): runs go through Prefect then, in process otherwise.
-    Read without importing Prefect (a large share of a short run's start) when the environment
-    and the profiles file answer (:func:`api_url_without_prefect`); Prefect's
-    own settings answer otherwise, and once Prefect is imported."""
-    url = None if "prefect" in sys.modules else api_url_without_prefect()
-    if url is not None:
-        return bool(url)
-    from prefect.settings import PREFECT_API_URL
-
-    return bool(PREFECT_API_URL.value())
-
-
-def api_url_without_prefect(cwd: Path | None = None) -> str | None:
-    """``PREFECT_API_URL`` as Prefect 3 would resolve it, read from the
-    environment, else from the active profile of the profiles file
-    (``PREFECT_PROFILES_PATH``, default ``$PREFECT_HOME/profiles.toml``,
-    ``~/.prefect`` by default; the profile ``PREFECT_PROFILE`` or the file's
-    ``active``). Returns the URL, "" when it is surely unset, or None when
-    something fairmon does not read may set it (a ``prefect.toml`` or
-    ``.env`` file or a ``[tool.prefect]`` table in ``cwd``, an active profile
-    the file does not hold, an unreadable file). Raises nothing."""
-    import tomllib
-
-    if os.environ.get("PREFECT_API_URL"):
-        return os.environ["PREFECT_API_URL"]
-    here = cwd or Path.cwd()
-    try:
-        if (here / "prefect.toml").exists() or (here / ".env").exists():
-            return None
-        pyproject = here / "pyproject.toml"
-        if pyproject.exists() and "prefect" in tomllib.loads(pyproject.read_text()).get("tool", {}):
-            return None
-        home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
-        profiles = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml").expanduser()
-        data = tomllib.loads(profiles.read_text()) if profiles.exists() else {}
-    except (OSError, ValueError):
-        return None
-    active = os.environ.get("PREFECT_PROFILE") or data.get("active") or "ephemeral"
-    table = data.get("profiles", {}).get(active)
-    if table is None:
-        return "" if active == "ephemeral" else None  # Prefect's own "ephemeral" profile sets no API
-    return str(table.get("PREFECT_API_URL") or "")
-
-
 def launch_temporary_server() -> str | None:
     """Start Prefect's temporary local API now, when Prefect would start it at
     the first flow run (no ``PREFECT_API_URL`` set), and set this process's
