@@ -1,6 +1,7 @@
 -- Group envy (DESIGN §4.7; seed 004 App. B eq. 6): per attribute, target
--- group and donor group, the rows and positives of the day ($ds, is_day) and
--- of the audit window $start..$ds, from the staged rows of the files those
+-- group, donor group and target user (eq. 6 averages the users' means, so
+-- each cell keeps its users apart), the rows and positives of the day ($ds,
+-- is_day) and of the audit window $start..$ds, from the staged rows of the files those
 -- days need now (`envy_files`). Default-traffic rows (the users' own
 -- policies; only the own-policy diagnostic uses them) have a null donor_group.
 -- Every swap row has a donor group, also one whose donor is the user: eq. 6
@@ -17,6 +18,7 @@ WITH resolved AS (
 SELECT attribute,
        grp AS "group",
        resolved_group AS donor_group,
+       user_id,
        ds = $ds AS is_day,
        sum(n)::BIGINT AS n,
        sum(n_pos)::BIGINT AS n_pos

@@ -39,7 +39,8 @@ ROWS = (
 
 def _cells(con, group_attribute: str = "g") -> dict:
     got = db.query(con, "envy_group_counts", group_attribute=group_attribute, start=D1, ds=D2)
-    return {(r["group"], r["donor_group"], r["is_day"]): (r["n"], r["n_pos"]) for r in got.iter_rows(named=True)}
+    cells = got.group_by("group", "donor_group", "is_day").agg(pl.col("n").sum(), pl.col("n_pos").sum())
+    return {(r["group"], r["donor_group"], r["is_day"]): (r["n"], r["n_pos"]) for r in cells.iter_rows(named=True)}
 
 
 def test_donor_without_rows_that_day_takes_its_group_from_another_day_and_none_is_missing():

@@ -11,7 +11,6 @@ import numpy as np
 import polars as pl
 import pytest
 
-from fairmon.transforms.envy import certify as envy
 from fairmon.transforms.envy.group import group_envy, group_envy_table
 from fairmon.transforms.simulators import envy_world as se
 
@@ -30,7 +29,8 @@ def _cells(own: float, same: float, cross: float, n: int = 1_000_000) -> pl.Data
 def test_group_envy_by_hand():
     """U(a, b) = 0.6 (600/1000) against U(a, a) = 0.5 (500/1000, a's same-group
     swap cell); the default rows (0.9) do not enter diff; se = sqrt(0.24/1000 +
-    0.25/1000); four swap cells in Lemma 4's union bound."""
+    0.25/1000); four swap cells share day 1's δ₁ = 6δ/π² in Hoeffding's bound,
+    half-width sqrt(Σc²·log(2·4/δ₁)/2) with Σc² = 1/1000 (one user's 1,000 rows)."""
     day = pl.DataFrame(
         {
             "group": ["a", "a", "a", "b", "b", "b"],
@@ -47,8 +47,9 @@ def test_group_envy_by_hand():
     assert ab["se"] == pytest.approx(se)
     assert ab["ci_low"] == pytest.approx(0.1 - 1.959964 * se, abs=1e-6)
     assert ab["p_value"] == pytest.approx(0.5 * math.erfc(0.1 / se / math.sqrt(2)), rel=1e-9)
-    b4 = float(envy.lil_beta(1000, 4, 0.05))
-    assert ab["anytime_lower"] == pytest.approx(0.1 - 2 * b4)
+    h = math.sqrt(math.log(2 * 4 * math.pi**2 / (6 * 0.05)) / 1000 / 2)
+    assert ab["anytime_lower"] == pytest.approx(0.1 - 2 * h, abs=1e-12)
+    assert ab["anytime_upper"] == pytest.approx(0.1 + 2 * h, abs=1e-12)
     # the own-policy comparison is a diagnostic only: 0.6 − 0.9
     assert ab["U_own_policy"] == 0.9 and ab["diff_own_policy"] == pytest.approx(-0.3)
     ba = out.filter((pl.col("group") == "b") & (pl.col("donor_group") == "a")).row(0, named=True)
@@ -148,7 +149,8 @@ def test_envious_simulator_truth_is_found():
 def test_count_sql_puts_swap_rows_in_donor_cells_and_default_rows_apart():
     """sql/envy_group_counts.sql: default traffic (no donor) has a null donor_group (the
     diagnostic only); every swap row, also one whose donor is the user (eq. 6's uniform draw
-    over g includes m), counts in its donor's group: here (a, a) = 2 rows, (a, b) = 1."""
+    over g includes m), counts in its donor's group: here (a, a) = 2 rows, (a, b) = 1; each
+    target user's rows stay apart."""
     import duckdb
 
     from fairmon.pipelines.storage import db
@@ -167,5 +169,74 @@ def test_count_sql_puts_swap_rows_in_donor_cells_and_default_rows_apart():
     )
     day = dt.date(2026, 1, 1)
     got = db.query(con, "envy_group_counts", group_attribute="g", start=day, ds=day)
-    cells = {(r["group"], r["donor_group"]): (r["n"], r["n_pos"]) for r in got.iter_rows(named=True)}
-    assert cells == {("a", None): (6, 5), ("a", "a"): (5, 3), ("a", "b"): (7, 0), ("b", None): (1, 0)}
+    cells = {(r["group"], r["donor_group"], r["user_id"]): (r["n"], r["n_pos"]) for r in got.iter_rows(named=True)}
+    assert cells == {  # each target user apart: eq. 6 averages the users' means
+        ("a", None, "u1"): (5, 4),
+        ("a", None, "u2"): (1, 1),
+        ("a", "a", "u1"): (5, 3),
+        ("a", "b", "u1"): (7, 0),
+        ("b", None, "u3"): (1, 0),
+    }
+
+
+def test_an_eq6_cell_weighs_users_equally_by_hand():
+    """seed 004 eq. 6: U(g, g') averages the users' means, whatever their rows. (a, b): u1 90 of 100
+    (0.9) and u2 1 of 10 (0.1): U = 0.5, where pooling the rows gives 91/110. (a, a): u1 25 of 50,
+    u3 10 of 50: U = 0.35. The variance holds the users fixed: Σ u(1 − u)/n / M² per cell; the
+    anytime bound is Hoeffding's with Σc² = Σ 1/n / M² per cell, on day 3 of the window two swap
+    cells sharing δ₃ = 6δ/(π²·9); the table path reads the day index from ds − window_start."""
+    counts = pl.DataFrame(
+        {
+            "attribute": "g",
+            "group": ["a"] * 4,
+            "donor_group": ["b", "b", "a", "a"],
+            "user_id": ["u1", "u2", "u1", "u3"],
+            "is_day": True,
+            "n": [100, 10, 50, 50],
+            "n_pos": [90, 1, 25, 10],
+        }
+    )
+    table = group_envy_table(counts, dt.date(2026, 1, 3), dt.date(2026, 1, 1), epsilon=0.05, delta=0.05)
+    ab = table.filter(pl.col("donor_group") == "b").row(0, named=True)
+    assert (ab["U_cross"], ab["U_same"], ab["users_cross"], ab["users_same"]) == (0.5, 0.35, 2, 2)
+    assert ab["diff"] == pytest.approx(0.15, abs=1e-12)
+    v_c, v_s = (0.9 * 0.1 / 100 + 0.1 * 0.9 / 10) / 4, (0.5 * 0.5 / 50 + 0.2 * 0.8 / 50) / 4
+    assert ab["se"] == pytest.approx(math.sqrt(v_c + v_s), abs=1e-12)
+    log_term = math.log(2 * 2 * math.pi**2 * 9 / (6 * 0.05))
+    h_c, h_s = math.sqrt((1 / 100 + 1 / 10) / 4 * log_term / 2), math.sqrt((1 / 50 + 1 / 50) / 4 * log_term / 2)
+    assert ab["anytime_lower"] == pytest.approx(0.15 - h_c - h_s, abs=1e-12)
+    assert ab["anytime_upper"] == pytest.approx(0.15 + h_c + h_s, abs=1e-12)
+    assert ab["diff_pooled_rows"] == pytest.approx(91 / 110 - 35 / 100, abs=1e-12)
+    assert (ab["n_cross"], ab["window_n_cross"], ab["level"]) == (110, 110, 0.95)
+
+
+@pytest.mark.coverage
+def test_eq6_anytime_bounds_hold_over_days_with_unequal_users():
+    """200 runs of 20 days: 30 users of g with 5 to 200 swap rows a day in each cell, user means
+    spread from 0.1 to 0.9 (so pooling the rows would miss eq. 6's average): the window's bounds
+    hold the users' average on every day of at least 0.95 of the runs (Hoeffding with a union over
+    cells and days at δ = 0.05)."""
+    rng = np.random.default_rng(11)
+    users = [f"u{i}" for i in range(30)]
+    held = 0
+    for _ in range(200):
+        mean_c, mean_s = rng.uniform(0.1, 0.9, 30), rng.uniform(0.1, 0.9, 30)
+        rows_c, rows_s = rng.integers(5, 200, 30), rng.integers(5, 200, 30)
+        truth = mean_c.mean() - mean_s.mean()
+        window, ok = None, True
+        for day in range(1, 21):
+            day_rows = pl.DataFrame(
+                {
+                    "group": "a",
+                    "donor_group": ["b"] * 30 + ["a"] * 30,
+                    "user_id": users * 2,
+                    "n": np.r_[rows_c, rows_s],
+                    "n_pos": rng.binomial(np.r_[rows_c, rows_s], np.r_[mean_c, mean_s]),
+                }
+            )
+            window = day_rows if window is None else pl.concat([window, day_rows])
+            out = group_envy(day_rows, window, epsilon=0.05, delta=0.05, day_index=day)
+            r = out.filter(pl.col("donor_group") == "b").row(0, named=True)
+            ok &= r["anytime_lower"] <= truth <= r["anytime_upper"]
+        held += ok
+    assert held / 200 >= 0.95

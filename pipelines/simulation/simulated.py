@@ -200,34 +200,37 @@ start = {start}
 """
 
 
-def _expected_group_cells(system, targets, donors, mu, pulls_own: int, default_rows: int) -> list[dict]:
+def _expected_group_cells(system, targets, donors, mu) -> list[dict]:
     """The expected value of each (group, donor group) cell of ``group_envy``
     under this design (seed 004 App. B, eq. 6), for the truth file: U_cross
-    averages the swap pairs equally (each target-donor pair gets the same
-    pulls); U_same (Def. B.1's U(g, g)) averages the same-group swap pairs
-    likewise, and a group without same-group swap pairs has no baseline and
-    no cells. U_own (the own-policy diagnostic) weighs each user's own
-    utility by the own-policy rows it gets (default traffic spread evenly
-    over all M users, plus ``pulls_own`` per target). ``mu`` (targets,
-    donors) holds the swap utilities."""
+    averages the cell's targets equally, each target's mean over its donors
+    in the donor group (each target-donor pair gets the same pulls); U_same
+    (Def. B.1's U(g, g)) likewise over the same-group swap pairs, and a
+    group without same-group swap pairs has no baseline and no cells. U_own
+    (the own-policy diagnostic) is the mean own utility of g's users (default
+    traffic reaches nearly every user). ``mu`` (targets, donors) holds the
+    swap utilities."""
     import numpy as np
 
     U = system.utility
-    M = U.shape[0]
-    weight_own = np.full(M, default_rows / M)
-    weight_own[targets] += pulls_own
     cells = []
     groups = sorted(set(system.group))
     for g in groups:
-        in_g = system.group == g
-        own_g = float((np.diag(U)[in_g] * weight_own[in_g]).sum() / weight_own[in_g].sum())
+        own_g = float(np.diag(U)[system.group == g].mean())
         same = (system.group[targets] == g)[:, None] & (system.group[donors] == g)
         for h in groups:
             sel = (system.group[targets] == g)[:, None] & (system.group[donors] == h)
             if sel.any() and same.any():  # Def. B.1's baseline U(g, g): the same-group swap pairs
-                u_cross, u_same = float(mu[sel].mean()), float(mu[same].mean())
+                u_cross, u_same = (_users_average(mu, cell) for cell in (sel, same))
                 cells.append({"group": g, "donor_group": h, "U_cross": u_cross, "U_same": u_same, "U_own": own_g})
     return cells
+
+
+def _users_average(mu, cell) -> float:
+    """Eq. 6's average over the targets with a pair in ``cell`` (targets × donors, bool) of each
+    target's mean utility ``mu`` over its donors there."""
+    has = cell.any(axis=1)
+    return float(((mu * cell).sum(axis=1)[has] / cell.sum(axis=1)[has]).mean())
 
 
 def write_envy_simulation(
@@ -296,7 +299,7 @@ def write_envy_simulation(
     own = np.diag(U)[targets]
     envy_t = (mu > own[:, None]).any(axis=1)
     free_t = (mu <= own[:, None] + epsilon).all(axis=1)
-    cells = _expected_group_cells(system, targets, donors, mu, pulls_own, default_rows)
+    cells = _expected_group_cells(system, targets, donors, mu)
     share = system.envious_share(epsilon, gamma)
     correct = (["not_envy_free"] if envy_t.any() else []) + (["envy_free"] if share <= lam else [])
     truth = {

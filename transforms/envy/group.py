@@ -12,11 +12,12 @@ comparison is kept as a named diagnostic only.
 from __future__ import annotations
 
 import datetime as dt
+import math
 
 import numpy as np
 import polars as pl
 
-from fairmon.transforms.envy.envy_bounds import OMEGA, check_delta, confidence_bounds
+from fairmon.transforms.envy.envy_bounds import check_delta
 from fairmon.transforms.envy.envy_tables import has_envy
 from fairmon.transforms.registry import (
     CI_HIGH,
@@ -40,38 +41,74 @@ from fairmon.transforms.reo.multiplicity import bh_q_values
 NEED = ("group", "donor_group", "n", "n_pos")
 
 
-def _cells(f: pl.DataFrame) -> pl.DataFrame:
-    return f.group_by("group", "donor_group").agg(pl.col("n").sum(), pl.col("n_pos").sum())
+def _cells(f: pl.DataFrame, tag: str) -> pl.DataFrame:
+    """Per cell (group, donor_group) of counts ``f``: eq. 6's uniform average
+    over the cell's users of each user's mean reward, ``u_<tag>``; its
+    variance with the users held fixed, Σ u_m(1 − u_m)/n_m / M², ``v_<tag>``;
+    Hoeffding's Σ c_i² of that weighted sum of rows, Σ 1/n_m / M², ``h_<tag>``;
+    the users ``k_<tag>``, rows ``n_<tag>`` and positives ``p_<tag>``.
+    Without a ``user_id`` column a cell's rows count as one user's."""
+    if "user_id" not in f.columns:
+        f = f.with_columns(pl.lit("").alias("user_id"))
+    per_user = (
+        f.group_by("group", "donor_group", "user_id")
+        .agg(pl.col("n").sum(), pl.col("n_pos").sum())
+        .filter(pl.col("n") > 0)
+        .with_columns((pl.col("n_pos") / pl.col("n")).alias("u"))
+    )
+    k = pl.len().cast(pl.Float64)
+    return per_user.group_by("group", "donor_group").agg(
+        pl.col("u").mean().alias(f"u_{tag}"),
+        ((pl.col("u") * (1 - pl.col("u")) / pl.col("n")).sum() / k**2).alias(f"v_{tag}"),
+        ((1 / pl.col("n")).sum() / k**2).alias(f"h_{tag}"),
+        pl.len().alias(f"k_{tag}"),
+        pl.col("n").sum().alias(f"n_{tag}"),
+        pl.col("n_pos").sum().alias(f"p_{tag}"),
+    )
 
 
 def _pairs(d: pl.DataFrame, w: pl.DataFrame) -> pl.DataFrame:
     """One row per swap cell (g, g') of the window with its same-group cell (g, g) and g's default rows.
 
-    Columns: the day's and window's rows/positives of the cross cell
-    (n_c, p_c, wn_c, wp_c), of the same-group cell (n_s, p_s, wn_s, wp_s) and
-    the day's default rows of g (n_o, p_o). Pairs whose group has no
+    Columns (:func:`_cells`): the day's statistics of the cross cell (tag
+    ``c``) and of the same-group cell (``s``), the window's (``wc``, ``ws``)
+    and the day's default rows of g (``o``). Pairs whose group has no
     same-group swap rows in the window have no Def. B.1 baseline and are left out.
     """
-    swap_w = w.filter(pl.col("donor_group").is_not_null())
-    swap_d = d.filter(pl.col("donor_group").is_not_null())
-    same_w = swap_w.filter(pl.col("group") == pl.col("donor_group")).select(
-        "group", pl.col("n").alias("wn_s"), pl.col("n_pos").alias("wp_s")
-    )
-    same_d = swap_d.filter(pl.col("group") == pl.col("donor_group")).select(
-        "group", pl.col("n").alias("n_s"), pl.col("n_pos").alias("p_s")
-    )
-    own_d = d.filter(pl.col("donor_group").is_null()).select(
-        "group", pl.col("n").alias("n_o"), pl.col("n_pos").alias("p_o")
-    )
+    swap_w, swap_d = (f.filter(pl.col("donor_group").is_not_null()) for f in (w, d))
+
+    def same(f: pl.DataFrame, tag: str) -> pl.DataFrame:
+        cells = _cells(f.filter(pl.col("group") == pl.col("donor_group")), tag)
+        return cells.drop("donor_group")
+
+    own_d = _cells(d.filter(pl.col("donor_group").is_null()), "o").drop("donor_group")
     return (
-        swap_w.rename({"n": "wn_c", "n_pos": "wp_c"})
-        .join(swap_d.rename({"n": "n_c", "n_pos": "p_c"}), on=["group", "donor_group"], how="left")
-        .join(same_w, on="group", how="inner")
-        .join(same_d, on="group", how="left")
+        _cells(swap_w, "wc")
+        .join(_cells(swap_d, "c"), on=["group", "donor_group"], how="left")
+        .join(same(swap_w, "ws"), on="group", how="inner")
+        .join(same(swap_d, "s"), on="group", how="left")
         .join(own_d, on="group", how="left")
-        .fill_null(0)
         .sort("group", "donor_group")
     )
+
+
+def anytime_half_width(h: np.ndarray, day_index: int, n_cells: int, delta: float) -> np.ndarray:
+    """Half-width of the window's bound on a cell's eq. 6 average, valid on every day at once.
+
+    ``h`` (cells,): Σ_i c_i² of the cell's estimate Σ_i c_i r_i, each row's
+    reward r_i ∈ [0, 1] weighted c_i = 1/(M·n_m) (M users, n_m rows of its
+    user). Hoeffding (1963, Thm 2) for independent bounded rows, two-sided:
+    P(|error| ≥ t) ≤ 2 exp(−2t²/Σc²). On day ``day_index`` t of the window the
+    ``n_cells`` cells share δ_t = 6δ/(π² t²), so over every day and cell the
+    failure probability is at most Σ_t δ_t = δ. Valid for a logging design
+    (which users, how many rows) that does not depend on the rewards, as
+    AUDIT's fixed users and pulls. Raises ValueError for δ outside (0, 1) or
+    a day index below 1."""
+    check_delta(delta)
+    if day_index < 1:
+        raise ValueError(f"day_index must be >= 1, got {day_index}")
+    delta_t = 6 * delta / (math.pi**2 * day_index**2)
+    return np.sqrt(np.asarray(h, float) * math.log(2 * max(n_cells, 1) / delta_t) / 2)
 
 
 def group_envy(
@@ -81,24 +118,32 @@ def group_envy(
     epsilon: float,
     delta: float,
     level: float = 0.95,
-    omega: float = OMEGA,
+    day_index: int = 1,
 ) -> pl.DataFrame:
     """Group envy per ordered pair (g, g') of one attribute's groups (seed 004 App. B, eq. 6, Def. B.1).
 
     ``day`` and ``window``: counts with columns ``group`` (target users'
     group g), ``donor_group`` (the group g' of the user whose policy served a
     swap row; null for default traffic, the users' own policies), ``n``
-    (rows) and ``n_pos`` (rows with reward 1). ``day`` holds one day,
-    ``window`` everything accumulated up to and including it.
+    (rows), ``n_pos`` (rows with reward 1) and, optionally, ``user_id`` (the
+    target user; without it a cell's rows count as one user's). ``day``
+    holds one day, ``window`` everything accumulated up to and including it,
+    day ``day_index`` (1-based) of the window.
 
-    U(g, g') = n_pos/n of the (g, g') swap cell estimates eq. 6 when donors
-    are drawn uniformly from g'; U(g, g) (``U_same``) is the (g, g) swap
-    cell, eq. 6 at g' = g. Def. B.1: g envies g' when U(g, g') > U(g, g) + ε.
-    ``diff`` = U_cross − U_same (mean reward, in [−1, 1]) with a normal
-    (Wald) CI at ``level`` and a one-sided p-value of H0: diff ≤ 0 on the
-    day, BH q-values over the attribute's off-diagonal pairs, and
-    ``anytime_lower``/``anytime_upper`` from Lemma 4 over the window (union
-    bound over the attribute's swap cells), valid at every day at once.
+    U(g, g') (``U_cross``) is eq. 6 as written: the uniform average over the
+    cell's users m of m's mean reward under the policies of g' (donors drawn
+    uniformly from g'), so a heavily logged user weighs as much as any other;
+    U(g, g) (``U_same``) is the (g, g) swap cell, eq. 6 at g' = g. Def. B.1:
+    g envies g' when U(g, g') > U(g, g) + ε. ``diff`` = U_cross − U_same
+    (mean reward, in [−1, 1]) with a normal (Wald) CI at ``level`` (variance
+    Σ u_m(1 − u_m)/n_m / M² per cell, the logged users held fixed) and a
+    one-sided p-value of H0: diff ≤ 0 on the day, BH q-values over the
+    attribute's off-diagonal pairs, and ``anytime_lower``/``anytime_upper``
+    from the window (:func:`anytime_half_width`: Hoeffding per cell, a union
+    over the attribute's swap cells and the days), valid on every day at
+    once. The estimand is the average over the users logged in each cell:
+    eq. 6's over all of g when they are all of g, or a uniform sample of it
+    (AUDIT's fixed users certify the logged users' average).
     ``verdict``: ``envy`` when anytime_lower > 0, ``eps_envy_free`` when
     anytime_upper ≤ ε, else ``undecided``. The diagonal (g' = g) is 0 by
     definition: diff, se, CI and bounds 0, p/q NaN, verdict
@@ -107,12 +152,13 @@ def group_envy(
     baseline and no row. With donors drawn among *other* users (AUDIT,
     Alg. 2) U(g, g) misses eq. 6's n = m term, of weight 1/|g|.
 
-    Diagnostic, not Def. B.1: ``U_own_policy`` = n_pos/n of g's default rows
-    of the day and ``diff_own_policy`` = U_cross − U_own_policy (NaN without
-    default rows). Both intervals treat rows as independent; rows of one user
-    are not, so they are optimistic when users repeat. Group envy-freeness
-    implies individual envy-freeness only for homogeneous groups (Prop. 2).
-    Raises ValueError on missing columns or δ outside (0, 1).
+    Diagnostics, not Def. B.1: ``diff_pooled_rows``, the day's difference of
+    the two cells' rows pooled (heavily logged users weigh more);
+    ``U_own_policy``, the users' average of their own-policy (default) rows
+    of the day, and ``diff_own_policy`` = U_cross − U_own_policy (NaN without
+    default rows). Group envy-freeness implies individual envy-freeness only
+    for homogeneous groups (Prop. 2). Raises ValueError on missing columns,
+    δ outside (0, 1) or a day index below 1.
     """
     from scipy import stats  # imported here, not at the top (fairmon.transforms)
 
@@ -121,43 +167,46 @@ def group_envy(
             raise ValueError(f"{name}: missing columns {sorted(missing)}")
     check_delta(delta)
     z = stats.norm.ppf(0.5 + level / 2)
-    w = _cells(window)
-    n_cells = max(w.filter(pl.col("donor_group").is_not_null()).height, 1)
-    c = _pairs(_cells(day), w)
+    n_cells = max(window.filter(pl.col("donor_group").is_not_null()).select("group", "donor_group").n_unique(), 1)
+    c = _pairs(day, window)
     diag = (c["group"] == c["donor_group"]).to_numpy()
-    col = {k: c[k].to_numpy().astype(float) for k in ("n_c", "p_c", "n_s", "p_s", "n_o", "p_o")}
+    col = {k: c[k].cast(pl.Float64).fill_null(np.nan).to_numpy() for k in c.columns if k[:2] not in ("gr", "do")}
     with np.errstate(divide="ignore", invalid="ignore"):
-        u_c, u_s, u_o = col["p_c"] / col["n_c"], col["p_s"] / col["n_s"], col["p_o"] / col["n_o"]
-        diff = np.where(diag, 0.0, u_c - u_s)
-        se = np.where(diag, 0.0, np.sqrt(u_c * (1 - u_c) / col["n_c"] + u_s * (1 - u_s) / col["n_s"]))
+        diff = np.where(diag, 0.0, col["u_c"] - col["u_s"])
+        se = np.where(diag, 0.0, np.sqrt(col["v_c"] + col["v_s"]))
         p = np.where(se > 0, stats.norm.sf(diff / se), np.where(diff > 0, 0.0, 1.0))
+        pooled = np.where(diag, 0.0, col["p_c"] / col["n_c"] - col["p_s"] / col["n_s"])
     p = np.where(np.isfinite(diff) & ~diag, p, np.nan)
-    _, lo_c, hi_c = confidence_bounds(c["wn_c"], c["wp_c"], n_cells, delta, omega=omega)
-    _, lo_s, hi_s = confidence_bounds(c["wn_s"], c["wp_s"], n_cells, delta, omega=omega)
-    a_lo, a_hi = np.where(diag, 0.0, lo_c - hi_s), np.where(diag, 0.0, hi_c - lo_s)
+    b_c, b_s = (anytime_half_width(col[h], day_index, n_cells, delta) for h in ("h_wc", "h_ws"))
+    a_lo = np.where(diag, 0.0, col["u_wc"] - b_c - (col["u_ws"] + b_s))
+    a_hi = np.where(diag, 0.0, col["u_wc"] + b_c - (col["u_ws"] - b_s))
     verdict = np.where(a_lo > 0, "envy", np.where(a_hi <= epsilon, "eps_envy_free", "undecided"))
+    count = {k: np.nan_to_num(col[k]).astype(np.int64) for k in ("n_c", "n_s", "k_c", "k_s", "n_wc", "n_ws", "n_o")}
     return pl.DataFrame(
         {
             "group": c["group"],
             "donor_group": c["donor_group"],
-            "n_cross": c["n_c"].cast(pl.Int64),
-            "n_same": c["n_s"].cast(pl.Int64),
-            "U_cross": u_c,
-            "U_same": u_s,
+            "n_cross": count["n_c"],
+            "n_same": count["n_s"],
+            "users_cross": count["k_c"],
+            "users_same": count["k_s"],
+            "U_cross": col["u_c"],
+            "U_same": col["u_s"],
             "diff": diff,
             "se": se,
             "ci_low": diff - z * se,
             "ci_high": diff + z * se,
             "p_value": p,
             "q_value": bh_q_values(p),
-            "window_n_cross": c["wn_c"].cast(pl.Int64),
-            "window_n_same": c["wn_s"].cast(pl.Int64),
+            "window_n_cross": count["n_wc"],
+            "window_n_same": count["n_ws"],
             "anytime_lower": a_lo,
             "anytime_upper": a_hi,
             "verdict": verdict,
-            "n_own_policy": c["n_o"].cast(pl.Int64),
-            "U_own_policy": u_o,
-            "diff_own_policy": u_c - u_o,
+            "diff_pooled_rows": pooled,
+            "n_own_policy": count["n_o"],
+            "U_own_policy": col["u_o"],
+            "diff_own_policy": col["u_c"] - col["u_o"],
         }
     )
 
@@ -165,7 +214,7 @@ def group_envy(
 GROUP_ENVY = Table(
     "group_envy",
     "Group envy per user attribute and ordered pair (target group, donor group) from swap traffic.",
-    "seed 004 App. B, eq. 6, Def. B.1, Lemma 4, Prop. 2; DESIGN §4.7",
+    "seed 004 App. B, eq. 6, Def. B.1, Prop. 2; Hoeffding (1963) Thm 2; DESIGN §4.7",
     ("ds", "attribute", "group", "donor_group"),
     (
         DS,
@@ -174,18 +223,20 @@ GROUP_ENVY = Table(
         Column("donor_group", S, "-", "Group g' whose users' policies served the swap rows."),
         Column("n_cross", I, "rows", "Swap rows of the day: users of g served by policies of g'."),
         Column("n_same", I, "rows", "Swap rows of the day: users of g served by policies of g (same-group donors)."),
+        Column("users_cross", I, "users", "Users of g with (g, g') swap rows on the day."),
+        Column("users_same", I, "users", "Users of g with (g, g) swap rows on the day."),
         Column(
             "U_cross",
             F,
             "mean reward",
-            "U(g, g'): mean reward of the day's (g, g') swap rows (eq. 6).",
+            "U(g, g') (eq. 6): the day's average over the cell's users of each user's mean reward under g' policies.",
             bounds=probability("U_cross_is_mean_reward"),
         ),
         Column(
             "U_same",
             F,
             "mean reward",
-            "U(g, g): mean reward of the day's (g, g) swap rows (eq. 6 at g' = g).",
+            "U(g, g) (eq. 6 at g' = g): the same average over the users of the day's (g, g) swap rows.",
             bounds=probability("U_same_is_mean_reward"),
         ),
         Column(
@@ -195,7 +246,7 @@ GROUP_ENVY = Table(
             "U_cross − U_same (Def. B.1): > 0: g gains from the policies of g'; 0 on the diagonal.",
             bounds=Bounds("diff_in_range", min_value=-1, max_value=1),
         ),
-        Column("se", F, "mean reward", "Standard error of diff (independent binomial rows)."),
+        Column("se", F, "mean reward", "Standard error of diff: rows binomial within each user, the users held fixed."),
         CI_LOW,
         CI_HIGH,
         Column("p_value", F, "probability", "One-sided p-value of H0: diff ≤ 0 (normal test); NaN on the diagonal."),
@@ -215,8 +266,14 @@ GROUP_ENVY = Table(
             "(g, g) swap rows accumulated since window_start.",
             bounds=Bounds("window_n_same_positive", min_value=1),
         ),
-        Column("anytime_lower", F, "mean reward", "Lower bound of diff valid at every day at once (Lemma 4)."),
-        Column("anytime_upper", F, "mean reward", "Upper bound of diff valid at every day at once (Lemma 4)."),
+        Column(
+            "anytime_lower",
+            F,
+            "mean reward",
+            "Lower bound of diff over the window, valid on every day at once (Hoeffding per cell, union over "
+            "cells and days).",
+        ),
+        Column("anytime_upper", F, "mean reward", "Upper bound of diff over the window, valid on every day at once."),
         Column("epsilon", F, "mean reward", "ε of the verdict (config `envy.epsilon`)."),
         Column(
             "verdict",
@@ -226,10 +283,19 @@ GROUP_ENVY = Table(
         ),
         LEVEL,
         Column(
+            "diff_pooled_rows",
+            F,
+            "mean reward",
+            "Diagnostic, not eq. 6: the day's diff with each cell's rows pooled (heavily logged users weigh more).",
+        ),
+        Column(
             "n_own_policy", I, "rows", "Diagnostic, not Def. B.1: default-traffic (own-policy) rows of g of the day."
         ),
         Column(
-            "U_own_policy", F, "mean reward", "Diagnostic, not Def. B.1: mean reward of g's own-policy rows of the day."
+            "U_own_policy",
+            F,
+            "mean reward",
+            "Diagnostic, not Def. B.1: the users' average of their own-policy (default) rows of the day.",
         ),
         Column("diff_own_policy", F, "mean reward", "Diagnostic, not Def. B.1: U_cross − U_own_policy."),
         Column(
@@ -280,9 +346,10 @@ def group_envy_table(
 
     ``counts`` (sql/envy_group_counts.sql): columns attribute, group,
     donor_group (the serving donor's group of a swap row; null for default
-    traffic, used only by the own-policy diagnostic), is_day (the row counts
-    rows of ``ds`` itself; the others are earlier days of the window), n,
-    n_pos. The window (everything from ``window_start``) gives the anytime
+    traffic, used only by the own-policy diagnostic), user_id (the target
+    user), is_day (the row counts rows of ``ds`` itself; the others are
+    earlier days of the window), n, n_pos. The window (everything from
+    ``window_start``; ``ds`` is its day (ds − window_start) + 1) gives the anytime
     bounds, the day the normal interval; a pair with window rows but none on
     the day has NaN day estimates. ``unresolved``
     (sql/envy_unresolved_donors.sql: per donor the attributes it leaves
@@ -294,9 +361,9 @@ def group_envy_table(
     schema = polars_schema("group_envy")
     frames = []
     for (attribute,), part in counts.partition_by("attribute", as_dict=True, maintain_order=True).items():
-        window = part.group_by("group", "donor_group").agg(pl.col("n").sum(), pl.col("n_pos").sum())
-        day = part.filter(pl.col("is_day")).select("group", "donor_group", "n", "n_pos")
-        out = group_envy(day, window, epsilon=epsilon, delta=delta, level=level)
+        day = part.filter(pl.col("is_day"))
+        day_index = (ds - window_start).days + 1
+        out = group_envy(day, part, epsilon=epsilon, delta=delta, level=level, day_index=day_index)
         if out.height:
             frames.append(
                 out.with_columns(
