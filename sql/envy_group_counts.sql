@@ -23,6 +23,7 @@ SELECT attribute,
        sum(n)::BIGINT AS n,
        sum(n_pos)::BIGINT AS n_pos
 FROM resolved
-WHERE NOT is_swap OR resolved_group IS NOT NULL
+WHERE (NOT is_swap OR resolved_group IS NOT NULL)
+  AND n > 0  -- random-traffic rows (n = 0) only tell a user's groups
 GROUP BY ALL
 ORDER BY ALL

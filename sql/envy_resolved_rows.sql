@@ -8,7 +8,8 @@
 -- user or a donor group) and its donor group resolved, first found first: the
 -- donor user's row of the user attribute table (`envy_user_attributes`:
 -- user_id, attribute, grp; config `envy.user_table`, empty without one), the
--- donor's own rows anywhere in the window (any day, as target), its
+-- donor's own rows anywhere in the window (any day, as target, or its
+-- random-traffic rows, staged with n = 0 for this), its
 -- policy_group when the attribute is $group_attribute; null when none of
 -- them resolves it (and for default traffic). Null attribute values are
 -- '(missing)' (for donors as for targets).

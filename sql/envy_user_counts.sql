@@ -14,6 +14,7 @@ WITH agg AS (
     FROM envy_rows
     WHERE ds BETWEEN $start AND $ds AND src_file IN (SELECT file FROM envy_files)
       AND NOT (donor_user_id IS NULL AND donor_group IS NOT NULL)
+      AND n > 0  -- random-traffic rows (n = 0) only tell a user's groups
     GROUP BY ALL
 )
 SELECT user_id, donor, n, reward_sum

@@ -233,3 +233,44 @@ def test_an_include_cycle_is_an_error_naming_the_chain(tmp_path, monkeypatch):
             db.sql_text("cyc_a")
     finally:
         db.sql_text.cache_clear()
+
+
+def test_a_donor_seen_only_in_random_traffic_resolves_and_counts_nothing_else():
+    """u9 serves u1 on day 2 and has no default or swap row, but a random-traffic row (staged with
+    n = 0, group b): its 6 swap rows count in (a, b); the random row adds no row to any cell, no
+    own-policy arm to envy_user_counts and no target."""
+    rows = ROWS + (
+        ", (DATE '2026-01-01', 'f', 'u9', NULL, NULL, 0, 0, 'b'), (DATE '2026-01-02', 'f', 'u7', NULL, NULL, 0, 0, 'a')"
+    )
+    before, after = _cells(_con(ROWS)), _cells(_con(rows))
+    assert after[("a", "b", True)] == (before[("a", "b", True)][0] + 6, before[("a", "b", True)][1] + 2)
+    assert {k: v for k, v in after.items() if k != ("a", "b", True)} == {
+        k: v for k, v in before.items() if k != ("a", "b", True)
+    }
+    unresolved = db.query(_con(rows), "envy_unresolved_donors", group_attribute="g", attributes=["g"], start=D1, ds=D2)
+    assert unresolved["donor_user_id"].to_list() == ["u8"]
+    users = db.query(_con(rows), "envy_user_counts", start=D1, ds=D2).sort("user_id", "donor", nulls_last=True)
+    assert (
+        users.to_dicts()
+        == db.query(_con(ROWS), "envy_user_counts", start=D1, ds=D2)
+        .sort("user_id", "donor", nulls_last=True)
+        .to_dicts()
+    )
+
+
+def test_the_envy_profile_stages_random_rows_as_group_carriers_only(tmp_path):
+    """adapters.envy_profile on a contract CSV: default and swap rows count (n, n_pos); a random row
+    of u5 is staged with n = 0 and u5's group, no donor."""
+    from fairmon.pipelines.ingest.adapters import envy_profile
+    from fairmon.pipelines.ingest.identity import IngestUnit
+
+    cfg = _cfg(tmp_path)
+    (tmp_path / "d").mkdir()
+    f = tmp_path / "d" / f"{D1}.csv"
+    f.write_text(
+        "ds,traffic,user_id,policy_user_id,click,g\n"
+        f"{D1},default,u1,,1,a\n{D1},default,u1,,0,a\n{D1},swap,u1,u5,1,a\n{D1},random,u5,,1,b\n{D1},random,u5,,0,b\n"
+    )
+    got = envy_profile(cfg, IngestUnit(file=f, ds_start=D1, ds_end=D1, scope="all"))
+    rows = {(r["user_id"], r["donor_user_id"], r["attr__g"]): (r["n"], r["n_pos"]) for r in got.iter_rows(named=True)}
+    assert rows == {("u1", None, "a"): (2, 1), ("u1", "u5", "a"): (1, 1), ("u5", None, "b"): (0, 0)}

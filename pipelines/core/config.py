@@ -222,9 +222,10 @@ class FairmonConfig(Strict):
         inputs["cluster"] = [est.cluster_by, est.cluster_buckets]
         if est.cluster_by != "none":  # unclustered rows carry no key: neither setting changes them
             inputs["cluster"] += [BUCKET_FORMULA, est.cluster_exact_max]
-        # with [envy] every impressions file also stages its per-user rows (and swap rows are allowed)
+        # with [envy] every impressions file also stages its per-user rows (and swap rows are allowed);
+        # 2: random-traffic rows are staged too (n = 0), so a donor's group is found in them
         if self.envy is not None:
-            inputs["envy"] = True
+            inputs["envy"] = 2
         # buckets are the same on every engine (formula 3), but the staged rows are not: DuckDB stages the
         # rows per bucket and label from grouping sets of one scan (sql/impressions_profile_buckets.sql),
         # Spark the profile split by bucket, so the rows and their src_row differ although their sums agree

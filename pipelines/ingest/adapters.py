@@ -319,14 +319,17 @@ def normalize_unit(cfg: FairmonConfig, unit: IngestUnit, raw: pl.DataFrame) -> p
 def envy_profile(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
     """Per-user rows of one impressions file for the envy audit (DESIGN §4.7).
 
-    Scans the file's default- and swap-traffic rows in DuckDB
+    Scans the file's default-, swap- and random-traffic rows in DuckDB
     (sql/impressions_envy_profile.sql), parses them with the impressions'
     own parser (:func:`normalize_impressions`: dates, traffic, signals,
     label Y; the ids ride along as extra groupings) and sums them to
     one row per (ds, user_id, donor_user_id, donor_group, attributes) with
     ``n`` rows and ``n_pos`` positives. Own-policy rows (default traffic)
     have null donors; a swap row's donor is its ``policy_user_id`` and/or
-    ``policy_group``. ``src_file`` is the file's identity (:func:`unit_key`).
+    ``policy_group``. A random-traffic row counts nothing (``n`` = 0): it
+    only tells a user's groups, where a swap row whose donor is that user
+    looks them up (sql/envy_resolved_rows.sql). ``src_file`` is the file's
+    identity (:func:`unit_key`).
 
     Raises :class:`InputContractError` naming the file (and row) when it
     cannot be read or parsed.
@@ -386,10 +389,11 @@ def envy_profile(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
     def donor(col: str) -> pl.Expr:  # the column on swap rows, null on own-policy rows
         return pl.when(swap).then(pl.col(ATTR_PREFIX + col)) if col in ids else pl.lit(None, pl.String)
 
+    counted = pl.col("traffic").is_in(["default", "swap"])  # random rows: the user's groups, no count
     frame = staged.select(
         "ds",
         *attrs,
-        "n",
+        pl.when(counted).then(pl.col("n")).otherwise(0).alias("n"),
         "y",
         pl.lit(unit_key(cfg, path)).alias("src_file"),
         pl.col(ATTR_PREFIX + "user_id").alias("user_id"),
