@@ -186,6 +186,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "fairmon.transforms.reo.ab_tables",
     "fairmon.transforms.decisions.decision_tables",
     "fairmon.transforms.decisions.sdt_tables",
+    "fairmon.transforms.decisions.sdt_fit",
     "fairmon.transforms.envy.group",
     "fairmon.transforms.envy.envy_tables",
     "fairmon.transforms.envy.envy_summary",
