@@ -12,7 +12,11 @@ Three series:
 - days: 1, 7, 30, 90 and 365 days at TikTok size (150,000 rows an arm a day);
 - rows: 7 days at 0.25, 1 and 4 times that;
 - groups: 7 days at TikTok size, one attribute of K = 2, 16, 256 and 4096
-  groups (equal shares, rates spread over 0.28-0.36 and 0.25-0.28).
+  groups (equal shares, rates spread over 0.28-0.36 and 0.25-0.28);
+- contract groups: data unlike the simulator's (:func:`make_contract_data`):
+  contract-format Parquet, 2.4 M rows over 7 days, 30 % random traffic, one
+  arm, requests of 10 rows (clustered by request_id, the default), group
+  shares geometric (the largest 100 times the smallest), K = 2 and 4096.
 
 Fitted by least squares over the days and rows series:
 seconds = fixed + per_day · days + per_row · rows; printed with each point's
@@ -100,6 +104,44 @@ def make_data(folder: Path, days: int, scale: float = 1.0, K: int = 2) -> Path:
     )
     print(f"  writing {folder} ({days} days, {scale}x, K = {K})", flush=True)
     write_simulation(spec, folder, fmt="parquet")
+    return cfg
+
+
+def make_contract_data(folder: Path, K: int, days: int = 7, rows: int = 2_400_000, seed: int = 3) -> Path:
+    """Write (or reuse) contract-format logs unlike the simulator's under
+    ``folder`` (module docstring: ``rows`` over ``days`` days, 30 % random
+    traffic, requests of 10 rows, K groups of geometric shares, positive
+    rates 0.05-0.15 in default and 0.04-0.06 in random traffic); returns
+    its config."""
+    import polars as pl
+
+    cfg = folder / "fairmon.toml"
+    if cfg.is_file() and len(list((folder / "logs").glob("*.parquet"))) == days:
+        return cfg
+    print(f"  writing {folder} (contract, {days} days, {rows:,} rows, K = {K})", flush=True)
+    (folder / "logs").mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    share = np.geomspace(1.0, 0.01, K)
+    share /= share.sum()
+    rate_rec, rate_rand = np.linspace(0.05, 0.15, K), np.linspace(0.04, 0.06, K)
+    start, per_day = SimulationSpec().start, rows // days
+    for d in range(days):
+        g = rng.choice(K, size=per_day, p=share)
+        random = rng.random(per_day) < 0.3
+        like = rng.random(per_day) < np.where(random, rate_rand[g], rate_rec[g])
+        pl.DataFrame(
+            {
+                "ds": start + dt.timedelta(days=d),
+                "traffic": np.where(random, "random", "default"),
+                "request_id": (np.arange(per_day) // 10 + d * per_day).astype(str),
+                "like": like.astype(np.int8),
+                "creator_group": pl.Series(g).cast(pl.String),
+            }
+        ).write_parquet(folder / "logs" / f"{start + dt.timedelta(days=d)}.parquet")
+    cfg.write_text(
+        'warehouse = "warehouse"\nduckdb = "fairmon.duckdb"\n[impressions]\nformat = "contract"\n'
+        'path = "logs/{ds}.parquet"\nsignals = ["like"]\nattributes = ["creator_group"]\n'
+    )
     return cfg
 
 
@@ -220,6 +262,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2, help="best of this many runs for ranges of up to 30 days")
     ap.add_argument("--against", type=Path, help="compare with this checkout (its .venv) instead, in CPU seconds")
     ap.add_argument("--rounds", type=int, default=3, help="with --against: interleaved runs of each checkout")
+    ap.add_argument("--contract-groups", type=ints, default=[2, 4096], help="K of the contract groups series")
     args = ap.parse_args()
     if args.against is not None:
         compare(args.against, args.data, args.days, args.rounds)
@@ -242,6 +285,16 @@ def main() -> None:
         folder = base if K == 2 and longest >= 7 else args.data / f"K{K}"
         make_data(folder, 7 if folder != base else longest, 1.0, K)
         points.append(measure("groups", folder, 7, K, args.repeat))
+
+    contract = []
+    print("contract groups series (7 days, 2.4 M rows, 30 % random traffic)")
+    for K in args.contract_groups:
+        folder = args.data / f"contract_K{K}"
+        make_contract_data(folder, K)
+        runs = [measured_backfill(folder, 7) for _ in range(args.repeat)]
+        wall, cpu, peak = min(runs, key=lambda r: r[1])
+        contract.append(Point("contract", 7, 2_400_000, K, wall, float("nan"), cpu, peak))
+        print(f"  contract  K {K:5}  backfill {cpu:7.2f} CPU-s ({wall:7.2f} s wall, peak {peak:.2f} GB)", flush=True)
 
     fit = [p for p in points if p.series in ("days", "rows")]
     fixed = per_day = per_row = worst = float("nan")
@@ -273,6 +326,8 @@ def main() -> None:
     )
     if groups:
         print(many + " (target <= 1.5 GB)")
+    ratios = [f"{name} {c[-1].cpu / c[0].cpu:.2f}" for name, c in (("simulated", groups), ("contract", contract)) if c]
+    print(f"K = largest over K = smallest, CPU seconds of the backfill (target <= 2): {', '.join(ratios)}")
 
 
 if __name__ == "__main__":
