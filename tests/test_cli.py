@@ -317,7 +317,8 @@ def test_ab_view_reads_the_interval_not_the_point():
     text = console.export_text()
     lines = {ln.split("│")[3].strip(): ln for ln in text.splitlines() if ln.count("│") > 5}
     assert "REO higher in treatment" in lines["up"] and "REO lower in treatment" in lines["down"]
-    assert "no detectable change" in lines["flat"] and "undefined: Q_k = 0" in lines["nan"]
+    assert "no detectable change" in lines["flat"] and "undefined [1]" in lines["nan"]
+    assert text.count("Q_k = 0") == 1 and "[1] Q_k = 0" in text  # the reason as a footnote, said once
     assert "other" not in lines  # one method per table: the configured headline
 
 

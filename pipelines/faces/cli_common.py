@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.markup import escape
 
 app = typer.Typer(
@@ -29,11 +29,32 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # help text as written: [audit] is a config section, not markup
 )
-# Piped output (CI logs, files) gets a fixed width so tables are not squeezed to 80 columns. No
-# highlighting: messages quote user values (a group name of a megabyte), and the highlighter's
+#: Columns of piped output (CI logs, files) when COLUMNS does not say.
+PIPED_WIDTH = 130
+
+
+class _Console(Console):
+    """A console as wide as the terminal; piped, as wide as ``COLUMNS`` says
+    at the moment it prints, else :data:`PIPED_WIDTH` (a CI log is not
+    squeezed to 80 columns, and ``COLUMNS=80 fairmon ... | less`` shows
+    what an 80-column terminal shows)."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        dims = super().size
+        if self._width is None and not self.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+            return ConsoleDimensions(PIPED_WIDTH, dims.height)
+        return dims
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
+
+
+# No highlighting: messages quote user values (a group name of a megabyte), and the highlighter's
 # regular expressions over such a value cost minutes, not the milliseconds of printing it.
-console = Console(width=None if sys.stdout.isatty() else 130, highlight=False)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 130, highlight=False)
+console = _Console(highlight=False)
+err = _Console(stderr=True, highlight=False)
 
 #: Characters of a message an ``error:`` line prints; the rest is counted, not shown.
 MESSAGE_CHARS = 2_000

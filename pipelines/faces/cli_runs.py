@@ -44,6 +44,8 @@ from fairmon.pipelines.faces.cli_common import (
     show_stage_logs,
     use_prefect,
 )
+from fairmon.pipelines.faces.daylines import print_day
+from fairmon.pipelines.faces.fitting import Fit, Footnotes
 from fairmon.pipelines.faces.views import (
     ab_view,
     day_warnings,
@@ -95,14 +97,15 @@ def run(
         err.print(f"[red]{r['status']}:[/red] {escape(r['error'])}")
         print_alerts(err, cfg, raised)
         raise typer.Exit(exit_code([r]))
+    print_day(console, r, Footnotes())  # the day's REO per arm × attribute first, beside its status
     if r["reo"]:
-        console.print(reo_table(r["reo"], f"REO for {ds}"))
+        console.print(Fit(reo_table(r["reo"], f"REO for {ds}")))
     if r["reo_ab"]:
-        console.print(ab_view(r["reo_ab"], f"A/B: D_REO = REO(treatment) − REO(control), {ds}"))
+        console.print(Fit(ab_view(r["reo_ab"], f"A/B: D_REO = REO(treatment) − REO(control), {ds}")))
     if r["threshold_prevalence"]:
-        console.print(prevalence_table(r["threshold_prevalence"], f"Prevalence at the threshold, {ds}"))
+        console.print(Fit(prevalence_table(r["threshold_prevalence"], f"Prevalence at the threshold, {ds}")))
     if r["sdt"]:
-        console.print(sdt_view(r["sdt"], f"Labelers (signal detection), {ds}"))
+        console.print(Fit(sdt_view(r["sdt"], f"Labelers (signal detection), {ds}")))
     console.print(escape(f"partitions written: {', '.join(r['paths'].values())}"))
     print_alerts(console, cfg, raised)
     for w in day_warnings(r):  # published, but a warning-level check failed: said as backfill says it
@@ -231,8 +234,11 @@ def backfill(
     if verbose and not prefect:
         show_stage_logs()
     raised: list[dict] = []
+    notes = Footnotes()  # a reason many days share is said once, under the first day that has it
     options = dict(force_ingest=force_ingest, concurrency=concurrency, wait_seconds=wait, prefect=prefect)
-    results = run_with_progress(cfg, config, days, out=out, raised=raised, **options)
+    results = run_with_progress(
+        cfg, config, days, out=out, raised=raised, each_day=lambda o, r: print_day(o, r, notes), **options
+    )
     out.print(run_summary(results))
     print_alerts(out, cfg, raised)
     if as_json:

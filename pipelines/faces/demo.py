@@ -10,9 +10,11 @@ from pathlib import Path
 import polars as pl
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from fairmon.pipelines.core.config import load_config
 from fairmon.pipelines.faces.demo_notes import coverage_lines, dp_edge_note, undefined_methods_note
+from fairmon.pipelines.faces.fitting import Fit
 from fairmon.pipelines.faces.views import (
     drop_empty_columns,
     fmt,
@@ -156,6 +158,15 @@ def stage_lines(cfg, ds, truth_path: Path) -> str:
     return "\n".join(lines)
 
 
+def section(console: Console, title: str) -> None:
+    """A rule headed by ``title``; a title longer than the line goes under a bare rule, whole."""
+    if Text(title).cell_len + 6 <= console.width:
+        console.rule(title)
+    else:
+        console.rule()
+        console.print(title, style="bold", markup=False)
+
+
 def _run(console: Console, config_path: Path, days: list[dt.date]):
     """Load one demo config once, run its days under a progress bar that
     follows the run's stages (elapsed time, reachability's users solved),
@@ -167,7 +178,7 @@ def _run(console: Console, config_path: Path, days: list[dt.date]):
         show_progress=True, follow_log=True, prefect=api_configured()
     )  # no Prefect server the demo does not need
     results = run_days_with_progress(console, cfg, days, config_path=str(config_path), **options)
-    console.print(run_summary(results))
+    console.print(Fit(run_summary(results)))
     return cfg, results
 
 
@@ -194,7 +205,7 @@ def run_demo(out: Path, console: Console) -> None:
     ]
     (sim, _, sim_report), (coat, _, coat_report), (compas, _, compas_report) = parts[:3]
     (labels, _, labels_report), (envy, _, envy_report), (reach, _, reach_report) = parts[3:]
-    console.rule("outputs")
+    section(console, "outputs")
     console.print(f"more reports: {compas_report}  {labels_report}  {envy_report}  {reach_report}", markup=False)
     for name, c in (
         ("simulation", sim), ("coat", coat), ("compas", compas), ("labels", labels), ("envy", envy),
@@ -228,7 +239,7 @@ def _simulated_part(out: Path, console: Console) -> tuple[Path, list[dict], Path
         recall_rate=(0.275, 0.308),
     )
     sim = out / "sim"
-    console.rule("1. simulated TikTok-format traffic: 14 days, a control arm and three treatments (seed 001 §4.4)")
+    section(console, "1. simulated TikTok-format traffic: 14 days, a control arm and three treatments (seed 001 §4.4)")
     # pools of 7 days, as in the published TikTok data set: every pool meeting a day's window counts
     # (DESIGN §2 "Random-traffic windows"; reo.look_ahead marks the days whose pool reaches past them)
     with console.status("writing 14 simulated days (4 arms, 50,000 rows each) and their random pools"):
@@ -241,11 +252,13 @@ def _simulated_part(out: Path, console: Console) -> tuple[Path, list[dict], Path
     }
     rows = [row for r in results if r["status"] == "published" for row in r["reo"] if row["arm"] == "control"]
     console.print(
-        drop_empty_columns(
-            reo_table(
-                rows,
-                "Daily REO of the control arm (random traffic: the 7-day pools meeting each day's 7-day window)",
-                truth,
+        Fit(
+            drop_empty_columns(
+                reo_table(
+                    rows,
+                    "Daily REO of the control arm (random traffic: the 7-day pools meeting each day's 7-day window)",
+                    truth,
+                )
             )
         )
     )
@@ -260,7 +273,7 @@ def _simulated_part(out: Path, console: Console) -> tuple[Path, list[dict], Path
         for a in ARMS
         if a != "control"
     }
-    console.print(drop_empty_columns(ab_table(last["reo_ab"], true_d)))
+    console.print(Fit(drop_empty_columns(ab_table(last["reo_ab"], true_d))))
     reo_ab = [r for r in last["reo_ab"] if r["metric"] == "reo"]
     note = undefined_methods_note(
         reo_ab, {"delta_paper": "CI paper", "partition": "CI partition", "bootstrap": "CI bootstrap"}
@@ -274,14 +287,14 @@ def _simulated_part(out: Path, console: Console) -> tuple[Path, list[dict], Path
 
 def _coat_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
     """Part 2: Coat, self-selected ratings as default traffic and random ratings as random traffic."""
-    console.rule("2. Coat: self-selected ratings = default traffic, random ratings = random traffic")
+    section(console, "2. Coat: self-selected ratings = default traffic, random ratings = random traffic")
     coat = out / "coat"
     coat.mkdir(parents=True, exist_ok=True)
     cfg = coat / "fairmon.toml"
     cfg.write_text(COAT_CONFIG.format(coat_dir=data_dir("coat").as_posix(), ds=COAT_DS.isoformat()))
     coat_cfg, coat_results = _run(console, cfg, [COAT_DS])
     if coat_results[0]["status"] == "published":
-        console.print(drop_empty_columns(reo_table(coat_results[0]["reo"], "Coat REO (label: rating >= 4)")))
+        console.print(Fit(drop_empty_columns(reo_table(coat_results[0]["reo"], "Coat REO (label: rating >= 4)"))))
     coat_report = _report(console, coat_cfg, COAT_DS, COAT_DS, config_name=str(cfg))
     return coat, coat_results, coat_report
 
@@ -289,7 +302,7 @@ def _coat_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
 def _compas_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
     """Part 3: COMPAS, prevalence at the threshold and an ε-DP audit release (seeds 002, 000);
     a fresh folder each time, so the demo never exhausts its privacy ledger."""
-    console.rule("3. COMPAS: prevalence at the threshold t = 5 (d = 3), ProPublica filter on (seed 002 §5.1)")
+    section(console, "3. COMPAS: prevalence at the threshold t = 5 (d = 3), ProPublica filter on (seed 002 §5.1)")
     compas = out / "compas"
     if compas.exists():  # a fresh privacy ledger per demo run: the demo spends ε = 0.5 of COMPAS' 1.0 each time
         shutil.rmtree(compas)
@@ -304,11 +317,13 @@ def _compas_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
     if compas_results[0]["status"] == "published":
         rows = [r for r in compas_results[0]["threshold_prevalence"] if r["attribute"] in ("race", "sex")]
         console.print(
-            drop_empty_columns(
-                prevalence_table(
-                    rows,
-                    "COMPAS: outcome rate at the decision threshold and implied cost "
-                    "ratio c = (1 - p)/p, screenings 2013-2014",
+            Fit(
+                drop_empty_columns(
+                    prevalence_table(
+                        rows,
+                        "COMPAS: outcome rate at the decision threshold and implied cost "
+                        "ratio c = (1 - p)/p, screenings 2013-2014",
+                    )
                 )
             )
         )
@@ -328,7 +343,7 @@ def _compas_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
 
 def _labels_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
     """Part 4: simulated labelers with known d' and criteria per content group (seed 002 §5.3)."""
-    console.rule("4. simulated labelers: known d' and criteria per content group (seed 002 §5.3)")
+    section(console, "4. simulated labelers: known d' and criteria per content group (seed 002 §5.3)")
     labels = out / "labels"
     lspec = LabelingSpec(start=DEMO_START, days=7, items_per_day=20_000, gold_rate=0.8, seed=3)
     with console.status("writing 7 days of simulated labels"):
@@ -340,10 +355,12 @@ def _labels_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
             (r["labeler_id"], r["group"]): r["cost_ratio"] for r in pl.read_csv(lpaths["truth"]).iter_rows(named=True)
         }
         console.print(
-            drop_empty_columns(
-                sdt_view(
-                    label_results[0]["sdt"],
-                    "Labelers over 7 days (q: Benjamini–Hochberg; red = q < 0.05, differs from the other labelers)",
+            Fit(
+                drop_empty_columns(
+                    sdt_view(
+                        label_results[0]["sdt"],
+                        "Labelers over 7 days (q: Benjamini–Hochberg; red = q < 0.05, differs from the other labelers)",
+                    )
                 )
             )
         )
@@ -354,7 +371,7 @@ def _labels_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
 
 def _envy_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
     """Part 5: an envy-freeness audit of simulated swap traffic with a known verdict (seed 004)."""
-    console.rule("5. envy-freeness audit: swap traffic from a recommender with known preferences (seed 004)")
+    section(console, "5. envy-freeness audit: swap traffic from a recommender with known preferences (seed 004)")
     envy = out / "envy"
     with console.status("writing 4 days of simulated swap traffic"):
         epaths = write_envy_simulation(envy, scenario="envious", days=4, start=DEMO_START, seed=0)
@@ -372,7 +389,9 @@ def _envy_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
 
 def _reach_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
     """Part 6: reachability and stability of a biased MF trained on Coat, audited as a snapshot (seed 003)."""
-    console.rule("6. reachability and stability: a biased MF trained on Coat, audited as a model snapshot (seed 003)")
+    section(
+        console, "6. reachability and stability: a biased MF trained on Coat, audited as a model snapshot (seed 003)"
+    )
     reach = out / "coat-reach"
     with console.status("training a biased matrix factorisation on Coat (a grid of ranks and ridges)"):
         summary = write_coat_reach_project(reach, COAT_DS, data_dir("coat"))

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.table import Column, Table
+
+from fairmon.pipelines.faces.fitting import Footnotes
 
 if TYPE_CHECKING:
     from fairmon.pipelines.core.config import FairmonConfig
@@ -45,8 +48,11 @@ def reo_table(rows: list[dict], title: str, truth: dict | None = None) -> Table:
     """A compact Rich table of ``reo`` rows (dicts with the REO_SCHEMA columns);
     ``truth`` maps (ds, arm, attribute) to the true REO when known. The verdict
     column comes from the CI against the row's line (1/9 for K = 2, the
-    configured ``reo_threshold`` for K > 2, marked ``*``), never from the point estimate."""
-    t = Table(title=title, title_justify="left")
+    configured ``reo_threshold`` for K > 2, marked ``*``), never from the point estimate.
+    A row's reason (and a pool reaching past its day) is a numbered footnote
+    under the table, said once however many rows share it. Print it through
+    :class:`fairmon.pipelines.faces.fitting.Fit`, which keeps every number whole at any width."""
+    t = Table(title=title, title_justify="left", caption_justify="left")
     for col in (
         "ds",
         "arm",
@@ -62,9 +68,11 @@ def reo_table(rows: list[dict], title: str, truth: dict | None = None) -> Table:
         t.add_column(col, justify="left" if col in ("ds", "arm", "attribute", "verdict") else "right")
     if truth is not None:
         t.add_column("true REO", justify="right")
+    notes = Footnotes()
     for r in rows:
         verdict = r.get("verdict_80pct") or "undefined"
         line = r.get("reo_threshold")
+        marks = notes.mark(*row_notes(r))
         cells = [
             str(r["ds"]),
             r["arm"],
@@ -77,19 +85,25 @@ def reo_table(rows: list[dict], title: str, truth: dict | None = None) -> Table:
             else f"{r['parity_p_value']:.2g}",
             f"{r['n_rec']} / {r['n_rand']}",
             (fmt(line, 3) + ("*" if (r.get("K") or 0) > 2 else "")) if line is not None else "-",
-            f"[{VERDICT_STYLE.get(verdict, '')}]{verdict}[/]",
+            f"[{VERDICT_STYLE.get(verdict, '')}]{verdict}[/]" + (f" {marks}" if marks else ""),
         ]
         if truth is not None:
             cells.append(fmt(truth.get((str(r["ds"]), r["arm"], r["attribute"]))))
         t.add_row(*cells)
-        notes = [r["reason"]] if r.get("reason") else []
-        if r.get("look_ahead"):
-            notes.append("random traffic from after ds (pool_policy = overlap)")
-        if notes:
-            t.add_row("", "", f"[yellow]{escape('; '.join(notes))}[/yellow]", *[""] * (len(t.columns) - 3))
+    line_note = None
     if any((r.get("K") or 0) > 2 for r in rows):
-        t.caption = "line: 1/9 is the 80% rule for 2 groups; * = the configured reo_threshold for K > 2"
+        line_note = "line: 1/9 is the 80% rule for 2 groups; * = the configured reo_threshold for K > 2"
+    t.caption = notes.caption(line_note)
     return t
+
+
+#: What a ``reo`` row's ``look_ahead`` flag says (random traffic counted for the day includes later days).
+LOOK_AHEAD_NOTE = "random traffic from after ds (pool_policy = overlap)"
+
+
+def row_notes(r: dict) -> list[str]:
+    """The notes of a ``reo`` row: its reason, and :data:`LOOK_AHEAD_NOTE` when its pool reaches past its day."""
+    return [*([r["reason"]] if r.get("reason") else []), *([LOOK_AHEAD_NOTE] if r.get("look_ahead") else [])]
 
 
 def ab_view(rows: list[dict], title: str, method: str | None = None) -> Table:
@@ -99,13 +113,16 @@ def ab_view(rows: list[dict], title: str, method: str | None = None) -> Table:
     down when the interval excludes 0, else no detectable change."""
     reo_rows = [r for r in rows if r["metric"] == "reo"]
     method = method or (reo_rows[0]["method"] if reo_rows else "delta")
-    t = Table(title=f"{title} (method {method})", title_justify="left")
+    t = Table(title=f"{title} (method {method})", title_justify="left", caption_justify="left")
     for col in ("attribute", "control", "treatment", "D_REO", ci_header(reo_rows), "p", "q", "reading"):
         t.add_column(col, justify="left" if col in ("attribute", "control", "treatment", "reading") else "right")
+    t.columns[-1].overflow = "fold"  # a reading is words: it may wrap, the numbers stay whole
+    notes = Footnotes()
     for r in (r for r in reo_rows if r["method"] == method):
         lo, hi = r["ci_low"], r["ci_high"]
         if lo is None or lo != lo:
-            word = f"[dim]undefined: {escape(r.get('reason') or '')}[/dim]"
+            mark = notes.mark(r.get("reason"))
+            word = "[dim]undefined" + (f" {mark}" if mark else "") + "[/dim]"
         elif lo > 0:
             word = "[red]REO higher in treatment[/red]"
         elif hi < 0:
@@ -122,12 +139,13 @@ def ab_view(rows: list[dict], title: str, method: str | None = None) -> Table:
             fmt(r.get("q_value"), 3),
             word,
         )
+    t.caption = notes.caption()
     return t
 
 
 def prevalence_table(rows: list[dict], title: str) -> Table:
     """Rich table of ``threshold_prevalence`` rows (seed 002 eqs. 6, 8-11)."""
-    t = Table(title=title, title_justify="left")
+    t = Table(title=title, title_justify="left", caption_justify="left")
     for col in (
         "model",
         "attribute",
@@ -141,11 +159,13 @@ def prevalence_table(rows: list[dict], title: str) -> Table:
         "cost-ratio CI",
     ):
         t.add_column(col, justify="left" if col in ("model", "attribute", "group") else "right")
+    notes = Footnotes()
     for r in rows:
+        marks = notes.mark(r.get("reason"))  # flags and NaN reasons as footnotes, the numbers stay in their row
         t.add_row(
             r["model"],
             r["attribute"],
-            r["group"],
+            escape(r["group"]) + (f" {marks}" if marks else ""),
             f"{r['t']:g} ± {r['d']:g}",
             str(r["n_window"]),
             fmt(r["prevalence_at_threshold"]),
@@ -154,10 +174,10 @@ def prevalence_table(rows: list[dict], title: str) -> Table:
             fmt(r["implied_cost_ratio"], 3),
             f"[{fmt(r['cost_ratio_ci_low'], 3)}, {fmt(r['cost_ratio_ci_high'], 3)}]",
         )
-        if r.get("reason"):  # flags and NaN reasons on their own line, the numbers stay visible
-            t.add_row("", "", f"[yellow]{escape(r['reason'])}[/yellow]", *[""] * (len(t.columns) - 3))
+    method = None
     if rows and rows[0].get("ci_method"):
-        t.caption = f"CI method: {', '.join(sorted({str(r.get('ci_method')) for r in rows}))}"
+        method = f"CI method: {', '.join(sorted({str(r.get('ci_method')) for r in rows}))}"
+    t.caption = notes.caption(method)
     return t
 
 
@@ -273,6 +293,7 @@ def run_days_with_progress(
     show_progress: bool = True,
     follow_log: bool = False,
     raised: list | None = None,
+    each_day: Callable[[Console, dict], None] | None = None,
     **options,
 ) -> list[dict]:
     """:func:`fairmon.pipelines.orchestration.runner.run_days` with a Rich progress bar on
@@ -284,13 +305,15 @@ def run_days_with_progress(
     With ``follow_log`` the bar's description follows the ``fairmon`` logger's
     INFO lines (the stage a day is in, reachability's share of users solved),
     so a long step shows what it does (the logger's own handlers print what
-    they printed before).
+    they printed before); the description wraps rather than being cut, and
+    once the days are run it says how many ran. ``each_day(console, summary)``
+    is called as each day finishes (e.g. to print its REO lines above the bar).
     Returns its per-day summaries, each with the ``alerts`` this run raised
     on its day (dicts of ``alerts`` rows); every alert it raised is appended
     to ``raised`` (when given); raises what it raises."""
     progress = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
+        TextColumn("[bold]{task.description}", table_column=Column(overflow="fold")),
+        BarColumn(bar_width=20),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=console,
@@ -315,12 +338,15 @@ def run_days_with_progress(
         def day_done(r: dict) -> None:
             progress.update(job, description=f"fairmon {r['ds']} {r['status']}")
             progress.advance(job)
+            if each_day is not None:
+                each_day(progress.console, r)
 
         updates: list = []
         results = run_days(
             cfg, days, config_path=config_path, on_batch=batched, on_day=day_done, on_alerts=updates.append,
             **options,
         )  # fmt: skip
+        progress.update(job, description=f"fairmon {len(days)} day(s) run")
     new = updates[0].new if updates and updates[0] is not None else []
     for r in results:  # each day's summary carries the alerts raised on it by this run
         r["alerts"] = [a for a in new if a["ds"] == r["ds"]]
