@@ -267,3 +267,15 @@ def test_near_zero_shape_repeated_with_the_same_values_is_the_shape_formed_anew(
     plus = near_zero_shape(dU, None, factor=np.vstack([factor, z]))
     assert near_zero_shape(dU, None, factor=np.vstack([factor, -z])) is not plus
     assert near_zero_shape(dU, None, factor=np.vstack([factor, z])) is plus
+
+
+def test_a_reason_names_ten_groups_and_counts_the_rest():
+    """Twelve groups without random positives: the day's reason names the first ten and counts two more;
+    each group's own reason says P_k = 0 (a day of thousands of thin groups keeps a readable reason)."""
+    from fairmon.transforms.reo.estimate import estimate_reo
+
+    groups = [f"g{i:02d}" for i in range(14)]
+    b = np.array([5, 5] + [0] * 12)
+    e = estimate_reo(groups, np.full(14, 10), 1000, b, 500)
+    assert "for group(s) g02, g03, g04, g05, g06, g07, g08, g09, g10, g11 and 2 more (each group's row" in e.reason
+    assert list(e.group_reasons[2:]) == ["P_k = 0"] * 12 and math.isnan(e.reo)

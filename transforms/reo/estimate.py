@@ -308,7 +308,7 @@ def _point_reasons(
         reasons.append(f"K = {K}: REO needs at least 2 groups")
     zero_p = [g for g, p in zip(groups, P) if p == 0]
     if zero_p and n_rand > 0:
-        reasons.append(f"P_k = 0 (no positives in random traffic) for group(s) {', '.join(zero_p)}: U_k undefined")
+        reasons.append(f"P_k = 0 (no positives in random traffic) for {named_groups(zero_p)}: U_k undefined")
         for i, p in enumerate(P):
             if p == 0:
                 group_reasons[i] = "P_k = 0"
@@ -317,6 +317,19 @@ def _point_reasons(
         reasons.append("all U_k = 0 (no positives in default traffic): REO undefined")
         U_defined = False
     return reasons, group_reasons, U_defined
+
+
+#: Groups a reason names before it counts the rest (each group's own row says it in full).
+NAMED_GROUPS = 10
+
+
+def named_groups(groups: list[str]) -> str:
+    """The groups a reason names, as "group(s) a, b": the first :data:`NAMED_GROUPS` named and
+    the rest counted ("group(s) a, …, j and 602 more (each group's row says
+    which)"), so a day of thousands of thin groups keeps a readable reason."""
+    head = ", ".join(groups[:NAMED_GROUPS])
+    more = len(groups) - NAMED_GROUPS
+    return f"group(s) {head}" + (f" and {more} more (each group's row says which)" if more > 0 else "")
 
 
 def _delta_stage(
@@ -347,7 +360,7 @@ def _delta_stage(
         reasons.append(cluster_note)
     clustered = clusters_rec is not None or clusters_rand is not None
     if zero_q := [g for g, q in zip(groups, Q) if q == 0]:
-        reasons.append(f"Q_k = 0 for group(s) {', '.join(zero_q)}: delta-method SE undefined")
+        reasons.append(f"Q_k = 0 for {named_groups(zero_q)}: delta-method SE undefined")
         group_reasons[:] = [r if q != 0 else "Q_k = 0" for r, q in zip(group_reasons, Q)]
     elif not cluster_note:
         delta = delta_intervals(
