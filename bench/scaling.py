@@ -16,7 +16,8 @@ Three series:
 - contract groups: data unlike the simulator's (:func:`make_contract_data`):
   contract-format Parquet, 2.4 M rows over 7 days, 30 % random traffic, one
   arm, requests of 10 rows (clustered by request_id, the default), group
-  shares geometric (the largest 100 times the smallest), K = 2 and 4096.
+  shares geometric (the largest 10 times the smallest), random traffic
+  pooled over 7 days, K = 2 and 4096.
 
 Fitted by least squares over the days and rows series:
 seconds = fixed + per_day · days + per_row · rows; printed with each point's
@@ -110,9 +111,9 @@ def make_data(folder: Path, days: int, scale: float = 1.0, K: int = 2) -> Path:
 def make_contract_data(folder: Path, K: int, days: int = 7, rows: int = 2_400_000, seed: int = 3) -> Path:
     """Write (or reuse) contract-format logs unlike the simulator's under
     ``folder`` (module docstring: ``rows`` over ``days`` days, 30 % random
-    traffic, requests of 10 rows, K groups of geometric shares, positive
-    rates 0.05-0.15 in default and 0.04-0.06 in random traffic); returns
-    its config."""
+    traffic pooled over 7 days, requests of 10 rows, K groups of geometric
+    shares, positive rates 0.20-0.40 in default and 0.20-0.30 in random
+    traffic); returns its config."""
     import polars as pl
 
     cfg = folder / "fairmon.toml"
@@ -121,9 +122,9 @@ def make_contract_data(folder: Path, K: int, days: int = 7, rows: int = 2_400_00
     print(f"  writing {folder} (contract, {days} days, {rows:,} rows, K = {K})", flush=True)
     (folder / "logs").mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    share = np.geomspace(1.0, 0.01, K)
+    share = np.geomspace(1.0, 0.1, K)
     share /= share.sum()
-    rate_rec, rate_rand = np.linspace(0.05, 0.15, K), np.linspace(0.04, 0.06, K)
+    rate_rec, rate_rand = np.linspace(0.20, 0.40, K), np.linspace(0.20, 0.30, K)
     start, per_day = SimulationSpec().start, rows // days
     for d in range(days):
         g = rng.choice(K, size=per_day, p=share)
@@ -140,7 +141,7 @@ def make_contract_data(folder: Path, K: int, days: int = 7, rows: int = 2_400_00
         ).write_parquet(folder / "logs" / f"{start + dt.timedelta(days=d)}.parquet")
     cfg.write_text(
         'warehouse = "warehouse"\nduckdb = "fairmon.duckdb"\n[impressions]\nformat = "contract"\n'
-        'path = "logs/{ds}.parquet"\nsignals = ["like"]\nattributes = ["creator_group"]\n'
+        'path = "logs/{ds}.parquet"\nsignals = ["like"]\nattributes = ["creator_group"]\nrandom_window_days = 7\n'
     )
     return cfg
 

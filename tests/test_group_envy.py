@@ -29,8 +29,9 @@ def _cells(own: float, same: float, cross: float, n: int = 1_000_000) -> pl.Data
 def test_group_envy_by_hand():
     """U(a, b) = 0.6 (600/1000) against U(a, a) = 0.5 (500/1000, a's same-group
     swap cell); the default rows (0.9) do not enter diff; se = sqrt(0.24/1000 +
-    0.25/1000); four swap cells share day 1's δ₁ = 6δ/π² in Hoeffding's bound,
-    half-width sqrt(Σc²·log(2·4/δ₁)/2) with Σc² = 1/1000 (one user's 1,000 rows)."""
+    0.25/1000); the two off-diagonal pairs share day 1's δ₁ = 6δ/π² in Hoeffding's
+    bound, half-width sqrt(Σc²·log(2·2/δ₁)/2) with Σc² = 1/1000 + 1/1000 (one user's
+    1,000 rows in each cell: counts without user_id are one user's)."""
     day = pl.DataFrame(
         {
             "group": ["a", "a", "a", "b", "b", "b"],
@@ -39,7 +40,7 @@ def test_group_envy_by_hand():
             "n_pos": [900, 500, 600, 100, 700, 400],
         }
     )
-    out = group_envy(day, day, epsilon=0.05, delta=0.05)
+    out = group_envy(day, day, epsilon=0.05, delta=0.05, day_index=1)
     assert out.height == 4
     ab = out.filter((pl.col("group") == "a") & (pl.col("donor_group") == "b")).row(0, named=True)
     assert ab["U_same"] == 0.5 and ab["diff"] == pytest.approx(0.1) and ab["n_same"] == 1000
@@ -47,19 +48,19 @@ def test_group_envy_by_hand():
     assert ab["se"] == pytest.approx(se)
     assert ab["ci_low"] == pytest.approx(0.1 - 1.959964 * se, abs=1e-6)
     assert ab["p_value"] == pytest.approx(0.5 * math.erfc(0.1 / se / math.sqrt(2)), rel=1e-9)
-    h = math.sqrt(math.log(2 * 4 * math.pi**2 / (6 * 0.05)) / 1000 / 2)
-    assert ab["anytime_lower"] == pytest.approx(0.1 - 2 * h, abs=1e-12)
-    assert ab["anytime_upper"] == pytest.approx(0.1 + 2 * h, abs=1e-12)
+    h = math.sqrt(2 / 1000 * math.log(2 * 2 * math.pi**2 / (6 * 0.05)) / 2)
+    assert ab["anytime_lower"] == pytest.approx(0.1 - h, abs=1e-12)
+    assert ab["anytime_upper"] == pytest.approx(0.1 + h, abs=1e-12)
     # the own-policy comparison is a diagnostic only: 0.6 − 0.9
     assert ab["U_own_policy"] == 0.9 and ab["diff_own_policy"] == pytest.approx(-0.3)
     ba = out.filter((pl.col("group") == "b") & (pl.col("donor_group") == "a")).row(0, named=True)
     assert ba["diff"] == pytest.approx(-0.3)
-    assert {ab["verdict"], ba["verdict"]} == {"undecided", "eps_envy_free"}
+    assert (ab["verdict"], ba["verdict"]) == ("envy", "eps_envy_free")  # 0.1 − 0.070 > 0
     diag = out.filter(pl.col("group") == pl.col("donor_group"))
     assert (diag["diff"] == 0).all() and (diag["anytime_upper"] == 0).all() and diag["p_value"].is_nan().all()
     assert diag.sort("group")["U_cross"].to_list() == [0.5, 0.7] and (diag["verdict"] == "eps_envy_free").all()
     big = day.with_columns(pl.col("n") * 100, pl.col("n_pos") * 100)
-    v = group_envy(big, big, epsilon=0.05, delta=0.05).filter(pl.col("group") != pl.col("donor_group"))
+    v = group_envy(big, big, epsilon=0.05, delta=0.05, day_index=1).filter(pl.col("group") != pl.col("donor_group"))
     assert dict(zip(*v[["group", "verdict"]], strict=True)) == {"a": "envy", "b": "eps_envy_free"}
 
 
@@ -71,7 +72,7 @@ def test_homogeneous_groups_have_no_group_envy_whatever_the_own_policy(own):
     where comparing with default traffic called every cell, the diagonal
     included, `envy`. Only the diagnostic moves."""
     c = _cells(own, 0.6, 0.6)
-    out = group_envy(c, c, epsilon=0.05, delta=0.05)
+    out = group_envy(c, c, epsilon=0.05, delta=0.05, day_index=1)
     assert out.height == 4 and (out["diff"].abs() < 1e-12).all()
     assert (out["verdict"] == "eps_envy_free").all()
     assert out["diff_own_policy"].to_numpy() == pytest.approx(0.6 - own)
@@ -84,7 +85,7 @@ def test_homogeneous_groups_have_no_group_envy_whatever_the_own_policy(own):
 def test_no_same_group_donors_no_baseline():
     """A group without same-group swap rows has no U(g, g): its pairs get no row."""
     c = _cells(0.9, 0.6, 0.7).filter(~((pl.col("group") == "a") & (pl.col("donor_group") == "a")))
-    out = group_envy(c, c, epsilon=0.05, delta=0.05)
+    out = group_envy(c, c, epsilon=0.05, delta=0.05, day_index=1)
     assert set(out["group"]) == {"b"} and out.height == 2
 
 
@@ -102,7 +103,7 @@ def test_group_envy_normal_ci_covers():
         day = pl.DataFrame({"group": ["a", "a", "b", "b"], "donor_group": ["a", "b", "b", "a"], "n": [2000] * 4})
         day = day.with_columns(pl.Series("n_pos", pos))
         window = day.with_columns(pl.Series("n_pos", acc.astype(int)), pl.col("n") * (i + 1))
-        out = group_envy(day, window, epsilon=0.01, delta=0.05)
+        out = group_envy(day, window, epsilon=0.01, delta=0.05, day_index=i + 1)
         row = out.filter((pl.col("group") == "a") & (pl.col("donor_group") == "b")).row(0, named=True)
         cover += row["ci_low"] <= 0.02 <= row["ci_high"]
         wrong += not (row["anytime_lower"] <= 0.02 <= row["anytime_upper"])
@@ -137,7 +138,7 @@ def test_envious_simulator_truth_is_found():
             .agg(pl.len().cast(pl.Int64).alias("n"), pl.col("like").sum().cast(pl.Int64).alias("n_pos"))
         )
         window = day if window is None else pl.concat([window, day])
-        out = group_envy(day, window, epsilon=0.1, delta=0.05)
+        out = group_envy(day, window, epsilon=0.1, delta=0.05, day_index=d + 1)
         assert out.height == 4
         for r in out.iter_rows(named=True):
             assert r["anytime_lower"] <= truth[(r["group"], r["donor_group"])] + 1e-12 <= r["anytime_upper"] + 2e-12
@@ -180,34 +181,52 @@ def test_count_sql_puts_swap_rows_in_donor_cells_and_default_rows_apart():
 
 
 def test_an_eq6_cell_weighs_users_equally_by_hand():
-    """seed 004 eq. 6: U(g, g') averages the users' means, whatever their rows. (a, b): u1 90 of 100
-    (0.9) and u2 1 of 10 (0.1): U = 0.5, where pooling the rows gives 91/110. (a, a): u1 25 of 50,
-    u3 10 of 50: U = 0.35. The variance holds the users fixed: Σ u(1 − u)/n / M² per cell; the
-    anytime bound is Hoeffding's with Σc² = Σ 1/n / M² per cell, on day 3 of the window two swap
-    cells sharing δ₃ = 6δ/(π²·9); the table path reads the day index from ds − window_start."""
+    """seed 004 eq. 6 within users: u1 gets 90 of 100 from b's policies and 25 of 50 from a's, u2 1 of 10
+    and 10 of 50; u3 has (a, a) rows only and is left out of the pair. U(a, b) = (0.9 + 0.1)/2 = 0.5, where
+    pooling the rows gives 91/110; U(a, a) = (0.5 + 0.2)/2 = 0.35. The variance holds the users fixed:
+    ũ(1 − ũ)·Σc² per cell, ũ the 1/n-weighted rate, Σc² = Σ 1/n / M²; the anytime bound is Hoeffding's
+    with Σc² of both cells, on day 3 of the window, one off-diagonal pair taking δ₃ = 6δ/(π²·9); the
+    table path reads the day index from ds − window_start; the pooled diagnostic takes the whole cells."""
     counts = pl.DataFrame(
         {
             "attribute": "g",
-            "group": ["a"] * 4,
-            "donor_group": ["b", "b", "a", "a"],
-            "user_id": ["u1", "u2", "u1", "u3"],
+            "group": ["a"] * 5,
+            "donor_group": ["b", "b", "a", "a", "a"],
+            "user_id": ["u1", "u2", "u1", "u2", "u3"],
             "is_day": True,
-            "n": [100, 10, 50, 50],
-            "n_pos": [90, 1, 25, 10],
+            "n": [100, 10, 50, 50, 50],
+            "n_pos": [90, 1, 25, 10, 40],
         }
     )
     table = group_envy_table(counts, dt.date(2026, 1, 3), dt.date(2026, 1, 1), epsilon=0.05, delta=0.05)
     ab = table.filter(pl.col("donor_group") == "b").row(0, named=True)
-    assert (ab["U_cross"], ab["U_same"], ab["users_cross"], ab["users_same"]) == (0.5, 0.35, 2, 2)
-    assert ab["diff"] == pytest.approx(0.15, abs=1e-12)
-    v_c, v_s = (0.9 * 0.1 / 100 + 0.1 * 0.9 / 10) / 4, (0.5 * 0.5 / 50 + 0.2 * 0.8 / 50) / 4
-    assert ab["se"] == pytest.approx(math.sqrt(v_c + v_s), abs=1e-12)
-    log_term = math.log(2 * 2 * math.pi**2 * 9 / (6 * 0.05))
-    h_c, h_s = math.sqrt((1 / 100 + 1 / 10) / 4 * log_term / 2), math.sqrt((1 / 50 + 1 / 50) / 4 * log_term / 2)
-    assert ab["anytime_lower"] == pytest.approx(0.15 - h_c - h_s, abs=1e-12)
-    assert ab["anytime_upper"] == pytest.approx(0.15 + h_c + h_s, abs=1e-12)
-    assert ab["diff_pooled_rows"] == pytest.approx(91 / 110 - 35 / 100, abs=1e-12)
-    assert (ab["n_cross"], ab["window_n_cross"], ab["level"]) == (110, 110, 0.95)
+    assert (ab["U_cross"], ab["U_same"], ab["users"]) == (0.5, 0.35, 2)
+    assert ab["diff"] == pytest.approx(0.15, abs=1e-12) and (ab["n_cross"], ab["n_same"]) == (110, 100)
+    h_c, h_s = (1 / 100 + 1 / 10) / 4, (1 / 50 + 1 / 50) / 4
+    rate_c, rate_s = (0.9 / 100 + 0.1 / 10) / (1 / 100 + 1 / 10), 0.35
+    assert ab["se"] == pytest.approx(math.sqrt(rate_c * (1 - rate_c) * h_c + rate_s * (1 - rate_s) * h_s), abs=1e-12)
+    half = math.sqrt((h_c + h_s) * math.log(2 * math.pi**2 * 9 / (6 * 0.05)) / 2)
+    assert ab["anytime_lower"] == pytest.approx(0.15 - half, abs=1e-12)
+    assert ab["anytime_upper"] == pytest.approx(0.15 + half, abs=1e-12)
+    assert ab["diff_pooled_rows"] == pytest.approx(91 / 110 - 75 / 150, abs=1e-12)
+    assert (ab["window_n_cross"], ab["level"]) == (110, 0.95)
+
+
+def test_users_who_differ_do_not_read_as_envy():
+    """u1 gets 0.9 from any policy but was served only by b's, u2 gets 0.1 and was served only by a's,
+    u3 gets 0.5 from both: nobody gains from b's policies. Averaging each cell over its own users would
+    give 0.7 − 0.3 = 0.4 and certify envy; within users (u3 alone is in both cells) the diff is 0."""
+    rows = pl.DataFrame(
+        {
+            "group": "a",
+            "donor_group": ["b", "a", "b", "a"],
+            "user_id": ["u1", "u2", "u3", "u3"],
+            "n": [4000] * 4,
+            "n_pos": [3600, 400, 2000, 2000],
+        }
+    )
+    ab = group_envy(rows, rows, epsilon=0.05, delta=0.05, day_index=1).filter(pl.col("donor_group") == "b")
+    assert ab["diff"].item() == 0 and ab["users"].item() == 1 and ab["verdict"].item() != "envy"
 
 
 @pytest.mark.coverage

@@ -52,7 +52,8 @@ def test_the_likelihood_ratio_is_the_probit_glms_deviance_difference():
 
 def test_sdt_fit_table_tests_each_labeler_and_says_why_not():
     """Two labelers: L1 with one d′ (1.5) at two criteria fits; L2 with d′ 0.8 and 2.0 does not;
-    L3 has one usable group (the other has no gold negatives): not tested. The pooled `*` is left out."""
+    L3 has one usable group (the other has 10 gold positives, 6 negatives: below sdt's minimums of 10): not
+    tested; a labeler perfect in every group has no finite d′: not tested either. The pooled `*` is left out."""
     rng = np.random.default_rng(4)
 
     def cell(t, d, npos=800, nneg=3000):
@@ -62,7 +63,7 @@ def test_sdt_fit_table_tests_each_labeler_and_says_why_not():
     rows = [
         ("L1", "a", cell(0.5, 1.5)), ("L1", "b", cell(1.0, 1.5)),
         ("L2", "a", cell(0.5, 0.8)), ("L2", "b", cell(1.0, 2.0)),
-        ("L3", "a", cell(0.5, 1.0)), ("L3", "b", [5, 5, 0, 0]),
+        ("L3", "a", cell(0.5, 1.0)), ("L3", "b", [5, 5, 3, 3]),
         ("*", "a", cell(0.5, 1.2)), ("*", "b", cell(1.0, 1.2)),
     ]  # fmt: skip
     confusion = pl.DataFrame(
@@ -76,6 +77,11 @@ def test_sdt_fit_table_tests_each_labeler_and_says_why_not():
     assert out["L1"]["fits"] and out["L1"]["d_prime_shared"] == pytest.approx(1.5, abs=0.15)
     assert out["L2"]["fits"] is False and out["L2"]["p_value"] < 1e-6 and out["L2"]["df"] == 1
     assert out["L3"]["fits"] is None and out["L3"]["groups"] == 1 and "nothing to compare" in out["L3"]["reason"]
+    perfect = pl.DataFrame(
+        [{"attribute": "g", "labeler_id": "P", "group": g, "tp": 50, "fn": 0, "fp": 0, "tn": 200} for g in "ab"]
+    )
+    (row,) = sdt_fit_table(perfect, DS, (DS, DS)).iter_rows(named=True)
+    assert row["fits"] is None and np.isnan(row["p_value"]) and "no finite maximum" in row["reason"]
     with pytest.raises(ValueError, match="2 groups"):
         shared_d_prime_test(np.array([[1, 1, 1, 1]]))
 
@@ -96,3 +102,16 @@ def test_one_d_prime_is_rejected_at_its_level_and_a_difference_is_found():
     null = np.mean([shared_d_prime_test(labeler((1.2, 1.2, 1.2)))[3] < 0.01 for _ in range(500)])
     alt = np.mean([shared_d_prime_test(labeler((1.0, 1.2, 1.6)))[3] < 0.01 for _ in range(200)])
     assert null <= 0.03 and alt >= 0.8
+
+
+def test_the_likelihood_gradient_is_the_central_difference():
+    from fairmon.transforms.decisions.sdt_fit import _gradient, _log_likelihood
+
+    counts = np.array([[500, 300, 600, 2400], [300, 500, 300, 2700], [90, 60, 300, 700]], float)
+    x, h = np.array([0.8, 1.3, 0.5, 1.1]), 1e-5
+    numeric = [
+        (_log_likelihood((x + h * e)[:3], np.full(3, (x + h * e)[3]), counts)
+         - _log_likelihood((x - h * e)[:3], np.full(3, (x - h * e)[3]), counts)) / (2 * h)
+        for e in np.eye(4)
+    ]  # fmt: skip
+    assert _gradient(x[:3], x[3], counts) == pytest.approx(numeric, rel=1e-6)

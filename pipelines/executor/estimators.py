@@ -86,6 +86,7 @@ _GROUP_COUNTS = {
     "attribute": pl.String,
     "group": pl.String,
     "donor_group": pl.String,
+    "user_id": pl.String,
     "is_day": pl.Boolean,
     "n": pl.Int64,
     "n_pos": pl.Int64,

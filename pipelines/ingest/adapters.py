@@ -390,6 +390,8 @@ def envy_profile(cfg: FairmonConfig, unit: IngestUnit) -> pl.DataFrame:
         return pl.when(swap).then(pl.col(ATTR_PREFIX + col)) if col in ids else pl.lit(None, pl.String)
 
     counted = pl.col("traffic").is_in(["default", "swap"])  # random rows: the user's groups, no count
+    # a random row without a user tells nothing
+    staged = staged.filter(counted | pl.col(ATTR_PREFIX + "user_id").is_not_null())
     frame = staged.select(
         "ds",
         *attrs,

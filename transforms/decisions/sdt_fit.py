@@ -4,16 +4,15 @@ With one binary label and a gold label per item, each (labeler, group)
 cell's two error rates fix its own criterion t and separation d′ exactly
 (seed 002 §5.3: t = Φ⁻¹(1 − FPR), d′ = t − Φ⁻¹(FNR)): the equal-variance
 model is saturated cell by cell, and nothing in such counts can show that its
-Gaussian shape is wrong (that needs graded labels, a zROC). The restriction
-the counts can test is the one §5.3 leans on when it reads a labeler's
-groups side by side: the labeler is one detector, the same d′ for every
-group's content, and only the criterion moves. This module tests that, per
-labeler and attribute, by the likelihood ratio of the shared-d′ model (G
-criteria and one d′) against the saturated one (G criteria and G d′'s),
-χ² with G − 1 degrees of freedom (Wilks). A small p-value says the
-labeler's sensitivity differs between the groups, so their criteria are
-not one detector's and §5.3.1's caution applies: the implied thresholds of
-that labeler compare less well.
+Gaussian shape is wrong (that needs graded labels, a zROC). What such counts
+can test is an extra hypothesis, not the paper's: that a labeler is one
+detector, the same d′ for every group's content, only the criterion moving.
+§5.3 computes t and d′ per group and eq. 12's implied threshold per group
+either way; a d′ that differs between groups is a finding in itself (the
+labeler sees one group's content less clearly). This module tests the
+hypothesis per labeler and attribute by the likelihood ratio of the
+shared-d′ model (G criteria and one d′) against the saturated one (G
+criteria and G d′'s), χ² with G − 1 degrees of freedom (Wilks).
 """
 
 from __future__ import annotations
@@ -43,6 +42,8 @@ from fairmon.transforms.registry import (
 
 #: p-values below this flag a labeler whose one d′ does not fit its groups.
 FIT_ALPHA = 0.01
+#: A shared d′ this large has every group (nearly) perfect: its maximum is at infinity, nothing to test.
+D_PRIME_MAX = 8.0
 
 SDT_FIT = Table(
     "sdt_fit",
@@ -59,7 +60,7 @@ SDT_FIT = Table(
             "groups",
             I,
             "groups",
-            "Groups with gold positives and negatives.",
+            "Groups with at least `min_pos` gold positives and `min_neg` negatives (config `labels`).",
             bounds=non_negative("groups_non_negative"),
         ),
         Column("d_prime_shared", F, "standard deviations", "d′ of the shared-d′ model (maximum likelihood)."),
@@ -89,6 +90,20 @@ def _log_likelihood(t: np.ndarray, d: np.ndarray, counts: np.ndarray) -> float:
     return float(np.sum(tp * log_ndtr(d - t) + fn * log_ndtr(t - d) + fp * log_ndtr(-t) + tn * log_ndtr(t)))
 
 
+def _gradient(t: np.ndarray, d: float, counts: np.ndarray) -> np.ndarray:
+    """∂/∂(t_1..t_G, d′) of :func:`_log_likelihood` at one d′, with λ(x) = φ(x)/Φ(x) (the inverse Mills
+    ratio): ∂ℓ_g/∂a = tp·λ(a) − fn·λ(−a) at a = d′ − t_g, ∂ℓ_g/∂t_g = −∂ℓ_g/∂a + tn·λ(t_g) − fp·λ(−t_g)."""
+    from scipy.special import log_ndtr
+
+    def mills(x: np.ndarray) -> np.ndarray:
+        return np.exp(-0.5 * x**2 - 0.5 * np.log(2 * np.pi) - log_ndtr(x))
+
+    tp, fn, fp, tn = counts.T
+    a = d - t
+    d_a = tp * mills(a) - fn * mills(-a)
+    return np.append(-d_a + tn * mills(t) - fp * mills(-t), d_a.sum())
+
+
 def _saturated(counts: np.ndarray) -> float:
     """The log-likelihood at every cell's own rates (0·log 0 = 0)."""
     from scipy.special import xlogy
@@ -104,10 +119,12 @@ def shared_d_prime_test(counts: np.ndarray) -> tuple[float, float, int, float]:
     ``counts`` (G, 4): tp, fn, fp, tn per group against gold labels, every
     group with gold positives and negatives. Maximises the shared-d′
     likelihood over (t_1..t_G, d′) (L-BFGS from the pooled d′ and each
-    group's own criterion) and compares with the saturated likelihood
-    (each group its own rates): LR = 2(ℓ_sat − ℓ_shared) ≥ 0, χ²_{G−1}.
-    Raises ValueError for fewer than 2 groups or a group without gold
-    positives or negatives. Source: seed 002 §5.3; Wilks (1938)."""
+    group's own criterion, weighted by its items) and compares with the
+    saturated likelihood (each group its own rates): LR = 2(ℓ_sat −
+    ℓ_shared) ≥ 0, χ²_{G−1}. NaNs when the optimiser does not converge or d′
+    runs off beyond :data:`D_PRIME_MAX` (every group perfect: no finite
+    maximum). Raises ValueError for fewer than 2 groups or a group without
+    gold positives or negatives. Source: seed 002 §5.3; Wilks (1938)."""
     from scipy import optimize, stats
 
     counts = np.asarray(counts, dtype=float)
@@ -122,27 +139,42 @@ def shared_d_prime_test(counts: np.ndarray) -> tuple[float, float, int, float]:
     t0 = stats.norm.ppf(1 - fpr)
     d0 = float(np.average(t0 - stats.norm.ppf(fnr), weights=counts.sum(axis=1)))
 
-    def negative(x: np.ndarray) -> float:
-        return -_log_likelihood(x[:G], np.full(G, x[G]), counts)
+    def negative(x: np.ndarray) -> tuple[float, np.ndarray]:
+        return -_log_likelihood(x[:G], np.full(G, x[G]), counts), -_gradient(x[:G], x[G], counts)
 
-    fit = optimize.minimize(negative, np.append(t0, d0), method="L-BFGS-B")
+    fit = optimize.minimize(
+        negative, np.append(t0, d0), jac=True, method="L-BFGS-B", options={"ftol": 1e-15, "gtol": 1e-8, "maxiter": 1000}
+    )
+    if not fit.success or not abs(fit.x[G]) < D_PRIME_MAX:
+        nan = float("nan")
+        return nan, nan, G - 1, nan
     lr = max(0.0, 2 * (_saturated(counts) + fit.fun))
     return float(fit.x[G]), lr, G - 1, float(stats.chi2.sf(lr, G - 1))
 
 
-@declares(SDT_FIT, stage="labels", inputs=("confusion", "ds", "window"), enabled=has_labels)
-def sdt_fit_table(confusion: pl.DataFrame, ds: dt.date, window: tuple[dt.date, dt.date]) -> pl.DataFrame:
+def sdt_fit_options(cfg) -> dict:
+    """The keyword arguments of :func:`sdt_fit_table` from ``[labels]``: the gold minimums ``sdt`` uses."""
+    return {"min_pos": cfg.labels.min_pos, "min_neg": cfg.labels.min_neg}
+
+
+@declares(SDT_FIT, stage="labels", inputs=("confusion", "ds", "window"), enabled=has_labels, options=sdt_fit_options)
+def sdt_fit_table(
+    confusion: pl.DataFrame, ds: dt.date, window: tuple[dt.date, dt.date], *, min_pos: int = 10, min_neg: int = 10
+) -> pl.DataFrame:
     """Rows of ``sdt_fit`` for day ``ds``: :func:`shared_d_prime_test` per
-    attribute and labeler (not the pooled ``*``) over its groups with gold
-    positives and negatives. ``confusion``: attribute, group, labeler_id, tp,
-    fn, fp, tn. A labeler with fewer than 2 such groups is not tested
-    (NaN, ``fits`` null, the reason says so). Returns the registry schema.
-    Raises nothing on valid counts."""
+    attribute and labeler (not the pooled ``*``) over its groups with at
+    least ``min_pos`` gold positives and ``min_neg`` negatives (``sdt``'s
+    minimums). ``confusion``: attribute, group, labeler_id, tp, fn, fp, tn.
+    A labeler with fewer than 2 such groups, or whose fit has no finite
+    maximum, is not tested (NaN, ``fits`` null, the reason says so).
+    Returns the registry schema. Raises nothing on valid counts."""
     rows = []
     per = confusion.filter(pl.col("labeler_id") != ALL).sort("attribute", "labeler_id", "group")
     for (attribute, labeler), part in per.group_by("attribute", "labeler_id", maintain_order=True):
         counts = part.select("tp", "fn", "fp", "tn").to_numpy()
-        usable = counts[((counts[:, 0] + counts[:, 1]) > 0) & ((counts[:, 2] + counts[:, 3]) > 0)]
+        usable = counts[
+            ((counts[:, 0] + counts[:, 1]) >= max(min_pos, 1)) & ((counts[:, 2] + counts[:, 3]) >= max(min_neg, 1))
+        ]
         row = {
             "ds": ds,
             "attribute": attribute,
@@ -152,10 +184,14 @@ def sdt_fit_table(confusion: pl.DataFrame, ds: dt.date, window: tuple[dt.date, d
             "groups": len(usable),
         }
         if len(usable) < 2:
-            why = f"{len(usable)} group(s) with gold positives and negatives: nothing to compare"
+            why = f"{len(usable)} group(s) with {min_pos} gold positives and {min_neg} negatives: nothing to compare"
             rows.append({**row, "df": 0, "fits": None, "reason": why})
             continue
         d, lr, df, p = shared_d_prime_test(usable)
+        if not np.isfinite(p):
+            why = "the shared-d′ fit has no finite maximum (every group nearly perfect) or did not converge"
+            rows.append({**row, "df": df, "fits": None, "reason": why})
+            continue
         rows.append({**row, "d_prime_shared": d, "lr_statistic": lr, "df": df, "p_value": p, "fits": p >= FIT_ALPHA})
     nan = float("nan")
     filled = [{"d_prime_shared": nan, "lr_statistic": nan, "p_value": nan, "reason": None, **r} for r in rows]

@@ -41,74 +41,138 @@ from fairmon.transforms.reo.multiplicity import bh_q_values
 NEED = ("group", "donor_group", "n", "n_pos")
 
 
-def _cells(f: pl.DataFrame, tag: str) -> pl.DataFrame:
-    """Per cell (group, donor_group) of counts ``f``: eq. 6's uniform average
-    over the cell's users of each user's mean reward, ``u_<tag>``; its
-    variance with the users held fixed, Σ u_m(1 − u_m)/n_m / M², ``v_<tag>``;
-    Hoeffding's Σ c_i² of that weighted sum of rows, Σ 1/n_m / M², ``h_<tag>``;
-    the users ``k_<tag>``, rows ``n_<tag>`` and positives ``p_<tag>``.
-    Without a ``user_id`` column a cell's rows count as one user's."""
+def _per_user(f: pl.DataFrame) -> pl.DataFrame:
+    """Rows and positives per (group, donor_group, user_id) of counts ``f``, users with rows only;
+    without a ``user_id`` column a cell's rows count as one user's."""
     if "user_id" not in f.columns:
         f = f.with_columns(pl.lit("").alias("user_id"))
-    per_user = (
+    return (
         f.group_by("group", "donor_group", "user_id")
         .agg(pl.col("n").sum(), pl.col("n_pos").sum())
         .filter(pl.col("n") > 0)
         .with_columns((pl.col("n_pos") / pl.col("n")).alias("u"))
     )
+
+
+def _paired(swap: pl.DataFrame, tag: str) -> pl.DataFrame:
+    """Per swap cell (g, g'), over the users of g with rows in both (g, g')
+    and (g, g) (Def. B.1 compares them within each user): the users
+    ``k_<tag>``; eq. 6's averages of their mean rewards ``uc_<tag>`` and
+    ``us_<tag>``; Hoeffding's Σc² of each average, Σ 1/n_m / M² (``hc_``,
+    ``hs_``); a variance of the difference with the users fixed that is never
+    below the true one, ũ(1 − ũ)·Σc² per cell with ũ the Σc²-weighted mean
+    of the users' rates (Jensen: the weighted mean of u(1 − u) is at most
+    ũ(1 − ũ)), ``v_<tag>``; and their rows ``nc_``, ``ns_``."""
+    users = _per_user(swap)
+    same = users.filter(pl.col("group") == pl.col("donor_group")).select(
+        "group", "user_id", pl.col("n").alias("n_s"), pl.col("u").alias("u_s")
+    )
+    both = users.join(same, on=["group", "user_id"], how="inner")
     k = pl.len().cast(pl.Float64)
-    return per_user.group_by("group", "donor_group").agg(
-        pl.col("u").mean().alias(f"u_{tag}"),
-        ((pl.col("u") * (1 - pl.col("u")) / pl.col("n")).sum() / k**2).alias(f"v_{tag}"),
-        ((1 / pl.col("n")).sum() / k**2).alias(f"h_{tag}"),
+
+    def tilde(u: str, n: str) -> pl.Expr:  # Σc²-weighted rate and its ũ(1 − ũ)·Σc²
+        w = (1 / pl.col(n)).sum()
+        rate = (pl.col(u) / pl.col(n)).sum() / w
+        return rate * (1 - rate) * w / k**2
+
+    return both.group_by("group", "donor_group").agg(
         pl.len().alias(f"k_{tag}"),
-        pl.col("n").sum().alias(f"n_{tag}"),
-        pl.col("n_pos").sum().alias(f"p_{tag}"),
+        pl.col("u").mean().alias(f"uc_{tag}"),
+        pl.col("u_s").mean().alias(f"us_{tag}"),
+        ((1 / pl.col("n")).sum() / k**2).alias(f"hc_{tag}"),
+        ((1 / pl.col("n_s")).sum() / k**2).alias(f"hs_{tag}"),
+        (tilde("u", "n") + tilde("u_s", "n_s")).alias(f"v_{tag}"),
+        pl.col("n").sum().alias(f"nc_{tag}"),
+        pl.col("n_s").sum().alias(f"ns_{tag}"),
     )
 
 
 def _pairs(d: pl.DataFrame, w: pl.DataFrame) -> pl.DataFrame:
-    """One row per swap cell (g, g') of the window with its same-group cell (g, g) and g's default rows.
-
-    Columns (:func:`_cells`): the day's statistics of the cross cell (tag
-    ``c``) and of the same-group cell (``s``), the window's (``wc``, ``ws``)
-    and the day's default rows of g (``o``). Pairs whose group has no
-    same-group swap rows in the window have no Def. B.1 baseline and are left out.
-    """
+    """One row per swap cell (g, g') of the window whose group has users with
+    same-group swap rows, with the window's paired statistics (tag ``w``,
+    :func:`_paired`), the day's (tag ``d``), the day's pooled rows of the
+    whole cells (``pc``/``nc`` cross, ``ps``/``ns`` same: the diagnostic)
+    and the day's users' average of their own-policy rows of g (``u_o``,
+    rows ``n_o``). Cells without such users have no Def. B.1 baseline and
+    are left out."""
     swap_w, swap_d = (f.filter(pl.col("donor_group").is_not_null()) for f in (w, d))
-
-    def same(f: pl.DataFrame, tag: str) -> pl.DataFrame:
-        cells = _cells(f.filter(pl.col("group") == pl.col("donor_group")), tag)
-        return cells.drop("donor_group")
-
-    own_d = _cells(d.filter(pl.col("donor_group").is_null()), "o").drop("donor_group")
+    pooled = swap_d.group_by("group", "donor_group").agg(
+        pl.col("n").sum().alias("nc"), pl.col("n_pos").sum().alias("pc")
+    )
+    pooled_same = pooled.filter(pl.col("group") == pl.col("donor_group")).select(
+        "group", pl.col("nc").alias("ns"), pl.col("pc").alias("ps")
+    )
+    own = (
+        _per_user(d.filter(pl.col("donor_group").is_null()))
+        .group_by("group")
+        .agg(pl.col("u").mean().alias("u_o"), pl.col("n").sum().alias("n_o"))
+    )
     return (
-        _cells(swap_w, "wc")
-        .join(_cells(swap_d, "c"), on=["group", "donor_group"], how="left")
-        .join(same(swap_w, "ws"), on="group", how="inner")
-        .join(same(swap_d, "s"), on="group", how="left")
-        .join(own_d, on="group", how="left")
+        _paired(swap_w, "w")
+        .join(_paired(swap_d, "d"), on=["group", "donor_group"], how="left")
+        .join(pooled, on=["group", "donor_group"], how="left")
+        .join(pooled_same, on="group", how="left")
+        .join(own, on="group", how="left")
         .sort("group", "donor_group")
     )
 
 
 def anytime_half_width(h: np.ndarray, day_index: int, n_cells: int, delta: float) -> np.ndarray:
-    """Half-width of the window's bound on a cell's eq. 6 average, valid on every day at once.
+    """Half-width of the window's bound on a cell's eq. 6 difference, valid on every day at once.
 
-    ``h`` (cells,): Σ_i c_i² of the cell's estimate Σ_i c_i r_i, each row's
-    reward r_i ∈ [0, 1] weighted c_i = 1/(M·n_m) (M users, n_m rows of its
-    user). Hoeffding (1963, Thm 2) for independent bounded rows, two-sided:
-    P(|error| ≥ t) ≤ 2 exp(−2t²/Σc²). On day ``day_index`` t of the window the
-    ``n_cells`` cells share δ_t = 6δ/(π² t²), so over every day and cell the
-    failure probability is at most Σ_t δ_t = δ. Valid for a logging design
-    (which users, how many rows) that does not depend on the rewards, as
-    AUDIT's fixed users and pulls. Raises ValueError for δ outside (0, 1) or
-    a day index below 1."""
+    ``h`` (cells,): Σ_i c_i² of the estimate Σ_i c_i r_i, each row's reward
+    r_i ∈ [0, 1] weighted ±1/(M·n_m) (M users, n_m rows of its user in that
+    cell: + for the (g, g') rows, − for the (g, g) ones). Hoeffding (1963,
+    Thm 2) for independent bounded rows, two-sided: P(|error| ≥ t) ≤
+    2 exp(−2t²/Σc²). On day ``day_index`` t of the window the ``n_cells``
+    cells share δ_t = 6δ/(π² t²), so over every day and cell the failure
+    probability is at most Σ_t δ_t = δ. Valid for a logging design (which
+    users, how many rows each) fixed in advance: rows that an adaptive
+    audit (OCEF's pulls) chose from the rewards are not covered; the
+    per-user certificates are. Raises ValueError for δ outside (0, 1) or a
+    day index below 1."""
     check_delta(delta)
     if day_index < 1:
         raise ValueError(f"day_index must be >= 1, got {day_index}")
     delta_t = 6 * delta / (math.pi**2 * day_index**2)
     return np.sqrt(np.asarray(h, float) * math.log(2 * max(n_cells, 1) / delta_t) / 2)
+
+
+def _estimates(c: pl.DataFrame, z: float, day_index: int, delta: float) -> dict[str, np.ndarray]:
+    """:func:`group_envy`'s arrays from :func:`_pairs`' frame ``c``."""
+    from scipy import stats
+
+    diag = (c["group"] == c["donor_group"]).to_numpy()
+    col = {k: c[k].cast(pl.Float64).fill_null(np.nan).to_numpy() for k in c.drop("group", "donor_group").columns}
+    n_pairs = max(int((~diag).sum()), 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        diff = np.where(diag, 0.0, col["uc_d"] - col["us_d"])
+        se = np.where(diag, 0.0, np.sqrt(col["v_d"]))
+        p = np.where(se > 0, stats.norm.sf(diff / se), np.nan)  # se 0: every row 0 or every row 1, no test
+        pooled = np.where(diag, 0.0, col["pc"] / col["nc"] - col["ps"] / col["ns"])
+    half = anytime_half_width(col["hc_w"] + col["hs_w"], day_index, n_pairs, delta)
+    diff_w = col["uc_w"] - col["us_w"]
+    count = {k: np.nan_to_num(col[k]).astype(np.int64) for k in ("k_d", "nc_d", "ns_d", "nc_w", "ns_w", "n_o")}
+    return {
+        "n_cross": count["nc_d"],
+        "n_same": count["ns_d"],
+        "users": count["k_d"],
+        "U_cross": col["uc_d"],
+        "U_same": col["us_d"],
+        "diff": diff,
+        "se": se,
+        "ci_low": diff - z * se,
+        "ci_high": diff + z * se,
+        "p_value": np.where(np.isfinite(diff) & ~diag, p, np.nan),
+        "window_n_cross": count["nc_w"],
+        "window_n_same": count["ns_w"],
+        "anytime_lower": np.where(diag, 0.0, np.maximum(diff_w - half, -1.0)),
+        "anytime_upper": np.where(diag, 0.0, np.minimum(diff_w + half, 1.0)),
+        "diff_pooled_rows": pooled,
+        "n_own_policy": count["n_o"],
+        "U_own_policy": col["u_o"],
+        "diff_own_policy": col["uc_d"] - col["u_o"],
+    }
 
 
 def group_envy(
@@ -117,8 +181,8 @@ def group_envy(
     *,
     epsilon: float,
     delta: float,
+    day_index: int,
     level: float = 0.95,
-    day_index: int = 1,
 ) -> pl.DataFrame:
     """Group envy per ordered pair (g, g') of one attribute's groups (seed 004 App. B, eq. 6, Def. B.1).
 
@@ -130,30 +194,33 @@ def group_envy(
     holds one day, ``window`` everything accumulated up to and including it,
     day ``day_index`` (1-based) of the window.
 
-    U(g, g') (``U_cross``) is eq. 6 as written: the uniform average over the
-    cell's users m of m's mean reward under the policies of g' (donors drawn
-    uniformly from g'), so a heavily logged user weighs as much as any other;
-    U(g, g) (``U_same``) is the (g, g) swap cell, eq. 6 at g' = g. Def. B.1:
-    g envies g' when U(g, g') > U(g, g) + ε. ``diff`` = U_cross − U_same
-    (mean reward, in [−1, 1]) with a normal (Wald) CI at ``level`` (variance
-    Σ u_m(1 − u_m)/n_m / M² per cell, the logged users held fixed) and a
-    one-sided p-value of H0: diff ≤ 0 on the day, BH q-values over the
-    attribute's off-diagonal pairs, and ``anytime_lower``/``anytime_upper``
-    from the window (:func:`anytime_half_width`: Hoeffding per cell, a union
-    over the attribute's swap cells and the days), valid on every day at
-    once. The estimand is the average over the users logged in each cell:
-    eq. 6's over all of g when they are all of g, or a uniform sample of it
-    (AUDIT's fixed users certify the logged users' average).
+    Def. B.1 compares U(g, g') with U(g, g), eq. 6: averages over g's users
+    of each user's mean reward under the policies of g' (donors drawn
+    uniformly from g'), resp. of g, so a heavily logged user weighs as much
+    as any other. Both are taken over the same users, those of g with swap
+    rows in both cells (``users``), so ``diff`` = U_cross − U_same is the
+    mean of within-user differences and a difference between users never
+    reads as envy. Def. B.1: g envies g' when U(g, g') > U(g, g) + ε.
+    ``diff`` (mean reward, in [−1, 1]) has a normal (Wald) CI at ``level``
+    (a variance with the users fixed never below the true one,
+    :func:`_paired`) and a one-sided p-value of H0: diff ≤ 0 on the day, BH
+    q-values over the attribute's off-diagonal pairs, and
+    ``anytime_lower``/``anytime_upper`` from the window
+    (:func:`anytime_half_width`: Hoeffding per pair, a union over the
+    attribute's pairs and the days), valid on every day at once for a
+    logging design fixed in advance. The estimand is the average over those
+    users and the donors that served them: eq. 6's over g and g' when they
+    are uniform draws, as AUDIT's targets and donors are.
     ``verdict``: ``envy`` when anytime_lower > 0, ``eps_envy_free`` when
     anytime_upper ≤ ε, else ``undecided``. The diagonal (g' = g) is 0 by
     definition: diff, se, CI and bounds 0, p/q NaN, verdict
     ``eps_envy_free`` (Def. B.1 holds there trivially); its row keeps U(g, g).
-    A pair whose group has no same-group swap rows in the window has no
-    baseline and no row. With donors drawn among *other* users (AUDIT,
-    Alg. 2) U(g, g) misses eq. 6's n = m term, of weight 1/|g|.
+    A pair whose group has no user with rows in both cells in the window has
+    no row. With donors drawn among *other* users (AUDIT, Alg. 2) U(g, g)
+    misses eq. 6's n = m term, of weight 1/|g|.
 
     Diagnostics, not Def. B.1: ``diff_pooled_rows``, the day's difference of
-    the two cells' rows pooled (heavily logged users weigh more);
+    the two whole cells' rows pooled (heavily logged users weigh more);
     ``U_own_policy``, the users' average of their own-policy (default) rows
     of the day, and ``diff_own_policy`` = U_cross − U_own_policy (NaN without
     default rows). Group envy-freeness implies individual envy-freeness only
@@ -166,48 +233,13 @@ def group_envy(
         if missing := set(NEED) - set(f.columns):
             raise ValueError(f"{name}: missing columns {sorted(missing)}")
     check_delta(delta)
-    z = stats.norm.ppf(0.5 + level / 2)
-    n_cells = max(window.filter(pl.col("donor_group").is_not_null()).select("group", "donor_group").n_unique(), 1)
     c = _pairs(day, window)
-    diag = (c["group"] == c["donor_group"]).to_numpy()
-    col = {k: c[k].cast(pl.Float64).fill_null(np.nan).to_numpy() for k in c.columns if k[:2] not in ("gr", "do")}
-    with np.errstate(divide="ignore", invalid="ignore"):
-        diff = np.where(diag, 0.0, col["u_c"] - col["u_s"])
-        se = np.where(diag, 0.0, np.sqrt(col["v_c"] + col["v_s"]))
-        p = np.where(se > 0, stats.norm.sf(diff / se), np.where(diff > 0, 0.0, 1.0))
-        pooled = np.where(diag, 0.0, col["p_c"] / col["n_c"] - col["p_s"] / col["n_s"])
-    p = np.where(np.isfinite(diff) & ~diag, p, np.nan)
-    b_c, b_s = (anytime_half_width(col[h], day_index, n_cells, delta) for h in ("h_wc", "h_ws"))
-    a_lo = np.where(diag, 0.0, col["u_wc"] - b_c - (col["u_ws"] + b_s))
-    a_hi = np.where(diag, 0.0, col["u_wc"] + b_c - (col["u_ws"] - b_s))
-    verdict = np.where(a_lo > 0, "envy", np.where(a_hi <= epsilon, "eps_envy_free", "undecided"))
-    count = {k: np.nan_to_num(col[k]).astype(np.int64) for k in ("n_c", "n_s", "k_c", "k_s", "n_wc", "n_ws", "n_o")}
-    return pl.DataFrame(
-        {
-            "group": c["group"],
-            "donor_group": c["donor_group"],
-            "n_cross": count["n_c"],
-            "n_same": count["n_s"],
-            "users_cross": count["k_c"],
-            "users_same": count["k_s"],
-            "U_cross": col["u_c"],
-            "U_same": col["u_s"],
-            "diff": diff,
-            "se": se,
-            "ci_low": diff - z * se,
-            "ci_high": diff + z * se,
-            "p_value": p,
-            "q_value": bh_q_values(p),
-            "window_n_cross": count["n_wc"],
-            "window_n_same": count["n_ws"],
-            "anytime_lower": a_lo,
-            "anytime_upper": a_hi,
-            "verdict": verdict,
-            "diff_pooled_rows": pooled,
-            "n_own_policy": count["n_o"],
-            "U_own_policy": col["u_o"],
-            "diff_own_policy": col["u_c"] - col["u_o"],
-        }
+    out = _estimates(c, float(stats.norm.ppf(0.5 + level / 2)), day_index, delta)
+    verdict = np.where(
+        out["anytime_lower"] > 0, "envy", np.where(out["anytime_upper"] <= epsilon, "eps_envy_free", "undecided")
+    )
+    return pl.DataFrame({"group": c["group"], "donor_group": c["donor_group"], **out, "verdict": verdict}).with_columns(
+        pl.Series("q_value", bh_q_values(out["p_value"]))
     )
 
 
@@ -221,22 +253,21 @@ GROUP_ENVY = Table(
         Column("attribute", S, "-", "User attribute (config `envy.attributes`)."),
         Column("group", S, "-", "Target users' group g."),
         Column("donor_group", S, "-", "Group g' whose users' policies served the swap rows."),
-        Column("n_cross", I, "rows", "Swap rows of the day: users of g served by policies of g'."),
-        Column("n_same", I, "rows", "Swap rows of the day: users of g served by policies of g (same-group donors)."),
-        Column("users_cross", I, "users", "Users of g with (g, g') swap rows on the day."),
-        Column("users_same", I, "users", "Users of g with (g, g) swap rows on the day."),
+        Column("n_cross", I, "rows", "Swap rows of the day of `users`: served by policies of g'."),
+        Column("n_same", I, "rows", "Swap rows of the day of `users`: served by policies of g (same-group donors)."),
+        Column("users", I, "users", "Users of g with swap rows in both (g, g') and (g, g) on the day."),
         Column(
             "U_cross",
             F,
             "mean reward",
-            "U(g, g') (eq. 6): the day's average over the cell's users of each user's mean reward under g' policies.",
+            "U(g, g') (eq. 6): the day's average over `users` of each user's mean reward under g' policies.",
             bounds=probability("U_cross_is_mean_reward"),
         ),
         Column(
             "U_same",
             F,
             "mean reward",
-            "U(g, g) (eq. 6 at g' = g): the same average over the users of the day's (g, g) swap rows.",
+            "U(g, g) (eq. 6 at g' = g): the same average over the same users of their (g, g) swap rows.",
             bounds=probability("U_same_is_mean_reward"),
         ),
         Column(
@@ -246,7 +277,12 @@ GROUP_ENVY = Table(
             "U_cross − U_same (Def. B.1): > 0: g gains from the policies of g'; 0 on the diagonal.",
             bounds=Bounds("diff_in_range", min_value=-1, max_value=1),
         ),
-        Column("se", F, "mean reward", "Standard error of diff: rows binomial within each user, the users held fixed."),
+        Column(
+            "se",
+            F,
+            "mean reward",
+            "Standard error of diff, the users held fixed (an upper bound: rates pooled by Σc²).",
+        ),
         CI_LOW,
         CI_HIGH,
         Column("p_value", F, "probability", "One-sided p-value of H0: diff ≤ 0 (normal test); NaN on the diagonal."),
@@ -256,22 +292,22 @@ GROUP_ENVY = Table(
             "window_n_cross",
             I,
             "rows",
-            "(g, g') swap rows accumulated since window_start.",
+            "(g, g') swap rows since window_start of the users with rows in both cells.",
             bounds=Bounds("window_n_cross_positive", min_value=1),
         ),
         Column(
             "window_n_same",
             I,
             "rows",
-            "(g, g) swap rows accumulated since window_start.",
+            "(g, g) swap rows since window_start of the users with rows in both cells.",
             bounds=Bounds("window_n_same_positive", min_value=1),
         ),
         Column(
             "anytime_lower",
             F,
             "mean reward",
-            "Lower bound of diff over the window, valid on every day at once (Hoeffding per cell, union over "
-            "cells and days).",
+            "Lower bound of diff over the window, valid on every day at once for a logging design fixed in advance "
+            "(Hoeffding per pair, union over pairs and days).",
         ),
         Column("anytime_upper", F, "mean reward", "Upper bound of diff over the window, valid on every day at once."),
         Column("epsilon", F, "mean reward", "ε of the verdict (config `envy.epsilon`)."),
@@ -286,7 +322,7 @@ GROUP_ENVY = Table(
             "diff_pooled_rows",
             F,
             "mean reward",
-            "Diagnostic, not eq. 6: the day's diff with each cell's rows pooled (heavily logged users weigh more).",
+            "Diagnostic, not eq. 6: the day's diff of the two whole cells' rows pooled (heavy users weigh more).",
         ),
         Column(
             "n_own_policy", I, "rows", "Diagnostic, not Def. B.1: default-traffic (own-policy) rows of g of the day."
