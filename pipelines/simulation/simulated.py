@@ -203,10 +203,11 @@ start = {start}
 def _expected_group_cells(system, targets, donors, mu) -> list[dict]:
     """The expected value of each (group, donor group) cell of ``group_envy``
     under this design (seed 004 App. B, eq. 6), for the truth file: U_cross
-    averages the cell's targets equally, each target's mean over its donors
-    in the donor group (each target-donor pair gets the same pulls); U_same
-    (Def. B.1's U(g, g)) likewise over the same-group swap pairs, and a
-    group without same-group swap pairs has no baseline and no cells. U_own
+    averages equally the targets with donors in both the donor group and
+    their own, each target's mean over its donors in the donor group (each
+    target-donor pair gets the same pulls); U_same (Def. B.1's U(g, g))
+    likewise over the same targets' same-group swap pairs, and a group
+    without same-group swap pairs has no baseline and no cells. U_own
     (the own-policy diagnostic) is the mean own utility of g's users (default
     traffic reaches nearly every user). ``mu`` (targets, donors) holds the
     swap utilities."""
@@ -221,16 +222,16 @@ def _expected_group_cells(system, targets, donors, mu) -> list[dict]:
         for h in groups:
             sel = (system.group[targets] == g)[:, None] & (system.group[donors] == h)
             if sel.any() and same.any():  # Def. B.1's baseline U(g, g): the same-group swap pairs
-                u_cross, u_same = (_users_average(mu, cell) for cell in (sel, same))
+                both = sel.any(axis=1) & same.any(axis=1)  # group_envy pairs the two cells within users
+                u_cross, u_same = (_users_average(mu, cell, both) for cell in (sel, same))
                 cells.append({"group": g, "donor_group": h, "U_cross": u_cross, "U_same": u_same, "U_own": own_g})
     return cells
 
 
-def _users_average(mu, cell) -> float:
-    """Eq. 6's average over the targets with a pair in ``cell`` (targets × donors, bool) of each
-    target's mean utility ``mu`` over its donors there."""
-    has = cell.any(axis=1)
-    return float(((mu * cell).sum(axis=1)[has] / cell.sum(axis=1)[has]).mean())
+def _users_average(mu, cell, users) -> float:
+    """Eq. 6's average over the targets ``users`` (targets,) bool, each with a pair in ``cell``
+    (targets × donors, bool), of each target's mean utility ``mu`` over its donors there."""
+    return float(((mu * cell).sum(axis=1)[users] / cell.sum(axis=1)[users]).mean())
 
 
 def write_envy_simulation(
