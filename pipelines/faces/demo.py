@@ -222,7 +222,7 @@ def duration_note(full: bool) -> str:
     if full:
         return (
             "fairmon demo --full: six parts (simulated A/B traffic, Coat, COMPAS, labelers, envy-freeness, "
-            "Coat reachability); a few minutes on two idle cores, most of it the reachability audit."
+            "Coat reachability); about a minute on two idle cores, half of it the reachability audit."
         )
     return (
         "fairmon demo: three parts (simulated A/B traffic, Coat, COMPAS); well under a minute on two idle "
