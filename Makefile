@@ -41,6 +41,11 @@ demo: $(DEMO_STAMP)
 	@echo "==> [make] fairmon demo --out fairmon-demo"
 	$(BIN)/fairmon demo --out fairmon-demo
 
+# The demo with every audit family: labelers, envy-freeness and Coat reachability too (two to three times as long).
+demo-full: $(DEMO_STAMP)
+	@echo "==> [make] fairmon demo --full --out fairmon-demo"
+	$(BIN)/fairmon demo --full --out fairmon-demo
+
 # Everything: unit tests, Monte-Carlo coverage simulations, end-to-end flow tests, Spark, the installed-wheel check.
 test: $(STAMP)
 	$(BIN)/python -m pytest

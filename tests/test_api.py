@@ -194,11 +194,11 @@ def _pipeline_counts(raw: pl.DataFrame, signals, attributes, tmp_path) -> pl.Dat
 
 def test_coat_reo_equals_the_pipeline_on_the_same_rows(coat_dir, tmp_path):
     """fairmon's own Coat reader, then the pipeline's count SQL and reo table (what `fairmon run` publishes for
-    Coat with [estimation] cluster_by = "none"), against the facade on the same rows."""
+    Coat with [estimation] cluster_by = "none"), against the facade on the same rows with cluster="none"."""
     raw = read_coat(coat_dir, 4)
     counts = _pipeline_counts(raw, ["liked"], ["gender", "color"], tmp_path)
     _, published = reo_tables(counts, D)
-    out = fairmon.reo(raw.to_pandas(), group=["gender", "color"], label="liked")
+    out = fairmon.reo(raw.to_pandas(), group=["gender", "color"], label="liked", cluster="none")
     mine = pl.from_pandas(out).sort("attribute")
     theirs = published.sort("attribute").select(mine.columns)
     for c in mine.columns:
@@ -206,9 +206,12 @@ def test_coat_reo_equals_the_pipeline_on_the_same_rows(coat_dir, tmp_path):
         assert a == b or a == pytest.approx(b, rel=1e-15, nan_ok=True), c
 
 
-def test_coat_reo_equals_what_the_pipeline_publishes(coat_dir, tmp_path, prefect_harness):
-    """`fairmon run` on Coat ([estimation] cluster_by = "none": the facade treats rows as independent), read back
-    with fairmon.read_table, against fairmon.reo on the same rows (fairmon's Coat reader)."""
+@pytest.mark.parametrize("clustering", ["default", "none"])
+def test_coat_reo_equals_what_the_pipeline_publishes(coat_dir, tmp_path, prefect_harness, clustering):
+    """`fairmon run` on Coat, read back with fairmon.read_table, against fairmon.reo on the same rows (fairmon's
+    Coat reader, whose request_id is the user): by default both cluster by request_id (one default: the config's
+    cluster_by = "auto", the API's cluster="auto"), and with cluster_by = "none" / cluster="none" both treat the
+    rows as independent. Each result's cluster_by says which."""
     from fairmon.pipelines.core.config import load_config
     from fairmon.pipelines.orchestration.runner import run_days
 
@@ -216,16 +219,60 @@ def test_coat_reo_equals_what_the_pipeline_publishes(coat_dir, tmp_path, prefect
     cfg.write_text(
         f'warehouse = "wh"\nduckdb = "c.duckdb"\n[impressions]\nformat = "coat"\npath = "{coat_dir}"\n'
         'ds = 2016-06-19\nmin_rating = 4\nsignals = ["liked"]\nattributes = ["gender", "color"]\n'
-        'random_window_days = 1\n[estimation]\ncluster_by = "none"\n'
+        "random_window_days = 1\n" + ('[estimation]\ncluster_by = "none"\n' if clustering == "none" else "")
     )
     day = dt.date(2016, 6, 19)
     assert [r["status"] for r in run_days(load_config(cfg), [day], config_path=str(cfg))] == ["published"]
     published = fairmon.read_table(cfg, "reo", day, day).sort("attribute")
-    mine = fairmon.reo(read_coat(coat_dir, 4), group=["gender", "color"], label="liked").sort("attribute")
-    assert published.get_column("cluster_by").to_list() == ["none", "none"]
-    for c in ("reo", "se", "ci_low", "ci_high", "reo_bc", "parity_p_value"):
-        assert mine.get_column(c).to_list() == pytest.approx(published.get_column(c).to_list(), rel=1e-12), c
+    rows = read_coat(coat_dir, 4)
+    args = {} if clustering == "default" else {"cluster": "none"}
+    mine = fairmon.reo(rows, group=["gender", "color"], label="liked", **args).sort("attribute")
+    by = "request_id" if clustering == "default" else "none"
+    assert published.get_column("cluster_by").to_list() == mine.get_column("cluster_by").to_list() == [by, by]
+    for c in ("reo", "se", "ci_low", "ci_high", "reo_bc", "parity_p_value", "design_effect"):
+        assert mine.get_column(c).to_list() == pytest.approx(
+            published.get_column(c).to_list(), rel=1e-12, nan_ok=True
+        ), c
+    assert mine.get_column("n_clusters").to_list() == published.get_column("n_clusters").to_list()
     assert mine.get_column("verdict_80pct").to_list() == published.get_column("verdict_80pct").to_list()
+    gender = mine.row(by_predicate=pl.col("attribute") == "gender", named=True)
+    groups = fairmon.reo_groups(rows, group="gender", label="liked", **args)
+    assert groups.get_column("cluster_by").to_list() == [by, by]
+    if clustering == "default":  # the figures the README quotes: the exact sandwich over Coat's 290 users
+        assert (gender["ci_low"], round(gender["ci_high"], 4)) == (0.0, 0.2455)  # README: [0, 0.246]
+        assert gender["n_clusters"] == 290 and round(gender["design_effect"], 2) == 2.30
+    else:
+        assert (round(gender["ci_low"], 3), round(gender["ci_high"], 3)) == (0.045, 0.204)
+        assert gender["n_clusters"] is None
+
+
+def test_one_clustering_default_request_id_when_present_else_independent_rows():
+    """cluster="auto" (the default of reo, reo_groups and reo_ab, as the pipeline's cluster_by = "auto"):
+    rows with a request_id column are clustered by it, rows without one are independent, and every result's
+    cluster_by says which; per-group counts carry no ids, so auto is independent there too."""
+    rng = np.random.default_rng(11)
+    rows = _simulated_rows(seed=4).with_columns(pl.Series("request_id", rng.integers(0, 300, 4000).astype(str)))
+    calls = {
+        "reo": lambda r, **k: fairmon.reo(r, group="region", label="like", **k),
+        "reo_groups": lambda r, **k: fairmon.reo_groups(r, group="region", label="like", **k),
+        "reo_ab": lambda r, **k: fairmon.reo_ab(r, group="region", label="like", control="ctl", **k),
+    }
+    for name, call in calls.items():
+        auto, explicit, plain = call(rows), call(rows, cluster="request_id"), call(rows, cluster="none")
+        assert auto.equals(explicit), name
+        assert set(auto.get_column("cluster_by")) == {"request_id"}, name
+        assert set(plain.get_column("cluster_by")) == {"none"}, name
+        assert call(rows.drop("request_id")).equals(plain), name
+        assert call(rows, cluster=None).equals(plain), name
+        se = "se_delta_U" if name == "reo_groups" else "se"
+        assert not np.allclose(auto.get_column(se).to_numpy(), plain.get_column(se).to_numpy()), name
+    reo = calls["reo"](rows).row(0, named=True)
+    assert reo["n_clusters"] == 300 and reo["cluster_sums"] == "exact"
+    counts = fairmon.group_counts(rows, group="region", label="like").filter(pl.col("arm") != "trt")
+    by_counts = fairmon.reo(counts.drop("arm"), group="group")
+    assert by_counts.get_column("cluster_by").to_list() == ["none"]
+    with pytest.raises(ValueError, match="cluster needs rows"):
+        fairmon.reo(counts.drop("arm"), group="group", cluster="request_id")
 
 
 # --- group_counts: the facade against the pipeline's SQL ------------------------------------------

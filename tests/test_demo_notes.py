@@ -6,6 +6,7 @@ printed column without a value, and progress that follows the run's log."""
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -120,3 +121,81 @@ def test_following_log_passes_info_lines_and_prints_nothing_new(caplog, monkeypa
     assert seen == ["reach 2016-06-19: 29/290 users solved", "a warning"]
     assert [r.getMessage() for r in caplog.records if r.name == "fairmon"] == ["a warning"]  # INFO not propagated
     assert log.propagate and not any(type(h).__name__ == "Follow" for h in log.handlers)
+
+
+def _fake_parts(monkeypatch, tmp_path, status="published"):
+    """The demo's six parts replaced by ones that only record that they ran; returns the record."""
+    from fairmon.pipelines.faces import demo
+
+    ran = []
+
+    def fake(folder):
+        def part(out, console):
+            ran.append(folder)
+            return out / folder, [{"status": status}], out / folder / "report.html"
+
+        return part
+
+    names = ("sim", "coat", "compas", "labels", "envy", "coat-reach")
+    parts = [fake(n) for n in names]
+    monkeypatch.setattr(demo, "DEFAULT_PARTS", tuple(parts[:3]))
+    monkeypatch.setattr(demo, "FULL_PARTS", tuple(parts[3:]))
+    return ran
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_demo_says_how_long_it_takes_and_full_adds_every_audit_family(tmp_path, monkeypatch, full):
+    from fairmon.pipelines.faces.demo import run_demo
+
+    ran = _fake_parts(monkeypatch, tmp_path)
+    console = Console(width=300, record=True, file=open(tmp_path / "log", "w"))  # noqa: SIM115
+    run_demo(tmp_path, console, full=full)
+    lines = [line for line in console.export_text().splitlines() if line.strip()]
+    expected = ["sim", "coat", "compas", *(["labels", "envy", "coat-reach"] if full else [])]
+    assert ran == expected
+    if full:
+        assert lines[0].startswith("fairmon demo --full: six parts")
+    else:
+        assert lines[0].startswith("fairmon demo: three parts (simulated A/B traffic, Coat, COMPAS)")
+        assert "--full adds labelers (SDT), an envy-freeness audit and Coat's reachability audit" in lines[0]
+    assert re.fullmatch(r"the demo took \d+ s \(\d+ CPU-s, this process and the ones it started\)(; .*)?", lines[-1])
+    assert ("--full adds" in lines[-1]) is not full
+    tables = [line.split(":")[0] for line in lines if "tables under" in line]
+    named = {"sim": "simulation", "coat-reach": "coat-reach"}
+    assert tables == [named.get(n, n) for n in expected]
+
+
+def test_demo_exits_1_when_a_day_did_not_publish(tmp_path, monkeypatch):
+    from fairmon.pipelines.faces.demo import run_demo
+
+    _fake_parts(monkeypatch, tmp_path, status="quarantined")
+    with pytest.raises(SystemExit) as exc:
+        run_demo(tmp_path, Console(file=open(tmp_path / "log", "w")))  # noqa: SIM115
+    assert exc.value.code == 1
+
+
+def test_took_line_and_cpu_seconds():
+    from fairmon.pipelines.faces.demo import cpu_seconds, took_line
+
+    assert (
+        took_line(75.4, 41.6, full=True) == "the demo took 1 min 15 s (42 CPU-s, this process and the ones it started)"
+    )
+    assert took_line(9.6, 8.2, full=False).startswith("the demo took 10 s (8 CPU-s, this process")
+    assert 0 < cpu_seconds() < 3600
+
+
+def test_demo_command_passes_full(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from fairmon.pipelines.faces import demo
+    from fairmon.pipelines.faces.cli import app
+
+    calls = []
+    monkeypatch.setattr(demo, "run_demo", lambda out, console, full=False: calls.append((out, full)))
+    for args, full in (
+        (["demo", "--out", str(tmp_path / "d")], False),
+        (["demo", "-o", str(tmp_path / "d"), "--full"], True),
+    ):
+        res = CliRunner().invoke(app, args)
+        assert res.exit_code == 0, res.output
+        assert calls[-1] == ((tmp_path / "d").resolve(), full)

@@ -168,7 +168,7 @@ def test_demo_reports_in_headless_chromium(tmp_path, find_chromium):
     from fairmon.pipelines.faces.demo import run_demo
 
     out = tmp_path / "demo"
-    run_demo(out, Console(width=140, file=open(tmp_path / "demo.log", "w")))  # noqa: SIM115
+    run_demo(out, Console(width=140, file=open(tmp_path / "demo.log", "w")), full=True)  # noqa: SIM115
     reports = {p.parent.name: p for p in out.glob("*/report_*.html")}
     text = {
         name: _render(chromium, reports[name], tmp_path / f"{name}.png", tmp_path / "profile")

@@ -1,10 +1,11 @@
-"""``fairmon demo``: 14 simulated days and the Coat data set, end to end."""
+"""``fairmon demo``: 14 simulated days, Coat and COMPAS end to end; ``--full`` adds every audit family."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 import shutil
+import time
 from pathlib import Path
 
 import polars as pl
@@ -193,35 +194,72 @@ def envy_cfg_table(cfg, name: str) -> pl.DataFrame:
     return read_table(cfg.warehouse_path, name)
 
 
-def run_demo(out: Path, console: Console) -> None:
+def run_demo(out: Path, console: Console, full: bool = False) -> None:
     """Write and run the demo under ``out``; print REO tables and output paths.
 
-    Six parts, each in its own folder with its own config, DuckDB file and
-    warehouse, run in this order; exits 1 (SystemExit) when any day of any
-    part did not publish, so a broken demo never looks like a working one."""
-    parts = [
-        part(out, console)
-        for part in (_simulated_part, _coat_part, _compas_part, _labels_part, _envy_part, _reach_part)
-    ]
-    (sim, _, sim_report), (coat, _, coat_report), (compas, _, compas_report) = parts[:3]
-    (labels, _, labels_report), (envy, _, envy_report), (reach, _, reach_report) = parts[3:]
+    By default three parts (:data:`DEFAULT_PARTS`: simulated A/B traffic,
+    Coat, COMPAS), the REO family a first user starts with; ``full`` adds
+    :data:`FULL_PARTS` (labelers, envy-freeness, Coat's reachability), every
+    audit family. Each part has its own folder, config, DuckDB file and
+    warehouse. Says first how long the run takes and last how long it took;
+    exits 1 (SystemExit) when any day of any part did not publish, so a
+    broken demo never looks like a working one."""
+    console.print(duration_note(full), markup=False)
+    started = time.perf_counter()
+    parts = [part(out, console) for part in (*DEFAULT_PARTS, *(FULL_PARTS if full else ()))]
     section(console, "outputs")
-    console.print(f"more reports: {compas_report}  {labels_report}  {envy_report}  {reach_report}", markup=False)
-    for name, c in (
-        ("simulation", sim), ("coat", coat), ("compas", compas), ("labels", labels), ("envy", envy),
-        ("coat-reach", reach),
-    ):  # fmt: skip
+    for folder, _, _ in parts:
         console.print(
-            f"{name}: tables under {c / 'warehouse'} (ds=YYYY-MM-DD partitions), DuckDB file {c / 'fairmon.duckdb'}"
+            f"{PART_NAMES[folder.name]}: tables under {folder / 'warehouse'} (ds=YYYY-MM-DD partitions), "
+            f"DuckDB file {folder / 'fairmon.duckdb'}"
         )
-    console.print(f"reports (open offline in a browser): {sim_report}  {coat_report}", markup=False)
+    console.print("reports (open offline in a browser): " + "  ".join(str(r) for _, _, r in parts), markup=False)
+    sim = parts[0][0]
     console.print(
         f"data-quality Data Docs: {sim / 'gx' / 'uncommitted' / 'data_docs' / 'local_site' / 'index.html'}",
         markup=False,
     )
+    console.print(took_line(time.perf_counter() - started, cpu_seconds(), full), markup=False)
     failed = [r for _, results, _ in parts for r in results if r["status"] != "published"]
     if failed:
         raise SystemExit(1)
+
+
+def duration_note(full: bool) -> str:
+    """What the demo runs and roughly how long it takes, printed before anything else, so a
+    user knows whether to wait. Rough on purpose (the measured figures, with the machine's load, are in
+    bench/README.md "Demo cost"): the default parts simulate and count a few hundred thousand rows; the
+    reachability part trains a grid of matrix factorisations and solves a program per user."""
+    if full:
+        return (
+            "fairmon demo --full: six parts (simulated A/B traffic, Coat, COMPAS, labelers, envy-freeness, "
+            "Coat reachability); about a minute on two idle cores, half of it the reachability audit."
+        )
+    return (
+        "fairmon demo: three parts (simulated A/B traffic, Coat, COMPAS); well under a minute on two idle "
+        "cores. fairmon demo --full adds labelers (SDT), an envy-freeness audit and Coat's reachability audit, "
+        "two to three times as long."
+    )
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process and of the child processes it waited for: the whole
+    demo's cost on a busy machine, where the elapsed time says more about the other processes."""
+    cpu = time.process_time()
+    try:
+        import resource
+    except ImportError:  # Windows: this process only
+        return cpu
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return cpu + children.ru_utime + children.ru_stime
+
+
+def took_line(elapsed: float, cpu: float, full: bool) -> str:
+    """The demo's last line: how long it took, elapsed and in CPU seconds, and what ``--full`` would add."""
+    minutes, seconds = divmod(round(elapsed), 60)
+    wall = f"{minutes} min {seconds} s" if minutes else f"{seconds} s"
+    more = "" if full else "; fairmon demo --full adds labelers, envy-freeness and Coat reachability"
+    return f"the demo took {wall} ({cpu:.0f} CPU-s, this process and the ones it started){more}"
 
 
 def _simulated_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
@@ -408,3 +446,14 @@ def _reach_part(out: Path, console: Console) -> tuple[Path, list[dict], Path]:
     ):  # fmt: skip
         console.print(line)
     return reach, reach_results, reach_report
+
+
+#: The default demo's parts, in order: the REO family (daily REO, A/B, Coat) and COMPAS with a private release.
+DEFAULT_PARTS = (_simulated_part, _coat_part, _compas_part)
+#: What ``fairmon demo --full`` adds: the other audit families (seeds 002 §5.3, 004, 003).
+FULL_PARTS = (_labels_part, _envy_part, _reach_part)
+#: Each part's folder under the demo's ``--out`` and the name the outputs list gives it.
+PART_NAMES = {
+    "sim": "simulation", "coat": "coat", "compas": "compas", "labels": "labels", "envy": "envy",
+    "coat-reach": "coat-reach",
+}  # fmt: skip

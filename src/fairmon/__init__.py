@@ -14,9 +14,12 @@ frames (through Narwhals; the result is of the caller's kind)::
     fairmon.read_table("fairmon.toml", "reo", "2026-03-01", "2026-03-31")  # published outputs
     fairmon.run_day("fairmon.toml", "2026-03-01")  # a day computed and published in process, as `fairmon run`
 
-Each function's docstring gives its input shapes, units, errors and source
-equation. The names load on first use: ``import fairmon`` itself imports
-neither the estimators nor Prefect or Great Expectations. The estimators need
+The REO functions cluster rows as ``fairmon run`` does by default: by
+``request_id`` when the rows have that column, else the rows are independent
+(``cluster=``; each result's ``cluster_by`` says which). Each function's
+docstring gives its input shapes, units, errors and source equation. The
+names load on first use: ``import fairmon`` itself imports neither the
+estimators nor Prefect or Great Expectations. The estimators need
 only the core install (``pip install fairmon``); ``read_table`` and
 ``run_day`` need the ``pipeline`` extra and say so when it is missing
 (:mod:`fairmon.extras`; README "Install").

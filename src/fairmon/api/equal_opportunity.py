@@ -23,6 +23,12 @@ from fairmon.transforms.reo.ab_tables import ab_pairs, reo_ab_table
 from fairmon.transforms.reo.estimate import EIGHTY_PERCENT_RULE_REO, MIN_EXPECTED_POSITIVES
 from fairmon.transforms.reo.reo_tables import GROUP_COUNTS_SCHEMA, reo_tables
 
+#: The default ``cluster``: ``request_id`` when the rows have it, else independent rows (:func:`resolve_cluster`).
+AUTO_CLUSTER = "auto"
+#: The column ``auto`` clusters by, as the pipeline's ``[estimation] cluster_by = "auto"``.
+AUTO_CLUSTER_COLUMN = "request_id"
+#: ``cluster`` and ``cluster_by`` for independent rows.
+NO_CLUSTER = "none"
 #: Columns of :func:`reo`'s result (``ds`` first when the input has a ``ds`` column).
 REO_COLUMNS = (
     "arm",
@@ -68,6 +74,7 @@ REO_GROUP_COLUMNS = (
     "small_group",
     "small_group_reason",
     "reason",
+    "cluster_by",
 )
 #: Columns of :func:`reo_ab`'s result.
 REO_AB_COLUMNS = (
@@ -101,15 +108,17 @@ def _group_counts_table(
     arm: str | None,
     label_rule: str,
     traffic_stages: Sequence[str],
-    cluster: str | None = None,
+    cluster: str | None = AUTO_CLUSTER,
     cluster_buckets: int = CLUSTER_BUCKETS,
     cluster_exact_max: int = CLUSTER_EXACT,
-) -> tuple[pl.DataFrame, pl.DataFrame | None, list, Any, bool]:
+) -> tuple[pl.DataFrame, pl.DataFrame | None, list, Any, bool, str]:
     """(counts in the pipeline's ``group_counts`` layout, the per-bucket counts
-    when ``cluster`` is given, the days, the caller's kind, whether the input
-    was dated). Raises ValueError when no default or no random traffic is
-    present, or for ``cluster`` with counts."""
+    when the rows are clustered, the days, the caller's kind, whether the input
+    was dated, the cluster column or ``none``: :func:`resolve_cluster`). Raises
+    ValueError when no default or no random traffic is present, or for a
+    cluster column with counts."""
     frame, kind = as_polars(data, "rows" if label is not None else "counts")
+    cluster = resolve_cluster(cluster, frame.columns if label is not None else ())
     buckets = None
     if label is not None:
         long = count_rows(
@@ -149,7 +158,25 @@ def _group_counts_table(
         pl.col("ds").cast(pl.Date).alias("window_end"),
     ).select(list(GROUP_COUNTS_SCHEMA))
     days = sorted(set(table.get_column("ds")))
-    return table.cast(GROUP_COUNTS_SCHEMA).sort("traffic", "arm", "attribute", "group"), buckets, days, kind, dated
+    table = table.cast(GROUP_COUNTS_SCHEMA).sort("traffic", "arm", "attribute", "group")
+    return table, buckets, days, kind, dated, cluster or NO_CLUSTER
+
+
+def resolve_cluster(cluster: str | None, columns: Sequence[str]) -> str | None:
+    """The column whose ids make a cluster, or None for independent rows.
+
+    ``auto`` (the default, as ``[estimation] cluster_by = "auto"`` in the
+    pipeline) is ``request_id`` when the rows have that column, else
+    independent rows: the rows a request shows one user are not independent,
+    so ``fairmon run`` clusters them, and the same rows must give the same
+    interval here. ``none`` or None: independent rows; any other value: that
+    column (an error later when it is missing). ``columns``: the rows'
+    columns (empty for per-group counts, which carry no ids)."""
+    if cluster is None or cluster == NO_CLUSTER:
+        return None
+    if cluster == AUTO_CLUSTER:
+        return AUTO_CLUSTER_COLUMN if AUTO_CLUSTER_COLUMN in columns else None
+    return cluster
 
 
 #: The arguments of :func:`reo`, :func:`reo_groups` and :func:`reo_ab` that say how the input is counted
@@ -167,7 +194,7 @@ _COUNTING = (
 )
 
 
-def _counted(data: Any, args: dict) -> tuple[pl.DataFrame, pl.DataFrame | None, list, Any, bool]:
+def _counted(data: Any, args: dict) -> tuple[pl.DataFrame, pl.DataFrame | None, list, Any, bool, str]:
     """:func:`_group_counts_table` of ``data`` with the counting arguments among ``args``."""
     return _group_counts_table(data, **{k: args[k] for k in _COUNTING})
 
@@ -178,12 +205,14 @@ def _estimates(part: int, columns: tuple[str, ...], data: Any, **args) -> Any:
     seed 001 Algorithm 1), one day at a time; returns table ``part`` (0 or 1)'s
     ``columns`` (``ds`` first when the input is dated) in the caller's kind.
     ``args``: the arguments of :func:`reo` or :func:`reo_groups`."""
-    counts, buckets, days, kind, dated = _counted(data, args)
+    counts, buckets, days, kind, dated, cluster_by = _counted(data, args)
     est = {k: v for k, v in args.items() if k not in _COUNTING}
     est["level"] = est.pop("confidence_level")
-    cluster_by = args["cluster"] or "none"
     parts = [reo_tables(counts, d, buckets=buckets, cluster_by=cluster_by, **est) for d in days]
     table = pl.concat([p[part] for p in parts])
+    if part == 0:  # reo_group's rows say which clustering their intervals assume, as their reo row does
+        said = pl.concat([p[1] for p in parts]).select("ds", "arm", "attribute", "cluster_by")
+        table = table.join(said, on=["ds", "arm", "attribute"], how="left", maintain_order="left")
     return as_caller(table.select(*(["ds"] if dated else []), *columns), kind)
 
 
@@ -202,7 +231,7 @@ def reo(
     min_expected_positives: float = MIN_EXPECTED_POSITIVES,
     label_rule: str = "any",
     traffic_stages: Sequence[str] = (),
-    cluster: str | None = None,
+    cluster: str | None = AUTO_CLUSTER,
     cluster_buckets: int = CLUSTER_BUCKETS,
     cluster_exact_max: int = CLUSTER_EXACT,
 ) -> Any:
@@ -233,7 +262,11 @@ def reo(
     ``fairmon run`` with ``[estimation]
     cluster_by`` (DESIGN §4.1 "Clustered rows"); ``design_effect`` then says
     how much wider they are, ``n_clusters`` and ``cluster_sums`` what they
-    sum over. None: independent rows (``cluster_by = "none"``).
+    sum over. ``"auto"`` (the default, as the pipeline's ``cluster_by =
+    "auto"``): ``request_id`` when the rows have that column, else
+    independent rows, so the same rows give the same interval here and in
+    ``fairmon run``'s default. ``"none"`` or None: independent rows
+    (``cluster_by = "none"``). Every result's ``cluster_by`` says which.
 
     ``ci_method``: ``delta`` (full multinomial covariance; DESIGN §4.1),
     ``delta_paper`` (the paper's diagonal Γ) or ``bootstrap_percentile`` /
@@ -249,8 +282,8 @@ def reo(
     verdict_80pct (``exceeds``/``within``/``inconclusive``/``undefined``, from
     the interval) and a reason wherever a value is NaN. These are the columns
     of the pipeline's ``reo`` table, computed by the same code, plus
-    ``cluster_by`` (the cluster column or ``none``), ``design_effect``,
-    ``n_clusters`` and ``cluster_sums``.
+    ``cluster_by`` (the cluster column the intervals assume, or ``none`` for
+    independent rows), ``design_effect``, ``n_clusters`` and ``cluster_sums``.
 
     Raises ValueError for a missing column (naming it and the columns present),
     a label that is not boolean, an unknown traffic value, an empty ``cluster`` id, no default or no
@@ -278,7 +311,7 @@ def reo_groups(
     min_expected_positives: float = MIN_EXPECTED_POSITIVES,
     label_rule: str = "any",
     traffic_stages: Sequence[str] = (),
-    cluster: str | None = None,
+    cluster: str | None = AUTO_CLUSTER,
     cluster_buckets: int = CLUSTER_BUCKETS,
     cluster_exact_max: int = CLUSTER_EXACT,
 ) -> Any:
@@ -290,7 +323,8 @@ def reo_groups(
     excluded), columns :data:`REO_GROUP_COLUMNS` (the pipeline's ``reo_group``
     table): counts, Q = n_pos_rec/n_rec and P = n_pos_rand/n_rand (shares of
     all rows of the traffic), U, delta_U, se_delta_U, ci_low/ci_high of
-    delta_U, small_group with its reason.
+    delta_U, small_group with its reason; and ``cluster_by``, as its
+    :func:`reo` row says (the cluster column, or ``none``).
 
     Source: seed 001 eqs. 3, 4, 7 and Algorithm 1 (DESIGN §4.1).
     """
@@ -313,7 +347,7 @@ def reo_ab(
     seed: int = 0,
     label_rule: str = "any",
     traffic_stages: Sequence[str] = (),
-    cluster: str | None = None,
+    cluster: str | None = AUTO_CLUSTER,
     cluster_buckets: int = CLUSTER_BUCKETS,
     cluster_exact_max: int = CLUSTER_EXACT,
 ) -> Any:
@@ -326,7 +360,8 @@ def reo_ab(
     (joint delta method through the shared P̂, DESIGN §4.1), ``delta_paper``
     (SE = sqrt(SE_T² + SE_C²)), ``partition`` (paired folds, ``folds``) and
     ``bootstrap`` (``n_boot`` joint resamples seeded by ``seed``).
-    ``cluster``/``cluster_buckets``/``cluster_exact_max``: cluster-robust intervals as in :func:`reo`.
+    ``cluster``/``cluster_buckets``/``cluster_exact_max``: cluster-robust intervals as in :func:`reo`
+    (by default by ``request_id`` when the rows have it, as ``fairmon run``).
 
     Returns a frame of the caller's kind, one row per (ds,) attribute ×
     treatment × metric (``reo``, then ``delta_U:<group>``) × method, columns
@@ -334,7 +369,7 @@ def reo_ab(
     ci_low, ci_high at ``confidence_level``, two-sided p_value, its
     Benjamini–Hochberg q_value over the day's rows of a method, df (the
     partition method's t degrees of freedom), a reason for NaNs, cluster_by
-    and design_effect.
+    (the cluster column the intervals assume, or ``none``) and design_effect.
 
     Raises ValueError when ``control`` or a treatment is not an arm of the
     default traffic (naming the arms present), for an unknown method, and as
@@ -342,7 +377,7 @@ def reo_ab(
 
     Source: seed 001 Algorithms 2–4; the joint delta method of DESIGN §4.1.
     """
-    counts, buckets, days, kind, dated = _counted(data, locals())
+    counts, buckets, days, kind, dated, cluster_by = _counted(data, locals())
     arms = sorted(set(counts.filter(pl.col("traffic") == "default").get_column("arm")))
     wanted = [control, *(treatments or [])]
     unknown = [a for a in wanted if a not in arms]
@@ -364,7 +399,7 @@ def reo_ab(
                     n_boot=n_boot,
                     seed=seed,
                     buckets=buckets,
-                    cluster_by=cluster or "none",
+                    cluster_by=cluster_by,
                 )
                 for d in days
             ]
