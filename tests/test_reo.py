@@ -279,3 +279,5 @@ def test_a_reason_names_ten_groups_and_counts_the_rest():
     e = estimate_reo(groups, np.full(14, 10), 1000, b, 500)
     assert "for group(s) g02, g03, g04, g05, g06, g07, g08, g09, g10, g11 and 2 more (each group's row" in e.reason
     assert list(e.group_reasons[2:]) == ["P_k = 0"] * 12 and math.isnan(e.reo)
+    few = estimate_reo(groups, np.full(14, 10), 100_000, np.full(14, 10), 50_000)  # every group below 30
+    assert "small group(s) g00, g01, g02, g03, g04, g05, g06, g07, g08, g09 and 4 more" in few.reason

@@ -448,7 +448,7 @@ def _closing_reasons(
     if any(small):
         names = [gr for gr, f in zip(groups, small) if f]
         out.append(
-            f"small group(s) {', '.join(names)} (< {min_expected_positives:g} positives in default or random "
+            f"small {named_groups(names)} (< {min_expected_positives:g} positives in default or random "
             "traffic): intervals may under-cover, verdict inconclusive at best"
         )
     return out
