@@ -111,16 +111,21 @@ def replicates(samples, rng, B=1000) -> tuple[np.ndarray, np.ndarray]:
     return reo_rows(T) - reo_rows(C), d_reo_se_rows(*draws, *sizes)
 
 
-def scenario(name: str, reps: int, seed: int) -> dict[str, float]:
-    """Coverage of each variant in one scenario of bench/ci_coverage.py (unclustered rows)."""
+def regime(name: str) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, float]:
+    """A scenario of bench/ci_coverage.py: (K, random-traffic shares P, arms' shares Q_C and Q_T, true D_REO),
+    150,000 rows an arm and 43,000 random rows."""
     K, r_C, r_T, flip, e, *shape = AB_SCENARIOS[name]
-    rng = np.random.default_rng(seed)
     U_C, U_T = utilities_with_reo(K, r_C), utilities_with_reo(K, r_T)
     U_T = U_T[::-1].copy() if flip else U_T
-    n_arm, n_rand = 150_000, 43_000
-    P = np.full(K, e / n_rand) if not shape else e * UNEQUAL / n_rand
+    P = np.full(K, e / 43_000) if not shape else e * UNEQUAL / 43_000
     Q_C, Q_T = (P * U / np.sum(P * U) * 0.3 for U in (U_C, U_T))
-    truth = reo_of_utilities(U_T) - reo_of_utilities(U_C)
+    return K, P, Q_C, Q_T, reo_of_utilities(U_T) - reo_of_utilities(U_C)
+
+
+def scenario(name: str, reps: int, seed: int) -> dict[str, float]:
+    """Coverage of each variant in one scenario of bench/ci_coverage.py (unclustered rows)."""
+    K, P, Q_C, Q_T, truth = regime(name)
+    rng, n_arm, n_rand = np.random.default_rng(seed), 150_000, 43_000
     aC, aT, b = draw(Q_C, n_arm, rng, reps), draw(Q_T, n_arm, rng, reps), draw(P, n_rand, rng, reps)
     hits: dict[str, list[bool]] = {k: [] for k in ("pct", "bca", "shift", "shift1", "student")}
     groups = [str(k) for k in range(K)]
@@ -156,14 +161,8 @@ def clustered(name: str, reps: int, seed: int, m: int) -> dict[str, float]:
     cluster c's m rows are multinomial with group shares Q_k·θ_c, θ_c = min(Gamma(2, 1/2), 3)
     shared by its groups (about mean 1, variance 1/2); the truth is the scenario's D_REO
     (θ's mean is the same for every group, so the utilities' ratios are the scenario's)."""
-    K, r_C, r_T, flip, e, *shape = AB_SCENARIOS[name]
-    rng = np.random.default_rng(seed)
-    U_C, U_T = utilities_with_reo(K, r_C), utilities_with_reo(K, r_T)
-    U_T = U_T[::-1].copy() if flip else U_T
-    n_arm, n_rand = 150_000, 43_000
-    P = np.full(K, e / n_rand) if not shape else e * UNEQUAL / n_rand
-    Q_C, Q_T = (P * U / np.sum(P * U) * 0.3 for U in (U_C, U_T))
-    truth = reo_of_utilities(U_T) - reo_of_utilities(U_C)
+    K, P, Q_C, Q_T, truth = regime(name)
+    rng, n_arm, n_rand = np.random.default_rng(seed), 150_000, 43_000
 
     def sample(Q: np.ndarray, n: int) -> BucketSums:
         shares = Q[None] * np.minimum(rng.gamma(2.0, 0.5, n // m), 3.0)[:, None]

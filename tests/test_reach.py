@@ -101,24 +101,12 @@ def test_fit_biased_mf_recovers_a_low_rank_matrix():
 
 def test_top1_reachable_matches_the_linear_program(model_and_user):
     """Each certificate agrees with the LP max t s.t. (B_i − B_j) a + c_i − c_j ≥ t solved directly."""
-    from scipy.optimize import linprog
-
     from fairmon.transforms.reach.reachability import top1_reachable
 
     *_, B, c, _ = _setup(model_and_user, 3)
     got = top1_reachable(B, c, 1.0, 5.0)
-    T, K = B.shape
-    want = []
-    for i in range(T):
-        o = np.delete(np.arange(T), i)
-        res = linprog(
-            np.r_[np.zeros(K), -1.0],
-            A_ub=np.hstack([-(B[i] - B[o]), np.ones((T - 1, 1))]),
-            b_ub=c[i] - c[o],
-            bounds=[(1.0, 5.0)] * K + [(None, None)],
-            method="highs",
-        )
-        want.append(-res.fun >= -1e-12)
+    T = B.shape[0]
+    want = _top1_by_lp(B, c)
     np.testing.assert_array_equal(got, want)
     # certificates tried first from a softmax solution at another β change no answer
     _, a2 = max_reachability(B, c, beta=2.0, lower=1.0, upper=5.0)
@@ -183,8 +171,6 @@ def test_top1_reachable_agrees_with_the_lp_on_random_problems(seed):
     """Random scores with a wide spread of c (most unreachable targets are beaten outright by one
     competitor, the closed-form "no"), a target duplicated (an exact tie: reachable when the original
     is) and a competitor that beats target 0 by exactly nothing at best: each answer equals the LP's."""
-    from scipy.optimize import linprog
-
     from fairmon.transforms.reach.reachability import top1_reachable
 
     rng = np.random.default_rng(seed)
@@ -197,6 +183,17 @@ def test_top1_reachable_agrees_with_the_lp_on_random_problems(seed):
     v = B[0] - B[1]
     c[1] = c[0] + np.maximum(v, 5 * v).sum()
     got = top1_reachable(B, c, 1.0, 5.0)
+    want = _top1_by_lp(B, c)
+    np.testing.assert_array_equal(got, want)
+    assert got[4] == got[5] and got[0] and 0 < got.sum() < T
+
+
+def _top1_by_lp(B: np.ndarray, c: np.ndarray) -> list[bool]:
+    """Top-1 reachability of each target by scipy's LP (HiGHS), independently of fairmon: target i can be put
+    on top iff max_{a ∈ [1, 5]^K, s} s subject to (B_i − B_o)·a + c_i − c_o ≥ s for every other o has s ≥ 0."""
+    from scipy.optimize import linprog
+
+    T, K = B.shape
     want = []
     for i in range(T):
         o = np.delete(np.arange(T), i)
@@ -208,5 +205,4 @@ def test_top1_reachable_agrees_with_the_lp_on_random_problems(seed):
             method="highs",
         )
         want.append(-res.fun >= -1e-12)
-    np.testing.assert_array_equal(got, want)
-    assert got[4] == got[5] and got[0] and 0 < got.sum() < T
+    return want
