@@ -105,13 +105,13 @@ def test_one_d_prime_is_rejected_at_its_level_and_a_difference_is_found():
 
 
 def test_the_likelihood_gradient_is_the_central_difference():
-    from fairmon.transforms.decisions.sdt_fit import _gradient, _log_likelihood
+    from fairmon.transforms.decisions.sdt_fit import log_likelihood, log_likelihood_gradient
 
     counts = np.array([[500, 300, 600, 2400], [300, 500, 300, 2700], [90, 60, 300, 700]], float)
     x, h = np.array([0.8, 1.3, 0.5, 1.1]), 1e-5
     numeric = [
-        (_log_likelihood((x + h * e)[:3], np.full(3, (x + h * e)[3]), counts)
-         - _log_likelihood((x - h * e)[:3], np.full(3, (x - h * e)[3]), counts)) / (2 * h)
+        (log_likelihood((x + h * e)[:3], np.full(3, (x + h * e)[3]), counts)
+         - log_likelihood((x - h * e)[:3], np.full(3, (x - h * e)[3]), counts)) / (2 * h)
         for e in np.eye(4)
     ]  # fmt: skip
-    assert _gradient(x[:3], x[3], counts) == pytest.approx(numeric, rel=1e-6)
+    assert log_likelihood_gradient(x[:3], x[3], counts) == pytest.approx(numeric, rel=1e-6)

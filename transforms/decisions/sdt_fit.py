@@ -80,19 +80,23 @@ SDT_FIT = Table(
 )
 
 
-def _log_likelihood(t: np.ndarray, d: np.ndarray, counts: np.ndarray) -> float:
+def log_likelihood(t: np.ndarray, d: np.ndarray, counts: np.ndarray) -> float:
     """Σ over groups of the binomial log-likelihood of (tp, fn, fp, tn) rows of ``counts`` (G, 4)
-    under criteria ``t`` (G,) and separations ``d`` (G,): P(say 1 | gold 0) = 1 − Φ(t),
-    P(say 1 | gold 1) = 1 − Φ(t − d) (seed 002 Fig. 2)."""
+    under criteria ``t`` (G,) and separations ``d`` (G,), in standard deviations of the signal:
+    P(say 1 | gold 0) = 1 − Φ(t), P(say 1 | gold 1) = 1 − Φ(t − d) (seed 002 §5.3, Fig. 2).
+    Computed with log Φ, so no rate underflows. Raises nothing."""
     from scipy.special import log_ndtr
 
     tp, fn, fp, tn = counts.T
     return float(np.sum(tp * log_ndtr(d - t) + fn * log_ndtr(t - d) + fp * log_ndtr(-t) + tn * log_ndtr(t)))
 
 
-def _gradient(t: np.ndarray, d: float, counts: np.ndarray) -> np.ndarray:
-    """∂/∂(t_1..t_G, d′) of :func:`_log_likelihood` at one d′, with λ(x) = φ(x)/Φ(x) (the inverse Mills
-    ratio): ∂ℓ_g/∂a = tp·λ(a) − fn·λ(−a) at a = d′ − t_g, ∂ℓ_g/∂t_g = −∂ℓ_g/∂a + tn·λ(t_g) − fp·λ(−t_g)."""
+def log_likelihood_gradient(t: np.ndarray, d: float, counts: np.ndarray) -> np.ndarray:
+    """The gradient (G + 1,) over (t_1..t_G, d′) of :func:`log_likelihood` at one d′ for all groups
+    (``t`` (G,), ``d`` a float, ``counts`` (G, 4)), so the fit needs no numerical differences. With
+    λ(x) = φ(x)/Φ(x) (the inverse Mills ratio): ∂ℓ_g/∂a = tp·λ(a) − fn·λ(−a) at a = d′ − t_g,
+    ∂ℓ_g/∂t_g = −∂ℓ_g/∂a + tn·λ(t_g) − fp·λ(−t_g), ∂ℓ/∂d′ = Σ_g ∂ℓ_g/∂a. Raises nothing.
+    Source: seed 002 §5.3 (the model)."""
     from scipy.special import log_ndtr
 
     def mills(x: np.ndarray) -> np.ndarray:
@@ -140,7 +144,7 @@ def shared_d_prime_test(counts: np.ndarray) -> tuple[float, float, int, float]:
     d0 = float(np.average(t0 - stats.norm.ppf(fnr), weights=counts.sum(axis=1)))
 
     def negative(x: np.ndarray) -> tuple[float, np.ndarray]:
-        return -_log_likelihood(x[:G], np.full(G, x[G]), counts), -_gradient(x[:G], x[G], counts)
+        return -log_likelihood(x[:G], np.full(G, x[G]), counts), -log_likelihood_gradient(x[:G], x[G], counts)
 
     fit = optimize.minimize(
         negative, np.append(t0, d0), jac=True, method="L-BFGS-B", options={"ftol": 1e-15, "gtol": 1e-8, "maxiter": 1000}
