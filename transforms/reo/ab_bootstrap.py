@@ -16,8 +16,9 @@ from collections.abc import Callable
 import numpy as np
 
 from fairmon.transforms.reo.ab_reo import percentile_bounds, percentile_p_value
-from fairmon.transforms.reo.bootstrap import ROW_BLOCK, delta_u_rows, reo_rows, resample_counts, utilities
+from fairmon.transforms.reo.bootstrap import ROW_BLOCK, reo_rows, resample_counts, utilities
 from fairmon.transforms.reo.cluster import BucketSums, resample_together
+from fairmon.transforms.reo.reo_math import reo_log_gradient
 
 
 def bootstrap_difference_stats(
@@ -154,18 +155,10 @@ def d_reo_se_rows(
     n_T, n_C, n_R = (np.asarray(x, float)[:, None] for x in (n_T, n_C, n_R))
     with np.errstate(invalid="ignore", divide="ignore"):
         Q_T, Q_C, P = np.asarray(a_T, float) / n_T, np.asarray(a_C, float) / n_C, np.asarray(b, float) / n_R
-        g_T, g_C = (_reo_log_gradient_rows(Q / P) for Q in (Q_T, Q_C))
+        g_T, g_C = (reo_log_gradient(Q / P) for Q in (Q_T, Q_C))
         arm_T, arm_C = (np.where(Q > 0, g**2 / (Q * n), 0.0) for Q, g, n in ((Q_T, g_T, n_T), (Q_C, g_C, n_C)))
         var = arm_T.sum(-1) + arm_C.sum(-1) + ((g_T - g_C) ** 2 / (P * n_R)).sum(-1)
     return np.sqrt(var)
-
-
-def _reo_log_gradient_rows(U: np.ndarray) -> np.ndarray:
-    """g = ∂REO/∂log U per row of U (R, K): (1 + ΔU)/K·(ΔU/REO − REO)
-    (:func:`fairmon.transforms.reo.reo_math.reo_log_gradient` row by row); NaN where REO is 0."""
-    dU, r = delta_u_rows(U), reo_rows(U)[:, None]
-    r = np.where(r > 0, r, np.nan)
-    return (1.0 + dU) / U.shape[-1] * (dU / r - r)
 
 
 def _quotient(a: np.ndarray, by: np.ndarray) -> np.ndarray:

@@ -85,21 +85,23 @@ def relative_utilities(U: np.ndarray) -> np.ndarray:
 
 
 def reo_log_gradient(U: np.ndarray) -> np.ndarray:
-    """g_j = ∂REO/∂log U_j, shape (K,).
+    """g_j = ∂REO/∂log U_j along the last axis: (..., K) -> (..., K), e.g. one
+    utility vector (K,) or a bootstrap's replicates (B, K).
 
     Closed form of ``U_j (G H)_j`` from seed 001 Algorithm 1, with
     G_{j,k} = ∂ΔU_k/∂U_j = K(δ_jk ΣU - U_k)/(ΣU)² and H_j = ΔU_j/(K·REO):
     ``g_j = (1 + ΔU_j)/K · (ΔU_j/REO - REO)``. Sums to zero (scale invariance).
-    Raises ZeroDivisionError-free: returns NaN entries when REO = 0 (REO is not
+    Raises nothing: a row whose REO is 0 (at or below :data:`REO_ROUNDING`, as
+    :func:`reo_of_utilities` takes it) or undefined is NaN (REO is not
     differentiable there).
     """
     U = np.asarray(U, dtype=float)
-    K = U.size
-    dU = relative_utilities(U)
-    r = reo_of_utilities(U)
-    if not np.isfinite(r) or r == 0:
-        return np.full(K, np.nan)
-    return (1.0 + dU) / K * (dU / r - r)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        m = U.mean(axis=-1, keepdims=True)
+        dU = U / m - 1.0
+        r = U.std(axis=-1, keepdims=True) / m
+    r = np.where(np.isfinite(r) & (r > REO_ROUNDING), r, np.nan)
+    return (1.0 + dU) / U.shape[-1] * (dU / r - r)
 
 
 def delta_u_log_jacobian(U: np.ndarray) -> np.ndarray:
