@@ -8,7 +8,7 @@ LOCK   := requirements.lock
 # setuptools notes on every editable install that it is one ("Editable installation. Please be careful with
 # folders ... with the same name as your package"): information, not a problem of the package; not printed.
 EDITABLE := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet --no-deps -e .
-# The extras `fairmon demo` uses (pyproject.toml; README "Install"): not PySpark, ruff, pytest or pre-commit.
+# The extras `fairmon demo` uses (pyproject.toml; docs "Getting started"): not PySpark, ruff, pytest or pre-commit.
 DEMO_EXTRAS := pipeline,report,audit
 
 $(BIN)/python:
@@ -67,18 +67,20 @@ format: $(STAMP)
 wheel-check: $(STAMP)
 	bash .ci/wheel-check
 
-# The data dictionary, generated from the table registry (a test fails when it is stale).
+# The docs site into site/ (MkDocs Material; --strict: a broken link or page fails), after the data dictionary,
+# generated from the table registry (a test fails when it is stale). The notebook runs as the site builds.
 docs: $(STAMP)
 	$(BIN)/python -m fairmon.pipelines.storage.ddl --markdown > docs/tables.md
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 lock:
 	rm -rf .lockenv
 	$(PYTHON) -m venv .lockenv
 	.lockenv/bin/python -m pip install --quiet --upgrade pip
-	.lockenv/bin/python -m pip install ".[all,test,dev]"
+	.lockenv/bin/python -m pip install ".[all,test,dev,docs]"
 	{ sed -n '1,3p' $(LOCK); .lockenv/bin/python -m pip freeze --exclude-editable | grep -v '^fairmon'; } > $(LOCK).new
 	mv $(LOCK).new $(LOCK)
 	rm -rf .lockenv
 
 clean:
-	rm -rf $(VENV) fairmon-demo build dist
+	rm -rf $(VENV) fairmon-demo build dist site

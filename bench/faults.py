@@ -1,5 +1,5 @@
 """Fault injection (issue 13): kill `fairmon backfill` with SIGKILL at random
-points, finish with `backfill --only-failed`, and check what the README's
+points, finish with `backfill --only-failed`, and check what the docs'
 "Operations" section promises.
 
 Each trial copies a fresh simulated project (3 days, two arms, Parquet),

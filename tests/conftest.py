@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_COAT = REPO.parent / "shared" / "data" / "coat"
 BUNDLED_COAT = REPO / "data" / "coat"
 
 #: Ids whose bucket every engine must agree on: ASCII, non-ASCII, empty, long, digits, null.
@@ -93,8 +92,8 @@ def prefect_harness():
 
 @pytest.fixture(scope="session")
 def coat_dir() -> Path:
-    """The Coat data: ../shared/data/coat when present, else the bundled copy."""
-    return SHARED_COAT if (SHARED_COAT / "train.ascii").exists() else BUNDLED_COAT
+    """The Coat data as the repository bundles it (``data/coat``)."""
+    return BUNDLED_COAT
 
 
 def browser_required() -> bool:

@@ -54,7 +54,7 @@ def test_import_fairmon_is_light_and_exports_documented_functions():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[] []"
     names = ["group_counts", "reo", "reo_groups", "reo_ab", "threshold_prevalence", "threshold_prevalence_diff"]
-    names += ["sdt", "envy_users", "envy_audit", "read_table", "run_day"]
+    names += ["sdt", "envy_users", "envy_audit", "read_table", "run_day", "plot_reo"]
     assert fairmon.__all__ == ["__version__", *names]
     for name in names:
         doc = getattr(fairmon, name).__doc__
@@ -129,7 +129,7 @@ def test_coat_reo_and_se_equal_the_delta_method_from_the_matrices(coat, kind):
         assert (row["arm"], row["K"], row["n_rec"], row["n_rand"]) == ("all", len(groups), n_rec, n_rand)
         assert row["reo"] == pytest.approx(reo, rel=1e-10, abs=0)
         assert row["se"] == pytest.approx(se, rel=1e-10, abs=0)
-    # the Coat figures the README quotes (independent rows: cluster_by = "none"); its "REO 0.125" is 0.1245
+    # the Coat figures the docs quote (independent rows: cluster_by = "none"); its "REO 0.125" is 0.1245
     g = got["gender"]
     assert truth["gender"][2] == 6960 and truth["gender"][4] == 4640
     assert round(g["reo"], 4) == 0.1245 and (round(g["ci_low"], 3), round(g["ci_high"], 3)) == (0.045, 0.204)
@@ -238,8 +238,8 @@ def test_coat_reo_equals_what_the_pipeline_publishes(coat_dir, tmp_path, prefect
     gender = mine.row(by_predicate=pl.col("attribute") == "gender", named=True)
     groups = fairmon.reo_groups(rows, group="gender", label="liked", **args)
     assert groups.get_column("cluster_by").to_list() == [by, by]
-    if clustering == "default":  # the figures the README quotes: the exact sandwich over Coat's 290 users
-        assert (gender["ci_low"], round(gender["ci_high"], 4)) == (0.0, 0.2455)  # README: [0, 0.246]
+    if clustering == "default":  # the figures the docs quote: the exact sandwich over Coat's 290 users
+        assert (gender["ci_low"], round(gender["ci_high"], 4)) == (0.0, 0.2455)  # docs: [0, 0.246]
         assert gender["n_clusters"] == 290 and round(gender["design_effect"], 2) == 2.30
     else:
         assert (round(gender["ci_low"], 3), round(gender["ci_high"], 3)) == (0.045, 0.204)

@@ -1,7 +1,7 @@
 """Fault and bad-input matrix (issue 40): each case a bad input, path, config or
 environment, and what fairmon must do with it: record and unpublish a failed
 day naming its cause, quarantine repeated rows naming both files, refuse with
-an ``error:`` line and the README's exit code, or warn. Most cases are unit
+an ``error:`` line and the documented exit code, or warn. Most cases are unit
 level; the few that need the whole command line run in a subprocess (slow)."""
 
 from __future__ import annotations
@@ -334,7 +334,7 @@ def test_fairmon_sql_still_reads_the_warehouse_and_loads_no_extension(project):
         query_warehouse(cfg.duckdb_path, cfg.warehouse_path, "select * from read_csv('/etc/passwd')")
 
 
-# ---- item 8: tracebacks become error: lines with the README's exit codes ---------------------------
+# ---- item 8: tracebacks become error: lines with the documented exit codes ---------------------------
 
 
 def _deny_writes(monkeypatch, folder: Path) -> None:

@@ -289,7 +289,7 @@ def test_second_run_on_the_same_duckdb_file_fails_clearly(tmp_path):
     (tmp_path / "f.toml").write_text(_cfg_text())
     with run_lock(tmp_path / "f.duckdb"):  # this process is "the first run"
         res = _cli(["run", "-c", str(tmp_path / "f.toml"), "--date", str(D0)])
-    assert res.returncode == 5  # lock busy (README "Exit codes")
+    assert res.returncode == 5  # lock busy (docs "Exit codes")
     assert "another fairmon run holds" in res.stderr and "--wait" in res.stderr
     assert not (tmp_path / "warehouse" / "reo").exists()  # nothing written by the refused run
 

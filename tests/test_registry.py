@@ -181,7 +181,7 @@ def test_a_new_family_module_is_found_without_listing_it(tmp_path, monkeypatch):
 
 
 def test_a_runs_result_carries_the_tables_declared_summary():
-    """`--json` and the terminal summary carry the rows of the tables declared ``summary=True`` (README "In
+    """`--json` and the terminal summary carry the rows of the tables declared ``summary=True`` (docs "In
     scripts"): the five headline tables today, in registry order; no executor list names them."""
     from fairmon.pipelines.executor.batch import summary_tables
 

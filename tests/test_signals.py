@@ -1,6 +1,6 @@
 """Signals (issue 40 item 6): no process outlives a killed fairmon, and a
 SIGTERM to the process group (what ``systemctl stop`` sends) stops a command
-within 10 s, without a traceback, with its documented exit code (README
+within 10 s, without a traceback, with its documented exit code (docs
 "Exit codes": ``serve`` 0, any other command killed by the signal, 143).
 
 Every wait here is on a condition; the timeouts only guard against a hang,

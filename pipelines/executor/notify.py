@@ -106,7 +106,7 @@ def prefect_events_on() -> bool:
 def emit_events(alerts: Iterable[dict], project: str) -> int:
     """Emit one Prefect event per alert, ``fairmon.alert.<kind>``, whose
     resource names the project, attribute and arm (labels ``fairmon.*``; the
-    row as payload), so a Prefect automation can send it on (README
+    row as payload), so a Prefect automation can send it on (docs
     "Alerts"). Returns how many were emitted. Never raises (logged)."""
     n = 0
     try:

@@ -80,7 +80,7 @@ JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print one JSON document on stdout (messages go to stderr).", metavar="")
 ]
 
-#: Exit codes of every command (README "Exit codes").
+#: Exit codes of every command (docs "Exit codes").
 EXIT_PUBLISHED = 0  # every day published (or nothing to do)
 EXIT_QUARANTINED = 1  # a day was quarantined by its data-quality gate
 EXIT_USAGE = 2  # bad options or config

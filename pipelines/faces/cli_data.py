@@ -338,7 +338,7 @@ def alerts(
     brings them up to date and sends the new ones to the URLs of [alerts]
     notify. Over any [alerts] horizon_days days (90), a system whose true
     REO stays at or below the line raises an exceeds alert with probability
-    at most [alerts] alpha (0.05); README "Alerts"."""
+    at most [alerts] alpha (0.05); docs "Alerts"."""
     from fairmon.api.published import read_table
 
     cfg = load_or_exit(config)

@@ -1,6 +1,6 @@
 """Each command's extras (fairmon/extras.py): a command whose extra is not
 installed ends with one ``error:`` line naming the extra and its ``pip
-install``, exit code 2 (README "Exit codes"), before it starts any work.
+install``, exit code 2 (docs "Exit codes"), before it starts any work.
 
 Why here and not in each command: the command modules import their heavy
 modules lazily, inside the command, so ``fairmon --help`` and every

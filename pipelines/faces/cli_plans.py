@@ -346,7 +346,7 @@ def sample_size(
     eqs. 6, 8) and non-private (eq. 7), and their ratio (at most 4·ln3/ln2 ≈ 6.34);
     then the group size fairmon's own decision needs to call a release "fair"
     at EFG 0, α/4, α/2 and 3α/4 (its interval EFG ± 2t must lie below α, at
-    the noise of an ε-DP release; README "Private audits")."""
+    the noise of an ε-DP release; docs "Traffic planning and private audits")."""
     from fairmon.transforms.private.release import (
         decision_sample_size,
         min_sample_nonprivate,

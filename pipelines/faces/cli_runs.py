@@ -74,7 +74,7 @@ def run(
     """Compute one day: ingest its impressions, count groups, estimate REO with
     CIs and publish the day's partitions (replacing any earlier run of it).
     Then the project's alerts are brought up to date and the new ones
-    printed and sent to [alerts] notify (README "Alerts").
+    printed and sent to [alerts] notify (docs "Alerts").
     Exit code 0 published, 1 quarantined, 4 failed, 5 lock busy."""
     prefect_env(verbose)
     ds = parse_date(date, "--date")
@@ -207,7 +207,7 @@ def backfill(
     closing summary per day (published / quarantined with reason / failed with
     error). Days are independent: a failing day never stops the others.
     Re-running is idempotent: each day's partitions are replaced, never appended.
-    Then the alerts this raised are printed and sent (README "Alerts").
+    Then the alerts this raised are printed and sent (docs "Alerts").
     Exit code 0 all published, 1 a day quarantined, 4 a day failed, 5 lock busy."""
     out = err if as_json else console
     prefect_env(verbose)

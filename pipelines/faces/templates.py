@@ -2,7 +2,7 @@
 
 Each template is a complete, valid config (``load_config`` accepts it as
 written) whose comments say what every key means and which files it expects;
-every template keeps the documented defaults (README "Input formats") and
+every template keeps the documented defaults (docs "Input formats") and
 names no column after a reserved word of ``fairmon sql`` (DuckDB). The tiktok
 template reads a folder written by ``fairmon simulate``; its pools span
 several days, so a backfill of such a folder sets ``pool_policy = "overlap"``.

@@ -87,7 +87,7 @@ def column_key(cfg: FairmonConfig, source: str, column: str) -> str:
         if column in (getattr(sec, key, None) or []):
             return f"[{source}] {key}"
     fmt = getattr(sec, "format", "contract")
-    return f'a fixed column of [{source}] format = "{fmt}" (README "Input formats")'
+    return f'a fixed column of [{source}] format = "{fmt}" (docs "Input formats")'
 
 
 def _critical(cfg: FairmonConfig, name: str, default: str = "critical") -> bool:

@@ -13,6 +13,7 @@ frames (through Narwhals; the result is of the caller's kind)::
     fairmon.envy_audit(rows, user="user_id", donor="policy_user_id", reward="y", ...)     # seed 004
     fairmon.read_table("fairmon.toml", "reo", "2026-03-01", "2026-03-31")  # published outputs
     fairmon.run_day("fairmon.toml", "2026-03-01")  # a day computed and published in process, as `fairmon run`
+    fairmon.plot_reo(daily_reo)                    # REO over days with intervals and the line (Matplotlib)
 
 The REO functions cluster rows as ``fairmon run`` does by default: by
 ``request_id`` when the rows have that column, else the rows are independent
@@ -22,7 +23,7 @@ names load on first use: ``import fairmon`` itself imports neither the
 estimators nor Prefect or Great Expectations. The estimators need
 only the core install (``pip install fairmon``); ``read_table`` and
 ``run_day`` need the ``pipeline`` extra and say so when it is missing
-(:mod:`fairmon.extras`; README "Install").
+(:mod:`fairmon.extras`; docs "Getting started").
 
 The installed distribution exposes this one namespace: ``fairmon.api`` (the
 functions above), ``fairmon.transforms`` (pure estimators),
@@ -54,6 +55,7 @@ _EXPORTS = {
     "envy_audit": "fairmon.api.envy_frames",
     "read_table": "fairmon.api.published",
     "run_day": "fairmon.api.day_runs",
+    "plot_reo": "fairmon.api.plots",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -3,12 +3,12 @@ a command or function needs, and a one-line answer when it is not installed.
 
 ``pip install fairmon`` is the estimators, the Python API (:mod:`fairmon.api`)
 and the ``fairmon`` command line; the extras add what a group of commands
-needs (pyproject.toml, README "Install"):
+needs (pyproject.toml, docs "Getting started"):
 
 - ``pipeline``: Prefect, Great Expectations, pandas, PyArrow -- ``fairmon run``,
   ``ingest``, ``backfill``, ``serve``, ``sql``, :func:`fairmon.run_day`,
   :func:`fairmon.read_table`;
-- ``report``: Jinja and Matplotlib -- ``fairmon report`` (with ``pipeline``);
+- ``report``: Jinja and Matplotlib -- ``fairmon report`` (with ``pipeline``), :func:`fairmon.plot_reo`;
 - ``audit``: OpenDP -- ``fairmon audit-export`` (with ``pipeline``);
 - ``spark``: PySpark and sqlglot -- ``engine = "spark"``.
 

@@ -1,6 +1,6 @@
 """The ProPublica COMPAS two-year recidivism data as a score log (pure, no I/O).
 
-Mapping (shared/data/README): ds = screening_date, model = "compas",
+Mapping (the bundled data/compas): ds = screening_date, model = "compas",
 item_id = person_id, score = decile_score (1-10), outcome = two_year_recid,
 attributes race, sex, age_cat. The ProPublica filter keeps the 6,172 rows
 of the usual analysis (|days_b_screening_arrest| <= 30, is_recid != -1,
