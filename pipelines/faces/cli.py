@@ -63,6 +63,7 @@ SHORT_HELP = {
     "simulate": "Write simulated TikTok-format logs with their truth and a config.",
     "simulate-labels": "Write simulated labeling logs with known d′, criteria and a config.",
     "simulate-envy": "Write simulated swap traffic with known envy (seed 004) and a config.",
+    "train-snapshot": "Train a matrix factorisation on Coat and write a reachability project (seed 003).",
     "demo": "Run everything on bundled and simulated data.",
     "sql": "Query the published outputs with DuckDB SQL (read-only).",
     "alerts": "List the alerts raised (REO over its line, A/B changes, bad days, budgets).",
