@@ -50,6 +50,13 @@ class EstimationConfig(Strict):
         description="REO line of the verdict for attributes with K > 2 groups (K = 2 uses 1/9, the 80 % rule)",
     )
     rsp: bool = Field(default=False, description="also write the rsp table (seed 001 App. H.1: exposure parity)")
+    rsp_pool: str | None = Field(
+        default=None,
+        description="CSV or Parquet pool table of the candidate items (item attribute columns, optionally "
+        "n_items: the items a row stands for, and item_id), a path or a template with {ds}: rsp takes the "
+        "pool shares of the attributes it describes from it, known rather than estimated from random traffic "
+        "(seed 001 App. H.1); needs rsp = true",
+    )
     user_attributes: list[str] = Field(
         default_factory=list,
         description="attributes of users, not items: the user_precision table (seed 001 App. H.2) for each; "
@@ -86,6 +93,14 @@ class EstimationConfig(Strict):
         "sandwich (keys are 31-bit hashes: at 16,384 clusters two merge on about 6 % of days); more clusters "
         "fall back to cluster_buckets hash buckets",
     )
+
+    @model_validator(mode="after")
+    def _rsp_pool(self) -> EstimationConfig:
+        if self.rsp_pool is not None:
+            check_template(self.rsp_pool, {"ds"}, "rsp_pool")
+            if not self.rsp:
+                raise ValueError("rsp_pool is the pool table of the rsp table: set rsp = true too")
+        return self
 
 
 #: The default ``[estimation] cluster_exact_max``, which the API uses too.

@@ -25,7 +25,7 @@ from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.executor.day_checks import donor_group_check
 from fairmon.pipelines.executor.outcomes import step
 from fairmon.pipelines.ingest import staging_tables
-from fairmon.pipelines.ingest.adapters import envy_user_attributes
+from fairmon.pipelines.ingest.adapters import envy_user_attributes, rsp_pool_counts
 from fairmon.pipelines.ingest.range_counts import count_batch
 from fairmon.pipelines.ingest.snapshots import Snapshot
 from fairmon.pipelines.ingest.sources import current_files, day_files
@@ -73,11 +73,14 @@ def estimate(
     precision, the A/B differences between arms: seed 001), computed from
     the day's ``counts``, ``ds`` and ``buckets`` (the count stage's
     per-bucket counts when rows are clustered, else None) with each
-    declaration's config options (:func:`fairmon.transforms.registry.run_stage`).
-    Returns {table: frame} in registry order."""
+    declaration's config options (:func:`fairmon.transforms.registry.run_stage`),
+    and ``pool``, the day's ``[estimation] rsp_pool`` table (None without one).
+    Returns {table: frame} in registry order. Raises InputContractError
+    naming the pool table's file, column and row when it is bad."""
     t0 = time.perf_counter()
     with timing.clock(ds, "estimators"):
-        out = run_stage("impressions", cfg, {"counts": counts, "ds": ds, "buckets": buckets})
+        pool = rsp_pool_counts(cfg, ds)
+        out = run_stage("impressions", cfg, {"counts": counts, "ds": ds, "buckets": buckets, "pool": pool})
     _log_out(ds, f"{counts.height} count rows", out, t0)
     return out
 

@@ -447,3 +447,29 @@ def envy_user_attributes(cfg: FairmonConfig) -> pl.DataFrame:
         .select(list(schema))
         .cast(schema)
     )
+
+
+def rsp_pool_counts(cfg: FairmonConfig, ds) -> pl.DataFrame | None:
+    """The pool table of ``[estimation] rsp_pool`` for day ``ds`` (its
+    ``{ds}`` filled in, YYYY-MM-DD) as item counts per attribute and group
+    (:func:`fairmon.transforms.reo.rsp_pool.pool_item_counts`: seed 001 App. H.1's
+    N_k), over the item attributes (``[impressions] attributes`` but
+    ``[estimation] user_attributes``) and their intersections. None when the
+    config names no pool table or writes no rsp table.
+
+    Raises :class:`InputContractError` naming the file (and the config key)
+    when it does not exist or cannot be read, and the file, column and row
+    of a bad value (:func:`pool_item_counts`).
+    """
+    from fairmon.transforms.reo.rsp_pool import pool_item_counts
+
+    est = cfg.estimation
+    if est.rsp_pool is None or not est.rsp or cfg.impressions is None:
+        return None
+    path = cfg.resolve(est.rsp_pool.format(ds=ds.isoformat()))
+    if not path.is_file():
+        raise InputContractError("no such file (config estimation.rsp_pool)", file=str(path))
+    items = [a for a in cfg.impressions.attributes if a not in est.user_attributes]
+    return pool_item_counts(
+        read_table(path), file=str(path), attributes=items, intersections=cfg.impressions.intersections
+    )

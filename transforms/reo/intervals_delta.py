@@ -157,6 +157,8 @@ def delta_intervals(
     clusters_rec: BucketSums | None,
     clusters_rand: BucketSums | None,
     alert_level: float | None = None,
+    *,
+    rand_known: bool = False,
 ) -> DeltaIntervals:
     """Delta-method SEs and the near-parity interval for REO from positive, finite U (K,).
 
@@ -169,7 +171,10 @@ def delta_intervals(
     both samples are bucketed, V = FᵀF of rank ≤ 2(G − 1) and Σ = BᵀB is never
     formed (many groups: O(GK), not O(K³)). The parity test is undefined when
     a bucketed covariance cannot span the K − 1 contrasts; REO's SE when
-    REO = 0 (std/mean is not differentiable there). Never raises.
+    REO = 0 (std/mean is not differentiable there). ``rand_known``: the
+    second sample's shares are known constants, not a sample (the rsp pool
+    table, seed 001 App. H.1), so ``v`` holds default traffic's term alone
+    and that sample adds no rank to the covariance. Never raises.
     Source: seed 001 Algorithm 1, DESIGN §4.1.
     """
     K = U.size
@@ -179,7 +184,7 @@ def delta_intervals(
     design_effect = 1.0 if not clustered else float("nan")
     parity = (float("nan"), 0, float("nan"))
     F = None
-    rank = sum(c.G - 1 if c is not None else K for c in (clusters_rec, clusters_rand))
+    rank = sum(c.G - 1 if c is not None else K for c in (clusters_rec, clusters_rand)) - (K if rand_known else 0)
     if clusters_rec is not None and clusters_rand is not None:
         F, rank = both_bucketed_factor(clusters_rec, clusters_rand)
     df = sandwich_df([clusters_rec, clusters_rand])

@@ -9,8 +9,9 @@ precision, from the ``group_counts`` table (pure Polars/NumPy).
   computes them for its two samples. They factor: U^sys = U^recall · U^rank.
 * **RSP (App. H.1, eqs. 24–26).** Exposure parity without labels: U_k =
   share of group k among recommended rows ÷ its share in the candidate pool
-  (random traffic's n, not n_pos). The seed's U_k = P(R = 1 | S = k) is
-  C·U_k with C = P(R = 1) unknown from logs; ΔU_k = U_k − mean(U) (eq. 25)
+  (random traffic's n, not n_pos; or, with ``[estimation] rsp_pool``, the
+  pool table's item counts, known constants: :mod:`fairmon.transforms.reo.rsp_pool`).
+  The seed's U_k = P(R = 1 | S = k) is C·U_k with C = P(R = 1) unknown from logs; ΔU_k = U_k − mean(U) (eq. 25)
   is reported on the U/mean(U) scale, and RSP = std/mean (eq. 26) is
   scale-free. The delta CI is REO's with group row counts in place of positives.
 * **User-side precision (App. H.2, eq. 27).** For a user attribute:
@@ -55,6 +56,7 @@ from fairmon.transforms.reo.cluster import BucketSums, bucket_sums, ratio_log_co
 from fairmon.transforms.reo.estimate import estimate_reo, reo_log_gradient, reo_of_utilities, z_value
 from fairmon.transforms.reo.reo_math import few_cluster_scale
 from fairmon.transforms.reo.reo_tables import MISSING_GROUP, has_impressions, listed_groups
+from fairmon.transforms.reo.rsp_pool import pool_counts_for, pool_groups, rsp_known_pool
 
 
 def has_rsp(cfg) -> bool:
@@ -68,7 +70,8 @@ def stage_options(cfg) -> dict:
 
 
 def rsp_options(cfg) -> dict:
-    """The keyword arguments of :func:`rsp_table`: user attributes are left out (user_precision covers them)."""
+    """The keyword arguments of :func:`rsp_table`: user attributes are left out (user_precision covers them);
+    the pool table comes as the stage's input ``pool``, not an option."""
     est = cfg.estimation
     return {"level": est.confidence_level, "exclude": tuple(est.user_attributes)}
 
@@ -138,7 +141,8 @@ RSP = Table(
             "share_pool",
             F,
             "share",
-            "Group's share of the candidate pool (random-traffic rows).",
+            "Group's share of the candidate pool: random-traffic rows, or its items in the `estimation.rsp_pool` "
+            "table (known, no sampling variance; the reason then names the table).",
             bounds=probability("share_pool_is_share"),
         ),
         Column("U", F, "ratio", "share_rec/share_pool over its mean across groups (the seed's U_k up to P(R = 1))."),
@@ -147,7 +151,7 @@ RSP = Table(
         Column(
             "rsp", F, "ratio", "RSP = std(U)/mean(U) (eq. 26), scale-free.", bounds=non_negative("rsp_non_negative")
         ),
-        Column("se", F, "ratio", "Delta-method SE of RSP."),
+        Column("se", F, "ratio", "Delta-method SE of RSP (default traffic's term alone with a pool table)."),
         CI_LOW,
         CI_HIGH,
         LEVEL,
@@ -301,7 +305,7 @@ def reo_stage_table(
     return pl.DataFrame(rows, schema=REO_STAGE_SCHEMA)
 
 
-@declares(RSP, stage="impressions", inputs=("counts", "ds", "buckets"), enabled=has_rsp, options=rsp_options)
+@declares(RSP, stage="impressions", inputs=("counts", "ds", "buckets", "pool"), enabled=has_rsp, options=rsp_options)
 def rsp_table(
     counts: pl.DataFrame,
     ds: dt.date,
@@ -309,13 +313,18 @@ def rsp_table(
     level: float = 0.95,
     exclude: tuple[str, ...] = (),
     buckets: pl.DataFrame | None = None,
+    pool: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """The ``rsp`` table for day ``ds`` (seed 001 App. H.1, eqs. 24–26): per
     arm × attribute (except ``exclude``, e.g. user attributes) × group the
     recommended share, the pool share (random traffic's rows), U, additive ΔU,
     and the attribute's RSP with SE and CI; cluster-robust with ``buckets``
-    (the group's rows per bucket in place of its positives). Returns
-    :data:`RSP_SCHEMA`."""
+    (the group's rows per bucket in place of its positives). ``pool``: the
+    day's pool table (:func:`fairmon.transforms.reo.rsp_pool.pool_item_counts`,
+    config ``[estimation] rsp_pool``); an attribute it describes takes its
+    shares from the items there, known constants whose variance term drops
+    out (:func:`fairmon.transforms.reo.rsp_pool.rsp_known_pool`), and each
+    of its rows' reason names the table. Returns :data:`RSP_SCHEMA`."""
     day = counts.filter(pl.col("ds") == ds)
     rows: list[dict] = []
     rec_all = day.filter(pl.col("traffic") == "default")
@@ -323,26 +332,27 @@ def rsp_table(
         if attribute in exclude:
             continue
         rec = rec_all.filter((pl.col("arm") == arm) & (pl.col("attribute") == attribute))
-        pool = _traffic(day, "random", arm, attribute)
-        groups = listed_groups(rec, pool)
+        rand = _traffic(day, "random", arm, attribute)
+        groups = listed_groups(rec, rand)
+        if pool_counts_for(pool, attribute, []) is not None:  # the pool's groups, not random traffic's
+            groups = sorted(set(listed_groups(rec)) | set(pool_groups(pool, attribute)))
         n_k, n_rec = _by_group(rec, groups, "n")
-        m_k, n_pool = _by_group(pool, groups, "n")
         c_rec, why_rec = _clusters(buckets, rec, groups, n_rec, "n")
-        c_pool, why_pool = _clusters(buckets, pool, groups, n_pool, "n")
-        e = estimate_reo(
-            groups,
-            n_k,
-            n_rec,
-            m_k,
-            n_pool,
-            level=level,
-            min_expected_positives=0,
-            clusters_rec=c_rec,
-            clusters_rand=c_pool,
-            cluster_note=why_rec or why_pool,
-        )
+        if (items := pool_counts_for(pool, attribute, groups)) is not None:
+            m_k, n_pool, source = items
+            e = rsp_known_pool(groups, n_k, n_rec, m_k, n_pool, level=level, clusters_rec=c_rec, cluster_note=why_rec)
+            note = f"pool shares known from the pool table {source} (not estimated: no pool term in the SE)"
+        else:
+            m_k, n_pool = _by_group(rand, groups, "n")
+            c_pool, why_pool = _clusters(buckets, rand, groups, n_pool, "n")
+            e = estimate_reo(
+                groups, n_k, n_rec, m_k, n_pool, level=level, min_expected_positives=0,
+                clusters_rec=c_rec, clusters_rand=c_pool, cluster_note=why_rec or why_pool,
+            )  # fmt: skip
+            note = None
         mean_u = float(np.nanmean(e.U)) if np.isfinite(e.U).any() else float("nan")
         for i, g in enumerate(groups):
+            why = e.group_reasons[i] or e.reason
             rows.append(
                 {
                     "ds": ds,
@@ -359,7 +369,7 @@ def rsp_table(
                     "ci_low": e.ci_low,
                     "ci_high": e.ci_high,
                     "level": level,
-                    "reason": e.group_reasons[i] or e.reason,
+                    "reason": (f"{note}; {why}" if why else note) if note else why,
                 }
             )
     return pl.DataFrame(rows, schema=RSP_SCHEMA)
