@@ -120,6 +120,11 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
     res = runner.invoke(app, ["sql", 'select ds, "group", n from group_counts order by all', "--json"], env=env)
     rows = json.loads(res.stdout)["rows"]
     assert res.exit_code == 0 and len(rows) == 2 * 2 * 2  # 2 days x default/random x 2 groups
+    # every column of a wide table at 80 columns: in parts, each number whole, to 6 significant digits
+    res = runner.invoke(app, ["sql", "select * from reo order by all"], env={**env, "COLUMNS": "80"})
+    assert res.exit_code == 0 and "…" not in res.stdout and "(continued)" in res.stdout, res.stdout
+    doc = json.loads(runner.invoke(app, ["sql", "select * from reo order by all", "--json"], env=env).stdout)
+    assert all(f"│ {row['reo']:.6g} " in res.stdout for row in doc["rows"]), res.stdout
 
     # a day alone is the flow run fairmon-daily/<ds>, with the same artifacts
     assert runner.invoke(app, ["run", "--date", "2026-03-01"], env=env).exit_code == EXIT_PUBLISHED

@@ -700,6 +700,26 @@ def test_an_empty_cluster_id_is_a_value_error_in_the_api():
 
 
 @pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
+def test_repeated_ids_are_refused_at_pre_flight_naming_the_key_its_copies_and_the_first_repeat(project):
+    """An item served twice in one request: the pre-flight names the file, the key columns, the repeated key with
+    its copies and the first row that repeats it (not the profile's internal count column), exit 1."""
+    day = project.parent / "default" / f"{DAY}.csv"
+    lines = day.read_text().splitlines()
+    header = lines[0].split(",")
+    rows = lines[1:]
+    day.write_text("\n".join([lines[0], *rows, rows[4]]) + "\n")  # the fifth row again, as the last row
+    res = _cli(["run", "-c", project, "--date", DAY, "--no-prefect"])
+    out = res.output.replace("\n", " ")
+    assert res.exit_code == 1 and "Traceback" not in out and "id_copies" not in out, out
+    keys = [c for c in ("ds", "traffic", "request_id", "item_id") if c in header]
+    values = dict(zip(header, rows[4].split(","), strict=True))
+    shown = ", ".join(values[k] for k in keys)
+    assert f"key ({', '.join(keys)}) repeated: ({shown}) ×2; first repeat at row {len(rows) + 1}" in out, out
+    assert "(2 row(s) fail ids_unique)" in out
+    assert _published_reo(project) == []
+
+
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_labels_written_yes_no_are_refused_at_pre_flight_naming_row_column_and_accepted_values(project):
     """A signal column of "yes"/"no" fails signal_is_boolean: the pre-flight value scan names the file, the first
     row, the column, the values and the accepted set (exit 1, recorded quarantined), before GX is imported."""

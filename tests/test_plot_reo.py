@@ -65,3 +65,11 @@ def test_several_attributes_need_one_named_and_a_missing_column_is_named():
     with pytest.raises(ValueError, match="ci_high"):
         fairmon.plot_reo(_rows().drop(columns="ci_high"))
     plt.close("all")
+
+
+def test_days_are_ticked_as_days():
+    ax = fairmon.plot_reo(_rows())
+    ax.figure.canvas.draw()
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == ["01-01", "01-02", "01-03"]
+    plt.close("all")

@@ -229,7 +229,8 @@ def test_raw_failures_name_the_files_columns_and_duplicated_keys(tmp_path):
         "named by [impressions] signals (did you mean 'like'?); "
         "the file's columns: request_id, item_id, young_adult, like, share",
         "named by [impressions] attributes",
-        "key (request_id, item_id) repeated: (r2, v2) ×3, (r1, v1) ×2",
+        # ROWS[1] comes back right after ROWS: the first row whose key an earlier row has
+        f"key (request_id, item_id) repeated: (r2, v2) ×3, (r1, v1) ×2; first repeat at row {len(ROWS) + 1}",
     ]
     assert "ids_unique (5 unexpected, rows 1, 2: [2, 3]): key (request_id, item_id) repeated" in r.summary()
     assert json.loads(r.row(D1)["details"])[2]["note"] == notes[2]  # in dq_results.details too

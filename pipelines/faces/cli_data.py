@@ -294,10 +294,13 @@ def sql(
     """Query the published outputs with DuckDB SQL, read-only. Works while a
     run holds the project's DuckDB file: the tables are read from the
     warehouse's Parquet files. Views: one per output table (reo, reo_group,
-    reo_ab, group_counts, ...) and <table>_published (days whose latest run
-    published). Quote the reserved words group and table: "group"."""
+    reo_ab, group_counts, ...) and, for the estimate tables, <table>_published
+    (days whose latest run published; `fairmon tables` names each table's
+    view). Quote the reserved words group and table: "group"."""
     import duckdb
+    import polars as pl
 
+    from fairmon.pipelines.faces.fitting import Fit
     from fairmon.pipelines.storage.warehouse import query_warehouse
 
     cfg = load_or_exit(config)
@@ -313,12 +316,13 @@ def sql(
     elif csv:
         sys.stdout.write(frame.write_csv())
     else:
-        t = Table(title=f"{frame.height} row(s)", title_justify="left")
-        for c in frame.columns:
-            t.add_column(c)
+        title = f"{frame.height} row(s); numbers to 6 significant digits (--csv or --json: every digit)"
+        t = Table(title=title, title_justify="left")
+        for c, dtype in frame.schema.items():  # text may wrap; a number or a date is printed whole
+            t.add_column(c, overflow="fold" if dtype == pl.String else "ellipsis")
         for row in frame.head(limit).iter_rows():
-            t.add_row(*(escape("" if v is None else str(v)) for v in row))
-        console.print(t)
+            t.add_row(*(escape("" if v is None else f"{v:.6g}" if isinstance(v, float) else str(v)) for v in row))
+        console.print(Fit(t))  # too wide: in parts that repeat the key columns, never a number cut
         if frame.height > limit:
             console.print(f"... {frame.height - limit} more (--limit, --csv or --json for all)", markup=False)
 

@@ -386,10 +386,43 @@ def explain_raw(cfg: FairmonConfig, source: str, path: Path, result: DQResult) -
             else:
                 f["note"] += _suggest(cfg, source, c, columns)
         elif name == "ids_unique":
-            keys, dups = duplicated_keys(path)
-            shown = ", ".join(f"({', '.join(map(str, k))}) ×{n}" for *k, n in dups)
-            f["note"] = f"key ({', '.join(keys)}) repeated: {shown}" if dups else f"key ({', '.join(keys)}) repeated"
+            f["note"] = repeated_keys_note(path)
     return result
+
+
+def repeated_keys_note(path: Path) -> str:
+    """What an ``ids_unique`` failure of impressions file ``path`` should say: the key columns, up to five
+    repeated keys with their copies (:func:`duplicated_keys`) and the first data row (1-based, header
+    excluded) whose key an earlier row already has, so the reader goes straight to a repeat."""
+    keys, dups = duplicated_keys(path)
+    shown = ", ".join(f"({', '.join(map(str, k))}) ×{n}" for *k, n in dups)
+    note = f"key ({', '.join(keys)}) repeated" + (f": {shown}" if dups else "")
+    row = first_repeated_row(path, keys)
+    return note + (f"; first repeat at row {row}" if row is not None else "")
+
+
+def _scan(path: Path) -> pl.LazyFrame:
+    """File ``path`` as a lazy frame of text (CSV) or of its own types (Parquet)."""
+    if path.suffix.lower() in (".parquet", ".pq"):
+        return pl.scan_parquet(path, glob=False)
+    return pl.scan_csv(path, infer_schema=False, glob=False)
+
+
+def first_repeated_row(path: Path, keys: list[str]) -> int | None:
+    """The first data row (1-based) of ``path`` whose ``keys`` values an earlier row already has; None when
+    no key repeats or there are no key columns."""
+    if not keys:
+        return None
+    rows = (
+        _scan(path)
+        .select(keys)
+        .with_row_index("__row", offset=1)
+        .filter(~pl.struct(keys).is_first_distinct())
+        .select("__row")
+        .head(1)
+        .collect()
+    )
+    return int(rows.item()) if rows.height else None
 
 
 def duplicated_keys(path: Path, limit: int = 5) -> tuple[list[str], list[tuple]]:
@@ -398,10 +431,7 @@ def duplicated_keys(path: Path, limit: int = 5) -> tuple[list[str], list[tuple]]
     and up to ``limit`` duplicated keys, each a tuple of its values and
     the number of rows sharing it, most copied first. One scan, made only
     for a file that failed ``ids_unique``."""
-    if path.suffix.lower() in (".parquet", ".pq"):
-        frame = pl.scan_parquet(path, glob=False)
-    else:
-        frame = pl.scan_csv(path, infer_schema=False, glob=False)
+    frame = _scan(path)
     present = frame.collect_schema().names()
     keys = [c for c in ("ds", "traffic", "request_id", "item_id") if c in present]
     if not keys:

@@ -24,7 +24,7 @@ from fairmon.pipelines.checks.suites import expand_spec, load_spec
 from fairmon.pipelines.checks.value_checks import failing_values
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.ingest.adapters import forget_kept, keep_read, profile_files
-from fairmon.pipelines.ingest.preflight import Finding, shown_path
+from fairmon.pipelines.ingest.preflight import Finding, repeated_keys_note, shown_path
 from fairmon.pipelines.ingest.profiles import NullClusterId
 from fairmon.pipelines.ingest.sources import ImpressionsInput
 from fairmon.pipelines.ingest.staging import input_source, unchanged_files
@@ -112,6 +112,9 @@ def _quoted(value: str) -> str:
 def _finding(cfg: FairmonConfig, file, failure: dict) -> tuple[str, str, str]:
     """(check, shown file, message) of one failing value expectation."""
     shown = shown_path(cfg, file)
+    if failure["name"] == "ids_unique" and file.is_file():  # its column is the profile's count of copies
+        note = repeated_keys_note(file)
+        return failure["name"], shown, f"{shown}: {note} ({failure['rows']:,} row(s) fail ids_unique)"
     values = ", ".join(_quoted(v) for v in failure["values"])
     message = (
         f"{shown}: column {failure['column']!r}, row {failure['first_row']}: {values} "

@@ -68,10 +68,26 @@ def plot_reo(reo_rows: Any, *, attribute: str | None = None, ax: Any = None) -> 
     threshold = _line(rows)
     ax.axhline(threshold, color="crimson", ls="--", lw=1, label=f"line: REO = {threshold:.3f}")
     ax.set_ylim(0, max(ax.get_ylim()[1], 1.25 * threshold))
+    _day_axis(ax, sorted(set(rows.get_column("ds").to_list())))
     ax.set_ylabel("REO (std/mean of U)")
     ax.set_xlabel("day")
     ax.legend(title="arm", frameon=False)
     return ax
+
+
+def _day_axis(ax: Any, days: list) -> None:
+    """Ticks at days, never at hours: each day when there are at most a month of them, else Matplotlib's
+    concise date labels."""
+    import matplotlib.dates as mdates
+
+    if len(days) <= 31:
+        ax.set_xticks(days)
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%m-%d"))
+        ax.tick_params(axis="x", labelrotation=45 if len(days) > 10 else 0)
+    else:
+        locator = mdates.AutoDateLocator(minticks=3, maxticks=10)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
 
 
 def _one_attribute(rows: pl.DataFrame, attribute: str | None) -> pl.DataFrame:
