@@ -4,6 +4,7 @@ screen from ``backfill`` itself, a reason that many rows share said once."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import numpy as np
 import polars as pl
@@ -14,7 +15,7 @@ from typer.testing import CliRunner
 from fairmon.pipelines.faces.cli import app
 from fairmon.pipelines.faces.daylines import day_lines, print_day
 from fairmon.pipelines.faces.fitting import Fit, Footnotes
-from fairmon.pipelines.faces.views import LOOK_AHEAD_NOTE, reo_table
+from fairmon.pipelines.faces.views import LOOK_AHEAD_NOTE, day_warnings, reo_table
 from fairmon.pipelines.simulation.simulated import write_simulation
 from fairmon.pipelines.storage.warehouse import read_table
 from fairmon.transforms.simulators.impressions import SimulationSpec
@@ -171,3 +172,29 @@ def test_a_contract_log_reaches_its_first_reo_on_screen_from_backfill(tmp_path):
     assert set(reo.get_column("arm")) == {"control", "treatment"} and reo.height == 4
     for line in _printed(reo):
         assert res.output.count(line) == 1, (line, res.output)
+
+
+def test_a_days_warnings_carry_their_notes_three_cells_at_most():
+    """The run summary's warning line says what to act on (a check's note), not only the check's name; a note of
+    many cells shows three and counts the rest."""
+    cells = [
+        f"random traffic, arm all, g = {k}: n_pos {k} of n 100 (the window needs 9,000 random rows)" for k in "abcde"
+    ]
+    details = [
+        {"name": "random_traffic_sufficient", "severity": "warning", "note": "; ".join(cells)},
+        {"name": "group_has_positives", "severity": "warning"},
+    ]
+    result = {
+        "dq": [
+            {
+                "suite": "impressions_day",
+                "failed_warning": "random_traffic_sufficient, group_has_positives",
+                "details": json.dumps(details),
+            },
+            {"suite": "reo", "failed_warning": "", "details": "[]"},
+        ]
+    }
+    assert day_warnings(result) == [
+        "impressions_day: random_traffic_sufficient (" + "; ".join(cells[:3]) + "; 2 more in dq_results), "
+        "group_has_positives"
+    ]

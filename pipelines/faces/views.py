@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Callable
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -248,9 +249,23 @@ def interval_note(reo_rows: list[dict]) -> str:
 
 
 def day_warnings(result: dict) -> list[str]:
-    """The warning-level checks a published day failed, ``suite: names``
-    (from its summary's ``dq`` rows), for ``run``'s and ``backfill``'s output."""
-    return [f"{d['suite']}: {d['failed_warning']}" for d in result.get("dq", []) if d.get("failed_warning")]
+    """The warning-level checks a published day failed, ``suite: name (note), ...`` (from its summary's ``dq``
+    rows), for ``run``'s and ``backfill``'s output: a check's note says what to act on (the random rows a
+    window needs, the group without positives), so it is shown beside its name, not only in dq_results."""
+    out = []
+    for d in result.get("dq", []):
+        if not d.get("failed_warning"):
+            continue
+        notes = {f.get("name"): f.get("note") for f in json.loads(d.get("details") or "[]") if isinstance(f, dict)}
+        names = d["failed_warning"].split(", ")
+        out.append(f"{d['suite']}: " + ", ".join(f"{n} ({_shortened(notes[n])})" if notes.get(n) else n for n in names))
+    return out
+
+
+def _shortened(note: str, cells: int = 3) -> str:
+    """A check's note with at most ``cells`` of its ``;``-separated cells; the rest counted (dq_results has all)."""
+    parts = note.split("; ")
+    return note if len(parts) <= cells else "; ".join(parts[:cells]) + f"; {len(parts) - cells} more in dq_results"
 
 
 def run_summary(results: list[dict]) -> Table:
