@@ -18,14 +18,17 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
+import narwhals as nw
 import polars as pl
 
-from fairmon.api.frames import as_caller, as_polars, names, reject_reserved, require_columns
+from fairmon.api.frames import as_caller, eager, names, polars_columns, reject_reserved, require_columns
 from fairmon.pipelines.core.config_sections import CLUSTER_EXACT
 from fairmon.transforms.contract import (
     ATTR_PREFIX,
     BASE_TRAFFIC,
     CLUSTER_BUCKET,
+    PROFILE_N,
+    PROFILE_ROW,
     InputContractError,
     normalize_impressions,
 )
@@ -42,7 +45,7 @@ CLUSTER_BUCKETS = 128
 
 
 def count_rows(
-    frame: pl.DataFrame,
+    frame: pl.DataFrame | nw.DataFrame,
     *,
     group: str | Sequence[str],
     label: str | Sequence[str],
@@ -54,17 +57,19 @@ def count_rows(
     cluster_buckets: int = CLUSTER_BUCKETS,
     cluster_exact_max: int = CLUSTER_EXACT,
 ) -> pl.DataFrame:
-    """:func:`group_counts` on a Polars frame; returns Polars, columns :data:`COUNT_COLUMNS` and ``cbucket``:
-    with ``cluster`` (a column of cluster ids), one row per cluster key (:func:`cluster_bucket`: per
-    cluster when the frame has at most ``cluster_exact_max`` ids, else per hash bucket), else null."""
+    """:func:`group_counts` on a Polars frame or a caller's frame seen through Narwhals
+    (:func:`fairmon.api.frames.eager`; only the columns counted are converted); returns Polars, columns
+    :data:`COUNT_COLUMNS` and ``cbucket``: with ``cluster`` (a column of cluster ids), one row per cluster
+    key (:func:`cluster_bucket`: per cluster when the frame has at most ``cluster_exact_max`` ids, else per
+    hash bucket), else null."""
     groups, labels = names(group, "group"), names(label, "label")
     if label_rule not in ("any", "all"):
         raise ValueError(f"label_rule {label_rule!r}: choose 'any' or 'all'")
     arm_col = arm if arm is not None else ("arm" if "arm" in frame.columns else None)
-    require_columns(
-        frame, [traffic, *([arm_col] if arm_col else []), *labels, *groups, *([cluster] if cluster else [])]
-    )
+    used = [traffic, *([arm_col] if arm_col else []), *labels, *groups, *([cluster] if cluster else [])]
+    require_columns(frame, used)
     reject_reserved([*labels, *groups], _ROLES, "group/label")
+    frame = polars_columns(frame, used)
     raw = frame.select(
         pl.col(traffic).alias("traffic"),
         *([pl.col(arm_col).alias("arm")] if arm_col else []),
@@ -84,16 +89,42 @@ def count_rows(
             cluster_bucket(frame.get_column(cluster), cluster_buckets, cluster_exact_max).alias(CLUSTER_BUCKET)
         )
     staged = normalize_impressions(
-        raw,
+        profile(raw),
         file="rows",
         signals=labels,
         attributes=groups,
         label_rule=label_rule,
         traffic_stages=list(traffic_stages),
         ds=UNDATED,
-        ordered=False,  # a row per logged pair: summed at once, in no order
+        ordered=False,  # summed at once, in no order
     )
     return _count_staged(staged, [ATTR_PREFIX + g for g in groups], cluster_buckets)
+
+
+def profile(raw: pl.DataFrame) -> pl.DataFrame:
+    """``raw``'s rows summed to one row per distinct combination of its
+    columns, with the rows it stands for (``__n``) and its first 1-based row
+    (``__first_row``), sorted by that row: the profile the pipeline's scan
+    computes of a file (sql/impressions_profile.sql), which the input
+    contract takes in place of the rows
+    (:func:`fairmon.transforms.contract.normalize_impressions`). The contract
+    then parses and checks each distinct value once rather than each row
+    (a few dozen rows for 10^7), and still names the first row holding a bad
+    value: a bad row's combination is bad, and its first row is at or
+    before it. One Polars group-by, the single pass over the rows besides
+    their conversion. A frame with an Object column (Python objects, which
+    Polars cannot group) is returned as it is, for the contract to reject
+    or parse row by row."""
+    if any(dtype == pl.Object for dtype in raw.dtypes):
+        return raw
+    return (
+        raw.lazy()
+        .with_row_index(PROFILE_ROW, offset=1)
+        .group_by(raw.columns)
+        .agg(pl.len().cast(pl.Int64).alias(PROFILE_N), pl.col(PROFILE_ROW).min().cast(pl.Int64))
+        .sort(PROFILE_ROW)
+        .collect()
+    )
 
 
 def _count_staged(staged: pl.DataFrame, attrs: list[str], buckets: int) -> pl.DataFrame:
@@ -200,7 +231,7 @@ def group_counts(
     Source: DESIGN §2 (input contract), §3 ``group_counts``; seed 001 §4.1
     (D_rec and D_rand are the default and random traffic).
     """
-    frame, kind = as_polars(rows)
+    frame, kind = eager(rows)
     out = count_rows(
         frame, group=group, label=label, traffic=traffic, arm=arm, label_rule=label_rule, traffic_stages=traffic_stages
     )
