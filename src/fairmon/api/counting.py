@@ -15,6 +15,7 @@ as a group of the REO), and random traffic is shared by all arms (arm
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -134,24 +135,36 @@ def _count_staged(staged: pl.DataFrame, attrs: list[str], buckets: int) -> pl.Da
     columns are counted under positional names (``attr__0``, …), so any
     column name a caller's frame has (spaces, case-only differences) counts,
     and the result is read as NumPy arrays (no PyArrow: the core install has none)."""
-    import duckdb
-
     from fairmon.pipelines.ingest.range_counts import count_sql
 
     plain = [f"{ATTR_PREFIX}{i}" for i in range(len(attrs))]
     back = {str(i): a.removeprefix(ATTR_PREFIX) for i, a in enumerate(attrs)}
-    con = duckdb.connect()
+    con = _connection()
     try:
         con.register("rows_in", _ArrowStream(staged.rename(dict(zip(attrs, plain, strict=True)))))
         scan = con.sql(count_sql("count_frame", plain), params={"ds": UNDATED, "buckets": buckets})
         counted = pl.DataFrame([pl.Series(k, v) for k, v in scan.fetchnumpy().items()])  # nulls come masked
     finally:
-        con.close()
+        con.unregister("rows_in")
     return (
         counted.with_columns(pl.col("attribute").replace_strict(back))
         .sort("traffic", "arm", "attribute", "group", "cbucket")
         .select(*COUNT_COLUMNS, "cbucket")
     )
+
+
+_local = threading.local()  # per thread by nature: a DuckDB connection holding no tables, no state
+
+
+def _connection():
+    """This thread's in-memory DuckDB connection for the count statements: opening one and its first
+    statement cost more CPU than counting a profile's few dozen rows, so every call of a thread reuses
+    it. It holds no tables; a statement's frame is registered for that statement only."""
+    if getattr(_local, "con", None) is None:
+        import duckdb
+
+        _local.con = duckdb.connect()
+    return _local.con
 
 
 class _ArrowStream:
@@ -176,18 +189,16 @@ def cluster_bucket(ids: pl.Series, buckets: int = CLUSTER_BUCKETS, exact: int = 
     ``h % buckets`` (0 .. ``buckets`` − 1) (formula 5, pipelines/core/config.py ``BUCKET_FORMULA``).
     Raises ValueError for ``buckets`` < 2."""
     params = cluster_key_params(buckets, exact)
-    import duckdb
-
     from fairmon.pipelines.storage.portable import render
 
     rows = _ArrowStream(pl.DataFrame({"__id": ids}).with_row_index("__i"))
-    con = duckdb.connect()
+    con = _connection()
     try:
         con.register("raw_in", rows)
         scan = con.sql(render("impressions_bucket", cluster=["__id"], scope=[]), params=params)
         out = pl.DataFrame(scan.project("__i, __cbucket").fetchnumpy())  # two integer columns without nulls
     finally:
-        con.close()
+        con.unregister("raw_in")
     return out.sort("__i").get_column("__cbucket").cast(pl.Int32)
 
 
