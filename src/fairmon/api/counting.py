@@ -2,7 +2,10 @@
 the rows ``n`` and the positives ``n_pos``, as the pipeline's
 ``sql/group_counts.sql`` counts staged rows (DESIGN §2, §3 ``group_counts``).
 
-The rows go through the pipeline's own input contract
+The rows go through the pipeline's own input contract, as a profile of them
+(:func:`profile`: one row per distinct combination of the columns counted,
+as the pipeline's scan hands a file to it), so the contract parses each
+distinct value once and still names the first bad row
 (:func:`fairmon.transforms.contract.normalize_impressions`: booleans as
 true/false or 0/1, label = any (or all) of the label columns, attribute values
 as text, traffic values checked), so the conventions are the pipeline's: a

@@ -1,8 +1,9 @@
 """Frames in, frames out: the caller's pandas, Polars or PyArrow frame becomes a
-Polars frame for fairmon's transforms, and a result goes back as the caller's
-kind, through Narwhals (https://narwhals-dev.github.io/narwhals/), as
-Fairlearn accepts data frames. Also the column checks every facade runs first,
-so a missing column is named together with the columns present.
+Polars frame for fairmon's transforms (the row counts convert only the columns
+they count), and a result goes back as the caller's kind, through Narwhals
+(https://narwhals-dev.github.io/narwhals/), as Fairlearn accepts data frames.
+Also the column checks every facade runs first, so a missing column is named
+together with the columns present.
 """
 
 from __future__ import annotations
