@@ -2,7 +2,10 @@
 the rows ``n`` and the positives ``n_pos``, as the pipeline's
 ``sql/group_counts.sql`` counts staged rows (DESIGN §2, §3 ``group_counts``).
 
-The rows go through the pipeline's own input contract
+The rows go through the pipeline's own input contract, as a profile of them
+(:func:`profile`: one row per distinct combination of the columns counted,
+as the pipeline's scan hands a file to it), so the contract parses each
+distinct value once and still names the first bad row
 (:func:`fairmon.transforms.contract.normalize_impressions`: booleans as
 true/false or 0/1, label = any (or all) of the label columns, attribute values
 as text, traffic values checked), so the conventions are the pipeline's: a
@@ -15,17 +18,21 @@ as a group of the REO), and random traffic is shared by all arms (arm
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from collections.abc import Sequence
 from typing import Any
 
+import narwhals as nw
 import polars as pl
 
-from fairmon.api.frames import as_caller, as_polars, names, reject_reserved, require_columns
+from fairmon.api.frames import as_caller, eager, names, polars_columns, reject_reserved, require_columns
 from fairmon.pipelines.core.config_sections import CLUSTER_EXACT
 from fairmon.transforms.contract import (
     ATTR_PREFIX,
     BASE_TRAFFIC,
     CLUSTER_BUCKET,
+    PROFILE_N,
+    PROFILE_ROW,
     InputContractError,
     normalize_impressions,
 )
@@ -42,7 +49,7 @@ CLUSTER_BUCKETS = 128
 
 
 def count_rows(
-    frame: pl.DataFrame,
+    frame: pl.DataFrame | nw.DataFrame,
     *,
     group: str | Sequence[str],
     label: str | Sequence[str],
@@ -54,17 +61,19 @@ def count_rows(
     cluster_buckets: int = CLUSTER_BUCKETS,
     cluster_exact_max: int = CLUSTER_EXACT,
 ) -> pl.DataFrame:
-    """:func:`group_counts` on a Polars frame; returns Polars, columns :data:`COUNT_COLUMNS` and ``cbucket``:
-    with ``cluster`` (a column of cluster ids), one row per cluster key (:func:`cluster_bucket`: per
-    cluster when the frame has at most ``cluster_exact_max`` ids, else per hash bucket), else null."""
+    """:func:`group_counts` on a Polars frame or a caller's frame seen through Narwhals
+    (:func:`fairmon.api.frames.eager`; only the columns counted are converted); returns Polars, columns
+    :data:`COUNT_COLUMNS` and ``cbucket``: with ``cluster`` (a column of cluster ids), one row per cluster
+    key (:func:`cluster_bucket`: per cluster when the frame has at most ``cluster_exact_max`` ids, else per
+    hash bucket), else null."""
     groups, labels = names(group, "group"), names(label, "label")
     if label_rule not in ("any", "all"):
         raise ValueError(f"label_rule {label_rule!r}: choose 'any' or 'all'")
     arm_col = arm if arm is not None else ("arm" if "arm" in frame.columns else None)
-    require_columns(
-        frame, [traffic, *([arm_col] if arm_col else []), *labels, *groups, *([cluster] if cluster else [])]
-    )
+    used = [traffic, *([arm_col] if arm_col else []), *labels, *groups, *([cluster] if cluster else [])]
+    require_columns(frame, used)
     reject_reserved([*labels, *groups], _ROLES, "group/label")
+    frame = polars_columns(frame, used)
     raw = frame.select(
         pl.col(traffic).alias("traffic"),
         *([pl.col(arm_col).alias("arm")] if arm_col else []),
@@ -84,16 +93,42 @@ def count_rows(
             cluster_bucket(frame.get_column(cluster), cluster_buckets, cluster_exact_max).alias(CLUSTER_BUCKET)
         )
     staged = normalize_impressions(
-        raw,
+        profile(raw),
         file="rows",
         signals=labels,
         attributes=groups,
         label_rule=label_rule,
         traffic_stages=list(traffic_stages),
         ds=UNDATED,
-        ordered=False,  # a row per logged pair: summed at once, in no order
+        ordered=False,  # summed at once, in no order
     )
     return _count_staged(staged, [ATTR_PREFIX + g for g in groups], cluster_buckets)
+
+
+def profile(raw: pl.DataFrame) -> pl.DataFrame:
+    """``raw``'s rows summed to one row per distinct combination of its
+    columns, with the rows it stands for (``__n``) and its first 1-based row
+    (``__first_row``), sorted by that row: the profile the pipeline's scan
+    computes of a file (sql/impressions_profile.sql), which the input
+    contract takes in place of the rows
+    (:func:`fairmon.transforms.contract.normalize_impressions`). The contract
+    then parses and checks each distinct value once rather than each row
+    (a few dozen rows for 10^7), and still names the first row holding a bad
+    value: a bad row's combination is bad, and its first row is at or
+    before it. One Polars group-by, the single pass over the rows besides
+    their conversion. A frame with an Object column (Python objects, which
+    Polars cannot group) is returned as it is, for the contract to reject
+    or parse row by row."""
+    if any(dtype == pl.Object for dtype in raw.dtypes):
+        return raw
+    return (
+        raw.lazy()
+        .with_row_index(PROFILE_ROW, offset=1)
+        .group_by(raw.columns)
+        .agg(pl.len().cast(pl.Int64).alias(PROFILE_N), pl.col(PROFILE_ROW).min().cast(pl.Int64))
+        .sort(PROFILE_ROW)
+        .collect()
+    )
 
 
 def _count_staged(staged: pl.DataFrame, attrs: list[str], buckets: int) -> pl.DataFrame:
@@ -103,24 +138,36 @@ def _count_staged(staged: pl.DataFrame, attrs: list[str], buckets: int) -> pl.Da
     columns are counted under positional names (``attr__0``, …), so any
     column name a caller's frame has (spaces, case-only differences) counts,
     and the result is read as NumPy arrays (no PyArrow: the core install has none)."""
-    import duckdb
-
     from fairmon.pipelines.ingest.range_counts import count_sql
 
     plain = [f"{ATTR_PREFIX}{i}" for i in range(len(attrs))]
     back = {str(i): a.removeprefix(ATTR_PREFIX) for i, a in enumerate(attrs)}
-    con = duckdb.connect()
+    con = _connection()
     try:
         con.register("rows_in", _ArrowStream(staged.rename(dict(zip(attrs, plain, strict=True)))))
         scan = con.sql(count_sql("count_frame", plain), params={"ds": UNDATED, "buckets": buckets})
         counted = pl.DataFrame([pl.Series(k, v) for k, v in scan.fetchnumpy().items()])  # nulls come masked
     finally:
-        con.close()
+        con.unregister("rows_in")
     return (
         counted.with_columns(pl.col("attribute").replace_strict(back))
         .sort("traffic", "arm", "attribute", "group", "cbucket")
         .select(*COUNT_COLUMNS, "cbucket")
     )
+
+
+_local = threading.local()  # per thread by nature: a DuckDB connection holding no tables, no state
+
+
+def _connection():
+    """This thread's in-memory DuckDB connection for the count statements: opening one and its first
+    statement cost more CPU than counting a profile's few dozen rows, so every call of a thread reuses
+    it. It holds no tables; a statement's frame is registered for that statement only."""
+    if getattr(_local, "con", None) is None:
+        import duckdb
+
+        _local.con = duckdb.connect()
+    return _local.con
 
 
 class _ArrowStream:
@@ -145,18 +192,16 @@ def cluster_bucket(ids: pl.Series, buckets: int = CLUSTER_BUCKETS, exact: int = 
     ``h % buckets`` (0 .. ``buckets`` − 1) (formula 5, pipelines/core/config.py ``BUCKET_FORMULA``).
     Raises ValueError for ``buckets`` < 2."""
     params = cluster_key_params(buckets, exact)
-    import duckdb
-
     from fairmon.pipelines.storage.portable import render
 
     rows = _ArrowStream(pl.DataFrame({"__id": ids}).with_row_index("__i"))
-    con = duckdb.connect()
+    con = _connection()
     try:
         con.register("raw_in", rows)
         scan = con.sql(render("impressions_bucket", cluster=["__id"], scope=[]), params=params)
         out = pl.DataFrame(scan.project("__i, __cbucket").fetchnumpy())  # two integer columns without nulls
     finally:
-        con.close()
+        con.unregister("raw_in")
     return out.sort("__i").get_column("__cbucket").cast(pl.Int32)
 
 
@@ -200,7 +245,7 @@ def group_counts(
     Source: DESIGN §2 (input contract), §3 ``group_counts``; seed 001 §4.1
     (D_rec and D_rand are the default and random traffic).
     """
-    frame, kind = as_polars(rows)
+    frame, kind = eager(rows)
     out = count_rows(
         frame, group=group, label=label, traffic=traffic, arm=arm, label_rule=label_rule, traffic_stages=traffic_stages
     )

@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from fairmon.api.counting import CLUSTER_BUCKETS, CLUSTER_EXACT, COUNT_COLUMNS, UNDATED, count_rows, tidy_counts
-from fairmon.api.frames import as_caller, as_polars
+from fairmon.api.frames import as_caller, eager
 from fairmon.transforms.blas import one_blas_thread, single_blas_thread
 from fairmon.transforms.reo.ab_tables import ab_pairs, reo_ab_table
 from fairmon.transforms.reo.estimate import EIGHTY_PERCENT_RULE_REO, MIN_EXPECTED_POSITIVES
@@ -117,7 +117,7 @@ def _group_counts_table(
     was dated, the cluster column or ``none``: :func:`resolve_cluster`). Raises
     ValueError when no default or no random traffic is present, or for a
     cluster column with counts."""
-    frame, kind = as_polars(data, "rows" if label is not None else "counts")
+    frame, kind = eager(data, "rows" if label is not None else "counts")
     cluster = resolve_cluster(cluster, frame.columns if label is not None else ())
     buckets = None
     if label is not None:
@@ -139,7 +139,7 @@ def _group_counts_table(
     elif cluster is not None:
         raise ValueError("cluster needs rows (label=...): per-group counts carry no cluster ids")
     elif isinstance(group, str):
-        tidy = tidy_counts(frame, group=group, traffic=traffic, arm=arm, traffic_stages=traffic_stages)
+        tidy = tidy_counts(frame.to_polars(), group=group, traffic=traffic, arm=arm, traffic_stages=traffic_stages)
     else:
         raise TypeError("counts (label=None) carry one group column: pass group='<column>'")
     for t in ("default", "random"):

@@ -1,8 +1,9 @@
 """Frames in, frames out: the caller's pandas, Polars or PyArrow frame becomes a
-Polars frame for fairmon's transforms, and a result goes back as the caller's
-kind, through Narwhals (https://narwhals-dev.github.io/narwhals/), as
-Fairlearn accepts data frames. Also the column checks every facade runs first,
-so a missing column is named together with the columns present.
+Polars frame for fairmon's transforms (the row counts convert only the columns
+they count), and a result goes back as the caller's kind, through Narwhals
+(https://narwhals-dev.github.io/narwhals/), as Fairlearn accepts data frames.
+Also the column checks every facade runs first, so a missing column is named
+together with the columns present.
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ import polars as pl
 KINDS = ("polars", "pandas", "pyarrow")
 
 
-def as_polars(frame: Any, what: str = "rows") -> tuple[pl.DataFrame, nw.Implementation]:
+def eager(frame: Any, what: str = "rows") -> tuple[nw.DataFrame, nw.Implementation]:
     """``frame`` (an eager pandas, Polars or PyArrow frame, or any other
-    Narwhals-supported eager frame) as a Polars frame, with its kind.
+    Narwhals-supported eager frame) seen through Narwhals, not converted, with
+    its kind: a facade reads the column names off it and converts only the
+    columns it uses (:func:`polars_columns`), as a caller's frame may hold
+    many more, and converting one costs a copy of it.
 
     Raises TypeError naming ``what`` when ``frame`` is not a data frame (a
     Polars LazyFrame: collect it first)."""
@@ -30,7 +34,22 @@ def as_polars(frame: Any, what: str = "rows") -> tuple[pl.DataFrame, nw.Implemen
             f"{what}: expected a pandas, Polars or PyArrow data frame, got {type(frame).__module__}."
             f"{type(frame).__name__}"
         ) from None
-    return native.to_polars(), native.implementation
+    return native, native.implementation
+
+
+def as_polars(frame: Any, what: str = "rows") -> tuple[pl.DataFrame, nw.Implementation]:
+    """``frame`` (as :func:`eager` takes it) as a Polars frame, every column, with its kind.
+
+    Raises TypeError naming ``what`` when ``frame`` is not a data frame."""
+    native, kind = eager(frame, what)
+    return native.to_polars(), kind
+
+
+def polars_columns(frame: pl.DataFrame | nw.DataFrame, columns: Sequence[str]) -> pl.DataFrame:
+    """The ``columns`` of ``frame`` (a Polars frame, or a caller's frame from :func:`eager`) as a
+    Polars frame, in that order: only they are converted. Names must be present (:func:`require_columns`)."""
+    picked = frame.select(list(dict.fromkeys(columns)))
+    return picked.to_polars() if isinstance(picked, nw.DataFrame) else picked
 
 
 def as_caller(result: pl.DataFrame, kind: nw.Implementation) -> Any:
@@ -55,7 +74,7 @@ def names(value: str | Sequence[str], what: str) -> list[str]:
     return out
 
 
-def require_columns(frame: pl.DataFrame, columns: Sequence[str], what: str = "rows") -> None:
+def require_columns(frame: pl.DataFrame | nw.DataFrame, columns: Sequence[str], what: str = "rows") -> None:
     """Raise ValueError naming the first of ``columns`` that ``frame`` lacks and the columns it has."""
     present = frame.columns
     for c in columns:

@@ -1,0 +1,87 @@
+"""The API counts a profile of the caller's rows (one row per distinct
+combination of the columns it counts, with its rows and first row), and
+converts only those columns: the input contract must still name the first
+row holding a bad value, and the counts must be the rows' own. Expected rows
+and counts are computed here with NumPy from how the frames are built."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+import fairmon
+from fairmon.transforms.contract import InputContractError
+
+ROWS = 6000
+
+
+def _rows(seed: int = 3) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pl.DataFrame(
+        {
+            "traffic": np.where(rng.random(ROWS) < 0.4, "random", "default"),
+            "g": rng.choice(["a", "b", "c"], ROWS),
+            "y": np.where(rng.random(ROWS) < 0.3, "true", "false"),
+        }
+    )
+
+
+@pytest.mark.parametrize("kind", ["polars", "pandas"])
+def test_the_first_row_with_a_bad_label_is_named_among_several_late_ones(kind):
+    # bad labels at 0-based rows 4000 ("maybe"), 2998 ("yes"), 5000 ("yes"), 3500 ("nope"): the first is
+    # 1-based row 2999, though its value's combination with traffic and group repeats later
+    y = _rows().get_column("y").to_list()
+    for i, v in ((4000, "maybe"), (2998, "yes"), (5000, "yes"), (3500, "nope")):
+        y[i] = v
+    rows = _rows().with_columns(pl.Series("y", y))
+    frame = rows.to_pandas() if kind == "pandas" else rows
+    with pytest.raises(InputContractError, match=r"rows, column 'y', row 2999: expected a boolean .*got 'yes'"):
+        fairmon.reo(frame, group="g", label="y")
+
+
+@pytest.mark.parametrize("kind", ["polars", "pandas"])
+def test_the_first_row_with_an_unknown_traffic_value_is_named(kind):
+    tr = _rows().get_column("traffic").to_list()
+    tr[5999], tr[4321], tr[4400] = "explore", None, "explore"
+    rows = _rows().with_columns(pl.Series("traffic", tr))
+    frame = rows.to_pandas() if kind == "pandas" else rows
+    with pytest.raises(InputContractError, match=r"column 'traffic', row 4322: unknown traffic value None"):
+        fairmon.group_counts(frame, group="g", label="y")
+
+
+def test_counts_are_the_rows_own_and_unused_columns_are_not_converted():
+    rows = _rows()
+    y = rows.get_column("y").to_numpy() == "true"
+    # a float group: 0.0 and -0.0 are one group "0.0", NaN a missing value; and a column the count does
+    # not use that Arrow cannot convert (a dict among strings): counting never converts it
+    h = np.array([0.0, -0.0, np.nan, 1.5])[np.arange(ROWS) % 4]
+    frame = rows.to_pandas().assign(h=h, note=[{"a": 1}] + ["x"] * (ROWS - 1))
+    got = pl.from_pandas(fairmon.group_counts(frame, group=["g", "h"], label="y"))
+    tr, g = rows.get_column("traffic").to_numpy(), rows.get_column("g").to_numpy()
+    expected = []
+    for t in ("default", "random"):
+        keep = tr == t
+        for attr, values in (("g", g), ("h", np.array(["0.0", "0.0", "(missing)", "1.5"])[np.arange(ROWS) % 4])):
+            for v in sorted(set(values)):
+                m = keep & (values == v)
+                expected.append((t, "all", attr, v, int(m.sum()), int((m & y).sum())))
+    assert sorted(got.rows()) == sorted(expected)
+
+
+def test_an_object_column_is_still_rejected_by_the_contract():
+    rows = _rows().head(4).with_columns(pl.Series("g", [object()] * 4, dtype=pl.Object))
+    with pytest.raises(InputContractError, match=r"rows, column 'g': attribute column has type Object;"):
+        fairmon.group_counts(rows, group="g", label="y")
+
+
+def test_a_nested_group_column_is_rejected_as_before():
+    rows = _rows().head(4).with_columns(pl.Series("g", [[1], [2], [1], [2]]))
+    with pytest.raises(InputContractError, match=r"column 'g': attribute column has type List\(Int64\);"):
+        fairmon.reo(rows, group="g", label="y")
+
+
+def test_a_missing_column_names_every_column_of_the_callers_frame():
+    frame = _rows().head(4).to_pandas().assign(extra=1)
+    with pytest.raises(ValueError, match=r"no column 'region'; columns present: 'traffic', 'g', 'y', 'extra'"):
+        fairmon.reo(frame, group="region", label="y")
