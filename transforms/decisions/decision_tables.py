@@ -226,6 +226,38 @@ def _pair_reason(diff_reason: str | None, diff: float, ratio_reason: str | None)
     return "; ".join(out) or None
 
 
+def _pair_rows(est: dict, groups: list[str], level: float, **key) -> list[dict]:
+    """The ``threshold_prevalence_diff`` rows of every pair of ``groups`` (sorted)
+    from their estimates ``est``: the difference of β0 and the ratio of the implied
+    cost ratios (seed 002 eqs. 5-6, §5.1), ``key`` the row's leading columns, q-values NaN."""
+    rows = []
+    for ga, gb in itertools.combinations(groups, 2):
+        r = prevalence_difference(est[ga], est[gb], level)
+        c = cost_ratio_ratio(est[ga], est[gb], level)
+        rows.append(
+            {
+                "ds": key["ds"],
+                "model": key["model"],
+                "attribute": key["attribute"],
+                "group_a": ga,
+                "group_b": gb,
+                "t": key["t"],
+                "d": key["d"],
+                "diff": r.diff,
+                "se": r.se,
+                "ci_low": r.ci_low,
+                "ci_high": r.ci_high,
+                "p_value": r.p_value,
+                "q_value": float("nan"),
+                "cost_ratio_ratio": c.ratio,
+                "cost_ratio_ratio_ci_low": c.ci_low,
+                "cost_ratio_ratio_ci_high": c.ci_high,
+                "reason": _pair_reason(r.reason, r.diff, c.reason),
+            }
+        )
+    return rows
+
+
 @declares(
     THRESHOLD_PREVALENCE,
     THRESHOLD_PREVALENCE_DIFF,
@@ -310,30 +342,7 @@ def threshold_tables(
                         "reason": e.reason,
                     }
                 )
-            for ga, gb in itertools.combinations(groups, 2):
-                r = prevalence_difference(est[ga], est[gb], level)
-                c = cost_ratio_ratio(est[ga], est[gb], level)
-                diffs.append(
-                    {
-                        "ds": ds,
-                        "model": model,
-                        "attribute": attribute,
-                        "group_a": ga,
-                        "group_b": gb,
-                        "t": t,
-                        "d": d,
-                        "diff": r.diff,
-                        "se": r.se,
-                        "ci_low": r.ci_low,
-                        "ci_high": r.ci_high,
-                        "p_value": r.p_value,
-                        "q_value": float("nan"),
-                        "cost_ratio_ratio": c.ratio,
-                        "cost_ratio_ratio_ci_low": c.ci_low,
-                        "cost_ratio_ratio_ci_high": c.ci_high,
-                        "reason": _pair_reason(r.reason, r.diff, c.reason),
-                    }
-                )
+            diffs += _pair_rows(est, groups, level, ds=ds, model=model, attribute=attribute, t=t, d=d)
     q = bh_q_values(np.array([r["p_value"] for r in diffs], dtype=float))
     for r, qv in zip(diffs, q, strict=True):
         r["q_value"] = float(qv)
