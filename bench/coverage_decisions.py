@@ -16,13 +16,22 @@ about 20, 200 and 2000 gold positives (prevalence 0.1, 0.2, 0.3 of
 200, 1000 and 6667 gold items). ``nan_share`` counts cells with too few gold
 labels (NaN with a reason); the note gives the share with exact bounds.
 
+Ratio family — c_a / c_b, the ratio of two groups' implied cost ratios
+(seed 002 eqs. 5-6; transforms/decisions/cost_ratio.py), from two independent
+windows of n_a and n_b rows with outcomes Bernoulli(logistic(a_g + s)), so
+c_g = exp(−a_g) and the truth is exp(a_b − a_a); pairs of large windows, a
+30-row (Wilson) window against a large one, rare events, equal thresholds
+(truth 1) and a wider d, both interval kinds. ``mean_width`` is on the log
+scale, log(high/low); ``nan_share`` counts pairs with no ratio (a β0 of 0) or
+an unbounded side; ``bias`` is that of log(c_a/c_b).
+
 Each row: coverage of the 95 % interval, its Monte Carlo SE, mean width
 (probability scale), bias of the point estimate, nan_share, ok (coverage in
 [0.93, 0.97]; ≥ 0.93 when the interval is conservative by construction — the
 exact SDT bounds and the robust interval, which is widened to contain the
 point estimate; or NaN/flagged in most replications) and a note.
 
-    python bench/coverage_decisions.py [--reps 2000] [--seed 0] [--workers 2]
+    python bench/coverage_decisions.py [--reps 2000] [--seed 0] [--workers 2] [--family ratio]
 
 Last line: the share of regimes that are ok, the ratio it is judged by.
 """
@@ -37,6 +46,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 from scipy import stats
 
+from fairmon.transforms.decisions.cost_ratio import cost_ratio_ratio
 from fairmon.transforms.decisions.sdt import sdt_estimate, sdt_from_rates
 from fairmon.transforms.decisions.threshold import prevalence_at_threshold
 
@@ -47,8 +57,18 @@ BANDWIDTHS = (0.5, 1.0, 3.0)
 FPR = 0.05
 FNRS = (0.001, 0.01, 0.1)
 GOLD = ((20, 0.1), (200, 0.2), (2000, 0.3))  # (expected gold positives, prevalence)
+#: Ratio regimes: (n_a, n_b, a_a, a_b, d); c_g = exp(−a_g) at β0 = logistic(a_g).
+RATIO_PAIRS = (
+    (1000, 1000, -1.0, -1.5, 0.5),
+    (20_000, 20_000, -1.0, -1.5, 0.5),
+    (30, 1000, -1.0, -1.5, 0.5),
+    (100, 100, -2.5, -3.0, 0.5),
+    (1000, 1000, -1.5, -1.5, 0.5),
+    (1000, 1000, -1.0, -1.5, 1.0),
+)
 #: The largest windows are the slow ones: they run reps // SLOW_DIVISOR replications.
 SLOW_DIVISOR = 4
+FAMILIES = ("threshold", "sdt", "ratio")
 
 
 def _row(family, regime, hits, widths, errors, nan_count, reps, conservative, note):
@@ -121,28 +141,73 @@ def sdt_regime(fnr: float, n_pos: int, phi: float, reps: int, seed: int) -> dict
     return _row("sdt", regime, hits, widths, errors, nan_count, reps, share > 0.5, note)
 
 
+def _windows(n: int, d: float, a: float, reps: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``reps`` windows of ``n`` scores in |s| < d (N(0, 1) truncated) and outcomes from logistic(a + s)."""
+    lo, hi = stats.norm.cdf(-d), stats.norm.cdf(d)
+    s = stats.norm.ppf(rng.uniform(lo, hi, (reps, n)))
+    return s, (rng.random((reps, n)) < 1 / (1 + np.exp(-(a + s)))).astype(float)
+
+
+def ratio_regime(n_a: int, n_b: int, a_a: float, a_b: float, d: float, ci: str, reps: int, seed: int) -> dict:
+    """``reps`` pairs of windows; coverage of c_a / c_b = exp(a_b − a_a) (seed 002 eqs. 5-6)."""
+    rng = np.random.default_rng(seed)
+    log_truth = a_b - a_a
+    sa, ya = _windows(n_a, d, a_a, reps, rng)
+    sb, yb = _windows(n_b, d, a_b, reps, rng)
+    hits, widths, errors, nan_count, wilson = [], [], [], 0, 0
+    for i in range(reps):
+        ea = prevalence_at_threshold(sa[i], ya[i], 0.0, d, ci=ci)
+        eb = prevalence_at_threshold(sb[i], yb[i], 0.0, d, ci=ci)
+        r = cost_ratio_ratio(ea, eb)
+        if np.isnan(r.ratio):
+            nan_count += 1
+            continue
+        hits.append(r.ci_low <= np.exp(log_truth) <= r.ci_high)
+        errors.append(np.log(r.ratio) - log_truth)
+        wilson += ea.ci_method.endswith("wilson_neff") or eb.ci_method.endswith("wilson_neff")
+        if r.ci_low == 0 or np.isinf(r.ci_high):
+            nan_count += 1
+        else:
+            widths.append(np.log(r.ci_high / r.ci_low))
+    note = f"{ci}; reps={reps}; a Wilson group {wilson / reps:.0%}; truth {np.exp(log_truth):.3f}"
+    regime = f"n={n_a}/{n_b} c={np.exp(-a_a):.2f}/{np.exp(-a_b):.2f} d={d:g} {ci}"
+    return _row("ratio", regime, hits, widths, errors, nan_count, reps, ci == "robust" or wilson > reps // 2, note)
+
+
 def _task(args: tuple) -> dict:
     kind, *rest = args
-    return threshold_regime(*rest) if kind == "threshold" else sdt_regime(*rest)
+    return {"threshold": threshold_regime, "sdt": sdt_regime, "ratio": ratio_regime}[kind](*rest)
 
 
-def run(reps: int = 2000, seed: int = 0, workers: int | None = None) -> list[dict]:
-    """All regimes (threshold: windows × bandwidths × {robust, conventional};
-    SDT: FNR × gold counts). Windows of 20,000 rows run reps // 4
+def _size(task: tuple) -> int:
+    """Rows per replication of a task (its first window's), for the slowest-first order."""
+    return task[1] if task[0] in ("threshold", "ratio") else 0
+
+
+def run(
+    reps: int = 2000, seed: int = 0, workers: int | None = None, families: tuple[str, ...] = FAMILIES
+) -> list[dict]:
+    """The regimes of ``families`` (threshold: windows × bandwidths × {robust,
+    conventional}; SDT: FNR × gold counts; ratio: :data:`RATIO_PAIRS` ×
+    {robust, conventional}). Windows of 20,000 rows run reps // 4
     replications (the note says how many). Returns one dict per regime with
     family, regime, coverage, mc_se, mean_width, bias, nan_share, ok, note."""
     tasks = []
     grid = [(n, d, ci) for n in WINDOWS for d in BANDWIDTHS for ci in ("robust", "conventional")]
-    for i, (n, d, ci) in enumerate(grid):
+    for i, (n, d, ci) in enumerate(grid if "threshold" in families else []):
         r = reps // SLOW_DIVISOR if n >= 20_000 else reps
         tasks.append(("threshold", n, d, ci, max(r, 1), seed * 1000 + i))
-    for j, (fnr, (n_pos, phi)) in enumerate((f, g) for f in FNRS for g in GOLD):
+    for j, (fnr, (n_pos, phi)) in enumerate((f, g) for f in FNRS for g in GOLD if "sdt" in families):
         tasks.append(("sdt", fnr, n_pos, phi, reps, seed * 1000 + 500 + j))
+    ratio_grid = [(*pair, ci) for pair in RATIO_PAIRS for ci in ("robust", "conventional")]
+    for k, (n_a, n_b, a_a, a_b, d, ci) in enumerate(ratio_grid if "ratio" in families else []):
+        r = reps // SLOW_DIVISOR if max(n_a, n_b) >= 20_000 else reps
+        tasks.append(("ratio", n_a, n_b, a_a, a_b, d, ci, max(r, 1), seed * 1000 + 700 + k))
     workers = workers or min(2, os.cpu_count() or 1)
     if workers == 1:
         return [_task(t) for t in tasks]
     # slowest first, so the pool ends together
-    order = sorted(range(len(tasks)), key=lambda k: -(tasks[k][1] if tasks[k][0] == "threshold" else 0))
+    order = sorted(range(len(tasks)), key=lambda k: -_size(tasks[k]))
     with ProcessPoolExecutor(workers) as pool:
         done = dict(zip(order, pool.map(_task, [tasks[k] for k in order]), strict=True))
     return [done[k] for k in range(len(tasks))]
@@ -153,15 +218,16 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--family", choices=FAMILIES, action="append", help="only these families (repeatable)")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    rows = run(args.reps, args.seed, args.workers)
-    head = f"{'family':9} {'regime':34} {'coverage':>8} {'mc_se':>6} {'width':>7} {'bias':>8} {'nan/flag':>8} ok   note"
+    rows = run(args.reps, args.seed, args.workers, tuple(args.family or FAMILIES))
+    head = f"{'family':9} {'regime':46} {'coverage':>8} {'mc_se':>6} {'width':>7} {'bias':>8} {'nan/flag':>8} ok   note"
     print(head)
     print("-" * len(head))
     for r in rows:
         print(
-            f"{r['family']:9} {r['regime']:34} {r['coverage']:8.3f} {r['mc_se']:6.3f} {r['mean_width']:7.4f}"
+            f"{r['family']:9} {r['regime']:46} {r['coverage']:8.3f} {r['mc_se']:6.3f} {r['mean_width']:7.4f}"
             f" {r['bias']:+8.4f} {r['nan_share']:8.2f} {'yes' if r['ok'] else 'NO ':4} {r['note']}"
         )
     ok = sum(r["ok"] for r in rows)

@@ -423,6 +423,11 @@ def test_threshold_prevalence_is_the_tricube_wls_intercept():
     assert (diff["group_a"], diff["group_b"]) == ("a", "b")
     assert diff["diff"] == pytest.approx(got["a"]["prevalence_at_threshold"] - got["b"]["prevalence_at_threshold"])
     assert abs(diff["diff"] - (-0.1)) < 4 * diff["se"]
+    # seed 002 eqs. 5-6: the ratio of the groups' implied cost ratios (truth (0.7/0.3)/(0.6/0.4) = 1.56);
+    # a's lower threshold weighs its false negatives more: both intervals say so
+    c_a, c_b = got["a"]["implied_cost_ratio"], got["b"]["implied_cost_ratio"]
+    assert diff["cost_ratio_ratio"] == pytest.approx(c_a / c_b, rel=1e-12)
+    assert diff["ci_high"] < 0 and 1 < diff["cost_ratio_ratio_ci_low"] < diff["cost_ratio_ratio_ci_high"]
 
 
 # --- SDT: a hand-computed confusion table (DESIGN §4.3, eq. 12) --------------------------------------

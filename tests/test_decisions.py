@@ -274,3 +274,14 @@ def test_cross_group_cost_ratios_of_eq_5_are_the_cells_of_an_intersection(tmp_pa
         assert row["implied_cost_ratio"] == pytest.approx((1 - p) / p, rel=1e-9)
     cells = dict(zip(crossed["group"], crossed["implied_cost_ratio"], strict=True))
     assert cells["a×y"] < cells["b×x"]  # more positives at the threshold: a smaller implied cost ratio
+    # the diff table compares the cells pair by pair: c_ab / c_a'b' from the cells' own cost ratios
+    pairs = read_table(tmp_path / "wh", "threshold_prevalence_diff").filter(pl.col("attribute") == "publisher×viewer")
+    assert sorted(zip(pairs["group_a"], pairs["group_b"], strict=True)) == [
+        ("a×x", "a×y"), ("a×x", "b×x"), ("a×x", "b×y"), ("a×y", "b×x"), ("a×y", "b×y"), ("b×x", "b×y")
+    ]  # fmt: skip
+    for r in pairs.iter_rows(named=True):
+        assert r["cost_ratio_ratio"] == pytest.approx(cells[r["group_a"]] / cells[r["group_b"]], rel=1e-12)
+        assert r["cost_ratio_ratio_ci_low"] < r["cost_ratio_ratio"] < r["cost_ratio_ratio_ci_high"]
+    # the truth: E[Y | s = 0.5] = 0.3 + lift per cell (linear), so c_ax / c_by = (0.6/0.4) / (0.55/0.45)
+    a_x_b_y = pairs.filter((pl.col("group_a") == "a×x") & (pl.col("group_b") == "b×y")).row(0, named=True)
+    assert a_x_b_y["cost_ratio_ratio_ci_low"] < (0.6 / 0.4) / (0.55 / 0.45) < a_x_b_y["cost_ratio_ratio_ci_high"]

@@ -15,6 +15,7 @@ import numpy as np
 import polars as pl
 
 from fairmon.transforms.contract import ATTR_PREFIX
+from fairmon.transforms.decisions.cost_ratio import cost_ratio_ratio
 from fairmon.transforms.decisions.threshold import prevalence_at_threshold, prevalence_difference
 from fairmon.transforms.registry import (
     ATTR,
@@ -152,8 +153,8 @@ THRESHOLD_PREVALENCE = Table(
 
 THRESHOLD_PREVALENCE_DIFF = Table(
     "threshold_prevalence_diff",
-    "Differences in prevalence at the threshold between pairs of groups.",
-    "seed 002 §5.1; DESIGN §4.2",
+    "Differences in prevalence at the threshold between pairs of groups, and the ratio of their implied cost ratios.",
+    "seed 002 eqs. 5-6, §5.1; DESIGN §4.2",
     ("ds", "model", "attribute", "group_a", "group_b", "t", "d"),
     (
         DS,
@@ -183,6 +184,30 @@ THRESHOLD_PREVALENCE_DIFF = Table(
             "Benjamini–Hochberg q-value over all of the day's p-values in this table (NaN p excluded).",
             bounds=probability("q_value_in_unit_interval"),
         ),
+        Column(
+            "cost_ratio_ratio",
+            F,
+            "ratio",
+            "c_a / c_b: group_a's implied cost ratio (1 − β0)/β0 over group_b's (seed 002 eqs. 5-6); 1 when"
+            " both get the same implied threshold; NaN when either β0 is 0, 1 or undefined.",
+            bounds=positive("cost_ratio_ratio_positive"),
+        ),
+        Column(
+            "cost_ratio_ratio_ci_low",
+            F,
+            "ratio",
+            "Lower bound at `level`: the groups' cost-ratio intervals combined by MOVER on log c; 0 only when"
+            " group_a's β0 interval reaches 1 or group_b's reaches 0.",
+            bounds=non_negative("cost_ratio_ratio_ci_low_non_negative"),
+        ),
+        Column(
+            "cost_ratio_ratio_ci_high",
+            F,
+            "ratio",
+            "Upper bound at `level` (MOVER on log c); inf only when group_a's β0 interval reaches 0 or"
+            " group_b's reaches 1.",
+            bounds=positive("cost_ratio_ratio_ci_high_positive"),
+        ),
         REASON,
     ),
     "threshold_prevalence_diff",
@@ -191,6 +216,46 @@ THRESHOLD_PREVALENCE_DIFF = Table(
 
 PREVALENCE_SCHEMA = THRESHOLD_PREVALENCE.schema
 PREVALENCE_DIFF_SCHEMA = THRESHOLD_PREVALENCE_DIFF.schema
+
+
+def _pair_reason(diff_reason: str | None, diff: float, ratio_reason: str | None) -> str | None:
+    """The diff's reason, then the cost-ratio ratio's; the latter is left out
+    when the diff is NaN (a group without an estimate, which the diff's reason
+    already names and which empties the ratio too)."""
+    out = [r for r in (diff_reason, ratio_reason if not np.isnan(diff) else None) if r]
+    return "; ".join(out) or None
+
+
+def _pair_rows(est: dict, groups: list[str], level: float, **key) -> list[dict]:
+    """The ``threshold_prevalence_diff`` rows of every pair of ``groups`` (sorted)
+    from their estimates ``est``: the difference of β0 and the ratio of the implied
+    cost ratios (seed 002 eqs. 5-6, §5.1), ``key`` the row's leading columns, q-values NaN."""
+    rows = []
+    for ga, gb in itertools.combinations(groups, 2):
+        r = prevalence_difference(est[ga], est[gb], level)
+        c = cost_ratio_ratio(est[ga], est[gb], level)
+        rows.append(
+            {
+                "ds": key["ds"],
+                "model": key["model"],
+                "attribute": key["attribute"],
+                "group_a": ga,
+                "group_b": gb,
+                "t": key["t"],
+                "d": key["d"],
+                "diff": r.diff,
+                "se": r.se,
+                "ci_low": r.ci_low,
+                "ci_high": r.ci_high,
+                "p_value": r.p_value,
+                "q_value": float("nan"),
+                "cost_ratio_ratio": c.ratio,
+                "cost_ratio_ratio_ci_low": c.ci_low,
+                "cost_ratio_ratio_ci_high": c.ci_high,
+                "reason": _pair_reason(r.reason, r.diff, c.reason),
+            }
+        )
+    return rows
 
 
 @declares(
@@ -222,7 +287,10 @@ def threshold_tables(
     Rows with a null attribute value only count in "*". ``hc``,
     ``min_window_rows`` and ``ci`` as in
     :func:`~fairmon.transforms.decisions.threshold.prevalence_at_threshold`. The diff
-    table's ``q_value`` is BH over all of its rows of the day. Raises
+    table's ``q_value`` is BH over all of its rows of the day; its
+    ``cost_ratio_ratio`` is c_a / c_b with the MOVER interval of
+    :func:`~fairmon.transforms.decisions.cost_ratio.cost_ratio_ratio` (eqs. 5-6;
+    an intersection's cells a×b are the groups of eq. 5). Raises
     ValueError on an unknown ``hc`` or ``ci`` or a threshold with d ≤ 0.
     """
     prev, diffs = [], []
@@ -274,26 +342,7 @@ def threshold_tables(
                         "reason": e.reason,
                     }
                 )
-            for ga, gb in itertools.combinations(groups, 2):
-                r = prevalence_difference(est[ga], est[gb], level)
-                diffs.append(
-                    {
-                        "ds": ds,
-                        "model": model,
-                        "attribute": attribute,
-                        "group_a": ga,
-                        "group_b": gb,
-                        "t": t,
-                        "d": d,
-                        "diff": r.diff,
-                        "se": r.se,
-                        "ci_low": r.ci_low,
-                        "ci_high": r.ci_high,
-                        "p_value": r.p_value,
-                        "q_value": float("nan"),
-                        "reason": r.reason,
-                    }
-                )
+            diffs += _pair_rows(est, groups, level, ds=ds, model=model, attribute=attribute, t=t, d=d)
     q = bh_q_values(np.array([r["p_value"] for r in diffs], dtype=float))
     for r, qv in zip(diffs, q, strict=True):
         r["q_value"] = float(qv)

@@ -47,7 +47,8 @@ PREVALENCE_COLUMNS = (
 )
 #: Columns of :func:`threshold_prevalence_diff`' result.
 PREVALENCE_DIFF_COLUMNS = ("attribute", "group_a", "group_b", "t", "d", "diff", "se", "ci_low", "ci_high")
-PREVALENCE_DIFF_COLUMNS += ("p_value", "q_value", "reason")
+PREVALENCE_DIFF_COLUMNS += ("p_value", "q_value", "cost_ratio_ratio", "cost_ratio_ratio_ci_low")
+PREVALENCE_DIFF_COLUMNS += ("cost_ratio_ratio_ci_high", "reason")
 #: Columns of :func:`sdt`'s result.
 SDT_COLUMNS = (
     "attribute",
@@ -180,9 +181,14 @@ def threshold_prevalence_diff(
     caller's kind, one row per attribute × (group_a, group_b), columns
     :data:`PREVALENCE_DIFF_COLUMNS`: diff = prevalence(a) − prevalence(b)
     (probability units), se, CI, two-sided p_value and its Benjamini–Hochberg
-    q_value over all the pairs.
+    q_value over all the pairs; cost_ratio_ratio = c_a / c_b, the ratio of the
+    groups' implied cost ratios c = (1 − β0)/β0, with an interval inside
+    [0, ∞] (MOVER on log c; a bound is 0 or inf only where a group's β0
+    interval reaches 0 or 1), NaN with a reason when a c is undefined. A
+    ``group`` column holding cells of two attributes (e.g. ``"a×x"``) gives
+    seed 002 eq. 5's cross-group c_ab per cell, compared pair by pair.
 
-    Source: seed 002 eqs. 8–11, §5.1; DESIGN §4.2 ("the difference between groups with its SE").
+    Source: seed 002 eqs. 5–6, 8–11, §5.1; DESIGN §4.2 ("the difference between groups with its SE").
     """
     return _threshold(1, PREVALENCE_DIFF_COLUMNS, **locals())  # every argument, as given
 
