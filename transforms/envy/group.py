@@ -51,6 +51,7 @@ def _per_user(f: pl.DataFrame) -> pl.DataFrame:
         .agg(pl.col("n").sum(), pl.col("n_pos").sum())
         .filter(pl.col("n") > 0)
         .with_columns((pl.col("n_pos") / pl.col("n")).alias("u"))
+        .sort("group", "donor_group", "user_id")  # float sums over users in one order: the same bits every run
     )
 
 
@@ -67,7 +68,7 @@ def _paired(swap: pl.DataFrame, tag: str) -> pl.DataFrame:
     same = users.filter(pl.col("group") == pl.col("donor_group")).select(
         "group", "user_id", pl.col("n").alias("n_s"), pl.col("u").alias("u_s")
     )
-    both = users.join(same, on=["group", "user_id"], how="inner")
+    both = users.join(same, on=["group", "user_id"], how="inner", maintain_order="left")
     k = pl.len().cast(pl.Float64)
 
     def tilde(u: str, n: str) -> pl.Expr:  # Σc²-weighted rate and its ũ(1 − ũ)·Σc²
