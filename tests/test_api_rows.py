@@ -7,6 +7,7 @@ and counts are computed here with NumPy from how the frames are built."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import polars as pl
 import pytest
 
@@ -85,3 +86,18 @@ def test_a_missing_column_names_every_column_of_the_callers_frame():
     frame = _rows().head(4).to_pandas().assign(extra=1)
     with pytest.raises(ValueError, match=r"no column 'region'; columns present: 'traffic', 'g', 'y', 'extra'"):
         fairmon.reo(frame, group="region", label="y")
+
+
+@pytest.mark.parametrize("missing", [None, float("nan")])
+def test_a_missing_label_is_refused_naming_column_and_row(missing):
+    """pandas writes a missing 0/1 label as NaN (a float column) or None: neither is a negative label, and the
+    pipeline's contract refuses a null signal, so the API names the column and the first such row."""
+    rows = pd.DataFrame({"traffic": ["default", "random"] * 4, "g": list("abab" * 2), "y": [1.0, 0.0] * 4})
+    rows["y"] = rows["y"].astype(object if missing is None else float)
+    rows.loc[5, "y"] = missing
+    with pytest.raises(InputContractError, match=r"rows, column 'y', row 6: the label is missing"):
+        fairmon.group_counts(rows, group="g", label="y")
+    rows.loc[5, "y"] = 1.0  # 0/1 floats are labels: default rows are group a, all 1; random rows group b, one 1
+    counts = fairmon.group_counts(rows, group="g", label="y")
+    got = {(r.traffic, r.group, r.n, r.n_pos) for r in counts.itertuples()}
+    assert got == {("default", "a", 4, 4), ("random", "b", 4, 1)}

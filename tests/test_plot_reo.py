@@ -67,8 +67,13 @@ def test_several_attributes_need_one_named_and_a_missing_column_is_named():
     plt.close("all")
 
 
-def test_days_are_ticked_as_days():
-    ax = fairmon.plot_reo(_rows())
+@pytest.mark.parametrize("as_text", [False, True])
+def test_days_are_ticked_as_days(as_text):
+    """Days, never hours, also when ``ds`` was read back from a CSV as text."""
+    rows = _rows()
+    if as_text:
+        rows["ds"] = rows["ds"].astype(str)
+    ax = fairmon.plot_reo(rows)
     ax.figure.canvas.draw()
     labels = [t.get_text() for t in ax.get_xticklabels()]
     assert labels == ["01-01", "01-02", "01-03"]

@@ -76,7 +76,9 @@ def parse_bool(s: pl.Series, *, file: str, column: str) -> pl.Series:
     if s.dtype.is_integer() and (s.null_count() == s.len() or (s.min() >= 0 and s.max() <= 1)):
         return s.cast(pl.Boolean)  # all 0/1 (the usual case, read off min and max without a scan per value)
     if s.dtype.is_numeric():
-        bad = s.is_not_null() & ~s.is_in([0, 1])
+        if s.dtype.is_float():  # pandas writes a missing label as NaN: null, as a CSV's empty cell
+            s = s.fill_nan(None)
+        bad = s.is_not_null() & ~((s == 0) | (s == 1))
         if bad.any():
             i = _first_bad_row(bad)
             raise InputContractError(f"expected a boolean (0/1), got {s[i - 1]!r}", file=file, column=column, row=i)

@@ -316,8 +316,9 @@ def sql(
     elif csv:
         sys.stdout.write(frame.write_csv())
     else:
-        title = f"{frame.height} row(s); numbers to 6 significant digits (--csv or --json: every digit)"
-        t = Table(title=title, title_justify="left")
+        # said under the table, not as its title: a split table leaves out key columns whose value its title holds
+        caption = f"{frame.height} row(s); numbers to 6 significant digits (--csv or --json: every digit)"
+        t = Table(caption=caption, caption_justify="left", title_justify="left")
         for c, dtype in frame.schema.items():  # text may wrap; a number or a date is printed whole
             t.add_column(c, overflow="fold" if dtype == pl.String else "ellipsis")
         for row in frame.head(limit).iter_rows():

@@ -461,12 +461,13 @@ def rsp_pool_counts(cfg: FairmonConfig, ds) -> pl.DataFrame | None:
     when it does not exist or cannot be read, and the file, column and row
     of a bad value (:func:`pool_item_counts`).
     """
+    from fairmon.pipelines.ingest.sources import side_tables
     from fairmon.transforms.reo.rsp_pool import pool_item_counts
 
     est = cfg.estimation
-    if est.rsp_pool is None or not est.rsp or cfg.impressions is None:
+    path = side_tables(cfg, ds).get("estimation.rsp_pool")
+    if path is None:
         return None
-    path = cfg.resolve(est.rsp_pool.format(ds=ds.isoformat()))
     if not path.is_file():
         raise InputContractError("no such file (config estimation.rsp_pool)", file=str(path))
     items = [a for a in cfg.impressions.attributes if a not in est.user_attributes]

@@ -222,7 +222,26 @@ def current_inputs(cfg: FairmonConfig, ds: dt.date) -> list[dict]:
         for kind in configured_inputs(cfg)
         for i in kind.inputs(ds)
     ]
+    for source, path in side_tables(cfg, ds).items():
+        try:
+            size, mtime = file_fingerprint(path, cfg)
+        except OSError:
+            continue
+        out.append({"file": unit_key(cfg, path), "source": source, "size": size, "mtime_ns": mtime})
     return sorted(out, key=lambda r: (r["source"], r["file"]))
+
+
+def side_tables(cfg: FairmonConfig, ds: dt.date) -> dict[str, Path]:
+    """The tables besides the logs that day ``ds``'s estimates read, by config key: ``[estimation] rsp_pool``
+    (its ``{ds}`` filled in) and ``[envy] user_table``. They are not staged, but a changed one changes the
+    day's numbers, so the day records their fingerprints and a corrected file makes it stale."""
+    out = {}
+    est = cfg.estimation
+    if cfg.impressions is not None and est.rsp and est.rsp_pool is not None:
+        out["estimation.rsp_pool"] = cfg.resolve(est.rsp_pool.format(ds=ds.isoformat()))
+    if cfg.envy is not None and cfg.envy.user_table is not None:
+        out["envy.user_table"] = cfg.resolve(cfg.envy.user_table)
+    return out
 
 
 def day_files(cfg: FairmonConfig, days: list[dt.date]) -> pl.DataFrame:

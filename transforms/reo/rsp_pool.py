@@ -43,7 +43,7 @@ from fairmon.transforms.reo.reo_math import relative_utilities, reo_of_utilities
 POOL_COUNT = "n_items"
 #: Optional id column of a pool table of one row per item (must not repeat).
 POOL_ID = "item_id"
-#: The group of an item whose attribute value is null or empty (as the count stage names it).
+#: The group of an item whose attribute value is null (as the count stage names it).
 MISSING = "(missing)"
 #: Columns of :func:`pool_item_counts`'s frame.
 POOL_SCHEMA = {"attribute": pl.String, "group": pl.String, "n_items": pl.Int64, "source": pl.String}
@@ -61,7 +61,8 @@ def pool_item_counts(
     whole number: the items the row stands for; absent, 1) and ``item_id``
     (not repeated). An intersection of ``intersections`` whose attributes
     are all present is counted too (its group ``a×b``, as the count stage
-    spells it). A null or empty value is the group ``(missing)``. ``file``
+    spells it). A null value is the group ``(missing)``; values are spelled as the count stage spells the
+    logs' (:func:`fairmon.transforms.contract.attribute_text`, not stripped). ``file``
     names the table in errors and in the returned ``source``.
 
     Returns a frame of :data:`POOL_SCHEMA`: attribute, group, n_items (the
@@ -92,8 +93,8 @@ def pool_item_counts(
         for bad, why in ((ids == "", "item_id is empty"), (~ids.is_first_distinct(), "item_id repeated")):
             if bad.any():
                 raise InputContractError(why, file=file, column=POOL_ID, row=int(bad.arg_true()[0]) + 1)
-    text = pl.DataFrame([attribute_text(raw.get_column(a), file=file, column=a).str.strip_chars() for a in attrs])
-    text = text.with_columns(pl.when(pl.col(a) != "").then(pl.col(a)).alias(a) for a in attrs)  # "" is missing
+    # spelled exactly as the count stage spells the logs' groups (no stripping), so the same value is one group
+    text = pl.DataFrame([attribute_text(raw.get_column(a), file=file, column=a) for a in attrs])
     groupings = {a: pl.col(a) for a in attrs}
     for names in (x for x in intersections if all(a in attrs for a in x)):
         for a in names:

@@ -43,7 +43,7 @@ from fairmon.transforms.reo.reo_tables import MISSING_GROUP
 UNDATED = dt.date(1970, 1, 1)
 #: Columns of :func:`group_counts`' result.
 COUNT_COLUMNS = ("traffic", "arm", "attribute", "group", "n", "n_pos")
-_ROLES = ("traffic", "arm", "ds")
+_ROLES = ("traffic", "arm", "ds", PROFILE_N, PROFILE_ROW, CLUSTER_BUCKET)  # the last three: the profile's own
 #: Hash buckets of cluster ids, as the pipeline's default ``[estimation] cluster_buckets``.
 CLUSTER_BUCKETS = 128
 
@@ -79,6 +79,16 @@ def count_rows(
         *([pl.col(arm_col).alias("arm")] if arm_col else []),
         *dict.fromkeys([*labels, *groups]),
     )
+    for column in labels:  # a missing label is not a negative one: the pipeline refuses it too (not null)
+        values = frame.get_column(column)
+        missing = values.is_null() | (values.is_nan() if values.dtype.is_float() else False)
+        if missing.any():
+            raise InputContractError(
+                "the label is missing (null or NaN); drop such rows or fill them with true/false",
+                file="rows",
+                column=column,
+                row=int(missing.arg_true()[0]) + 1,
+            )
     if cluster is not None:
         ids = frame.get_column(cluster)
         empty = ids.is_null() | (ids.cast(pl.String).str.strip_chars() == "")
@@ -238,7 +248,7 @@ def group_counts(
 
     Raises ValueError naming the column when a column is missing (with the
     columns present), and :class:`fairmon.transforms.contract.InputContractError`
-    (a ValueError) naming column and first row for a label that is not
+    (a ValueError) naming column and first row for a missing label (null, NaN), a label that is not
     boolean, a null or unknown traffic value, or an empty frame; TypeError
     when ``rows`` is not a data frame.
 

@@ -286,8 +286,8 @@ def reo(
     independent rows), ``design_effect``, ``n_clusters`` and ``cluster_sums``.
 
     Raises ValueError for a missing column (naming it and the columns present),
-    a label that is not boolean, an unknown traffic value, an empty ``cluster`` id, no default or no
-    random traffic, malformed counts, or an unknown ``ci_method``; TypeError
+    a label that is not boolean or is missing (null, NaN), an unknown traffic value, an empty ``cluster`` id,
+    no default or no random traffic, malformed counts, or an unknown ``ci_method``; TypeError
     when ``data`` is not a data frame. Degenerate data (P_k = 0, Q_k = 0)
     gives NaN with a reason, not an exception.
 

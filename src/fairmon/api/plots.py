@@ -56,6 +56,8 @@ def plot_reo(reo_rows: Any, *, attribute: str | None = None, ax: Any = None) -> 
     rows, _ = as_polars(reo_rows, "reo_rows")
     require_columns(rows, ("ds", "reo", "ci_low", "ci_high"), "reo_rows")
     rows = _one_attribute(rows, attribute)
+    if rows.schema["ds"] == pl.String:  # read back from a CSV: dates as text
+        rows = rows.with_columns(pl.col("ds").str.to_date())
     if ax is None:
         _, ax = plt.subplots(figsize=(7.5, 3.0), layout="constrained")
     arms = rows.get_column("arm") if "arm" in rows.columns else pl.Series("arm", ["all"] * rows.height)
