@@ -363,15 +363,37 @@ def alerts(
         said = f"no alert raised since {first} (one raised before may still be open)" if first else "no alerts"
         console.print(said + ("" if cfg.alerts.enabled else "; alerts are off ([alerts] enabled = false)"))
         return
+    still_open = _open_alert_ids(cfg, frame)
     for a in rows:
         sent = "" if a["delivered"] is not False else " [yellow](notification not delivered yet)[/yellow]"
+        closed = still_open is not None and a["kind"] != "back_within" and a["alert_id"] not in still_open
+        state = " [green](closed since)[/green]" if closed else ""
         console.print(
-            f"[bold]{a['ds']} {a['kind'].replace('_', ' ')}[/bold] {escape(a['message'])}{sent}", soft_wrap=True
+            f"[bold]{a['ds']} {a['kind'].replace('_', ' ')}[/bold] {escape(a['message'])}{sent}{state}", soft_wrap=True
         )
     off = "" if cfg.alerts.enabled else "; alerts are off now ([alerts] enabled = false)"
     console.print(
         f"{len(rows)} alert(s){off}; fairmon sql -c {config} 'select * from alerts' for every column", markup=False
     )
+
+
+def _open_alert_ids(cfg, alerts) -> set[str] | None:
+    """The ids of ``alerts`` still open on their latest day (as the report's top says: an ``exceeds`` not yet
+    followed by ``back_within``, a quarantined or failed day not published since, ...), so a listed alert that
+    a later run closed says so. None when the run history cannot be read now (a run holds the DuckDB file)."""
+    import duckdb
+
+    from fairmon.pipelines.storage.warehouse import latest_runs
+    from fairmon.transforms.alerts.alert_tables import open_alerts
+
+    if alerts.is_empty():
+        return set()
+    try:
+        runs = latest_runs(cfg.duckdb_path)
+    except (duckdb.Error, OSError):
+        return None
+    published = set(runs.filter(runs["status"] == "published").get_column("ds").to_list()) if runs.height else set()
+    return {a["alert_id"] for a in open_alerts(alerts.drop("run_id"), alerts["ds"].max(), published)}
 
 
 @app.command()
