@@ -383,16 +383,15 @@ def _open_alert_ids(cfg, alerts) -> set[str] | None:
     a later run closed says so. None when the run history cannot be read now (a run holds the DuckDB file)."""
     import duckdb
 
-    from fairmon.pipelines.storage.warehouse import latest_runs
+    from fairmon.pipelines.storage.warehouse import published_run_days
     from fairmon.transforms.alerts.alert_tables import open_alerts
 
     if alerts.is_empty():
         return set()
     try:
-        runs = latest_runs(cfg.duckdb_path)
+        published = published_run_days(cfg.duckdb_path)
     except (duckdb.Error, OSError):
         return None
-    published = set(runs.filter(runs["status"] == "published").get_column("ds").to_list()) if runs.height else set()
     return {a["alert_id"] for a in open_alerts(alerts.drop("run_id"), alerts["ds"].max(), published)}
 
 

@@ -207,6 +207,13 @@ def latest_runs(duckdb_path: Path) -> pl.DataFrame:
         return db.query(con, "runs_latest").select(list(schema)).cast(schema)
 
 
+def published_run_days(duckdb_path: Path) -> set[dt.date]:
+    """The days whose latest run published (:func:`latest_runs`): what decides whether a quarantined or failed
+    day's alert is still open, for the report's top and ``fairmon alerts`` alike."""
+    runs = latest_runs(duckdb_path)
+    return set(runs.filter(pl.col("status") == "published").get_column("ds").to_list())
+
+
 def query_warehouse(duckdb_path: Path, warehouse: Path, query: str) -> tuple[pl.DataFrame, str | None]:
     """Run a read-only SQL ``query`` over the published outputs without
     holding the project's DuckDB file (``fairmon sql``): an in-memory DuckDB
