@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fairmon.transforms.decisions.threshold import ThresholdPrevalence
+from fairmon.transforms.decisions.threshold import ThresholdPrevalence, mover_difference
 
 __all__ = ["CostRatioRatio", "cost_ratio_ratio", "log_cost_ratio_interval"]
 
@@ -130,11 +130,7 @@ def cost_ratio_ratio(a: ThresholdPrevalence, b: ThresholdPrevalence, level: floa
     if why:
         return CostRatioRatio(nan, nan, nan, "; ".join(why))
     ratio = float(a.implied_cost_ratio / b.implied_cost_ratio)
-    ca, la, ua = log_cost_ratio_interval(a, level)
-    cb, lb, ub = log_cost_ratio_interval(b, level)
-    centre = ca - cb
-    log_low = centre - float(np.hypot(ca - la, ub - cb))
-    log_high = centre + float(np.hypot(ua - ca, cb - lb))
+    log_low, log_high = mover_difference(*log_cost_ratio_interval(a, level), *log_cost_ratio_interval(b, level))
     low, high = min(float(np.exp(log_low)), ratio), max(float(np.exp(log_high)), ratio)
     open_sides = []
     if np.isinf(log_low):

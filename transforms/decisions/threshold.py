@@ -379,13 +379,20 @@ class PrevalenceDifference:
     reason: str | None = None
 
 
+def mover_difference(
+    a: float, low_a: float, high_a: float, b: float, low_b: float, high_b: float
+) -> tuple[float, float]:
+    """The MOVER interval of a − b from two independent estimates and their intervals at one level (Newcombe 1998
+    method 10; Zou and Donner 2008): (a − b) − √((a − low_a)² + (high_b − b)²) to
+    (a − b) + √((high_a − a)² + (b − low_b)²). Scalars in any one unit (a probability, a log cost ratio); an
+    infinite bound gives an infinite side. Raises nothing."""
+    diff = a - b
+    return diff - float(np.hypot(a - low_a, high_b - b)), diff + float(np.hypot(high_a - a, b - low_b))
+
+
 def _mover(a: IntervalPart, b: IntervalPart, level: float) -> tuple[float, float]:
     """MOVER interval of a − b around the parts' own estimates at ``level``."""
-    la, ha = a.at(level)
-    lb, hb = b.at(level)
-    diff = a.estimate - b.estimate
-    down = float(np.hypot(a.estimate - la, hb - b.estimate))
-    return diff - down, diff + float(np.hypot(ha - a.estimate, b.estimate - lb))
+    return mover_difference(a.estimate, *a.at(level), b.estimate, *b.at(level))
 
 
 def prevalence_difference(a: ThresholdPrevalence, b: ThresholdPrevalence, level: float = 0.95) -> PrevalenceDifference:
