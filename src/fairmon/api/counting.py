@@ -82,23 +82,12 @@ def count_rows(
     for column in labels:  # a missing label is not a negative one: the pipeline refuses it too (not null)
         values = frame.get_column(column)
         missing = values.is_null() | (values.is_nan() if values.dtype.is_float() else False)
-        if missing.any():
-            raise InputContractError(
-                "the label is missing (null or NaN); drop such rows or fill them with true/false",
-                file="rows",
-                column=column,
-                row=int(missing.arg_true()[0]) + 1,
-            )
+        why = "the label is missing (null or NaN); drop such rows or fill them with true/false"
+        _refuse_first(missing, column, why)
     if cluster is not None:
         ids = frame.get_column(cluster)
         empty = ids.is_null() | (ids.cast(pl.String).str.strip_chars() == "")
-        if empty.any():
-            raise InputContractError(
-                "the cluster id is empty; give every row one",
-                file="rows",
-                column=cluster,
-                row=int(empty.arg_true()[0]) + 1,
-            )
+        _refuse_first(empty, cluster, "the cluster id is empty; give every row one")
         raw = raw.with_columns(
             cluster_bucket(frame.get_column(cluster), cluster_buckets, cluster_exact_max).alias(CLUSTER_BUCKET)
         )
@@ -113,6 +102,12 @@ def count_rows(
         ordered=False,  # summed at once, in no order
     )
     return _count_staged(staged, [ATTR_PREFIX + g for g in groups], cluster_buckets)
+
+
+def _refuse_first(bad: pl.Series, column: str, why: str) -> None:
+    """Raise :class:`InputContractError` ``why`` at the first (1-based) row of ``column`` that ``bad`` marks."""
+    if bad.any():
+        raise InputContractError(why, file="rows", column=column, row=int(bad.arg_true()[0]) + 1)
 
 
 def profile(raw: pl.DataFrame) -> pl.DataFrame:
