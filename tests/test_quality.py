@@ -912,3 +912,57 @@ def test_gx_fingerprints_only_batches_up_to_its_bound(gate):
                 markers[subject] = json.loads(path.read_text())["meta"]["batch_markers"]
     assert len(markers["fp_small"]["pandas_data_fingerprint"]) == 32
     assert "pandas_data_fingerprint" not in markers["fp_big"]
+
+
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
+@pytest.mark.parametrize("result_format", ["SUMMARY", "COMPLETE"])
+def test_failures_are_detailed_as_a_run_of_the_whole_suite_would(gate, result_format):
+    """The gate runs a suite for pass/fail first and only its failures again
+    in detail. Each expectation's result must be what GX's own run of the
+    whole suite in ``result_format`` gives (GX's Batch.validate in a context
+    of its own): the same successes, and for every failure the same result
+    (unexpected counts, values, rows). Three of the raw suite's expectations
+    fail here (an unknown traffic, a non-boolean signal, a null signal) and a
+    warning (a null attribute)."""
+    import great_expectations as gx
+
+    raw = _raw(
+        n=9,
+        traffic=["default", "random", "explore"] * 3,
+        s2=["yes", "no", "true"] * 3,
+        s1=[1, None, 0] * 3,
+        grp=["a", None, "b"] * 3,
+    )
+    frame = raw_check_frame(raw, ["ds", "traffic", "s1", "s2"])
+    entries = expand_spec(load_spec("impressions_raw"), RAW_PARAMS, frame.columns, {})
+    vr = gate.run_checkpoint("impressions_raw", entries, frame, result_format, "detail.csv", "detail")
+
+    ctx = gx.get_context(mode="ephemeral")
+    batch_definition = ctx.data_sources.add_pandas("ref").add_dataframe_asset("a").add_batch_definition_whole_dataframe("w")
+    suite = gx.ExpectationSuite(
+        name="ref",
+        expectations=[
+            getattr(gx.expectations, e["type"])(**e["kwargs"], severity=e["severity"], meta={"name": e["name"]})
+            for e in entries
+        ],
+    )
+    fmt = {"result_format": result_format, "partial_unexpected_count": 5, "return_unexpected_index_query": False}
+    ref = batch_definition.get_batch(batch_parameters={"dataframe": frame.to_pandas()}).validate(suite, result_format=fmt)
+
+    def by_name(results):
+        return {r.expectation_config.meta["name"]: r for r in results}
+
+    got, want = by_name(vr.results), by_name(ref.results)
+    assert got.keys() == want.keys() and len(got) == len(entries)
+    assert {n for n, r in got.items() if not r.success} == {n for n, r in want.items() if not r.success} == {
+        "traffic_known",
+        "signal_is_boolean[s2]",
+        "signal_not_null[s1]",
+        "attribute_not_null[grp]",
+    }
+    for name, r in want.items():
+        assert got[name].success == r.success
+        if not r.success:
+            assert got[name].result == r.result, name
+    assert got["traffic_known"].result["unexpected_count"] == 3
+    assert vr.statistics["unsuccessful_expectations"] == ref.statistics["unsuccessful_expectations"] == 4

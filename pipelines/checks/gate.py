@@ -27,9 +27,19 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from fairmon.pipelines.checks.cover import PAIR, ROW_WISE_ONE_COLUMN, covered_columns, covering_rows, snake_type
+from fairmon.pipelines.checks.cover import covered_columns, covering_rows
 from fairmon.pipelines.checks.gx_import import import_gx
-from fairmon.pipelines.checks.split import failure, member_failures, profile_failure, unexpected_rows
+from fairmon.pipelines.checks.split import (
+    ROW_WISE,
+    SUBJECT,
+    batchable,
+    failure,
+    holds_for,
+    member_failures,
+    per_subject,
+    profile_failure,
+    unexpected_rows,
+)
 from fairmon.pipelines.checks.suites import (
     DQResult,
     expand_spec,
@@ -51,6 +61,8 @@ _LOCK = threading.Lock()
 FINGERPRINT_BYTES = 16 * 2**20
 #: What a stored validation result shows for the frame validated (GX's ``DATAFRAME_REPLACEMENT_STR``).
 DATAFRAME = "<DATAFRAME>"
+#: GX's result format of a suite's first run: each expectation's success only (:func:`_detail_failures`).
+PASS_FAIL = "BOOLEAN_ONLY"
 
 
 class QualityGate:
@@ -199,6 +211,14 @@ class QualityGate:
         weighs on a day's few validations (bench/README.md "startup.py");
         fairmon's suites come from ``expectations/``, not from
         GX's stores, so that check guarded nothing here.
+
+        The suite runs first with GX's pass/fail format, and only the
+        expectations that fail run again with ``result_format``
+        (:func:`_detail_failures`): a day's gates nearly always pass, and the
+        unexpected counts, values and rows GX would gather for every
+        expectation are read only for failures. A passing expectation's
+        stored result (and its Data Docs row) therefore carries no observed
+        value.
         """
         from great_expectations.data_context.types.resource_identifiers import (
             ExpectationSuiteIdentifier,
@@ -212,8 +232,8 @@ class QualityGate:
             data = {"dataframe": html_safe(frame).to_pandas() if isinstance(frame, pl.DataFrame) else frame}
             run_id = gx.RunIdentifier(run_name=f"{run_name}_{re.sub(r'[^A-Za-z0-9_.-]', '_', subject)[-80:]}")
             gx_suite, batch_definition = self._suite(suite, entries)
-            validator = Validator(batch_definition=batch_definition, batch_parameters=data, result_format=fmt)
-            vr = validator.validate_expectation_suite(gx_suite)
+            validator = Validator(batch_definition=batch_definition, batch_parameters=data, result_format=PASS_FAIL)
+            vr = _detail_failures(validator, gx_suite, validator.validate_expectation_suite(gx_suite), fmt)
             # the meta a validation definition's run adds (GX's ValidationDefinition.run)
             vr.meta.update(run_id=run_id, validation_time=run_id.run_time, batch_parameters={"dataframe": DATAFRAME})
             suite_id = ExpectationSuiteIdentifier(name=suite)
@@ -262,9 +282,9 @@ class QualityGate:
         for members in groups.values():
             check = [c for c in frames[members[0]][0].columns if c not in (PROFILE_N, PROFILE_ROW)]
             entries = expand_spec(spec, params, check, self.severity)
-            if not all(_batchable(e) for e in entries):
+            if not all(batchable(e) for e in entries):
                 continue
-            members = [i for i in members if all(_holds_for(e, frames[i][0]) for e in entries)]
+            members = [i for i in members if all(holds_for(e, frames[i][0]) for e in entries)]
             if len(members) >= 2:
                 self._validate_stack(suite, [(i, *frames[i]) for i in members], params, entries, check, out)
         for i, (frame, subject, run_name) in enumerate(frames):
@@ -311,7 +331,7 @@ class QualityGate:
         subject = f"{len(members)} subjects: {first} {first_run} .. {last} {last_run}"
         seen = html_safe(whole).to_pandas()  # kept: a failing member's unexpected values are read from it
         gx_suite = suite if again is None else f"{suite}.failed"
-        vr = self.run_checkpoint(gx_suite, [_per_subject(e) for e in entries], seen, "COMPLETE", subject, first_run)
+        vr = self.run_checkpoint(gx_suite, [per_subject(e) for e in entries], seen, "COMPLETE", subject, first_run)
         n = len(vr.results) if again is None else again
         failed: dict[int, set[str]] = {}  # member position -> names of the expectations its own rows failed
         unexpected: dict[str, np.ndarray] = {}  # expectation name -> the stack's unexpected rows
@@ -341,6 +361,37 @@ class QualityGate:
                 out[i] = self._validate_alone(suite, frame, params, subj, run_name, only=failed[pos])
 
 
+def _detail_failures(validator, gx_suite, vr, result_format: dict):
+    """GX's validation result ``vr`` of ``gx_suite`` (run by ``validator`` with
+    :data:`PASS_FAIL`) with each failed expectation's result replaced by a
+    run of just the failed expectations with ``result_format`` on the same
+    batch: the result a run of the whole suite with ``result_format`` (GX's
+    result-format dict) gives.
+
+    Why it is the same: GX decides each expectation of a suite from its own
+    metrics, and a result format adds metrics (unexpected values, rows,
+    counts) without changing the ones success is decided from. Should a
+    detailed run still disagree on an expectation's success, the whole
+    suite is run again with ``result_format`` and that result returned."""
+    failed = [r for r in vr.results if not r.success]
+    if not failed or result_format["result_format"] == PASS_FAIL:
+        return vr
+
+    def name(r) -> str:
+        return r.expectation_config.meta["name"]
+
+    names = {name(r) for r in failed}
+    again = type(gx_suite)(
+        name=gx_suite.name, expectations=[e.configuration for e in gx_suite.expectations if e.meta["name"] in names]
+    )
+    validator.result_format = result_format
+    detail = {name(r): r for r in validator.validate_expectation_suite(again).results}
+    if any(n not in detail or detail[n].success for n in names):
+        return validator.validate_expectation_suite(gx_suite)
+    vr.results = [detail.get(name(r), r) for r in vr.results]
+    return vr
+
+
 #: Unexpected row indices a stored validation result keeps per expectation
 #: (:func:`_stored_briefly`); its ``unexpected_count`` still gives them all.
 STORED_INDICES = 20
@@ -363,64 +414,6 @@ def _stored_briefly(vr):
     finally:
         for res, idx in full:
             res["unexpected_index_list"] = idx
-
-
-#: GX expectation types decided row by row: on frames stacked into one, the
-#: rows that fail are exactly the rows that fail on each frame alone.
-ROW_WISE = ROW_WISE_ONE_COLUMN | PAIR | {"expect_compound_columns_to_be_unique"}  # uniqueness: subject in the key
-
-
-#: The column that tells stacked frames apart (:meth:`QualityGate.validate_many`).
-SUBJECT = "__subject"
-#: GX expectation types on uniqueness: decided per subject once the subject joins the key.
-UNIQUE = frozenset({"ExpectColumnValuesToBeUnique", "ExpectCompoundColumnsToBeUnique"})
-
-
-def _per_subject(entry: dict) -> dict:
-    """A uniqueness expectation for stacked frames: its key plus :data:`SUBJECT`
-    (a key repeated within one frame, not across frames, is what fails).
-    Other entries are returned as they are."""
-    if entry["type"] not in UNIQUE:
-        return entry
-    kw = dict(entry["kwargs"])
-    key = [kw.pop("column")] if "column" in kw else list(kw.pop("column_list"))
-    return {**entry, "type": "ExpectCompoundColumnsToBeUnique", "kwargs": {**kw, "column_list": [*key, SUBJECT]}}
-
-
-def _batchable(entry: dict) -> bool:
-    """Whether an expanded expectation can be run on stacked frames
-    (:meth:`QualityGate.validate_many`): a row-wise one without a ``mostly``
-    share (a share of the stack is not each frame's share), a column's
-    existence (the stacked frames share their columns), a minimum row
-    count of at most 1 without a maximum (each stacked frame has rows), or a
-    :data:`CONTAINS` one (each member is seen to hold it first)."""
-    kind, kw = entry["type"], entry["kwargs"]
-    if kind in CONTAINS:
-        return True  # with each member seen to hold it first (_holds_for)
-    if kind in UNIQUE:
-        return kw.get("mostly", 1) == 1
-    if kind == "ExpectColumnToExist":
-        return True
-    if kind == "ExpectTableRowCountToBeBetween":
-        return kw.get("max_value") is None and (kw.get("min_value") or 0) <= 1
-    return snake_type(kind) in ROW_WISE and kw.get("mostly", 1) == 1
-
-
-#: Table-level GX expectation types that hold for stacked frames when they hold for each (:func:`_holds_for`).
-CONTAINS = frozenset({"ExpectColumnDistinctValuesToContainSet"})
-
-
-def _holds_for(entry: dict, frame: pl.DataFrame) -> bool:
-    """Whether ``frame`` (one member of a stack) surely passes ``entry`` when
-    the entry is a :data:`CONTAINS` one (its column's distinct values, as GX
-    sees them after :func:`html_safe`, contain the value set); True for every
-    other entry (decided by the stacked run). A member for which this is
-    False is validated alone, so GX decides it."""
-    if entry["type"] not in CONTAINS:
-        return True
-    kw = entry["kwargs"]
-    seen = set(html_safe(frame.select(kw["column"])).get_column(kw["column"]).drop_nulls().unique().to_list())
-    return set(kw["value_set"]) <= seen
 
 
 # GX contexts are a process-wide cache by nature: creating one costs seconds, and

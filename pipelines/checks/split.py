@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from fairmon.pipelines.checks.cover import ROW_WISE_ONE_COLUMN
+from fairmon.pipelines.checks.cover import PAIR, ROW_WISE_ONE_COLUMN, snake_type
+from fairmon.pipelines.checks.suites import html_safe
 from fairmon.transforms.contract import PROFILE_N, PROFILE_ROW
 
 
@@ -114,3 +115,61 @@ def _same_pandas_type(whole: pl.DataFrame, frame: pl.DataFrame, column: str | No
     if not (dtype.is_integer() or dtype == pl.Boolean):
         return True
     return (whole.get_column(column).null_count() > 0) == (frame.get_column(column).null_count() > 0)
+
+
+#: GX expectation types decided row by row: on frames stacked into one, the
+#: rows that fail are exactly the rows that fail on each frame alone.
+ROW_WISE = ROW_WISE_ONE_COLUMN | PAIR | {"expect_compound_columns_to_be_unique"}  # uniqueness: subject in the key
+
+
+#: The column that tells stacked frames apart (:meth:`fairmon.pipelines.checks.gate.QualityGate.validate_many`).
+SUBJECT = "__subject"
+#: GX expectation types on uniqueness: decided per subject once the subject joins the key.
+UNIQUE = frozenset({"ExpectColumnValuesToBeUnique", "ExpectCompoundColumnsToBeUnique"})
+
+
+def per_subject(entry: dict) -> dict:
+    """A uniqueness expectation for stacked frames: its key plus :data:`SUBJECT`
+    (a key repeated within one frame, not across frames, is what fails).
+    Other entries are returned as they are."""
+    if entry["type"] not in UNIQUE:
+        return entry
+    kw = dict(entry["kwargs"])
+    key = [kw.pop("column")] if "column" in kw else list(kw.pop("column_list"))
+    return {**entry, "type": "ExpectCompoundColumnsToBeUnique", "kwargs": {**kw, "column_list": [*key, SUBJECT]}}
+
+
+def batchable(entry: dict) -> bool:
+    """Whether an expanded expectation can be run on stacked frames
+    (:meth:`fairmon.pipelines.checks.gate.QualityGate.validate_many`): a row-wise one without a ``mostly``
+    share (a share of the stack is not each frame's share), a column's
+    existence (the stacked frames share their columns), a minimum row
+    count of at most 1 without a maximum (each stacked frame has rows), or a
+    :data:`CONTAINS` one (each member is seen to hold it first)."""
+    kind, kw = entry["type"], entry["kwargs"]
+    if kind in CONTAINS:
+        return True  # with each member seen to hold it first (holds_for)
+    if kind in UNIQUE:
+        return kw.get("mostly", 1) == 1
+    if kind == "ExpectColumnToExist":
+        return True
+    if kind == "ExpectTableRowCountToBeBetween":
+        return kw.get("max_value") is None and (kw.get("min_value") or 0) <= 1
+    return snake_type(kind) in ROW_WISE and kw.get("mostly", 1) == 1
+
+
+#: Table-level GX expectation types that hold for stacked frames when they hold for each (:func:`holds_for`).
+CONTAINS = frozenset({"ExpectColumnDistinctValuesToContainSet"})
+
+
+def holds_for(entry: dict, frame: pl.DataFrame) -> bool:
+    """Whether ``frame`` (one member of a stack) surely passes ``entry`` when
+    the entry is a :data:`CONTAINS` one (its column's distinct values, as GX
+    sees them after :func:`html_safe`, contain the value set); True for every
+    other entry (decided by the stacked run). A member for which this is
+    False is validated alone, so GX decides it."""
+    if entry["type"] not in CONTAINS:
+        return True
+    kw = entry["kwargs"]
+    seen = set(html_safe(frame.select(kw["column"])).get_column(kw["column"]).drop_nulls().unique().to_list())
+    return set(kw["value_set"]) <= seen
