@@ -101,3 +101,18 @@ def test_a_missing_label_is_refused_naming_column_and_row(missing):
     counts = fairmon.group_counts(rows, group="g", label="y")
     got = {(r.traffic, r.group, r.n, r.n_pos) for r in counts.itertuples()}
     assert got == {("default", "a", 4, 4), ("random", "b", 4, 1)}
+
+
+@pytest.mark.parametrize(
+    ("column", "bad", "shown"), [("g", {"a": 1}, "dict"), ("g", 5, "int '5'"), ("y", object(), "object")]
+)
+def test_a_counted_pandas_column_arrow_cannot_read_is_named_with_its_first_bad_row(column, bad, shown):
+    """A pandas object column with a value Arrow cannot convert (a dict, a Python object) or whose types do not
+    go together (an int among strings) is refused naming the column and the first such row (1-based row 4001
+    for 0-based 4000), not with Arrow's message, which names neither."""
+    frame = _rows().to_pandas()
+    values = frame[column].astype(object).to_list()
+    values[4000], values[4500] = bad, bad
+    frame[column] = pd.Series(values, dtype=object)
+    with pytest.raises(InputContractError, match=rf"rows, column '{column}', row 4001: .*\({shown}"):
+        fairmon.reo(frame, group="g", label="y")

@@ -14,6 +14,8 @@ from typing import Any
 import narwhals as nw
 import polars as pl
 
+from fairmon.transforms.contract import InputContractError
+
 #: Output kinds :func:`to_kind` understands by name (``read_table``'s ``backend``).
 KINDS = ("polars", "pandas", "pyarrow")
 
@@ -47,9 +49,47 @@ def as_polars(frame: Any, what: str = "rows") -> tuple[pl.DataFrame, nw.Implemen
 
 def polars_columns(frame: pl.DataFrame | nw.DataFrame, columns: Sequence[str]) -> pl.DataFrame:
     """The ``columns`` of ``frame`` (a Polars frame, or a caller's frame from :func:`eager`) as a
-    Polars frame, in that order: only they are converted. Names must be present (:func:`require_columns`)."""
+    Polars frame, in that order: only they are converted. Names must be present (:func:`require_columns`).
+
+    Raises :class:`fairmon.transforms.contract.InputContractError` naming the column and its first
+    (1-based) row whose value Arrow cannot convert (e.g. a Python object in a pandas object column),
+    rather than Arrow's own message, which names neither."""
     picked = frame.select(list(dict.fromkeys(columns)))
-    return picked.to_polars() if isinstance(picked, nw.DataFrame) else picked
+    if not isinstance(picked, nw.DataFrame):
+        return picked
+    try:
+        return picked.to_polars()
+    except Exception as exc:  # Arrow's or Polars' conversion error, of types that depend on the frame's library
+        for column in picked.columns:
+            values = picked.get_column(column)
+            try:
+                values.to_polars()
+            except Exception:
+                raise _unconvertible(values, column) from exc
+        raise
+
+
+def _unconvertible(values: nw.Series, column: str) -> InputContractError:
+    """The refusal of a caller's column that Arrow cannot convert, at its first row: the end of the
+    shortest leading part of the column that fails (a bad value, or the first whose type does not
+    go with the values before it), found by bisection since a part that fails fails longer."""
+    lo, hi = 0, len(values)  # values[:lo] converts, values[:hi] does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if _converts(values[:mid]) else (lo, mid)
+    value = values[hi - 1]
+    shown = f"{type(value).__name__} {str(value)[:40]!r}"
+    why = f"its values cannot be read as one type of text, numbers or booleans ({shown})"
+    return InputContractError(why, file="rows", column=column, row=hi)
+
+
+def _converts(values: nw.Series) -> bool:
+    """Whether Arrow converts ``values`` (a caller's column or part of it) to a Polars series."""
+    try:
+        values.to_polars()
+    except Exception:  # Arrow's or Polars' conversion error
+        return False
+    return True
 
 
 def as_caller(result: pl.DataFrame, kind: nw.Implementation) -> Any:
