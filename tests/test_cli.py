@@ -523,6 +523,30 @@ def test_tables_prints_the_data_dictionary():
     assert CliRunner().invoke(app, ["tables", "--markdown"]).stdout == docs
 
 
+@pytest.mark.parametrize("width", ["80", "200"])
+def test_tables_shows_every_meaning_whole_at_any_width(width):
+    """At 80 columns the dictionary lists each column with its meaning below (a table there left the
+    meaning one cut word a line); at 200 it is a table. Either way every meaning is there whole, once
+    the output's line breaks and frame are taken out."""
+    import re
+
+    from fairmon.transforms.registry import table
+
+    res = CliRunner().invoke(app, ["tables", "reo"], env={"COLUMNS": width})
+    assert res.exit_code == 0, res.output
+    assert "…" not in res.stdout
+    assert all(len(line) <= int(width) for line in res.stdout.splitlines())
+    if width == "80":
+        flat = " ".join(res.stdout.split())
+        for c in table("reo").stored_columns:
+            assert " ".join(c.meaning.split()) in flat, c.name
+    else:
+        cells = [re.split(r"\s*│\s*", line.strip("│ ")) for line in res.stdout.splitlines() if line.startswith("│")]
+        starts = {row[0]: row[-1] for row in cells if len(row) == 5 and row[0]}
+        for c in table("reo").stored_columns:  # a cell's first line: the meaning's start (it wraps, uncut)
+            assert c.meaning.startswith(starts[c.name]) and len(starts[c.name]) >= min(40, len(c.meaning)), c.name
+
+
 def test_an_out_file_can_be_written_again(tmp_path):
     """``report --out FILE`` names a file: an existing one is replaced on the next run (not refused as "a
     file, not a folder"); a folder where a file is asked for, or a read-only folder, still are."""

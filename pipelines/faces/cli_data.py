@@ -437,9 +437,34 @@ def tables(
     for t in TABLES.values() if name is None else [TABLES[name]]:
         view = f"{t.name}_published" if t.published_view else "none"
         caption = f"key: {', '.join(t.key)}; published view: {view}; source: {t.source}"
+        rows = [(c.name, duckdb_type(c.dtype), c.unit, column_checks(c), c.meaning) for c in t.stored_columns]
+        fixed = sum(max(len(r[i]) for r in rows) + 3 for i in range(4))
+        if console.width - fixed < MEANING_WIDTH:  # a narrow terminal: each column's meaning under its line
+            _dictionary_list(f"{t.name}: {t.description}", caption, rows)
+            continue
         rt = Table(title=f"{t.name}: {t.description}", title_justify="left", caption=caption, caption_justify="left")
         for col, kw in (("column", {}), ("type", {}), ("unit", {}), ("checks", {}), ("meaning", {"ratio": 1})):
             rt.add_column(col, no_wrap=col != "meaning", **kw)
-        for c in t.stored_columns:
-            rt.add_row(c.name, duckdb_type(c.dtype), escape(c.unit), column_checks(c), escape(c.meaning))
+        for row in rows:
+            rt.add_row(*row[:2], escape(row[2]), row[3], escape(row[4]))
         console.print(rt)
+
+
+#: Fewest characters a line of ``fairmon tables`` leaves a column's meaning before it lists instead of tabulating.
+MEANING_WIDTH = 40
+
+
+def _dictionary_list(title: str, caption: str, rows: list[tuple[str, str, str, str, str]]) -> None:
+    """``fairmon tables`` for a narrow terminal: the table's title and caption, then per column a
+    line of its name, type, unit and checks and its meaning indented below, wrapped to the width."""
+    from rich.padding import Padding
+    from rich.text import Text
+
+    console.print(Text(title, style="bold"))
+    console.print(Text(caption, style="italic"))
+    for name, dtype, unit, checks, meaning in rows:
+        head = Text(name, style="bold")
+        head.append(f"  {dtype}" + (f"  unit: {unit}" if unit != "-" else ""))
+        head.append(f"  checks: {checks}" if checks else "")
+        console.print(head)
+        console.print(Padding(Text(meaning), (0, 0, 0, 4)))
