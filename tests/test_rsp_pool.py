@@ -107,7 +107,7 @@ def test_clustered_known_pool_is_the_default_sandwich_alone():
     infl = (x / X - r[:, None] / n) @ g
     assert e.se == pytest.approx(np.sqrt(G / (G - 1) * np.sum(infl**2)), rel=1e-6)
     assert e.reason is None
-    one = rsp_known_pool(["a", "b", "c"], X, int(n), pi * 1000, 1000, clusters_rec=BucketSums(x[:1], r[:1] + n - r[0]))
+    one = rsp_known_pool(["a", "b", "c"], X, int(n), pi * 1000, 1000, clusters_rec=BucketSums(X[None, :], [n]))
     assert np.isnan(one.se) and "cluster-robust variance is undefined" in one.reason
 
 
