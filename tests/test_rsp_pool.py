@@ -111,6 +111,19 @@ def test_clustered_known_pool_is_the_default_sandwich_alone():
     assert np.isnan(one.se) and "cluster-robust variance is undefined" in one.reason
 
 
+def test_a_known_pool_is_no_sample_to_resample_or_cluster():
+    """estimate_reo(known_pool=True) refuses what would treat the pool table as a sample."""
+    from fairmon.transforms.reo.estimate import estimate_reo
+
+    args = (["a", "b"], np.array([60, 40]), 100, np.array([5, 5]), 10)
+    with pytest.raises(ValueError, match="known_pool: the pool's shares are constants"):
+        estimate_reo(*args, ci_method="bootstrap_percentile", known_pool=True)
+    with pytest.raises(ValueError, match="no clusters_rand"):
+        estimate_reo(*args, clusters_rand=BucketSums(np.array([[3.0, 2.0], [2.0, 3.0]]), [5, 5]), known_pool=True)
+    r = 1.5  # K = 2 by hand: SE = 2r/(1 + r)² · sqrt(1/60 + 1/40), no pool term
+    assert estimate_reo(*args, known_pool=True).se == pytest.approx(2 * r / (1 + r) ** 2 * np.sqrt(1 / 60 + 1 / 40))
+
+
 @pytest.mark.slow  # 2,000 draws
 def test_known_pool_interval_covers_at_known_truth():
     """Default traffic drawn 2,000 times from known shares q (a '(missing)' cell too) with a known

@@ -160,7 +160,10 @@ def estimate_reo(
     Inputs: ``n_pos_rec[k]`` = #{Y=1, S=k} in default traffic (one day, one
     arm), ``n_rec`` = |D_rec| (all rows, including rows of groups not listed);
     ``n_pos_rand[k]`` and ``n_rand`` likewise for the random-traffic window.
-    Shapes (K,) with K >= 1; counts are non-negative integers.
+    Shapes (K,) with K >= 1; counts are non-negative integers. ``known_pool``
+    (RSP with a pool table, seed 001 App. H.1, eqs. 24–26): ``n_pos_rand`` and
+    ``n_rand`` are its items N_k and N, so P_k = N_k/N is a constant without a
+    variance term (:mod:`fairmon.transforms.reo.rsp_pool`), and reasons say RSP.
 
     ``ci_method``: "delta" (full multinomial covariance), "delta_paper"
     (Algorithm 1's diagonal Γ), or "bootstrap_percentile" / "bootstrap_normal"
@@ -185,44 +188,30 @@ def estimate_reo(
     ``alert_level`` (1 − 2α/H, :mod:`fairmon.transforms.alerts.horizon`): also REO's
     parity-aware delta interval at that level, whatever ``ci_method`` (:func:`_alert_bounds`).
 
-    ``known_pool``: RSP with a pool table (seed 001 App. H.1, eqs. 24–26):
-    ``n_pos_rand`` (K,) are then the items N_k of each group, ``n_rand`` all
-    items N, so P_k = N_k/N is a constant with no variance term (the
-    default rows' shares alone, cluster-robust via ``clusters_rec``;
-    :mod:`fairmon.transforms.reo.rsp_pool`), and reasons say RSP. Raises
-    ValueError with another ``ci_method`` or with ``clusters_rand``.
-
     Returns an :class:`REOEstimate`. Never raises for degenerate data: P_k = 0
     makes U_k (and REO) NaN; Q_k = 0 or REO = 0 keep the point estimate but make
     the SE NaN (the delta method is undefined there); each with a reason.
-    Raises ValueError for malformed input (shape mismatch, negative counts,
-    counts above their totals, unknown ci_method, level outside (0, 1)).
+    Raises ValueError for malformed input (shape mismatch, negative counts, counts above their totals,
+    unknown ci_method, level outside (0, 1), a ``known_pool`` with another ``ci_method`` or ``clusters_rand``).
 
     Source: seed 001 eqs. 3, 4, 7, 19 and Algorithm 1, with the full
     multinomial covariance (DESIGN §4.1).
     """
-    groups = tuple(str(g) for g in groups)
-    a, b = _checked_counts(groups, n_pos_rec, n_rec, n_pos_rand, n_rand, ci_method, clusters_rec, clusters_rand)
-    if known_pool and (ci_method != "delta" or clusters_rand is not None):
-        raise ValueError("known_pool: a pool table is no sample, so only the unclustered delta method applies to it")
-    K = len(groups)
+    groups, clusters = tuple(str(g) for g in groups), (clusters_rec, clusters_rand)
+    a, b = _checked_counts(groups, n_pos_rec, n_rec, n_pos_rand, n_rand, ci_method, clusters, known_pool)
     z = z_value(level)
     Q, P, U = _shares(a, b, n_rec, n_rand)
     small, small_reasons = small_groups(groups, a, b, min_expected_positives)
     reasons, group_reasons, U_defined = _point_reasons(groups, P, U, n_rec, n_rand, known_pool)
     common = dict(threshold=threshold, small_group=small, small_group_reasons=small_reasons)
     head, traffic = (groups, Q, P, U), (int(n_rec), int(n_rand), ci_method, level)
-    # the totals as given: the variances use them unconverted; a known pool share is one of infinitely
-    # many rows, so its variance term 1/(P_k n_rand) is 0
-    model = (n_rec, np.inf if known_pool else n_rand, ci_method, level)
+    model = (n_rec, n_rand, ci_method, level)  # the totals as given: the variances use them unconverted
     if not U_defined:
         overall = "; ".join(reasons) or "undefined"
-        nans = [np.full(K, np.nan) for _ in range(4)] + [float("nan")] * 4  # ΔU, its SE and bounds; REO, SE, CI
+        nans = [np.full(U.size, np.nan) for _ in range(4)] + [float("nan")] * 4  # ΔU, its SE and bounds; REO, SE, CI
         return REOEstimate(*head, *nans, *traffic, overall, tuple(r or overall for r in group_reasons), **common)
 
-    dU = relative_utilities(U)
-    reo = reo_of_utilities(U)
-    clusters = (clusters_rec, clusters_rand)
+    dU, reo = relative_utilities(U), reo_of_utilities(U)
     delta, defined = _delta_stage(
         groups, Q, P, U, reo, model, clusters, cluster_note, reasons, group_reasons, alert_level, known_pool
     )
@@ -236,10 +225,9 @@ def estimate_reo(
         ci_low = 0.0  # parity not rejected: the interval reaches REO = 0
     reasons += _closing_reasons(groups, reo, ci_high, delta.reo_bc, small, min_expected_positives, known_pool)
     verdict = verdict_80pct(ci_low, ci_high, threshold, small=any(small))
-    undefined = ~(np.isfinite(se_dU) & np.isfinite(lo_dU))
-    for i in np.flatnonzero(undefined).tolist():  # a group's NaN always carries a reason: its own, else the REO's
-        if group_reasons[i] is None:
-            group_reasons[i] = "; ".join(reasons) or "undefined"
+    why = "; ".join(reasons) or "undefined"  # a group's NaN always carries a reason: its own, else the REO's
+    defined_k = (np.isfinite(se_dU) & np.isfinite(lo_dU)).tolist()
+    group_reasons = [r if ok else r or why for r, ok in zip(group_reasons, defined_k)]
     W, df, p = delta.parity
     ests = (dU, se_dU, lo_dU, hi_dU, reo, se_reo, ci_low, ci_high)
     fields = dict(reo_bc=delta.reo_bc, parity_stat=W, parity_df=df, parity_p_value=p, verdict=verdict, **common)
@@ -269,12 +257,13 @@ def _checked_counts(
     n_pos_rand: np.ndarray,
     n_rand: int,
     ci_method: str,
-    clusters_rec: BucketSums | None,
-    clusters_rand: BucketSums | None,
+    clusters: tuple[BucketSums | None, BucketSums | None],
+    known_pool: bool,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The positive counts as floats (K,), after the checks that make a
     malformed call raise rather than give a number (shapes, signs, totals,
-    method, bucket sums adding up to the counts). Raises ValueError."""
+    method, bucket sums adding up to the counts, a known pool taken for a
+    sample). Raises ValueError."""
     a = np.asarray(n_pos_rec, dtype=float)
     b = np.asarray(n_pos_rand, dtype=float)
     K = len(groups)
@@ -286,7 +275,9 @@ def _checked_counts(
         raise ValueError("positive counts exceed the traffic totals")
     if ci_method not in CI_METHODS:
         raise ValueError(f"unknown ci_method {ci_method!r}; expected one of {CI_METHODS}")
-    for name, cl, pos, n in (("clusters_rec", clusters_rec, a, n_rec), ("clusters_rand", clusters_rand, b, n_rand)):
+    if known_pool and (ci_method != "delta" or clusters[1] is not None):
+        raise ValueError("known_pool: the pool's shares are constants, not a sample: delta method, no clusters_rand")
+    for name, cl, pos, n in (("clusters_rec", clusters[0], a, n_rec), ("clusters_rand", clusters[1], b, n_rand)):
         if cl is not None and (cl.pos.shape[1] != K or not np.allclose(cl.pos.sum(axis=0), pos) or cl.n != n):
             raise ValueError(f"{name}: bucket sums do not add up to the counts")
     return a, b
@@ -356,6 +347,7 @@ def _delta_stage(
     model gives a note (:func:`log_utility_model`); a ``known`` pool adds no
     sample (:func:`delta_intervals`) and its Q_k = 0 reason stands alone."""
     n_rec, n_rand, ci_method, level = model
+    n_rand = np.inf if known else n_rand  # a known share is one of infinitely many rows: 1/(P_k n_rand) = 0
     clusters_rec, clusters_rand = clusters
     v_mult = log_utility_variance(Q, P, n_rec, n_rand, "delta_paper" if ci_method == "delta_paper" else "delta")
     v, cluster_note = log_utility_model(
