@@ -107,8 +107,21 @@ def test_clustered_known_pool_is_the_default_sandwich_alone():
     infl = (x / X - r[:, None] / n) @ g
     assert e.se == pytest.approx(np.sqrt(G / (G - 1) * np.sum(infl**2)), rel=1e-6)
     assert e.reason is None
-    one = rsp_known_pool(["a", "b", "c"], X, int(n), pi * 1000, 1000, clusters_rec=BucketSums(x[:1], r[:1] + n - r[0]))
+    one = rsp_known_pool(["a", "b", "c"], X, int(n), pi * 1000, 1000, clusters_rec=BucketSums(X[None, :], [n]))
     assert np.isnan(one.se) and "cluster-robust variance is undefined" in one.reason
+
+
+def test_a_known_pool_is_no_sample_to_resample_or_cluster():
+    """estimate_reo(known_pool=True) refuses what would treat the pool table as a sample."""
+    from fairmon.transforms.reo.estimate import estimate_reo
+
+    args = (["a", "b"], np.array([60, 40]), 100, np.array([5, 5]), 10)
+    with pytest.raises(ValueError, match="known_pool: the pool's shares are constants"):
+        estimate_reo(*args, ci_method="bootstrap_percentile", known_pool=True)
+    with pytest.raises(ValueError, match="no clusters_rand"):
+        estimate_reo(*args, clusters_rand=BucketSums(np.array([[3.0, 2.0], [2.0, 3.0]]), [5, 5]), known_pool=True)
+    r = 1.5  # K = 2 by hand: SE = 2r/(1 + r)² · sqrt(1/60 + 1/40), no pool term
+    assert estimate_reo(*args, known_pool=True).se == pytest.approx(2 * r / (1 + r) ** 2 * np.sqrt(1 / 60 + 1 / 40))
 
 
 @pytest.mark.slow  # 2,000 draws

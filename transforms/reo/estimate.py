@@ -49,6 +49,7 @@ from fairmon.transforms.reo.reo_math import (
     delta_u_factor,
     delta_u_log_jacobian,
     log_utility_variance,
+    named_groups,
     relative_utilities,
     reo_log_gradient,
     reo_of_utilities,
@@ -152,13 +153,17 @@ def estimate_reo(
     clusters_rand: BucketSums | None = None,
     cluster_note: str | None = None,
     alert_level: float | None = None,
+    known_pool: bool = False,
 ) -> REOEstimate:
     """REO, U, ΔU and their standard errors and CIs from per-group counts.
 
     Inputs: ``n_pos_rec[k]`` = #{Y=1, S=k} in default traffic (one day, one
     arm), ``n_rec`` = |D_rec| (all rows, including rows of groups not listed);
     ``n_pos_rand[k]`` and ``n_rand`` likewise for the random-traffic window.
-    Shapes (K,) with K >= 1; counts are non-negative integers.
+    Shapes (K,) with K >= 1; counts are non-negative integers. ``known_pool``
+    (RSP with a pool table, seed 001 App. H.1, eqs. 24–26): ``n_pos_rand`` and
+    ``n_rand`` are its items N_k and N, so P_k = N_k/N is a constant without a
+    variance term (:mod:`fairmon.transforms.reo.rsp_pool`), and reasons say RSP.
 
     ``ci_method``: "delta" (full multinomial covariance), "delta_paper"
     (Algorithm 1's diagonal Γ), or "bootstrap_percentile" / "bootstrap_normal"
@@ -186,32 +191,29 @@ def estimate_reo(
     Returns an :class:`REOEstimate`. Never raises for degenerate data: P_k = 0
     makes U_k (and REO) NaN; Q_k = 0 or REO = 0 keep the point estimate but make
     the SE NaN (the delta method is undefined there); each with a reason.
-    Raises ValueError for malformed input (shape mismatch, negative counts,
-    counts above their totals, unknown ci_method, level outside (0, 1)).
+    Raises ValueError for malformed input (shape mismatch, negative counts, counts above their totals,
+    unknown ci_method, level outside (0, 1), a ``known_pool`` with another ``ci_method`` or ``clusters_rand``).
 
     Source: seed 001 eqs. 3, 4, 7, 19 and Algorithm 1, with the full
     multinomial covariance (DESIGN §4.1).
     """
-    groups = tuple(str(g) for g in groups)
-    a, b = _checked_counts(groups, n_pos_rec, n_rec, n_pos_rand, n_rand, ci_method, clusters_rec, clusters_rand)
-    K = len(groups)
+    groups, clusters = tuple(str(g) for g in groups), (clusters_rec, clusters_rand)
+    a, b = _checked_counts(groups, n_pos_rec, n_rec, n_pos_rand, n_rand, ci_method, clusters, known_pool)
     z = z_value(level)
     Q, P, U = _shares(a, b, n_rec, n_rand)
     small, small_reasons = small_groups(groups, a, b, min_expected_positives)
-    reasons, group_reasons, U_defined = _point_reasons(groups, P, U, n_rec, n_rand)
+    reasons, group_reasons, U_defined = _point_reasons(groups, P, U, n_rec, n_rand, known_pool)
     common = dict(threshold=threshold, small_group=small, small_group_reasons=small_reasons)
     head, traffic = (groups, Q, P, U), (int(n_rec), int(n_rand), ci_method, level)
     model = (n_rec, n_rand, ci_method, level)  # the totals as given: the variances use them unconverted
     if not U_defined:
         overall = "; ".join(reasons) or "undefined"
-        nans = [np.full(K, np.nan) for _ in range(4)] + [float("nan")] * 4  # ΔU, its SE and bounds; REO, SE, CI
+        nans = [np.full(U.size, np.nan) for _ in range(4)] + [float("nan")] * 4  # ΔU, its SE and bounds; REO, SE, CI
         return REOEstimate(*head, *nans, *traffic, overall, tuple(r or overall for r in group_reasons), **common)
 
-    dU = relative_utilities(U)
-    reo = reo_of_utilities(U)
-    clusters = (clusters_rec, clusters_rand)
+    dU, reo = relative_utilities(U), reo_of_utilities(U)
     delta, defined = _delta_stage(
-        groups, Q, P, U, reo, model, clusters, cluster_note, reasons, group_reasons, alert_level
+        groups, Q, P, U, reo, model, clusters, cluster_note, reasons, group_reasons, alert_level, known_pool
     )
     ci_low, ci_high, se_reo, se_dU = delta.ci_low, delta.ci_high, delta.se_reo, delta.se_dU
     lo_dU, hi_dU = dU - z * delta.scale * se_dU, dU + z * delta.scale * se_dU  # t_{G−1} with clusters
@@ -221,12 +223,11 @@ def estimate_reo(
         )
     if np.isfinite(ci_low) and np.isfinite(delta.parity[2]) and delta.parity[2] >= 1.0 - level:
         ci_low = 0.0  # parity not rejected: the interval reaches REO = 0
-    reasons += _closing_reasons(groups, reo, ci_high, delta.reo_bc, small, min_expected_positives)
+    reasons += _closing_reasons(groups, reo, ci_high, delta.reo_bc, small, min_expected_positives, known_pool)
     verdict = verdict_80pct(ci_low, ci_high, threshold, small=any(small))
-    undefined = ~(np.isfinite(se_dU) & np.isfinite(lo_dU))
-    for i in np.flatnonzero(undefined).tolist():  # a group's NaN always carries a reason: its own, else the REO's
-        if group_reasons[i] is None:
-            group_reasons[i] = "; ".join(reasons) or "undefined"
+    why = "; ".join(reasons) or "undefined"  # a group's NaN always carries a reason: its own, else the REO's
+    defined_k = (np.isfinite(se_dU) & np.isfinite(lo_dU)).tolist()
+    group_reasons = [r if ok else r or why for r, ok in zip(group_reasons, defined_k)]
     W, df, p = delta.parity
     ests = (dU, se_dU, lo_dU, hi_dU, reo, se_reo, ci_low, ci_high)
     fields = dict(reo_bc=delta.reo_bc, parity_stat=W, parity_df=df, parity_p_value=p, verdict=verdict, **common)
@@ -256,12 +257,13 @@ def _checked_counts(
     n_pos_rand: np.ndarray,
     n_rand: int,
     ci_method: str,
-    clusters_rec: BucketSums | None,
-    clusters_rand: BucketSums | None,
+    clusters: tuple[BucketSums | None, BucketSums | None],
+    known_pool: bool,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The positive counts as floats (K,), after the checks that make a
     malformed call raise rather than give a number (shapes, signs, totals,
-    method, bucket sums adding up to the counts). Raises ValueError."""
+    method, bucket sums adding up to the counts, a known pool taken for a
+    sample). Raises ValueError."""
     a = np.asarray(n_pos_rec, dtype=float)
     b = np.asarray(n_pos_rand, dtype=float)
     K = len(groups)
@@ -273,7 +275,9 @@ def _checked_counts(
         raise ValueError("positive counts exceed the traffic totals")
     if ci_method not in CI_METHODS:
         raise ValueError(f"unknown ci_method {ci_method!r}; expected one of {CI_METHODS}")
-    for name, cl, pos, n in (("clusters_rec", clusters_rec, a, n_rec), ("clusters_rand", clusters_rand, b, n_rand)):
+    if known_pool and (ci_method != "delta" or clusters[1] is not None):
+        raise ValueError("known_pool: the pool's shares are constants, not a sample: delta method, no clusters_rand")
+    for name, cl, pos, n in (("clusters_rec", clusters[0], a, n_rec), ("clusters_rand", clusters[1], b, n_rand)):
         if cl is not None and (cl.pos.shape[1] != K or not np.allclose(cl.pos.sum(axis=0), pos) or cl.n != n):
             raise ValueError(f"{name}: bucket sums do not add up to the counts")
     return a, b
@@ -292,44 +296,34 @@ def _shares(a: np.ndarray, b: np.ndarray, n_rec: int, n_rand: int) -> tuple[np.n
 
 
 def _point_reasons(
-    groups: tuple[str, ...], P: np.ndarray, U: np.ndarray, n_rec: int, n_rand: int
+    groups: tuple[str, ...], P: np.ndarray, U: np.ndarray, n_rec: int, n_rand: int, known: bool = False
 ) -> tuple[list[str], list[str | None], bool]:
     """(reasons, per-group reasons, whether U is defined): why the point
     estimate is undefined (no traffic, K < 2, P_k = 0, all U_k = 0), so that a
-    NaN never goes out without one (DESIGN §4.1)."""
+    NaN never goes out without one (DESIGN §4.1); RSP's words for a ``known`` pool."""
     K = len(groups)
     reasons: list[str] = []
     group_reasons: list[str | None] = [None] * K
     if n_rec == 0:
         reasons.append("no default traffic")
-    if n_rand == 0:
+    if n_rand == 0 and not known:
         reasons.append("no random traffic in the window")
+    stat = "RSP" if known else "REO"
     if K < 2:
-        reasons.append(f"K = {K}: REO needs at least 2 groups")
+        reasons.append(f"K = {K}: {stat} needs at least 2 groups")
     zero_p = [g for g, p in zip(groups, P) if p == 0]
     if zero_p and n_rand > 0:
-        reasons.append(f"P_k = 0 (no positives in random traffic) for {named_groups(zero_p)}: U_k undefined")
+        own, why = ("no items in the pool table", "") if known else ("P_k = 0", " (no positives in random traffic)")
+        reasons.append(f"{own}{why} for {named_groups(zero_p)}: U_k undefined")
         for i, p in enumerate(P):
             if p == 0:
-                group_reasons[i] = "P_k = 0"
+                group_reasons[i] = own
     U_defined = bool(K >= 2 and np.isfinite(U).all())
     if U_defined and U.sum() == 0:
-        reasons.append("all U_k = 0 (no positives in default traffic): REO undefined")
+        why = "no default traffic in the listed groups" if known else "no positives in default traffic"
+        reasons.append(f"all U_k = 0 ({why}): {stat} undefined")
         U_defined = False
     return reasons, group_reasons, U_defined
-
-
-#: Groups a reason names before it counts the rest (each group's own row says it in full).
-NAMED_GROUPS = 10
-
-
-def named_groups(groups: list[str]) -> str:
-    """The groups a reason names, as "group(s) a, b": the first :data:`NAMED_GROUPS` named and
-    the rest counted ("group(s) a, …, j and 602 more (each group's row says
-    which)"), so a day of thousands of thin groups keeps a readable reason."""
-    head = ", ".join(groups[:NAMED_GROUPS])
-    more = len(groups) - NAMED_GROUPS
-    return f"group(s) {head}" + (f" and {more} more (each group's row says which)" if more > 0 else "")
 
 
 def _delta_stage(
@@ -344,27 +338,31 @@ def _delta_stage(
     reasons: list[str],
     group_reasons: list[str | None],
     alert_level: float | None = None,
+    known: bool = False,
 ) -> tuple[DeltaIntervals, bool]:
     """The delta method's part of :func:`estimate_reo` for a defined U:
     (its result, whether intervals are defined at all). Appends to ``reasons``
     and ``group_reasons`` in place; intervals are undefined for every method
     when a Q_k = 0 (log Q̂_k has no delta variance) or when the covariance
-    model gives a note (:func:`log_utility_model`)."""
+    model gives a note (:func:`log_utility_model`); a ``known`` pool adds no
+    sample (:func:`delta_intervals`) and its Q_k = 0 reason stands alone."""
     n_rec, n_rand, ci_method, level = model
+    n_rand = np.inf if known else n_rand  # a known share is one of infinitely many rows: 1/(P_k n_rand) = 0
     clusters_rec, clusters_rand = clusters
     v_mult = log_utility_variance(Q, P, n_rec, n_rand, "delta_paper" if ci_method == "delta_paper" else "delta")
     v, cluster_note = log_utility_model(
         v_mult, Q, P, n_rec, n_rand, ci_method, clusters_rec, clusters_rand, cluster_note
     )
-    if cluster_note:
+    zero_q = [g for g, q in zip(groups, Q) if q == 0]
+    if cluster_note and not (known and zero_q):
         reasons.append(cluster_note)
     clustered = clusters_rec is not None or clusters_rand is not None
-    if zero_q := [g for g, q in zip(groups, Q) if q == 0]:
+    if zero_q:
         reasons.append(f"Q_k = 0 for {named_groups(zero_q)}: delta-method SE undefined")
         group_reasons[:] = [r if q != 0 else "Q_k = 0" for r, q in zip(group_reasons, Q)]
     elif not cluster_note:
         delta = delta_intervals(
-            U, relative_utilities(U), reo, v, v_mult, level, clusters_rec, clusters_rand, alert_level
+            U, relative_utilities(U), reo, v, v_mult, level, clusters_rec, clusters_rand, alert_level, rand_known=known
         )
         reasons.extend(delta.notes)
         return delta, True
@@ -435,12 +433,15 @@ def _closing_reasons(
     reo_bc: float,
     small: tuple[bool, ...],
     min_expected_positives: float,
+    known: bool = False,
 ) -> list[str]:
     """Reasons that read the finished interval: a plug-in REO above its upper
     bound (many groups: tr Σ / K, the plug-in's bias, exceeds the interval's
     reach, DESIGN §4.1), and small groups, which cap the verdict at inconclusive."""
     out = []
-    if reo > ci_high:
+    if reo > ci_high and known:
+        out.append(f"the plug-in RSP {reo:.4g} lies above its interval (its upward bias exceeds the width)")
+    elif reo > ci_high:
         out.append(
             f"the plug-in REO {reo:.4g} lies above its interval: its upward bias (tr Var(ΔÛ)/K in REO²) "
             f"is larger than the interval's width; reo_bc {reo_bc:.4g} is the bias-corrected estimate"

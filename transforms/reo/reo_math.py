@@ -237,6 +237,19 @@ def small_groups(
     return tuple(flags), tuple(reasons)
 
 
+#: Groups a reason names before it counts the rest (each group's own row says it in full).
+NAMED_GROUPS = 10
+
+
+def named_groups(groups: list[str]) -> str:
+    """The groups a reason names, as "group(s) a, b": the first :data:`NAMED_GROUPS` named and
+    the rest counted ("group(s) a, …, j and 602 more (each group's row says
+    which)"), so a day of thousands of thin groups keeps a readable reason."""
+    head = ", ".join(groups[:NAMED_GROUPS])
+    more = len(groups) - NAMED_GROUPS
+    return f"group(s) {head}" + (f" and {more} more (each group's row says which)" if more > 0 else "")
+
+
 def paired_fold_se(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     """SE of the full-data difference from M paired folds, and its degrees of freedom.
 

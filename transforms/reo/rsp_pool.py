@@ -26,6 +26,8 @@ i.e. the pool share's term drops out, and likewise for ΔÛ (Σ = A diag(v) Aᵀ
 with v_k = 1/(n Q_k), :func:`fairmon.transforms.reo.reo_math.delta_u_covariance`).
 With clustered rows the covariance of log Q̂ is default traffic's
 cluster-robust sandwich alone (:meth:`fairmon.transforms.reo.cluster.BucketSums.log_share_covariance`).
+Both are :func:`fairmon.transforms.reo.estimate.estimate_reo`'s with
+``known_pool``: the estimated pool's delta path with its pool term 0.
 """
 
 from __future__ import annotations
@@ -35,9 +37,7 @@ import polars as pl
 
 from fairmon.transforms.contract import INTERSECTION_SEP, InputContractError, attribute_text, parse_float
 from fairmon.transforms.reo.cluster import BucketSums
-from fairmon.transforms.reo.estimate import REOEstimate, named_groups, z_value
-from fairmon.transforms.reo.intervals_delta import delta_intervals
-from fairmon.transforms.reo.reo_math import relative_utilities, reo_of_utilities
+from fairmon.transforms.reo.estimate import REOEstimate, estimate_reo
 
 #: Column of a pool table counting the items a row stands for (absent: each row is one item).
 POOL_COUNT = "n_items"
@@ -172,80 +172,19 @@ def rsp_known_pool(
 ) -> REOEstimate:
     """RSP (eq. 26), U and ΔU (eq. 25) with delta-method SEs and intervals
     when the pool shares π_k = ``pool_k``/``pool_total`` are known (App. H.1):
-    the variance of the module docstring, without the pool's term.
+    :func:`fairmon.transforms.reo.estimate.estimate_reo` with ``known_pool``,
+    the variance of the module docstring without the pool's term.
 
     Inputs: ``n_k`` (K,) default-traffic rows of group k of one arm,
     ``n_rec`` all its rows (incl. groups not listed); ``pool_k`` (K,) the
     pool's items of group k, ``pool_total`` all its items. ``clusters_rec``:
     default traffic's per-bucket rows (then the cluster-robust covariance
     and a t_{G−1} quantile); ``cluster_note``: a reason every interval is NaN.
-    REO's interval is the parity-aware one (its lower end 0 when the parity
-    test does not reject; DESIGN §4.1), as for the estimated pool.
-
     Returns an :class:`REOEstimate` (``P`` = π, ``n_rand`` = ``pool_total``;
-    the verdict fields unset). Never raises for degenerate counts: NaN with
-    a reason (no default rows, K < 2, a group with no items in the pool,
-    U all 0; Q_k = 0 or REO = 0 keep the point and leave the SE NaN).
+    no group is small). Never raises for degenerate counts (NaN with a
+    reason); raises ValueError for malformed ones, as :func:`estimate_reo`.
     """
-    groups = tuple(groups)
-    K = len(groups)
-    a, pool = np.asarray(n_k, float), np.asarray(pool_k, float)
-    nan_k = np.full(K, np.nan)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        Q = a / n_rec if n_rec > 0 else nan_k.copy()
-        P = pool / pool_total if pool_total > 0 else nan_k.copy()
-        U = np.where(P > 0, Q / P, np.nan)
-    reasons: list[str] = []
-    group_reasons: list[str | None] = [None] * K
-    if n_rec == 0:
-        reasons.append("no default traffic")
-    if K < 2:
-        reasons.append(f"K = {K}: RSP needs at least 2 groups")
-    if empty := [g for g, p in zip(groups, P) if p == 0]:
-        reasons.append(f"no items in the pool table for {named_groups(empty)}: U_k undefined")
-        group_reasons = [r if p != 0 else "no items in the pool table" for r, p in zip(group_reasons, P)]
-    head = dict(groups=groups, Q=Q, P=P, U=U, n_rec=int(n_rec), n_rand=int(pool_total), ci_method="delta", level=level)
-    if not (K >= 2 and np.isfinite(U).all() and U.sum() > 0):
-        if K >= 2 and np.isfinite(U).all():
-            reasons.append("all U_k = 0 (no default traffic in the listed groups): RSP undefined")
-        why = "; ".join(reasons) or "undefined"
-        nans = dict(delta_U=nan_k, se_delta_U=nan_k, ci_low_delta_U=nan_k, ci_high_delta_U=nan_k)
-        undefined = dict(reo=np.nan, se=np.nan, ci_low=np.nan, ci_high=np.nan, reason=why)
-        return REOEstimate(**head, **nans, **undefined, group_reasons=tuple(r or why for r in group_reasons))
-    dU, reo = relative_utilities(U), reo_of_utilities(U)
-    with np.errstate(divide="ignore"):
-        v = 1.0 / (Q * n_rec)
-    if clusters_rec is not None and not cluster_note and clusters_rec.G < 2:
-        cluster_note = f"{clusters_rec.G} non-empty cluster bucket(s): the cluster-robust variance is undefined"
-    if zero := [g for g, q in zip(groups, Q) if q == 0]:
-        reasons.append(f"Q_k = 0 for {named_groups(zero)}: delta-method SE undefined")
-        group_reasons = [r if q != 0 else "Q_k = 0" for r, q in zip(group_reasons, Q)]
-    elif cluster_note:
-        reasons.append(cluster_note)
-    else:
-        V = clusters_rec.log_share_covariance() if clusters_rec is not None else v
-        d = delta_intervals(U, dU, reo, V, v, level, clusters_rec, None, rand_known=True)
-        reasons.extend(d.notes)
-        ci_low = 0.0 if np.isfinite(d.ci_low) and d.parity[2] >= 1.0 - level else d.ci_low
-        if reo > d.ci_high:
-            reasons.append(f"the plug-in RSP {reo:.4g} lies above its interval (its upward bias exceeds the width)")
-        half = z_value(level) * d.scale * d.se_dU
-        why = "; ".join(reasons) or None
-        gr = tuple(r if np.isfinite(s) else (r or why or "undefined") for r, s in zip(group_reasons, d.se_dU))
-        W, df, p = d.parity
-        return REOEstimate(
-            **head, delta_U=dU, se_delta_U=d.se_dU, ci_low_delta_U=dU - half, ci_high_delta_U=dU + half,
-            reo=reo, se=d.se_reo, ci_low=ci_low, ci_high=d.ci_high, reason=why, group_reasons=gr,
-            reo_bc=d.reo_bc, parity_stat=W, parity_df=df, parity_p_value=p, design_effect=d.design_effect,
-        )  # fmt: skip
-    why = "; ".join(reasons)
-    out = dict(delta_U=dU, se_delta_U=nan_k, ci_low_delta_U=nan_k, ci_high_delta_U=nan_k, se=np.nan)
-    return REOEstimate(
-        **head,
-        **out,
-        reo=reo,
-        ci_low=np.nan,
-        ci_high=np.nan,
-        reason=why,
-        group_reasons=tuple(r or why for r in group_reasons),
-    )
+    return estimate_reo(
+        groups, n_k, n_rec, pool_k, pool_total, level=level, min_expected_positives=0,
+        clusters_rec=clusters_rec, cluster_note=cluster_note, known_pool=True,
+    )  # fmt: skip

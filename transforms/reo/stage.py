@@ -56,7 +56,7 @@ from fairmon.transforms.reo.cluster import BucketSums, bucket_sums, ratio_log_co
 from fairmon.transforms.reo.estimate import estimate_reo, reo_log_gradient, reo_of_utilities, z_value
 from fairmon.transforms.reo.reo_math import few_cluster_scale
 from fairmon.transforms.reo.reo_tables import MISSING_GROUP, has_impressions, listed_groups
-from fairmon.transforms.reo.rsp_pool import pool_counts_for, pool_groups, rsp_known_pool
+from fairmon.transforms.reo.rsp_pool import pool_counts_for, pool_groups
 
 
 def has_rsp(cfg) -> bool:
@@ -323,7 +323,7 @@ def rsp_table(
     day's pool table (:func:`fairmon.transforms.reo.rsp_pool.pool_item_counts`,
     config ``[estimation] rsp_pool``); an attribute it describes takes its
     shares from the items there, known constants whose variance term drops
-    out (:func:`fairmon.transforms.reo.rsp_pool.rsp_known_pool`), and each
+    out (:func:`fairmon.transforms.reo.estimate.estimate_reo` with ``known_pool``), and each
     of its rows' reason names the table. Returns :data:`RSP_SCHEMA`."""
     day = counts.filter(pl.col("ds") == ds)
     rows: list[dict] = []
@@ -340,16 +340,16 @@ def rsp_table(
         c_rec, why_rec = _clusters(buckets, rec, groups, n_rec, "n")
         if (items := pool_counts_for(pool, attribute, groups)) is not None:
             m_k, n_pool, source = items
-            e = rsp_known_pool(groups, n_k, n_rec, m_k, n_pool, level=level, clusters_rec=c_rec, cluster_note=why_rec)
+            c_pool, why_pool = None, None
             note = f"pool shares known from the pool table {source} (not estimated: no pool term in the SE)"
         else:
             m_k, n_pool = _by_group(rand, groups, "n")
             c_pool, why_pool = _clusters(buckets, rand, groups, n_pool, "n")
-            e = estimate_reo(
-                groups, n_k, n_rec, m_k, n_pool, level=level, min_expected_positives=0,
-                clusters_rec=c_rec, clusters_rand=c_pool, cluster_note=why_rec or why_pool,
-            )  # fmt: skip
             note = None
+        e = estimate_reo(
+            groups, n_k, n_rec, m_k, n_pool, level=level, min_expected_positives=0, known_pool=items is not None,
+            clusters_rec=c_rec, clusters_rand=c_pool, cluster_note=why_rec or why_pool,
+        )  # fmt: skip
         mean_u = float(np.nanmean(e.U)) if np.isfinite(e.U).any() else float("nan")
         for i, g in enumerate(groups):
             why = e.group_reasons[i] or e.reason
