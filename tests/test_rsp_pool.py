@@ -13,9 +13,15 @@ import pytest
 
 from fairmon.transforms.contract import InputContractError
 from fairmon.transforms.reo.cluster import BucketSums
-from fairmon.transforms.reo.estimate import reo_of_utilities
-from fairmon.transforms.reo.rsp_pool import pool_item_counts, rsp_known_pool
+from fairmon.transforms.reo.estimate import estimate_reo, reo_of_utilities
+from fairmon.transforms.reo.rsp_pool import pool_item_counts
 from fairmon.transforms.reo.stage import rsp_table
+
+
+def _known(groups, n_k, n_rec, pool_k, pool_total, **kw):
+    """RSP with a known pool as rsp_table computes it: default-traffic rows n_k of n_rec, the pool's items."""
+    return estimate_reo(groups, n_k, n_rec, pool_k, pool_total, min_expected_positives=0, known_pool=True, **kw)
+
 
 DS = dt.date(2026, 1, 1)
 COLS = ["ds", "source", "traffic", "arm", "attribute", "group", "n", "n_pos", "window_start", "window_end"]
@@ -97,7 +103,7 @@ def test_clustered_known_pool_is_the_default_sandwich_alone():
     x = rng.integers(0, 30, size=(G, K)).astype(float)  # rows of group k in bucket g
     r = x.sum(axis=1) + rng.integers(0, 5, size=G)  # plus rows of no listed group
     pi = np.array([0.5, 0.3, 0.2])
-    e = rsp_known_pool(["a", "b", "c"], x.sum(0), int(r.sum()), pi * 1000, 1000, clusters_rec=BucketSums(x, r))
+    e = _known(["a", "b", "c"], x.sum(0), int(r.sum()), pi * 1000, 1000, clusters_rec=BucketSums(x, r))
     X, n = x.sum(0), r.sum()
     U = X / n / pi
     hh = 1e-7
@@ -107,14 +113,12 @@ def test_clustered_known_pool_is_the_default_sandwich_alone():
     infl = (x / X - r[:, None] / n) @ g
     assert e.se == pytest.approx(np.sqrt(G / (G - 1) * np.sum(infl**2)), rel=1e-6)
     assert e.reason is None
-    one = rsp_known_pool(["a", "b", "c"], X, int(n), pi * 1000, 1000, clusters_rec=BucketSums(X[None, :], [n]))
+    one = _known(["a", "b", "c"], X, int(n), pi * 1000, 1000, clusters_rec=BucketSums(X[None, :], [n]))
     assert np.isnan(one.se) and "cluster-robust variance is undefined" in one.reason
 
 
 def test_a_known_pool_is_no_sample_to_resample_or_cluster():
     """estimate_reo(known_pool=True) refuses what would treat the pool table as a sample."""
-    from fairmon.transforms.reo.estimate import estimate_reo
-
     args = (["a", "b"], np.array([60, 40]), 100, np.array([5, 5]), 10)
     with pytest.raises(ValueError, match="known_pool: the pool's shares are constants"):
         estimate_reo(*args, ci_method="bootstrap_percentile", known_pool=True)
@@ -139,7 +143,7 @@ def test_known_pool_interval_covers_at_known_truth():
     hits = hits_dU = 0
     est, ses = [], []
     for d in draws:
-        e = rsp_known_pool(["a", "b", "c"], d[:3], n, pi * N, N)
+        e = _known(["a", "b", "c"], d[:3], n, pi * N, N)
         hits += e.ci_low <= truth <= e.ci_high
         hits_dU += e.ci_low_delta_U[0] <= truth_dU <= e.ci_high_delta_U[0]
         est.append(e.reo)

@@ -1,6 +1,6 @@
 """RSP with a known candidate pool (seed 001 App. H.1, eqs. 24–26): the pool
-table's per-group item counts, and RSP's delta-method interval when the pool
-shares are constants rather than estimates (pure Polars/NumPy).
+table's per-group item counts (pure Polars/NumPy), and why RSP's delta-method
+interval drops the pool's variance term when the shares are constants.
 
 Why a pool table. RSP's utility (eq. 24) is U_k = Σ_D 1{R = 1, S = s_k} /
 Σ_D 1{S = s_k} over all user-item pairs D = users × items, so its
@@ -36,8 +36,6 @@ import numpy as np
 import polars as pl
 
 from fairmon.transforms.contract import INTERSECTION_SEP, InputContractError, attribute_text, parse_float
-from fairmon.transforms.reo.cluster import BucketSums
-from fairmon.transforms.reo.estimate import REOEstimate, estimate_reo
 
 #: Column of a pool table counting the items a row stands for (absent: each row is one item).
 POOL_COUNT = "n_items"
@@ -157,34 +155,3 @@ def pool_groups(pool: pl.DataFrame | None, attribute: str) -> list[str]:
         return []
     rows = pool.filter((pl.col("attribute") == attribute) & (pl.col("group") != MISSING))
     return rows.get_column("group").to_list()
-
-
-def rsp_known_pool(
-    groups: list[str],
-    n_k: np.ndarray,
-    n_rec: int,
-    pool_k: np.ndarray,
-    pool_total: int,
-    *,
-    level: float = 0.95,
-    clusters_rec: BucketSums | None = None,
-    cluster_note: str | None = None,
-) -> REOEstimate:
-    """RSP (eq. 26), U and ΔU (eq. 25) with delta-method SEs and intervals
-    when the pool shares π_k = ``pool_k``/``pool_total`` are known (App. H.1):
-    :func:`fairmon.transforms.reo.estimate.estimate_reo` with ``known_pool``,
-    the variance of the module docstring without the pool's term.
-
-    Inputs: ``n_k`` (K,) default-traffic rows of group k of one arm,
-    ``n_rec`` all its rows (incl. groups not listed); ``pool_k`` (K,) the
-    pool's items of group k, ``pool_total`` all its items. ``clusters_rec``:
-    default traffic's per-bucket rows (then the cluster-robust covariance
-    and a t_{G−1} quantile); ``cluster_note``: a reason every interval is NaN.
-    Returns an :class:`REOEstimate` (``P`` = π, ``n_rand`` = ``pool_total``;
-    no group is small). Never raises for degenerate counts (NaN with a
-    reason); raises ValueError for malformed ones, as :func:`estimate_reo`.
-    """
-    return estimate_reo(
-        groups, n_k, n_rec, pool_k, pool_total, level=level, min_expected_positives=0,
-        clusters_rec=clusters_rec, cluster_note=cluster_note, known_pool=True,
-    )  # fmt: skip
