@@ -3,7 +3,7 @@
 -- of every traffic but random of its current files dated the day
 -- (ds_start = ds = day), with the day. Only rows of a day's own current files
 -- count (DESIGN §2 "Input identity"): rows staged from a file no longer
--- resolved never reach a count. Random rows are counted per share
+-- resolved never reach a count. Random rows are counted per unit
 -- (sql/count_random_shares.sql). Included as a subquery by
 -- sql/count_random_shares.sql, sql/group_counts.sql and sql/count_spans.sql.
 SELECT f.day, i.*

@@ -2,7 +2,7 @@
 -- of every traffic but random, by arm; sql/count_keys.sql) for the days of
 -- the registered frame `count_days` (day DATE, rehashed BOOLEAN: whether the
 -- day maps per-cluster keys to hash buckets, sql/count_random_shares.sql).
--- A day's random rows are counted per share (sql/group_counts_pooled.sql).
+-- A day's random rows are counted per unit (sql/group_counts_pooled.sql).
 -- share is null.
 WITH counted AS (
     SELECT r.day AS ds, NULL::INTEGER AS share, r.traffic, r.arm, r.y, r.n, r.cbucket, k.rehashed,

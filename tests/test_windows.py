@@ -318,6 +318,28 @@ def test_a_range_counted_in_chunks_gives_each_day_its_own_counts(pools, policy, 
             assert held.frame().sort(want_keys.columns).equals(want_keys.sort(want_keys.columns)), (budget, d)
 
 
+@pytest.mark.parametrize(("policy", "rows"), [("overlap", 100 + 200 + 400), ("contained", 100 + 200)])
+def test_a_range_counts_each_random_pool_once(pools, policy, rows, monkeypatch):
+    """count_batch counts a pool's rows once for the range, however many days' windows hold it:
+    the random rows its statements count are those of the pools some day uses (OVERLAP: all three,
+    700 rows; CONTAINED: P1 and P2, 300), not a pool again for each set of pools a day uses
+    (overlap: 100 + 300 + 700 + 600 = 1,700)."""
+    from fairmon.pipelines.ingest import range_counts
+
+    cfg, days = pools[policy], [day(i) for i in range(9)]
+    _stage(cfg, days)
+    counted = []
+    real = range_counts.pooled_rows
+
+    def spy(con, shares, buckets):
+        counted.append(out := real(con, shares, buckets))
+        return out
+
+    monkeypatch.setattr(range_counts, "pooled_rows", spy)
+    range_counts.count_batch(cfg, days)
+    assert sum(int(f.get_column("n").sum()) for f in counted) == rows
+
+
 @pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_the_sql_applies_the_policy_too(pools):
     # every staged pool registered for day 6 (window day 3..6): contained still takes only P2,

@@ -176,21 +176,25 @@ BUCKET_SCHEMA = {
 
 class HeldKeys(NamedTuple):
     """A day's per-key counts as held from the range's count until the day
-    estimates: its own rows and its share of random rows (shared by the days
-    that count the same random rows, held once), each a frame or, past the
-    range's budget, packed (:class:`Holder`). :meth:`frame` gives the day's
-    frame (:data:`BUCKET_SCHEMA`, no particular row order)."""
+    estimates: its own rows and its random rows, one frame per random unit
+    it counts (:func:`unit_ids`; shared by the days that count the unit,
+    held once), each a frame or, past the range's budget, packed
+    (:class:`Holder`). :meth:`frame` gives the day's frame
+    (:data:`BUCKET_SCHEMA`, no particular row order; a key of random traffic
+    has a row per unit that holds it: every reader sums the rows of a key,
+    integer counts, the same in any order and grouping)."""
 
     ds: dt.date
     own: pl.DataFrame | bytes
-    pooled: pl.DataFrame | bytes | None = None
+    pooled: tuple[pl.DataFrame | bytes, ...] | None = None
 
     def frame(self) -> pl.DataFrame:
-        """The day's per-key rows: its own and its share's, with ds set."""
+        """The day's per-key rows: its own and its random units', with ds set."""
         own = held_frame(self.own)
-        if self.pooled is None:
+        if not self.pooled:
             return own
-        return pl.concat([own, _dated(held_frame(self.pooled), self.ds).select(own.columns)])
+        units = [_dated(held_frame(p), self.ds).select(own.columns) for p in self.pooled]
+        return pl.concat([own, *units])
 
 
 class Holder:
@@ -237,35 +241,53 @@ def count_batch(cfg: FairmonConfig, days: list[dt.date]) -> dict[dt.date, tuple[
 
 def _count_chunks(con: duckdb.DuckDBPyConnection, cfg: FairmonConfig, days: list[dt.date]) -> dict:
     """For :func:`count_batch`: per day (counts, totals, :class:`HeldKeys`),
-    over the registered ``day_files``, chunk by chunk; each share of random
-    rows is counted in the first chunk that needs it and kept while a later
-    day still uses it."""
+    over the registered ``day_files``, chunk by chunk; each random unit
+    (:func:`unit_ids`) is counted in the first chunk that needs it and kept
+    while a later day still uses it."""
     imp, buckets = cfg.impressions, cfg.estimation.cluster_buckets
     shares = random_shares(con, cfg.estimation.cluster_exact_max, imp.random_window_days, imp.pool_policy)
     spans, totals = count_spans(con, shares), _traffic_totals(con, cfg)
-    share_of = dict(shares.select("day", "share").unique().iter_rows())
-    last_day = dict(shares.drop_nulls("share").group_by("share").agg(pl.col("day").max()).iter_rows())
-    pooled: dict[int, tuple[pl.DataFrame, pl.DataFrame | bytes]] = {}  # share -> (its group sums, its key rows held)
+    shares = unit_ids(shares)
+    used = shares.drop_nulls("unit")
+    units_of = dict(used.group_by("day").agg(pl.col("unit").unique().sort()).iter_rows())
+    last_day = dict(used.group_by("unit").agg(pl.col("day").max()).iter_rows())
+    pooled: dict[int, tuple[pl.DataFrame, pl.DataFrame | bytes]] = {}  # unit -> (its group sums, its key rows held)
     out, holder = {}, Holder()
     for chunk in statement_chunks(shares, days):
         rows = shares.filter(pl.col("day").is_in(chunk))
-        new = rows.filter(pl.col("share").is_not_null() & ~pl.col("share").is_in(list(pooled)))
-        counted = pooled_rows(con, new, buckets) if new.height else pl.DataFrame()
-        for (share,), frame in counted.partition_by("share", as_dict=True).items() if counted.height else ():
+        new = rows.filter(pl.col("unit").is_not_null() & ~pl.col("unit").is_in(list(pooled)))
+        # a unit's rows counted once, under its number (the statement's share column)
+        counted = pooled_rows(con, new.with_columns(pl.col("unit").alias("share")), buckets) if new.height else None
+        for (unit,), frame in counted.partition_by("share", as_dict=True).items() if counted is not None else ():
             frame = frame.drop("share")
-            pooled[share] = (_group_sums(frame), holder.hold(keyed_rows(frame)))
+            pooled[unit] = (_group_sums(frame), holder.hold(keyed_rows(frame)))
         own = own_rows(con, rows, buckets).drop("share")
         for ds in chunk:
-            day_own, share = own.filter(pl.col("ds") == ds), pooled.get(share_of.get(ds))
-            day_rows = day_own if share is None else pl.concat([day_own, _dated(share[0], ds)])
+            day_own, parts = own.filter(pl.col("ds") == ds), [pooled[u] for u in units_of.get(ds, [])]
+            day_rows = pl.concat([day_own, *(_dated(p[0], ds) for p in parts)])
             out[ds] = (
                 group_totals(day_rows, spans.filter(pl.col("ds") == ds)),
                 totals.filter(pl.col("ds") == ds).drop("ds"),
-                HeldKeys(ds, holder.hold(keyed_rows(day_own)), None if share is None else share[1]),
+                HeldKeys(ds, holder.hold(keyed_rows(day_own)), tuple(p[1] for p in parts) or None),
             )
-        for share in [s for s in pooled if last_day[s] <= max(chunk)]:
-            del pooled[share]  # no later day counts it
+        for unit in [u for u in pooled if last_day[u] <= max(chunk)]:
+            del pooled[unit]  # no later day counts it
     return out
+
+
+def unit_ids(shares: pl.DataFrame) -> pl.DataFrame:
+    """``shares`` (:func:`random_shares`) with ``unit``: one integer per
+    random unit and rehashed flag that a day counts (null for a day without
+    random rows). A unit's key rows are the same for every day that counts
+    it under the same flag, so :func:`count_batch` counts each unit once
+    and gives each day its units' rows: a pooled row is counted once
+    however many days' windows hold it (a 7-day window: 7 times fewer
+    random rows counted than per share), and the day's sums over its units
+    are the integer sums a count per share gives."""
+    keys = ["src_file", "ds_start", "ds", "rehashed"]
+    units = shares.drop_nulls("share").select(keys).unique().sort(keys).with_row_index("unit")
+    units = units.with_columns(pl.col("unit").cast(pl.Int32))
+    return shares.join(units, on=keys, how="left", nulls_equal=False)
 
 
 def _group_sums(rows: pl.DataFrame) -> pl.DataFrame:
@@ -291,26 +313,26 @@ COUNT_ROWS_BUDGET = 1_000_000
 
 def statement_chunks(shares: pl.DataFrame, days: list[dt.date]) -> list[list[dt.date]]:
     """``days`` (sorted) cut into runs that :func:`count_batch` counts in one
-    statement each: a day adds its own staged rows and, unless an earlier
-    day counted its share already, its share's random rows
-    (:func:`random_shares` gives both); a run closes before it would pass
+    statement each: a day adds its own staged rows and the rows of each of
+    its random units (:func:`unit_ids`, ``shares`` with ``unit``) that no
+    earlier day counted; a run closes before it would pass
     :data:`COUNT_ROWS_BUDGET`. A day alone may pass it. Each day's counts are
     the same however the days are cut. Raises nothing."""
     own = dict(shares.select("day", "own_rows").unique().iter_rows())
-    units = shares.drop_nulls("share").select("share", "src_file", "ds_start", "ds", "unit_rows").unique()
-    share_rows = dict(units.group_by("share").agg(pl.col("unit_rows").sum()).iter_rows())
-    share_of = dict(shares.select("day", "share").unique().iter_rows())
+    used = shares.drop_nulls("unit")
+    unit_rows = dict(used.select("unit", "unit_rows").unique().iter_rows())
+    units_of = dict(used.group_by("day").agg(pl.col("unit").unique()).iter_rows())
     chunks: list[list[dt.date]] = []
     size, counted = 0, set()
     for ds in sorted(days):
-        share = share_of.get(ds)
-        cost = own.get(ds, 0) + (share_rows.get(share, 0) if share not in counted else 0)
+        mine = units_of.get(ds, [])
+        cost = own.get(ds, 0) + sum(unit_rows[u] for u in mine if u not in counted)
         if not chunks or (chunks[-1] and size + cost > COUNT_ROWS_BUDGET):
             chunks.append([])
             size = 0
         chunks[-1].append(ds)
         size += cost
-        counted.add(share)
+        counted.update(mine)
     return chunks
 
 
