@@ -116,3 +116,24 @@ def test_a_counted_pandas_column_arrow_cannot_read_is_named_with_its_first_bad_r
     frame[column] = pd.Series(values, dtype=object)
     with pytest.raises(InputContractError, match=rf"rows, column '{column}', row 4001: .*\({shown}"):
         fairmon.reo(frame, group="g", label="y")
+
+
+def test_a_column_whose_type_arrow_cannot_read_is_named_without_a_row():
+    """When no part of a column converts, its type is at fault (complex numbers; categories of mixed types,
+    used or not): the refusal names the column and the caller's type, and no row (every row's value is fine),
+    also on a frame without rows."""
+    empty = pd.DataFrame({"traffic": pd.Series([], dtype=object), "g": np.array([], dtype=complex), "y": []})
+    with pytest.raises(InputContractError, match=r"^rows, column 'g': its type complex128 cannot be read"):
+        fairmon.reo(empty, group="g", label="y")
+    frame = _rows().to_pandas()
+    frame["g"] = pd.Categorical(frame["g"], categories=["a", "b", "c", 1])
+    with pytest.raises(InputContractError, match=r"^rows, column 'g': its type category cannot be read"):
+        fairmon.reo(frame, group="g", label="y")
+
+
+def test_a_column_of_mixed_types_names_the_row_where_its_type_changes():
+    """Ints then a string: the first string's row is named, with the type of the values before it."""
+    frame = _rows().to_pandas()
+    frame["g"] = pd.Series([7, 8, 9] + frame["g"].to_list()[3:], dtype=object)
+    with pytest.raises(InputContractError, match=r"column 'g', row 4: .*\(str '\w' after int values\)"):
+        fairmon.reo(frame, group="g", label="y")

@@ -365,8 +365,9 @@ def _detail_failures(validator, gx_suite, vr, result_format: dict):
     """GX's validation result ``vr`` of ``gx_suite`` (run by ``validator`` with
     :data:`PASS_FAIL`) with each failed expectation's result replaced by a
     run of just the failed expectations with ``result_format`` on the same
-    batch: the result a run of the whole suite with ``result_format`` (GX's
-    result-format dict) gives.
+    batch: each expectation's result (by name) is the one a run of the
+    whole suite with ``result_format`` (GX's result-format dict) gives, in
+    the order of the pass/fail run.
 
     Why it is the same: GX decides each expectation of a suite from its own
     metrics, and a result format adds metrics (unexpected values, rows,

@@ -438,7 +438,8 @@ def tables(
         view = f"{t.name}_published" if t.published_view else "none"
         caption = f"key: {', '.join(t.key)}; published view: {view}; source: {t.source}"
         rows = [(c.name, duckdb_type(c.dtype), c.unit, column_checks(c), c.meaning) for c in t.stored_columns]
-        fixed = sum(max(len(r[i]) for r in rows) + 3 for i in range(4))
+        heads = ("column", "type", "unit", "checks")  # each column's widest cell or header, its border and padding
+        fixed = sum(max(len(heads[i]), *(len(r[i]) for r in rows)) + 3 for i in range(4)) + 4
         if console.width - fixed < MEANING_WIDTH:  # a narrow terminal: each column's meaning under its line
             _dictionary_list(f"{t.name}: {t.description}", caption, rows)
             continue

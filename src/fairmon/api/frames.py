@@ -70,15 +70,25 @@ def polars_columns(frame: pl.DataFrame | nw.DataFrame, columns: Sequence[str]) -
 
 
 def _unconvertible(values: nw.Series, column: str) -> InputContractError:
-    """The refusal of a caller's column that Arrow cannot convert, at its first row: the end of the
-    shortest leading part of the column that fails (a bad value, or the first whose type does not
-    go with the values before it), found by bisection since a part that fails fails longer."""
+    """The refusal of a caller's column that Arrow cannot convert. When even none of its values
+    convert, its type is at fault (a complex or sparse column, categories of mixed types) and no row
+    is named. Else the row named ends the shortest leading part of the column that fails (a bad
+    value, or the first whose type does not go with the values before it), found by bisection
+    since a part that fails fails longer."""
+    if not _converts(values[:0]):
+        native = values.to_native()  # the caller's own type name (Narwhals calls a complex column Unknown)
+        kind = getattr(native, "dtype", getattr(native, "type", values.dtype))
+        return InputContractError(
+            f"its type {kind} cannot be read as text, numbers or booleans", file="rows", column=column
+        )
     lo, hi = 0, len(values)  # values[:lo] converts, values[:hi] does not
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if _converts(values[:mid]) else (lo, mid)
     value = values[hi - 1]
-    shown = f"{type(value).__name__} {str(value)[:40]!r}"
+    shown = f"{type(value).__name__} {str(value)[:40]!r}" + (
+        f" after {type(values[0]).__name__} values" if hi > 1 else ""
+    )
     why = f"its values cannot be read as one type of text, numbers or booleans ({shown})"
     return InputContractError(why, file="rows", column=column, row=hi)
 
