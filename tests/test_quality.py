@@ -221,13 +221,23 @@ def test_clean_raw_frame_passes(gate):
             "ids_unique",
         ),
         (dict(s2=["yes", "no", "yes", "no", "yes", "no"]), "signal_is_boolean[s2]"),
-        (dict(ds=["2026-04-01", "04/01/2026", "2026-04-01", "2026-04-01", "2026-04-01", "2026-04-01"]), "ds_is_date"),
+        (
+            dict(ds=["2026-04-01", "04/01/2026", "2026-04-01", "2026-04-01", "2026-04-01", "2026-04-01"]),
+            "ds_is_date,ds_is_a_real_day",
+        ),
+        # what the input contract refuses, so must the gate: a day not in the calendar, a traffic spelled otherwise
+        (
+            dict(ds=["2026-04-01", "2026-04-31", "2026-04-01", "2026-04-01", "2026-04-01", "2026-04-01"]),
+            "ds_is_a_real_day",
+        ),
+        (dict(traffic=["default", "random", "Random", "default", "random", "random"]), "traffic_known"),
+        (dict(traffic=["default", "random", "default ", "default", "random", "random"]), "traffic_known"),
     ],
 )
 def test_each_raw_defect_is_caught_by_a_named_expectation(gate, defect, name):
     r = _validate_raw(gate, _raw(**defect))
     assert not r.success
-    assert r.failed_critical == [name]
+    assert r.failed_critical == name.split(",")
 
 
 @pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
@@ -938,7 +948,9 @@ def test_failures_are_detailed_as_a_run_of_the_whole_suite_would(gate, result_fo
     vr = gate.run_checkpoint("impressions_raw", entries, frame, result_format, "detail.csv", "detail")
 
     ctx = gx.get_context(mode="ephemeral")
-    batch_definition = ctx.data_sources.add_pandas("ref").add_dataframe_asset("a").add_batch_definition_whole_dataframe("w")
+    batch_definition = (
+        ctx.data_sources.add_pandas("ref").add_dataframe_asset("a").add_batch_definition_whole_dataframe("w")
+    )
     suite = gx.ExpectationSuite(
         name="ref",
         expectations=[
@@ -947,19 +959,25 @@ def test_failures_are_detailed_as_a_run_of_the_whole_suite_would(gate, result_fo
         ],
     )
     fmt = {"result_format": result_format, "partial_unexpected_count": 5, "return_unexpected_index_query": False}
-    ref = batch_definition.get_batch(batch_parameters={"dataframe": frame.to_pandas()}).validate(suite, result_format=fmt)
+    ref = batch_definition.get_batch(batch_parameters={"dataframe": frame.to_pandas()}).validate(
+        suite, result_format=fmt
+    )
 
     def by_name(results):
         return {r.expectation_config.meta["name"]: r for r in results}
 
     got, want = by_name(vr.results), by_name(ref.results)
     assert got.keys() == want.keys() and len(got) == len(entries)
-    assert {n for n, r in got.items() if not r.success} == {n for n, r in want.items() if not r.success} == {
-        "traffic_known",
-        "signal_is_boolean[s2]",
-        "signal_not_null[s1]",
-        "attribute_not_null[grp]",
-    }
+    assert (
+        {n for n, r in got.items() if not r.success}
+        == {n for n, r in want.items() if not r.success}
+        == {
+            "traffic_known",
+            "signal_is_boolean[s2]",
+            "signal_not_null[s1]",
+            "attribute_not_null[grp]",
+        }
+    )
     for name, r in want.items():
         assert got[name].success == r.success
         if not r.success:

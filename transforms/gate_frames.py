@@ -46,8 +46,16 @@ DQ_RESULTS = Table(
 declare(DQ_RESULTS, stage="quality", inputs=("results", "ds"))
 
 
+#: Text columns the input contract compares exactly (``traffic``: "Random" or " random" is not a traffic).
+EXACT = ("traffic",)
+
+
 def raw_check_frame(raw: pl.DataFrame, text_columns: list[str]) -> pl.DataFrame:
-    """The raw frame with ``text_columns`` rendered as trimmed lower-case text.
+    """The raw frame with ``text_columns`` rendered as trimmed lower-case text,
+    except the :data:`EXACT` ones, rendered as text as they are: the checks
+    must pass exactly what the input contract
+    (:func:`fairmon.transforms.contract.normalize_impressions`) accepts, which
+    folds booleans and trims dates but compares traffic values as written.
 
     Booleans become "true"/"false", integers "0"/"1", dates "YYYY-MM-DD", so
     one value-set rule checks every file format. Columns not present are
@@ -65,6 +73,8 @@ def raw_check_frame(raw: pl.DataFrame, text_columns: list[str]) -> pl.DataFrame:
             col = col.dt.strftime("%Y-%m-%d %H:%M:%S")
         if dtype.is_integer() or dtype in (pl.Boolean, pl.Date) or isinstance(dtype, pl.Datetime):
             exprs.append(col.cast(pl.String).alias(c))  # digits, '-', ':' or true/false: already trimmed lower case
+        elif c in EXACT:
+            exprs.append(col.cast(pl.String).alias(c))
         else:
             exprs.append(col.cast(pl.String).str.strip_chars().str.to_lowercase().alias(c))
     return raw.with_columns(exprs) if exprs else raw

@@ -27,6 +27,7 @@ ROW_WISE_ONE_COLUMN = frozenset(
         "expect_column_values_to_be_in_set",
         "expect_column_values_to_not_be_in_set",
         "expect_column_values_to_match_regex",
+        "expect_column_values_to_match_strftime_format",
         "expect_column_values_to_be_between",
     }
 )

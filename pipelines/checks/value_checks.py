@@ -28,6 +28,7 @@ VALUE_TYPES = (
     "ExpectColumnValuesToBeInSet",
     "ExpectColumnValuesToNotBeInSet",
     "ExpectColumnValuesToMatchRegex",
+    "ExpectColumnValuesToMatchStrftimeFormat",
     "ExpectColumnValuesToBeBetween",
 )
 
@@ -43,6 +44,8 @@ def _unexpected(entry: dict, col: pl.Expr) -> pl.Expr:
         return col.is_not_null() & col.is_in(list(kw["value_set"]))
     if kind == "ExpectColumnValuesToMatchRegex":
         return col.is_not_null() & ~col.cast(pl.String).str.contains(kw["regex"])
+    if kind == "ExpectColumnValuesToMatchStrftimeFormat":  # a day of the calendar, as GX's strptime decides it
+        return col.is_not_null() & col.cast(pl.String).str.to_date(kw["strftime_format"], strict=False).is_null()
     low, high = kw.get("min_value"), kw.get("max_value")
     out = pl.lit(False)
     if low is not None:
