@@ -198,3 +198,25 @@ def test_a_days_warnings_carry_their_notes_three_cells_at_most():
         "impressions_day: random_traffic_sufficient (" + "; ".join(cells[:3]) + "; 2 more in dq_results), "
         "group_has_positives"
     ]
+
+
+def test_the_prevalence_table_names_only_the_methods_used():
+    """A group too small to estimate has no ci_method (None): the caption names the methods of the rows that have
+    one, not "None" beside them (the demo's COMPAS part printed "CI method: None, robust_hc_normal")."""
+    from rich.console import Console
+
+    from fairmon.pipelines.faces.views import prevalence_table
+
+    nan = float("nan")
+    row = dict(model="m", attribute="race", t=5.0, d=0.5, n_window=40, prevalence_at_threshold=0.3, ci_low=0.2)
+    row |= dict(
+        ci_high=0.4, naive_window_mean=0.3, implied_cost_ratio=0.4, cost_ratio_ci_low=0.3, cost_ratio_ci_high=0.6
+    )
+    rows = [
+        {**row, "group": "a", "ci_method": "robust_hc_normal"},
+        {**row, "group": "b", "ci_method": None, "prevalence_at_threshold": nan, "reason": "too few rows"},
+    ]
+    console = Console(width=200, record=True)
+    console.print(prevalence_table(rows, "prevalence"))
+    text = console.export_text()
+    assert "CI method: robust_hc_normal" in text and "None" not in text

@@ -175,9 +175,8 @@ def prevalence_table(rows: list[dict], title: str) -> Table:
             fmt(r["implied_cost_ratio"], 3),
             f"[{fmt(r['cost_ratio_ci_low'], 3)}, {fmt(r['cost_ratio_ci_high'], 3)}]",
         )
-    method = None
-    if rows and rows[0].get("ci_method"):
-        method = f"CI method: {', '.join(sorted({str(r.get('ci_method')) for r in rows}))}"
+    methods = sorted({str(r["ci_method"]) for r in rows if r.get("ci_method")})  # a too small group has none
+    method = f"CI method: {', '.join(methods)}" if methods else None
     t.caption = notes.caption(method)
     return t
 
