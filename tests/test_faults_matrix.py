@@ -391,6 +391,22 @@ def test_an_invalid_cron_or_timezone_is_a_config_error(project, setting, message
     assert res.exit_code == 2 and "error:" in res.output and message in res.output
 
 
+def test_an_unknown_timezone_is_refused_by_every_command_before_anything_is_written(project):
+    """The time zone is checked when the config is read (zoneinfo), so ``run`` refuses it too, with nothing
+    written; a known one passes."""
+    bad = project.with_name("c.toml")
+    bad.write_text(project.read_text() + '\n[schedule]\ntimezone = "Mars/Olympus_Mons"\n')
+    res = _cli(["run", "-c", bad, "--date", DAY, "--no-prefect"])
+    assert (
+        res.exit_code == 2
+        and "schedule.timezone" in res.output
+        and "unknown time zone 'Mars/Olympus_Mons'" in res.output
+    )
+    assert not (project.parent / "warehouse").exists()
+    bad.write_text(project.read_text() + '\n[schedule]\ntimezone = "Europe/Paris"\n')
+    assert _cli(["schedule", "show", "-c", bad]).exit_code == 0
+
+
 @pytest.mark.parametrize("case", ["parent is a file", "read-only folder", "out is a folder"])
 def test_report_out_that_cannot_be_written_is_exit_2(project, monkeypatch, case):
     root = project.parent

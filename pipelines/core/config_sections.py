@@ -288,6 +288,20 @@ class ScheduleConfig(Strict):
     lag_days: int = Field(default=1, ge=0, description="the run computes the day this many days before today")
     name: str = "fairmon-daily"
 
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, value: str) -> str:
+        """An IANA time zone the system knows (``zoneinfo``), refused when the config is read by any command.
+        The cron expression is checked by Prefect's own parser when ``serve`` or ``schedule show`` builds the
+        schedule: importing Prefect to check it here would cost every command a second."""
+        import zoneinfo
+
+        try:
+            zoneinfo.ZoneInfo(value)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r} (an IANA name such as 'UTC' or 'Europe/Paris')") from None
+        return value
+
 
 class GxConfig(Strict):
     """Great Expectations' own files (validation results, Data Docs pages)."""
