@@ -462,7 +462,13 @@ RUN_ID = Column(
 DS = Column("ds", D, "date (UTC)", "The log day the row describes (the partition).")
 ARM = Column("arm", S, "-", "Experiment arm of default traffic; `all` without an experiment.")
 ATTR = Column("attribute", S, "-", "Sensitive attribute defining the grouping (a configured attribute column).")
-GROUP = Column("group", S, "-", "Value of the attribute; `(missing)` for rows whose value is null.")
+GROUP = Column(
+    "group",
+    S,
+    "-",
+    "Value of the attribute. Rows whose value is null are the group `(missing)` in `group_counts`; the estimates "
+    "leave it out of their groups (its rows stay in the traffic totals).",
+)
 REASON = Column("reason", S, "-", "Why a value is NaN or flagged (null when every value is defined).")
 CI_LOW = Column("ci_low", F, "as the estimate", "Lower bound of the confidence interval at `level`.")
 CI_HIGH = Column("ci_high", F, "as the estimate", "Upper bound of the confidence interval at `level`.")
