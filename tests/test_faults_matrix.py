@@ -737,8 +737,9 @@ def test_repeated_ids_are_refused_at_pre_flight_naming_the_key_its_copies_and_th
 
 @pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_labels_written_yes_no_are_refused_at_pre_flight_naming_row_column_and_accepted_values(project):
-    """A signal column of "yes"/"no" fails signal_is_boolean: the pre-flight value scan names the file, the first
-    row, the column, the values and the accepted set (exit 1, recorded quarantined), before GX is imported."""
+    """A signal column of "Yes"/"No" fails signal_is_boolean: the pre-flight value scan names the file, the first
+    row, the column, the values as the file spells them (the check folds case: "Yes" is searched for, not "yes")
+    and the accepted set (exit 1, recorded quarantined), before GX is imported."""
     import subprocess
     import sys
 
@@ -751,7 +752,7 @@ def test_labels_written_yes_no_are_refused_at_pre_flight_naming_row_column_and_a
     col = header.index(signal)
     rows = [x.split(",") for x in lines[1:]]
     for r in rows:
-        r[col] = {"1": "yes", "0": "no"}.get(r[col], r[col])
+        r[col] = {"1": "Yes", "0": "No"}.get(r[col], r[col])
     day.write_text("\n".join([lines[0], *(",".join(r) for r in rows)]) + "\n")
     res = _cli(["run", "-c", project, "--date", DAY, "--no-prefect"])
     out = res.output.replace("\n", " ")

@@ -55,13 +55,17 @@ def _unexpected(entry: dict, col: pl.Expr) -> pl.Expr:
     return col.is_not_null() & out
 
 
-def failing_values(entries: list[dict], frame: pl.DataFrame, limit: int = 5) -> list[dict]:
+def failing_values(
+    entries: list[dict], frame: pl.DataFrame, limit: int = 5, shown: pl.DataFrame | None = None
+) -> list[dict]:
     """The critical value expectations among ``entries`` that ``frame`` (a
     raw check frame: a profile through
     :func:`fairmon.transforms.gate_frames.raw_check_frame`) fails: per
     failing expectation {name, column, rows (file rows unexpected),
     first_row (1-based file row of the first), values (up to ``limit``
-    distinct unexpected values, as text, first seen first), value_set (the
+    distinct unexpected values, as text, first seen first; taken from
+    ``shown``, the same rows as read, when given: the check frame trims and
+    folds case, and a user searches the file for what it holds), value_set (the
     accepted values, for a set expectation)}. Entries of other types or
     severities, or on a column the frame lacks, are skipped. Raises nothing
     of its own."""
@@ -73,9 +77,9 @@ def failing_values(entries: list[dict], frame: pl.DataFrame, limit: int = 5) -> 
         if entry["severity"] != "critical" or entry["type"] not in VALUE_TYPES or column not in frame.columns:
             continue
         try:
-            bad = frame.select(first.alias("row"), n.alias("n"), pl.col(column).alias("value")).filter(
-                _unexpected(entry, pl.col("value"))
-            )
+            value = shown.get_column(column) if shown is not None and column in shown.columns else pl.col(column)
+            bad = frame.select(first.alias("row"), n.alias("n"), pl.col(column).alias("checked"), value.alias("value"))
+            bad = bad.filter(_unexpected(entry, pl.col("checked")))
         except (pl.exceptions.PolarsError, TypeError):  # a type the rule cannot compare: the gate reports it
             continue
         if not bad.height:

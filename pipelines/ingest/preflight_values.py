@@ -73,9 +73,10 @@ def value_findings(cfg: FairmonConfig, days: list[dt.date]) -> dict[dt.date, lis
             continue
         except InputContractError:
             continue
-        raw = raw_check_frame(without_buckets(raw), src.text_columns)
-        entries = expand_spec(spec, src.params, raw.columns, severity)
-        by_file[file] = [_finding(cfg, file, f) for f in failing_values(entries, raw)]
+        raw = without_buckets(raw)
+        checked = raw_check_frame(raw, src.text_columns)
+        entries = expand_spec(spec, src.params, checked.columns, severity)
+        by_file[file] = [_finding(cfg, file, f) for f in failing_values(entries, checked, shown=raw)]
     out = {}
     for ds, us in units.items():
         found = [Finding(ds, "impressions", *f) for u in us for f in by_file.get(u.file, [])]
