@@ -220,3 +220,15 @@ def test_the_prevalence_table_names_only_the_methods_used():
     console.print(prevalence_table(rows, "prevalence"))
     text = console.export_text()
     assert "CI method: robust_hc_normal" in text and "None" not in text
+
+
+def test_a_date_option_says_whether_it_is_malformed_or_no_day():
+    """--end 2026-02-30 has the form YYYY-MM-DD but is no day: the refusal says so; 03/01/2026 has not the form."""
+    from typer.testing import CliRunner
+
+    from fairmon.pipelines.faces.cli import app
+
+    no_day = CliRunner().invoke(app, ["backfill", "--start", "2026-02-01", "--end", "2026-02-30"])
+    assert no_day.exit_code == 2 and "'2026-02-30' is no day of the calendar" in " ".join(no_day.output.split())
+    malformed = CliRunner().invoke(app, ["run", "--date", "03/01/2026"])
+    assert malformed.exit_code == 2 and "'03/01/2026' is not a date YYYY-MM-DD" in " ".join(malformed.output.split())

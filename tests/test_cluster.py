@@ -416,6 +416,8 @@ def test_run_summary_states_how_intervals_treat_rows():
     assert (
         interval_note(hashed) == "intervals: cluster-robust by request_id, design effect 1.31, 128 buckets of clusters"
     )
+    close = [dict(rows[0], design_effect=d) for d in (1.0512, 1.0498)]  # both 1.05 as shown: one value, not a range
+    assert interval_note(close) == "intervals: cluster-robust by request_id, design effect 1.05"
 
 
 def test_keys_and_index_are_numpys_unique_and_inverse():

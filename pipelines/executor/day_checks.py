@@ -148,7 +148,7 @@ def ab_config_check(cfg: FairmonConfig, counts: pl.DataFrame) -> list[DQResult]:
         ["[ab] pairs"] if any(a in missing for p in cfg.ab.pairs for a in p) else []
     )
     run_logger().warning(
-        "%s: %s name(s) arm(s) %s that the day's default traffic does not have (arms: %s): "
+        "%s: %s names arm(s) %s, which the day's default traffic does not have (its arms: %s): "
         "reo_ab has no rows for them; rename the arm in the config or in the logs",
         counts.get_column("ds")[0] if "ds" in counts.columns and counts.height else "day",
         " and ".join(keys),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -398,7 +399,9 @@ def parse_date(value: str, name: str) -> dt.date:
     try:
         return dt.date.fromisoformat(value)
     except ValueError:
-        raise typer.BadParameter(f"{value!r} is not a date YYYY-MM-DD", param_hint=name) from None
+        shape = re.fullmatch(r"\d{4}-\d{2}-\d{2}", value) is not None
+        why = "is no day of the calendar" if shape else "is not a date YYYY-MM-DD"
+        raise typer.BadParameter(f"{value!r} {why}", param_hint=name) from None
 
 
 def load_or_exit(config: Path):

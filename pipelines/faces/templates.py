@@ -58,7 +58,7 @@ duckdb = "fairmon.duckdb"          # staging, run history, views over the output
 
 [impressions]
 format = "contract"
-path = "logs/{ds}.parquet"         # default and random rows of day {ds} (YYYY-MM-DD)
+path = "logs/{ds}.csv"             # default and random rows of day {ds} (YYYY-MM-DD): CSV or Parquet
 signals = ["click"]                # boolean columns; Y = 1 by label_rule
 label_rule = "any"
 attributes = ["creator_group"]     # each column is one grouping of the items or users

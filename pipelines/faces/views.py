@@ -235,9 +235,8 @@ def interval_note(reo_rows: list[dict]) -> str:
         for r in reo_rows
         if r.get("design_effect") is not None and r["design_effect"] == r["design_effect"]
     ]
-    span = (
-        "" if not deff else f", design effect {min(deff):.2f}" + ("" if min(deff) == max(deff) else f"–{max(deff):.2f}")
-    )
+    low, high = (f"{min(deff):.2f}", f"{max(deff):.2f}") if deff else ("", "")
+    span = "" if not deff else f", design effect {low}" + ("" if low == high else f"–{high}")
     units = [(r["n_clusters"], r.get("cluster_sums")) for r in reo_rows if r.get("n_clusters") is not None]
     if units:
         kinds = {k for _, k in units}

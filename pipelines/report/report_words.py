@@ -51,7 +51,8 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("look-ahead", "The day's random-traffic pool reaches past the day (pool_policy = overlap)."),
     ("sources", "Dong et al. 2024 (REO with missing labels: eqs. 3, 4, 7, 19; A/B: Algorithm 2; exposure "
      "parity and user-side precision: App. H; stage-wise REO: App. I.4); Lum et al. (implied thresholds); "
-     "Curmei, Dean and Recht 2021 (reachability); envy-freeness audits (AUDIT)."),
+     "Curmei, Dean and Recht 2021 (reachability); Do et al. 2022 (envy-freeness: OCEF certificates, the AUDIT "
+     "algorithm)."),
 )  # fmt: skip
 
 #: The A/B readings and the class the report colours them with.
