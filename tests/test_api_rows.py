@@ -137,3 +137,15 @@ def test_a_column_of_mixed_types_names_the_row_where_its_type_changes():
     frame["g"] = pd.Series([7, 8, 9] + frame["g"].to_list()[3:], dtype=object)
     with pytest.raises(InputContractError, match=r"column 'g', row 4: .*\(str '\w' after int values\)"):
         fairmon.reo(frame, group="g", label="y")
+
+
+def test_a_lazy_frame_is_refused_with_what_to_do():
+    with pytest.raises(TypeError, match=r"got polars\.lazyframe\.frame\.LazyFrame; call \.collect\(\) on it first"):
+        fairmon.reo(_rows().lazy(), group="g", label="y")
+
+
+def test_the_package_shows_its_api_not_its_imports():
+    """dir(fairmon) lists the API and the version, not the helpers its module imports."""
+    names = dir(fairmon)
+    assert {"reo", "reo_groups", "group_counts", "run_day", "__version__"} <= set(names)
+    assert "PackageNotFoundError" not in names and "import_module" not in names

@@ -385,7 +385,7 @@ def schedule_show(
     config: ConfigOpt = Path("fairmon.toml"),
     n: Annotated[int, typer.Option("--count", "-n", min=1, help="How many upcoming runs to list.")] = 5,
 ) -> None:
-    """Print the deployment ``fairmon serve`` would register and its next runs."""
+    """Print the deployment `fairmon serve` would register and its next runs."""
     prefect_env()
     cfg = load_or_exit(config)
     from fairmon.pipelines.orchestration.ops import build_deployment, deployment_name, next_runs

@@ -25,7 +25,11 @@ def fmt(x) -> str:
 
 
 def pfmt(x) -> str:
-    return "nan" if x is None or x != x else f"{x:.2g}"
+    """A p- or q-value as a report shows it: two significant digits, "< 0.001" below (a bootstrap's 0 means
+    no replicate crossed, not a p of 0; a normal tail's 1e-12 reads no better), "nan" when missing."""
+    if x is None or x != x:
+        return "nan"
+    return "< 0.001" if x < 0.001 else f"{x:.2g}"
 
 
 def ci_text(lo, hi) -> str:

@@ -34,12 +34,12 @@ the package data ``fairmon.sql``, ``fairmon.expectations`` and
 (DESIGN §1); ``pyproject.toml`` maps them here.
 """
 
-from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
+import importlib as _importlib
+import importlib.metadata as _metadata
 
 try:
-    __version__ = version("fairmon")
-except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = _metadata.version("fairmon")
+except _metadata.PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0+unknown"
 
 #: Public name -> module of fairmon.api that defines it (imported on first use).
@@ -65,10 +65,10 @@ def __getattr__(name: str):
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'fairmon' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
+    value = getattr(_importlib.import_module(module), name)
     globals()[name] = value  # later look-ups skip this hook
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+    return sorted({*(n for n in globals() if not n.startswith("_") or n == "__version__"), *_EXPORTS})

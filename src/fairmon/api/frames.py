@@ -32,9 +32,10 @@ def eager(frame: Any, what: str = "rows") -> tuple[nw.DataFrame, nw.Implementati
     try:
         native = nw.from_native(frame, eager_only=True)
     except TypeError:
+        lazy = "; call .collect() on it first" if type(frame).__name__ == "LazyFrame" else ""
         raise TypeError(
             f"{what}: expected a pandas, Polars or PyArrow data frame, got {type(frame).__module__}."
-            f"{type(frame).__name__}"
+            f"{type(frame).__name__}{lazy}"
         ) from None
     return native, native.implementation
 
