@@ -82,3 +82,15 @@ def test_stage_paths_and_user_attributes(tmp_path):
             load_config(write(tmp_path, GOOD.replace("[impressions]", "[impressions]\n" + bad)))
     with pytest.raises(ConfigError, match=r"user_attributes: \['user_gender'\] not in impressions.attributes"):
         load_config(write(tmp_path, GOOD + "[estimation]\nuser_attributes = ['user_gender']\n"))
+
+
+def test_an_unknown_key_is_given_the_closest_key_of_its_section(tmp_path):
+    """A typo of a key gets the section's closest key (as a misnamed column gets the file's); a key like none
+    gets no guess."""
+    text = GOOD.replace("signals =", "signal =") + '\n[estimation]\ncluster_buy = "none"\n[foo]\nx = 1\n'
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, text))
+    msg = str(e.value)
+    assert "impressions.signal: Extra inputs are not permitted (did you mean 'signals'?)" in msg
+    assert "estimation.cluster_buy: Extra inputs are not permitted (did you mean 'cluster_by'?)" in msg
+    assert "foo: Extra inputs are not permitted\n" in msg + "\n" and "foo: Extra inputs are not permitted (" not in msg

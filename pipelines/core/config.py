@@ -18,7 +18,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from fairmon.pipelines.core.config_inputs import (
     ConfigError,
@@ -238,8 +238,32 @@ def _format_validation_error(path: Path, err: ValidationError) -> str:
     lines = [f"invalid config {path}:"]
     for e in err.errors():
         key = ".".join(str(x) for x in e["loc"]) or "(top level)"
-        lines.append(f"  {key}: {e['msg']}")
+        hint = _did_you_mean(e["loc"]) if e["type"] == "extra_forbidden" else ""
+        lines.append(f"  {key}: {e['msg']}{hint}")
     return "\n".join(lines)
+
+
+def _did_you_mean(loc: tuple) -> str:
+    """For an unknown key at ``loc``: the closest key its section has (``signal`` -> ``signals``), if any is
+    close; the section's model is found by walking the config's schema along ``loc``."""
+    import difflib
+    import typing
+
+    model: type[BaseModel] | None = FairmonConfig
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part)) if model is not None else None
+        kinds = [field.annotation] if field is not None else []
+        model = None
+        while kinds:
+            kind = kinds.pop()
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                model = kind
+                break
+            kinds.extend(typing.get_args(kind))
+    if model is None:
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def load_config(path: str | Path) -> FairmonConfig:
