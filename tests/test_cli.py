@@ -125,6 +125,9 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
     assert res.exit_code == 0 and "…" not in res.stdout and "(continued)" in res.stdout, res.stdout
     doc = json.loads(runner.invoke(app, ["sql", "select * from reo order by all", "--json"], env=env).stdout)
     assert all(f"│ {row['reo']:.6g} " in res.stdout for row in doc["rows"]), res.stdout
+    # the column named group unquoted: DuckDB's parser error, and how to write it
+    res = runner.invoke(app, ["sql", "select group from group_counts"], env=env)
+    assert res.exit_code == EXIT_USAGE and 'a column named group is written "group"' in res.stderr, res.stderr
 
     # a day alone is the flow run fairmon-daily/<ds>, with the same artifacts
     assert runner.invoke(app, ["run", "--date", "2026-03-01"], env=env).exit_code == EXIT_PUBLISHED

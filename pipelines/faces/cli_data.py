@@ -6,6 +6,7 @@ in this order."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -308,6 +309,8 @@ def sql(
         frame, note = query_warehouse(cfg.duckdb_path, cfg.warehouse_path, query)
     except (duckdb.Error, ValueError) as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
+        if isinstance(e, duckdb.ParserException) and re.search(r'(?<!["\w])group\b(?!\s+by\b)', query, re.I):
+            err.print('hint: a column named group is written "group" in SQL (GROUP is a keyword)', markup=False)
         raise typer.Exit(EXIT_USAGE) from None
     if note:
         err.print(f"[yellow]note:[/yellow] {escape(note)}")
