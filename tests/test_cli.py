@@ -516,6 +516,7 @@ def test_tables_prints_the_data_dictionary():
         assert c.name in res.stdout
     assert "user-item pairs" in res.stdout and "degrees of freedom" in res.stdout  # units
     assert "reo_group" not in res.stdout.replace("reo_published", "")  # one table only
+    assert "gate: generated checks and expectations/reo.json" in " ".join(res.stdout.split())  # as --help says
 
     res = CliRunner().invoke(app, ["tables", "no_such_table"])
     assert res.exit_code == EXIT_USAGE and "reo_group" in res.stderr

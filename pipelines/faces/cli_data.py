@@ -439,7 +439,8 @@ def tables(
         return
     for t in TABLES.values() if name is None else [TABLES[name]]:
         view = f"{t.name}_published" if t.published_view else "none"
-        caption = f"key: {', '.join(t.key)}; published view: {view}; source: {t.source}"
+        gate = "generated checks" + (f" and expectations/{t.suite}.json" if t.suite else "")
+        caption = f"key: {', '.join(t.key)}; gate: {gate}; published view: {view}; source: {t.source}"
         rows = [(c.name, duckdb_type(c.dtype), c.unit, column_checks(c), c.meaning) for c in t.stored_columns]
         heads = ("column", "type", "unit", "checks")  # each column's widest cell or header, its border and padding
         fixed = sum(max(len(heads[i]), *(len(r[i]) for r in rows)) + 3 for i in range(4)) + 4
