@@ -186,6 +186,8 @@ def test_demo_reports_in_headless_chromium(tmp_path, find_chromium):
     assert "every A/B test, by q-value" in sim and "control → deboost_2" in sim
     compas = text["compas"]
     assert "outcome rate at t" in compas and "African-American" in compas
+    # the REO alert's rule is explained where REO is monitored, not in a report without REO
+    assert "An REO alert needs" in sim and "An REO alert needs" not in compas
     assert re.search(r"compas by sex, at t = 5: the outcome rate at the threshold ranges from", compas)
     assert "Private audit releases" in compas and "compas_sex.json" in compas
     labels = text["labels"]
