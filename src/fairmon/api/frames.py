@@ -54,7 +54,7 @@ def polars_columns(frame: pl.DataFrame | nw.DataFrame, columns: Sequence[str]) -
 
     Raises :class:`fairmon.transforms.contract.InputContractError` naming the column and its first
     (1-based) row whose value Arrow cannot convert (e.g. a Python object in a pandas object column),
-    rather than Arrow's own message, which names neither."""
+    or its type when no value converts, rather than Arrow's own message, which names neither."""
     picked = frame.select(list(dict.fromkeys(columns)))
     if not isinstance(picked, nw.DataFrame):
         return picked
