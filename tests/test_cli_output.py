@@ -153,7 +153,7 @@ def _contract_log(folder, days: list[dt.date], seed: int = 1) -> None:
                     }  # fmt: skip
                 )
             )
-        pl.concat(parts).write_parquet(folder / "logs" / f"{ds}.parquet")
+        pl.concat(parts).write_csv(folder / "logs" / f"{ds}.csv")  # the contract template reads logs/{ds}.csv
 
 
 @pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
