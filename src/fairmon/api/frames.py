@@ -63,9 +63,7 @@ def polars_columns(frame: pl.DataFrame | nw.DataFrame, columns: Sequence[str]) -
     except Exception as exc:  # Arrow's or Polars' conversion error, of types that depend on the frame's library
         for column in picked.columns:
             values = picked.get_column(column)
-            try:
-                values.to_polars()
-            except Exception:
+            if not _converts(values):
                 raise _unconvertible(values, column) from exc
         raise
 
