@@ -142,6 +142,43 @@ def test_a_publish_that_fails_partway_leaves_the_next_refresh_creating_everythin
         assert broken == {}
 
 
+@pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
+def test_a_new_run_keeps_the_views_its_duckdb_file_holds_with_the_same_sql(tmp_path):
+    """A daily run is a new process: its first refresh creates only the views
+    the DuckDB file does not hold marked with the same SQL (creating one reads
+    every partition's footer). A view replaced by hand loses its mark and is
+    created again, with its published view; another warehouse path creates
+    every view again. Kept views still read the partitions."""
+    import re
+
+    wh, path = tmp_path / "wh", tmp_path / "t.duckdb"
+    frames = {k: v.with_columns(pl.lit("r1").alias("run_id")) for k, v in _frames().items()}
+    write_partitions(wh, D, frames)
+    expected = {name: f.height for name, f in frames.items()}
+
+    def created(con, warehouse) -> set[str]:
+        executed: list[str] = []
+        refresh_views(_Recording(con, executed), warehouse, {})
+        made = (re.match(r'CREATE OR REPLACE VIEW "?(\w+)"?', s) for s in executed)
+        return {m.group(1) for m in made if m} - {"published_runs"}
+
+    with duckdb.connect(str(path)) as con:  # the first run creates every view
+        assert created(con, wh) == set(TABLES) | {f"{n}_published" for n in GATED_TABLES}
+    with duckdb.connect(str(path)) as con:  # the next run, a new process
+        assert created(con, wh) == set()
+        for name in TABLES:
+            assert con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0] == expected[name], name
+        con.execute('CREATE OR REPLACE VIEW "reo" AS SELECT 1 AS x')
+        assert created(con, wh) == {"reo", "reo_published"}
+        columns = con.sql('DESCRIBE "reo"').pl().get_column("column_name").to_list()
+        assert columns == [c.name for c in TABLES["reo"].stored_columns]
+        moved = tmp_path / "moved"
+        (wh).rename(moved)
+        assert created(con, moved) == set(TABLES) | {f"{n}_published" for n in GATED_TABLES}
+        assert con.execute('SELECT count(*) FROM "reo_published"').fetchone()[0] == 0  # no run recorded
+        assert con.execute('SELECT count(*) FROM "reo"').fetchone()[0] == expected["reo"]
+
+
 class _Recording:
     """A DuckDB connection that records the statements given to execute()."""
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import hashlib
 import sys
 from pathlib import Path
 
@@ -52,7 +53,7 @@ def duckdb_type(dtype: pl.DataType) -> str:
 
 def sql_string(value: str) -> str:
     """``value`` as an SQL string literal (quotes doubled). Only for what DuckDB
-    cannot bind: the warehouse path inside a view definition."""
+    cannot bind: the warehouse path inside a view definition, a view's comment."""
     return "'" + value.replace("'", "''") + "'"
 
 
@@ -90,6 +91,21 @@ def read_parquet_sql(warehouse: Path, name: str) -> str:
         f"read_parquet({sql_string(parquet_glob(warehouse, name))}, hive_partitioning = true, "
         "hive_types = {'ds': DATE}, union_by_name = true, allow_empty = true)"
     )
+
+
+def view_mark(sql: str) -> str:
+    """The mark fairmon leaves on a view it created with ``sql`` (its comment,
+    :func:`view_comment_sql`): a digest of the statement. DuckDB stores a
+    view's SQL in its own normal form, so the statement is compared through
+    this mark: a view whose mark matches needs no ``CREATE`` again."""
+    return "fairmon view " + hashlib.sha256(sql.encode()).hexdigest()
+
+
+def view_comment_sql(view: str, sql: str) -> str:
+    """``COMMENT ON VIEW`` leaving :func:`view_mark` of ``sql`` on ``view``
+    (``CREATE OR REPLACE`` clears a view's comment, so a view created
+    otherwise carries no mark)."""
+    return f"COMMENT ON VIEW {ident(view)} IS {sql_string(view_mark(sql))}"
 
 
 def published_view_sql(name: str) -> str:

@@ -135,8 +135,16 @@ def refresh_views(con: duckdb.DuckDBPyConnection, warehouse: Path, made: dict[st
 
 
 def _refresh_views(con: duckdb.DuckDBPyConnection, warehouse: Path, made: dict[str, str] | None) -> None:
-    """:func:`refresh_views`' work, which leaves ``made`` half-filled if it raises."""
+    """:func:`refresh_views`' work, which leaves ``made`` half-filled if it raises.
+
+    At a run's first refresh, a view the DuckDB file already holds with the
+    mark of the same SQL (:func:`fairmon.pipelines.storage.ddl.view_mark`,
+    left by the run that created it) is kept: a daily run is a new process,
+    and creating every view again read every partition's footer, a cost that
+    grew with the warehouse's history. A view changed or created otherwise
+    (no mark, another SQL) is created again and marked."""
     first = not made
+    marks: dict[str, str | None] = {}
     if first:
         db.execute(con, "runs_create")
         db.execute(con, "runs_migrate")
@@ -144,19 +152,28 @@ def _refresh_views(con: duckdb.DuckDBPyConnection, warehouse: Path, made: dict[s
         for name in TABLES:
             if kinds.get(name) == "BASE TABLE":
                 con.execute(f"DROP TABLE {ddl.ident(name)}")
+        marks = dict(db.rows(con, "view_marks"))
     changed = set()
     for name in TABLES:
         sql = ddl.table_view_sql(name, warehouse)
         if made is None or made.get(name) != sql:
-            con.execute(sql)
-            changed.add(name)
+            if marks.get(name) != ddl.view_mark(sql):
+                _create_view(con, name, sql)
+                changed.add(name)
             if made is not None:
                 made[name] = sql
     if first:
         db.execute(con, "published_runs_view")
     for name in GATED_TABLES:
-        if first or name in changed:
-            con.execute(ddl.published_view_sql(name))
+        view, sql = f"{name}_published", ddl.published_view_sql(name)
+        if name in changed or (first and marks.get(view) != ddl.view_mark(sql)):
+            _create_view(con, view, sql)
+
+
+def _create_view(con: duckdb.DuckDBPyConnection, view: str, sql: str) -> None:
+    """Run ``sql`` (``CREATE OR REPLACE VIEW view``) and mark the view with it."""
+    con.execute(sql)
+    con.execute(ddl.view_comment_sql(view, sql))
 
 
 def remove_partitions(warehouse: Path, ds: dt.date, keep: set[str]) -> list[str]:
