@@ -193,6 +193,33 @@ def test_contract_file_cannot_carry_a_row_of_another_day(contract):
         normalize_unit(cfg, unit, read_unit(cfg, unit))
 
 
+def test_a_row_of_another_day_quarantines_the_day_at_pre_flight_naming_file_row_and_value(contract):
+    """What normalize_unit refuses (above) is found by the pre-flight value scan first, so the day is
+    quarantined with the reason named rather than failing at ingest; a ds that is no day of the calendar is
+    the suite's ds_is_a_real_day alone, not reported twice."""
+    from fairmon.pipelines.ingest.preflight_values import value_findings
+
+    cfg, D = contract, day(5)
+    f = cfg.resolve(f"in/{D}/default.csv")
+    rows = pl.read_csv(f, infer_schema=False)
+
+    def dated(value: str) -> None:
+        rows.with_columns(
+            pl.when(pl.int_range(pl.len()) == 3).then(pl.lit(value)).otherwise("ds").alias("ds")
+        ).write_csv(f)
+
+    dated(str(day(6)))
+    (finding,) = value_findings(cfg, [D])[D]
+    assert finding.check == "ds_is_the_files_day" and finding.file == f"in/{D}/default.csv"
+    assert finding.message == (
+        f"in/{D}/default.csv: column 'ds', row 4: '{day(6)}' (1 row(s) fail ds_is_the_files_day); accepted: {D}"
+    )
+    dated("2026-02-30")
+    assert [x.check for x in value_findings(cfg, [D])[D]] == ["ds_is_a_real_day"]
+    dated(str(D))
+    assert value_findings(cfg, [D]) == {}
+
+
 # --- a pool whose rows carry their own ds (TikTok layout) ----------------------
 
 
