@@ -30,13 +30,12 @@ import argparse
 import os
 import resource
 import statistics
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pandas as pd
 import polars as pl
+from common import calibration
 
 import fairmon
 
@@ -75,14 +74,6 @@ def cpu(call) -> tuple[float, float, object]:
     t0, u0 = time.process_time(), resource.getrusage(resource.RUSAGE_SELF).ru_utime
     out = call()
     return time.process_time() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_utime - u0, out
-
-
-def calibration() -> float:
-    """CPU seconds of ``python -c "import duckdb"`` in a new process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-c", "import duckdb"], check=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def reo_of(df) -> float:

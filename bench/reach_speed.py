@@ -37,6 +37,8 @@ import polars as pl
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from common import calibration, children_cpu  # noqa: E402
+
 from fairmon.pipelines.ingest.snapshots import write_coat_reach_project  # noqa: E402
 from fairmon.resources import data_dir  # noqa: E402
 from fairmon.transforms.blas import one_blas_thread  # noqa: E402
@@ -48,21 +50,9 @@ BETA, BETAS, BUDGET, LOW, HIGH = 1.0, (1.0, 2.0, 4.0, 10.0), 10, 1.0, 5.0
 REFERENCE = "82244e3"  # the last commit before the reachability speed-up
 
 
-def children_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
 def self_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
-
-
-def calibration() -> float:
-    """CPU seconds of ``python -c "import duckdb"`` in a new process."""
-    before = children_cpu()
-    subprocess.run([sys.executable, "-c", "import duckdb"], check=True)
-    return children_cpu() - before
 
 
 def run_project(folder: Path) -> tuple[float, float, tuple[float, float]]:

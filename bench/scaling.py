@@ -39,16 +39,20 @@ other's, per range and over all.
 Ranges of up to 30 days take the best of ``--repeat`` runs (about 17 minutes
 in all on 2 cores).
 
-Last line, the figures judged: the fitted per-day and per-row costs, the
-largest relative residual of the linear fit (linear in days and rows: small)
-and the growth from K = 2 to the largest K of the backfill ÷ that of the
-group-by (no worse than the group-by: <= 1, allowing for noise).
+Then the figures of the days and rows series: the fitted per-day and per-row
+costs, the largest relative residual of the linear fit (linear in days and
+rows: small) and the growth from K = 2 to the largest K of the backfill ÷
+that of the group-by (no worse than the group-by: <= 1, allowing for noise);
+the calibration (``python -c "import duckdb"``, CPU-s, median of 3) and the
+load average; last, the ratio judged (issue 55 item 5): the CPU seconds of
+the largest K's backfill over the smallest's, per data set (target <= 2).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import resource
 import statistics
 import subprocess
@@ -58,7 +62,7 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
-from common import DEFAULT_DATA, ROOT, Stopwatch
+from common import DEFAULT_DATA, ROOT, Stopwatch, calibration
 from daily import fresh
 
 from fairmon.transforms.simulators.impressions import TIKTOK_ATTRIBUTE, TIKTOK_SIGNALS, SimulationSpec
@@ -328,6 +332,8 @@ def main() -> None:
     if groups:
         print(many + " (target <= 1.5 GB)")
     ratios = [f"{name} {c[-1].cpu / c[0].cpu:.2f}" for name, c in (("simulated", groups), ("contract", contract)) if c]
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"calibration: python -c 'import duckdb' {calibration():.2f} CPU-s (median of 3); load average {load}")
     print(f"K = largest over K = smallest, CPU seconds of the backfill (target <= 2): {', '.join(ratios)}")
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import selectors
 import shutil
 import statistics
@@ -34,13 +33,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import calibration, children_cpu
+
 FAIRMON = [sys.executable, "-m", "fairmon"]
-
-
-def _children_cpu() -> float:
-    """CPU seconds (user + sys) of this process's reaped children and theirs."""
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
 
 
 def _process_cpu(pid: int) -> float:
@@ -57,7 +52,7 @@ def first_output(args: list[str], cwd: Path) -> tuple[float, float, int, float, 
     CPU seconds of the process tree: fairmon and what it waited for, e.g. Prefect's temporary server;
     CPU seconds of the fairmon process when its first byte arrived)."""
     env = {**os.environ, "COLUMNS": "100"}
-    cpu0 = _children_cpu()
+    cpu0 = children_cpu()
     t0 = time.perf_counter()
     proc = subprocess.Popen([*FAIRMON, *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     sel = selectors.DefaultSelector()
@@ -75,7 +70,7 @@ def first_output(args: list[str], cwd: Path) -> tuple[float, float, int, float, 
                 first, first_cpu = time.perf_counter() - t0, _process_cpu(proc.pid)
     code = proc.wait()
     total = time.perf_counter() - t0
-    return (first if first is not None else float("nan")), total, code, _children_cpu() - cpu0, first_cpu
+    return (first if first is not None else float("nan")), total, code, children_cpu() - cpu0, first_cpu
 
 
 RUN_DAY = """
@@ -94,11 +89,11 @@ def run_day_cpu(sim: Path, work: Path) -> tuple[float, float, str]:
     day = work / "tiktok-day"
     shutil.rmtree(day, ignore_errors=True)
     shutil.copytree(sim, day)
-    cpu0 = _children_cpu()
+    cpu0 = children_cpu()
     out = subprocess.run(
         [sys.executable, "-c", RUN_DAY, str(day / "fairmon.toml")], capture_output=True, text=True, check=True
     )
-    total = _children_cpu() - cpu0
+    total = children_cpu() - cpu0
     to_return, status = out.stdout.split()[-2:]
     return float(to_return), total, status
 
@@ -171,17 +166,6 @@ def main() -> None:
         f"(target <= 3; {ret:.2f} to the call's return; runs, return/process: "
         f"{', '.join(f'{d[0]:.2f}/{d[1]:.2f}' for d in days)})"
     )
-
-
-def calibration() -> float:
-    """CPU seconds (user + sys) of ``python -c "import duckdb"`` in a new process, median of 3:
-    the machine's pace, printed beside the judged figure (bench/README.md)."""
-    runs = []
-    for _ in range(3):
-        cpu0 = _children_cpu()
-        subprocess.run([sys.executable, "-c", "import duckdb"], check=True)
-        runs.append(_children_cpu() - cpu0)
-    return statistics.median(runs)
 
 
 if __name__ == "__main__":
