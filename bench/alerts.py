@@ -53,7 +53,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import io
-import resource
 import subprocess
 import sys
 import tempfile
@@ -62,6 +61,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from common import calibration
 from scipy.stats import binomtest
 
 from fairmon.transforms.alerts.alert_tables import reo_alerts
@@ -234,14 +234,6 @@ def report(results: list[tuple[str, float, dict]], days: int) -> None:
             print(f"REO 0.25: alerted within the first 7 days {fmt_share(week, projects)}; naive {naive}/{projects}")
 
 
-def import_duckdb_cpu() -> float:
-    """CPU seconds (user + sys) of ``python -c "import duckdb"`` in a new process: the machine's yardstick."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-c", "import duckdb"], check=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-
-
 def pipeline_rows(work: Path, seed: int, days: int) -> pl.DataFrame:
     """The published ``reo`` rows of ``fairmon simulate`` + ``fairmon backfill`` of
     the at-the-line spec (the issue's command) with ``seed``, over ``days`` days."""
@@ -318,7 +310,7 @@ def main() -> None:
     report(results, args.days)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
     calls = sum(len(r["alert"]) for _, _, r in results) * args.days
-    calib = import_duckdb_cpu()
+    calib = calibration()
     print(f"CPU {cpu:.1f} s (wall {wall:.1f} s) for {calls} project-days: {1e3 * cpu / calls:.2f} CPU-ms each")
     print(f"calibration: python -c 'import duckdb' took {calib:.2f} CPU-s; this run = {cpu / calib:.0f} of those")
     _, reo, r = results[0]

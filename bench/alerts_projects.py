@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from common import calibration
+
 START = dt.date(2026, 1, 1)
 AT_LINE = ("0.32,0.40", "line")
 REO_025 = ("0.30,0.50", "REO 0.25")
@@ -79,9 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     strong = project(args.work, 99, REO_025[0], args.days)
     c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-c", "import duckdb"], check=True)
-    c2 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    calib = c2.ru_utime + c2.ru_stime - c1.ru_utime - c1.ru_stime
+    calib = calibration()
     print(f"REO 0.25 (seed 99): first exceeds alert on day {_day_number(strong['first_alert'])}")
     cpu = c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime
     wall = time.perf_counter() - t0

@@ -53,7 +53,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -62,7 +61,7 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
-from common import DEFAULT_DATA, ROOT, Stopwatch, calibration
+from common import DEFAULT_DATA, ROOT, Stopwatch, calibration, children_cpu
 from daily import fresh
 
 from fairmon.transforms.simulators.impressions import TIKTOK_ATTRIBUTE, TIKTOK_SIGNALS, SimulationSpec
@@ -200,14 +199,13 @@ def measured_backfill(folder: Path, days: int, checkout: Path = ROOT) -> tuple[f
     python = sys.executable if checkout == ROOT else str(checkout / ".venv" / "bin" / "python")
     cmd = ["/usr/bin/time", "-f", "%M", python, "-m", "fairmon", "backfill", "-c", str(folder / "fairmon.toml")]
     cmd += ["--start", str(start), "--end", str(end)]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before = children_cpu()
     with Stopwatch() as w:
         res = subprocess.run(cmd, cwd=checkout, capture_output=True, text=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = children_cpu() - before
     if res.returncode:
         tail = f"{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
         raise SystemExit(f"fairmon backfill failed ({checkout}, {folder}, {days} days):\n{tail}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     peak = int(res.stderr.strip().splitlines()[-1]) / 1024**2  # KiB
     return w.seconds, cpu, peak
 

@@ -103,10 +103,10 @@ def test_views_never_lag_their_partitions(tmp_path):
 
 
 @pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
-def test_a_publish_that_fails_partway_leaves_the_next_refresh_creating_everything(tmp_path, monkeypatch):
+def test_a_publish_that_fails_partway_leaves_the_next_refresh_checking_every_view(tmp_path, monkeypatch):
     """A publish whose removal of an old partition fails after the file is gone
     (a stray file in the day's folder) forgets the run's views; the next
-    day's publish creates them again, and reo_ab, whose partition is gone,
+    day's publish checks them all again, and reo_ab, whose partition is gone,
     reads as no rows; a publish after the views exist does not open the
     DuckDB file for them; a refresh that raises leaves nothing half-known."""
     from types import SimpleNamespace
@@ -127,7 +127,7 @@ def test_a_publish_that_fails_partway_leaves_the_next_refresh_creating_everythin
         without_ab = {k: v for k, v in frames.items() if k != "reo_ab"}
         with pytest.raises(OSError):
             publish(cfg, D, without_ab, True, run)
-        assert not run.views  # forgotten: the next refresh creates every view
+        assert not run.views  # forgotten: the next refresh checks every view
         publish(cfg, d2, {k: v.with_columns(pl.lit(d2).alias("ds")) for k, v in without_ab.items()}, True, run)
         assert not list((wh / "reo_ab").glob("ds=*/*.parquet")) and set(run.views) == set(TABLES)
         with duckdb.connect(str(cfg.duckdb_path)) as con:

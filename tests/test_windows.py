@@ -193,6 +193,12 @@ def test_contract_file_cannot_carry_a_row_of_another_day(contract):
         normalize_unit(cfg, unit, read_unit(cfg, unit))
 
 
+def _dated(f: Path, value: str) -> None:
+    """Rewrite the fourth row's ds of CSV file ``f`` to ``value``."""
+    rows = pl.read_csv(f, infer_schema=False)
+    rows.with_columns(pl.when(pl.int_range(pl.len()) == 3).then(pl.lit(value)).otherwise("ds").alias("ds")).write_csv(f)
+
+
 def test_a_row_of_another_day_quarantines_the_day_at_pre_flight_naming_file_row_and_value(contract):
     """What normalize_unit refuses (above) is found by the pre-flight value scan first, so the day is
     quarantined with the reason named rather than failing at ingest; a ds that is no day of the calendar is
@@ -201,23 +207,30 @@ def test_a_row_of_another_day_quarantines_the_day_at_pre_flight_naming_file_row_
 
     cfg, D = contract, day(5)
     f = cfg.resolve(f"in/{D}/default.csv")
-    rows = pl.read_csv(f, infer_schema=False)
-
-    def dated(value: str) -> None:
-        rows.with_columns(
-            pl.when(pl.int_range(pl.len()) == 3).then(pl.lit(value)).otherwise("ds").alias("ds")
-        ).write_csv(f)
-
-    dated(str(day(6)))
+    _dated(f, str(day(6)))
     (finding,) = value_findings(cfg, [D])[D]
-    assert finding.check == "ds_is_the_files_day" and finding.file == f"in/{D}/default.csv"
+    assert finding.check == "ds_in_files_days" and finding.file == f"in/{D}/default.csv"
     assert finding.message == (
-        f"in/{D}/default.csv: column 'ds', row 4: '{day(6)}' (1 row(s) fail ds_is_the_files_day); accepted: {D}"
+        f"in/{D}/default.csv: column 'ds', row 4: '{day(6)}' (1 row(s) fail ds_in_files_days); accepted: {D}"
     )
-    dated("2026-02-30")
+    _dated(f, "2026-02-30")
     assert [x.check for x in value_findings(cfg, [D])[D]] == ["ds_is_a_real_day"]
-    dated(str(D))
+    _dated(f, str(D))
     assert value_findings(cfg, [D]) == {}
+
+
+def test_a_row_of_another_day_quarantines_each_day_that_reads_the_file_in_a_multi_day_run(contract):
+    """In a run of several days the pre-flight only warns: the gate's raw check quarantines the days that
+    read the file (its own day and the days whose random window holds it), and the others publish."""
+    from fairmon.pipelines.executor.days import run_days
+
+    cfg, D = contract, day(5)
+    _dated(cfg.resolve(f"in/{D}/random.csv"), str(day(6)))
+    results = {r["ds"]: r for r in run_days(cfg, [day(4), D, day(6)])}
+    assert results[day(4)]["status"] == "published", results[day(4)].get("error")
+    for d in (D, day(6)):  # day 6's window (days 4..6) reads day 5's random file
+        assert results[d]["status"] == "quarantined", results[d]
+        assert "ds_in_files_days" in results[d]["error"] and f"in/{D}/random.csv" in results[d]["error"]
 
 
 # --- a pool whose rows carry their own ds (TikTok layout) ----------------------

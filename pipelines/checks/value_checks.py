@@ -18,6 +18,8 @@ The gate itself still runs on every day that goes on.
 
 from __future__ import annotations
 
+import datetime as dt
+
 import polars as pl
 
 from fairmon.transforms.contract import PROFILE_N, PROFILE_ROW
@@ -99,3 +101,32 @@ def failing_values(
             ]
         out.append(found)
     return out
+
+
+#: The check that a file's rows are dated within the days it is read for (:func:`dated_outside`).
+FILES_DAYS = "ds_in_files_days"
+
+
+def dated_outside(checked: pl.DataFrame, start: dt.date, end: dt.date, shown: pl.DataFrame | None = None) -> list[dict]:
+    """The failure, in :func:`failing_values`' form (at most one), of the rows
+    of ``checked`` (a raw check frame) dated a real day outside ``start`` ..
+    ``end``, the days its file is read for (one day for a day's file, a
+    pool's range). The input contract refuses such a file
+    (:mod:`fairmon.transforms.contract`), and a raw suite cannot say so (its
+    parameters are the input's, not each file's), so the gate and the
+    pre-flight check it here, as :data:`FILES_DAYS`. A ``ds`` that is no day
+    of the calendar is left to the suite's own checks (never reported twice);
+    ``shown``: the same rows as read (:func:`failing_values`). No ``ds``
+    column (a layout whose adapter fills it): nothing to check. Raises
+    nothing of its own."""
+    if "ds" not in checked.columns:
+        return []
+    real = checked.select(pl.col("ds").cast(pl.String).str.to_date("%Y-%m-%d", strict=False).is_not_null()).to_series()
+    days = [(start + dt.timedelta(days=i)).isoformat() for i in range((end - start).days + 1)]
+    entry = {
+        "name": FILES_DAYS,
+        "type": "ExpectColumnValuesToBeInSet",
+        "kwargs": {"column": "ds", "value_set": days},
+        "severity": "critical",
+    }
+    return failing_values([entry], checked.filter(real), shown=None if shown is None else shown.filter(real))

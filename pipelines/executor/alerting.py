@@ -166,7 +166,7 @@ def update_alerts(cfg: FairmonConfig, known=None, now: dt.datetime | None = None
     partitions of the days that changed (gated; a day without alerts loses
     its partition), then the DuckDB views (``known``: the run's
     :class:`fairmon.pipelines.executor.publishing.WarehouseViews`, None:
-    every view). The caller holds the project lock. Returns an
+    nothing recorded, every view checked). The caller holds the project lock. Returns an
     :class:`AlertsUpdate`. Raises what reading the history or writing raises
     (callers log it: alerts never fail a run)."""
     out = AlertsUpdate()

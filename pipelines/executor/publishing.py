@@ -29,7 +29,8 @@ class WarehouseViews:
     """What a run knows of its DuckDB file, valid while it holds the project
     lock: ``views`` ({view: SQL}) created by its refreshes
     (:func:`fairmon.pipelines.storage.warehouse.refresh_views`). Empty: the
-    next refresh creates everything. A plain object, not a dataclass: an
+    next refresh checks every view (and creates those the DuckDB file does
+    not hold marked with the same SQL). A plain object, not a dataclass: an
     orchestrator that walks a step's arguments (Prefect looks for futures in
     dataclasses and dicts) passes it through whole."""
 
@@ -63,7 +64,7 @@ def publish(
                 if removed:
                     log.info("publish %s: removed partitions of tables this run does not produce: %s", ds, removed)
         except BaseException:
-            forget_warehouse(known)  # the next refresh creates every view again
+            forget_warehouse(known)  # the next refresh checks every view again
             raise
         refresh_run_views(cfg, ds, known)
     log.info(
@@ -79,8 +80,8 @@ def publish(
 def refresh_run_views(cfg: FairmonConfig, ds: dt.date | None = None, known: WarehouseViews | None = None) -> None:
     """Create the DuckDB views over the config's warehouse
     (:func:`fairmon.pipelines.storage.warehouse.refresh_views`) that the
-    refreshes ``known`` records have not created (None: every view, nothing
-    kept). ``ds``: the day just published; None (the run has just taken the
+    refreshes ``known`` records have not created (None: nothing recorded:
+    every view is checked). ``ds``: the day just published; None (the run has just taken the
     project lock, another process may have written meanwhile): what ``known``
     held is forgotten first. Once a run has created its views, a publish
     does not open the DuckDB file for them: they read the partitions when
@@ -95,7 +96,8 @@ def refresh_run_views(cfg: FairmonConfig, ds: dt.date | None = None, known: Ware
 
 def forget_warehouse(known: WarehouseViews | None) -> None:
     """Forget the views ``known`` records as created, so that the next
-    refresh creates them all again: after the run takes the project lock
+    refresh checks them all again (creating those not marked with the same
+    SQL in the DuckDB file): after the run takes the project lock
     (another process may have written meanwhile) or a publish that failed
     partway."""
     if known is not None:

@@ -21,7 +21,7 @@ import datetime as dt
 import duckdb
 
 from fairmon.pipelines.checks.suites import expand_spec, load_spec
-from fairmon.pipelines.checks.value_checks import failing_values
+from fairmon.pipelines.checks.value_checks import dated_outside, failing_values
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.ingest.adapters import forget_kept, keep_read, profile_files
 from fairmon.pipelines.ingest.preflight import Finding, repeated_keys_note, shown_path
@@ -76,9 +76,7 @@ def value_findings(cfg: FairmonConfig, days: list[dt.date]) -> dict[dt.date, lis
         raw = without_buckets(raw)
         checked = raw_check_frame(raw, src.text_columns)
         entries = expand_spec(spec, src.params, checked.columns, severity)
-        found = failing_values(entries, checked, shown=raw)
-        if "ds" in checked.columns and not any(f["column"] == "ds" for f in found):
-            found += failing_values([files_day(unit.ds_start)], checked, shown=raw)
+        found = failing_values(entries, checked, shown=raw) + dated_outside(checked, unit.ds_start, unit.ds_end, raw)
         by_file[file] = [_finding(cfg, file, f) for f in found]
     out = {}
     for ds, us in units.items():
@@ -86,24 +84,6 @@ def value_findings(cfg: FairmonConfig, days: list[dt.date]) -> dict[dt.date, lis
         if found:
             out[ds] = found
     return out
-
-
-def files_day(ds: dt.date) -> dict:
-    """The pre-flight's check that a day's own file holds only rows dated
-    ``ds``, as an expanded expectation entry for
-    :func:`~fairmon.pipelines.checks.value_checks.failing_values`: the input
-    contract refuses a file for day D with a row of another real day
-    (:mod:`fairmon.transforms.contract`), which the raw suite cannot say (its
-    parameters are the input's, not each file's). Found here, the day is
-    quarantined with the file, row and value named, like the suite's own
-    value failures; checked only when the file's ``ds`` passed the suite's
-    checks (a value that is no day is reported by those)."""
-    return {
-        "name": "ds_is_the_files_day",
-        "type": "ExpectColumnValuesToBeInSet",
-        "kwargs": {"column": "ds", "value_set": [ds.isoformat()]},
-        "severity": "critical",
-    }
 
 
 def _staged(cfg: FairmonConfig, units: list) -> set:

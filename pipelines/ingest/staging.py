@@ -16,13 +16,14 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import polars as pl
 
 from fairmon.pipelines.checks.gate import gate_for
 from fairmon.pipelines.checks.suites import DQResult
+from fairmon.pipelines.checks.value_checks import dated_outside
 from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.ingest import staging_tables
@@ -116,10 +117,37 @@ def raw_suites(
 ) -> list[DQResult]:
     """The input's raw suite on each file as read (or its profile), one GX run for the files that share
     a schema (:meth:`fairmon.pipelines.checks.gate.QualityGate.validate_many`:
-    the same results as one run per file). Returns one result per file, in order."""
-    frames = [(raw_check_frame(without_buckets(raw), src.text_columns), str(u.file), run_name) for u, raw in units]
+    the same results as one run per file), and on each impressions file with
+    a ``ds`` column the check that its rows are dated within the days it is read for
+    (:func:`fairmon.pipelines.checks.value_checks.dated_outside`, one more
+    critical expectation: a file that fails it is not staged and quarantines
+    the days that read it, as a suite's failure does, where parsing it would
+    have failed them). Returns one result per file, in order."""
+    shown = [without_buckets(raw) for _u, raw in units]
+    frames = [(raw_check_frame(raw, src.text_columns), str(u.file), run_name) for (u, _), raw in zip(units, shown)]
     results = gate_for(cfg).validate_many(src.suite, frames, src.params)
-    return [explain_raw(cfg, src.name, u.file, r) for (u, _raw), r in zip(units, results, strict=True)]
+    out = []
+    for (u, _), raw, (checked, _, _), r in zip(units, shown, frames, results, strict=True):
+        if src.name == "impressions" and "ds" in checked.columns:  # scores and labels rows may carry any day
+            dated = [_as_gate_failure(f) for f in dated_outside(checked, u.ds_start, u.ds_end, raw)]
+            r = replace(r, n_expectations=r.n_expectations + 1, failures=[*r.failures, *dated])
+        out.append(explain_raw(cfg, src.name, u.file, r))
+    return out
+
+
+def _as_gate_failure(found: dict) -> dict:
+    """A :func:`~fairmon.pipelines.checks.value_checks.failing_values` failure as
+    the gate lists a failed expectation (:func:`fairmon.pipelines.checks.split.failure`)."""
+    return {
+        "name": found["name"],
+        "severity": "critical",
+        "type": "ExpectColumnValuesToBeInSet",
+        "column": found["column"],
+        "unexpected_count": found["rows"],
+        "rows": [found["first_row"]],
+        "sample": found["values"],
+        "error": None,
+    }
 
 
 @dataclass(frozen=True)

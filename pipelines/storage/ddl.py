@@ -95,10 +95,14 @@ def read_parquet_sql(warehouse: Path, name: str) -> str:
 
 def view_mark(sql: str) -> str:
     """The mark fairmon leaves on a view it created with ``sql`` (its comment,
-    :func:`view_comment_sql`): a digest of the statement. DuckDB stores a
-    view's SQL in its own normal form, so the statement is compared through
-    this mark: a view whose mark matches needs no ``CREATE`` again."""
-    return "fairmon view " + hashlib.sha256(sql.encode()).hexdigest()
+    :func:`view_comment_sql`): a digest of the statement and of the DuckDB
+    version that bound it. DuckDB stores a view's SQL in its own normal form,
+    so the statement is compared through this mark: a view whose mark
+    matches needs no ``CREATE`` again, and a DuckDB upgrade creates every
+    view once more."""
+    import duckdb  # here: the data dictionary (``fairmon tables``) needs no DuckDB
+
+    return "fairmon view " + hashlib.sha256(f"{duckdb.__version__}\n{sql}".encode()).hexdigest()
 
 
 def view_comment_sql(view: str, sql: str) -> str:

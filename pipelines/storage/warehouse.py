@@ -121,9 +121,10 @@ def refresh_views(con: duckdb.DuckDBPyConnection, warehouse: Path, made: dict[st
     partition comes or goes. ``made`` ({view: SQL}) holds the views this run
     has already created in this DuckDB file
     (:attr:`fairmon.pipelines.executor.publishing.WarehouseViews.views`; empty
-    at the run's first call, which creates everything): a view whose SQL is
+    at the run's first call, which checks every view against the marks the
+    DuckDB file holds, :func:`_refresh_views`): a view whose SQL is
     unchanged is left as it is, since creating it again costs a read of every
-    partition's footer. ``made`` is updated; None: every view is created. A
+    partition's footer. ``made`` is updated; None: nothing is recorded. A
     refresh that raises empties ``made``: the next one starts afresh. Raises
     what DuckDB raises."""
     try:
