@@ -240,6 +240,18 @@ def test_each_raw_defect_is_caught_by_a_named_expectation(gate, defect, name):
     assert r.failed_critical == name.split(",")
 
 
+@pytest.mark.parametrize("ds", [D0, dt.datetime(2026, 4, 1, 0, 0), dt.datetime(2026, 4, 1, 13, 30, 5)])
+def test_a_day_typed_as_a_date_or_a_timestamp_passes_as_the_contract_reads_it(gate, ds):
+    """A Parquet ds of type Date or Datetime (any time of day) is the day the input contract parses
+    (parse_date: a timestamp's date); the raw suite passes it, as it passes the text 'YYYY-MM-DD'."""
+    from fairmon.transforms.contract import parse_date
+
+    raw = _raw(ds=[ds] * 6)
+    assert parse_date(raw.get_column("ds"), file="f", column="ds").to_list() == [D0] * 6
+    r = _validate_raw(gate, raw)
+    assert r.success and r.failures == [], r.failures
+
+
 @pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_profile_failures_are_reported_in_file_rows(gate):
     # 40 rows collapse to a handful of profile rows; counts and rows are those of the file

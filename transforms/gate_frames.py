@@ -57,7 +57,8 @@ def raw_check_frame(raw: pl.DataFrame, text_columns: list[str]) -> pl.DataFrame:
     (:func:`fairmon.transforms.contract.normalize_impressions`) accepts, which
     folds booleans and trims dates but compares traffic values as written.
 
-    Booleans become "true"/"false", integers "0"/"1", dates "YYYY-MM-DD", so
+    Booleans become "true"/"false", integers "0"/"1", dates and timestamps
+    "YYYY-MM-DD" (a timestamp's day, as the contract reads it), so
     one value-set rule checks every file format. Columns not present are
     ignored (their absence is an expectation of its own).
     """
@@ -69,8 +70,8 @@ def raw_check_frame(raw: pl.DataFrame, text_columns: list[str]) -> pl.DataFrame:
         col = pl.col(c)
         if dtype == pl.Date:
             col = col.dt.strftime("%Y-%m-%d")
-        elif isinstance(dtype, pl.Datetime):
-            col = col.dt.strftime("%Y-%m-%d %H:%M:%S")
+        elif isinstance(dtype, pl.Datetime):  # the day the contract reads from a timestamp (parse_date)
+            col = col.dt.date().dt.strftime("%Y-%m-%d")
         if dtype.is_integer() or dtype in (pl.Boolean, pl.Date) or isinstance(dtype, pl.Datetime):
             exprs.append(col.cast(pl.String).alias(c))  # digits, '-', ':' or true/false: already trimmed lower case
         elif c in EXACT:
