@@ -149,7 +149,8 @@ def test_init_backfill_json_exit_codes_and_sql_under_lock(tmp_path, monkeypatch)
     res = runner.invoke(app, ["run", "--date", "2026-03-02", "--json"], env=env)
     assert res.exit_code == EXIT_QUARANTINED == json.loads(res.stdout)["exit_code"]
     assert json.loads(res.stdout)["days"][0]["stage"] == "preflight"
-    assert "column 'share', row 1: 'often'" in res.stderr and "accepted: 0, 1, true, false, t, f" in res.stderr
+    assert "column 'share', row 1: 'often'" in res.stderr
+    assert "accepted: 0, 1, true, false, t, f, 1.0, 0.0" in res.stderr
     assert "DayQuarantined" not in res.stderr  # a named state, not an exception's traceback in the logs
     res = runner.invoke(app, ["backfill", *DAYS, "--json"], env=env)
     assert [d["status"] for d in json.loads(res.stdout)["days"]] == ["published", "quarantined"]

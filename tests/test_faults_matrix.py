@@ -759,7 +759,7 @@ def test_labels_written_yes_no_are_refused_at_pre_flight_naming_row_column_and_a
     assert res.exit_code == 1 and "Traceback" not in out, out
     first = rows[0][col]
     assert f"column {signal!r}, row 1: {first!r}" in out and "fail signal_is_boolean[" in out, out
-    assert "accepted: 0, 1, true, false, t, f" in out and "checked from file headers and values" in out
+    assert "accepted: 0, 1, true, false, t, f, 1.0, 0.0" in out and "checked from file headers and values" in out
     assert f"({len(rows):,} row(s) fail signal_is_boolean[{signal}])" in out
     assert _published_reo(project) == []
     # in a process of its own, the refusal comes before Great Expectations is imported

@@ -252,6 +252,30 @@ def test_a_day_typed_as_a_date_or_a_timestamp_passes_as_the_contract_reads_it(ga
     assert r.success and r.failures == [], r.failures
 
 
+@pytest.mark.parametrize(
+    "s1, failed",
+    [
+        ([1.0, 0.0, -0.0, 1.0, 0.0, 1.0], []),  # a label pandas wrote as floats
+        (["1.0", "0.0", "1", "0", "1.0", "0.0"], []),  # the same as text
+        ([1.0, float("nan"), 0.0, 1.0, 0.0, 1.0], ["signal_not_null[s1]"]),  # pandas' NaN: a missing label
+        ([1.0, 0.5, 0.0, 1.0, 0.0, 1.0], ["signal_is_boolean[s1]"]),
+    ],
+)
+def test_a_label_written_as_a_float_is_checked_as_the_contract_reads_it(gate, s1, failed):
+    """parse_bool reads 1.0 / 0.0 (and "1.0" / "0.0") as booleans and NaN as a missing label; the raw suite
+    passes the former, fails a NaN as a null and 0.5 as no boolean, as the contract refuses it."""
+    from fairmon.transforms.contract import InputContractError, parse_bool
+
+    raw = _raw(s1=s1)
+    if not failed:
+        expected = [str(v) in ("1", "1.0") for v in s1]
+        assert parse_bool(raw.get_column("s1"), file="f", column="s1").to_list() == expected
+    elif failed == ["signal_is_boolean[s1]"]:
+        with pytest.raises(InputContractError, match="row 2"):
+            parse_bool(raw.get_column("s1"), file="f", column="s1")
+    assert _validate_raw(gate, raw).failed_critical == failed
+
+
 @pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_profile_failures_are_reported_in_file_rows(gate):
     # 40 rows collapse to a handful of profile rows; counts and rows are those of the file

@@ -57,8 +57,9 @@ def raw_check_frame(raw: pl.DataFrame, text_columns: list[str]) -> pl.DataFrame:
     (:func:`fairmon.transforms.contract.normalize_impressions`) accepts, which
     folds booleans and trims dates but compares traffic values as written.
 
-    Booleans become "true"/"false", integers "0"/"1", dates and timestamps
-    "YYYY-MM-DD" (a timestamp's day, as the contract reads it), so
+    Booleans become "true"/"false", integers "0"/"1", floats "1.0"/"0.0" (NaN
+    a null, as the contract reads a missing label pandas wrote), dates and
+    timestamps "YYYY-MM-DD" (a timestamp's day, as the contract reads it), so
     one value-set rule checks every file format. Columns not present are
     ignored (their absence is an expectation of its own).
     """
@@ -72,6 +73,8 @@ def raw_check_frame(raw: pl.DataFrame, text_columns: list[str]) -> pl.DataFrame:
             col = col.dt.strftime("%Y-%m-%d")
         elif isinstance(dtype, pl.Datetime):  # the day the contract reads from a timestamp (parse_date)
             col = col.dt.date().dt.strftime("%Y-%m-%d")
+        elif dtype.is_float():  # a label pandas wrote as 1.0 / 0.0, NaN where missing: what parse_bool reads
+            col = pl.when(col.is_nan()).then(None).when(col == 0).then(0.0).otherwise(col)  # -0.0 as 0.0 too
         if dtype.is_integer() or dtype in (pl.Boolean, pl.Date) or isinstance(dtype, pl.Datetime):
             exprs.append(col.cast(pl.String).alias(c))  # digits, '-', ':' or true/false: already trimmed lower case
         elif c in EXACT:
