@@ -83,7 +83,7 @@ def parse_bool(s: pl.Series, *, file: str, column: str) -> pl.Series:
             i = _first_bad_row(bad)
             raise InputContractError(f"expected a boolean (0/1), got {s[i - 1]!r}", file=file, column=column, row=i)
         return s.cast(pl.Boolean)
-    if s.dtype in (pl.String, pl.Categorical):
+    if s.dtype in (pl.String, pl.Categorical) or isinstance(s.dtype, pl.Enum):
         low = s.cast(pl.String).str.strip_chars().str.to_lowercase()
         ok = low.is_null() | low.is_in(list(_TRUE | _FALSE))
         if not ok.all():
@@ -100,10 +100,13 @@ def parse_bool(s: pl.Series, *, file: str, column: str) -> pl.Series:
 
 
 def parse_date(s: pl.Series, *, file: str, column: str) -> pl.Series:
-    """Parse a column of dates (Date, Datetime or 'YYYY-MM-DD' strings).
+    """Parse a column of dates (Date, Datetime or 'YYYY-MM-DD' text: strings,
+    Categorical or Enum).
 
     Raises :class:`InputContractError` naming the first unparseable or null row.
     """
+    if s.dtype == pl.Categorical or isinstance(s.dtype, pl.Enum):  # the text of each value, as the gate reads it
+        s = s.cast(pl.String)
     if s.dtype == pl.Date:
         out = s
     elif isinstance(s.dtype, pl.Datetime):

@@ -127,7 +127,7 @@ def _bucketed(engine, raw, cluster: ClusterScan | None, file: str):
     scope = ["__file"] if "__file" in engine.columns(raw) else []  # a file's id count decides its keys
     null = engine.frame(engine.sql("impressions_null_cluster", cluster=[cluster[0]], scope=scope))
     if null.height:
-        index = null.item(0, "__scope") if scope else None
+        index = int(null.item(0, "__scope")) if scope else None  # DuckDB may widen it (HUGEINT: a Decimal)
         raise NullClusterId(cluster[0], int(null.item(0, "__row")) + 1, index, None if scope else file)
     name = "impressions_bucket_rows" if ids_mostly_distinct(engine, cluster[0]) else "impressions_bucket"
     return engine.sql(name, cluster_key_params(cluster.buckets, cluster.exact), cluster=[cluster[0]], scope=scope)
