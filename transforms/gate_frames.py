@@ -73,10 +73,11 @@ def raw_check_frame(raw: pl.DataFrame, text_columns: list[str]) -> pl.DataFrame:
             col = col.dt.strftime("%Y-%m-%d")
         elif isinstance(dtype, pl.Datetime):  # the day the contract reads from a timestamp (parse_date)
             col = col.dt.date().dt.strftime("%Y-%m-%d")
-        elif isinstance(dtype, pl.Decimal):  # 1.00 is the number parse_bool reads as true, not the text '1.00'
-            col = col.cast(pl.Float64)
-        if dtype.is_float() or isinstance(dtype, pl.Decimal):  # a label pandas wrote as 1.0 / 0.0, NaN if missing
-            col = pl.when(col.is_nan()).then(None).when(col == 0).then(0.0).otherwise(col)  # -0.0 as 0.0 too
+        elif dtype.is_float() or isinstance(dtype, pl.Decimal):
+            # the number parse_bool reads: a label pandas wrote as 1.0 / 0.0 (NaN if missing, -0.0 is 0.0), or a
+            # DECIMAL 1.00 (not the text '1.00')
+            number = col.cast(pl.Float64) if isinstance(dtype, pl.Decimal) else col
+            col = pl.when(number.is_nan()).then(None).when(number == 0).then(0.0).otherwise(number)
         if dtype.is_integer() or dtype in (pl.Boolean, pl.Date) or isinstance(dtype, pl.Datetime):
             exprs.append(col.cast(pl.String).alias(c))  # digits, '-', ':' or true/false: already trimmed lower case
         elif c in EXACT:

@@ -35,6 +35,11 @@ VALUE_TYPES = (
 )
 
 
+def _as_day(col: pl.Expr, strftime_format: str = "%Y-%m-%d") -> pl.Expr:
+    """``col``'s text as a date in ``strftime_format``; null where it is no day of the calendar."""
+    return col.cast(pl.String).str.to_date(strftime_format, strict=False)
+
+
 def _unexpected(entry: dict, col: pl.Expr) -> pl.Expr:
     """The rows ``entry`` (one expanded expectation) counts as unexpected."""
     kw, kind = entry["kwargs"], entry["type"]
@@ -47,7 +52,7 @@ def _unexpected(entry: dict, col: pl.Expr) -> pl.Expr:
     if kind == "ExpectColumnValuesToMatchRegex":
         return col.is_not_null() & ~col.cast(pl.String).str.contains(kw["regex"])
     if kind == "ExpectColumnValuesToMatchStrftimeFormat":  # a day of the calendar, as GX's strptime decides it
-        return col.is_not_null() & col.cast(pl.String).str.to_date(kw["strftime_format"], strict=False).is_null()
+        return col.is_not_null() & _as_day(col, kw["strftime_format"]).is_null()
     low, high = kw.get("min_value"), kw.get("max_value")
     out = pl.lit(False)
     if low is not None:
@@ -63,7 +68,7 @@ def failing_values(
     """The critical value expectations among ``entries`` that ``frame`` (a
     raw check frame: a profile through
     :func:`fairmon.transforms.gate_frames.raw_check_frame`) fails: per
-    failing expectation {name, column, rows (file rows unexpected),
+    failing expectation {name, type, column, rows (file rows unexpected),
     first_row (1-based file row of the first), values (up to ``limit``
     distinct unexpected values, as text, first seen first; taken from
     ``shown``, the same rows as read, when given: the check frame trims and
@@ -90,6 +95,7 @@ def failing_values(
         values = bad.get_column("value").cast(pl.String).fill_null("(empty)").unique(maintain_order=True)
         found = {
             "name": entry["name"],
+            "type": entry["type"],
             "column": column,
             "rows": int(bad.get_column("n").sum()),
             "first_row": int(bad.get_column("row")[0]),
@@ -121,7 +127,7 @@ def dated_outside(checked: pl.DataFrame, start: dt.date, end: dt.date, shown: pl
     nothing of its own."""
     if "ds" not in checked.columns:
         return []
-    real = checked.select(pl.col("ds").cast(pl.String).str.to_date("%Y-%m-%d", strict=False).is_not_null()).to_series()
+    real = checked.select(_as_day(pl.col("ds")).is_not_null()).to_series()
     days = [(start + dt.timedelta(days=i)).isoformat() for i in range((end - start).days + 1)]
     entry = {
         "name": FILES_DAYS,

@@ -140,8 +140,8 @@ def _as_gate_failure(found: dict) -> dict:
     the gate lists a failed expectation (:func:`fairmon.pipelines.checks.split.failure`)."""
     return {
         "name": found["name"],
-        "severity": "critical",
-        "type": "ExpectColumnValuesToBeInSet",
+        "severity": "critical",  # failing_values finds only critical expectations
+        "type": found["type"],
         "column": found["column"],
         "unexpected_count": found["rows"],
         "rows": [found["first_row"]],
