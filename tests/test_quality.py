@@ -253,6 +253,58 @@ def test_a_day_typed_as_a_date_or_a_timestamp_passes_as_the_contract_reads_it(ga
 
 
 @pytest.mark.parametrize(
+    "stamps, zone, day",
+    [
+        # a UTC midnight: its day whichever zone the engine labels the instant with (DuckDB: the machine's)
+        ([dt.datetime(2026, 4, 1)] * 6, "UTC", D0),
+        ([dt.datetime(2026, 3, 31, 20)] * 6, "America/New_York", D0),  # 2026-04-01 00:00 UTC
+        ([dt.datetime(2026, 4, 1, 9)] * 6, "Asia/Tokyo", D0),  # the same instant
+        # Tokyo's midnight is 15:00 UTC the day before: no one day, refused at its row
+        ([dt.datetime(2026, 4, 1)] * 6, "Asia/Tokyo", None),
+        ([dt.datetime(2026, 4, 1)] * 3 + [dt.datetime(2026, 4, 1, 0, 30)] * 3, "UTC", None),
+    ],
+)
+def test_a_timestamp_with_a_time_zone_is_a_day_only_at_midnight_utc(gate, stamps, zone, day):
+    """A zoned ds has one day only at a UTC midnight: the contract (parse_date) reads its day there and
+    refuses the first other row, naming its UTC instant; the raw suite passes and fails the same rows (the
+    engines hand instants over in different zones, so any other rule gave a machine-dependent day)."""
+    from fairmon.transforms.contract import InputContractError, parse_date
+
+    raw = _raw(ds=stamps).with_columns(pl.col("ds").dt.replace_time_zone(zone))
+    if day is not None:
+        assert parse_date(raw.get_column("ds"), file="f", column="ds").to_list() == [day] * 6
+        assert _validate_raw(gate, raw).failed_critical == []
+        return
+    first = next(i for i, s in enumerate(stamps, 1) if s != stamps[0]) if zone == "UTC" else 1
+    with pytest.raises(InputContractError, match=f"row {first}: .*UTC"):
+        parse_date(raw.get_column("ds"), file="f", column="ds")
+    r = _validate_raw(gate, raw)
+    assert r.failed_critical == ["ds_is_date", "ds_is_a_real_day"], r.failures
+    f = r.failures[0]
+    assert (f["unexpected_count"], f["rows"][0]) == ((6, 1) if zone != "UTC" else (3, first))
+    assert f["sample"][0] == ("2026-03-31 15:00:00 UTC" if zone != "UTC" else "2026-04-01 00:30:00 UTC")
+
+
+def test_a_zoned_day_does_not_depend_on_the_zone_duckdb_hands_it_over_in():
+    """DuckDB hands a Parquet file's instants over in its session's zone (the machine's): the day the gate
+    renders and the contract parses is the same whatever that zone, a UTC midnight's day, else no day."""
+    from fairmon.transforms.contract import parse_date
+
+    stamps = [dt.datetime(2026, 4, 1), dt.datetime(2026, 4, 1, 9)]
+    frame = pl.DataFrame({"ds": stamps}).with_columns(pl.col("ds").dt.replace_time_zone("UTC"))
+    seen = []
+    for zone in ("UTC", "America/Los_Angeles", "Asia/Tokyo"):
+        with duckdb.connect() as con:
+            con.execute(f"SET TimeZone = '{zone}'")  # as on a machine in that zone (DuckDB's default)
+            con.register("stamps", frame)
+            got = con.sql("SELECT ds FROM stamps").pl()
+        assert got.schema["ds"].time_zone == zone
+        seen.append(raw_check_frame(got, ["ds"])["ds"].to_list())
+        assert parse_date(got["ds"].head(1), file="f", column="ds").to_list() == [D0]
+    assert seen == [["2026-04-01", "2026-04-01 09:00:00 UTC"]] * 3
+
+
+@pytest.mark.parametrize(
     "s1, failed",
     [
         ([1.0, 0.0, -0.0, 1.0, 0.0, 1.0], []),  # a label pandas wrote as floats

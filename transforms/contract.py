@@ -99,14 +99,49 @@ def parse_bool(s: pl.Series, *, file: str, column: str) -> pl.Series:
     raise InputContractError(f"expected a boolean column, found type {s.dtype}", file=file, column=column)
 
 
+def zoned_day_text(col: pl.Expr) -> pl.Expr:
+    """The day of a time-zone-aware timestamp column (Polars ``Datetime``
+    with a ``time_zone``), as 'YYYY-MM-DD' text, where it is midnight in
+    UTC; elsewhere its instant in UTC as 'YYYY-MM-DD HH:MM:SS UTC', which is
+    no day (the gate's ``ds_is_date`` names it). A timestamp with a zone has
+    a day only relative to a zone, and the engines fairmon reads with do not
+    agree on one: DuckDB hands its instants over in the session's zone (the
+    machine's), Polars in the file's, Spark in UTC (fairmon's session). Only a
+    UTC midnight (a day as Spark, or pandas with ``tz='UTC'``, writes it) is
+    the same day whichever zone reads it as UTC, so that is what is accepted;
+    Tokyo's midnight, 15:00 UTC the day before, is refused rather than read
+    as either day. Raises nothing."""
+    utc = col.dt.convert_time_zone("UTC")
+    return (
+        pl.when(utc.dt.time() == dt.time(0))
+        .then(utc.dt.strftime("%Y-%m-%d"))
+        .otherwise(utc.dt.strftime("%Y-%m-%d %H:%M:%S UTC"))
+    )
+
+
 def parse_date(s: pl.Series, *, file: str, column: str) -> pl.Series:
     """Parse a column of dates (Date, Datetime or 'YYYY-MM-DD' text: strings,
-    Categorical or Enum).
+    Categorical or Enum). A naive timestamp gives its day; one with a time
+    zone only at midnight UTC (:func:`zoned_day_text`).
 
-    Raises :class:`InputContractError` naming the first unparseable or null row.
+    Raises :class:`InputContractError` naming the first unparseable or null
+    row, or the first zoned timestamp that is not a UTC midnight.
     """
     if s.dtype == pl.Categorical or isinstance(s.dtype, pl.Enum):  # the text of each value, as the gate reads it
         s = s.cast(pl.String)
+    if isinstance(s.dtype, pl.Datetime) and s.dtype.time_zone is not None:
+        text = s.to_frame("v").select(zoned_day_text(pl.col("v"))).to_series()
+        off = text.str.len_chars() > 10
+        if off.any():
+            i = _first_bad_row(off)
+            raise InputContractError(
+                f"a timestamp with a time zone is a day only at midnight UTC, got {s[i - 1]} ({text[i - 1]}); "
+                "write ds as a DATE or 'YYYY-MM-DD' text",
+                file=file,
+                column=column,
+                row=i,
+            )
+        s = text
     if s.dtype == pl.Date:
         out = s
     elif isinstance(s.dtype, pl.Datetime):

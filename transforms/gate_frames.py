@@ -11,7 +11,7 @@ import datetime as dt
 
 import polars as pl
 
-from fairmon.transforms.contract import INTERSECTION_SEP
+from fairmon.transforms.contract import INTERSECTION_SEP, zoned_day_text
 from fairmon.transforms.planning.traffic import random_traffic_required
 from fairmon.transforms.registry import DS, B, Column, I, S, Table, declare, table
 from fairmon.transforms.reo.reo_tables import MISSING_GROUP
@@ -59,7 +59,8 @@ def raw_check_frame(raw: pl.DataFrame, text_columns: list[str]) -> pl.DataFrame:
 
     Booleans become "true"/"false", integers "0"/"1", floats "1.0"/"0.0" (NaN
     a null, as the contract reads a missing label pandas wrote), dates and
-    timestamps "YYYY-MM-DD" (a timestamp's day, as the contract reads it), so
+    timestamps "YYYY-MM-DD" (a timestamp's day, as the contract reads it; one
+    with a time zone only at midnight UTC, :func:`~fairmon.transforms.contract.zoned_day_text`), so
     one value-set rule checks every file format. Columns not present are
     ignored (their absence is an expectation of its own).
     """
@@ -71,6 +72,8 @@ def raw_check_frame(raw: pl.DataFrame, text_columns: list[str]) -> pl.DataFrame:
         col = pl.col(c)
         if dtype == pl.Date:
             col = col.dt.strftime("%Y-%m-%d")
+        elif isinstance(dtype, pl.Datetime) and dtype.time_zone is not None:  # a UTC midnight's day, else no day
+            col = zoned_day_text(col)
         elif isinstance(dtype, pl.Datetime):  # the day the contract reads from a timestamp (parse_date)
             col = col.dt.date().dt.strftime("%Y-%m-%d")
         elif dtype.is_float() or isinstance(dtype, pl.Decimal):
