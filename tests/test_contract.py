@@ -5,7 +5,8 @@ import datetime as dt
 import polars as pl
 import pytest
 
-from fairmon.transforms.contract import InputContractError, normalize_impressions, parse_bool
+from fairmon.transforms.contract import InputContractError, normalize_impressions
+from fairmon.transforms.contract_values import parse_bool
 
 DS = dt.date(2026, 1, 5)
 KW = dict(file="day.csv", signals=["like", "share"], attributes=["grp"], ds=DS)

@@ -611,7 +611,7 @@ def test_a_csv_header_naming_a_column_twice_is_refused_naming_it(project):
 def test_a_nan_attribute_value_is_a_missing_group_not_a_group_nan():
     import polars as pl
 
-    from fairmon.transforms.contract import attribute_text
+    from fairmon.transforms.contract_values import attribute_text
 
     got = attribute_text(pl.Series("a", [1.0, float("nan"), -0.0, None]), file="f", column="a").to_list()
     assert got == ["1.0", None, "0.0", None]

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from fairmon.pipelines.checks.suites import expand_spec, load_spec
 from fairmon.pipelines.checks.value_checks import failing_values
 from fairmon.pipelines.faces.cli import app
-from fairmon.transforms.contract import InputContractError, parse_bool, parse_date
+from fairmon.transforms.contract_values import InputContractError, parse_bool, parse_date
 from fairmon.transforms.gate_frames import raw_check_frame
 
 D1, D2 = dt.date(2026, 1, 1), dt.date(2026, 1, 2)

@@ -244,7 +244,7 @@ def test_each_raw_defect_is_caught_by_a_named_expectation(gate, defect, name):
 def test_a_day_typed_as_a_date_or_a_timestamp_passes_as_the_contract_reads_it(gate, ds):
     """A Parquet ds of type Date or Datetime (any time of day) is the day the input contract parses
     (parse_date: a timestamp's date); the raw suite passes it, as it passes the text 'YYYY-MM-DD'."""
-    from fairmon.transforms.contract import parse_date
+    from fairmon.transforms.contract_values import parse_date
 
     raw = _raw(ds=[ds] * 6)
     assert parse_date(raw.get_column("ds"), file="f", column="ds").to_list() == [D0] * 6
@@ -268,7 +268,7 @@ def test_a_timestamp_with_a_time_zone_is_a_day_only_at_midnight_utc(gate, stamps
     """A zoned ds has one day only at a UTC midnight: the contract (parse_date) reads its day there and
     refuses the first other row, naming its UTC instant; the raw suite passes and fails the same rows (the
     engines hand instants over in different zones, so any other rule gave a machine-dependent day)."""
-    from fairmon.transforms.contract import InputContractError, parse_date
+    from fairmon.transforms.contract_values import InputContractError, parse_date
 
     raw = _raw(ds=stamps).with_columns(pl.col("ds").dt.replace_time_zone(zone))
     if day is not None:
@@ -288,7 +288,7 @@ def test_a_timestamp_with_a_time_zone_is_a_day_only_at_midnight_utc(gate, stamps
 def test_a_zoned_day_does_not_depend_on_the_zone_duckdb_hands_it_over_in():
     """DuckDB hands a Parquet file's instants over in its session's zone (the machine's): the day the gate
     renders and the contract parses is the same whatever that zone, a UTC midnight's day, else no day."""
-    from fairmon.transforms.contract import parse_date
+    from fairmon.transforms.contract_values import parse_date
 
     stamps = [dt.datetime(2026, 4, 1), dt.datetime(2026, 4, 1, 9)]
     frame = pl.DataFrame({"ds": stamps}).with_columns(pl.col("ds").dt.replace_time_zone("UTC"))
@@ -316,7 +316,7 @@ def test_a_zoned_day_does_not_depend_on_the_zone_duckdb_hands_it_over_in():
 def test_a_label_written_as_a_float_is_checked_as_the_contract_reads_it(gate, s1, failed):
     """parse_bool reads 1.0 / 0.0 (and "1.0" / "0.0") as booleans and NaN as a missing label; the raw suite
     passes the former, fails a NaN as a null and 0.5 as no boolean, as the contract refuses it."""
-    from fairmon.transforms.contract import InputContractError, parse_bool
+    from fairmon.transforms.contract_values import InputContractError, parse_bool
 
     raw = _raw(s1=s1)
     if not failed:

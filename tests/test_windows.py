@@ -219,6 +219,33 @@ def test_a_row_of_another_day_quarantines_the_day_at_pre_flight_naming_file_row_
     assert value_findings(cfg, [D]) == {}
 
 
+@pytest.mark.parametrize("zone, hour", [("UTC", 0), ("America/New_York", 19), ("Asia/Tokyo", 0)])
+def test_a_zoned_day_passes_the_pre_flight_only_at_midnight_utc_and_its_refusal_says_why(tmp_path, zone, hour):
+    """A Parquet ds typed as a timestamp with a time zone: a UTC midnight (also written in New York's zone)
+    passes the value scan; Tokyo's midnight (15:00 UTC the day before) is refused naming the file, row and
+    instant, and why (parse_date and the gate read such a day only at midnight UTC)."""
+    from fairmon.pipelines.ingest.preflight_values import value_findings
+
+    D = day(5)
+    (tmp_path / "in").mkdir()
+    stamp = dt.datetime.combine(D - dt.timedelta(days=hour > 12), dt.time(hour))
+    for traffic in ("default", "random"):
+        _rows(40, 20).with_columns(
+            pl.lit(stamp).dt.replace_time_zone(zone).alias("ds"), pl.lit(traffic).alias("traffic")
+        ).write_parquet(tmp_path / "in" / f"{D}-{traffic}.parquet")
+    cfg = load_config(_config(tmp_path, 'format = "contract"\npath = "in/{ds}-*.parquet"\n', 1, None))
+    found = value_findings(cfg, [D])
+    if zone != "Asia/Tokyo":
+        assert found == {}
+        return
+    own = [f for f in found[D] if f.file == f"in/{D}-default.parquet"]
+    assert [f.check for f in own] == ["ds_is_date", "ds_is_a_real_day"]
+    assert own[0].message == (
+        f"in/{D}-default.parquet: column 'ds', row 1: '{day(4)} 15:00:00 UTC' (40 row(s) fail ds_is_date); "
+        "a timestamp with a time zone is a day only at midnight UTC: write ds as a DATE or 'YYYY-MM-DD'"
+    )
+
+
 def test_a_row_of_another_day_quarantines_each_day_that_reads_the_file_in_a_multi_day_run(contract):
     """In a run of several days the pre-flight only warns: the gate's raw check quarantines the days that
     read the file (its own day and the days whose random window holds it), and the others publish."""

@@ -30,6 +30,14 @@ import datetime as dt
 
 import polars as pl
 
+from fairmon.transforms.contract_values import (
+    InputContractError,
+    attribute_text,
+    first_bad_row,
+    parse_bool,
+    parse_date,
+    parse_float,
+)
 from fairmon.transforms.repeats import has_repeated_rows
 
 ATTR_PREFIX = "attr__"
@@ -42,121 +50,6 @@ CLUSTER_BUCKET = "__cbucket"  # hash bucket of a profile row's cluster id (trans
 #: with this column holds the profile proper (bucket null) and, below it, rows per bucket and label.
 BUCKET_LABEL = "__y"
 BASE_TRAFFIC = ("default", "random")
-_TRUE = {"true", "1", "t", "1.0"}
-_FALSE = {"false", "0", "f", "0.0"}
-
-
-class InputContractError(ValueError):
-    """Bad input. ``str()`` names the file, and where known the column and row.
-
-    Rows are 1-based data rows (for CSV, the header is not counted: data row 1
-    is line 2 of the file).
-    """
-
-    def __init__(self, message: str, *, file: str | None = None, column: str | None = None, row: int | None = None):
-        self.message, self.file, self.column, self.row = message, file, column, row
-        where = ", ".join(
-            x for x in (file, f"column '{column}'" if column else None, f"row {row}" if row else None) if x
-        )
-        super().__init__(f"{where}: {message}" if where else message)
-
-
-def _first_bad_row(mask: pl.Series) -> int:
-    return int(mask.arg_true()[0]) + 1
-
-
-def parse_bool(s: pl.Series, *, file: str, column: str) -> pl.Series:
-    """Parse a column of booleans given as bool, 0/1 or true/false strings.
-
-    Nulls stay null. Raises :class:`InputContractError` naming the first row
-    whose value is not a boolean.
-    """
-    if s.dtype == pl.Boolean:
-        return s
-    if s.dtype.is_integer() and (s.null_count() == s.len() or (s.min() >= 0 and s.max() <= 1)):
-        return s.cast(pl.Boolean)  # all 0/1 (the usual case, read off min and max without a scan per value)
-    if s.dtype.is_numeric():
-        if s.dtype.is_float():  # pandas writes a missing label as NaN: null, as a CSV's empty cell
-            s = s.fill_nan(None)
-        bad = s.is_not_null() & ~((s == 0) | (s == 1))
-        if bad.any():
-            i = _first_bad_row(bad)
-            raise InputContractError(f"expected a boolean (0/1), got {s[i - 1]!r}", file=file, column=column, row=i)
-        return s.cast(pl.Boolean)
-    if s.dtype in (pl.String, pl.Categorical) or isinstance(s.dtype, pl.Enum):
-        low = s.cast(pl.String).str.strip_chars().str.to_lowercase()
-        ok = low.is_null() | low.is_in(list(_TRUE | _FALSE))
-        if not ok.all():
-            i = _first_bad_row(~ok)
-            raise InputContractError(
-                f"expected a boolean (true/false or 0/1), got {s[i - 1]!r}", file=file, column=column, row=i
-            )
-        return (
-            pl.DataFrame({"v": low})
-            .select(pl.when(pl.col("v").is_null()).then(None).otherwise(pl.col("v").is_in(list(_TRUE))).alias(s.name))
-            .to_series()
-        )
-    raise InputContractError(f"expected a boolean column, found type {s.dtype}", file=file, column=column)
-
-
-def zoned_day_text(col: pl.Expr) -> pl.Expr:
-    """The day of a time-zone-aware timestamp column (Polars ``Datetime``
-    with a ``time_zone``), as 'YYYY-MM-DD' text, where it is midnight in
-    UTC; elsewhere its instant in UTC as 'YYYY-MM-DD HH:MM:SS UTC', which is
-    no day (the gate's ``ds_is_date`` names it). A timestamp with a zone has
-    a day only relative to a zone, and the engines fairmon reads with do not
-    agree on one: DuckDB hands its instants over in the session's zone (the
-    machine's), Polars in the file's, Spark in UTC (fairmon's session). Only a
-    UTC midnight (a day as Spark, or pandas with ``tz='UTC'``, writes it) is
-    the same day whichever zone reads it as UTC, so that is what is accepted;
-    Tokyo's midnight, 15:00 UTC the day before, is refused rather than read
-    as either day. Raises nothing."""
-    utc = col.dt.convert_time_zone("UTC")
-    return (
-        pl.when(utc.dt.time() == dt.time(0))
-        .then(utc.dt.strftime("%Y-%m-%d"))
-        .otherwise(utc.dt.strftime("%Y-%m-%d %H:%M:%S UTC"))
-    )
-
-
-def parse_date(s: pl.Series, *, file: str, column: str) -> pl.Series:
-    """Parse a column of dates (Date, Datetime or 'YYYY-MM-DD' text: strings,
-    Categorical or Enum). A naive timestamp gives its day; one with a time
-    zone only at midnight UTC (:func:`zoned_day_text`).
-
-    Raises :class:`InputContractError` naming the first unparseable or null
-    row, or the first zoned timestamp that is not a UTC midnight.
-    """
-    if s.dtype == pl.Categorical or isinstance(s.dtype, pl.Enum):  # the text of each value, as the gate reads it
-        s = s.cast(pl.String)
-    if isinstance(s.dtype, pl.Datetime) and s.dtype.time_zone is not None:
-        text = s.to_frame("v").select(zoned_day_text(pl.col("v"))).to_series()
-        off = text.str.len_chars() > 10
-        if off.any():
-            i = _first_bad_row(off)
-            raise InputContractError(
-                f"a timestamp with a time zone is a day only at midnight UTC, got {s[i - 1]} ({text[i - 1]}); "
-                "write ds as a DATE or 'YYYY-MM-DD' text",
-                file=file,
-                column=column,
-                row=i,
-            )
-        s = text
-    if s.dtype == pl.Date:
-        out = s
-    elif isinstance(s.dtype, pl.Datetime):
-        out = s.dt.date()
-    elif s.dtype == pl.String:
-        out = s.str.strip_chars().str.to_date("%Y-%m-%d", strict=False)
-        bad = out.is_null() & s.is_not_null()
-        if bad.any():
-            i = _first_bad_row(bad)
-            raise InputContractError(f"expected a date YYYY-MM-DD, got {s[i - 1]!r}", file=file, column=column, row=i)
-    else:
-        raise InputContractError(f"expected a DATE column, found type {s.dtype}", file=file, column=column)
-    if out.null_count():
-        raise InputContractError("required value is null", file=file, column=column, row=_first_bad_row(out.is_null()))
-    return out
 
 
 def adapt_impressions(
@@ -303,7 +196,7 @@ def _normalize_impressions(
             own_days = bool((ds_col != ds).any())
             off = (ds_col < ds_start) | (ds_col > ds)
             if off.any():
-                i = _first_bad_row(off)
+                i = first_bad_row(off)
                 raise InputContractError(
                     f"row dated {ds_col[i - 1]} outside the pool's range {ds_start}..{ds}",
                     file=file,
@@ -313,7 +206,7 @@ def _normalize_impressions(
         elif ds is not None:
             off = ds_col != ds
             if off.any():
-                i = _first_bad_row(off)
+                i = first_bad_row(off)
                 raise InputContractError(f"row dated {ds_col[i - 1]} in a file for {ds}", file=file, column="ds", row=i)
     elif ds is not None:
         ds_col = _constant("ds", ds, raw.height, pl.Date)
@@ -325,7 +218,7 @@ def _normalize_impressions(
         tr = raw.get_column("traffic").cast(pl.String)
         bad = tr.is_null() | ~tr.is_in(allowed)
         if bad.any():
-            i = _first_bad_row(bad)
+            i = first_bad_row(bad)
             raise InputContractError(
                 f"unknown traffic value {tr[i - 1]!r}; allowed: {', '.join(allowed)}",
                 file=file,
@@ -438,44 +331,6 @@ def without_buckets(profile: pl.DataFrame) -> pl.DataFrame:
         .sort(PROFILE_ROW)
         .select([c for c in profile.columns if c != CLUSTER_BUCKET])
     )
-
-
-def parse_float(s: pl.Series, *, file: str, column: str) -> pl.Series:
-    """Parse a numeric column (numbers or numeric text); nulls stay null.
-
-    Raises :class:`InputContractError` naming the first row that is not a number.
-    """
-    if s.dtype.is_numeric():
-        return s.cast(pl.Float64)
-    out = s.cast(pl.String).str.strip_chars().cast(pl.Float64, strict=False)
-    bad = out.is_null() & s.is_not_null()
-    if bad.any():
-        i = _first_bad_row(bad)
-        raise InputContractError(f"expected a number, got {s[i - 1]!r}", file=file, column=column, row=i)
-    return out
-
-
-def attribute_text(s: pl.Series, *, file: str, column: str) -> pl.Series:
-    """An attribute column as text (its groups, DESIGN §2): text, numbers,
-    booleans and dates are spelled as they read, but −0.0 as 0.0: the
-    profile scan groups equal values, and −0.0 equals 0.0, so which spelling
-    a group kept would depend on its first row (and could differ between a
-    file's profile and its rows per cluster bucket); and NaN, a float's
-    "no value", as null (a missing group value, never a group "NaN"). Raises
-    :class:`InputContractError` naming the file, the column and its type for
-    a nested column (struct, list, array) or an object column, whose text
-    (``{"a","control"}``) would become groups nobody declared."""
-    if s.dtype.is_nested() or s.dtype == pl.Object:
-        raise InputContractError(
-            f"attribute column has type {s.dtype}; an attribute must be text, a number or a boolean "
-            "(a struct or list is not a group)",
-            file=file,
-            column=column,
-        )
-    if s.dtype.is_float():
-        spelled = pl.when(s.is_nan()).then(None).when(s == 0).then(pl.lit(0, s.dtype)).otherwise(s)
-        s = pl.select(spelled.alias(s.name)).to_series()
-    return s.cast(pl.String)
 
 
 def _attrs_and_source(raw: pl.DataFrame, attributes: list[str], file: str) -> list[pl.Series]:

@@ -11,7 +11,8 @@ import datetime as dt
 
 import polars as pl
 
-from fairmon.transforms.contract import INTERSECTION_SEP, zoned_day_text
+from fairmon.transforms.contract import INTERSECTION_SEP
+from fairmon.transforms.contract_values import zoned_day_text
 from fairmon.transforms.planning.traffic import random_traffic_required
 from fairmon.transforms.registry import DS, B, Column, I, S, Table, declare, table
 from fairmon.transforms.reo.reo_tables import MISSING_GROUP
@@ -60,7 +61,7 @@ def raw_check_frame(raw: pl.DataFrame, text_columns: list[str]) -> pl.DataFrame:
     Booleans become "true"/"false", integers "0"/"1", floats "1.0"/"0.0" (NaN
     a null, as the contract reads a missing label pandas wrote), dates and
     timestamps "YYYY-MM-DD" (a timestamp's day, as the contract reads it; one
-    with a time zone only at midnight UTC, :func:`~fairmon.transforms.contract.zoned_day_text`), so
+    with a time zone only at midnight UTC, :func:`~fairmon.transforms.contract_values.zoned_day_text`), so
     one value-set rule checks every file format. Columns not present are
     ignored (their absence is an expectation of its own).
     """

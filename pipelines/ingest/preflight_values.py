@@ -76,8 +76,11 @@ def value_findings(cfg: FairmonConfig, days: list[dt.date]) -> dict[dt.date, lis
         raw = without_buckets(raw)
         checked = raw_check_frame(raw, src.text_columns)
         entries = expand_spec(spec, src.params, checked.columns, severity)
-        found = failing_values(entries, checked, shown=raw) + dated_outside(checked, unit.ds_start, unit.ds_end, raw)
-        by_file[file] = [_finding(cfg, file, f) for f in found]
+        zoned = getattr(raw.schema.get("ds"), "time_zone", None) is not None  # parse_date: a UTC midnight only
+        shown = raw.with_columns(checked.get_column("ds")) if zoned else raw  # its instant in UTC, not the machine's
+        found = failing_values(entries, checked, shown=shown)
+        found += dated_outside(checked, unit.ds_start, unit.ds_end, shown)
+        by_file[file] = [_finding(cfg, file, f, zoned) for f in found]
     out = {}
     for ds, us in units.items():
         found = [Finding(ds, "impressions", *f) for u in us for f in by_file.get(u.file, [])]
@@ -111,8 +114,10 @@ def _quoted(value: str) -> str:
     return text if len(text) <= VALUE_CHARS else f"{text[:VALUE_CHARS]}… ({len(value):,} characters)"
 
 
-def _finding(cfg: FairmonConfig, file, failure: dict) -> tuple[str, str, str]:
-    """(check, shown file, message) of one failing value expectation."""
+def _finding(cfg: FairmonConfig, file, failure: dict, zoned: bool = False) -> tuple[str, str, str]:
+    """(check, shown file, message) of one failing value expectation;
+    ``zoned``: the file's ``ds`` is a timestamp with a time zone, which the
+    message explains when ``ds`` fails (the value shown is its instant in UTC)."""
     shown = shown_path(cfg, file)
     if failure["name"] == "ids_unique" and file.is_file():  # its column is the profile's count of copies
         note = repeated_keys_note(file)
@@ -124,4 +129,6 @@ def _finding(cfg: FairmonConfig, file, failure: dict) -> tuple[str, str, str]:
     )
     if "value_set" in failure:
         message += f"; accepted: {', '.join(failure['value_set'])}"
+    if zoned and failure["column"] == "ds":
+        message += "; a timestamp with a time zone is a day only at midnight UTC: write ds as a DATE or 'YYYY-MM-DD'"
     return failure["name"], shown, message

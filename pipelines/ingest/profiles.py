@@ -153,7 +153,7 @@ def _labels_in_sql(engine, raw, cluster: ClusterScan) -> bool:
     """Whether the label per cluster bucket can be computed in the scan
     (sql/impressions_profile_buckets.sql): on DuckDB, with every signal a
     boolean or numeric column, whose cast to BOOLEAN is the contract's
-    parse (transforms/contract.parse_bool: 0/1, true/false; any other number
+    parse (transforms/contract_values.parse_bool: 0/1, true/false; any other number
     fails the contract on the profile). Text signals ("t", " yes") keep the
     profile split by bucket, parsed by the contract itself."""
     signals = cluster.signals

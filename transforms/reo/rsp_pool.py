@@ -35,7 +35,8 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from fairmon.transforms.contract import INTERSECTION_SEP, InputContractError, attribute_text, parse_float
+from fairmon.transforms.contract import INTERSECTION_SEP
+from fairmon.transforms.contract_values import InputContractError, attribute_text, parse_float
 
 #: Column of a pool table counting the items a row stands for (absent: each row is one item).
 POOL_COUNT = "n_items"
@@ -60,7 +61,7 @@ def pool_item_counts(
     (not repeated). An intersection of ``intersections`` whose attributes
     are all present is counted too (its group ``a×b``, as the count stage
     spells it). A null value is the group ``(missing)``; values are spelled as the count stage spells the
-    logs' (:func:`fairmon.transforms.contract.attribute_text`, not stripped). ``file``
+    logs' (:func:`fairmon.transforms.contract_values.attribute_text`, not stripped). ``file``
     names the table in errors and in the returned ``source``.
 
     Returns a frame of :data:`POOL_SCHEMA`: attribute, group, n_items (the

@@ -12,7 +12,7 @@ import polars as pl
 
 from fairmon.api.counting import UNDATED
 from fairmon.api.frames import as_caller, as_polars, require_columns
-from fairmon.transforms.contract import parse_float
+from fairmon.transforms.contract_values import parse_float
 from fairmon.transforms.envy.envy_tables import envy_user_tables
 
 #: Columns of :func:`envy_users`' result.

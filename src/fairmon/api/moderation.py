@@ -16,7 +16,8 @@ import polars as pl
 from fairmon.api.counting import UNDATED
 from fairmon.api.frames import as_caller, as_polars, names, reject_reserved, require_columns
 from fairmon.transforms.blas import one_blas_thread, single_blas_thread
-from fairmon.transforms.contract import ATTR_PREFIX, parse_bool, parse_float
+from fairmon.transforms.contract import ATTR_PREFIX
+from fairmon.transforms.contract_values import parse_bool, parse_float
 from fairmon.transforms.decisions.decision_tables import ALL, threshold_tables
 from fairmon.transforms.decisions.sdt_tables import sdt_table
 from fairmon.transforms.reo.reo_tables import MISSING_GROUP
