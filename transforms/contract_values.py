@@ -33,8 +33,9 @@ class InputContractError(ValueError):
 
 
 def first_bad_row(mask: pl.Series) -> int:
-    """The 1-based row of the first True of ``mask`` (a boolean Series with one); a profile's rows are
-    mapped to file rows by the caller."""
+    """The 1-based row of the first True of ``mask`` (a boolean Series), the
+    row an :class:`InputContractError` names (a profile's rows are mapped to
+    file rows by its caller). Raises IndexError when ``mask`` holds no True."""
     return int(mask.arg_true()[0]) + 1
 
 
