@@ -1,6 +1,6 @@
 -- The id keys that occur in both `ids_a` and `ids_b` (the rows of two of a
 -- day's files, each with ds, traffic, request_id, item_id: a file without ds
--- or traffic has them added first, NULL ds for a pool; compared as text), up
+-- or traffic has them added first, NULL ds for a pool; a ds the day text the contract reads, engines.day_text), up
 -- to $limit of them (first by key), each with the number of shared keys
 -- (n_shared). A NULL ds (a pool: its rows carry no date, only the declared
 -- range) matches any ds. One hash join over the distinct keys; DuckDB and

@@ -67,6 +67,32 @@ def test_two_files_sharing_three_keys_give_exactly_those_three(cfg, tmp_path, fm
     ]
 
 
+@pytest.mark.parametrize(
+    "ds",
+    [
+        dt.datetime(2026, 1, 1),  # a naive timestamp: its day
+        dt.datetime(2026, 1, 1, 13, 30),
+        "utc",  # a UTC midnight with a time zone, however DuckDB's session labels it
+        " 2026-01-01 ",  # text the contract trims
+    ],
+)
+def test_a_day_typed_otherwise_in_one_file_still_shares_its_keys(cfg, tmp_path, ds):
+    """Two Parquet files of one day, one with ds as a DATE and one with the same day typed otherwise: their
+    shared keys are found (compared as the day the contract reads, not as the column's text, where
+    '2026-01-01 00:00:00+00' never equalled '2026-01-01' and the day published its rows twice)."""
+    keys = [("default", "r1", "i1", 1), ("default", "r2", "i1", 0), ("random", "r3", "i3", 1)]
+    a = pl.DataFrame([(D1, *k) for k in keys], schema=["ds", "traffic", "request_id", "item_id", "like"], orient="row")
+    a.write_parquet(tmp_path / "a.parquet")
+    zoned = pl.col("ds").cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
+    b = a.with_columns(zoned if ds == "utc" else pl.lit(ds).alias("ds"))
+    b.write_parquet(tmp_path / "b.parquet")
+    out = shared_ids(
+        cfg, IngestUnit(tmp_path / "a.parquet", D1, D1, "all"), IngestUnit(tmp_path / "b.parquet", D1, D1, "all")
+    )
+    assert out.get_column("n_shared").to_list() == [3, 3, 3]
+    assert out.get_column("ds").to_list() == ["2026-01-01"] * 3
+
+
 def test_a_pool_without_dates_shares_keys_with_any_day_and_traffic_comes_from_the_unit(cfg, tmp_path):
     pool = tmp_path / "pool.csv"
     pl.DataFrame({"request_id": ["p1", "p2", "p3"], "item_id": ["a", "b", "c"]}).write_csv(pool)

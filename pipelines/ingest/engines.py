@@ -67,6 +67,26 @@ class DuckEngine:
         const = duckdb.ConstantExpression(value).cast("VARCHAR").alias(name)
         return rows.select(duckdb.StarExpression(), const)
 
+    @staticmethod
+    def day_text(rows, name: str):
+        """``rows`` (relation or frame) with column ``name`` as the day text
+        the input contract reads (:func:`fairmon.transforms.contract_values.parse_date`):
+        a DATE or a timestamp as 'YYYY-MM-DD' (one with a time zone in UTC,
+        whatever the session's zone), text trimmed; so two files' days compare
+        equal whatever type each was written with."""
+        if isinstance(rows, pl.DataFrame):
+            return rows.with_columns(pl.col(name).cast(pl.String).str.strip_chars())
+        kind = str(dict(zip(rows.columns, rows.types))[name])
+        col = duckdb.ColumnExpression(name)
+        if kind.startswith("TIMESTAMP WITH TIME ZONE"):
+            col = duckdb.FunctionExpression("timezone", duckdb.ConstantExpression("UTC"), col)
+        if kind == "DATE" or kind.startswith("TIMESTAMP"):
+            day = duckdb.FunctionExpression("strftime", col, duckdb.ConstantExpression("%Y-%m-%d"))
+        else:
+            day = duckdb.FunctionExpression("trim", col.cast("VARCHAR"))
+        others = [duckdb.ColumnExpression(c) for c in rows.columns if c != name]
+        return rows.select(*others, day.alias(name))
+
     def collect_copies(self, parts: Iterable, keys: list[str]) -> int:
         """The duplicated id keys (``keys`` columns) of the rows ``parts``
         into the temporary table ``copies``, one part (file) at a time so
@@ -146,6 +166,18 @@ class SparkEngine:
         from pyspark.sql import functions as F
 
         return rows.withColumn(name, F.lit(value).cast("string"))
+
+    @staticmethod
+    def day_text(rows, name: str):
+        """:meth:`DuckEngine.day_text` on a Spark DataFrame: a DATE or a
+        timestamp as 'yyyy-MM-dd' (fairmon's session runs in UTC), text trimmed."""
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        kind = rows.schema[name].dataType
+        if isinstance(kind, (T.DateType, T.TimestampType, T.TimestampNTZType)):
+            return rows.withColumn(name, F.date_format(F.col(name), "yyyy-MM-dd"))
+        return rows.withColumn(name, F.trim(F.col(name).cast("string")))
 
     def collect_copies(self, parts: Iterable, keys: list[str]) -> int:
         """The duplicated id keys of all ``parts`` in one aggregation on the

@@ -54,8 +54,8 @@ def overlapping_pairs(
 
 
 def _keyed(engine, rows, unit: IngestUnit):
-    """``rows`` of ``unit`` with ds and traffic columns (the unit's day for a
-    one-day file without ds, NULL for a pool; the unit's traffic), or None
+    """``rows`` of ``unit`` with ds (its day as text: the unit's day for a
+    one-day file without ds, NULL for a pool) and traffic columns (the unit's traffic), or None
     when the file has no request_id and item_id (nothing to compare)."""
     cols = set(engine.columns(rows))
     if not {"request_id", "item_id"} <= cols or ("traffic" not in cols and unit.traffic is None):
@@ -63,6 +63,8 @@ def _keyed(engine, rows, unit: IngestUnit):
     if "ds" not in cols:
         one_day = unit.ds_start == unit.ds_end and unit.scope != "random"
         rows = engine.with_text(rows, "ds", unit.ds_end.isoformat() if one_day else None)
+    else:  # a DATE, a timestamp (zoned or not) or text: the day the contract reads, as text
+        rows = engine.day_text(rows, "ds")
     if "traffic" not in cols:
         rows = engine.with_text(rows, "traffic", unit.traffic)
     return rows
