@@ -482,3 +482,41 @@ def test_a_project_folder_with_glob_characters_reads_alike(tmp_path):
     for u in units:
         a, b = adapters.read_unit(cd, u), adapters.read_unit(cs, u)
         assert a.height > 0 and a.equals(b)
+
+
+def test_an_int96_day_reads_as_duckdb_reads_it(tmp_path):
+    """A Parquet ds written as INT96 (Spark's default timestamp) with a time of day: DuckDB and Polars read
+    it as a naive timestamp (its day), and so does the Spark engine (Spark alone labelled it UTC, which the
+    contract reads as a zoned timestamp, a day only at midnight UTC: the file was refused on Spark alone)."""
+    import pyarrow.parquet as pq
+
+    from fairmon.transforms.contract_values import parse_date
+
+    day = dt.date(2026, 4, 1)
+    (tmp_path / "in").mkdir()
+    for traffic in ("default", "random"):
+        rows = pl.DataFrame(
+            {
+                "ds": [dt.datetime(2026, 4, 1, 12, 30)] * 40,
+                "traffic": traffic,
+                "request_id": [f"{traffic}{i}" for i in range(40)],
+                "item_id": [str(i) for i in range(40)],
+                "like": [i % 3 == 0 for i in range(40)],
+                "grp": ["a", "b"] * 20,
+            }
+        )
+        pq.write_table(
+            rows.to_arrow(), tmp_path / "in" / f"{day}-{traffic}.parquet", use_deprecated_int96_timestamps=True
+        )
+    base = (
+        'warehouse = "wh"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\npath = "in/{ds}-*.parquet"\n'
+        'signals = ["like"]\nattributes = ["grp"]\nrandom_window_days = 1\n'
+    )
+    (tmp_path / "duck.toml").write_text(base)
+    (tmp_path / "spark.toml").write_text('engine = "spark"\n' + base + SPARK_SECTION)
+    cd, cs = load_config(tmp_path / "duck.toml"), load_config(tmp_path / "spark.toml")
+    (u,) = [u for u in sources.units_for_day(cd, day) if u.file.name == f"{day}-default.parquet"]
+    a, b = adapters.read_unit(cd, u), adapters.read_unit(cs, u)
+    assert a.schema["ds"] == b.schema["ds"] and b.schema["ds"].time_zone is None
+    assert a.get_column("ds").unique().to_list() == b.get_column("ds").unique().to_list()  # the same instants
+    assert parse_date(b.get_column("ds"), file="f", column="ds").unique().to_list() == [day]

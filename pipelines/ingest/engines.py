@@ -230,7 +230,8 @@ def spark_rows(spark, files: list[str], kind: str):
         f = hadoop_literal(name)
         if kind == "parquet":
             df = spark.read.parquet(f)
-            parts.append(df.select("*", F.lit(i).alias("__file"), F.col("_metadata.row_index").alias("__row")))
+            df = df.select("*", F.lit(i).alias("__file"), F.col("_metadata.row_index").alias("__row"))
+            parts.append(_naive_as_written(df, name))
             continue
         df = spark.read.options(header=True, inferSchema=False, mode="FAILFAST").csv(f)
         df = df.select(
@@ -242,6 +243,32 @@ def spark_rows(spark, files: list[str], kind: str):
         order = Window.partitionBy("__file").orderBy("__block", "__seq")
         parts.append(df.withColumn("__row", F.row_number().over(order) - 1).drop("__block", "__seq"))
     return reduce(lambda a, b: a.unionByName(b), parts)
+
+
+def _naive_as_written(df, path: str):
+    """``df`` (Spark's read of the Parquet file ``path``) with each timestamp
+    column that the file's own schema leaves without a time zone (INT96, as
+    Spark writes by default, or a timestamp not adjusted to UTC) as Spark's
+    TIMESTAMP_NTZ, its UTC wall time (fairmon's session runs in UTC): DuckDB
+    and Polars read such a column as a naive timestamp, and Spark otherwise
+    hands it on labelled UTC, which the input contract reads as a zoned
+    timestamp (a day only at midnight UTC,
+    :func:`fairmon.transforms.contract_values.zoned_day_text`). A schema that
+    cannot be read here (not a local file) leaves ``df`` as it is."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    try:
+        schema = pq.read_schema(path)
+    except (OSError, pa.ArrowException):
+        return df
+    naive = {f.name for f in schema if pa.types.is_timestamp(f.type) and f.type.tz is None}
+    for field in df.schema.fields:
+        if field.name in naive and isinstance(field.dataType, T.TimestampType):
+            df = df.withColumn(field.name, F.col(field.name).cast("timestamp_ntz"))
+    return df
 
 
 def _ds_in(days: list[dt.date]):
