@@ -327,6 +327,20 @@ def test_reo_from_counts_equals_reo_from_rows():
     assert per_day.get_column("reo").to_list() == from_rows.get_column("reo").to_list() * 2
 
 
+def test_a_counts_day_is_read_as_the_pipeline_reads_it():
+    """ds on counts: text, a naive timestamp and a UTC midnight are the same day (one row per arm); Tokyo's
+    midnight (15:00 UTC the day before), which the pipeline refuses, is refused naming its row, not labelled
+    the day before (a plain cast to a date took its UTC day)."""
+    counts = fairmon.group_counts(_simulated_rows(seed=5), group="region", label="like")
+    one = fairmon.reo(counts.with_columns(pl.lit(D).alias("ds")), group="group")
+    stamp = pl.lit(dt.datetime(D.year, D.month, D.day))
+    for ds in (pl.lit(D.isoformat()), stamp, stamp.dt.replace_time_zone("UTC")):
+        got = fairmon.reo(counts.with_columns(ds.alias("ds")), group="group")
+        assert got.equals(one) and got.get_column("ds").to_list() == [D, D]
+    with pytest.raises(ValueError, match=r"counts, column 'ds', row 1: a timestamp with a time zone is a day only"):
+        fairmon.reo(counts.with_columns(stamp.dt.replace_time_zone("Asia/Tokyo").alias("ds")), group="group")
+
+
 # --- helpful errors ----------------------------------------------------------------------------------
 
 

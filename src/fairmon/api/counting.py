@@ -36,6 +36,7 @@ from fairmon.transforms.contract import (
     InputContractError,
     normalize_impressions,
 )
+from fairmon.transforms.contract_values import parse_date
 from fairmon.transforms.reo.cluster_keys import cluster_key_params
 from fairmon.transforms.reo.reo_tables import MISSING_GROUP
 
@@ -272,10 +273,15 @@ def tidy_counts(
     columns traffic, arm (``all`` for random traffic, random counts summed
     over arms), attribute (the ``group`` column's name when ``frame`` has no
     ``attribute`` column), group (null = ``(missing)``), n, n_pos (int64,
-    duplicate keys summed), plus ``ds`` when ``frame`` has it.
+    duplicate keys summed), plus ``ds`` (a DATE) when ``frame`` has it, read as
+    the input contract reads a log's day
+    (:func:`fairmon.transforms.contract_values.parse_date`: a date, 'YYYY-MM-DD'
+    text, a timestamp's day; one with a time zone only at midnight UTC).
 
     Raises ValueError for a missing column, an unknown or null traffic value,
-    counts that are not non-negative integers, or ``n_pos`` > ``n``."""
+    counts that are not non-negative integers, or ``n_pos`` > ``n``;
+    :class:`fairmon.transforms.contract.InputContractError` (a ValueError)
+    naming the first ``ds`` row that is no day or null."""
     arm_col = arm if arm is not None else ("arm" if "arm" in frame.columns else None)
     require_columns(frame, [traffic, group, n, n_pos, *([arm_col] if arm_col else [])], "counts")
     allowed = [*BASE_TRAFFIC, *traffic_stages]
@@ -289,6 +295,8 @@ def tidy_counts(
     if (frame.get_column(n_pos) > frame.get_column(n)).any():
         raise ValueError(f"counts: {n_pos!r} exceeds {n!r} in some row")
     keys = ["ds"] if "ds" in frame.columns else []
+    if keys:  # the day as the pipeline's contract reads it: a zoned timestamp only at midnight UTC
+        frame = frame.with_columns(parse_date(frame.get_column("ds"), file="counts", column="ds"))
     tidy = frame.select(
         *keys,
         pl.col(traffic).cast(pl.String).alias("traffic"),
