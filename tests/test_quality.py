@@ -285,6 +285,16 @@ def test_a_timestamp_with_a_time_zone_is_a_day_only_at_midnight_utc(gate, stamps
     assert f["sample"][0] == ("2026-03-31 15:00:00 UTC" if zone != "UTC" else "2026-04-01 00:30:00 UTC")
 
 
+def test_a_zoned_instant_just_after_midnight_is_shown_with_its_fraction():
+    """Half a second after a UTC midnight is no day, and is not shown as the midnight it is not."""
+    from fairmon.transforms.contract_values import InputContractError, parse_date
+
+    s = pl.Series("ds", [dt.datetime(2026, 4, 1, 0, 0, 0, 500_000)]).dt.replace_time_zone("UTC")
+    assert raw_check_frame(s.to_frame(), ["ds"])["ds"].to_list() == ["2026-04-01 00:00:00.500 UTC"]
+    with pytest.raises(InputContractError, match=r"row 1: .*\(2026-04-01 00:00:00.500 UTC\)"):
+        parse_date(s, file="f", column="ds")
+
+
 def test_a_zoned_day_does_not_depend_on_the_zone_duckdb_hands_it_over_in():
     """DuckDB hands a Parquet file's instants over in its session's zone (the machine's): the day the gate
     renders and the contract parses is the same whatever that zone, a UTC midnight's day, else no day."""

@@ -246,6 +246,47 @@ def test_a_zoned_day_passes_the_pre_flight_only_at_midnight_utc_and_its_refusal_
     )
 
 
+def test_a_zoned_day_of_another_day_or_a_null_is_named_without_the_zones_note(tmp_path):
+    """The note on zoned instants goes only with ds_is_date / ds_is_a_real_day of an instant shown in UTC:
+    a UTC midnight of another day fails ds_in_files_days as a day (its text, whatever DuckDB's session zone
+    labels it with), a null fails ds_not_null, neither with the note. The gate's own failures get the same
+    note (explain_raw), from the values it quotes."""
+    from fairmon.pipelines.checks.suites import DQResult
+    from fairmon.pipelines.checks.value_checks import shown_as_checked
+    from fairmon.pipelines.ingest.preflight import explain_raw
+    from fairmon.pipelines.ingest.preflight_values import value_findings
+    from fairmon.transforms.contract_values import ZONED_DAY
+    from fairmon.transforms.gate_frames import raw_check_frame
+
+    D = day(5)
+    (tmp_path / "in").mkdir()
+    ds = [dt.datetime.combine(day(4), dt.time(0))] * 39 + [None]
+    for traffic in ("default", "random"):
+        _rows(40, 20).with_columns(
+            pl.Series("ds", ds).dt.replace_time_zone("UTC"), pl.lit(traffic).alias("traffic")
+        ).write_parquet(tmp_path / "in" / f"{D}-{traffic}.parquet")
+    cfg = load_config(_config(tmp_path, 'format = "contract"\npath = "in/{ds}-*.parquet"\n', 1, None))
+    own = [f.message for f in value_findings(cfg, [D])[D] if f.file == f"in/{D}-default.parquet"]
+    assert own == [
+        f"in/{D}-default.parquet: column 'ds', row 40: '(empty)' (1 row(s) fail ds_not_null)",
+        f"in/{D}-default.parquet: column 'ds', row 1: '{day(4)}' (39 row(s) fail ds_in_files_days); accepted: {D}",
+    ]
+    # as DuckDB hands the instants over on a machine in Los Angeles: shown as the checks see them
+    raw = pl.DataFrame({"ds": pl.Series(ds).dt.replace_time_zone("UTC").dt.convert_time_zone("America/Los_Angeles")})
+    assert shown_as_checked(raw, raw_check_frame(raw, ["ds"]))["ds"][0] == str(day(4))
+    failures = [
+        {"name": "ds_is_date", "severity": "critical", "sample": [f"{day(4)} 15:00:00 UTC"]},
+        {"name": "ds_is_date", "severity": "critical", "sample": ["2026/03/05"]},
+    ]
+    explained = explain_raw(
+        cfg,
+        "impressions",
+        tmp_path / "in" / f"{D}-default.parquet",
+        DQResult("impressions", "impressions_raw", "f", 30, failures),
+    )
+    assert [f.get("note") for f in explained.failures] == [ZONED_DAY, None]
+
+
 def test_a_row_of_another_day_quarantines_each_day_that_reads_the_file_in_a_multi_day_run(contract):
     """In a run of several days the pre-flight only warns: the gate's raw check quarantines the days that
     read the file (its own day and the days whose random window holds it), and the others publish."""

@@ -15,6 +15,10 @@ import polars as pl
 
 _TRUE = {"true", "1", "t", "1.0"}
 _FALSE = {"false", "0", "f", "0.0"}
+#: How :func:`zoned_day_text` ends a zoned instant that is no day (what the gate's notes look for).
+ZONED_SUFFIX = " UTC"
+#: Why such an instant is refused, as the pre-flight and the gate's notes say it.
+ZONED_DAY = "a timestamp with a time zone is a day only at midnight UTC: write ds as a DATE or 'YYYY-MM-DD'"
 
 
 class InputContractError(ValueError):
@@ -76,7 +80,7 @@ def parse_bool(s: pl.Series, *, file: str, column: str) -> pl.Series:
 def zoned_day_text(col: pl.Expr) -> pl.Expr:
     """The day of a time-zone-aware timestamp column (Polars ``Datetime``
     with a ``time_zone``), as 'YYYY-MM-DD' text, where it is midnight in
-    UTC; elsewhere its instant in UTC as 'YYYY-MM-DD HH:MM:SS UTC', which is
+    UTC; elsewhere its instant in UTC as 'YYYY-MM-DD HH:MM:SS[.f] UTC', which is
     no day (the gate's ``ds_is_date`` names it). A timestamp with a zone has
     a day only relative to a zone, and the engines fairmon reads with do not
     agree on one: DuckDB hands its instants over in the session's zone (the
@@ -86,11 +90,12 @@ def zoned_day_text(col: pl.Expr) -> pl.Expr:
     Tokyo's midnight, 15:00 UTC the day before, is refused rather than read
     as either day. Raises nothing."""
     utc = col.dt.convert_time_zone("UTC")
-    return (
-        pl.when(utc.dt.time() == dt.time(0))
-        .then(utc.dt.strftime("%Y-%m-%d"))
-        .otherwise(utc.dt.strftime("%Y-%m-%d %H:%M:%S UTC"))
-    )
+    return pl.when(utc.dt.time() == dt.time(0)).then(utc.dt.strftime("%Y-%m-%d")).otherwise(_instant_text(utc))
+
+
+def _instant_text(utc: pl.Expr) -> pl.Expr:
+    """A UTC timestamp as 'YYYY-MM-DD HH:MM:SS[.f] UTC' (fractions of a second shown when there are any)."""
+    return utc.dt.strftime("%Y-%m-%d %H:%M:%S%.f") + ZONED_SUFFIX
 
 
 def parse_date(s: pl.Series, *, file: str, column: str) -> pl.Series:
@@ -104,18 +109,13 @@ def parse_date(s: pl.Series, *, file: str, column: str) -> pl.Series:
     if s.dtype == pl.Categorical or isinstance(s.dtype, pl.Enum):  # the text of each value, as the gate reads it
         s = s.cast(pl.String)
     if isinstance(s.dtype, pl.Datetime) and s.dtype.time_zone is not None:
-        text = s.to_frame("v").select(zoned_day_text(pl.col("v"))).to_series()
-        off = text.str.len_chars() > 10
+        utc = s.dt.convert_time_zone("UTC")
+        off = utc.dt.time() != dt.time(0)
         if off.any():
             i = first_bad_row(off)
-            raise InputContractError(
-                f"a timestamp with a time zone is a day only at midnight UTC, got {s[i - 1]} ({text[i - 1]}); "
-                "write ds as a DATE or 'YYYY-MM-DD' text",
-                file=file,
-                column=column,
-                row=i,
-            )
-        s = text
+            instant = utc.slice(i - 1, 1).to_frame("v").select(_instant_text(pl.col("v"))).item()
+            raise InputContractError(f"{ZONED_DAY}; got {s[i - 1]} ({instant})", file=file, column=column, row=i)
+        s = utc.dt.replace_time_zone(None)
     if s.dtype == pl.Date:
         out = s
     elif isinstance(s.dtype, pl.Datetime):

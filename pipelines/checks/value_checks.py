@@ -113,6 +113,18 @@ def failing_values(
 FILES_DAYS = "ds_in_files_days"
 
 
+def shown_as_checked(raw: pl.DataFrame, checked: pl.DataFrame) -> pl.DataFrame:
+    """The rows of ``raw`` (a file or its profile, as read) to quote in a
+    failure (``shown`` of :func:`failing_values`), with a time-zone-aware
+    ``ds`` replaced by its text in ``checked`` (its raw check frame): its day,
+    or its instant in UTC (:func:`fairmon.transforms.contract_values.zoned_day_text`),
+    not the instant in the zone DuckDB's session (the machine's) handed it over in.
+    Raises nothing."""
+    if getattr(raw.schema.get("ds"), "time_zone", None) is None:
+        return raw
+    return raw.with_columns(checked.get_column("ds"))
+
+
 def dated_outside(checked: pl.DataFrame, start: dt.date, end: dt.date, shown: pl.DataFrame | None = None) -> list[dict]:
     """The failure, in :func:`failing_values`' form (at most one), of the rows
     of ``checked`` (a raw check frame) dated a real day outside ``start`` ..

@@ -34,6 +34,7 @@ from fairmon.pipelines.ingest.headers import REPEATED_COLUMN, repeated_column
 from fairmon.pipelines.ingest.sources import ImpressionsInput, LogInput
 from fairmon.pipelines.ingest.windows import matches
 from fairmon.transforms.contract import InputContractError, adapt_impressions
+from fairmon.transforms.contract_values import ZONED_DAY, ZONED_SUFFIX
 
 #: Bytes of a CSV file read for its encoding and header.
 HEAD_BYTES = 64 * 1024
@@ -368,7 +369,8 @@ def explain_raw(cfg: FairmonConfig, source: str, path: Path, result: DQResult) -
     message and in dq_results details): a ``column_exists[c]`` the config
     key that names ``c``, a close match and the columns the file has (its
     header, :func:`read_header`); an ``ids_unique`` the key columns and up
-    to five duplicated keys with their copies (:func:`duplicated_keys`).
+    to five duplicated keys with their copies (:func:`duplicated_keys`); a
+    ``ds`` that is a zoned instant why it is no day (:func:`zoned_day_note`).
     Files that are no local file (a catalog table's partition) are left as
     they are. Returns ``result``, updated in place."""
     if result.success or not path.is_file():
@@ -387,7 +389,18 @@ def explain_raw(cfg: FairmonConfig, source: str, path: Path, result: DQResult) -
                 f["note"] += _suggest(cfg, source, c, columns)
         elif name == "ids_unique":
             f["note"] = repeated_keys_note(path)
+        elif note := zoned_day_note(name, f.get("sample")):
+            f["note"] = note
     return result
+
+
+def zoned_day_note(name: str, values) -> str:
+    """Why a ``ds`` is no day when the failing ``values`` of check ``name``
+    (the suite's ``ds_is_date`` or ``ds_is_a_real_day``) are zoned instants
+    shown in UTC (:func:`fairmon.transforms.contract_values.zoned_day_text`), else ""."""
+    if name not in ("ds_is_date", "ds_is_a_real_day") or not isinstance(values, list):
+        return ""
+    return ZONED_DAY if any(str(v).endswith(ZONED_SUFFIX) for v in values) else ""
 
 
 def repeated_keys_note(path: Path) -> str:

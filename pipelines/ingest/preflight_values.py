@@ -21,10 +21,10 @@ import datetime as dt
 import duckdb
 
 from fairmon.pipelines.checks.suites import expand_spec, load_spec
-from fairmon.pipelines.checks.value_checks import dated_outside, failing_values
+from fairmon.pipelines.checks.value_checks import dated_outside, failing_values, shown_as_checked
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.ingest.adapters import forget_kept, keep_read, profile_files
-from fairmon.pipelines.ingest.preflight import Finding, repeated_keys_note, shown_path
+from fairmon.pipelines.ingest.preflight import Finding, repeated_keys_note, shown_path, zoned_day_note
 from fairmon.pipelines.ingest.profiles import NullClusterId
 from fairmon.pipelines.ingest.sources import ImpressionsInput
 from fairmon.pipelines.ingest.staging import input_source, unchanged_files
@@ -76,11 +76,10 @@ def value_findings(cfg: FairmonConfig, days: list[dt.date]) -> dict[dt.date, lis
         raw = without_buckets(raw)
         checked = raw_check_frame(raw, src.text_columns)
         entries = expand_spec(spec, src.params, checked.columns, severity)
-        zoned = getattr(raw.schema.get("ds"), "time_zone", None) is not None  # parse_date: a UTC midnight only
-        shown = raw.with_columns(checked.get_column("ds")) if zoned else raw  # its instant in UTC, not the machine's
+        shown = shown_as_checked(raw, checked)
         found = failing_values(entries, checked, shown=shown)
         found += dated_outside(checked, unit.ds_start, unit.ds_end, shown)
-        by_file[file] = [_finding(cfg, file, f, zoned) for f in found]
+        by_file[file] = [_finding(cfg, file, f) for f in found]
     out = {}
     for ds, us in units.items():
         found = [Finding(ds, "impressions", *f) for u in us for f in by_file.get(u.file, [])]
@@ -114,10 +113,9 @@ def _quoted(value: str) -> str:
     return text if len(text) <= VALUE_CHARS else f"{text[:VALUE_CHARS]}… ({len(value):,} characters)"
 
 
-def _finding(cfg: FairmonConfig, file, failure: dict, zoned: bool = False) -> tuple[str, str, str]:
-    """(check, shown file, message) of one failing value expectation;
-    ``zoned``: the file's ``ds`` is a timestamp with a time zone, which the
-    message explains when ``ds`` fails (the value shown is its instant in UTC)."""
+def _finding(cfg: FairmonConfig, file, failure: dict) -> tuple[str, str, str]:
+    """(check, shown file, message) of one failing value expectation; a ``ds``
+    that is no day because it is a zoned instant (shown in UTC) says why."""
     shown = shown_path(cfg, file)
     if failure["name"] == "ids_unique" and file.is_file():  # its column is the profile's count of copies
         note = repeated_keys_note(file)
@@ -129,6 +127,5 @@ def _finding(cfg: FairmonConfig, file, failure: dict, zoned: bool = False) -> tu
     )
     if "value_set" in failure:
         message += f"; accepted: {', '.join(failure['value_set'])}"
-    if zoned and failure["column"] == "ds":
-        message += "; a timestamp with a time zone is a day only at midnight UTC: write ds as a DATE or 'YYYY-MM-DD'"
-    return failure["name"], shown, message
+    note = zoned_day_note(failure["name"], failure["values"])
+    return failure["name"], shown, message + (f"; {note}" if note else "")

@@ -23,7 +23,7 @@ import polars as pl
 
 from fairmon.pipelines.checks.gate import gate_for
 from fairmon.pipelines.checks.suites import DQResult
-from fairmon.pipelines.checks.value_checks import dated_outside
+from fairmon.pipelines.checks.value_checks import dated_outside, shown_as_checked
 from fairmon.pipelines.core import timing
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.ingest import staging_tables
@@ -129,7 +129,8 @@ def raw_suites(
     out = []
     for (u, _), raw, (checked, _, _), r in zip(units, shown, frames, results, strict=True):
         if src.name == "impressions" and "ds" in checked.columns:  # scores and labels rows may carry any day
-            dated = [_as_gate_failure(f) for f in dated_outside(checked, u.ds_start, u.ds_end, raw)]
+            shown = shown_as_checked(raw, checked)  # a zoned ds in UTC, not in the machine's zone
+            dated = [_as_gate_failure(f) for f in dated_outside(checked, u.ds_start, u.ds_end, shown)]
             r = replace(r, n_expectations=r.n_expectations + 1, failures=[*r.failures, *dated])
         out.append(explain_raw(cfg, src.name, u.file, r))
     return out
