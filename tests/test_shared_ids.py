@@ -109,3 +109,20 @@ def test_files_without_id_columns_are_not_compared(cfg, tmp_path):
     a = _write(tmp_path / "a.csv", [("2026-01-01", "default")])
     b = _write(tmp_path / "b.csv", [("2026-01-01", "default")])
     assert shared_ids(cfg, IngestUnit(a, D1, D1, "all"), IngestUnit(b, D1, D1, "all")).height == 0
+
+
+@pytest.mark.parametrize("unit", ["ms", "us", "ns"])
+def test_a_zoned_days_text_is_its_utc_day_whatever_duckdbs_session_zone(tmp_path, unit):
+    """DuckDB reads a zoned Parquet timestamp as TIMESTAMPTZ (TIMESTAMPTZ_NS in ns) and formats it in its
+    session's zone, the machine's: day_text takes its day in UTC, so a UTC midnight is that day in Los
+    Angeles too (there 17:00 the day before)."""
+    import duckdb
+
+    from fairmon.pipelines.ingest.engines import DuckEngine
+
+    zoned = pl.col("ds").cast(pl.Datetime(unit)).dt.replace_time_zone("UTC")
+    pl.DataFrame({"ds": [dt.datetime(2026, 1, 1)], "x": [1]}).with_columns(zoned).write_parquet(tmp_path / "z.parquet")
+    with duckdb.connect() as con:
+        con.execute("SET TimeZone = 'America/Los_Angeles'")
+        rows = con.read_parquet(str(tmp_path / "z.parquet"))
+        assert DuckEngine.day_text(rows, "ds").fetchall() == [(1, "2026-01-01")]

@@ -78,7 +78,7 @@ class DuckEngine:
             return rows.with_columns(pl.col(name).cast(pl.String).str.strip_chars())
         kind = str(dict(zip(rows.columns, rows.types))[name])
         col = duckdb.ColumnExpression(name)
-        if kind.startswith("TIMESTAMP WITH TIME ZONE"):
+        if "TIME ZONE" in kind or kind.startswith("TIMESTAMPTZ"):  # µs or ns
             col = duckdb.FunctionExpression("timezone", duckdb.ConstantExpression("UTC"), col)
         if kind == "DATE" or kind.startswith("TIMESTAMP"):
             day = duckdb.FunctionExpression("strftime", col, duckdb.ConstantExpression("%Y-%m-%d"))
