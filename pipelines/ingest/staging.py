@@ -129,8 +129,8 @@ def raw_suites(
     out = []
     for (u, _), raw, (checked, _, _), r in zip(units, shown, frames, results, strict=True):
         if src.name == "impressions" and "ds" in checked.columns:  # scores and labels rows may carry any day
-            shown = shown_as_checked(raw, checked)  # a zoned ds in UTC, not in the machine's zone
-            dated = [_as_gate_failure(f) for f in dated_outside(checked, u.ds_start, u.ds_end, shown)]
+            quoted = shown_as_checked(raw, checked)  # a zoned ds in UTC, not in the machine's zone
+            dated = [_as_gate_failure(f) for f in dated_outside(checked, u.ds_start, u.ds_end, quoted)]
             r = replace(r, n_expectations=r.n_expectations + 1, failures=[*r.failures, *dated])
         out.append(explain_raw(cfg, src.name, u.file, r))
     return out
