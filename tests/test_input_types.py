@@ -110,3 +110,20 @@ def test_a_null_day_in_a_score_or_labeling_log_is_a_named_failure(suite, columns
     entries = [e for e in expand_spec(load_spec(suite), params, ["ds"], {}) if e["kwargs"].get("column") == "ds"]
     (found,) = failing_values(entries, raw_check_frame(raw, columns))
     assert found["name"] == "ds_not_null" and found["first_row"] == 2
+
+
+def test_a_file_polars_panics_on_is_refused_by_name_not_by_a_crash(tmp_path, monkeypatch):
+    """Polars panics (a BaseException, which no day's ``except Exception`` catches) on some Parquet files, e.g.
+    a time zone written "Z" by a Java exporter: read_table turns it into the file's InputContractError, so the
+    day fails naming the file and the run goes on, instead of the whole run ending with a traceback."""
+    from fairmon.pipelines.ingest import adapters
+
+    f = tmp_path / "scores.parquet"
+    pl.DataFrame({"ds": [D1]}).write_parquet(f)
+
+    def panics(*a, **k):
+        raise pl.exceptions.PanicException("unable to parse time zone: 'Z'\nbacktrace")
+
+    monkeypatch.setattr(adapters.pl, "read_parquet", panics)
+    with pytest.raises(InputContractError, match=rf"^{f}: Polars cannot read it: unable to parse time zone: 'Z'$"):
+        adapters.read_table(f)

@@ -75,7 +75,9 @@ def read_table(path: Path) -> pl.DataFrame:
     """Read a CSV (all columns as text, parsed later by the contract) or Parquet file.
 
     Raises :class:`InputContractError` naming the file when it is empty or
-    unreadable, and naming the column when a CSV header repeats a name.
+    unreadable (Polars' panics included: not an ``Exception``, they would
+    end the whole run instead of the day), and naming the column when a CSV
+    header repeats a name.
     """
     try:
         if path.suffix.lower() in (".parquet", ".pq"):
@@ -85,6 +87,8 @@ def read_table(path: Path) -> pl.DataFrame:
         return pl.DataFrame()
     except (pl.exceptions.ComputeError, OSError) as e:
         raise InputContractError(f"cannot read file: {e}", file=str(path)) from None
+    except pl.exceptions.PanicException as e:  # a BaseException: e.g. a Parquet time zone written "Z"
+        raise InputContractError(f"Polars cannot read it: {str(e).splitlines()[0][:300]}", file=str(path)) from None
     twice = repeated_column(frame.columns)
     if twice is not None:
         raise InputContractError(REPEATED_COLUMN, file=str(path), column=twice)
