@@ -108,3 +108,25 @@ print("ok")
     env = {"GX_ANALYTICS_ENABLED": "False", "PATH": ""}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_gx_import_for_a_spark_run_does_not_end_a_python_c_process():
+    """``python -c`` has a ``__main__`` with neither ``__spec__`` nor ``__file__``: there, importing
+    ``pyspark.sql.connect`` without Spark Connect's dependencies (grpc) calls ``sys.exit(0)``, and GX
+    imports it when PySpark is not hidden (a Spark engine's run), so the process ended at once with exit
+    code 0 and published nothing. With Spark Connect hidden the code after the import runs, and GX takes
+    Spark Connect as not installed."""
+    pytest.importorskip("pyspark")
+    code = """
+import sys
+import pyspark.sql
+from fairmon.pipelines.checks.gx_import import import_gx
+import_gx(True)
+from great_expectations.compatibility import pyspark as compat
+assert "pyspark.sql.connect" not in sys.modules and compat.DataFrame is pyspark.sql.DataFrame
+print("after the import")
+"""
+    env = {"GX_ANALYTICS_ENABLED": "False", "PATH": ""}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0 and out.stdout.strip() == "after the import", out.stderr[-2000:]

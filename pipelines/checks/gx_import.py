@@ -32,8 +32,12 @@ import sys
 import threading
 import types
 
-#: Optional integrations GX would import that no fairmon check uses.
-UNUSED_BY_CHECKS = ("sqlalchemy", "pyspark")
+#: Optional integrations GX would import that no fairmon check uses. ``pyspark.sql.connect`` is hidden
+#: even where PySpark itself is not (a Spark engine's run): fairmon's Spark engine is classic PySpark, and
+#: that package's import ends the whole process with exit code 0 ("Skipping doctests", ``sys.exit``) when
+#: Spark Connect's dependencies are missing and ``__main__`` has neither ``__spec__`` nor ``__file__``
+#: (``python -c``, a script on stdin, an embedding interpreter).
+UNUSED_BY_CHECKS = ("sqlalchemy", "pyspark", "pyspark.sql.connect")
 
 #: Modules GX imports at its top that only unused expectations or renderers touch: deferred while GX loads.
 DEFERRED = ("scipy.stats", "altair", "jsonschema", "mistune")
@@ -76,7 +80,8 @@ def import_gx(spark: bool = False):
     :data:`UNUSED_BY_CHECKS` hidden from it while it loads, unless this
     process has imported them already; PySpark is never hidden when
     ``spark`` (a config with ``engine = "spark"``, whose count stage may be
-    importing PySpark in another thread meanwhile). Returns the module."""
+    importing PySpark in another thread meanwhile; that import does not
+    reach Spark Connect, which stays hidden). Returns the module."""
     with _LOCK:
         if "great_expectations" in sys.modules:
             import great_expectations
