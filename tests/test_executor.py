@@ -130,3 +130,28 @@ def test_gx_objects_are_frozen_out_of_the_collector_for_the_first_run_only(tmp_p
         env=env,
     )
     assert out.stdout.split("\n")[-2] == "published published True [0] 0 0", out.stdout + out.stderr[-2000:]
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # the GX preload thread's exit
+def test_a_librarys_sys_exit_inside_a_run_fails_it_with_its_cause(tmp_path, monkeypatch):
+    """A library that calls ``sys.exit(0)`` inside a run (as PySpark's Spark Connect import did under
+    ``python -c``) made the process end with exit code 0 and nothing published. The run now raises
+    LibraryExitError naming the caller of ``sys.exit``, publishes nothing, and the next run publishes."""
+    import sys
+
+    from fairmon.pipelines.checks import gate
+    from fairmon.pipelines.executor.days import LibraryExitError, run_day
+
+    cfg_path = write_simulation(SPEC, tmp_path / "sim", "csv")["config"]
+    real = gate.import_gx
+
+    def exits(spark: bool = False):
+        sys.exit(0)
+
+    monkeypatch.setattr(gate, "import_gx", exits)
+    with pytest.raises(LibraryExitError, match=r"sys\.exit\(0\) called by .*test_executor\.py:\d+ inside the run"):
+        run_day(str(cfg_path), DAYS[0])
+    assert _partitions(tmp_path / "sim" / "warehouse") == {}
+    monkeypatch.setattr(gate, "import_gx", real)
+    assert run_day(str(cfg_path), DAYS[0])["status"] == "published"

@@ -10,6 +10,7 @@ Prefect API and starts no server.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -56,6 +57,36 @@ def docs_deferred(run: Run) -> Iterator[None]:
             thaw()  # the collector's freeze while GX loaded ends with the run
 
 
+class LibraryExitError(RuntimeError):
+    """A library called ``sys.exit`` inside a run (fairmon's executor never
+    does): raised in its place by :func:`run_days`, so the run fails with
+    its exit code instead of ending the process as a success with its days
+    unpublished. Names the code and the file and line that raised it."""
+
+    def __init__(self, e: SystemExit):
+        tb = e.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        where = "unknown code" if tb is None else f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
+        super().__init__(f"sys.exit({e.code!r}) called by {where} inside the run; the run stopped there")
+
+
+def _no_library_exit(fn: Callable) -> Callable:
+    """``fn`` with a ``SystemExit`` raised anywhere inside it (its days, or
+    the cleanup of its run, lock and Data Docs) raised as
+    :class:`LibraryExitError`."""
+
+    @functools.wraps(fn)
+    def guarded(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except SystemExit as e:
+            raise LibraryExitError(e) from e
+
+    return guarded
+
+
+@_no_library_exit
 def run_days(
     cfg: FairmonConfig,
     days: list[dt.date],
@@ -96,7 +127,8 @@ def run_days(
     :class:`fairmon.pipelines.storage.ownership.WarehouseOwnedError` when the warehouse or the
     DuckDB file belongs to another project, ValueError when a run of another config is in scope,
     :class:`fairmon.pipelines.core.config.ConfigError` when the warehouse or
-    the DuckDB file is not what the config says or cannot be written.
+    the DuckDB file is not what the config says or cannot be written,
+    :class:`LibraryExitError` when a library called ``sys.exit`` inside the run.
     """
     hooks = hooks or Hooks()
     check_paths(cfg)  # what is on disk now: a CSV named as duckdb, a file as warehouse

@@ -45,7 +45,9 @@ def run_day(config: Any, ds: dt.date | str, *, force_ingest: bool = False) -> di
     another process holds the project; ValueError for a bad ``ds``; what
     :func:`fairmon.pipelines.core.config.load_config` raises for a missing
     or invalid config (``ConfigError``, naming the key);
-    :class:`fairmon.extras.MissingExtraError` (an ImportError) without the ``pipeline`` extra.
+    :class:`fairmon.extras.MissingExtraError` (an ImportError) without the ``pipeline`` extra;
+    :class:`fairmon.pipelines.executor.days.LibraryExitError` (a RuntimeError) when a library called
+    ``sys.exit`` inside the run, which would otherwise end the process as a success.
     """
     from fairmon.extras import require
 
