@@ -565,3 +565,26 @@ def test_an_out_file_can_be_written_again(tmp_path):
     assert out_or_exit(target, folder=False) == target
     with pytest.raises(typer.Exit):
         out_or_exit(tmp_path, folder=False)
+
+
+@pytest.mark.slow
+def test_a_crash_no_command_handles_exits_4_not_1(tmp_path):
+    """A crash that escapes every command (here a library's ``sys.exit(0)`` inside a run, raised as
+    LibraryExitError) ends ``fairmon`` with the documented code of a crash, 4 (EXIT_FAILED), and its
+    traceback; Python's own code for an uncaught exception, 1, is fairmon's "quarantined"."""
+    sim = tmp_path / "sim"
+    write_simulation(SPEC, sim, "csv")
+    code = (
+        "import sys\n"
+        "from fairmon.pipelines.checks import gate\n"
+        "from fairmon.pipelines.faces import cli\n"
+        "def exits(spark=False):\n"
+        "    sys.exit(0)\n"
+        "gate.import_gx = exits\n"
+        f"sys.argv = ['fairmon', 'run', '--date', '2026-03-01', '-c', {str(sim / 'fairmon.toml')!r}, '--no-prefect']\n"
+        "cli.main()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == EXIT_FAILED == 4, out.stderr[-2000:]
+    assert "LibraryExitError: sys.exit(0) called by <string>:5 inside the run" in out.stderr
+    assert not list((sim / "warehouse").glob("reo/ds=*"))

@@ -18,6 +18,7 @@ import contextlib
 import os
 import sys
 import threading
+import traceback
 from typing import NoReturn
 
 from fairmon.pipelines.faces import cli_data, cli_plans, cli_runs
@@ -124,6 +125,9 @@ def main() -> None:
         _exit(e.code)
     except ModuleNotFoundError as e:  # an extra's module a command needed after all: name the extra
         _exit(missing_module_exit(e, app))
+    except Exception:  # a crash no command handled: the exit code of a crash (4), not Python's 1 (quarantined)
+        traceback.print_exc()
+        _exit(EXIT_FAILED)
     _exit(0)
 
 
