@@ -395,6 +395,48 @@ def test_catalog_table_matches_files(tmp_path):
     assert counts.get_column("n").sum() == before.get_column("n").sum() + 500
 
 
+@pytest.mark.usefixtures("prefect_harness")
+def test_a_catalog_table_partitioned_by_a_utc_timestamp_reads_its_days(tmp_path):
+    """A catalog table whose ``ds`` partition column is a TIMESTAMP at midnight UTC (as a table written
+    from zoned instants has it) gives each day its partition: the same group_counts and REO as the same
+    rows in daily contract files on DuckDB. Its partitions were never found (their text is
+    'YYYY-MM-DD 00:00:00'), so every day failed as having no input."""
+    from fairmon.pipelines.storage.spark import spark_session
+
+    sim = tmp_path / "sim"
+    spec = SimulationSpec(days=2, rows_per_day=2000, random_rows_per_day=800, arms={"control": {}}, random_pool_days=1)
+    write_simulation(spec, sim, "parquet")
+    days = [spec.start + dt.timedelta(days=d) for d in range(spec.days)]
+    rows = {d: _contract_rows(sim, d) for d in days}
+    (tmp_path / "contract").mkdir()
+    for d, frame in rows.items():
+        frame.write_parquet(tmp_path / "contract" / f"{d}.parquet")
+    common = (
+        '[impressions]\nformat = "contract"\nsignals = ["like_video", "share", "follow", "finish", "download", '
+        '"long_view"]\nattributes = ["young_adult"]\nrandom_window_days = 1\n'
+    )
+    files_cfg, table_cfg = tmp_path / "files.toml", tmp_path / "table.toml"
+    files_cfg.write_text('warehouse = "wh-files"\nduckdb = "f.duckdb"\n' + common + 'path = "contract/{ds}.parquet"\n')
+    table_cfg.write_text(
+        'engine = "spark"\nwarehouse = "wh-table"\nduckdb = "t.duckdb"\n'
+        + common
+        + 'table = "logs.impressions_ts"\n'
+        + SPARK_SECTION
+    )
+    spark = spark_session(load_config(table_cfg).spark)
+    spark.sql("CREATE DATABASE IF NOT EXISTS logs")
+    spark.sql("DROP TABLE IF EXISTS logs.impressions_ts")
+    whole = pl.concat(rows.values()).with_columns(pl.col("ds").cast(pl.Datetime("us", "UTC")))
+    spark.createDataFrame(whole.to_arrow()).write.partitionBy("ds").saveAsTable("logs.impressions_ts")
+    assert dict(spark.table("logs.impressions_ts").dtypes)["ds"] == "timestamp"
+    for cfg in (files_cfg, table_cfg):
+        res = CliRunner().invoke(app, ["backfill", "-c", str(cfg), "--start", str(days[0]), "--end", str(days[-1])])
+        assert res.exit_code == 0, res.output
+    for name in ("group_counts", "reo"):
+        a, b = _table(tmp_path, "wh-files", name), _table(tmp_path, "wh-table", name)
+        assert a.height > 0 and a.equals(b), name
+
+
 def test_envy_scans_identical(tmp_path):
     """With [envy]: the profile (with its envy flags, a swap row without its
     donor caught in the same file row) and the per-user rows of the envy

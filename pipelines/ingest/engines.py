@@ -271,11 +271,19 @@ def _naive_as_written(df, path: str):
     return df
 
 
-def _ds_in(days: list[dt.date]):
-    """Spark's filter for the ``ds`` partitions ``days`` (a DATE or text partition column alike; pruned)."""
+def _ds_day():
+    """A ``ds`` partition's day as 'YYYY-MM-DD' text, whether the column is a DATE, a TIMESTAMP (its day
+    in the session's time zone, UTC: a zoned instant's day in UTC) or text; a filter on it still prunes
+    partitions. A timestamp partition that is not midnight takes its day here and is refused as not a day
+    by the contract's ds check on its rows."""
     from pyspark.sql import functions as F
 
-    return F.col("ds").cast("string").isin([d.isoformat() for d in days])
+    return F.expr("try_cast(ds AS DATE)").cast("string")  # try_: a text partition that is no date is no day
+
+
+def _ds_in(days: list[dt.date]):
+    """Spark's filter for the ``ds`` partitions ``days`` (:func:`_ds_day`; pruned)."""
+    return _ds_day().isin([d.isoformat() for d in days])
 
 
 def spark_table_rows(spark, table: str, days: list[dt.date]):
@@ -289,7 +297,7 @@ def spark_table_rows(spark, table: str, days: list[dt.date]):
 
     df = spark.table(table).where(_ds_in(days))
     order = Window.partitionBy("ds").orderBy(F.col("_metadata.file_path"), F.col("_metadata.row_index"))
-    return df.select("*", F.col("ds").cast("string").alias("__file"), (F.row_number().over(order) - 1).alias("__row"))
+    return df.select("*", _ds_day().alias("__file"), (F.row_number().over(order) - 1).alias("__row"))
 
 
 def table_fingerprints(spark, table: str, days: list[dt.date]) -> dict[dt.date, tuple[int, int]]:
