@@ -325,6 +325,25 @@ def _contract_rows(sim, ds: dt.date) -> pl.DataFrame:
     )
 
 
+def _contract_files(tmp_path, days: int, window: int) -> tuple[list[dt.date], dict, str]:
+    """A simulation of ``days`` days as daily contract Parquet files under ``tmp_path/contract``: (the
+    days, their rows, the ``[impressions]`` section both engines' configs share, with ``window``)."""
+    spec = SimulationSpec(
+        days=days, rows_per_day=2000, random_rows_per_day=800, arms={"control": {}}, random_pool_days=1, seed=4
+    )
+    write_simulation(spec, tmp_path / "sim", "parquet")
+    dates = [spec.start + dt.timedelta(days=d) for d in range(spec.days)]
+    rows = {d: _contract_rows(tmp_path / "sim", d) for d in dates}
+    (tmp_path / "contract").mkdir()
+    for d, frame in rows.items():
+        frame.write_parquet(tmp_path / "contract" / f"{d}.parquet")
+    common = (
+        '[impressions]\nformat = "contract"\nsignals = ["like_video", "share", "follow", "finish", "download", '
+        f'"long_view"]\nattributes = ["young_adult"]\nrandom_window_days = {window}\n'
+    )
+    return dates, rows, common
+
+
 @pytest.mark.usefixtures("prefect_harness")
 def test_catalog_table_matches_files(tmp_path):
     """[impressions] table = "logs.impressions" (partitioned by ds) on Spark
@@ -333,20 +352,7 @@ def test_catalog_table_matches_files(tmp_path):
     input (late data) and re-read."""
     from fairmon.pipelines.storage.spark import spark_session
 
-    sim = tmp_path / "sim"
-    spec = SimulationSpec(
-        days=3, rows_per_day=2000, random_rows_per_day=800, arms={"control": {}}, random_pool_days=1, seed=4
-    )
-    write_simulation(spec, sim, "parquet")
-    days = [spec.start + dt.timedelta(days=d) for d in range(spec.days)]
-    rows = {d: _contract_rows(sim, d) for d in days}
-    (tmp_path / "contract").mkdir()
-    for d, frame in rows.items():
-        frame.write_parquet(tmp_path / "contract" / f"{d}.parquet")
-    common = (
-        '[impressions]\nformat = "contract"\nsignals = ["like_video", "share", "follow", "finish", "download", '
-        '"long_view"]\nattributes = ["young_adult"]\nrandom_window_days = 2\n'
-    )
+    days, rows, common = _contract_files(tmp_path, 3, window=2)
     files_cfg = tmp_path / "files.toml"
     exact = ""  # cluster_by = auto: request ids in the same buckets on both engines
     files_cfg.write_text(
@@ -403,18 +409,7 @@ def test_a_catalog_table_partitioned_by_a_utc_timestamp_reads_its_days(tmp_path)
     'YYYY-MM-DD 00:00:00'), so every day failed as having no input."""
     from fairmon.pipelines.storage.spark import spark_session
 
-    sim = tmp_path / "sim"
-    spec = SimulationSpec(days=2, rows_per_day=2000, random_rows_per_day=800, arms={"control": {}}, random_pool_days=1)
-    write_simulation(spec, sim, "parquet")
-    days = [spec.start + dt.timedelta(days=d) for d in range(spec.days)]
-    rows = {d: _contract_rows(sim, d) for d in days}
-    (tmp_path / "contract").mkdir()
-    for d, frame in rows.items():
-        frame.write_parquet(tmp_path / "contract" / f"{d}.parquet")
-    common = (
-        '[impressions]\nformat = "contract"\nsignals = ["like_video", "share", "follow", "finish", "download", '
-        '"long_view"]\nattributes = ["young_adult"]\nrandom_window_days = 1\n'
-    )
+    days, rows, common = _contract_files(tmp_path, 2, window=1)
     files_cfg, table_cfg = tmp_path / "files.toml", tmp_path / "table.toml"
     files_cfg.write_text('warehouse = "wh-files"\nduckdb = "f.duckdb"\n' + common + 'path = "contract/{ds}.parquet"\n')
     table_cfg.write_text(
