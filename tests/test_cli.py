@@ -588,3 +588,17 @@ def test_a_crash_no_command_handles_exits_4_not_1(tmp_path):
     assert out.returncode == EXIT_FAILED == 4, out.stderr[-2000:]
     assert "LibraryExitError: sys.exit(0) called by <string>:5 inside the run" in out.stderr
     assert not list((sim / "warehouse").glob("reo/ds=*"))
+
+
+def test_plan_with_a_zero_rate_says_why_without_numpy_warnings():
+    """`plan --P` with a zero rate: U_k = Q_k/P_k is not finite for that group, so the volumes that need
+    it are '-' (null in --json); the command says which group and why, and prints no NumPy warning
+    (six 'RuntimeWarning: divide by zero' lines with fairmon's source paths came before the table)."""
+    import warnings
+
+    argv = ["plan", "--P", "0.0,0.05", "--Q", "0.1,0.25", "--n-rec", "1000", "--rand-per-day", "100"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        res = CliRunner().invoke(app, argv, env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    assert "P_k or Q_k is 0 for group(s) 1: U_k = Q_k/P_k is not finite there" in res.stdout

@@ -125,20 +125,27 @@ def _plan_from_rates(
     P, Q = np.array(parse_floats(p, "--P")), np.array(parse_floats(q, "--Q"))
     if P.shape != Q.shape:
         raise typer.BadParameter("--P and --Q need one value per group", param_hint="--Q")
-    volumes = plan_volumes(P, Q, epsilon, delta, rec_rate)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a zero rate: what needs U_k = Q_k/P_k is not finite
+        volumes = plan_volumes(P, Q, epsilon, delta, rec_rate)
+        extra = {}
+        if n_rec and rand_per_day:
+            extra["se_reo"] = reo_se_for_volume(Q, P, n_rec, rand_per_day)[0]
+            if target_se:
+                extra["rand_for_target_se"] = random_volume_for_reo_se(Q, P, n_rec, target_se)
     for v in volumes:
         v["rand_days"] = v["n_rand"] / rand_per_day if rand_per_day and v["n_rand"] is not None else None
         v["rec_days"] = v["n_rec"] / n_rec if n_rec and v["n_rec"] is not None else None
-    extra = {}
-    if n_rec and rand_per_day:
-        extra["se_reo"] = reo_se_for_volume(Q, P, n_rec, rand_per_day)[0]
-        if target_se:
-            extra["rand_for_target_se"] = random_volume_for_reo_se(Q, P, n_rec, target_se)
     if as_json:
         dump_json({"epsilon": epsilon, "delta": delta, "volumes": volumes, **extra})
         return
     console.print(_volumes_table(volumes, f"Traffic plan (ε = {epsilon}, δ = {delta}) for P = {p}, Q = {q}"))
     _print_eq13_failures(volumes)
+    zero = [str(k + 1) for k in range(P.size) if not (P[k] > 0 and Q[k] > 0)]
+    if zero:
+        console.print(
+            f"[yellow]P_k or Q_k is 0 for group(s) {', '.join(zero)}: U_k = Q_k/P_k is not finite there, so the "
+            "volumes and SE that need it show '-' or nan[/yellow]"
+        )
     if "se_reo" in extra:
         console.print(
             f"SE(REO) with {n_rec} default and {rand_per_day} random rows: {extra['se_reo']:.5f}", markup=False
