@@ -411,3 +411,20 @@ def test_the_first_line_comes_after_the_headers_and_before_the_readers(tmp_path,
     counted = "" if command == "run" else "2 day(s), "
     assert out.stdout == f"fairmon {days} ({toml}): {counted}checking inputs, then counts and estimators []\n", out
     assert not (tmp_path / "f.duckdb").exists()  # nothing was opened yet
+
+
+@pytest.mark.slow  # runs a backfill (GX)
+def test_a_day_without_its_file_in_a_range_is_quarantined_saying_so(tmp_path):
+    """In a range, a day whose default-traffic file does not exist is a pre-flight warning and the day
+    runs to its gate, which quarantines it; its reason (summary, runs and alert) now carries the
+    pre-flight's sentence, not only the expectation's name, while a day whose file exists but holds no
+    default row keeps the name alone."""
+    toml = _project(tmp_path)
+    (tmp_path / "default" / f"{D2}.csv").unlink()
+    res = CliRunner().invoke(app, ["backfill", "-c", str(toml), "--start", str(D1), "--end", str(D2), "--json"])
+    doc = json.loads(res.stdout)
+    day2 = next(d for d in doc["days"] if d["ds"] == str(D2))
+    missing = f"no default-traffic file for {D2}: default/{D2}.csv does not exist ([impressions] path = "
+    assert day2["status"] == "quarantined" and f"default_traffic_present: {missing}" in day2["error"]
+    runs = latest_runs(tmp_path / "f.duckdb")
+    assert missing in dict(zip(runs["ds"], runs["detail"], strict=True))[D2]

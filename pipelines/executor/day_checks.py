@@ -22,6 +22,7 @@ from fairmon.pipelines.core.config_sections import PYTHON_CHECKS
 from fairmon.pipelines.executor.outcomes import DayFailed, step
 from fairmon.pipelines.ingest.file_summaries import FileSummaries, file_summaries
 from fairmon.pipelines.ingest.identity import unit_key
+from fairmon.pipelines.ingest.preflight import missing_default_note
 from fairmon.pipelines.ingest.shared_ids import overlapping_pairs, shared_ids
 from fairmon.pipelines.ingest.sources import ImpressionsInput, day_files
 from fairmon.pipelines.ingest.staging import run_logger
@@ -54,7 +55,7 @@ def check_days(cfg: FairmonConfig, counts: dict[dt.date, pl.DataFrame]) -> dict[
     """The ``impressions_day`` suite on each day's group counts, ``counts``:
     {day: counts} (traffic present, positives per group, positive-rate
     bounds, random-traffic sufficiency), a failed random_traffic_present
-    explained (:func:`explain_random_traffic`). Returns {day: result}.
+    explained (:func:`explain_missing_traffic`). Returns {day: result}.
     Raises what GX raises."""
     q = cfg.quality
     frames = {
@@ -63,7 +64,7 @@ def check_days(cfg: FairmonConfig, counts: dict[dt.date, pl.DataFrame]) -> dict[
     }
     params = {"positive_rate_min": q.positive_rate_min, "positive_rate_max": q.positive_rate_max}
     checked = validate_days(cfg, "impressions_day", frames, params)
-    return {ds: explain_random_traffic(cfg, ds, explain_groups(frames[ds][0], r)) for ds, r in checked.items()}
+    return {ds: explain_missing_traffic(cfg, ds, explain_groups(frames[ds][0], r)) for ds, r in checked.items()}
 
 
 def explain_groups(frame: pl.DataFrame, result: DQResult) -> DQResult:
@@ -92,17 +93,22 @@ def explain_groups(frame: pl.DataFrame, result: DQResult) -> DQResult:
     return result
 
 
-def explain_random_traffic(cfg: FairmonConfig, ds: dt.date, result: DQResult) -> DQResult:
+def explain_missing_traffic(cfg: FairmonConfig, ds: dt.date, result: DQResult) -> DQResult:
     """Give a failed ``random_traffic_present`` of day ``ds``'s ``result`` the
-    reason (``note``, shown in the quarantine message and dq_results details):
-    the day's window, the pool policy and the pools it left out (DESIGN §2
-    "Random-traffic windows"). Returns ``result``, updated in place."""
+    reason (``note``, shown in the quarantine message, its alert and
+    dq_results details): the day's window, the pool policy and the pools it
+    left out (DESIGN §2 "Random-traffic windows"); and a failed
+    ``default_traffic_present`` the missing file, where that is why (the
+    pre-flight's sentence: a backfill's day without its file says so, not only
+    the expectation's name). Returns ``result``, updated in place."""
     for f in result.failures:
         if f["name"] == "random_traffic_present":
             try:
                 f["note"] = random_window_note(cfg, ds)
             except InputContractError as e:
                 f["note"] = str(e)
+        elif f["name"] == "default_traffic_present" and (why := missing_default_note(cfg, ds)):
+            f["note"] = why
     return result
 
 

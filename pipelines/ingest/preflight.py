@@ -96,6 +96,32 @@ def _critical(cfg: FairmonConfig, name: str, default: str = "critical") -> bool:
     return sev.get(name, sev.get(name.split("[")[0], default)) == "critical"
 
 
+def _no_default_file(cfg: FairmonConfig, ds: dt.date, units: list) -> tuple[str, str] | None:
+    """(the expected path as shown, why) when day ``ds`` of a file-based impressions config has no
+    default-traffic file among ``units`` (its :class:`ImpressionsInput` units), else None."""
+    imp = cfg.impressions
+    if any(u.ds_start == ds and u.scope != "random" and u.traffic in (None, "default") for u in units):
+        return None
+    expected = shown_path(cfg, cfg.resolve(imp.path.replace("{ds}", ds.isoformat())))
+    return expected, (
+        f"no default-traffic file for {ds}: {expected} does not exist "
+        f"([impressions] path = {imp.path!r}, {{ds}} = {ds})"
+    )
+
+
+def missing_default_note(cfg: FairmonConfig, ds: dt.date) -> str | None:
+    """Why day ``ds`` has no default traffic when it is that its file does not exist (the pre-flight's
+    sentence, for the day gate's ``default_traffic_present``); None when the file exists (its rows then
+    hold no default traffic of the day), for a catalog table or Coat, or when the inputs cannot be listed."""
+    if cfg.impressions.format == "coat" or cfg.impressions.table is not None:
+        return None
+    try:
+        missing = _no_default_file(cfg, ds, ImpressionsInput(cfg).units(ds))
+    except InputContractError:
+        return None
+    return None if missing is None else missing[1]
+
+
 def shown_path(cfg: FairmonConfig, path: Path) -> str:
     """``path`` relative to the config's folder when inside it."""
     try:
@@ -235,19 +261,9 @@ class _Checker:
         except InputContractError:
             return []
         out = []
-        own = [u for u in units if u.ds_start == ds and u.scope != "random" and u.traffic in (None, "default")]
-        if not own and _critical(cfg, "default_traffic_present"):
-            expected = shown_path(cfg, cfg.resolve(imp.path.replace("{ds}", ds.isoformat())))
-            out.append(
-                Finding(
-                    ds,
-                    "impressions",
-                    "default_traffic_present",
-                    expected,
-                    f"no default-traffic file for {ds}: {expected} does not exist "
-                    f"([impressions] path = {imp.path!r}, {{ds}} = {ds})",
-                )
-            )
+        missing = _no_default_file(cfg, ds, units)
+        if missing is not None and _critical(cfg, "default_traffic_present"):
+            out.append(Finding(ds, "impressions", "default_traffic_present", missing[0], missing[1]))
         for u in units:
             out += self.file_findings(ds, "impressions", u.file, u)
         return out
