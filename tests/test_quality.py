@@ -883,6 +883,10 @@ class _Collect(HTMLParser):
 def test_report_is_offline_gated_and_has_the_plots(gated_backfill):
     root, _, rep = gated_backfill
     assert rep.exit_code == 0, rep.output
+    end = D0 + dt.timedelta(days=N_DAYS - 1)  # the console says so too: 3 of the 9 days are published
+    assert f"warning: 3 of the {N_DAYS} day(s) {D0}..{end} published; the report's 'Excluded days'" in " ".join(
+        rep.stderr.split()
+    )
     path = root / f"report_{D0}_{D0 + dt.timedelta(days=N_DAYS - 1)}.html"
     text = path.read_text()
     p = _Collect()

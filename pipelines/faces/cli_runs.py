@@ -431,7 +431,8 @@ def report(
     from fairmon.pipelines.storage.db import DatabaseBusyError
 
     try:
-        path = build_report(cfg, a, b, out, config_name=str(config))
+        published: list[dt.date] = []
+        path = build_report(cfg, a, b, out, config_name=str(config), on_published=published.extend)
     except DatabaseBusyError as e:  # a run holds the DuckDB file whose run history says which days are published
         fail(f"{e} (the report reads the run history there; `fairmon sql` reads the warehouse meanwhile)", EXIT_LOCKED)
     except OSError as e:  # writing --out (bad option, 2) or reading the warehouse (4)
@@ -440,3 +441,9 @@ def report(
         why = os_error_text(e)
         fail(f"--out {out}: {why}" if writing else why, EXIT_USAGE if writing else EXIT_FAILED)
     console.print(f"report: {path}", markup=False)
+    n = (b - a).days + 1
+    if len(published) < n:  # a report of days never run otherwise looked like any other (exit 0, its path)
+        err.print(
+            f"[yellow]warning:[/yellow] {len(published)} of the {n} day(s) {a}..{b} published; the report's "
+            "'Excluded days' says why each other day is not (never run, quarantined or failed)"
+        )

@@ -7,6 +7,7 @@ package-data Jinja template ``html/report.html.j2``; figures come from
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
@@ -357,10 +358,16 @@ def alerting_context(cfg: FairmonConfig, alerts: pl.DataFrame, start: dt.date, e
 
 
 def build_report(
-    cfg: FairmonConfig, start: dt.date, end: dt.date, out: Path | None = None, config_name: str = ""
+    cfg: FairmonConfig,
+    start: dt.date,
+    end: dt.date,
+    out: Path | None = None,
+    config_name: str = "",
+    on_published: Callable[[list[dt.date]], None] | None = None,
 ) -> Path:
     """Write the report for start..end to ``out`` (default
-    ``<warehouse>/../report_<start>_<end>.html``) atomically; return its path."""
+    ``<warehouse>/../report_<start>_<end>.html``) atomically; return its path.
+    ``on_published`` receives the days of the range it shows as published."""
     wh = cfg.warehouse_path
     tables = {name: read_table(wh, name) for name in TABLES}  # every declared table, read once
     d = report_data(
@@ -375,6 +382,8 @@ def build_report(
         latest_runs=latest_runs(cfg.duckdb_path),
         extras={name: frame for name, frame in tables.items() if own_section(name)},
     )
+    if on_published is not None:
+        on_published(list(d.published))
     docs = cfg.gx_root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
     diffs = tables["threshold_prevalence_diff"]
     if not diffs.is_empty() and d.published:
