@@ -428,3 +428,40 @@ def test_a_day_without_its_file_in_a_range_is_quarantined_saying_so(tmp_path):
     assert day2["status"] == "quarantined" and f"default_traffic_present: {missing}" in day2["error"]
     runs = latest_runs(tmp_path / "f.duckdb")
     assert missing in dict(zip(runs["ds"], runs["detail"], strict=True))[D2]
+
+
+@pytest.mark.slow  # runs a day (GX)
+def test_a_bad_file_of_a_days_random_window_is_named_as_such(tmp_path):
+    """A contract file of another day that the day's random window pools, refused by the raw suite,
+    quarantines the day too; the reason now says why that file matters to the day."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    (tmp_path / "logs").mkdir()
+    for d in (D1, D2):
+        n = 2000
+        rows = pl.DataFrame(
+            {
+                "ds": [str(d)] * n,
+                "traffic": rng.choice(["default", "random"], n, p=[0.6, 0.4]),
+                "request_id": [f"{d}-{i // 4}" for i in range(n)],
+                "item_id": [f"i{i}" for i in range(n)],
+                "click": (rng.random(n) < 0.3).astype(int).astype(str),
+                "grp": rng.choice(["a", "b"], n),
+            }
+        )
+        if d == D1:
+            rows = rows.with_columns(
+                pl.when(pl.int_range(pl.len()) == 4).then(pl.lit("maybe")).otherwise(pl.col("click")).alias("click")
+            )
+        rows.write_csv(tmp_path / "logs" / f"{d}.csv")
+    toml = tmp_path / "fairmon.toml"
+    toml.write_text(
+        'warehouse = "warehouse"\nduckdb = "f.duckdb"\n[impressions]\nformat = "contract"\npath = "logs/{ds}.csv"\n'
+        'signals = ["click"]\nattributes = ["grp"]\nrandom_window_days = 2\n'
+    )
+    res = CliRunner().invoke(app, ["run", "-c", str(toml), "-d", str(D2), "--no-prefect"], env={"COLUMNS": "400"})
+    assert res.exit_code == EXIT_QUARANTINED, res.output
+    flat = " ".join(res.output.split())
+    assert f"logs/{D1}.csv: signal_is_boolean[click]" in flat
+    assert f"(a file of {D2}'s random window, random_window_days = 2)" in flat

@@ -40,6 +40,7 @@ from fairmon.pipelines.executor.day_checks import (
     file_copies_check,
     output_check_frames,
     shared_ids_check,
+    window_files,
 )
 from fairmon.pipelines.executor.estimators import (
     count_groups,
@@ -308,7 +309,8 @@ def _quarantine(batch: Batch, d: Day) -> None:
     batch.hooks.step(publish, cfg, ds, {"dq_results": dq}, False, batch.known)
     with timing.clock(ds, "checks"):
         build_docs(cfg)
-    failed = "; ".join(r.summary() for r in d.results if not r.success)
+    others = window_files(cfg, ds)
+    failed = "; ".join(r.summary() + others.get(r.subject, "") for r in d.results if not r.success)
     raise DayQuarantined(f"{ds}: quarantined at stage {d.stopped}: {failed}")
 
 

@@ -93,6 +93,19 @@ def explain_groups(frame: pl.DataFrame, result: DQResult) -> DQResult:
     return result
 
 
+def window_files(cfg: FairmonConfig, ds: dt.date) -> dict[str, str]:
+    """{path: why day ``ds`` reads it} for the impressions files of ``ds``'s random window that are
+    not its own (another day's file whose random rows it pools): a failure of such a file quarantines
+    ``ds`` too, and the quarantine message says why ("a file of 2026-03-05's random window, …").
+    Empty when the inputs cannot be listed."""
+    try:
+        units = ImpressionsInput(cfg).units(ds)
+    except InputContractError:
+        return {}
+    why = f" (a file of {ds}'s random window, random_window_days = {cfg.impressions.random_window_days})"
+    return {str(u.file): why for u in units if u.ds_start != ds or u.ds_end != ds}
+
+
 def explain_missing_traffic(cfg: FairmonConfig, ds: dt.date, result: DQResult) -> DQResult:
     """Give a failed ``random_traffic_present`` of day ``ds``'s ``result`` the
     reason (``note``, shown in the quarantine message, its alert and
