@@ -24,7 +24,7 @@ from fairmon.pipelines.ingest.file_summaries import FileSummaries, file_summarie
 from fairmon.pipelines.ingest.identity import unit_key
 from fairmon.pipelines.ingest.preflight import missing_default_note
 from fairmon.pipelines.ingest.shared_ids import overlapping_pairs, shared_ids
-from fairmon.pipelines.ingest.sources import ImpressionsInput, day_files
+from fairmon.pipelines.ingest.sources import ImpressionsInput, day_files, file_units
 from fairmon.pipelines.ingest.staging import run_logger
 from fairmon.pipelines.ingest.windows import random_window_note, tiktok_pools
 from fairmon.pipelines.storage import db
@@ -97,13 +97,10 @@ def window_files(cfg: FairmonConfig, ds: dt.date) -> dict[str, str]:
     """{path: why day ``ds`` reads it} for the impressions files of ``ds``'s random window that are
     not its own (another day's file whose random rows it pools): a failure of such a file quarantines
     ``ds`` too, and the quarantine message says why ("a file of 2026-03-05's random window, …").
-    Empty when the inputs cannot be listed."""
-    try:
-        units = ImpressionsInput(cfg).units(ds)
-    except InputContractError:
-        return {}
+    Empty for a catalog table (its subjects name their partition's day) or when the files cannot be listed
+    (:func:`~fairmon.pipelines.ingest.sources.file_units`)."""
     why = f" (a file of {ds}'s random window, random_window_days = {cfg.impressions.random_window_days})"
-    return {str(u.file): why for u in units if u.ds_start != ds or u.ds_end != ds}
+    return {str(u.file): why for u in file_units(cfg, ds) or [] if u.ds_start != ds or u.ds_end != ds}
 
 
 def explain_missing_traffic(cfg: FairmonConfig, ds: dt.date, result: DQResult) -> DQResult:

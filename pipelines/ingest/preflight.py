@@ -31,7 +31,7 @@ import polars as pl
 from fairmon.pipelines.checks.suites import DQResult, expand_spec, load_spec
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.ingest.headers import REPEATED_COLUMN, repeated_column
-from fairmon.pipelines.ingest.sources import ImpressionsInput, LogInput
+from fairmon.pipelines.ingest.sources import LogInput, file_units
 from fairmon.pipelines.ingest.windows import matches
 from fairmon.transforms.contract import InputContractError, adapt_impressions
 from fairmon.transforms.contract_values import ZONED_DAY, ZONED_SUFFIX
@@ -98,7 +98,7 @@ def _critical(cfg: FairmonConfig, name: str, default: str = "critical") -> bool:
 
 def _no_default_file(cfg: FairmonConfig, ds: dt.date, units: list) -> tuple[str, str] | None:
     """(the expected path as shown, why) when day ``ds`` of a file-based impressions config has no
-    default-traffic file among ``units`` (its :class:`ImpressionsInput` units), else None."""
+    default-traffic file among ``units`` (its :func:`~fairmon.pipelines.ingest.sources.file_units`), else None."""
     imp = cfg.impressions
     if any(u.ds_start == ds and u.scope != "random" and u.traffic in (None, "default") for u in units):
         return None
@@ -113,12 +113,8 @@ def missing_default_note(cfg: FairmonConfig, ds: dt.date) -> str | None:
     """Why day ``ds`` has no default traffic when it is that its file does not exist (the pre-flight's
     sentence, for the day gate's ``default_traffic_present``); None when the file exists (its rows then
     hold no default traffic of the day), for a catalog table or Coat, or when the inputs cannot be listed."""
-    if cfg.impressions.format == "coat" or cfg.impressions.table is not None:
-        return None
-    try:
-        missing = _no_default_file(cfg, ds, ImpressionsInput(cfg).units(ds))
-    except InputContractError:
-        return None
+    units = file_units(cfg, ds)
+    missing = None if units is None else _no_default_file(cfg, ds, units)
     return None if missing is None else missing[1]
 
 
@@ -253,12 +249,9 @@ class _Checker:
         return out
 
     def impressions(self, ds: dt.date) -> list[Finding]:
-        cfg, imp = self.cfg, self.cfg.impressions
-        if imp.format == "coat" or imp.table is not None:
-            return []
-        try:
-            units = ImpressionsInput(cfg).units(ds)
-        except InputContractError:
+        cfg = self.cfg
+        units = file_units(cfg, ds)
+        if units is None:
             return []
         out = []
         missing = _no_default_file(cfg, ds, units)

@@ -244,6 +244,18 @@ def side_tables(cfg: FairmonConfig, ds: dt.date) -> dict[str, Path]:
     return out
 
 
+def file_units(cfg: FairmonConfig, ds: dt.date) -> list[IngestUnit] | None:
+    """Day ``ds``'s impressions units (:meth:`ImpressionsInput.units`) when they are files listed from the
+    config's paths; None for a catalog table (listing its partitions is a Spark job), for Coat, or when
+    they cannot be listed. What a message about the day's files may look up without running anything."""
+    if cfg.impressions.format == "coat" or cfg.impressions.table is not None:
+        return None
+    try:
+        return ImpressionsInput(cfg).units(ds)
+    except InputContractError:
+        return None
+
+
 def day_files(cfg: FairmonConfig, days: list[dt.date]) -> pl.DataFrame:
     """(day, file) for every impressions file each of ``days`` needs, resolved
     now (file = its identity): the only staged rows a day may count. A day
