@@ -232,3 +232,27 @@ def test_a_date_option_says_whether_it_is_malformed_or_no_day():
     assert no_day.exit_code == 2 and "'2026-02-30' is no day of the calendar" in " ".join(no_day.output.split())
     malformed = CliRunner().invoke(app, ["run", "--date", "03/01/2026"])
     assert malformed.exit_code == 2 and "'03/01/2026' is not a date YYYY-MM-DD" in " ".join(malformed.output.split())
+
+
+@pytest.mark.slow
+def test_a_reader_that_stops_reading_cuts_the_output_not_the_run(tmp_path):
+    """`fairmon backfill ... | head -1`: the reader closes the pipe after the first line, and the backfill still
+    publishes every day and ends with its own code (0), saying nothing on stderr. Rich's default on a broken
+    pipe ends the process with exit code 1 (fairmon's "quarantined") at the next line printed, cutting the
+    run short; `fairmon tables | head -1`, whose only work is printing, ends 0 too."""
+    import subprocess
+    import sys
+
+    sim = tmp_path / "sim"
+    write_simulation(SPEC, sim, "csv")
+    argv = ["backfill", "--start", "2026-03-01", "--end", "2026-03-03", "-c", str(sim / "fairmon.toml"), "--no-prefect"]
+    for args, days in ((argv, 3), (["tables"], 3)):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "fairmon", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path
+        )
+        assert proc.stdout.readline()
+        proc.stdout.close()  # as `head -1` does once it has its line
+        stderr = proc.communicate(timeout=600)[1].decode()
+        assert proc.returncode == 0, stderr[-2000:]
+        assert "Error" not in stderr and "Traceback" not in stderr, stderr[-2000:]
+        assert len(list((sim / "warehouse").glob("reo/ds=*"))) == days

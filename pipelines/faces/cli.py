@@ -31,6 +31,8 @@ from fairmon.pipelines.faces.cli_common import (
     EXIT_USAGE,
     app,
     exit_code,
+    reader_gone,
+    silence_stream,
 )
 from fairmon.pipelines.faces.cli_extras import guard_commands, missing_module_exit
 
@@ -125,6 +127,12 @@ def main() -> None:
         _exit(e.code)
     except ModuleNotFoundError as e:  # an extra's module a command needed after all: name the extra
         _exit(missing_module_exit(e, app))
+    except BrokenPipeError:  # the reader of stdout went away (`fairmon export ... | head`): only printing was cut
+        if not reader_gone(sys.stdout):
+            traceback.print_exc()
+            _exit(EXIT_FAILED)
+        silence_stream(sys.stdout)
+        _exit(0)
     except Exception:  # a crash no command handled: the exit code of a crash (4), not Python's 1 (quarantined)
         traceback.print_exc()
         _exit(EXIT_FAILED)

@@ -14,6 +14,7 @@ import datetime as dt
 import math
 import os
 import re
+import select
 import sys
 import warnings
 from pathlib import Path
@@ -50,6 +51,40 @@ class _Console(Console):
     @size.setter
     def size(self, new_size: tuple[int, int]) -> None:
         self._width, self._height = new_size
+
+    def on_broken_pipe(self) -> None:
+        """The reader of this console's stream went away (``fairmon tables | head``): print nothing more and
+        let the command finish its work and end with its own exit code. Rich's default ends the process
+        with exit code 1, which is fairmon's "a day was quarantined", and would cut a run short."""
+        self.quiet = True
+        silence_stream(self.file)
+
+
+def silence_stream(stream) -> None:
+    """Point ``stream``'s file descriptor at ``/dev/null`` (its reader closed the pipe), so later writes and
+    the final flush go nowhere instead of raising ``BrokenPipeError``; a stream without one is left as is."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+def reader_gone(stream) -> bool:
+    """Whether ``stream`` is a pipe whose reader closed it (``poll`` reports an error on its descriptor), so a
+    ``BrokenPipeError`` came from the output and not from, say, a socket a command used; where ``poll`` is
+    missing (Windows), assumed so."""
+    poll = getattr(select, "poll", None)
+    if poll is None:
+        return True
+    try:
+        poller = poll()
+        poller.register(stream.fileno(), select.POLLOUT)
+    except (AttributeError, OSError, ValueError):
+        return False
+    return any(events & select.POLLERR for _, events in poller.poll(0))
 
 
 # No highlighting: messages quote user values (a group name of a megabyte), and the highlighter's
