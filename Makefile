@@ -47,8 +47,10 @@ demo-full: $(DEMO_STAMP)
 	$(BIN)/fairmon demo --full --out fairmon-demo
 
 # Everything: unit tests, Monte-Carlo coverage simulations, end-to-end flow tests, Spark, the installed-wheel check.
+# One pytest worker per core (at most 4), a test file's tests on one worker (its module fixtures made once):
+# the suite is CPU-bound, so two cores take about 60 % of one process's wall time (bench/README.md "Test suite cost").
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 --dist loadfile
 
 # Unit tests only (no Prefect API, no subprocess runs, no Spark, no Monte-Carlo coverage simulations):
 # under a minute on two cores (26 CPU-s; bench/README.md "Test suite cost").

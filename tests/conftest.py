@@ -1,5 +1,6 @@
-"""Shared fixtures. Prefect's temporary API starts once per session (only for
-the tests that request ``prefect_harness``)."""
+"""Shared fixtures. Prefect's temporary API starts once per test process (only
+for the tests that request ``prefect_harness``): once per pytest-xdist worker
+under ``make test``."""
 
 import hashlib
 import os
@@ -7,6 +8,10 @@ import os
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+# The width of piped output is the CLI's default (130) unless a test sets COLUMNS: pytest-xdist's workers set
+# COLUMNS=80 and LINES=24, a shell may export its own, and a test of the CLI's output must not depend on either.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 
 from pathlib import Path
 

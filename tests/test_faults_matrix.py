@@ -18,6 +18,8 @@ from fairmon.transforms.simulators.impressions import SimulationSpec
 
 SPEC = SimulationSpec(days=2, rows_per_day=1200, random_rows_per_day=600, random_pool_days=2, seed=5)
 DAY = SPEC.start + dt.timedelta(days=1)
+#: A console wide enough that a message is one line whatever its temporary path (pytest-xdist adds a folder).
+WIDE = {"COLUMNS": "1000"}
 
 
 def _sim(root: Path) -> Path:
@@ -232,7 +234,7 @@ def _cli(args: list[str]):
 
     from fairmon.pipelines.faces.cli import app
 
-    return CliRunner().invoke(app, [str(a) for a in args])
+    return CliRunner().invoke(app, [str(a) for a in args], env=WIDE)  # a message on one line, however long its path
 
 
 def _config_with(cfg_path: Path, name: str, old: str, new: str) -> Path:

@@ -69,6 +69,7 @@ def _export(folder, model: str, epsilon: float):
         app,
         ["audit-export", "-c", str(folder / "fairmon.toml"), "--date", str(DS), "--attribute", "sex",
          "--model", model, "--epsilon", str(epsilon)],
+        env={"COLUMNS": "1000"},  # a message on one line, however long its temporary folder's path
     )  # fmt: skip
 
 
