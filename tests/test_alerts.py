@@ -8,6 +8,9 @@ import polars as pl
 import pytest
 from scipy import stats
 
+from fairmon.pipelines.faces.daylines import day_lines
+from fairmon.pipelines.faces.fitting import Footnotes
+from fairmon.pipelines.faces.views import alert_lines
 from fairmon.transforms.alerts.alert_tables import (
     ALERTS_SCHEMA,
     AlertRules,
@@ -20,6 +23,7 @@ from fairmon.transforms.alerts.alert_tables import (
     run_alerts,
 )
 from fairmon.transforms.alerts.horizon import alert_level, day_alpha
+from fairmon.transforms.alerts.words import status_words
 from fairmon.transforms.reo.estimate import estimate_reo
 
 D0 = dt.date(2026, 3, 1)
@@ -183,3 +187,24 @@ def test_open_alerts_on_a_day():
     assert [a["kind"] for a in open_alerts(frame, _day(2), {_day(2)})] == ["exceeds"]  # a later day published
     assert [a["kind"] for a in open_alerts(frame, _day(2), {_day(1)})] == ["exceeds"]  # re-run and published
     assert open_alerts(frame, _day(3), {_day(3)}) == []  # back within
+
+
+def test_a_day_not_published_is_named_once_in_its_line():
+    """A quarantine reason starts with its day and status ("2026-01-04: quarantined at stage ..."), which the
+    alert's message and the command line's day line already say: each is said once."""
+    d = _day(0)
+    assert status_words(d, "quarantined", f"{d}: quarantined at stage impressions: x") == " at stage impressions: x"
+    assert status_words(d, "failed", f"  {d}: OSError: disk full ") == ": OSError: disk full"
+    assert status_words(d, "failed", f"{_day(1)}: OSError") == f": {_day(1)}: OSError"  # another day's name stays
+    assert status_words(d, "quarantined", "pre-flight: nothing ran", 5) == ": pre-f"
+    assert status_words(d, "failed", None) == status_words(d, "failed", " ") == ""
+    runs = pl.DataFrame({"ds": [d], "status": ["quarantined"], "detail": [f"{d}: quarantined at stage scores: y"]})
+    assert [a["message"] for a in run_alerts(runs)] == [f"day {d} quarantined at stage scores: y"]
+    head, rows = day_lines(
+        {"ds": str(d), "status": "quarantined", "error": f"{d}: quarantined at stage scores: y"}, Footnotes()
+    )
+    assert (head, rows) == (f"{d} [yellow]quarantined[/yellow] at stage scores: y", [])
+    line = alert_lines([{"ds": d, "kind": "quarantined", "message": f"day {d} quarantined at stage scores: y"}])
+    assert line == [f"[red]alert[/red] [bold]{d} quarantined[/bold] at stage scores: y"]
+    line = alert_lines([{"ds": d, "kind": "exceeds", "message": "REO 0.3 > 0.111"}])
+    assert line == [f"[red]alert[/red] [bold]{d} exceeds[/bold]: REO 0.3 > 0.111"]

@@ -114,7 +114,7 @@ def test_30_day_backfill_publishes_28_and_quarantines_2(month):
     summary = res.output[res.output.index("Run summary") : res.output.index("alert ")]
     assert summary.count("signal_not_null[s1]") == 2
     alerts = [ln for ln in res.output.splitlines() if ln.startswith("alert ")]  # one per day: not consecutive
-    assert [ln.split(":")[0] for ln in alerts] == [f"alert {d} quarantined" for d in sorted(bad)]
+    assert [ln.split(":")[0] for ln in alerts] == [f"alert {d} quarantined at stage impressions" for d in sorted(bad)]
     assert {dt.date.fromisoformat(ln[2:12]) for ln in quarantined} == bad
     assert sorted(read_table(root / "warehouse", "reo").get_column("ds").to_list()) == sorted(set(days) - bad)
     assert "profiled 30 impressions file(s) in one scan, staged 28, counted 30 day(s)" in res.output

@@ -152,7 +152,7 @@ def test_run_and_backfill_stop_in_preflight_with_exit_1(tmp_path):
     assert res.exit_code == EXIT_QUARANTINED
     assert res.stderr.startswith(f"error: default/{D1}.csv has no column 'like_video' (did you mean 'like'?)")
     assert "pre-flight: nothing ran" in res.stderr
-    assert f"alert {D1} quarantined: day {D1} quarantined" in res.stderr  # the refused day's alert, at once
+    assert f"alert {D1} quarantined at pre-flight: default/{D1}.csv has no column" in res.stderr  # its alert, at once
     res = CliRunner().invoke(app, ["backfill", "-c", str(toml), "--start", str(D1), "--end", str(D2), "--json"])
     doc = json.loads(res.stdout)
     assert res.exit_code == doc["exit_code"] == EXIT_QUARANTINED

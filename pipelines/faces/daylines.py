@@ -17,6 +17,7 @@ from rich.text import Text
 
 from fairmon.pipelines.faces.fitting import Footnotes
 from fairmon.pipelines.faces.views import VERDICT_STYLE, fmt, row_notes
+from fairmon.transforms.alerts.words import status_words
 
 #: Decimals of the REO and its interval in a day line (the tables print 4).
 DIGITS = 3
@@ -46,7 +47,7 @@ def day_lines(result: dict, notes: Footnotes) -> tuple[str, list[str]]:
     head = f"{ds} [{colour}]{status}[/{colour}]"
     if status != "published":
         error = (result.get("error") or "").strip().splitlines()
-        return head + (f": {escape(error[0])}" if error else ""), []
+        return head + escape(status_words(ds, status, error[0] if error else None)), []
     lines = []
     for r in result.get("reo") or []:
         verdict = r.get("verdict_80pct") or "undefined"

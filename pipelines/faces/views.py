@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Column, Table
 
 from fairmon.pipelines.faces.fitting import Footnotes
+from fairmon.transforms.alerts.words import status_words
 
 if TYPE_CHECKING:
     from fairmon.pipelines.core.config import FairmonConfig
@@ -291,7 +292,7 @@ def run_summary(results: list[dict]) -> Table:
                 + "".join(f"\n[yellow]warning {escape(w)}[/yellow]" for w in warn)
             )
         else:
-            detail = escape(r.get("error", ""))
+            detail = escape(status_words(r["ds"], r["status"], r.get("error")).strip().removeprefix(": "))
         colour = {"published": "green", "quarantined": "yellow"}.get(r["status"], "red")
         t.add_row(str(r["ds"]), f"[{colour}]{r['status']}[/{colour}]", detail)
     return t
@@ -369,10 +370,15 @@ def run_days_with_progress(
 
 
 def alert_lines(alerts: list[dict]) -> list[str]:
-    """One ``alert`` line of Rich markup per alert (an ``alerts`` row as a dict): day, kind, message (escaped)."""
-    return [
-        f"[red]alert[/red] [bold]{a['ds']} {a['kind'].replace('_', ' ')}[/bold]: {escape(a['message'])}" for a in alerts
-    ]
+    """One ``alert`` line of Rich markup per alert (an ``alerts`` row as a dict): day, kind, message (escaped),
+    the message without a leading "day <ds> <kind>" the line already says."""
+    lines = []
+    for a in alerts:
+        message = a["message"]
+        rest = message.removeprefix(f"day {a['ds']} {a['kind']}")
+        words = rest if rest != message else f": {message}"
+        lines.append(f"[red]alert[/red] [bold]{a['ds']} {a['kind'].replace('_', ' ')}[/bold]{escape(words)}")
+    return lines
 
 
 def print_alerts(out: Console, cfg: FairmonConfig, alerts: list[dict]) -> None:

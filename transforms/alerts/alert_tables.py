@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from fairmon.transforms.alerts.horizon import alert_level, day_alpha
+from fairmon.transforms.alerts.words import status_words
 from fairmon.transforms.registry import ACROSS_DAYS_STAGE, ARM, ATTR, DS, B, Column, D, F, S, Table, declare
 
 KINDS = ("exceeds", "back_within", "ab_change", "quarantined", "failed", "budget_low")
@@ -214,11 +215,10 @@ def run_alerts(runs: pl.DataFrame) -> list[dict]:
         ongoing = prev_ds is not None and (ds - prev_ds).days == 1 and prev_status == status
         since = since if ongoing else ds
         if status in ("quarantined", "failed") and not ongoing:
-            detail = (r["detail"] or "").strip().removeprefix(f"{ds}: ")
             out.append(
                 {
                     "ds": ds, "kind": status, "subject": "runs", "statistic": "status", "since": since,
-                    "message": f"day {ds} {status}" + (f": {detail[:1000]}" if detail else ""),
+                    "message": f"day {ds} {status}{status_words(ds, status, r['detail'], 1000)}",
                 }
             )  # fmt: skip
         prev_ds, prev_status = ds, status
