@@ -386,16 +386,14 @@ def unchanged_files(cfg: FairmonConfig, con, units: list[IngestUnit]) -> dict[Pa
 
 
 def units_for(cfg: FairmonConfig, source: str, ds: dt.date) -> list[IngestUnit]:
-    """The files of input ``source`` that day ``ds`` needs (a warning when no
-    default-traffic file matches). Raises :class:`InputContractError` as
-    :meth:`fairmon.pipelines.ingest.sources.InputKind.units` does."""
+    """The files of input ``source`` that day ``ds`` needs (a warning when a catalog table has no partition
+    of the day; a missing default-traffic file is said by the day's ``default_traffic_present`` result,
+    :func:`fairmon.pipelines.ingest.preflight.missing_default_note`, and by the command line's pre-flight).
+    Raises :class:`InputContractError` as :meth:`fairmon.pipelines.ingest.sources.InputKind.units` does."""
     if source == "impressions":
         units = input_of(cfg, source).units(ds)
         if cfg.impressions.table is not None and not any(u.ds_end == ds for u in units):
             warn("%s: no partition ds=%s in the table %s", ds, ds, cfg.impressions.table)
-        elif not any(u.scope == "all" or u.traffic == "default" for u in units):
-            wanted = cfg.resolve(cfg.impressions.path.replace("{ds}", ds.isoformat()))
-            warn("%s: no default-traffic file %s (path %s)", ds, wanted, cfg.impressions.path)
         if cfg.impressions.format == "tiktok" and not any(u.scope == "random" for u in units):
             warn("%s: %s", ds, random_window_note(cfg, ds))
         return units
