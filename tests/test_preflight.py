@@ -15,13 +15,13 @@ import pytest
 from typer.testing import CliRunner
 
 import fairmon
-from fairmon.pipelines.checks.suites import DQResult
+from fairmon.pipelines.checks.suites import DQResult, dq_frame
 from fairmon.pipelines.core.config import load_config
 from fairmon.pipelines.executor.day_checks import explain_groups
-from fairmon.pipelines.executor.publishing import finish_record, start_record
+from fairmon.pipelines.executor.publishing import finish_record, publish, start_record
 from fairmon.pipelines.faces.cli import EXIT_QUARANTINED, app
 from fairmon.pipelines.ingest.preflight import duplicated_keys, explain_raw, preflight, read_header
-from fairmon.pipelines.storage.warehouse import latest_runs
+from fairmon.pipelines.storage.warehouse import latest_runs, read_table
 
 D1, D2 = dt.date(2026, 1, 1), dt.date(2026, 1, 2)
 HEADER = "request_id,item_id,young_adult,like_video,share"
@@ -161,9 +161,14 @@ def test_run_and_backfill_stop_in_preflight_with_exit_1(tmp_path):
         (str(D2), "quarantined", "preflight"),
     ]
     assert doc["days"][1]["preflight"][0]["check"] == "column_exists[like_video]"
-    # nothing ran, no day's partition written: only the alert of the refused days (one, the first of two in a row)
-    assert [p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("warehouse/*/ds=*")] == [
-        f"warehouse/alerts/ds={D1}"
+    # nothing ran: the partitions written are each refused day's dq_results (why) and the alert of the refused
+    # days (one, the first of two in a row)
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("warehouse/*/ds=*")) == [
+        f"warehouse/alerts/ds={D1}", f"warehouse/dq_results/ds={D1}", f"warehouse/dq_results/ds={D2}"
+    ]  # fmt: skip
+    dq = read_table(tmp_path / "warehouse", "dq_results").sort("ds")
+    assert dq.select("suite", "subject", "success", "failed_critical").rows() == [
+        ("preflight", f"default/{d}.csv", False, "column_exists[like_video]") for d in (D1, D2)
     ]
     assert doc["alerts"] == []  # D2 continues D1's run of refused days: not raised again
     runs = latest_runs(tmp_path / "f.duckdb")  # ...but each refused attempt is recorded
@@ -184,6 +189,8 @@ def test_a_day_published_before_and_refused_now_leaves_the_published_views(tmp_p
     must not stay published because the pre-flight check stopped the run before the gate."""
     cfg = load_config(_project(tmp_path))
     recorded, _ = start_record(cfg, "", "r-old", D1, {"ds": D1})
+    passed = dq_frame(D1, [DQResult("impressions", "impressions_raw", f"default/{D1}.csv", 30)])
+    publish(cfg, D1, {"dq_results": passed.with_columns(pl.lit("r-old").alias("run_id"))}, False)
     finish_record(cfg, "r-old", D1, recorded, "published", "", {"reo": 2}, {})
     assert latest_runs(cfg.duckdb_path)["status"].to_list() == ["published"]
     (tmp_path / "default" / f"{D1}.csv").unlink()
@@ -192,6 +199,14 @@ def test_a_day_published_before_and_refused_now_leaves_the_published_views(tmp_p
     runs = latest_runs(cfg.duckdb_path)
     assert runs["status"].to_list() == ["quarantined"]
     assert runs["run_id"][0] != "r-old" and f"default/{D1}.csv does not exist" in runs["detail"][0]
+    # and its dq_results say why, in place of the earlier run's passing rows
+    dq = read_table(cfg.warehouse_path, "dq_results")
+    cols = ["ds", "table", "suite", "subject", "success", "n_expectations", "n_failed", "failed_critical", "run_id"]
+    assert dq.select(cols).rows() == [
+        (D1, "impressions", "preflight", f"default/{D1}.csv", False, 1, 1, "default_traffic_present", runs["run_id"][0])
+    ]
+    (failure,) = json.loads(dq["details"][0])
+    assert failure["note"] == day["preflight"][0]["message"] and f"default/{D1}.csv does not exist" in failure["note"]
 
 
 @pytest.mark.slow

@@ -170,13 +170,17 @@ def finish_record(
 
 
 def record_refused(
-    cfg: FairmonConfig, config_path: str, refused: dict[dt.date, str], then: Callable | None = None
+    cfg: FairmonConfig, config_path: str, refused: dict[dt.date, list], then: Callable | None = None
 ) -> Any:
-    """Record each day of ``refused`` (day -> why its pre-flight check
-    stopped it) as a run that was quarantined at once, so that a day
-    published before and refused now leaves the ``*_published`` views
-    (its latest attempt did not publish, DESIGN §3): a stale "passing"
-    must not outlive a file that went missing. Then, still under the lock,
+    """Record each day of ``refused`` (day -> the pre-flight's findings that
+    stopped it, :class:`fairmon.pipelines.ingest.preflight.Finding`) as a run
+    that was quarantined at once, and replace its ``dq_results`` partition by
+    the findings (:func:`fairmon.pipelines.ingest.preflight.preflight_results`),
+    so that a day published before and refused now leaves the ``*_published``
+    views (its latest attempt did not publish, DESIGN §3) and its dq_results
+    say why: a stale "passing" must not outlive a file that went missing. The
+    findings' rows are fairmon's own, not checked by GX (a refusal answers
+    before GX is imported). Then, still under the lock,
     ``then(cfg)`` (the CLI brings the alerts up to date: a ``quarantined``
     alert), whose result is returned (None without ``then``). Takes the
     project lock without waiting and imports neither Prefect nor GX (but
@@ -185,13 +189,17 @@ def record_refused(
     process holds the project, what DuckDB raises."""
     import uuid
 
+    from fairmon.pipelines.checks.suites import dq_frame
     from fairmon.pipelines.core.config import check_paths
+    from fairmon.pipelines.ingest.preflight import preflight_results, preflight_summary
     from fairmon.pipelines.storage.locking import project_lock
 
     check_paths(cfg)
     with project_lock(cfg.duckdb_path, cfg.warehouse_path):
-        for ds, why in refused.items():
+        for ds, found in refused.items():
             run_id = uuid.uuid4().hex
             recorded, _ = start_record(cfg, config_path, run_id, ds, {"ds": ds, "stage": "preflight"})
-            finish_record(cfg, run_id, ds, recorded, "quarantined", why, {}, {})
+            dq = dq_frame(ds, preflight_results(found)).with_columns(pl.lit(run_id).alias("run_id"))
+            publish(cfg, ds, {"dq_results": dq}, False)
+            finish_record(cfg, run_id, ds, recorded, "quarantined", preflight_summary(ds, found)["error"], {}, {})
         return then(cfg) if then is not None else None

@@ -367,7 +367,7 @@ def preflight_or_exit(
         err.print(f"[red]error:[/red] {escape(line)}", soft_wrap=True)
     alerts = []
     if record:
-        alerts = record_preflight(cfg, config_path, {ds: preflight_summary(ds, found[ds])["error"] for ds in days})
+        alerts = record_preflight(cfg, config_path, {ds: found[ds] for ds in days})
     err.print(
         f"pre-flight: nothing ran ({len(days)} day(s) checked from file headers and values; exit {EXIT_QUARANTINED})",
         markup=False,
@@ -403,8 +403,8 @@ def preflight_inputs_or_exit(cfg) -> None:
     raise typer.Exit(EXIT_QUARANTINED)
 
 
-def record_preflight(cfg, config_path: str, refused: dict[dt.date, str]) -> list[dict]:
-    """Record the days the pre-flight check refused
+def record_preflight(cfg, config_path: str, refused: dict[dt.date, list]) -> list[dict]:
+    """Record the days the pre-flight check refused (day -> its findings)
     (:func:`fairmon.pipelines.executor.publishing.record_refused`) and print
     the alerts that raised; a project held by another run ends the command
     with its ``error:`` line (exit 5); a DuckDB file that cannot be written is

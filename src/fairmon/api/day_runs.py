@@ -73,7 +73,7 @@ def run_day(config: Any, ds: dt.date | str, *, force_ingest: bool = False) -> di
 
         summary = preflight_summary(ds, found)
         path = "" if isinstance(config, FairmonConfig) else str(Path(config).resolve())
-        record_refused(cfg, path, {ds: summary["error"]})
+        record_refused(cfg, path, {ds: found})
         return summary
     from fairmon.pipelines.executor.days import run_day as run_in_process
 
