@@ -174,14 +174,15 @@ def test_run_and_backfill_stop_in_preflight_with_exit_1(tmp_path):
     runs = latest_runs(tmp_path / "f.duckdb")  # ...but each refused attempt is recorded
     assert sorted(zip(runs["ds"], runs["status"], strict=True)) == [(D1, "quarantined"), (D2, "quarantined")]
     assert "column_exists" not in runs["detail"][0] and "like_video" in runs["detail"][0]
-    # `fairmon alerts` lists the alert as open, and as closed once a later run of its day published
-    listed = CliRunner().invoke(app, ["alerts", "-c", str(toml)], env={"COLUMNS": "200"})
-    assert f"{D1} quarantined day {D1} quarantined" in listed.stdout and "closed since" not in listed.stdout
+    # `fairmon alerts` lists the alert as open while a day of its run is refused, closed once both published
     cfg = load_config(toml)
-    recorded, _ = start_record(cfg, "", "r-new", D1, {"ds": D1})
-    finish_record(cfg, "r-new", D1, recorded, "published", "", {"reo": 2}, {})
-    listed = CliRunner().invoke(app, ["alerts", "-c", str(toml)], env={"COLUMNS": "200"})
-    assert f"{D1} quarantined day {D1} quarantined" in listed.stdout and "(closed since)" in listed.stdout
+    for ds, closed in ((None, False), (D1, False), (D2, True)):
+        if ds is not None:
+            recorded, _ = start_record(cfg, "", f"r-{ds}", ds, {"ds": ds})
+            finish_record(cfg, f"r-{ds}", ds, recorded, "published", "", {"reo": 2}, {})
+        listed = CliRunner().invoke(app, ["alerts", "-c", str(toml)], env={"COLUMNS": "200"})
+        assert listed.stdout.startswith(f"{D1} quarantined at pre-flight: default/{D1}.csv has no column")
+        assert ("(closed)" in listed.stdout) == closed, (ds, listed.stdout)
 
 
 def test_a_day_published_before_and_refused_now_leaves_the_published_views(tmp_path):

@@ -348,6 +348,7 @@ def alerts(
     REO stays at or below the line raises an exceeds alert with probability
     at most [alerts] alpha (0.05); docs "Alerts"."""
     from fairmon.api.published import read_table
+    from fairmon.pipelines.faces.views import alert_head
 
     cfg = load_or_exit(config)
     first = parse_date(since, "--since") if since else None
@@ -370,10 +371,8 @@ def alerts(
     for a in rows:
         sent = "" if a["delivered"] is not False else " [yellow](notification not delivered yet)[/yellow]"
         closed = still_open is not None and a["kind"] != "back_within" and a["alert_id"] not in still_open
-        state = " [green](closed since)[/green]" if closed else ""
-        console.print(
-            f"[bold]{a['ds']} {a['kind'].replace('_', ' ')}[/bold] {escape(a['message'])}{sent}{state}", soft_wrap=True
-        )
+        state = " [green](closed)[/green]" if closed else ""
+        console.print(f"{alert_head(a)}{sent}{state}", soft_wrap=True)
     off = "" if cfg.alerts.enabled else "; alerts are off now ([alerts] enabled = false)"
     console.print(
         f"{len(rows)} alert(s){off}; fairmon sql -c {config} 'select * from alerts' for every column", markup=False
@@ -381,21 +380,23 @@ def alerts(
 
 
 def _open_alert_ids(cfg, alerts) -> set[str] | None:
-    """The ids of ``alerts`` still open on their latest day (as the report's top says: an ``exceeds`` not yet
-    followed by ``back_within``, a quarantined or failed day not published since, ...), so a listed alert that
-    a later run closed says so. None when the run history cannot be read now (a run holds the DuckDB file)."""
+    """The ids of ``alerts`` still open on the latest day run or alerted (as the report's top says: an
+    ``exceeds`` not yet followed by ``back_within``, a run of quarantined or failed days not all published and
+    none published after it, ...), so a listed alert that a later run closed says so. None when the run
+    history cannot be read now (a run holds the DuckDB file)."""
     import duckdb
 
-    from fairmon.pipelines.storage.warehouse import published_run_days
+    from fairmon.pipelines.storage.warehouse import bad_run_days, published_run_days
     from fairmon.transforms.alerts.alert_tables import open_alerts
 
     if alerts.is_empty():
         return set()
     try:
-        published = published_run_days(cfg.duckdb_path)
+        published, bad = published_run_days(cfg.duckdb_path), bad_run_days(cfg.duckdb_path)
     except (duckdb.Error, OSError):
         return None
-    return {a["alert_id"] for a in open_alerts(alerts.drop("run_id"), alerts["ds"].max(), published)}
+    now = max(published | bad | {alerts["ds"].max()})  # the latest day run or alerted: "open now", not then
+    return {a["alert_id"] for a in open_alerts(alerts.drop("run_id"), now, published, bad)}
 
 
 @app.command()

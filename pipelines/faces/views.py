@@ -369,16 +369,19 @@ def run_days_with_progress(
     return results
 
 
+def alert_head(a: dict) -> str:
+    """An alert (an ``alerts`` row as a dict) as Rich markup: ``2026-01-05 quarantined`` in bold, then its
+    message (escaped) without a leading "day <ds> <kind>" the head already says."""
+    message = a["message"]
+    rest = message.removeprefix(f"day {a['ds']} {a['kind']}")
+    words = rest if rest != message else f": {message}"
+    return f"[bold]{a['ds']} {a['kind'].replace('_', ' ')}[/bold]{escape(words)}"
+
+
 def alert_lines(alerts: list[dict]) -> list[str]:
-    """One ``alert`` line of Rich markup per alert (an ``alerts`` row as a dict): day, kind, message (escaped),
-    the message without a leading "day <ds> <kind>" the line already says."""
-    lines = []
-    for a in alerts:
-        message = a["message"]
-        rest = message.removeprefix(f"day {a['ds']} {a['kind']}")
-        words = rest if rest != message else f": {message}"
-        lines.append(f"[red]alert[/red] [bold]{a['ds']} {a['kind'].replace('_', ' ')}[/bold]{escape(words)}")
-    return lines
+    """One ``alert`` line of Rich markup per alert (an ``alerts`` row as a dict): ``alert`` and its
+    :func:`alert_head`."""
+    return [f"[red]alert[/red] {alert_head(a)}" for a in alerts]
 
 
 def print_alerts(out: Console, cfg: FairmonConfig, alerts: list[dict]) -> None:

@@ -232,6 +232,17 @@ def published_run_days(duckdb_path: Path) -> set[dt.date]:
     return set(runs.filter(pl.col("status") == "published").get_column("ds").to_list())
 
 
+def bad_run_days(duckdb_path: Path) -> set[dt.date]:
+    """The days some run of which was quarantined or failed (``sql/alerts_runs.sql``, the history the
+    ``quarantined`` / ``failed`` alerts are raised from): with :func:`published_run_days`, what decides
+    whether such an alert's episode is over. Empty when the DuckDB file does not exist."""
+    if not duckdb_path.exists():
+        return set()
+    with db.connect(duckdb_path) as con:
+        db.ensure(con, ("runs_create", "runs_migrate"))
+        return set(db.query(con, "alerts_runs").get_column("ds").to_list())
+
+
 def query_warehouse(duckdb_path: Path, warehouse: Path, query: str) -> tuple[pl.DataFrame, str | None]:
     """Run a read-only SQL ``query`` over the published outputs without
     holding the project's DuckDB file (``fairmon sql``): an in-memory DuckDB

@@ -274,14 +274,18 @@ def alerts_table(
     return frame.sort(["ds", "kind", "subject"])
 
 
-def open_alerts(alerts: pl.DataFrame, until: dt.date, published: set[dt.date]) -> list[dict]:
+def open_alerts(alerts: pl.DataFrame, until: dt.date, published: set[dt.date], bad: set[dt.date]) -> list[dict]:
     """The alerts still open on day ``until`` (an ``alerts`` frame, raised
     on or before it), newest first: an ``exceeds`` not followed by a
     ``back_within`` of its subject; the latest ``ab_change`` of each A/B
-    pair; a ``quarantined`` / ``failed`` alert while neither its day nor any
-    later day up to ``until`` is among the ``published`` days (days whose
-    latest run published); every ``budget_low`` (spent ε never comes back).
-    Raises polars' errors for a frame without the ``alerts`` columns."""
+    pair; a ``quarantined`` / ``failed`` alert while a day of its episode
+    is not among the ``published`` days (days whose latest run published)
+    and no day after the episode, up to ``until``, is; every ``budget_low``
+    (spent ε never comes back). An episode is the alert's day and the
+    consecutive days after it that had a run quarantined or failed
+    (``bad``), up to the next such alert's day and ``until``: re-running its
+    first day alone does not close it while the days after it are still
+    refused. Raises polars' errors for a frame without the ``alerts`` columns."""
     if alerts.is_empty():
         return []
     rows = alerts.filter(pl.col("ds") <= until).sort("ds").to_dicts()
@@ -289,10 +293,20 @@ def open_alerts(alerts: pl.DataFrame, until: dt.date, published: set[dt.date]) -
     for r in rows:
         family = "reo" if r["kind"] in ("exceeds", "back_within") else r["kind"]
         latest[(family, r["subject"] if r["kind"] not in ("quarantined", "failed") else str(r["ds"]))] = r
+    starts = sorted(r["ds"] for r in rows if r["kind"] in ("quarantined", "failed"))
     keep = [
         r
         for r in latest.values()
         if r["kind"] in ("exceeds", "ab_change", "budget_low")
-        or (r["kind"] in ("quarantined", "failed") and not any(r["ds"] <= d <= until for d in published))
+        or (r["kind"] in ("quarantined", "failed") and _episode_open(r["ds"], until, published, bad, starts))
     ]
     return sorted(keep, key=lambda r: (r["ds"], r["kind"], r["subject"]), reverse=True)
+
+
+def _episode_open(start: dt.date, until: dt.date, published: set, bad: set, starts: list[dt.date]) -> bool:
+    stop = min((d for d in starts if d > start), default=until + dt.timedelta(days=1))
+    days = [start]
+    while (nxt := days[-1] + dt.timedelta(days=1)) in bad and nxt < stop and nxt <= until:
+        days.append(nxt)
+    later_published = any(days[-1] < d <= until for d in published)
+    return not later_published and any(d not in published for d in days)
