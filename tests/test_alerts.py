@@ -221,6 +221,7 @@ def test_a_day_not_published_is_named_once_in_its_line():
     d = _day(0)
     assert status_words(d, "quarantined", f"{d}: quarantined at stage impressions: x") == " at stage impressions: x"
     assert status_words(d, "failed", f"  {d}: OSError: disk full ") == ": OSError: disk full"
+    assert status_words(d, "failed", f"DayFailed: {d}: stage scores: x") == ": stage scores: x"
     assert status_words(d, "failed", f"{_day(1)}: OSError") == f": {_day(1)}: OSError"  # another day's name stays
     assert status_words(d, "quarantined", "pre-flight: nothing ran", 5) == ": pre-f"
     assert status_words(d, "failed", None) == status_words(d, "failed", " ") == ""

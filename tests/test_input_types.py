@@ -127,3 +127,17 @@ def test_a_file_polars_panics_on_is_refused_by_name_not_by_a_crash(tmp_path, mon
     monkeypatch.setattr(adapters.pl, "read_parquet", panics)
     with pytest.raises(InputContractError, match=rf"^{f}: Polars cannot read it: unable to parse time zone: 'Z'$"):
         adapters.read_table(f)
+
+
+def test_a_row_with_more_fields_than_the_header_is_named(tmp_path):
+    """A CSV row with an unquoted comma: the reader's refusal names the row (row 1 = the file's second line;
+    a quoted value over two lines is one row) and its field counts, not Polars' hint of an option fairmon lacks."""
+    from fairmon.pipelines.ingest.adapters import read_table
+    from fairmon.transforms.contract import InputContractError
+
+    path = tmp_path / "day.csv"
+    path.write_text('a,b,c\n1,"x\ny",3\n4,5,6\n7,8,9,10\n')
+    with pytest.raises(InputContractError) as e:
+        read_table(path)
+    assert "row 3 has 4 fields where the header has 3 (quote a value that holds a comma)" in str(e.value)
+    assert str(path) in str(e.value) and "truncate_ragged_lines" not in str(e.value)

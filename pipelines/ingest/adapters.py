@@ -22,7 +22,7 @@ import polars as pl
 
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.ingest.engines import DuckEngine, SparkEngine, spark_rows, spark_table_rows
-from fairmon.pipelines.ingest.headers import REPEATED_COLUMN, repeated_column
+from fairmon.pipelines.ingest.headers import REPEATED_COLUMN, ragged_row, repeated_column
 from fairmon.pipelines.ingest.identity import IngestUnit, first_line, table_partition, unit_key
 from fairmon.pipelines.ingest.profiles import (
     NullClusterId,
@@ -85,7 +85,10 @@ def read_table(path: Path) -> pl.DataFrame:
         frame = pl.read_csv(path, infer_schema=False, glob=False)
     except pl.exceptions.NoDataError:  # a 0-byte file: the gate's has_rows/column_exists report it
         return pl.DataFrame()
-    except (pl.exceptions.ComputeError, OSError) as e:
+    except pl.exceptions.ComputeError as e:  # e.g. a row with more fields than the header: say which
+        why = ragged_row(path) if "more fields" in str(e) else None
+        raise InputContractError(f"cannot read file: {why or first_line(e)}", file=str(path)) from None
+    except OSError as e:
         raise InputContractError(f"cannot read file: {e}", file=str(path)) from None
     except pl.exceptions.PanicException as e:  # a BaseException: e.g. a Parquet time zone written "Z"
         raise InputContractError(f"Polars cannot read it: {str(e).splitlines()[0][:300]}", file=str(path)) from None

@@ -1,5 +1,6 @@
 """What a CSV file's header says before its rows are read: a column it names
-twice. The reader (:func:`fairmon.pipelines.ingest.adapters.read_table`) and
+twice; and, once the reader has refused the file, the first row with more
+fields than the header (:func:`ragged_row`). The reader (:func:`fairmon.pipelines.ingest.adapters.read_table`) and
 the pre-flight check (:mod:`fairmon.pipelines.ingest.preflight`) both refuse
 such a file with :data:`REPEATED_COLUMN`; this module imports nothing heavy,
 so the pre-flight's header check does not load the readers' dependencies.
@@ -7,7 +8,9 @@ so the pre-flight's header check does not load the readers' dependencies.
 
 from __future__ import annotations
 
+import csv
 import re
+from pathlib import Path
 
 #: Why a CSV whose header names a column twice is refused (which copy holds the values?).
 REPEATED_COLUMN = "the header names this column more than once; give each column one name"
@@ -22,4 +25,25 @@ def repeated_column(columns: list[str]) -> str | None:
         m = _COPY.fullmatch(c)
         if m is not None and m.group(1) in names:
             return m.group(1)
+    return None
+
+
+def ragged_row(path: Path, delimiter: str = ",") -> str | None:
+    """Why a CSV reader refused ``path`` as having more fields than its schema, in words: the first data row
+    with more fields than the header, numbered as the gate numbers rows (row 1 is the file's second line; a
+    quoted value spanning lines is one row), e.g. ``"row 50 has 11 fields where the header has 10 (quote a value
+    that holds a comma)"``. None when no row has more (then the reader's own message stands) or the file cannot
+    be read as UTF-8 text. Reads the whole file: for an error message only."""
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            reader = csv.reader(f, delimiter=delimiter)
+            header = next(reader, None) or []
+            for row, fields in enumerate(reader, start=1):
+                if len(fields) > len(header):
+                    return (
+                        f"row {row} has {len(fields)} fields where the header has {len(header)} "
+                        f"(quote a value that holds a {'comma' if delimiter == ',' else repr(delimiter)})"
+                    )
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
     return None
