@@ -152,7 +152,7 @@ def test_run_and_backfill_stop_in_preflight_with_exit_1(tmp_path):
     assert res.exit_code == EXIT_QUARANTINED
     assert res.stderr.startswith(f"error: default/{D1}.csv has no column 'like_video' (did you mean 'like'?)")
     assert "pre-flight: nothing ran" in res.stderr
-    assert f"alert {D1} quarantined at pre-flight: default/{D1}.csv has no column" in res.stderr  # its alert, at once
+    assert f"alert {D1} quarantined at pre-flight: default/{D1}.csv has no column" in res.stdout  # its alert, at once
     res = CliRunner().invoke(app, ["backfill", "-c", str(toml), "--start", str(D1), "--end", str(D2), "--json"])
     doc = json.loads(res.stdout)
     assert res.exit_code == doc["exit_code"] == EXIT_QUARANTINED
@@ -228,7 +228,7 @@ def test_preflight_answers_without_importing_prefect_or_gx(tmp_path, alerts):
         f"day = fairmon.run_day({str(toml)!r}, '{D2}')\n"
         "heavy = sorted(m for m in ('prefect', 'great_expectations') if m in sys.modules)\n"
         "print(res.exit_code, day['status'], day['stage'], heavy)\n"
-        "print(res.stderr)\n"
+        "print(res.stderr + res.stdout)\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     first, message, *rest = out.stdout.splitlines()

@@ -367,7 +367,7 @@ def preflight_or_exit(
         err.print(f"[red]error:[/red] {escape(line)}", soft_wrap=True)
     alerts = []
     if record:
-        alerts = record_preflight(cfg, config_path, {ds: found[ds] for ds in days})
+        alerts = record_preflight(cfg, config_path, {ds: found[ds] for ds in days}, err if as_json else console)
     err.print(
         f"pre-flight: nothing ran ({len(days)} day(s) checked from file headers and values; exit {EXIT_QUARANTINED})",
         markup=False,
@@ -403,10 +403,11 @@ def preflight_inputs_or_exit(cfg) -> None:
     raise typer.Exit(EXIT_QUARANTINED)
 
 
-def record_preflight(cfg, config_path: str, refused: dict[dt.date, list]) -> list[dict]:
+def record_preflight(cfg, config_path: str, refused: dict[dt.date, list], out: Console) -> list[dict]:
     """Record the days the pre-flight check refused (day -> its findings)
     (:func:`fairmon.pipelines.executor.publishing.record_refused`) and print
-    the alerts that raised; a project held by another run ends the command
+    the alerts that raised on ``out`` (stdout, where a run prints its alerts; stderr under ``--json``);
+    a project held by another run ends the command
     with its ``error:`` line (exit 5); a DuckDB file that cannot be written is
     a warning, as the run itself would have failed on it. Returns the new
     alerts (dicts of ``alerts`` rows)."""
@@ -419,7 +420,7 @@ def record_preflight(cfg, config_path: str, refused: dict[dt.date, list]) -> lis
         update = record_refused(cfg, config_path, refused, then=update_alerts_logged)
         new = update.new if update is not None else []
         for line in alert_lines(new):
-            err.print(line, soft_wrap=True)
+            out.print(line, soft_wrap=True)
         return new
     except RunLockedError as e:
         fail(str(e), EXIT_LOCKED)

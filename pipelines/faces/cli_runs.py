@@ -95,7 +95,7 @@ def run(
         raise typer.Exit(exit_code([r]))
     if r["status"] != "published":
         err.print(f"[red]{r['status']}:[/red] {escape(r['error'])}")
-        print_alerts(err, cfg, raised)
+        print_alerts(console, cfg, raised)  # where a published day's alerts go: a script reads them in one place
         raise typer.Exit(exit_code([r]))
     print_day(console, r, Footnotes())  # the day's REO per arm × attribute first, beside its status
     if r["reo"]:
