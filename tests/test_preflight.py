@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 import fairmon
 from fairmon.pipelines.checks.suites import DQResult, dq_frame
 from fairmon.pipelines.core.config import load_config
+from fairmon.pipelines.executor.alerting import update_alerts_logged
 from fairmon.pipelines.executor.day_checks import explain_groups
 from fairmon.pipelines.executor.publishing import finish_record, publish, start_record
 from fairmon.pipelines.faces.cli import EXIT_QUARANTINED, app
@@ -183,6 +184,18 @@ def test_run_and_backfill_stop_in_preflight_with_exit_1(tmp_path):
         listed = CliRunner().invoke(app, ["alerts", "-c", str(toml)], env={"COLUMNS": "200"})
         assert listed.stdout.startswith(f"{D1} quarantined at pre-flight: default/{D1}.csv has no column")
         assert ("(closed)" in listed.stdout) == closed, (ds, listed.stdout)
+        now = CliRunner().invoke(app, ["alerts", "-c", str(toml), "--open"], env={"COLUMNS": "200"}).stdout
+        assert now.startswith("no alert open now" if closed else f"{D1} quarantined at pre-flight"), now
+    # an alert older than the default 30 days is listed while it is open: a failed day 40 days later does not
+    # end D1's run of refused days (no day after it published), and hides nothing
+    later = D1 + dt.timedelta(days=40)
+    for ds, status in ((D1, "quarantined"), (later, "failed")):
+        recorded, _ = start_record(cfg, "", f"r2-{ds}", ds, {"ds": ds})
+        finish_record(cfg, f"r2-{ds}", ds, recorded, status, "x", {}, {})
+    update_alerts_logged(cfg)
+    listed = CliRunner().invoke(app, ["alerts", "-c", str(toml)], env={"COLUMNS": "200"}).stdout
+    assert [line[:22] for line in listed.splitlines()[:2]] == [f"{D1} quarantined", f"{later} failed: x"]
+    assert "(closed)" not in listed
 
 
 def test_a_day_published_before_and_refused_now_leaves_the_published_views(tmp_path):

@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from fairmon.pipelines.faces.cli_common import (
+    EXIT_LOCKED,
     EXIT_USAGE,
     ConfigOpt,
     JsonOpt,
@@ -336,8 +337,14 @@ def alerts(
     config: ConfigOpt = Path("fairmon.toml"),
     since: Annotated[
         str | None,
-        typer.Option("--since", help="First day, YYYY-MM-DD (default: 30 days before the latest alert's day)."),
+        typer.Option(
+            "--since",
+            help="First day, YYYY-MM-DD (default: 30 days before the latest alert's day, and older ones still open).",
+        ),
     ] = None,
+    only_open: Annotated[
+        bool, typer.Option("--open", help="Only the alerts open now, however old (what is alerting).", metavar="")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """List the alerts raised (exceeds, back_within, ab_change, quarantined,
@@ -357,17 +364,29 @@ def alerts(
     except RuntimeError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(EXIT_USAGE) from None
-    if first is None and frame.height:
-        frame = frame.filter(frame["ds"] >= frame["ds"].max() - dt.timedelta(days=30))
+    import polars as pl
+
+    still_open = _open_alert_ids(cfg, frame)
+    if only_open and still_open is None:
+        err.print("[red]error:[/red] which alerts are open needs the run history: a run holds the DuckDB file")
+        raise typer.Exit(EXIT_LOCKED)
+    if only_open:
+        frame = frame.filter(pl.col("alert_id").is_in(sorted(still_open or ())))
+    elif first is None and frame.height:  # the last 30 days, and what is still open from before them
+        recent = pl.col("ds") >= frame["ds"].max() - dt.timedelta(days=30)
+        frame = frame.filter(recent | pl.col("alert_id").is_in(sorted(still_open or ())))
     rows = frame.drop("run_id").to_dicts() if frame.height else []
     if as_json:
         dump_json({"alerts": rows})
         return
     if not rows:
-        said = f"no alert raised since {first} (one raised before may still be open)" if first else "no alerts"
+        said = (
+            "no alert open now" if only_open
+            else f"no alert raised since {first} (one raised before may still be open: --open)" if first
+            else "no alerts"
+        )  # fmt: skip
         console.print(said + ("" if cfg.alerts.enabled else "; alerts are off ([alerts] enabled = false)"))
         return
-    still_open = _open_alert_ids(cfg, frame)
     for a in rows:
         sent = "" if a["delivered"] is not False else " [yellow](notification not delivered yet)[/yellow]"
         closed = still_open is not None and a["kind"] != "back_within" and a["alert_id"] not in still_open
@@ -375,7 +394,9 @@ def alerts(
         console.print(f"{alert_head(a)}{sent}{state}", soft_wrap=True)
     off = "" if cfg.alerts.enabled else "; alerts are off now ([alerts] enabled = false)"
     console.print(
-        f"{len(rows)} alert(s){off}; fairmon sql -c {config} 'select * from alerts' for every column", markup=False
+        f"{len(rows)} {'open ' if only_open else ''}alert(s){off}; fairmon sql -c {config} 'select * from alerts' "
+        "for every column",
+        markup=False,
     )
 
 
