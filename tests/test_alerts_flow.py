@@ -4,6 +4,7 @@ run; a URL, which may hold a token, is written nowhere."""
 
 import datetime as dt
 import json
+import logging
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -84,6 +85,7 @@ def _run(cfg: Path, days: list[dt.date]) -> list[dict]:
 @pytest.mark.slow  # runs days in process (DuckDB, GX)
 def test_alerts_are_sent_once_recorded_and_retried(tmp_path, receiver, caplog):
     port, bodies = receiver
+    caplog.set_level(logging.INFO, logger="fairmon")
     cfg = _project(tmp_path, port)
     (day,), update = _run(cfg, [D0])
     assert day["status"] == "published" and day["reo"][0]["alert_low"] > 1 / 9
@@ -106,11 +108,14 @@ def test_alerts_are_sent_once_recorded_and_retried(tmp_path, receiver, caplog):
     assert rows["kind"].to_list() == [bad] and rows["delivered"].to_list() == [False]
     assert json.loads(rows["delivery"][0]) == {"notify[0]": False} and update.undelivered == 1
     assert len(bodies) == 1 and [a["kind"] for a in update.new] == [bad]
+    said = f"alerts: 1 not delivered to notify[0] (json) ({rows['alert_id'][0]}); each will be sent again"
+    assert caplog.text.count(said + " on the next run") == 1
 
     _notify(cfg, port)
     (day,), update = _run(cfg, [D0])  # the next run retries the undelivered alert
     assert len(bodies) == 2 and bad in bodies[1]["title"] and update.undelivered == 0 and update.new == []
     assert _alerts(cfg).filter(pl.col("ds") == D1)["delivered"].to_list() == [True]
+    assert caplog.text.count("alerts: 1 whose notification had failed delivered now") == 1
 
     written = [p.read_bytes() for p in (cfg.parent / "warehouse").rglob("*") if p.is_file()]
     written.append((cfg.parent / "fairmon.duckdb").read_bytes())

@@ -111,18 +111,25 @@ def _deliver(cfg: FairmonConfig, frame: pl.DataFrame, new_ids: set[str]) -> pl.D
     if new_ids and prefect_events_on():
         emit_events((r for r in frame.iter_rows(named=True) if r["alert_id"] in new_ids), project)
     delivered, delivery = [], []
+    failed: dict[str, list[str]] = {}  # target -> the alerts it did not get (said once a run, not once an alert)
+    caught_up = 0
     for r in frame.iter_rows(named=True):
-        state = delivery_state(r["delivery"])
+        state = before = delivery_state(r["delivery"])
         if urls:
             state = send(urls, r, project, state, r["alert_id"] in new_ids)
-            failed = [describe(int(n[7:-1]), urls[int(n[7:-1])]) for n, ok in state.items() if not ok]
-            if failed:
-                run_logger().warning(
-                    "alert %s (%s, %s) not delivered to %s: retried next run",
-                    r["alert_id"], r["kind"], r["ds"], ", ".join(failed),
-                )  # fmt: skip
+            for n, ok in state.items():
+                if not ok:
+                    failed.setdefault(describe(int(n[7:-1]), urls[int(n[7:-1])]), []).append(r["alert_id"])
+            caught_up += any(not before.get(n, True) and ok for n, ok in state.items())
         delivered.append(all(state.values()))
         delivery.append(json.dumps(state) if state else None)
+    for target, ids in failed.items():
+        run_logger().warning(
+            "alerts: %d not delivered to %s (%s%s); each will be sent again on the next run",
+            len(ids), target, ", ".join(ids[:5]), ", ..." if len(ids) > 5 else "",
+        )  # fmt: skip
+    if caught_up:
+        run_logger().info("alerts: %d whose notification had failed delivered now", caught_up)
     return frame.with_columns(pl.Series("delivered", delivered, pl.Boolean), pl.Series("delivery", delivery, pl.String))
 
 

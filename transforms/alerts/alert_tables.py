@@ -67,7 +67,7 @@ ALERTS = Table(
         ),
         Column("message", S, "-", "The alert in words.", nullable=False),
         Column("first_seen_at", S, "ISO 8601 UTC", "When a run first wrote the alert (kept by later runs)."),
-        Column("delivered", B, "-", "No notification of it is pending (false: one failed and is retried next run)."),
+        Column("delivered", B, "-", "No notification of it is pending (false: one failed, sent again next run)."),
         Column("delivery", S, "JSON", "Each notification target's outcome, by its position `notify[i]` (never a URL)."),
     ),
     "alerts",
