@@ -494,3 +494,14 @@ def test_a_bad_file_of_a_days_random_window_is_named_as_such(tmp_path):
     flat = " ".join(res.output.split())
     assert f"logs/{D1}.csv: signal_is_boolean[click]" in flat
     assert f"(a file of {D2}'s random window, random_window_days = 2)" in flat
+
+
+def test_findings_are_described_in_the_order_of_their_days():
+    """The value scan finds days in any order (the header check first); the lines come in the days' order."""
+    from fairmon.pipelines.ingest.preflight import Finding, describe
+
+    def one(ds, message):
+        return [Finding(ds, "impressions", "has_rows", f"default/{ds}.csv", message)]
+
+    found = {D2: one(D2, "b"), D1: one(D1, "a"), D1 + dt.timedelta(days=2): one(D1, "a")}
+    assert describe(found) == ["a [2 days, 2026-01-01..2026-01-03]", f"b [{D2}]"]

@@ -346,9 +346,9 @@ def preflight_inputs(cfg: FairmonConfig) -> tuple[dict[dt.date, list[Finding]], 
 
 def describe(findings: dict[dt.date, list[Finding]]) -> list[str]:
     """One line per distinct problem of ``findings``, naming its days
-    (a file every day of a range needs is said once)."""
+    (a file every day of a range needs is said once), in the order of the days."""
     by_message: dict[str, list[dt.date]] = {}
-    for ds, found in findings.items():
+    for ds, found in sorted(findings.items()):
         for f in found:
             by_message.setdefault(f.message, []).append(ds)
     lines = []
