@@ -66,12 +66,13 @@ def test_a_production_disparity_and_a_treatment_that_removes_it():
     c = out["control"]
     assert c["text"].startswith(
         "By creator, arm control favours star (+56 % against an even share): REO 0.56, above the 0.111 line "
-        "(80 % rule), 95 % sure. Act:"
+        "(80 % rule), its 95 % interval [0.520, 0.600] wholly above it. Act:"
     )
     assert (c["verdict"], c["tone"], c["ab"]) == ("exceeds", "harm", None)
     n = out["new_ranker"]
     assert (
-        "arm new_ranker favours no group clearly: REO 0.05, below the 0.111 line (80 % rule), 95 % sure." in n["text"]
+        "arm new_ranker favours no group clearly: REO 0.05, below the 0.111 line (80 % rule), its 95 % interval "
+        "[0.010, 0.090] wholly at or below it." in n["text"]
     )
     assert "It lowers REO against control: −0.51 [−0.55, −0.47], an improvement." in n["text"]
     assert "On fairness it can ship" in n["text"] and (n["ab"], n["tone"]) == ("improvement", "good")
@@ -110,7 +111,10 @@ def test_an_intersection_says_it_is_one_and_comes_last():
     assert first["text"].startswith("By user_gender, the system favours no group clearly: REO 0.02, below the 0.11")
     assert "No action needed." in first["text"]
     assert second["text"].startswith("By the intersection gender×user_gender (crossed groups, smaller cells),")
-    assert "above the 0.111 line (configured reo_threshold), 95 % sure" in second["text"]
+    assert (
+        "above the 0.111 line (configured reo_threshold), its 95 % interval [0.600, 0.830] wholly above it"
+        in (second["text"])
+    )
 
 
 def test_undefined_reo_names_the_reason():

@@ -1,5 +1,5 @@
 """The report's opening in plain words: one sentence per arm × attribute
-(what is favoured, by how much, how sure, what to do), the reading of an A/B
+(what is favoured, by how much, its interval, what to do), the reading of an A/B
 row as an improvement or a harm, why a rejected parity test can stand beside
 an inconclusive verdict, and the glossary that keeps the notation out of
 the sentences. Pure functions of published rows (``reo``, ``reo_group``,
@@ -37,7 +37,8 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("verdict", "Read from the interval, never from the estimate alone: 'exceeds' when the whole interval lies "
      "above the line, 'within' when it lies at or below it, 'inconclusive' when it reaches both sides or a "
      "group has too few positives, 'undefined' when a utility cannot be computed."),
-    ("how sure", "The interval's level: '95 % sure' means a 95 % confidence interval lies wholly on one side."),
+    ("95 % interval", "REO's confidence interval at the report's level: a verdict of 'exceeds' or 'within' "
+     "needs all of it on one side of the line (a statement about the interval, not a probability of REO)."),
     ("parity test", "A test of 'every U_k is equal' (a Wald test weighing each group's ΔU_k by its "
      "precision); p below 0.05 rejects equal utilities."),
     ("D_REO (A/B difference)", "REO of the treatment minus REO of the control on the same day. Below 0: the "
@@ -204,7 +205,7 @@ def headline_sentences(reo: pl.DataFrame, reo_group: pl.DataFrame, reo_ab: pl.Da
     """One sentence per arm × attribute of the latest day in ``reo`` (rows of
     the ``reo`` table; ``reo_group`` and ``reo_ab`` rows of the same days):
     which group the arm favours (only when its ΔU_k interval excludes 0), REO
-    against the line and how sure, the treatment's A/B change in REO against
+    against the line with its interval, the treatment's A/B change in REO against
     its control (``reo`` metric, the arm's own interval method), what to do,
     and why a rejected parity test does not settle an inconclusive verdict.
     Single attributes come before intersections (their name holds ×), which
@@ -221,14 +222,15 @@ def headline_sentences(reo: pl.DataFrame, reo_group: pl.DataFrame, reo_ab: pl.Da
         who = "the system" if r["arm"] == "all" else f"arm {r['arm']}"
         attr = r["attribute"]
         subject = f"By {attr}" if "×" not in attr else f"By the intersection {attr} (crossed groups, smaller cells)"
-        sure = f"{100 * (r.get('level') or 0.95):g} % sure"
+        # the interval said as such: a confidence interval is not a probability that REO is on one side
+        sure = f"its {100 * (r.get('level') or 0.95):g} % interval [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
         if verdict == "undefined" or not _finite(r.get("reo")):
             text = f"{subject}, {who}: REO is undefined."
         else:
             reo_txt = f"REO {r['reo']:.2f}"
             where = {
-                "exceeds": f"above {_line_text(r)}, {sure}",
-                "within": f"below {_line_text(r)}, {sure}",
+                "exceeds": f"above {_line_text(r)}, {sure} wholly above it",
+                "within": f"below {_line_text(r)}, {sure} wholly at or below it",
             }.get(verdict, f"interval [{r['ci_low']:.3f}, {r['ci_high']:.3f}] reaches both sides of {_line_text(r)}")
             text = f"{subject}, {who} {_favoured(groups)}: {reo_txt}, {where}."
         ab_txt, effect = ab_phrase(ab)
