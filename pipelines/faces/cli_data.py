@@ -105,7 +105,9 @@ def simulate(
     fmt: Annotated[str, typer.Option("--format", help="csv or parquet.")] = "csv",
 ) -> None:
     """Write simulated impressions in the TikTok layout with a known truth
-    (true U, ΔU and REO per day and arm) and a config to run fairmon on them."""
+    (true U, ΔU and REO per day and arm, truth_reo.csv) and a config to run
+    fairmon on them. The default shares and rates are unfair: true REO
+    0.134, above the 1/9 line (an arm's weights move it from there)."""
     from fairmon.pipelines.simulation.simulated import write_simulation
     from fairmon.transforms.simulators.impressions import SimulationSpec, regime_spec
 
