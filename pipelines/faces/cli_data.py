@@ -104,10 +104,8 @@ def simulate(
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     fmt: Annotated[str, typer.Option("--format", help="csv or parquet.")] = "csv",
 ) -> None:
-    """Write simulated impressions in the TikTok layout with a known truth
-    (true U, ΔU and REO per day and arm, truth_reo.csv) and a config to run
-    fairmon on them. The default shares and rates are unfair: true REO
-    0.134, above the 1/9 line (an arm's weights move it from there)."""
+    """Write simulated TikTok-layout impressions with a known truth (truth_reo.csv: true U, ΔU, REO per day and
+    arm; the default rates are unfair, REO 0.134 > 1/9) and a config to run fairmon on them."""
     from fairmon.pipelines.simulation.simulated import write_simulation
     from fairmon.transforms.simulators.impressions import SimulationSpec, regime_spec
 
