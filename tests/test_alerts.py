@@ -183,35 +183,44 @@ def test_open_alerts_on_a_day():
     runs = pl.DataFrame({"ds": [_day(1)], "status": ["quarantined"], "detail": [f"{_day(1)}: x"]})
     frame = alerts_table(reo, pl.DataFrame(), runs, pl.DataFrame(), AlertRules())
     assert frame.filter(pl.col("kind") == "quarantined")["message"].to_list() == [f"day {_day(1)} quarantined: x"]
-    bad = {_day(1)}
-    assert [a["kind"] for a in open_alerts(frame, _day(2), {_day(0)}, bad)] == ["quarantined", "exceeds"]
-    assert [a["kind"] for a in open_alerts(frame, _day(2), {_day(2)}, bad)] == ["exceeds"]  # a later day published
-    assert [a["kind"] for a in open_alerts(frame, _day(2), {_day(1)}, bad)] == ["exceeds"]  # re-run and published
-    assert open_alerts(frame, _day(3), {_day(3)}, bad) == []  # back within
+    failed_at = dt.datetime(2026, 3, 10, 12)
+    bad = {_day(1): failed_at}
+
+    def pub(*days):  # published after day 1 failed
+        return dict.fromkeys(map(_day, days), failed_at + dt.timedelta(hours=1))
+
+    assert [a["kind"] for a in open_alerts(frame, _day(2), pub(0), bad)] == ["quarantined", "exceeds"]
+    assert [a["kind"] for a in open_alerts(frame, _day(2), pub(2), bad)] == ["exceeds"]  # a later day published
+    assert [a["kind"] for a in open_alerts(frame, _day(2), pub(1), bad)] == ["exceeds"]  # re-run and published
+    assert open_alerts(frame, _day(3), pub(3), bad) == []  # back within
 
 
 def test_a_run_of_refused_days_stays_open_until_all_publish_or_a_later_day_does():
     """Days 1-3 quarantined (one alert, on day 1). Re-running day 1 alone does not close it while days 2-3 are
-    still refused; it closes when all three publish, or when a day after them does (the next published day)."""
+    still refused; it closes when all three publish, or when a day after them publishes after they failed (the
+    next published day), not when that day had published before (a past day re-run and refused)."""
     runs = pl.DataFrame({"ds": [_day(i) for i in (1, 2, 3)], "status": ["quarantined"] * 3, "detail": ["x"] * 3})
     frame = alerts_table(pl.DataFrame(), pl.DataFrame(), runs, pl.DataFrame(), AlertRules())
     assert frame["ds"].to_list() == [_day(1)]
-    bad = {_day(1), _day(2), _day(3)}
+    failed_at = dt.datetime(2026, 3, 10, 12)
+    bad = {_day(i): failed_at + dt.timedelta(minutes=i) for i in (1, 2, 3)}
 
-    def still_open(until, published):
-        return [a["ds"] for a in open_alerts(frame, _day(until), {_day(i) for i in published}, bad)]
+    def still_open(until, published, hours=1):
+        at = failed_at + dt.timedelta(hours=hours)
+        return [a["ds"] for a in open_alerts(frame, _day(until), dict.fromkeys(map(_day, published), at), bad)]
 
     assert still_open(3, {0}) == [_day(1)]
     assert still_open(3, {0, 1}) == [_day(1)]  # day 1 re-run and published; days 2 and 3 are not
     assert still_open(3, {0, 1, 3}) == [_day(1)]  # day 2 still refused
     assert still_open(3, {0, 1, 2, 3}) == []
     assert still_open(4, {0, 4}) == []  # the next published day after the run
+    assert still_open(4, {0, 4}, hours=-1) == [_day(1)]  # day 4 published before the run failed: no recovery
     assert still_open(1, {1}) == []  # on day 1 the run was day 1 alone
     assert still_open(2, {1}) == [_day(1)]
     # a second run of refused days (days 5-6) is its own alert: day 4's publication closed the first only
     runs = pl.concat([runs, pl.DataFrame({"ds": [_day(5), _day(6)], "status": ["failed"] * 2, "detail": ["y"] * 2})])
     frame = alerts_table(pl.DataFrame(), pl.DataFrame(), runs, pl.DataFrame(), AlertRules())
-    bad |= {_day(5), _day(6)}
+    bad |= {_day(5): failed_at, _day(6): failed_at}
     assert still_open(6, {0, 4, 5}) == [_day(5)]
 
 

@@ -407,16 +407,16 @@ def _open_alert_ids(cfg, alerts) -> set[str] | None:
     history cannot be read now (a run holds the DuckDB file)."""
     import duckdb
 
-    from fairmon.pipelines.storage.warehouse import bad_run_days, published_run_days
+    from fairmon.pipelines.storage.warehouse import run_times
     from fairmon.transforms.alerts.alert_tables import open_alerts
 
     if alerts.is_empty():
         return set()
     try:
-        published, bad = published_run_days(cfg.duckdb_path), bad_run_days(cfg.duckdb_path)
+        published, bad = run_times(cfg.duckdb_path)
     except (duckdb.Error, OSError):
         return None
-    now = max(published | bad | {alerts["ds"].max()})  # the latest day run or alerted: "open now", not then
+    now = max({*published, *bad, alerts["ds"].max()})  # the latest day run or alerted: "open now", not then
     return {a["alert_id"] for a in open_alerts(alerts.drop("run_id"), now, published, bad)}
 
 

@@ -40,7 +40,7 @@ from fairmon.pipelines.report.report_figures import (
 from fairmon.pipelines.report.report_points import ab_point_figure, reo_point_figure
 from fairmon.pipelines.report.report_sections import extra_sections, generic_sections, own_section, stage_reading
 from fairmon.pipelines.report.report_words import AB_TONE, GLOSSARY, ab_effect, headline_sentences
-from fairmon.pipelines.storage.warehouse import bad_run_days, latest_runs, published_run_days, read_table
+from fairmon.pipelines.storage.warehouse import latest_runs, read_table, run_times
 from fairmon.transforms.alerts.alert_tables import open_alerts
 from fairmon.transforms.registry import TABLES
 
@@ -349,7 +349,7 @@ def alerting_context(cfg: FairmonConfig, alerts: pl.DataFrame, start: dt.date, e
     stamp = last.strftime("%Y-%m-%dT%H:%M:%SZ") if last is not None else None
     new = alerts.filter(pl.col("first_seen_at") >= stamp).sort("ds").to_dicts() if stamp and alerts.height else []
     return {
-        "open": open_alerts(alerts, end, published_run_days(cfg.duckdb_path), bad_run_days(cfg.duckdb_path)),
+        "open": open_alerts(alerts, end, *run_times(cfg.duckdb_path)),
         "new": [a for a in new if start <= a["ds"] <= end],
         "last_run": last.strftime("%Y-%m-%d %H:%M UTC") if last is not None else None,
         "alpha": cfg.alerts.alpha,

@@ -225,22 +225,21 @@ def latest_runs(duckdb_path: Path) -> pl.DataFrame:
         return db.query(con, "runs_latest").select(list(schema)).cast(schema)
 
 
-def published_run_days(duckdb_path: Path) -> set[dt.date]:
-    """The days whose latest run published (:func:`latest_runs`): what decides whether a quarantined or failed
-    day's alert is still open, for the report's top and ``fairmon alerts`` alike."""
-    runs = latest_runs(duckdb_path)
-    return set(runs.filter(pl.col("status") == "published").get_column("ds").to_list())
-
-
-def bad_run_days(duckdb_path: Path) -> set[dt.date]:
-    """The days some run of which was quarantined or failed (``sql/alerts_runs.sql``, the history the
-    ``quarantined`` / ``failed`` alerts are raised from): with :func:`published_run_days`, what decides
-    whether such an alert's episode is over. Empty when the DuckDB file does not exist."""
+def run_times(duckdb_path: Path) -> tuple[dict[dt.date, dt.datetime], dict[dt.date, dt.datetime]]:
+    """({day: when its latest run started} for the days whose latest run published, {day: when its latest
+    quarantined or failed run started}) from ``sql/alerts_run_times.sql``: what decides whether a quarantined or
+    failed alert's run of days is over, for the report's top and ``fairmon alerts`` alike. Empty when the DuckDB
+    file does not exist. Raises what DuckDB raises (a run holds the file)."""
     if not duckdb_path.exists():
-        return set()
+        return {}, {}
     with db.connect(duckdb_path) as con:
         db.ensure(con, ("runs_create", "runs_migrate"))
-        return set(db.query(con, "alerts_runs").get_column("ds").to_list())
+        times = db.query(con, "alerts_run_times")
+    published = times.filter(pl.col("published_at").is_not_null())
+    bad = times.filter(pl.col("bad_at").is_not_null())
+    return dict(zip(published["ds"], published["published_at"], strict=True)), dict(
+        zip(bad["ds"], bad["bad_at"], strict=True)
+    )
 
 
 def query_warehouse(duckdb_path: Path, warehouse: Path, query: str) -> tuple[pl.DataFrame, str | None]:

@@ -274,18 +274,23 @@ def alerts_table(
     return frame.sort(["ds", "kind", "subject"])
 
 
-def open_alerts(alerts: pl.DataFrame, until: dt.date, published: set[dt.date], bad: set[dt.date]) -> list[dict]:
+def open_alerts(
+    alerts: pl.DataFrame, until: dt.date, published: dict[dt.date, dt.datetime], bad: dict[dt.date, dt.datetime]
+) -> list[dict]:
     """The alerts still open on day ``until`` (an ``alerts`` frame, raised
     on or before it), newest first: an ``exceeds`` not followed by a
     ``back_within`` of its subject; the latest ``ab_change`` of each A/B
     pair; a ``quarantined`` / ``failed`` alert while a day of its episode
-    is not among the ``published`` days (days whose latest run published)
-    and no day after the episode, up to ``until``, is; every ``budget_low``
-    (spent ε never comes back). An episode is the alert's day and the
-    consecutive days after it that had a run quarantined or failed
-    (``bad``), up to the next such alert's day and ``until``: re-running its
-    first day alone does not close it while the days after it are still
-    refused. Raises polars' errors for a frame without the ``alerts`` columns."""
+    is not among the ``published`` days (day -> when its latest run, which
+    published, started) and no day after the episode, up to ``until``,
+    published after the episode's days failed; every ``budget_low`` (spent
+    ε never comes back). An episode is the alert's day and the consecutive
+    days after it that had a run quarantined or failed (``bad``: day -> when
+    the latest such run started), up to the next such alert's day and
+    ``until``: re-running its first day alone does not close it while the
+    days after it are still refused, and days published before it failed
+    (a past day re-run and refused) do not either. Raises polars' errors for
+    a frame without the ``alerts`` columns."""
     if alerts.is_empty():
         return []
     rows = alerts.filter(pl.col("ds") <= until).sort("ds").to_dicts()
@@ -303,10 +308,11 @@ def open_alerts(alerts: pl.DataFrame, until: dt.date, published: set[dt.date], b
     return sorted(keep, key=lambda r: (r["ds"], r["kind"], r["subject"]), reverse=True)
 
 
-def _episode_open(start: dt.date, until: dt.date, published: set, bad: set, starts: list[dt.date]) -> bool:
+def _episode_open(start: dt.date, until: dt.date, published: dict, bad: dict, starts: list[dt.date]) -> bool:
     stop = min((d for d in starts if d > start), default=until + dt.timedelta(days=1))
     days = [start]
     while (nxt := days[-1] + dt.timedelta(days=1)) in bad and nxt < stop and nxt <= until:
         days.append(nxt)
-    later_published = any(days[-1] < d <= until for d in published)
-    return not later_published and any(d not in published for d in days)
+    failed_at = max((bad[d] for d in days if d in bad), default=None)
+    recovered = any(days[-1] < d <= until and (failed_at is None or t > failed_at) for d, t in published.items())
+    return not recovered and any(d not in published for d in days)
