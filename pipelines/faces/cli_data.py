@@ -370,11 +370,11 @@ def alerts(
     if only_open and still_open is None:
         err.print("[red]error:[/red] which alerts are open needs the run history: a run holds the DuckDB file")
         raise typer.Exit(EXIT_LOCKED)
+    is_open = pl.col("alert_id").is_in(sorted(still_open or ()))
     if only_open:
-        frame = frame.filter(pl.col("alert_id").is_in(sorted(still_open or ())))
+        frame = frame.filter(is_open)
     elif first is None and frame.height:  # the last 30 days, and what is still open from before them
-        recent = pl.col("ds") >= frame["ds"].max() - dt.timedelta(days=30)
-        frame = frame.filter(recent | pl.col("alert_id").is_in(sorted(still_open or ())))
+        frame = frame.filter((pl.col("ds") >= frame["ds"].max() - dt.timedelta(days=30)) | is_open)
     rows = frame.drop("run_id").to_dicts() if frame.height else []
     if as_json:
         dump_json({"alerts": rows})
@@ -403,8 +403,8 @@ def alerts(
 def _open_alert_ids(cfg, alerts) -> set[str] | None:
     """The ids of ``alerts`` still open on the latest day run or alerted (as the report's top says: an
     ``exceeds`` not yet followed by ``back_within``, a run of quarantined or failed days not all published and
-    none published after it, ...), so a listed alert that a later run closed says so. None when the run
-    history cannot be read now (a run holds the DuckDB file)."""
+    no later day published after they failed, ...), so a listed alert that a later run closed says so. None
+    when the run history cannot be read now (a run holds the DuckDB file)."""
     import duckdb
 
     from fairmon.pipelines.storage.warehouse import run_times
