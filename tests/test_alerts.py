@@ -211,6 +211,8 @@ def test_a_run_of_refused_days_stays_open_until_all_publish_or_a_later_day_does(
 
     assert still_open(3, {0}) == [_day(1)]
     assert still_open(3, {0, 1}) == [_day(1)]  # day 1 re-run and published; days 2 and 3 are not
+    published = dict.fromkeys([_day(0), _day(1)], failed_at + dt.timedelta(hours=1))
+    assert [a["waiting"] for a in open_alerts(frame, _day(3), published, bad)] == [[_day(2), _day(3)]]
     assert still_open(3, {0, 1, 3}) == [_day(1)]  # day 2 still refused
     assert still_open(3, {0, 1, 2, 3}) == []
     assert still_open(4, {0, 4}) == []  # the next published day after the run

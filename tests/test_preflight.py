@@ -184,8 +184,15 @@ def test_run_and_backfill_stop_in_preflight_with_exit_1(tmp_path):
         listed = CliRunner().invoke(app, ["alerts", "-c", str(toml)], env={"COLUMNS": "200"})
         assert listed.stdout.startswith(f"{D1} quarantined at pre-flight: default/{D1}.csv has no column")
         assert ("(closed)" in listed.stdout) == closed, (ds, listed.stdout)
+        waiting = ", ".join(str(d) for d in (D1, D2) if ds is None or d > ds)  # the run's days still refused
+        assert (f"(not published yet: {waiting})" if not closed else "(closed)") in listed.stdout.replace("\n", " ")
         now = CliRunner().invoke(app, ["alerts", "-c", str(toml), "--open"], env={"COLUMNS": "200"}).stdout
         assert now.startswith("no alert open now" if closed else f"{D1} quarantined at pre-flight"), now
+        if ds == D1:  # the report's top names the day still refused, not only the alert's first day
+            from fairmon.pipelines.report.report import build_report
+
+            page = build_report(cfg, D1, D2, out=tmp_path / "r.html").read_text()
+            assert f"raised {D1}; not published yet: {D2}. On {D1}:" in page
     # an alert older than the default 30 days is listed while it is open: a failed day 40 days later does not
     # end D1's run of refused days (no day after it published), and hides nothing
     later = D1 + dt.timedelta(days=40)
@@ -194,7 +201,8 @@ def test_run_and_backfill_stop_in_preflight_with_exit_1(tmp_path):
         finish_record(cfg, f"r2-{ds}", ds, recorded, status, "x", {}, {})
     update_alerts_logged(cfg)
     listed = CliRunner().invoke(app, ["alerts", "-c", str(toml)], env={"COLUMNS": "200"}).stdout
-    assert [line[:22] for line in listed.splitlines()[:2]] == [f"{D1} quarantined", f"{later} failed: x"]
+    assert [line[:22] for line in listed.splitlines()[:2]] == [f"{D1} quarantined", f"{later} failed: x ("]
+    assert f"{later} failed: x (not published yet: {later})" in listed
     assert "(closed)" not in listed
 
 

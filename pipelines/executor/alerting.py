@@ -26,8 +26,8 @@ from fairmon.pipelines.executor.publishing import refresh_run_views
 from fairmon.pipelines.ingest.staging import run_logger
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.ledger_store import read_releases
-from fairmon.pipelines.storage.warehouse import read_table, remove_partition, write_partitions
-from fairmon.transforms.alerts.alert_tables import ALERTS_SCHEMA, AlertRules, alerts_table
+from fairmon.pipelines.storage.warehouse import read_table, remove_partition, run_times, write_partitions
+from fairmon.transforms.alerts.alert_tables import ALERTS_SCHEMA, AlertRules, alerts_table, open_alerts
 
 
 @dataclass
@@ -215,3 +215,21 @@ def update_alerts_logged(cfg: FairmonConfig, known=None) -> AlertsUpdate | None:
     except Exception as e:
         run_logger().error("alerts not updated (%s: %s); the next run tries again", type(e).__name__, e)
         return None
+
+
+def still_open_alerts(cfg: FairmonConfig, alerts: pl.DataFrame) -> dict[str, list[dt.date]] | None:
+    """The ids of ``alerts`` still open, each with the days of its quarantined or failed episode not
+    published yet (empty for the other kinds), on the latest day run or alerted (as the report's top says: an
+    ``exceeds`` not yet followed by ``back_within``, a run of quarantined or failed days not all published and
+    no later day published after they failed, ...), so a listed alert that a later run closed says so. None
+    when the run history cannot be read now (a run holds the DuckDB file)."""
+    import duckdb
+
+    if alerts.is_empty():
+        return {}
+    try:
+        published, bad = run_times(cfg.duckdb_path)
+    except (duckdb.Error, OSError):
+        return None
+    now = max({*published, *bad, alerts["ds"].max()})  # the latest day run or alerted: "open now", not then
+    return {a["alert_id"]: a.get("waiting", []) for a in open_alerts(alerts.drop("run_id"), now, published, bad)}

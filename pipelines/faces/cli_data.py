@@ -355,6 +355,7 @@ def alerts(
     REO stays at or below the line raises an exceeds alert with probability
     at most [alerts] alpha (0.05); docs "Alerts"."""
     from fairmon.api.published import read_table
+    from fairmon.pipelines.executor.alerting import still_open_alerts
     from fairmon.pipelines.faces.views import alert_head
 
     cfg = load_or_exit(config)
@@ -366,7 +367,7 @@ def alerts(
         raise typer.Exit(EXIT_USAGE) from None
     import polars as pl
 
-    still_open = _open_alert_ids(cfg, frame)
+    still_open = still_open_alerts(cfg, frame)
     if only_open and still_open is None:
         err.print("[red]error:[/red] which alerts are open needs the run history: a run holds the DuckDB file")
         raise typer.Exit(EXIT_LOCKED)
@@ -390,7 +391,8 @@ def alerts(
     for a in rows:
         sent = "" if a["delivered"] is not False else " [yellow](notification not delivered yet)[/yellow]"
         closed = still_open is not None and a["kind"] != "back_within" and a["alert_id"] not in still_open
-        state = " [green](closed)[/green]" if closed else ""
+        waiting = ", ".join(map(str, (still_open or {}).get(a["alert_id"], [])))
+        state = " [green](closed)[/green]" if closed else f" [red](not published yet: {waiting})[/red]" * bool(waiting)
         console.print(f"{alert_head(a)}{sent}{state}", soft_wrap=True)
     off = "" if cfg.alerts.enabled else "; alerts are off now ([alerts] enabled = false)"
     console.print(
@@ -398,26 +400,6 @@ def alerts(
         "for every column",
         markup=False,
     )
-
-
-def _open_alert_ids(cfg, alerts) -> set[str] | None:
-    """The ids of ``alerts`` still open on the latest day run or alerted (as the report's top says: an
-    ``exceeds`` not yet followed by ``back_within``, a run of quarantined or failed days not all published and
-    no later day published after they failed, ...), so a listed alert that a later run closed says so. None
-    when the run history cannot be read now (a run holds the DuckDB file)."""
-    import duckdb
-
-    from fairmon.pipelines.storage.warehouse import run_times
-    from fairmon.transforms.alerts.alert_tables import open_alerts
-
-    if alerts.is_empty():
-        return set()
-    try:
-        published, bad = run_times(cfg.duckdb_path)
-    except (duckdb.Error, OSError):
-        return None
-    now = max({*published, *bad, alerts["ds"].max()})  # the latest day run or alerted: "open now", not then
-    return {a["alert_id"] for a in open_alerts(alerts.drop("run_id"), now, published, bad)}
 
 
 @app.command()

@@ -289,8 +289,10 @@ def open_alerts(
     the latest such run started), up to the next such alert's day and
     ``until``: re-running its first day alone does not close it while the
     days after it are still refused, and days published before it failed
-    (a past day re-run and refused) do not either. Raises polars' errors for
-    a frame without the ``alerts`` columns."""
+    (a past day re-run and refused) do not either. An open quarantined /
+    failed alert carries ``waiting``: its episode's days not published yet,
+    so a reader is told which days still need a run, not only the first.
+    Raises polars' errors for a frame without the ``alerts`` columns."""
     if alerts.is_empty():
         return []
     rows = alerts.filter(pl.col("ds") <= until).sort("ds").to_dicts()
@@ -299,20 +301,26 @@ def open_alerts(
         family = "reo" if r["kind"] in ("exceeds", "back_within") else r["kind"]
         latest[(family, r["subject"] if r["kind"] not in ("quarantined", "failed") else str(r["ds"]))] = r
     starts = sorted(r["ds"] for r in rows if r["kind"] in ("quarantined", "failed"))
-    keep = [
-        r
-        for r in latest.values()
-        if r["kind"] in ("exceeds", "ab_change", "budget_low")
-        or (r["kind"] in ("quarantined", "failed") and _episode_open(r["ds"], until, published, bad, starts))
-    ]
+    keep = []
+    for r in latest.values():
+        if r["kind"] in ("quarantined", "failed"):
+            waiting = _episode_waiting(r["ds"], until, published, bad, starts)
+            if waiting:
+                keep.append({**r, "waiting": waiting})
+        elif r["kind"] in ("exceeds", "ab_change", "budget_low"):
+            keep.append(r)
     return sorted(keep, key=lambda r: (r["ds"], r["kind"], r["subject"]), reverse=True)
 
 
-def _episode_open(start: dt.date, until: dt.date, published: dict, bad: dict, starts: list[dt.date]) -> bool:
+def _episode_waiting(
+    start: dt.date, until: dt.date, published: dict, bad: dict, starts: list[dt.date]
+) -> list[dt.date]:
+    """The days of the episode starting at ``start`` not published yet, in
+    order; empty once they all are or a later day published after they failed."""
     stop = min((d for d in starts if d > start), default=until + dt.timedelta(days=1))
     days = [start]
     while (nxt := days[-1] + dt.timedelta(days=1)) in bad and nxt < stop and nxt <= until:
         days.append(nxt)
     failed_at = max((bad[d] for d in days if d in bad), default=None)
     recovered = any(days[-1] < d <= until and (failed_at is None or t > failed_at) for d, t in published.items())
-    return not recovered and any(d not in published for d in days)
+    return [] if recovered else [d for d in days if d not in published]
