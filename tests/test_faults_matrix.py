@@ -683,7 +683,7 @@ def test_audit_export_before_any_score_is_staged_is_exit_2(tmp_path):
 @pytest.mark.slow  # over a quarter second (runs days, GX or many draws): make test-fast skips it
 def test_an_empty_cluster_id_is_refused_at_pre_flight_naming_file_row_and_column(project):
     """A blank request_id (clustered by request, cluster_by = auto): the pre-flight value scan names it, exit 1;
-    the staging itself raises the same error (a run_day with its pre-flight passed still fails the day)."""
+    the staging itself raises the same error (a run_day, which has no pre-flight, quarantines the day on it)."""
     from fairmon.pipelines.core.config import load_config
     from fairmon.pipelines.ingest import adapters
     from fairmon.pipelines.ingest.profiles import NullClusterId

@@ -48,19 +48,20 @@ def test_an_empty_cluster_id_in_a_parquet_log_is_named_not_a_crash(tmp_path):
     """Parquet files of one schema are profiled in one DuckDB scan; a null request_id in the second day's
     file names that file and row (the scan's file index came back as a Decimal: a TypeError and a
     traceback). Run alone the day is refused at pre-flight (exit 1); in a range the other day publishes
-    and this one stops naming the file and row."""
+    and this one is quarantined naming the file and row (exit 1 too; it failed, exit 4, before)."""
     cfg = _contract_parquet(tmp_path / "p", [D1, D2])
     f = tmp_path / "p" / "logs" / f"{D2}.parquet"
     blank = pl.when(pl.int_range(pl.len()) == 2).then(None).otherwise("request_id").alias("request_id")
     pl.read_parquet(f).with_columns(blank).write_parquet(f)
     named = f"{D2}.parquet: column 'request_id', row 3: the cluster id is empty"
-    for args, code in ((["--start", D1, "--end", D2], 4), (["--start", D2, "--end", D2], 1)):
+    for args, published in ((["--start", D1, "--end", D2], True), (["--start", D2, "--end", D2], False)):
         res = CliRunner().invoke(app, [str(a) for a in ["backfill", "-c", cfg, *args, "--no-prefect"]])
         out = res.output.replace("\n", " ")
-        assert res.exit_code == code and "Traceback" not in out and "TypeError" not in out, out
+        assert res.exit_code == 1 and "Traceback" not in out and "TypeError" not in out, out
         assert named in out, out
-        if code == 4:
-            assert f"{D1} published" in out, out
+        assert (f"{D1} published" in out) == published and (
+            f"{D2} quarantined at stage impressions" in out
+        ) == published
 
 
 @pytest.mark.parametrize("dtype", [pl.Decimal(10, 2), pl.Decimal(4, 1), pl.Float32])

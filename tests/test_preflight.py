@@ -513,3 +513,32 @@ def test_findings_are_described_in_the_order_of_their_days():
 
     found = {D2: one(D2, "b"), D1: one(D1, "a"), D1 + dt.timedelta(days=2): one(D1, "a")}
     assert describe(found) == ["a [2 days, 2026-01-01..2026-01-03]", f"b [{D2}]"]
+
+
+def test_a_row_with_more_fields_than_the_header_quarantines_its_day(tmp_path):
+    """An unquoted comma in a value (row 2 of D1's default file has 6 fields, the header 5): the value scan
+    names the file and row as it does an unreadable header; a run of D1 alone stops there (exit 1, its
+    dq_results row saying why), and in a run of D1 and D2, where the pre-flight only warns, the reader's refusal
+    quarantines D1 at its stage (suite ``reader``), as the docs say. D1 used to fail (exit 4)."""
+    from fairmon.pipelines.ingest.preflight_values import value_findings
+
+    toml = _project(tmp_path)
+    bad = tmp_path / "default" / f"{D1}.csv"
+    bad.write_text("\n".join([HEADER, ROWS[0], "r2,v2,0,0,1,x", ROWS[2]]) + "\n")
+    why = "cannot read file: row 2 has 6 fields where the header has 5 (quote a value that holds a comma)"
+    (finding,) = value_findings(load_config(toml), [D1, D2])[D1]
+    assert (finding.check, finding.file, finding.message) == (
+        "readable",
+        f"default/{D1}.csv",
+        f"default/{D1}.csv: {why}",
+    )
+    res = CliRunner().invoke(app, ["run", "-c", str(toml), "-d", str(D1), "--no-prefect"])
+    assert res.exit_code == EXIT_QUARANTINED and f"error: default/{D1}.csv: {why}" in res.stderr, res.stderr
+    res = CliRunner().invoke(app, ["backfill", "-c", str(toml), "--start", str(D1), "--end", str(D2), "--json"])
+    doc = json.loads(res.stdout)
+    assert doc["days"][0]["status"] == "quarantined", doc["days"][0]
+    assert doc["days"][0]["error"] == f"{D1}: quarantined at stage impressions: reader on {bad}: readable: {why}"
+    dq = read_table(tmp_path / "warehouse", "dq_results").filter(pl.col("ds") == D1)
+    assert dq.select("suite", "subject", "success", "failed_critical").rows() == [
+        ("reader", str(bad), False, "readable")
+    ]

@@ -127,18 +127,34 @@ def _gate(day: Day, new: list[DQResult]) -> None:
 
 def _guard(day: Day, stage: str, fn: Callable[[Day], Any]) -> None:
     """Run ``fn(day)`` for a day still going; what stops the day is kept on it
-    (an input's contract error as :class:`DayFailed` naming ``stage``)."""
+    (an input's contract error as :class:`DayFailed` naming ``stage``; one
+    that a check names, ``check``, as that check failing: the day is
+    quarantined as the pre-flight check quarantines it, see :func:`_refused_file`)."""
     if not day.going:
         return
     try:
         fn(day)
     except InputContractError as e:
+        if getattr(e, "check", None) is not None:
+            day.results.append(_refused_file(stage, e))
+            day.stopped, day.tables = stage, {}
+            return
         day.error = DayFailed(f"{day.ds}: stage {stage} ingest: {e}")
         day.error.__cause__ = e
     except _Stop:
         day.stopped, day.tables = stage, {}
     except Exception as e:
         day.error = e
+
+
+def _refused_file(stage: str, e: InputContractError) -> DQResult:
+    """The result of suite ``reader`` on the file the reader refused with ``e``, a defect of the file a check
+    names (``e.check``: a CSV row with more fields than the header, an empty cluster id): its day is quarantined
+    with a dq_results row saying why, as the pre-flight check's value scan quarantines it when it reads the file
+    first (a run of several days, where the pre-flight only warns). Why not failed: the file is at fault, not the
+    run, and a quarantine's reason and alert say what to mend."""
+    failure = {"name": e.check, "severity": "critical", "type": "reader", "note": getattr(e, "message_at", e.message)}
+    return DQResult(stage, "reader", e.file or stage, 1, [failure])
 
 
 def _per_day(batch: Batch, days: list[Day], stage: str, fn: Callable[[Day], Any]) -> None:

@@ -71,11 +71,26 @@ def normalize_log_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, raw: p
     return normalize_labels(raw, file=str(unit.file), attributes=cfg.labels.attributes)
 
 
+class RaggedRow(InputContractError):
+    """A CSV row with more fields than the header (an unquoted delimiter in a
+    value): a defect of the file, so the pre-flight value scan refuses its
+    day as it does an unreadable header (check :attr:`check`), rather than
+    the day failing once it runs. ``message_at`` is what it says of the file."""
+
+    #: The pre-flight check's name for it (:mod:`fairmon.pipelines.ingest.preflight_values`).
+    check = "readable"
+
+    def __init__(self, why: str, file: str):
+        self.message_at = f"cannot read file: {why}"
+        super().__init__(self.message_at, file=file)
+
+
 def read_table(path: Path) -> pl.DataFrame:
     """Read a CSV (all columns as text, parsed later by the contract) or Parquet file.
 
     Raises :class:`InputContractError` naming the file when it is empty or
-    unreadable (Polars' panics included: not an ``Exception``, they would
+    unreadable (:class:`RaggedRow` for a row with more fields than the
+    header; Polars' panics included: not an ``Exception``, they would
     end the whole run instead of the day), and naming the column when a CSV
     header repeats a name.
     """
@@ -87,7 +102,9 @@ def read_table(path: Path) -> pl.DataFrame:
         return pl.DataFrame()
     except pl.exceptions.ComputeError as e:  # e.g. a row with more fields than the header: say which
         why = ragged_row(path) if "more fields" in str(e) else None
-        raise InputContractError(f"cannot read file: {why or first_line(e)}", file=str(path)) from None
+        if why is not None:
+            raise RaggedRow(why, file=str(path)) from None
+        raise InputContractError(f"cannot read file: {first_line(e)}", file=str(path)) from None
     except OSError as e:
         raise InputContractError(f"cannot read file: {e}", file=str(path)) from None
     except pl.exceptions.PanicException as e:  # a BaseException: e.g. a Parquet time zone written "Z"

@@ -5,7 +5,8 @@ critical value expectations are evaluated on it without Great Expectations
 (:mod:`fairmon.pipelines.checks.value_checks`), so a label written "yes", a
 traffic value outside the set, an empty signal or a repeated id is an
 ``error:`` line naming the file, the first row, the column and the values
-accepted, within seconds; an empty cluster id likewise. Each profile is kept
+accepted, within seconds; an empty cluster id or a CSV row with more fields
+than the header likewise. Each profile is kept
 for the staging of the same process
 (:func:`fairmon.pipelines.ingest.adapters.keep_read`): a file is read once a
 run. Only the first :data:`KEPT_DAYS` days of a range are scanned. Files
@@ -23,7 +24,7 @@ import duckdb
 from fairmon.pipelines.checks.suites import expand_spec, load_spec
 from fairmon.pipelines.checks.value_checks import dated_outside, failing_values, shown_as_checked
 from fairmon.pipelines.core.config import FairmonConfig
-from fairmon.pipelines.ingest.adapters import forget_kept, keep_read, profile_files
+from fairmon.pipelines.ingest.adapters import RaggedRow, forget_kept, keep_read, profile_files
 from fairmon.pipelines.ingest.preflight import Finding, repeated_keys_note, shown_path, zoned_day_note
 from fairmon.pipelines.ingest.profiles import NullClusterId
 from fairmon.pipelines.ingest.sources import ImpressionsInput
@@ -68,7 +69,7 @@ def value_findings(cfg: FairmonConfig, days: list[dt.date]) -> dict[dt.date, lis
     for file, unit in fresh.items():
         try:
             raw = keep_read(cfg, unit, profiles.pop(str(file), None))
-        except NullClusterId as e:  # its own finding: the run would fail on it
+        except (NullClusterId, RaggedRow) as e:  # its own finding: the run would fail on it
             by_file[file] = [(e.check, shown_path(cfg, file), f"{shown_path(cfg, file)}: {e.message_at}")]
             continue
         except InputContractError:
