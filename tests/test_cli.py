@@ -316,7 +316,7 @@ def test_ab_view_reads_the_interval_not_the_point():
     base = {"attribute": "a", "control": "c", "metric": "reo", "method": "delta", "p_value": 0.01, "q_value": 0.02}
     rows = [
         {**base, "treatment": "up", "diff": 0.05, "ci_low": 0.01, "ci_high": 0.09},
-        {**base, "treatment": "down", "diff": -0.05, "ci_low": -0.09, "ci_high": -0.01},
+        {**base, "treatment": "down", "diff": -0.05, "ci_low": -0.09, "ci_high": -0.01, "p_value": 2.4e-54},
         {**base, "treatment": "flat", "diff": 0.08, "ci_low": -0.01, "ci_high": 0.17},
         {**base, "treatment": "nan", "diff": 0.1, "ci_low": float("nan"), "ci_high": float("nan"), "reason": "Q_k = 0"},
         {**base, "treatment": "other", "method": "bootstrap", "diff": 0.05, "ci_low": 0.01, "ci_high": 0.09},
@@ -329,6 +329,9 @@ def test_ab_view_reads_the_interval_not_the_point():
     assert "no detectable change" in lines["flat"] and "undefined [1]" in lines["nan"]
     assert text.count("Q_k = 0") == 1 and "[1] Q_k = 0" in text  # the reason as a footnote, said once
     assert "other" not in lines  # one method per table: the configured headline
+    # p and q as the report writes them: two digits, "< 0.001" below (it printed 0.000 beside the REO table's 2.4e-54)
+    assert " 0.01 " in lines["up"] and " 0.02 " in lines["up"]
+    assert " < 0.001 " in lines["down"] and "0.000" not in lines["down"]
 
 
 def test_prune_gx_deletes_only_old_validation_files(tmp_path):

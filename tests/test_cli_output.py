@@ -27,7 +27,7 @@ NARROW = {"COLUMNS": "80"}
 def _reo_row(ds: dt.date, arm: str, reo: float, **more) -> dict:
     row = {
         "ds": ds, "arm": arm, "attribute": "young_adult", "reo": reo, "reo_bc": reo - 0.0123,
-        "ci_low": reo - 0.0712, "ci_high": reo + 0.0834, "parity_p_value": 0.000291, "n_rec": 50000,
+        "ci_low": reo - 0.0712, "ci_high": reo + 0.0834, "parity_p_value": 0.0291, "n_rec": 50000,
         "n_rand": 6000, "reo_threshold": 1 / 9, "K": 2, "verdict_80pct": "inconclusive", "level": 0.95,
     }  # fmt: skip
     return {**row, **more}
@@ -48,7 +48,7 @@ def test_reo_table_at_80_columns_cuts_no_number_and_says_a_shared_reason_once():
     assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
     for r in rows:  # every number whole, each on the row of its day
         day_lines = [line for line in text.splitlines() if str(r["ds"]) in line]
-        for number in (f"{r['reo']:.4f}", f"[{r['ci_low']:.4f}, {r['ci_high']:.4f}]", "50000 / 6000", "0.00029"):
+        for number in (f"{r['reo']:.4f}", f"[{r['ci_low']:.4f}, {r['ci_high']:.4f}]", "50000 / 6000", "0.029"):
             assert sum(number in line for line in day_lines) == 1, (number, text)
         assert f"{truth[(str(r['ds']), r['arm'], r['attribute'])]:.4f}" in text
     assert text.count(LOOK_AHEAD_NOTE) == 1 and f"[1] {LOOK_AHEAD_NOTE}" in text

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Column, Table
 
 from fairmon.pipelines.faces.fitting import Footnotes
+from fairmon.pipelines.report.report_words import pfmt
 from fairmon.transforms.alerts.words import status_words
 
 if TYPE_CHECKING:
@@ -82,9 +83,7 @@ def reo_table(rows: list[dict], title: str, truth: dict | None = None) -> Table:
             fmt(r["reo"]),
             fmt(r.get("reo_bc")),
             f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
-            "nan"
-            if r.get("parity_p_value") is None or r["parity_p_value"] != r["parity_p_value"]
-            else f"{r['parity_p_value']:.2g}",
+            pfmt(r.get("parity_p_value")),
             f"{r['n_rec']} / {r['n_rand']}",
             (fmt(line, 3) + ("*" if (r.get("K") or 0) > 2 else "")) if line is not None else "-",
             f"[{VERDICT_STYLE.get(verdict, '')}]{verdict}[/]" + (f" {marks}" if marks else ""),
@@ -137,8 +136,8 @@ def ab_view(rows: list[dict], title: str, method: str | None = None) -> Table:
             r["treatment"],
             fmt(r["diff"]),
             f"[{fmt(lo)}, {fmt(hi)}]",
-            fmt(r.get("p_value"), 3),
-            fmt(r.get("q_value"), 3),
+            pfmt(r.get("p_value")),
+            pfmt(r.get("q_value")),
             word,
         )
     t.caption = notes.caption()

@@ -33,13 +33,12 @@ from fairmon.pipelines.report.report_figures import (
     fmt,
     labeler_threshold_figure,
     model_threshold_figure,
-    pfmt,
     reach_group_figure,
     reo_figure,
 )
 from fairmon.pipelines.report.report_points import ab_point_figure, reo_point_figure
 from fairmon.pipelines.report.report_sections import extra_sections, generic_sections, own_section, stage_reading
-from fairmon.pipelines.report.report_words import AB_TONE, GLOSSARY, ab_effect, headline_sentences
+from fairmon.pipelines.report.report_words import AB_TONE, GLOSSARY, ab_effect, headline_sentences, pfmt
 from fairmon.pipelines.storage.warehouse import latest_runs, read_table, run_times
 from fairmon.transforms.alerts.alert_tables import open_alerts
 from fairmon.transforms.registry import TABLES

@@ -14,6 +14,7 @@ import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
 import polars as pl
 
+from fairmon.pipelines.report.report_words import pfmt
 from fairmon.transforms.reo.estimate import EIGHTY_PERCENT_RULE_REO
 
 plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False})
@@ -22,14 +23,6 @@ MAX_GROUP_LINES = 6
 
 def fmt(x) -> str:
     return "nan" if x is None or x != x else f"{x:.4f}"
-
-
-def pfmt(x) -> str:
-    """A p- or q-value as a report shows it: two significant digits, "< 0.001" below (a bootstrap's 0 means
-    no replicate crossed, not a p of 0; a normal tail's 1e-12 reads no better), "nan" when missing."""
-    if x is None or x != x:
-        return "nan"
-    return "< 0.001" if x < 0.001 else f"{x:.2g}"
 
 
 def ci_text(lo, hi) -> str:

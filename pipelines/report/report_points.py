@@ -8,7 +8,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import polars as pl
 
-from fairmon.pipelines.report.report_figures import arm_colors, ci_label, fmt, pfmt, point_tips, svg_text, verdict_line
+from fairmon.pipelines.report.report_figures import arm_colors, ci_label, fmt, point_tips, svg_text, verdict_line
+from fairmon.pipelines.report.report_words import pfmt
 
 
 def _dodged_points(ax, frame: pl.DataFrame, series: str, value: str, colors: dict, tip, prefix: str) -> dict:

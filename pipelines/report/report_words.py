@@ -12,6 +12,16 @@ from __future__ import annotations
 
 import polars as pl
 
+
+def pfmt(x: float | None) -> str:
+    """A p- or q-value as the report and the command line show it: two significant digits, "< 0.001" below
+    (a bootstrap's 0 means no replicate crossed, not a p of 0; a normal tail's 1e-12 reads no better), "nan"
+    when missing (None or NaN)."""
+    if x is None or x != x:
+        return "nan"
+    return "< 0.001" if x < 0.001 else f"{x:.2g}"
+
+
 #: Each term the report's tables and figures use, defined once (the sentences above them avoid the symbols).
 GLOSSARY: tuple[tuple[str, str], ...] = (
     ("arm", "A variant of the system served to part of the traffic; 'control' is the production variant an A/B "
