@@ -108,7 +108,10 @@ def test_alerts_are_sent_once_recorded_and_retried(tmp_path, receiver, caplog):
     assert rows["kind"].to_list() == [bad] and rows["delivered"].to_list() == [False]
     assert json.loads(rows["delivery"][0]) == {"notify[0]": False} and update.undelivered == 1
     assert len(bodies) == 1 and [a["kind"] for a in update.new] == [bad]
-    said = f"alerts: 1 not delivered to notify[0] (json) ({rows['alert_id'][0]}); each will be sent again"
+    said = (
+        f"alerts: 1 not delivered to notify[0] (json) ({rows['alert_id'][0]}): A Connection error occurred "
+        "sending JSON notification to …; each will be sent again"
+    )  # Apprise's reason, its host masked as every part of the URL is
     assert caplog.text.count(said + " on the next run") == 1
 
     _notify(cfg, port)
@@ -193,6 +196,16 @@ def test_who_gets_what(receiver):
     }  # position 1 retried at its fixed URL; position 2, added later, gets nothing
     assert len(bodies) == 2
     assert send([live], alert, "p", {"notify[0]": True, "notify[1]": False}, new=False) == {"notify[0]": True}
+
+
+def test_apprises_reason_is_kept_with_every_part_of_the_url_masked():
+    from fairmon.pipelines.executor.notify import CAUSE_CHARS, masked
+
+    url = "slack://TokenA1/TokenB2/Token%2FC3?user=bob&pass=s3cret"
+    said = "Failed to send to TokenA1/TokenB2 (Token/C3, bob, s3cret): 403 Forbidden"
+    assert masked(said, url) == "Failed to send to …/… (…, …, …): 403 Forbidden"  # parts of 3+ characters
+    assert masked("mail to user@example.com failed", "mailto://user:pw@example.com") == "mail to …@… failed"
+    assert masked("x" * 500, url) == "x" * (CAUSE_CHARS - 1) + "…"
 
 
 def test_days_run_out_of_order_announce_a_condition_once():

@@ -112,11 +112,12 @@ def _deliver(cfg: FairmonConfig, frame: pl.DataFrame, new_ids: set[str]) -> pl.D
         emit_events((r for r in frame.iter_rows(named=True) if r["alert_id"] in new_ids), project)
     delivered, delivery = [], []
     failed: dict[str, list[str]] = {}  # target -> the alerts it did not get (said once a run, not once an alert)
+    causes: dict[str, str] = {}  # target name -> Apprise's last reason, the URL masked
     caught_up = 0
     for r in frame.iter_rows(named=True):
         state = before = delivery_state(r["delivery"])
         if urls:
-            state = send(urls, r, project, state, r["alert_id"] in new_ids)
+            state = send(urls, r, project, state, r["alert_id"] in new_ids, causes)
             for n, ok in state.items():
                 if not ok:
                     failed.setdefault(describe(int(n[7:-1]), urls[int(n[7:-1])]), []).append(r["alert_id"])
@@ -124,9 +125,10 @@ def _deliver(cfg: FairmonConfig, frame: pl.DataFrame, new_ids: set[str]) -> pl.D
         delivered.append(all(state.values()))
         delivery.append(json.dumps(state) if state else None)
     for target, ids in failed.items():
+        cause = causes.get(target.split(" ", 1)[0], "").rstrip(".")
         run_logger().warning(
-            "alerts: %d not delivered to %s (%s%s); each will be sent again on the next run",
-            len(ids), target, ", ".join(ids[:5]), ", ..." if len(ids) > 5 else "",
+            "alerts: %d not delivered to %s (%s%s)%s; each will be sent again on the next run",
+            len(ids), target, ", ".join(ids[:5]), ", ..." if len(ids) > 5 else "", f": {cause}" if cause else "",
         )  # fmt: skip
     if caught_up:
         run_logger().info("alerts: %d whose notification had failed delivered now", caught_up)

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from collections.abc import Iterable
+from urllib.parse import unquote
 
 from fairmon.pipelines.ingest.staging import run_logger
 
@@ -39,21 +41,55 @@ def _body(alert: dict, project: str) -> tuple[str, str]:
     return title, body
 
 
-def send(urls: list[str], alert: dict, project: str, done: dict[str, bool], new: bool) -> dict[str, bool]:
+#: Characters of Apprise's reason kept in a warning.
+CAUSE_CHARS = 200
+
+
+def masked(message: str, url: str) -> str:
+    """``message`` with every part of ``url`` after its scheme (host, user, password, path segments, query
+    values: each run of 3 or more characters between ``: / @ ? & = #``, as written and URL-decoded) replaced
+    by ``…``,
+    cut to :data:`CAUSE_CHARS`. Why: Apprise names the endpoint in its warnings, and a URL's parts may be
+    tokens (``slack://TokenA/TokenB``); the cause ("connection error", "403 Forbidden") is what to act on."""
+    rest = url.split("://", 1)[-1]
+    parts = {p for raw in re.split(r"[:/@?&=#]+", rest) for p in (raw, unquote(raw)) if len(p) >= 3}
+    for part in sorted(parts, key=len, reverse=True):
+        message = message.replace(part, "…")
+    return message if len(message) <= CAUSE_CHARS else message[: CAUSE_CHARS - 1] + "…"
+
+
+class _Warnings(logging.Handler):
+    """Collects the messages of Apprise's warnings and errors while one target is tried."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def send(
+    urls: list[str], alert: dict, project: str, done: dict[str, bool], new: bool, causes: dict[str, str] | None = None
+) -> dict[str, bool]:
     """Send ``alert`` (an ``alerts`` row as a dict) through Apprise to the
     targets of ``urls`` that are due: those whose last try failed
     (``done[name]`` false), and, for an alert first seen now (``new``), those
     not tried yet; a target added after an alert was raised does not get it.
     Returns ``done`` with the outcomes ({target name: sent}) of the targets
-    that still exist (a removed one is forgotten). Never raises:
-    a URL Apprise does not know (warned, by position and scheme), a dead
-    endpoint or a timeout is recorded as not sent."""
+    that still exist (a removed one is forgotten); ``causes``, when given,
+    gets {target name: Apprise's last warning, :func:`masked`} of each
+    target that failed. Apprise's log reaches no other handler meanwhile
+    (its debug lines name the URL). Never raises: a URL Apprise does not
+    know (warned, by position and scheme), a dead endpoint or a timeout is
+    recorded as not sent."""
     done = dict(done)
     title, body = _body(alert, project)
-    quiet = logging.getLogger("apprise")
-    level, propagate = quiet.level, quiet.propagate
-    quiet.setLevel(logging.CRITICAL + 1)  # Apprise's own messages may name the endpoint
-    quiet.propagate = False
+    log = logging.getLogger("apprise")
+    saved = log.level, log.propagate, log.handlers[:]
+    caught = _Warnings()
+    log.setLevel(logging.WARNING)
+    log.propagate, log.handlers = False, [caught]
     try:
         import apprise
 
@@ -61,6 +97,7 @@ def send(urls: list[str], alert: dict, project: str, done: dict[str, bool], new:
             name = target_name(i)
             if done.get(name) or (name not in done and not new):
                 continue
+            caught.messages.clear()
             try:
                 ap = apprise.Apprise()
                 if not ap.add(url):
@@ -68,11 +105,13 @@ def send(urls: list[str], alert: dict, project: str, done: dict[str, bool], new:
                     done[name] = False
                     continue
                 done[name] = bool(ap.notify(title=title, body=body, notify_type=_TYPES.get(alert["kind"], "failure")))
-            except Exception:  # a plugin's own error: not sent, retried next run
+            except Exception as e:  # a plugin's own error: not sent, retried next run
                 done[name] = False
+                caught.messages.append(type(e).__name__)
+            if not done[name] and caught.messages and causes is not None:
+                causes[name] = masked(caught.messages[-1], url)
     finally:
-        quiet.setLevel(level)
-        quiet.propagate = propagate
+        log.level, log.propagate, log.handlers = saved
     return {target_name(i): done[target_name(i)] for i in range(len(urls)) if target_name(i) in done}
 
 
