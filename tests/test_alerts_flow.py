@@ -11,8 +11,10 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from typer.testing import CliRunner
 
 from fairmon.pipelines.core.config import load_config
+from fairmon.pipelines.faces.cli import app
 from fairmon.pipelines.simulation.simulated import write_simulation
 from fairmon.transforms.simulators.impressions import SimulationSpec
 
@@ -119,6 +121,9 @@ def test_alerts_are_sent_once_recorded_and_retried(tmp_path, receiver, caplog):
     assert len(bodies) == 2 and bad in bodies[1]["title"] and update.undelivered == 0 and update.new == []
     assert _alerts(cfg).filter(pl.col("ds") == D1)["delivered"].to_list() == [True]
     assert caplog.text.count("alerts: 1 whose notification had failed delivered now") == 1
+    listed = CliRunner().invoke(app, ["alerts", "-c", str(cfg), "--json"])  # delivery as an object, not JSON text
+    by_id = {a["alert_id"]: a["delivery"] for a in json.loads(listed.stdout)["alerts"]}
+    assert by_id[rows["alert_id"][0]] == {"notify[0]": True}, listed.stdout
 
     written = [p.read_bytes() for p in (cfg.parent / "warehouse").rglob("*") if p.is_file()]
     written.append((cfg.parent / "fairmon.duckdb").read_bytes())

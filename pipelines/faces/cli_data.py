@@ -6,6 +6,7 @@ in this order."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import sys
 from pathlib import Path
@@ -377,8 +378,8 @@ def alerts(
     elif first is None and frame.height:  # the last 30 days, and what is still open from before them
         frame = frame.filter((pl.col("ds") >= frame["ds"].max() - dt.timedelta(days=30)) | is_open)
     rows = frame.drop("run_id").to_dicts() if frame.height else []
-    if as_json:
-        dump_json({"alerts": rows})
+    if as_json:  # delivery as the object it is ({"notify[0]": true}), not its JSON text
+        dump_json({"alerts": [{**r, "delivery": json.loads(r["delivery"]) if r["delivery"] else None} for r in rows]})
         return
     if not rows:
         said = (
