@@ -542,3 +542,16 @@ def test_a_row_with_more_fields_than_the_header_quarantines_its_day(tmp_path):
     assert dq.select("suite", "subject", "success", "failed_critical").rows() == [
         ("reader", str(bad), False, "readable")
     ]
+
+
+def test_runs_record_the_config_file_absolute_whatever_folder_ran_it(tmp_path, monkeypatch):
+    import duckdb
+
+    toml = _project(tmp_path)
+    cfg = load_config(toml)
+    monkeypatch.chdir(tmp_path)
+    start_record(cfg, "fairmon.toml", "r-rel", D1, {"ds": D1})
+    start_record(cfg, str(toml), "r-abs", D2, {"ds": D2})
+    with duckdb.connect(str(tmp_path / "f.duckdb"), read_only=True) as con:
+        paths = con.sql("select run_id, config_path from runs order by run_id").fetchall()
+    assert paths == [("r-abs", str(toml.resolve())), ("r-rel", str(toml.resolve()))]

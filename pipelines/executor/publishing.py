@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -113,6 +114,8 @@ def start_record(
     The record is written even when the inputs cannot be listed (a pool file
     named with an impossible date): every attempt is recorded before it can
     fail, so a failed latest attempt unpublishes the day (DESIGN §3).
+    ``config_path`` is recorded absolute (as the orchestrated runs' parameters
+    are), so runs started from different folders name the same file alike.
     Returns (the inputs as recorded, JSON, for :func:`finish_record`; the
     listing's error or None). Raises what DuckDB raises."""
     started = dt.datetime.now(dt.UTC).replace(tzinfo=None)
@@ -129,7 +132,7 @@ def start_record(
             run_id=run_id,
             ds=ds,
             started_at=started,
-            config_path=str(config_path),
+            config_path=str(Path(config_path).resolve()) if config_path else "",  # the file, wherever run from
             config_fp=cfg.fingerprint(),
             params=json.dumps(params, default=str),
             inputs=inputs,
