@@ -555,3 +555,21 @@ def test_runs_record_the_config_file_absolute_whatever_folder_ran_it(tmp_path, m
     with duckdb.connect(str(tmp_path / "f.duckdb"), read_only=True) as con:
         paths = con.sql("select run_id, config_path from runs order by run_id").fetchall()
     assert paths == [("r-abs", str(toml.resolve())), ("r-rel", str(toml.resolve()))]
+
+
+def test_a_day_refused_after_the_day_before_was_fixed_raises_a_new_alert(tmp_path):
+    """D1 refused (alert), then published; D2 refused later: D2's own alert, printed by its run (it was folded
+    into D1's closed alert: no line, no notification, and `fairmon alerts` blamed D1's fixed file)."""
+    toml = _project(tmp_path)
+    cfg = load_config(toml)
+    for d in (D1, D2):
+        (tmp_path / "default" / f"{d}.csv").write_text(HEADER.replace("like_video", "like") + "\n" + ROWS[0] + "\n")
+    res = CliRunner().invoke(app, ["run", "-c", str(toml), "-d", str(D1), "--no-prefect"])
+    assert res.exit_code == EXIT_QUARANTINED and f"alert {D1} quarantined at pre-flight" in res.stdout
+    recorded, _ = start_record(cfg, "", "r-fixed", D1, {"ds": D1})  # D1 mended and published
+    finish_record(cfg, "r-fixed", D1, recorded, "published", "", {"reo": 2}, {})
+    res = CliRunner().invoke(app, ["run", "-c", str(toml), "-d", str(D2), "--no-prefect"])
+    assert res.exit_code == EXIT_QUARANTINED and f"alert {D2} quarantined at pre-flight: default/{D2}.csv" in res.stdout
+    listed = CliRunner().invoke(app, ["alerts", "-c", str(toml)], env={"COLUMNS": "200"}).stdout.splitlines()
+    assert [line[:22] for line in listed[:2]] == [f"{D1} quarantined", f"{D2} quarantined"]
+    assert listed[0].endswith("(closed)") and listed[1].endswith(f"(not published yet: {D2})"), listed

@@ -204,25 +204,59 @@ def ab_alerts(reo_ab: pl.DataFrame, alpha: float, horizon_days: int, method: str
 
 
 def run_alerts(runs: pl.DataFrame) -> list[dict]:
-    """``quarantined`` / ``failed`` alerts from each day's latest run
-    (columns ds, status, detail): one on the first day of a run of
-    consecutive days with that status (an ongoing condition is not raised
-    again). Returns alert dicts without ids."""
-    out: list[dict] = []
-    prev_ds, prev_status, since = None, None, None
-    for r in runs.sort("ds").iter_rows(named=True):
-        ds, status = r["ds"], r["status"]
-        ongoing = prev_ds is not None and (ds - prev_ds).days == 1 and prev_status == status
-        since = since if ongoing else ds
-        if status in ("quarantined", "failed") and not ongoing:
-            out.append(
-                {
-                    "ds": ds, "kind": status, "subject": "runs", "statistic": "status", "since": since,
-                    "message": f"day {ds} {status}{status_words(ds, status, r['detail'], 1000)}",
-                }
-            )  # fmt: skip
-        prev_ds, prev_status = ds, status
-    return out
+    """``quarantined`` / ``failed`` alerts from the days' spells of bad runs
+    (columns ds, status, detail, and bad_from, fixed_at: when the spell's
+    first run started and when the day next published, null while it has not;
+    ``sql/alerts_runs.sql``): one alert per run of consecutive days whose
+    spells have the same status and overlap in time, on its first day (an
+    ongoing condition is not raised again), with the detail of that day's
+    latest spell in it. A day that fails after the day before it was fixed
+    starts an alert of its own: the condition before had ended. Without the
+    time columns every spell is taken as still open (consecutive days chain).
+    Returns alert dicts without ids, by day."""
+    runs = runs.filter(pl.col("status").is_in(["quarantined", "failed"]))
+    if runs.is_empty():
+        return []
+    for col in ("bad_from", "fixed_at"):
+        if col not in runs.columns:
+            runs = runs.with_columns(pl.lit(None, pl.Datetime("us")).alias(col))
+    spells = runs.sort("ds", "bad_from", nulls_last=False).to_dicts()
+    first = list(range(len(spells)))  # union-find over spells: each spell's component
+
+    def root(i: int) -> int:
+        while first[i] != i:
+            first[i] = first[first[i]]
+            i = first[i]
+        return i
+
+    by_day: dict[dt.date, list[int]] = {}
+    for i, r in enumerate(spells):
+        for j in by_day.get(r["ds"] - dt.timedelta(days=1), []):
+            if spells[j]["status"] == r["status"] and _overlap(spells[j], r):
+                first[max(root(i), root(j))] = min(root(i), root(j))
+        by_day.setdefault(r["ds"], []).append(i)
+    heads: dict[tuple[dt.date, str], dict] = {}  # (first day, status) -> the latest such component's spell
+    for i in range(len(spells)):
+        head = spells[root(i)]
+        heads[(head["ds"], head["status"])] = head
+    return [
+        {
+            "ds": ds,
+            "kind": status,
+            "subject": "runs",
+            "statistic": "status",
+            "since": ds,
+            "message": f"day {ds} {status}{status_words(ds, status, r['detail'], 1000)}",
+        }  # fmt: skip
+        for (ds, status), r in sorted(heads.items())
+    ]
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    """Whether two spells of bad runs (bad_from, fixed_at; null: unbounded) overlap in time."""
+    return (a["fixed_at"] is None or b["bad_from"] is None or b["bad_from"] < a["fixed_at"]) and (
+        b["fixed_at"] is None or a["bad_from"] is None or a["bad_from"] < b["fixed_at"]
+    )
 
 
 def budget_alerts(ledger: pl.DataFrame, share: float, total_epsilon: float) -> list[dict]:
