@@ -192,3 +192,25 @@ def test_latest_day_pairs_each_arm_and_attribute_with_its_own_groups():
     assert [(g["group"], g["delta_U"]) for g in pairs[1][1]] == [("x", 0.1), ("y", -0.1)]
     assert [g for _, g in latest_with_groups(reo, pl.DataFrame())[1]] == [[], []]
     assert latest_with_groups(reo.clear(), groups) == (None, [])
+
+
+def test_p_values_read_alike_in_tables_and_sentences():
+    """Two digits, "< 0.001" below, everywhere (the verdict paragraph said "p = 1.1e-17" above a table's "< 0.001")."""
+    from fairmon.pipelines.report.report_data import reo_verdict_paragraphs
+    from fairmon.pipelines.report.report_words import p_words, pfmt
+
+    assert [pfmt(x) for x in (1.1e-17, 0.0, 0.00094, 0.0441, None, float("nan"))] == [
+        "< 0.001", "< 0.001", "< 0.001", "0.044", "nan", "nan"
+    ]  # fmt: skip
+    assert (p_words(1.1e-17), p_words(0.0441)) == ("p < 0.001", "p = 0.044")
+    row = {
+        "ds": dt.date(2026, 1, 1), "arm": "all", "attribute": "g", "reo": 0.3, "ci_low": 0.2, "ci_high": 0.4,
+        "reo_threshold": 1 / 9, "verdict_80pct": "exceeds", "parity_p_value": 1.1e-17, "level": 0.95, "K": 2,
+    }  # fmt: skip
+    groups = pl.DataFrame(
+        [{k: row[k] for k in ("ds", "arm", "attribute")} | {"group": g, "delta_U": d, "ci_low": d - 0.1,
+          "ci_high": d + 0.1} for g, d in (("a", 0.15), ("b", -0.15))]
+    )  # fmt: skip
+    (para,) = reo_verdict_paragraphs(pl.DataFrame([row]), groups)
+    text = para["text"]
+    assert "Parity test (all U_k equal): p < 0.001, parity rejected." in text

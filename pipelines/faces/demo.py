@@ -29,6 +29,7 @@ from fairmon.pipelines.ingest.snapshots import write_coat_reach_project
 from fairmon.pipelines.privacy.audit_release import export_release
 from fairmon.pipelines.report.report import build_report
 from fairmon.pipelines.report.report_data import envy_findings, reach_findings
+from fairmon.pipelines.report.report_words import pfmt
 from fairmon.pipelines.simulation.simulated import write_envy_simulation, write_labeling_simulation, write_simulation
 from fairmon.pipelines.storage.warehouse import read_table
 from fairmon.resources import data_dir
@@ -123,8 +124,8 @@ def ab_table(rows: list[dict], truth: dict) -> Table:
             fmt(truth[treatment]),
             fmt(d["diff"]),
             ci("delta"),
-            f"{d['p_value']:.2g}",
-            f"{d['q_value']:.2g}" if d.get("q_value") is not None else "-",
+            pfmt(d["p_value"]),
+            pfmt(d["q_value"]) if d.get("q_value") is not None else "-",
             ci("delta_paper"),
             ci("partition"),
             ci("bootstrap"),

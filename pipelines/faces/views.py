@@ -214,8 +214,8 @@ def sdt_view(rows: list[dict], title: str) -> Table:
             fmt(r["implied_threshold"], 3),
             fmt(r["cost_ratio"], 3),
             f"[{fmt(r['cost_ratio_ci_low'], 3)}, {fmt(r['cost_ratio_ci_high'], 3)}]",
-            "-" if p is None or p != p else f"{p:.2g}",
-            "-" if q is None or q != q else (f"[red]{q:.2g}[/red]" if q < 0.05 else f"{q:.2g}"),
+            "-" if p is None or p != p else pfmt(p),
+            "-" if q is None or q != q else (f"[red]{pfmt(q)}[/red]" if q < 0.05 else pfmt(q)),
         )
     return t
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from fairmon.pipelines.report.report_words import latest_with_groups, parity_explanation
+from fairmon.pipelines.report.report_words import latest_with_groups, p_words, parity_explanation
 from fairmon.transforms.gate_frames import excluded_days, published_days
 
 
@@ -199,7 +199,7 @@ def reo_verdict_paragraphs(reo: pl.DataFrame, reo_group: pl.DataFrame) -> list[d
         if p is not None and p == p:
             parts.append(
                 "Parity test (all U_k equal): "
-                + (f"p = {p:.2g}" if p > 0 else "p < 1e-300")
+                + p_words(p)
                 + (", parity rejected." if p < 1 - (r.get("level") or 0.95) else ", parity not rejected.")
             )
             explain = parity_explanation(r) if verdict == "inconclusive" else None

@@ -22,6 +22,12 @@ def pfmt(x: float | None) -> str:
     return "< 0.001" if x < 0.001 else f"{x:.2g}"
 
 
+def p_words(x: float) -> str:
+    """A p-value in a sentence, as :func:`pfmt` rounds it: ``p < 0.001`` or ``p = 0.034``."""
+    text = pfmt(x)
+    return f"p {text}" if text.startswith("<") else f"p = {text}"
+
+
 #: Each term the report's tables and figures use, defined once (the sentences above them avoid the symbols).
 GLOSSARY: tuple[tuple[str, str], ...] = (
     ("arm", "A variant of the system served to part of the traffic; 'control' is the production variant an A/B "
@@ -114,7 +120,7 @@ def parity_explanation(row: dict) -> str | None:
     if not (_finite(p) and _finite(lo)) or p >= 1 - level or lo > 0:
         return None
     return (
-        f"The parity test rejects equal utilities (p = {p:.2g}), but the REO interval reaches 0: the test weighs "
+        f"The parity test rejects equal utilities ({p_words(p)}), but the REO interval reaches 0: the test weighs "
         "each group by how precisely it is measured, while REO is the plain spread of all groups, which the "
         "noisiest groups widen. Some difference is likely; its size is too uncertain to compare with the line."
     )
