@@ -573,3 +573,8 @@ def test_a_day_refused_after_the_day_before_was_fixed_raises_a_new_alert(tmp_pat
     listed = CliRunner().invoke(app, ["alerts", "-c", str(toml)], env={"COLUMNS": "200"}).stdout.splitlines()
     assert [line[:22] for line in listed[:2]] == [f"{D1} quarantined", f"{D2} quarantined"]
     assert listed[0].endswith("(closed)") and listed[1].endswith(f"(not published yet: {D2})"), listed
+    doc = json.loads(CliRunner().invoke(app, ["alerts", "-c", str(toml), "--json"]).stdout)  # the same, for scripts
+    assert [(a["ds"], a["open"], a["waiting"]) for a in doc["alerts"]] == [
+        (str(D1), False, []),
+        (str(D2), True, [str(D2)]),
+    ]

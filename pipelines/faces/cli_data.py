@@ -378,8 +378,8 @@ def alerts(
     elif first is None and frame.height:  # the last 30 days, and what is still open from before them
         frame = frame.filter((pl.col("ds") >= frame["ds"].max() - dt.timedelta(days=30)) | is_open)
     rows = frame.drop("run_id").to_dicts() if frame.height else []
-    if as_json:  # delivery as the object it is ({"notify[0]": true}), not its JSON text
-        dump_json({"alerts": [{**r, "delivery": json.loads(r["delivery"]) if r["delivery"] else None} for r in rows]})
+    if as_json:  # delivery as the object it is ({"notify[0]": true}), not its JSON text; open as the text says it
+        dump_json({"alerts": [_alert_json(r, still_open) for r in rows]})
         return
     if not rows:
         said = (
@@ -401,6 +401,16 @@ def alerts(
         "for every column",
         markup=False,
     )
+
+
+def _alert_json(row: dict, still_open: dict | None) -> dict:
+    """An ``alerts`` row for ``--json``: ``delivery`` as an object; ``open`` (null for ``back_within``, which
+    closes another, or when the run history is locked) and ``waiting``, the days of a quarantined or failed
+    alert not published yet, as the text listing says them."""
+    known = still_open is not None and row["kind"] != "back_within"
+    waiting = [str(d) for d in (still_open or {}).get(row["alert_id"], [])]
+    delivery = json.loads(row["delivery"]) if row["delivery"] else None
+    return {**row, "delivery": delivery, "open": row["alert_id"] in still_open if known else None, "waiting": waiting}
 
 
 @app.command()
