@@ -905,6 +905,8 @@ def test_report_is_offline_gated_and_has_the_plots(gated_backfill):
     section = text[text.index("<h2>Excluded days</h2>") : text.index("<h2>Data quality</h2>")]
     for offset, (_what, name) in DEFECT_DAYS.items():
         assert str(D0 + dt.timedelta(days=offset)) in section and name in section
+    # ...in the run's words, as the command line said them (rows and values), not the checks' names alone
+    assert section.count("quarantined at stage") == len(DEFECT_DAYS) and "unexpected, rows" in section
     for offset in (0, THIN_DAY, 8):
         assert str(D0 + dt.timedelta(days=offset)) not in section
     assert re.search(r"<b>3</b>\s*days published", text)

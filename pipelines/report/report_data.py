@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from fairmon.pipelines.report.report_words import latest_with_groups, p_words, parity_explanation
+from fairmon.transforms.alerts.words import status_words
 from fairmon.transforms.gate_frames import excluded_days, published_days
 
 
@@ -71,7 +72,7 @@ def report_data(
             frame = frame.join(runs, on=["ds", "run_id"], how="semi")
         return frame.sort("ds")
 
-    excluded = _with_never_checked(excluded_days(dq), dq, start, end, latest_runs)
+    excluded = _in_run_words(_with_never_checked(excluded_days(dq), dq, start, end, latest_runs), latest_runs)
     summary = _checks_summary(dq)
 
     def opt(frame: pl.DataFrame | None) -> pl.DataFrame:
@@ -90,6 +91,20 @@ def report_data(
         opt(sdt),
         {name: opt(frame) for name, frame in (extras or {}).items()},
     )
+
+
+def _in_run_words(excluded: pl.DataFrame, latest_runs: pl.DataFrame | None) -> pl.DataFrame:
+    """``excluded`` with a quarantined day's reason taken from its latest run's detail when it has one: the
+    words the command line printed (file, row, column and values), not only the failed checks' names."""
+    if latest_runs is None or excluded.is_empty():
+        return excluded
+    said = {
+        r["ds"]: "quarantined" + status_words(r["ds"], "quarantined", r["detail"])
+        for r in latest_runs.iter_rows(named=True)
+        if r["status"] == "quarantined" and (r["detail"] or "").strip()
+    }
+    reasons = [said.get(ds, why) for ds, why in excluded.select("ds", "reasons").iter_rows()]
+    return excluded.with_columns(pl.Series("reasons", reasons, pl.String))
 
 
 def _with_never_checked(
