@@ -113,7 +113,7 @@ def test_verdict_paragraph_names_the_favoured_group_only_when_its_interval_says_
     assert "group young is favoured: its utility is +20.0 % against the mean" in c
     assert "group old disfavoured at -20.0 %" in c
     assert "REO = 0.200, 95 % CI [0.150, 0.250]: the whole interval lies above the 80 % rule line" in c
-    assert "p = 1e-06, parity rejected" in c
+    assert "p < 0.001, parity rejected" in c
     t = out["t"]["text"]
     assert "no group's ΔU interval excludes 0" in t and "favoured:" not in t
     assert "inconclusive, not a finding either way" in t and "parity not rejected" in t
