@@ -73,7 +73,8 @@ def normalize_log_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, raw: p
 
 class RaggedRow(InputContractError):
     """A CSV row with more fields than the header (an unquoted delimiter in a
-    value): a defect of the file, so the pre-flight value scan refuses its
+    value) or fewer (a value left out, which Polars reads as null: a phantom
+    arm "all", a missing id): a defect of the file, so the pre-flight value scan refuses its
     day as it does an unreadable header (check :attr:`check`), rather than
     the day failing once it runs. ``message_at`` is what it says of the file."""
 
@@ -89,10 +90,10 @@ def read_table(path: Path) -> pl.DataFrame:
     """Read a CSV (all columns as text, parsed later by the contract) or Parquet file.
 
     Raises :class:`InputContractError` naming the file when it is empty or
-    unreadable (:class:`RaggedRow` for a row with more fields than the
-    header; Polars' panics included: not an ``Exception``, they would
+    unreadable (Polars' panics included: not an ``Exception``, they would
     end the whole run instead of the day), and naming the column when a CSV
-    header repeats a name.
+    header repeats a name; :class:`RaggedRow` for a CSV row with more or
+    fewer fields than the header (Polars would pad the fewer with nulls).
     """
     try:
         if path.suffix.lower() in (".parquet", ".pq"):
@@ -112,6 +113,11 @@ def read_table(path: Path) -> pl.DataFrame:
     twice = repeated_column(frame.columns)
     if twice is not None:
         raise InputContractError(REPEATED_COLUMN, file=str(path), column=twice)
+    short = frame.width > 1 and path.suffix.lower() not in (".parquet", ".pq")
+    if short and frame.get_column(frame.columns[-1]).null_count():  # a CSV row short of fields, maybe
+        why = ragged_row(path, fewer=True)
+        if why is not None:
+            raise RaggedRow(why, file=str(path))
     return frame
 
 

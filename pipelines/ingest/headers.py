@@ -28,12 +28,14 @@ def repeated_column(columns: list[str]) -> str | None:
     return None
 
 
-def ragged_row(path: Path, delimiter: str = ",") -> str | None:
+def ragged_row(path: Path, delimiter: str = ",", fewer: bool = False) -> str | None:
     """Why a CSV reader refused ``path`` as having more fields than its schema, in words: the first data row
     with more fields than the header, numbered as the gate numbers rows (row 1 is the file's second line; a
     quoted value spanning lines is one row), e.g. ``"row 50 has 11 fields where the header has 10 (quote a value
-    that holds a comma)"``. None when no row has more (then the reader's own message stands) or the file cannot
-    be read as UTF-8 text. Reads the whole file: for an error message only."""
+    that holds a comma)"``; with ``fewer``, also a row with fewer fields (but some: a blank line is not one),
+    which Polars reads with nulls for the missing values, silently. None when no row has more (or fewer) fields
+    (then the reader's own message stands) or the file cannot be read as UTF-8 text. Reads the whole file:
+    for an error message, or after the read found the last column null somewhere (a short row's sign)."""
     try:
         with path.open(newline="", encoding="utf-8") as f:
             reader = csv.reader(f, delimiter=delimiter)
@@ -44,6 +46,8 @@ def ragged_row(path: Path, delimiter: str = ",") -> str | None:
                         f"row {row} has {len(fields)} fields where the header has {len(header)} "
                         f"(quote a value that holds a {'comma' if delimiter == ',' else repr(delimiter)})"
                     )
+                if fewer and 0 < len(fields) < len(header):
+                    return f"row {row} has {len(fields)} fields where the header has {len(header)} (a value is missing)"
     except (OSError, UnicodeDecodeError, csv.Error):
         return None
     return None
