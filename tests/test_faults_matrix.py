@@ -433,6 +433,17 @@ def test_simulate_out_onto_a_file_is_exit_2(tmp_path, command):
     assert target.read_text() == "x"
 
 
+@pytest.mark.parametrize("command", ["simulate", "simulate-labels", "simulate-envy"])
+def test_simulate_into_a_project_is_exit_2_and_leaves_it(tmp_path, command):
+    """A simulation into a folder that holds a project would overwrite its config and day files while its
+    warehouse keeps the days published from the old ones: refused, naming the file, nothing written."""
+    (tmp_path / "fairmon.toml").write_text("mine")
+    res = _cli([command, "--out", tmp_path, "--days", 1])
+    assert res.exit_code == 2 and f"holds a project ({tmp_path / 'fairmon.toml'})" in " ".join(res.output.split())
+    assert [p.name for p in tmp_path.iterdir()] == ["fairmon.toml"]
+    assert (tmp_path / "fairmon.toml").read_text() == "mine"
+
+
 @pytest.mark.slow
 def test_report_while_a_run_holds_the_duckdb_file_exits_5(project):
     """A subprocess holds the DuckDB file (as a run does); ``fairmon report`` says so and exits 5."""

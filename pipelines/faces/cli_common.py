@@ -457,6 +457,20 @@ def parse_floats(value: str, name: str) -> tuple[float, ...]:
         raise typer.BadParameter(f"{value!r}: expected comma-separated numbers", param_hint=name) from None
 
 
+def new_project_or_exit(path: Path) -> Path:
+    """:func:`out_or_exit` for a command that writes a new project into folder ``path`` (the simulations): also
+    ends it (exit 2) when ``path`` already holds a project's ``fairmon.toml``, which it would overwrite with its
+    day files while that project's warehouse, if it ran, keeps the days published from the old files."""
+    out_or_exit(path)
+    if (path / "fairmon.toml").exists():
+        fail(
+            f"--out {path} holds a project ({path / 'fairmon.toml'}); a simulation would overwrite its config and "
+            "day files: remove the folder or choose another --out",
+            EXIT_USAGE,
+        )
+    return path
+
+
 def out_or_exit(path: Path, option: str = "--out", folder: bool = True) -> Path:
     """``path`` for an ``--out`` option, checked before anything is written:
     a folder (``folder``) or a file that is not the other kind, under the

@@ -27,6 +27,7 @@ from fairmon.pipelines.faces.cli_common import (
     dump_json,
     err,
     load_or_exit,
+    new_project_or_exit,
     out_or_exit,
     parse_date,
     parse_floats,
@@ -110,7 +111,7 @@ def simulate(
     from fairmon.pipelines.simulation.simulated import write_simulation
     from fairmon.transforms.simulators.impressions import SimulationSpec, regime_spec
 
-    out_or_exit(out)
+    new_project_or_exit(out)
 
     arms = dict(_parse_arm(a) for a in arm) if arm else {"all": {}}
     common = dict(start=parse_date(start, "--start"), days=days, arms=arms, random_pool_days=pool_days, seed=seed)
@@ -171,7 +172,7 @@ def simulate_labels(
     except ValueError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(EXIT_USAGE) from None
-    out_or_exit(out)
+    new_project_or_exit(out)
     paths = write_labeling_simulation(spec, out)
     end = spec.start + dt.timedelta(days=days - 1)
     console.print(
@@ -200,7 +201,7 @@ def simulate_envy(
     if scenario not in SCENARIOS:
         raise typer.BadParameter(f"{scenario!r}: one of {', '.join(SCENARIOS)}", param_hint="--scenario")
     first = parse_date(start, "--start")
-    out_or_exit(out)
+    new_project_or_exit(out)
     with Progress(transient=True, console=err) as bar:
         task_id = bar.add_task("writing days", total=days)
         paths = write_envy_simulation(
