@@ -193,6 +193,8 @@ def test_run_and_backfill_stop_in_preflight_with_exit_1(tmp_path):
 
             page = build_report(cfg, D1, D2, out=tmp_path / "r.html").read_text()
             assert f"raised {D1}; not published yet: {D2}. On {D1}:" in page
+            # ...and why that day is refused now, not only the first day's reason (mended since)
+            assert f". Now {D2} quarantined at pre-flight: default/{D2}.csv has no column" in page
     # an alert older than the default 30 days is listed while it is open: a failed day 40 days later does not
     # end D1's run of refused days (no day after it published), and hides nothing
     later = D1 + dt.timedelta(days=40)

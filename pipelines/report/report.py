@@ -41,6 +41,7 @@ from fairmon.pipelines.report.report_sections import extra_sections, generic_sec
 from fairmon.pipelines.report.report_words import AB_TONE, GLOSSARY, ab_effect, headline_sentences, pfmt
 from fairmon.pipelines.storage.warehouse import latest_runs, read_table, run_times
 from fairmon.transforms.alerts.alert_tables import open_alerts
+from fairmon.transforms.alerts.words import status_words
 from fairmon.transforms.registry import TABLES
 
 __all__ = ["audit_releases", "build_report", "render_report", "stage_reading"]
@@ -328,6 +329,23 @@ def audit_releases(folder: Path, start: dt.date, end: dt.date) -> list[dict]:
     return sorted(out, key=lambda r: r["window"][1], reverse=True)
 
 
+def _with_latest_reason(open_now: list[dict], cfg: FairmonConfig) -> list[dict]:
+    """``open_now`` with, on a quarantined or failed alert whose first day not published yet is not its own
+    day, ``waiting_reason``: that day's latest run's reason (its status and words), so the top does not give
+    only the first day's reason, mended since, for days refused for another."""
+    later = {a["waiting"][0] for a in open_now if a.get("waiting") and a["waiting"][0] != a["ds"]}
+    if not later:
+        return open_now
+    runs = {r["ds"]: r for r in latest_runs(cfg.duckdb_path).filter(pl.col("ds").is_in(sorted(later))).to_dicts()}
+    out = []
+    for a in open_now:
+        r = runs.get(a["waiting"][0]) if a.get("waiting") else None
+        if r is not None and r["status"] in ("quarantined", "failed"):
+            a = {**a, "waiting_reason": f"{r['status']}{status_words(r['ds'], r['status'], r['detail'], 1000)}"}
+        out.append(a)
+    return out
+
+
 def alerting_context(cfg: FairmonConfig, alerts: pl.DataFrame, start: dt.date, end: dt.date) -> dict:
     """What the report's top says of alerts (DESIGN §4.9): those open on day
     ``end`` (:func:`fairmon.transforms.alerts.alert_tables.open_alerts`, by
@@ -348,7 +366,7 @@ def alerting_context(cfg: FairmonConfig, alerts: pl.DataFrame, start: dt.date, e
     stamp = last.strftime("%Y-%m-%dT%H:%M:%SZ") if last is not None else None
     new = alerts.filter(pl.col("first_seen_at") >= stamp).sort("ds").to_dicts() if stamp and alerts.height else []
     return {
-        "open": open_alerts(alerts, end, *run_times(cfg.duckdb_path)),
+        "open": _with_latest_reason(open_alerts(alerts, end, *run_times(cfg.duckdb_path)), cfg),
         "new": [a for a in new if start <= a["ds"] <= end],
         "last_run": last.strftime("%Y-%m-%d %H:%M UTC") if last is not None else None,
         "alpha": cfg.alerts.alpha,
