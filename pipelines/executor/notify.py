@@ -48,9 +48,9 @@ CAUSE_CHARS = 200
 def masked(message: str, url: str) -> str:
     """``message`` with every part of ``url`` after its scheme (host, user, password, path segments, query
     values: each run of 3 or more characters between ``: / @ ? & = #``, as written and URL-decoded) replaced
-    by ``…``,
-    cut to :data:`CAUSE_CHARS`. Why: Apprise names the endpoint in its warnings, and a URL's parts may be
-    tokens (``slack://TokenA/TokenB``); the cause ("connection error", "403 Forbidden") is what to act on."""
+    by ``…``, cut to :data:`CAUSE_CHARS`. Why: Apprise names the endpoint in its warnings, and a URL's parts
+    may be tokens (``slack://TokenA/TokenB``); the cause ("connection error", "403 Forbidden") is what to act
+    on. Raises nothing."""
     rest = url.split("://", 1)[-1]
     parts = {p for raw in re.split(r"[:/@?&=#]+", rest) for p in (raw, unquote(raw)) if len(p) >= 3}
     for part in sorted(parts, key=len, reverse=True):
