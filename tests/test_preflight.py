@@ -580,3 +580,15 @@ def test_a_day_refused_after_the_day_before_was_fixed_raises_a_new_alert(tmp_pat
         (str(D1), False, []),
         (str(D2), True, [str(D2)]),
     ]
+
+
+@pytest.mark.slow  # runs a day through GX
+def test_a_file_the_gate_refuses_is_said_once_in_a_backfill(tmp_path):
+    """D1's label 'yes' in a backfill of D1..D2: the pre-flight warns, the gate quarantines D1 and its line says
+    why; the staging's "ingest ...: not staged" said it a third time on stderr."""
+    toml = _project(tmp_path)
+    (tmp_path / "default" / f"{D1}.csv").write_text("\n".join([HEADER, ROWS[0], "r2,v2,0,yes,1", ROWS[2]]) + "\n")
+    res = CliRunner().invoke(app, ["backfill", "-c", str(toml), "--start", str(D1), "--end", str(D2), "--no-prefect"])
+    out = " ".join(res.output.split())
+    assert res.exit_code == EXIT_QUARANTINED and "warning: pre-flight:" in out and "'yes'" in out, out
+    assert f"{D1} quarantined at stage impressions" in out and "not staged" not in out, out

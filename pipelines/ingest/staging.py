@@ -332,7 +332,8 @@ def _stage(
     for (u, raw, (size, mtime)), dq in zip(read, results, strict=True):
         checked[u.file] = dq
         if not dq.success:
-            warn("ingest %s: %d rows in, not staged: %s", u.file, rows_in(raw), dq.summary())
+            # info, not a warning: the day's quarantine line (run, backfill) or the file's line (ingest) says it
+            run_logger().info("ingest %s: %d rows in, not staged: %s", u.file, rows_in(raw), dq.summary())
             continue
         try:
             batch.append(Staged(u, src.normalize(u, raw), rows_in(raw), size, mtime, dq))
