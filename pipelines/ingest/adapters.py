@@ -26,6 +26,7 @@ from fairmon.pipelines.ingest.headers import REPEATED_COLUMN, ragged_row, repeat
 from fairmon.pipelines.ingest.identity import IngestUnit, first_line, table_partition, unit_key
 from fairmon.pipelines.ingest.profiles import (
     NullClusterId,
+    RaggedRow,
     cluster_column,
     cluster_scan,
     parquet_rows,
@@ -69,21 +70,6 @@ def normalize_log_unit(cfg: FairmonConfig, source: str, unit: IngestUnit, raw: p
         staged = normalize_scores(raw, file=str(unit.file), attributes=cfg.scores.attributes)
         return add_intersections(staged, cfg.scores.intersections)
     return normalize_labels(raw, file=str(unit.file), attributes=cfg.labels.attributes)
-
-
-class RaggedRow(InputContractError):
-    """A CSV row with more fields than the header (an unquoted delimiter in a
-    value) or fewer (a value left out, which Polars reads as null: a phantom
-    arm "all", a missing id): a defect of the file, so the pre-flight value scan refuses its
-    day as it does an unreadable header (check :attr:`check`), rather than
-    the day failing once it runs. ``message_at`` is what it says of the file."""
-
-    #: The pre-flight check's name for it (:mod:`fairmon.pipelines.ingest.preflight_values`).
-    check = "readable"
-
-    def __init__(self, why: str, file: str):
-        self.message_at = f"cannot read file: {why}"
-        super().__init__(self.message_at, file=file)
 
 
 def read_table(path: Path) -> pl.DataFrame:

@@ -24,9 +24,9 @@ import duckdb
 from fairmon.pipelines.checks.suites import expand_spec, load_spec
 from fairmon.pipelines.checks.value_checks import dated_outside, failing_values, shown_as_checked
 from fairmon.pipelines.core.config import FairmonConfig
-from fairmon.pipelines.ingest.adapters import RaggedRow, forget_kept, keep_read, profile_files
+from fairmon.pipelines.ingest.adapters import forget_kept, keep_read, profile_files
 from fairmon.pipelines.ingest.preflight import Finding, repeated_keys_note, shown_path, zoned_day_note
-from fairmon.pipelines.ingest.profiles import NullClusterId
+from fairmon.pipelines.ingest.profiles import NullClusterId, RaggedRow
 from fairmon.pipelines.ingest.sources import ImpressionsInput
 from fairmon.pipelines.ingest.staging import input_source, unchanged_files
 from fairmon.transforms.contract import InputContractError, without_buckets

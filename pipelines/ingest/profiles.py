@@ -91,6 +91,23 @@ class NullClusterId(InputContractError):
         return type(self), (self.column, self.row, self.file_index, self.file)
 
 
+class RaggedRow(InputContractError):
+    """A CSV row with more fields than the header (an unquoted delimiter in a
+    value) or fewer (a value left out, which Polars reads as null: a phantom
+    arm "all", a missing id), raised by
+    :func:`fairmon.pipelines.ingest.adapters.read_table`: a defect of the
+    file, so the pre-flight value scan refuses its day as it does an
+    unreadable header (check :attr:`check`), and a run quarantines it rather
+    than failing. ``message_at`` is what it says of the file."""
+
+    #: The pre-flight check's name for it (:mod:`fairmon.pipelines.ingest.preflight_values`).
+    check = "readable"
+
+    def __init__(self, why: str, file: str):
+        self.message_at = f"cannot read file: {why}"
+        super().__init__(self.message_at, file=file)
+
+
 class ClusterScan(NamedTuple):
     """How :func:`profile_rows` splits rows by cluster: the id ``column``,
     the number of hash ``buckets``, (for the label per bucket,
