@@ -19,6 +19,7 @@ from fairmon.transforms.alerts.alert_tables import (
     alerts_table,
     budget_alerts,
     open_alerts,
+    p_against,
     reo_alerts,
     run_alerts,
 )
@@ -135,6 +136,11 @@ def test_ab_change_raised_once_per_direction_and_cleared_by_a_day_holding_zero()
     z = stats.norm.ppf(1 - a / 2)
     assert got[0]["ci_low"] == pytest.approx(0.10 - z * 0.02) and got[0]["level"] == pytest.approx(1 - a)
     assert ab_alerts(ab.with_columns(pl.lit("bootstrap").alias("method")), 0.05, 90) == []
+    # p beside α/H in plain decimals, as the report writes p-values (it printed "p = 1e-12")
+    assert "p = 0.000278 ≤ α/H = 0.000556" in got[0]["message"]
+    tiny = ab_alerts(ab.with_columns(pl.lit(1e-12).alias("p_value")), 0.05, 90)
+    assert "p < 0.0001 ≤ α/H = 0.000556" in tiny[0]["message"] and "e-" not in tiny[0]["message"]
+    assert [p_against(p, 0.05) for p in (0.004, 0.02, 0.05)] == ["p < 0.01", "p = 0.02", "p = 0.05"]
 
 
 def test_bad_days_alert_on_the_first_day_of_a_run_of_them():

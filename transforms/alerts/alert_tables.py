@@ -30,6 +30,7 @@ import hashlib
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from fairmon.transforms.alerts.horizon import alert_level, day_alpha
@@ -195,12 +196,26 @@ def ab_alerts(reo_ab: pl.DataFrame, alpha: float, horizon_days: int, method: str
                         "attribute": attribute, "statistic": "diff_reo", "value": diff, "ci_low": lo, "ci_high": hi,
                         "level": level, "line": 0.0, "since": r["ds"],
                         "message": f"REO of {attribute} is {way} in {treatment} than in {control}: "
-                        f"D = {diff:.4g}, p = {p:.3g} ≤ α/H = {a:.3g}, interval at {level:.4%} [{lo:.4g}, {hi:.4g}]",
+                        f"D = {diff:.4g}, {p_against(p, a)} ≤ α/H = {_positional(a)}, interval at {level:.4%} "
+                        f"[{lo:.4g}, {hi:.4g}]",
                     }
                 )  # fmt: skip
             elif _finite(r["ci_low"], r["ci_high"]) and r["ci_low"] <= 0.0 <= r["ci_high"]:
                 direction = 0
     return out
+
+
+def _positional(x: float) -> str:
+    """``x`` with 3 significant digits in plain decimals (0.000556, never 5.56e-04)."""
+    return np.format_float_positional(x, precision=3, unique=False, fractional=False, trim="-")
+
+
+def p_against(p: float, line: float) -> str:
+    """A p-value beside the line it is compared with (``line`` > 0), in plain decimals as the report writes
+    p-values: ``p < 0.0001`` below the line's decade (here 0.000556's), else ``p = `` with 3 significant
+    digits, enough to read it against the line (a p of 1e-12 printed so beside tables saying "< 0.001")."""
+    decade = 10.0 ** math.floor(math.log10(line)) if line > 0 else 0.0
+    return f"p < {_positional(decade)}" if p < decade else f"p = {_positional(p)}"
 
 
 def run_alerts(runs: pl.DataFrame) -> list[dict]:
