@@ -592,3 +592,13 @@ def test_a_file_the_gate_refuses_is_said_once_in_a_backfill(tmp_path):
     out = " ".join(res.output.split())
     assert res.exit_code == EXIT_QUARANTINED and "warning: pre-flight:" in out and "'yes'" in out, out
     assert f"{D1} quarantined at stage impressions" in out and "not staged" not in out, out
+
+
+def test_blank_lines_at_the_end_of_a_file_are_no_rows(tmp_path):
+    """An editor's or an export's trailing blank line: Polars read it as a row of nulls, which the value scan
+    refused as "row 4: the cluster id is empty"."""
+    from fairmon.pipelines.ingest.preflight_values import value_findings
+
+    toml = _project(tmp_path)
+    (tmp_path / "default" / f"{D1}.csv").write_text("\n".join([HEADER, *ROWS]) + "\n\n\n")
+    assert value_findings(load_config(toml), [D1, D2]) == {}

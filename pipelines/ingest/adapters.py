@@ -22,7 +22,7 @@ import polars as pl
 
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.ingest.engines import DuckEngine, SparkEngine, spark_rows, spark_table_rows
-from fairmon.pipelines.ingest.headers import REPEATED_COLUMN, ragged_row, repeated_column
+from fairmon.pipelines.ingest.headers import REPEATED_COLUMN, ragged_row, repeated_column, trailing_blank_lines
 from fairmon.pipelines.ingest.identity import IngestUnit, first_line, table_partition, unit_key
 from fairmon.pipelines.ingest.profiles import (
     NullClusterId,
@@ -80,6 +80,7 @@ def read_table(path: Path) -> pl.DataFrame:
     end the whole run instead of the day), and naming the column when a CSV
     header repeats a name; :class:`RaggedRow` for a CSV row with more or
     fewer fields than the header (Polars would pad the fewer with nulls).
+    Blank lines at the end of a CSV are no rows (Polars reads each as nulls).
     """
     try:
         if path.suffix.lower() in (".parquet", ".pq"):
@@ -99,6 +100,9 @@ def read_table(path: Path) -> pl.DataFrame:
     twice = repeated_column(frame.columns)
     if twice is not None:
         raise InputContractError(REPEATED_COLUMN, file=str(path), column=twice)
+    blank = trailing_blank_lines(path) if frame.height and all(v is None for v in frame.row(-1)) else 0
+    while blank and frame.height and all(v is None for v in frame.row(-1)):  # blank lines at the end: no rows
+        frame, blank = frame.head(-1), blank - 1
     short = frame.width > 1 and path.suffix.lower() not in (".parquet", ".pq")
     if short and frame.get_column(frame.columns[-1]).null_count():  # a CSV row short of fields, maybe
         why = ragged_row(path, fewer=True)

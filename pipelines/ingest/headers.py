@@ -51,3 +51,17 @@ def ragged_row(path: Path, delimiter: str = ",", fewer: bool = False) -> str | N
     except (OSError, UnicodeDecodeError, csv.Error):
         return None
     return None
+
+
+def trailing_blank_lines(path: Path) -> int:
+    """How many blank lines end ``path`` after its last line's own line break (``"…\n\n"`` gives 1, ``"…\r\n"``
+    or no final break 0), read from its last 4 KiB; 0 when it cannot be read. Why: Polars reads each such line as
+    a row of nulls, which the gate then refused as a row with an empty id or signal, naming a row the file's
+    author never wrote (an editor's or an export's trailing newline)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - 4096))
+            tail = f.read()
+    except OSError:
+        return 0
+    return max(0, tail[len(tail.rstrip(b"\r\n")) :].count(b"\n") - 1)
