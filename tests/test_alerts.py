@@ -235,8 +235,7 @@ def test_a_run_of_refused_days_stays_open_until_all_publish_or_a_later_day_does(
 def test_a_day_failing_after_the_day_before_was_fixed_raises_its_own_alert():
     """Day 1 quarantined then fixed (published at t1); day 2 quarantined after t1: a condition of its own, its
     own alert and reason (it was folded into day 1's closed alert, no notification). Day 2 failing while day 1
-    was still refused continues day 1's alert; a day failing again after a fix keeps one alert per day, with
-    its latest reason."""
+    was still refused continues day 1's alert; a day failing again after a fix is a new alert of that day."""
     t = [dt.datetime(2026, 3, 10, h) for h in range(6)]
 
     def alerts(*spells):
@@ -250,11 +249,24 @@ def test_a_day_failing_after_the_day_before_was_fixed_raises_its_own_alert():
     ]  # fmt: skip
     assert alerts((1, q, "x", t[0], t[3]), (2, q, "y", t[2], None)) == [(_day(1), q, f"day {_day(1)} quarantined: x")]
     assert alerts((1, q, "x", t[0], None), (2, "failed", "y", t[2], None))[1][:2] == (_day(2), "failed")
-    assert alerts((1, q, "x", t[0], t[1]), (1, q, "z", t[4], None)) == [(_day(1), q, f"day {_day(1)} quarantined: z")]
-    # day 3 fails while day 2's second spell is open, day 2's first had been fixed before: one alert on day 2
-    assert [a[0] for a in alerts((2, q, "x", t[0], t[1]), (2, q, "y", t[2], None), (3, q, "w", t[3], None))] == [
-        _day(2)
-    ]
+    assert alerts((1, q, "x", t[0], t[1]), (1, q, "z", t[4], None)) == [
+        (_day(1), q, f"day {_day(1)} quarantined: x"), (_day(1), q, f"day {_day(1)} quarantined: z")
+    ]  # fmt: skip
+    again = run_alerts(
+        pl.DataFrame(
+            {
+                "ds": [_day(1)] * 2,
+                "status": [q] * 2,
+                "detail": ["x", "z"],
+                "bad_from": t[0:5:4],
+                "fixed_at": [t[1], None],
+            }
+        )
+    )
+    assert [a["subject"] for a in again] == ["runs", "runs again from 2026-03-10 04:00:00"]  # its own id: sent anew
+    # day 3 fails while day 2's second spell is open (day 2's first was mended before): it joins that alert
+    got = alerts((2, q, "x", t[0], t[1]), (2, q, "y", t[2], None), (3, q, "w", t[3], None))
+    assert [(a[0], a[2][-1]) for a in got] == [(_day(2), "x"), (_day(2), "y")]
 
 
 def test_a_day_not_published_is_named_once_in_its_line():

@@ -580,6 +580,12 @@ def test_a_day_refused_after_the_day_before_was_fixed_raises_a_new_alert(tmp_pat
         (str(D1), False, []),
         (str(D2), True, [str(D2)]),
     ]
+    # D1 refused again after it was mended: a new condition, announced anew (it reopened the old alert silently)
+    res = CliRunner().invoke(app, ["run", "-c", str(toml), "-d", str(D1), "--no-prefect"])
+    assert f"alert {D1} quarantined at pre-flight" in res.stdout, res.stdout
+    doc = json.loads(CliRunner().invoke(app, ["alerts", "-c", str(toml), "--json"]).stdout)
+    got = [(a["ds"], a["subject"][:10], a["open"], a["waiting"]) for a in doc["alerts"]]  # D2, refused meanwhile,
+    assert got == [(str(D1), "runs", False, []), (str(D1), "runs again", True, [str(D1), str(D2)])], got  # joins it
 
 
 @pytest.mark.slow  # runs a day through GX

@@ -224,11 +224,13 @@ def run_alerts(runs: pl.DataFrame) -> list[dict]:
     first run started and when the day next published, null while it has not;
     ``sql/alerts_runs.sql``): one alert per run of consecutive days whose
     spells have the same status and overlap in time, on its first day (an
-    ongoing condition is not raised again), with the detail of that day's
-    latest spell in it. A day that fails after the day before it was fixed
-    starts an alert of its own: the condition before had ended. Without the
-    time columns every spell is taken as still open (consecutive days chain).
-    Returns alert dicts without ids, by day."""
+    ongoing condition is not raised again), with the detail of its first
+    spell. A day that fails after the day before it was mended starts an
+    alert of its own: the condition before had ended; so does a day that
+    fails again after it was mended, its subject "runs again from <when>" (a
+    new id: announced anew). Without the time columns every spell is taken as
+    still open (consecutive days chain). Returns alert dicts without ids, by
+    day."""
     runs = runs.filter(pl.col("status").is_in(["quarantined", "failed"]))
     if runs.is_empty():
         return []
@@ -250,21 +252,20 @@ def run_alerts(runs: pl.DataFrame) -> list[dict]:
             if spells[j]["status"] == r["status"] and _overlap(spells[j], r):
                 first[max(root(i), root(j))] = min(root(i), root(j))
         by_day.setdefault(r["ds"], []).append(i)
-    heads: dict[tuple[dt.date, str], dict] = {}  # (first day, status) -> the latest such component's spell
-    for i in range(len(spells)):
-        head = spells[root(i)]
-        heads[(head["ds"], head["status"])] = head
-    return [
-        {
-            "ds": ds,
-            "kind": status,
-            "subject": "runs",
-            "statistic": "status",
-            "since": ds,
-            "message": f"day {ds} {status}{status_words(ds, status, r['detail'], 1000)}",
-        }  # fmt: skip
-        for (ds, status), r in sorted(heads.items())
-    ]
+    out, seen = [], set()
+    for i in sorted({root(i) for i in range(len(spells))}):  # each alert's first spell, by day and time
+        r = spells[i]
+        ds, status = r["ds"], r["status"]
+        again = (ds, status) in seen and r["bad_from"] is not None  # failed again after it was mended
+        seen.add((ds, status))
+        out.append(
+            {
+                "ds": ds, "kind": status, "statistic": "status", "since": ds,
+                "subject": f"runs again from {r['bad_from']:%Y-%m-%d %H:%M:%S}" if again else "runs",
+                "message": f"day {ds} {status}{status_words(ds, status, r['detail'], 1000)}",
+            }
+        )  # fmt: skip
+    return out
 
 
 def _overlap(a: dict, b: dict) -> bool:
@@ -344,7 +345,7 @@ def open_alerts(
     Raises polars' errors for a frame without the ``alerts`` columns."""
     if alerts.is_empty():
         return []
-    rows = alerts.filter(pl.col("ds") <= until).sort("ds").to_dicts()
+    rows = alerts.filter(pl.col("ds") <= until).sort("ds", "subject").to_dicts()  # a day's "runs again" last
     latest: dict[tuple[str, str], dict] = {}
     for r in rows:
         family = "reo" if r["kind"] in ("exceeds", "back_within") else r["kind"]
