@@ -147,6 +147,9 @@ def test_a_row_with_more_or_fewer_fields_than_the_header_is_named(tmp_path):
     path.write_text('a,b,c\n1,"x\ny",3\n\n4,5,\n7,8\n')
     with pytest.raises(InputContractError, match="row 4 has 2 fields where the header has 3 .a value is missing.$"):
         read_table(path)
+    path.write_text("a,b,c\n1\n")
+    with pytest.raises(InputContractError, match="row 1 has 1 field where the header has 3 .values are missing.$"):
+        read_table(path)
     path.write_text("a,b,c\n1,2,3\n\n4,5,\n")
     assert read_table(path).rows() == [("1", "2", "3"), (None, None, None), ("4", "5", None)]
     # blank lines at the end are no rows (Polars read each as nulls: a day quarantined for "row 3: the cluster id

@@ -145,7 +145,8 @@ def simulate(
         raise typer.Exit(EXIT_USAGE) from None
     end = spec.start + dt.timedelta(days=spec.days - 1)
     console.print(
-        f"wrote {spec.days} days to {out}; config {paths['config']}; truth {paths['truth_reo']}", markup=False
+        f"wrote {spec.days} day{'s' * (spec.days != 1)} to {out}; config {paths['config']}; truth {paths['truth_reo']}",
+        markup=False,
     )
     console.print(f"next: fairmon backfill -c {paths['config']} --start {spec.start} --end {end}", markup=False)
 
@@ -176,7 +177,8 @@ def simulate_labels(
     paths = write_labeling_simulation(spec, out)
     end = spec.start + dt.timedelta(days=days - 1)
     console.print(
-        f"wrote {days} days of labels to {out}; config {paths['config']}; truth {paths['truth']}", markup=False
+        f"wrote {days} day{'s' * (days != 1)} of labels to {out}; config {paths['config']}; truth {paths['truth']}",
+        markup=False,
     )
     console.print(f"next: fairmon run -c {paths['config']} --date {end}", markup=False)
 
@@ -214,7 +216,8 @@ def simulate_envy(
         )
     end = first + dt.timedelta(days=days - 1)
     console.print(
-        f"wrote {days} days of swap and default traffic to {out}; config {paths['config']}; truth {paths['truth']}"
+        f"wrote {days} day{'s' * (days != 1)} of swap and default traffic to {out}; config {paths['config']}; "
+        f"truth {paths['truth']}"
     )
     console.print(f"next: fairmon backfill -c {paths['config']} --start {first} --end {end}", markup=False)
 

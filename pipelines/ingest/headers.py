@@ -41,13 +41,11 @@ def ragged_row(path: Path, delimiter: str = ",", fewer: bool = False) -> str | N
             reader = csv.reader(f, delimiter=delimiter)
             header = next(reader, None) or []
             for row, fields in enumerate(reader, start=1):
+                has = f"row {row} has {len(fields)} field{'s' * (len(fields) != 1)} where the header has {len(header)}"
                 if len(fields) > len(header):
-                    return (
-                        f"row {row} has {len(fields)} fields where the header has {len(header)} "
-                        f"(quote a value that holds a {'comma' if delimiter == ',' else repr(delimiter)})"
-                    )
+                    return f"{has} (quote a value that holds a {'comma' if delimiter == ',' else repr(delimiter)})"
                 if fewer and 0 < len(fields) < len(header):
-                    return f"row {row} has {len(fields)} fields where the header has {len(header)} (a value is missing)"
+                    return f"{has} ({'a value is' if len(header) - len(fields) == 1 else 'values are'} missing)"
     except (OSError, UnicodeDecodeError, csv.Error):
         return None
     return None
