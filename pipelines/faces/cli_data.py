@@ -144,10 +144,8 @@ def simulate(
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(EXIT_USAGE) from None
     end = spec.start + dt.timedelta(days=spec.days - 1)
-    console.print(
-        f"wrote {spec.days} day{'s' * (spec.days != 1)} to {out}; config {paths['config']}; truth {paths['truth_reo']}",
-        markup=False,
-    )
+    wrote = f"wrote {spec.days} day{'s' * (spec.days != 1)} to {out}; config {paths['config']}"
+    console.print(f"{wrote}; truth {paths['truth_reo']}", markup=False)
     console.print(f"next: fairmon backfill -c {paths['config']} --start {spec.start} --end {end}", markup=False)
 
 
