@@ -212,8 +212,9 @@ def _positional(x: float) -> str:
 
 def p_against(p: float, line: float) -> str:
     """A p-value beside the line it is compared with (``line`` > 0), in plain decimals as the report writes
-    p-values: ``p < 0.0001`` below the line's decade (here 0.000556's), else ``p = `` with 3 significant
-    digits, enough to read it against the line (a p of 1e-12 printed so beside tables saying "< 0.001")."""
+    p-values: ``p < 0.0001`` below the line's decade (0.0001 for a line of 0.000556), else ``p = `` with 3
+    significant digits, enough to read it against the line (a p of 1e-12 printed so beside tables saying
+    "< 0.001"). Raises nothing."""
     decade = 10.0 ** math.floor(math.log10(line)) if line > 0 else 0.0
     return f"p < {_positional(decade)}" if p < decade else f"p = {_positional(p)}"
 
