@@ -188,7 +188,7 @@ def test_alerts_that_fail_their_checks_are_neither_sent_nor_written(tmp_path, mo
 def test_who_gets_what(receiver):
     """A new alert goes to every target; an old one only to the targets that failed it (a URL fixed at its
     position); a target added later gets no old alert; a removed target is forgotten."""
-    from fairmon.pipelines.executor.notify import send
+    from fairmon.pipelines.executor.notify import NOT_A_URL, send
 
     port, bodies = receiver
     live, dead = f"json://127.0.0.1:{port}/{SECRET}", f"json://127.0.0.1:{_closed_port()}/x"
@@ -201,6 +201,12 @@ def test_who_gets_what(receiver):
     }  # position 1 retried at its fixed URL; position 2, added later, gets nothing
     assert len(bodies) == 2
     assert send([live], alert, "p", {"notify[0]": True, "notify[1]": False}, new=False) == {"notify[0]": True}
+    causes: dict = {}  # why each failed: a URL Apprise cannot read is never sent until the config is mended
+    assert send(["nosuch://x", dead], alert, "p", {}, new=True, causes=causes) == {
+        "notify[0]": False,
+        "notify[1]": False,
+    }
+    assert causes["notify[0]"] == NOT_A_URL and "Connection error" in causes["notify[1]"]
 
 
 def test_apprises_reason_is_kept_with_every_part_of_the_url_masked():

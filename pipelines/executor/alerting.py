@@ -21,7 +21,14 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from fairmon.pipelines.core.config import FairmonConfig
-from fairmon.pipelines.executor.notify import delivery_state, describe, emit_events, prefect_events_on, send
+from fairmon.pipelines.executor.notify import (
+    NOT_A_URL,
+    delivery_state,
+    describe,
+    emit_events,
+    prefect_events_on,
+    send,
+)
 from fairmon.pipelines.executor.publishing import refresh_run_views
 from fairmon.pipelines.ingest.staging import run_logger
 from fairmon.pipelines.storage import db
@@ -126,9 +133,10 @@ def _deliver(cfg: FairmonConfig, frame: pl.DataFrame, new_ids: set[str]) -> pl.D
         delivery.append(json.dumps(state) if state else None)
     for target, ids in failed.items():
         cause = causes.get(target.split(" ", 1)[0], "").rstrip(".")
+        when = "once [alerts] notify is mended" if cause == NOT_A_URL else "again on the next run"
         run_logger().warning(
-            "alerts: %d not delivered to %s (%s%s)%s; each will be sent again on the next run",
-            len(ids), target, ", ".join(ids[:5]), ", ..." if len(ids) > 5 else "", f": {cause}" if cause else "",
+            "alerts: %d not delivered to %s (%s%s)%s; each will be sent %s",
+            len(ids), target, ", ".join(ids[:5]), ", ..." if len(ids) > 5 else "", f": {cause}" if cause else "", when,
         )  # fmt: skip
     if caught_up:
         run_logger().info("alerts: %d whose notification had failed delivered now", caught_up)

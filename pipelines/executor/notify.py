@@ -41,6 +41,9 @@ def _body(alert: dict, project: str) -> tuple[str, str]:
     return title, body
 
 
+#: Why a target is never sent to until the config is mended (a URL of a scheme Apprise does not know, a typo).
+NOT_A_URL = "not a URL Apprise can send to (see its wiki)"
+
 #: Characters of Apprise's reason kept in a warning.
 CAUSE_CHARS = 200
 
@@ -78,8 +81,9 @@ def send(
     not tried yet; a target added after an alert was raised does not get it.
     Returns ``done`` with the outcomes ({target name: sent}) of the targets
     that still exist (a removed one is forgotten); ``causes``, when given,
-    gets {target name: Apprise's last warning, :func:`masked`} of each
-    target that failed. Apprise's log reaches no other handler meanwhile
+    gets {target name: Apprise's last warning, :func:`masked`, or
+    :data:`NOT_A_URL`} of each target that failed (without ``causes`` a URL
+    Apprise cannot read is warned here). Apprise's log reaches no other handler meanwhile
     (its debug lines name the URL). Never raises: a URL Apprise does not
     know (warned, by position and scheme), a dead endpoint or a timeout is
     recorded as not sent."""
@@ -101,8 +105,11 @@ def send(
             try:
                 ap = apprise.Apprise()
                 if not ap.add(url):
-                    run_logger().warning("alerts: %s is not a URL Apprise can send to (see its wiki)", describe(i, url))
                     done[name] = False
+                    if causes is None:
+                        run_logger().warning("alerts: %s is %s", describe(i, url), NOT_A_URL)
+                    else:
+                        causes[name] = NOT_A_URL
                     continue
                 done[name] = bool(ap.notify(title=title, body=body, notify_type=_TYPES.get(alert["kind"], "failure")))
             except Exception as e:  # a plugin's own error: not sent, retried next run
