@@ -339,7 +339,7 @@ def _with_latest_reason(open_now: list[dict], cfg: FairmonConfig) -> list[dict]:
     runs = {r["ds"]: r for r in latest_runs(cfg.duckdb_path).filter(pl.col("ds").is_in(sorted(later))).to_dicts()}
     out = []
     for a in open_now:
-        r = runs.get(a["waiting"][0]) if a.get("waiting") else None
+        r = runs.get(a["waiting"][0]) if a.get("waiting") and a["waiting"][0] != a["ds"] else None
         if r is not None and r["status"] in ("quarantined", "failed"):
             a = {**a, "waiting_reason": f"{r['status']}{status_words(r['ds'], r['status'], r['detail'], 1000)}"}
         out.append(a)
