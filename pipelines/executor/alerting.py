@@ -118,7 +118,7 @@ def _deliver(cfg: FairmonConfig, frame: pl.DataFrame, new_ids: set[str]) -> pl.D
     if new_ids and prefect_events_on():
         emit_events((r for r in frame.iter_rows(named=True) if r["alert_id"] in new_ids), project)
     delivered, delivery = [], []
-    failed: dict[str, list[str]] = {}  # target -> the alerts it did not get (said once a run, not once an alert)
+    failed: dict[str, list[str]] = {}  # target name -> the alerts it did not get (said once a run, not an alert)
     causes: dict[str, str] = {}  # target name -> Apprise's last reason, the URL masked
     caught_up = 0
     for r in frame.iter_rows(named=True):
@@ -127,13 +127,14 @@ def _deliver(cfg: FairmonConfig, frame: pl.DataFrame, new_ids: set[str]) -> pl.D
             state = send(urls, r, project, state, r["alert_id"] in new_ids, causes)
             for n, ok in state.items():
                 if not ok:
-                    failed.setdefault(describe(int(n[7:-1]), urls[int(n[7:-1])]), []).append(r["alert_id"])
+                    failed.setdefault(n, []).append(r["alert_id"])
             caught_up += any(not before.get(n, True) and ok for n, ok in state.items())
         delivered.append(all(state.values()))
         delivery.append(json.dumps(state) if state else None)
-    for target, ids in failed.items():
-        cause = causes.get(target.split(" ", 1)[0], "").rstrip(".")
+    for name, ids in failed.items():
+        cause = causes.get(name, "").rstrip(".")
         when = "once [alerts] notify is mended" if cause == NOT_A_URL else "again on the next run"
+        target = describe(int(name[7:-1]), urls[int(name[7:-1])])
         run_logger().warning(
             "alerts: %d not delivered to %s (%s%s)%s; each will be sent %s",
             len(ids), target, ", ".join(ids[:5]), ", ..." if len(ids) > 5 else "", f": {cause}" if cause else "", when,

@@ -53,6 +53,7 @@ from fairmon.pipelines.executor.estimators import (
 from fairmon.pipelines.executor.outcomes import DayFailed, DayQuarantined, Hooks
 from fairmon.pipelines.executor.publishing import WarehouseViews, finish_record, publish, start_record
 from fairmon.pipelines.ingest.file_summaries import FileSummaries
+from fairmon.pipelines.ingest.preflight import Finding, preflight_results
 from fairmon.pipelines.ingest.range_counts import HeldKeys
 from fairmon.pipelines.ingest.snapshots import read_snapshot
 from fairmon.pipelines.ingest.sources import configured_inputs
@@ -136,7 +137,7 @@ def _guard(day: Day, stage: str, fn: Callable[[Day], Any]) -> None:
         fn(day)
     except InputContractError as e:
         if getattr(e, "check", None) is not None:
-            day.results.append(_refused_file(stage, e))
+            day.results += _refused_file(day.ds, stage, e)
             day.stopped, day.tables = stage, {}
             return
         day.error = DayFailed(f"{day.ds}: stage {stage} ingest: {e}")
@@ -147,14 +148,15 @@ def _guard(day: Day, stage: str, fn: Callable[[Day], Any]) -> None:
         day.error = e
 
 
-def _refused_file(stage: str, e: InputContractError) -> DQResult:
-    """The result of suite ``reader`` on the file the reader refused with ``e``, a defect of the file a check
-    names (``e.check``: a CSV row with more fields than the header, an empty cluster id): its day is quarantined
-    with a dq_results row saying why, as the pre-flight check's value scan quarantines it when it reads the file
-    first (a run of several days, where the pre-flight only warns). Why not failed: the file is at fault, not the
-    run, and a quarantine's reason and alert say what to mend."""
-    failure = {"name": e.check, "severity": "critical", "type": "reader", "note": getattr(e, "message_at", e.message)}
-    return DQResult(stage, "reader", e.file or stage, 1, [failure])
+def _refused_file(ds: dt.date, stage: str, e: InputContractError) -> list[DQResult]:
+    """The result of suite ``reader`` (:func:`fairmon.pipelines.ingest.preflight.preflight_results`, as the
+    pre-flight's) on the file the reader refused with ``e``, a defect of the file a check names (``e.check``: a
+    CSV row with more or fewer fields than the header, an empty cluster id): day ``ds`` is quarantined with a
+    dq_results row saying why, as the pre-flight check's value scan quarantines it when it reads the file first
+    (a run of several days, where the pre-flight only warns). Why not failed: the file is at fault, not the run,
+    and a quarantine's reason and alert say what to mend."""
+    found = Finding(ds, stage, e.check, e.file or stage, getattr(e, "message_at", e.message))
+    return preflight_results([found], suite="reader")
 
 
 def _per_day(batch: Batch, days: list[Day], stage: str, fn: Callable[[Day], Any]) -> None:

@@ -103,8 +103,7 @@ def read_table(path: Path) -> pl.DataFrame:
     blank = trailing_blank_lines(path) if frame.height and all(v is None for v in frame.row(-1)) else 0
     while blank and frame.height and all(v is None for v in frame.row(-1)):  # blank lines at the end: no rows
         frame, blank = frame.head(-1), blank - 1
-    short = frame.width > 1 and path.suffix.lower() not in (".parquet", ".pq")
-    if short and frame.get_column(frame.columns[-1]).null_count():  # a CSV row short of fields, maybe
+    if frame.width > 1 and frame.get_column(frame.columns[-1]).null_count():  # a row short of fields, maybe
         why = ragged_row(path, fewer=True)
         if why is not None:
             raise RaggedRow(why, file=str(path))

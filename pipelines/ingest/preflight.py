@@ -372,16 +372,16 @@ def preflight_summary(ds: dt.date, found: list[Finding]) -> dict:
     }
 
 
-def preflight_results(found: list[Finding]) -> list[DQResult]:
+def preflight_results(found: list[Finding], suite: str = "preflight") -> list[DQResult]:
     """The ``dq_results`` of a day its pre-flight check refused (``found``): one result per input file, suite
-    ``preflight``, each finding a failed critical expectation named by its check with its message as note.
-    Why: the day's dq_results partition must say why it did not publish, not keep the rows of an earlier run
-    that passed (the gate's results when it runs; DESIGN §3). Raises nothing."""
+    ``suite`` (``reader`` for a file the run's reader refused), each finding a failed critical expectation named
+    by its check with its message as note. Why: the day's dq_results partition must say why it did not publish,
+    not keep the rows of an earlier run that passed (the gate's results when it runs; DESIGN §3). Raises nothing."""
     failures: dict[tuple[str, str], list[dict]] = {}
     for f in found:
-        failure = {"name": f.check, "severity": "critical", "type": "preflight", "note": f.message}
+        failure = {"name": f.check, "severity": "critical", "type": suite, "note": f.message}
         failures.setdefault((f.source, f.file), []).append(failure)
-    return [DQResult(source, "preflight", file, len(fs), fs) for (source, file), fs in failures.items()]
+    return [DQResult(source, suite, file, len(fs), fs) for (source, file), fs in failures.items()]
 
 
 def explain_raw(cfg: FairmonConfig, source: str, path: Path, result: DQResult) -> DQResult:
