@@ -605,6 +605,27 @@ def test_an_absurd_date_range_is_exit_2(project, start, end, message):
     assert res.exit_code == 2 and message in res.output and "Traceback" not in res.output
 
 
+def test_a_day_that_has_not_begun_anywhere_is_exit_2_and_recorded_nowhere(project):
+    import datetime as dt
+
+    import fairmon
+    from fairmon.pipelines.ingest.windows import not_begun
+
+    today = dt.datetime.now(dt.UTC).date()
+    later = str(today + dt.timedelta(days=2))  # a mistyped year or month: no alert that stays open until that day
+    for args in (["run", "--date", later], ["ingest", "--date", later], ["backfill", "--start", DAY, "--end", later]):
+        res = _cli([*args, "-c", project, "--no-prefect"])
+        assert res.exit_code == 2 and f"{later} has not begun in any time zone yet" in " ".join(res.output.split())
+    with pytest.raises(ValueError, match="has not begun"):
+        fairmon.run_day(project, later)
+    assert not (project.parent / "fairmon.duckdb").exists() and not (project.parent / "warehouse").exists()
+    # tomorrow (UTC) has begun east of UTC (up to UTC+14): a run may take it
+    assert not_begun(dt.date(2026, 12, 3), today=dt.date(2026, 12, 2)) is None
+    assert not_begun(dt.date(2026, 12, 4), today=dt.date(2026, 12, 2)) == (
+        "2026-12-04 has not begun in any time zone yet (today is 2026-12-02, UTC): no log of it can be complete"
+    )
+
+
 def test_fairmon_sql_cannot_read_a_runs_half_written_files(project):
     tmp = project.parent / "warehouse" / ".tmp"
     tmp.mkdir(parents=True)

@@ -129,6 +129,7 @@ def ingest(
     prefect_env()
     ds = parse_date(date, "--date")
     cfg = load_or_exit(config)
+    _range_or_exit(cfg, ds, ds)
     preflight_or_exit(cfg, [ds], record=False)  # before Prefect or GX is imported: it publishes nothing to record
     prefect = use_prefect(prefect)
     launch_api(prefect)
@@ -251,8 +252,11 @@ MAX_RANGE_DAYS = 36_525
 
 
 def _range_or_exit(cfg, a: dt.date, b: dt.date) -> None:
-    """Refuse (exit 2) a range longer than :data:`MAX_RANGE_DAYS`, or one whose
-    first day's windows (random traffic, scores, labels) reach before year 1."""
+    """Refuse (exit 2) a range longer than :data:`MAX_RANGE_DAYS`, one whose
+    first day's windows (random traffic, scores, labels) reach before year 1,
+    or one ending on a day that has not begun (:func:`~fairmon.pipelines.ingest.windows.not_begun`)."""
+    from fairmon.pipelines.ingest.windows import not_begun
+
     if (b - a).days + 1 > MAX_RANGE_DAYS:
         fail(
             f"--start {a} --end {b} is {(b - a).days + 1:,} days; a backfill runs at most {MAX_RANGE_DAYS:,}",
@@ -264,6 +268,8 @@ def _range_or_exit(cfg, a: dt.date, b: dt.date) -> None:
         a - dt.timedelta(days=longest)
     except OverflowError:
         fail(f"{a} is too early: its {longest}-day windows begin before year 1", EXIT_USAGE)
+    if (why := not_begun(b)) is not None:
+        fail(why, EXIT_USAGE)
 
 
 def _chosen_days(cfg, a: dt.date, b: dt.date, only_failed: bool, only_stale: bool, wait: float, out) -> list[dt.date]:

@@ -121,3 +121,16 @@ def tiktok_pools(cfg: FairmonConfig) -> list[tuple[Path, dt.date, dt.date]]:
 def days_between(first: dt.date, last: dt.date) -> list[dt.date]:
     """Every day from ``first`` to ``last`` inclusive."""
     return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def not_begun(day: dt.date, today: dt.date | None = None) -> str | None:
+    """Why ``day`` cannot be run yet, or None: a day after tomorrow (UTC) has
+    begun in no time zone (the earliest, UTC+14, is at most one day ahead of
+    UTC), so no log of it can exist, let alone be complete; running it would
+    only record a refusal that stays open as an alert until that day comes (a
+    mistyped year or month). ``today``: the current UTC date by default.
+    Raises nothing."""
+    today = today or dt.datetime.now(dt.UTC).date()
+    if (day - today).days < 2:
+        return None
+    return f"{day} has not begun in any time zone yet (today is {today}, UTC): no log of it can be complete"

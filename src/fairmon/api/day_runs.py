@@ -42,7 +42,8 @@ def run_day(config: Any, ds: dt.date | str, *, force_ingest: bool = False) -> di
     in the summary, not raised.
 
     Raises :class:`fairmon.pipelines.storage.locking.RunLockedError` when
-    another process holds the project; ValueError for a bad ``ds``; what
+    another process holds the project; ValueError for a bad ``ds`` (also one after tomorrow, UTC:
+    no log of it can exist yet); what
     :func:`fairmon.pipelines.core.config.load_config` raises for a missing
     or invalid config (``ConfigError``, naming the key);
     :class:`fairmon.extras.MissingExtraError` (an ImportError) without the ``pipeline`` extra;
@@ -63,6 +64,10 @@ def run_day(config: Any, ds: dt.date | str, *, force_ingest: bool = False) -> di
             raise ValueError(f"ds: expected a date or 'YYYY-MM-DD', got {ds!r}") from None
     if not isinstance(ds, dt.date) or isinstance(ds, dt.datetime):
         raise ValueError(f"ds: expected a date or 'YYYY-MM-DD', got {ds!r}")
+    from fairmon.pipelines.ingest.windows import not_begun
+
+    if (why := not_begun(ds)) is not None:
+        raise ValueError(f"ds: {why}")
     if not isinstance(config, FairmonConfig):
         config = str(Path(config))
     cfg = config if isinstance(config, FairmonConfig) else load_config(config)
