@@ -608,3 +608,18 @@ def test_blank_lines_at_the_end_of_a_file_are_no_rows(tmp_path):
     toml = _project(tmp_path)
     (tmp_path / "default" / f"{D1}.csv").write_text("\n".join([HEADER, *ROWS]) + "\n\n\n")
     assert value_findings(load_config(toml), [D1, D2]) == {}
+
+
+def test_a_blank_line_before_a_row_is_named_as_a_blank_line(tmp_path):
+    """A blank line in the middle of a file: Polars read it as a row of nulls, and the value scan refused
+    "row 2: the cluster id is empty ... fill it, or set cluster_by = "none"", advice about a value the author
+    never wrote (with cluster_by = "none" every signal of row 2 was refused instead)."""
+    from fairmon.pipelines.ingest.preflight_values import value_findings
+
+    toml = _project(tmp_path)
+    (tmp_path / "default" / f"{D1}.csv").write_text("\n".join([HEADER, ROWS[0], "", *ROWS[1:]]) + "\n")
+    (finding,) = value_findings(load_config(toml), [D1, D2])[D1]
+    assert (finding.check, finding.message) == (
+        "readable",
+        f"default/{D1}.csv: cannot read file: row 2 is a blank line (delete it: a row needs the header's 5 fields)",
+    )

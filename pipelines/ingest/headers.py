@@ -32,10 +32,13 @@ def ragged_row(path: Path, delimiter: str = ",", fewer: bool = False) -> str | N
     """Why a CSV reader refused ``path`` as having more fields than its schema, in words: the first data row
     with more fields than the header, numbered as the gate numbers rows (row 1 is the file's second line; a
     quoted value spanning lines is one row), e.g. ``"row 50 has 11 fields where the header has 10 (quote a value
-    that holds a comma)"``; with ``fewer``, also a row with fewer fields (but some: a blank line is not one),
-    which Polars reads with nulls for the missing values, silently. None when no row has more (or fewer) fields
+    that holds a comma)"``; with ``fewer``, also a row with fewer fields, which Polars reads with nulls for the
+    missing values, silently, and a blank line before a row (read as a row of nulls, which the gate refused as
+    an empty id or signal, with advice for a value the author never meant to write); blank lines that end the
+    file are no rows (:func:`trailing_blank_lines`). None when no row has more (or fewer) fields
     (then the reader's own message stands) or the file cannot be read as UTF-8 text. Reads the whole file:
     for an error message, or after the read found the last column null somewhere (a short row's sign)."""
+    blank = None  # the first blank line's row, said only when a row follows it
     try:
         with path.open(newline="", encoding="utf-8") as f:
             reader = csv.reader(f, delimiter=delimiter)
@@ -44,6 +47,10 @@ def ragged_row(path: Path, delimiter: str = ",", fewer: bool = False) -> str | N
                 has = f"row {row} has {len(fields)} field{'s' * (len(fields) != 1)} where the header has {len(header)}"
                 if len(fields) > len(header):
                     return f"{has} (quote a value that holds a {'comma' if delimiter == ',' else repr(delimiter)})"
+                if fewer and blank is not None and fields:
+                    return f"row {blank} is a blank line (delete it: a row needs the header's {len(header)} fields)"
+                if fewer and not fields and len(header) > 1:
+                    blank = row if blank is None else blank
                 if fewer and 0 < len(fields) < len(header):
                     return f"{has} ({'a value is' if len(header) - len(fields) == 1 else 'values are'} missing)"
     except (OSError, UnicodeDecodeError, csv.Error):
