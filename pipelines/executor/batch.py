@@ -56,7 +56,7 @@ from fairmon.pipelines.ingest.file_summaries import FileSummaries
 from fairmon.pipelines.ingest.preflight import Finding, preflight_results
 from fairmon.pipelines.ingest.range_counts import HeldKeys
 from fairmon.pipelines.ingest.snapshots import read_snapshot
-from fairmon.pipelines.ingest.sources import configured_inputs
+from fairmon.pipelines.ingest.sources import LogInput, configured_inputs
 from fairmon.pipelines.ingest.staging import Ingested, ingest_days, run_logger
 from fairmon.transforms.contract import InputContractError
 from fairmon.transforms.registry import TABLES
@@ -314,6 +314,9 @@ def _other_input(batch: Batch, name: str, d: Day) -> None:
         _gate(d, checked)
         tables = step(estimate_reach, cfg, ds, snap)
     else:
+        missing = LogInput(cfg, name).missing_own_file(ds)
+        if missing is not None:  # quarantined by _guard, as the pre-flight refuses it
+            raise missing
         _gate_ingested(d, name)
         tables = step(estimate_threshold if name == "scores" else estimate_sdt, cfg, ds)
     _gate(d, step(check_outputs, cfg, {ds: output_check_frames(tables, None)})[ds])

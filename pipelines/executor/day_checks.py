@@ -97,8 +97,11 @@ def window_files(cfg: FairmonConfig, ds: dt.date) -> dict[str, str]:
     """{path: why day ``ds`` reads it} for the impressions files of ``ds``'s random window that are
     not its own (another day's file whose random rows it pools): a failure of such a file quarantines
     ``ds`` too, and the quarantine message says why ("a file of 2026-03-05's random window, …").
-    Empty for a catalog table (its subjects name their partition's day) or when the files cannot be listed
-    (:func:`~fairmon.pipelines.ingest.sources.file_units`)."""
+    Empty for a catalog table (its subjects name their partition's day), when the files cannot be listed
+    (:func:`~fairmon.pipelines.ingest.sources.file_units`) or in a project without impressions (labels,
+    scores or a reachability snapshot only, whose subjects name their files)."""
+    if cfg.impressions is None:
+        return {}
     why = f" (a file of {ds}'s random window, random_window_days = {cfg.impressions.random_window_days})"
     return {str(u.file): why for u in file_units(cfg, ds) or [] if u.ds_start != ds or u.ds_end != ds}
 

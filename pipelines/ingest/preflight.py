@@ -265,11 +265,14 @@ class _Checker:
         sc = getattr(self.cfg, source)
         if getattr(sc, "format", "contract") != "contract":
             return []
+        log = LogInput(self.cfg, source)
         try:
-            units = LogInput(self.cfg, source).units(ds)
+            units = log.units(ds)
         except InputContractError:
             return []
-        return [f for u in units for f in self.file_findings(ds, source, u.file)]
+        missing = log.missing_own_file(ds)
+        own = [] if missing is None else [Finding(ds, source, missing.check, missing.file, missing.message)]
+        return own + [f for u in units for f in self.file_findings(ds, source, u.file)]
 
 
 def preflight(cfg: FairmonConfig, days: list[dt.date]) -> dict[dt.date, list[Finding]]:

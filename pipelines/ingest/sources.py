@@ -130,12 +130,41 @@ class ImpressionsInput(InputKind):
         return units
 
 
+class MissingDayFile(InputContractError):
+    """Day ``ds`` of a scores or labels log named by day (``path`` with ``{ds}``) has no file of its own
+    (:meth:`LogInput.missing_own_file`): its window's earlier files alone would publish their figures again
+    under this day, "published" with exit 0. A defect of the inputs, so the pre-flight check refuses the day
+    and a run quarantines it (check :attr:`check`), as a day without its default-traffic file."""
+
+    check = "day_file_present"
+
+    def __init__(self, why: str, file: str):
+        self.message_at = why
+        super().__init__(why, file=file)
+
+
 class LogInput(InputKind):
     """A scores or labels log (``source``): one file per day of its trailing window, or the COMPAS file."""
 
     def __init__(self, cfg: FairmonConfig, source: str):
         super().__init__(cfg)
         self.source = source
+
+    def missing_own_file(self, ds: dt.date) -> MissingDayFile | None:
+        """The :class:`MissingDayFile` of day ``ds`` when its ``path`` names files by day and none is
+        there for ``ds``, else None (a file holding every day, or the COMPAS file). Raises nothing."""
+        sc = getattr(self.cfg, self.source)
+        if getattr(sc, "format", "contract") != "contract" or "{ds}" not in sc.path:
+            return None
+        if matches(sc.path, self.cfg, ds=ds.isoformat()):
+            return None
+        expected = self.cfg.resolve(sc.path.replace("{ds}", ds.isoformat()))
+        shown = sc.path.replace("{ds}", ds.isoformat())  # as the config names it, like the pre-flight's other files
+        why = (
+            f"no {self.source} file for {ds}: {shown} does not exist ([{self.source}] path = {sc.path!r}, "
+            f"{{ds}} = {ds}); the day's figures need its own {self.source}, not only its window's earlier days'"
+        )
+        return MissingDayFile(why, str(expected))
 
     def units(self, ds: dt.date) -> list[IngestUnit]:
         """Files of the log that day ``ds`` needs: one per day of its trailing
