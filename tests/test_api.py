@@ -508,6 +508,25 @@ def test_envy_audit_decisions_and_bounds_by_hand():
     assert audit["n_envy"] == 1 and audit["verdict"] == "not_envy_free" and not audit["design_ok"]
 
 
+@pytest.mark.parametrize(
+    ("epsilon", "delta", "message"),
+    [
+        (float("nan"), 0.05, "epsilon must lie in"),  # certified "envy_free" every user: NaN comparisons
+        (0.0, 0.05, "epsilon must lie in"),
+        (3.0, 0.05, "epsilon must lie in"),  # a margin wider than the reward's range certifies anything
+        (0.05, 0.7, r"delta must lie in \(0, 1/2\)"),  # Th. 2 holds for δ < 1/2 (seed 004 App. E.5)
+        (0.05, float("nan"), "delta must lie in"),
+    ],
+)
+def test_envy_audit_refuses_a_margin_or_error_probability_its_theorem_excludes(epsilon, delta, message):
+    """A user who truly envies (own reward 0.5, every donor's 0.6) was certified envy-free at ε = NaN."""
+    rows = pl.DataFrame({"user": ["a"] * 4, "donor": [None, None, "b", "b"], "reward": [0, 1, 1, 1]})
+    kw = dict(user="user", donor="donor", reward="reward", epsilon=epsilon, delta=delta, lam=0.2, gamma=0.3)
+    for call in (fairmon.envy_users, fairmon.envy_audit):
+        with pytest.raises(ValueError, match=message):
+            call(rows, **kw)
+
+
 # --- read_table: only days whose latest run published ------------------------------------------------
 
 

@@ -358,7 +358,9 @@ class EnvyConfig(Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     epsilon: float = Field(default=0.05, gt=0, le=1, description="ε: envy below this is tolerated (reward scale)")
-    delta: float = Field(default=0.05, gt=0, lt=1, description="δ: failure probability of the whole audit")
+    delta: float = Field(
+        default=0.05, gt=0, lt=0.5, description="δ: failure probability of the whole audit, below 1/2 (seed 004 Th. 2)"
+    )
     lam: float = Field(
         default=0.1, gt=0, lt=1, alias="lambda", description="λ: share of users allowed to be (ε, γ)-envious"
     )

@@ -73,7 +73,8 @@ def ocef_decisions(counts: pl.DataFrame, *, delta: float, epsilon: float, omega:
 
     Returns user_id, n_donors, n_own, mean_own, lower_own, upper_own,
     best_donor_mean, max_donor_lower, max_donor_upper, decision, reason.
-    Raises ValueError on missing columns, negative counts or sums outside [0, n].
+    Raises ValueError on missing columns, negative counts or sums outside [0, n],
+    or ε outside (0, 1] (seed 004 Th. 1; a NaN margin read as no margin).
     """
     need = {"user_id", "donor", "n", "reward_sum"}
     if missing := need - set(counts.columns):
@@ -83,6 +84,8 @@ def ocef_decisions(counts: pl.DataFrame, *, delta: float, epsilon: float, omega:
     ):
         raise ValueError("counts: n must be >= 0 and 0 <= reward_sum <= n")
     check_delta(delta)
+    if not 0 < epsilon <= 1:  # NaN too: every comparison with it is False, and "≤ own lower + NaN" certified nothing
+        raise ValueError(f"epsilon must lie in (0, 1] (seed 004 Th. 1), got {epsilon}")
     own = pl.col("donor").is_null() | (pl.col("donor").cast(pl.String) == pl.col("user_id").cast(pl.String))
     c = (
         counts.with_columns(pl.when(own).then(None).otherwise(pl.col("donor").cast(pl.String)).alias("donor"))
@@ -155,12 +158,13 @@ def ocef_decisions(counts: pl.DataFrame, *, delta: float, epsilon: float, omega:
 def audit_sizes(delta: float, lam: float, gamma: float) -> tuple[int, int]:
     """(M̃, K) of AUDIT: target users to sample and donors per target (seed 004 Alg. 2, Th. 2).
 
-    M̃ = ⌈log(3/δ)/λ⌉ and K = ⌈log(3M̃/δ)/log(1/(1−γ))⌉. ``delta`` in (0, 1),
-    ``lam`` (λ, the share of users allowed to be envious) and ``gamma`` (γ,
-    the share of other users one may envy) in (0, 1). Raises ValueError
-    outside those ranges.
+    M̃ = ⌈log(3/δ)/λ⌉ and K = ⌈log(3M̃/δ)/log(1/(1−γ))⌉. ``delta`` in (0, 1/2)
+    (Th. 2 as App. E.5 states it, the range its proof holds on), ``lam`` (λ,
+    the share of users allowed to be envious) and ``gamma`` (γ, the share of
+    other users one may envy) in (0, 1). Raises ValueError outside those ranges.
     """
-    check_delta(delta)
+    if not 0 < delta < 0.5:
+        raise ValueError(f"delta must lie in (0, 1/2) (seed 004 Th. 2), got {delta}")
     for name, v in (("lambda", lam), ("gamma", gamma)):
         if not 0 < v < 1:
             raise ValueError(f"{name} must lie in (0, 1), got {v}")

@@ -64,11 +64,12 @@ def envy_users(
     ``rows``: a pandas, Polars or PyArrow frame, one row per logged
     recommendation to a target user: ``user`` (the target user m), ``donor``
     (whose policy served the row: null or m itself for m's own policy, another
-    user n for a swap row) and ``reward`` (a number in [0, 1], e.g. a boolean
-    engagement as 0/1). Users without any donor row are not targets.
-    ``epsilon``: the envy margin (reward units); ``delta``: the audit's error
-    probability; ``lam`` (λ): the share of users allowed to be envious;
-    ``gamma`` (γ): the share of other users one may envy; all in (0, 1).
+    user n for a swap row) and ``reward`` (a number in [0, 1], e.g. an engagement
+    given as 0/1). Users without any donor row are not targets.
+    ``epsilon``: the envy margin (reward units), in (0, 1]; ``delta``: the
+    audit's error probability, in (0, 1/2) (Th. 2); ``lam`` (λ): the share of
+    users allowed to be envious; ``gamma`` (γ): the share of other users one
+    may envy; both in (0, 1).
 
     Returns a frame of the caller's kind, one row per target user, columns
     :data:`ENVY_USER_COLUMNS`: donors, own pulls and mean reward with its
@@ -79,7 +80,8 @@ def envy_users(
     ``undecided``, with a reason.
 
     Raises ValueError for a missing column (naming it and the columns
-    present), a reward outside [0, 1], a null user, or δ, λ, γ outside (0, 1).
+    present), a reward outside [0, 1], a null user, ε outside (0, 1] (NaN
+    included), δ outside (0, 1/2), or λ, γ outside (0, 1).
 
     Source: seed 004 Alg. 1–2, Lemma 4, Th. 2 (DESIGN §4.7).
     """
