@@ -1,10 +1,10 @@
--- One row per ingested file: which input it feeds, what it was (size, mtime,
--- config) when it was staged, and the raw data-quality result it passed with.
+-- One row per ingested file: which input it feeds, what it was (size, content
+-- digest, config) when it was staged, and the raw data-quality result it passed with.
 CREATE TABLE IF NOT EXISTS ingest_log (
     file        VARCHAR PRIMARY KEY,
     source      VARCHAR,
     size        BIGINT,
-    mtime_ns    BIGINT,
+    digest      BIGINT,
     config_fp   VARCHAR,
     ds_start    DATE,
     ds          DATE,

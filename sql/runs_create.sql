@@ -9,7 +9,7 @@ CREATE TABLE IF NOT EXISTS runs (
     config_path VARCHAR,
     config_fp   VARCHAR,
     params      VARCHAR,   -- JSON
-    inputs      VARCHAR,   -- JSON: file, source, size, mtime_ns, rows
+    inputs      VARCHAR,   -- JSON: file, source, size, digest (content), rows
     outputs     VARCHAR,   -- JSON: table -> rows
     timings     VARCHAR    -- JSON: stage -> wall seconds (pipelines/core/timing.py)
 )

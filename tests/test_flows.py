@@ -450,8 +450,9 @@ def test_a_day_that_raises_stops_alone_and_the_batch_goes_on(sim, monkeypatch):
 
 def test_a_days_unchanged_files_take_their_recorded_results_in_one_lookup(sim):
     """ingest_days takes the recorded raw-suite results of a day's staged,
-    unchanged files from the ingest log (none is read again); a touched
-    file is read, checked and staged again, alone."""
+    unchanged files from the ingest log (none is read again, a touched one
+    neither); a file whose bytes changed, even with its size and time kept,
+    is read, checked and staged again, alone."""
     import os
 
     from fairmon.pipelines.ingest import staging
@@ -468,10 +469,19 @@ def test_a_days_unchanged_files_take_their_recorded_results_in_one_lookup(sim):
 
     touched = units[0].file
     st = os.stat(touched)
-    os.utime(touched, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    os.utime(touched, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # a new time, the same bytes: nothing to read
+    assert (lambda g: (g.files, g.staged))(staging.ingest_days(cfg, [DAY3], "impressions")) == (0, 0)
+    header, *rows = touched.read_text().splitlines()
+    like = header.split(",").index("like_video")
+    i = next(i for i, r in enumerate(rows) if r.split(",")[like] == "0")
+    cells = rows[i].split(",")
+    rows[i] = ",".join([*cells[:like], "1", *cells[like + 1 :]])
+    touched.write_text("\n".join([header, *rows]) + "\n")
+    os.utime(touched, ns=(st.st_atime_ns, st.st_mtime_ns))  # a like added, the size and time kept (cp -p, rsync -a)
+    assert os.stat(touched).st_size == st.st_size
     again = staging.ingest_days(cfg, [DAY3], "impressions")
     assert (again.files, again.staged) == (1, 1)
-    assert again.days[DAY3] == known  # the same results, the touched file's checked anew
+    assert again.days[DAY3] == known  # the same results, the changed file's checked anew
 
 
 def test_a_days_result_is_one_value_to_prefect():

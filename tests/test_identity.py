@@ -117,6 +117,35 @@ def test_a_new_file_a_pattern_now_matches_makes_the_day_stale(tmp_path):
     assert days_to_run(load_config(cfg), days[0], days[-1], only_stale=True) == [days[3]]
 
 
+def test_a_file_changed_with_its_size_and_time_kept_is_stale_and_its_rerun_publishes_the_new_rows(tmp_path):
+    """A corrected file restored with ``cp -p`` or ``rsync -a`` keeps its size and modification time: with
+    files fingerprinted by those, --only-stale said "nothing to run" and a re-run republished the old REO."""
+    import os
+
+    cfg = _sim(tmp_path, days=1)
+    assert _cli("run", "-c", cfg, "--date", D0).exit_code == 0
+    before = _published(tmp_path / "sim" / "fairmon.duckdb", "reo", D0)["reo"].item()
+    day = tmp_path / "sim" / "default" / f"{D0}.csv"
+    st = day.stat()
+    header, *rows = day.read_text().splitlines()
+    like, group = header.split(",").index("like_video"), header.split(",").index("young_adult")
+    for i, r in enumerate(rows):  # every young adult likes nothing now (0 for 1: the same bytes long)
+        cells = r.split(",")
+        if cells[group] == "1":
+            rows[i] = ",".join(
+                [*cells[:like], *("0" if c == "1" else c for c in cells[like : like + 6]), *cells[like + 6 :]]
+            )
+    day.write_text("\n".join([header, *rows]) + "\n")
+    os.utime(day, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert day.stat().st_size == st.st_size and day.stat().st_mtime_ns == st.st_mtime_ns
+    detect_stale(load_config(cfg))
+    assert days_to_run(load_config(cfg), D0, D0, only_stale=True) == [D0]
+    assert _cli("run", "-c", cfg, "--date", D0).exit_code == 0
+    after = _published(tmp_path / "sim" / "fairmon.duckdb", "reo", D0)
+    assert after["reo"].item() != before and after["reo"].item() > 0.5  # one group's utility is 0: REO = 1
+    assert days_to_run(load_config(cfg), D0, D0, only_stale=True) == []
+
+
 def test_a_failed_latest_run_unpublishes_the_day(tmp_path):
     cfg = _sim(tmp_path, days=1, fmt="parquet")
     assert _cli("run", "-c", cfg, "--date", D0).exit_code == 0

@@ -154,7 +154,7 @@ def finish_record(
     inputs, ``recorded`` by :func:`start_record`, gain the file rows each
     staged); a published day ``ds`` is no longer stale. Raises what DuckDB raises."""
     with db.connect(cfg.duckdb_path) as con:
-        db.ensure(con, ("stale_create", "ingest_log_create"))
+        db.ensure(con, ("stale_create", "ingest_log_create", "ingest_log_migrate"))
         inputs = json.loads(recorded)
         staged = dict(db.rows(con, "ingest_log_rows", files=[i["file"] for i in inputs]))
         inputs = [{**i, "rows": staged.get(i["file"])} for i in inputs]

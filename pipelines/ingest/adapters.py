@@ -236,12 +236,13 @@ _KEPT: dict[tuple, pl.DataFrame] = {}
 
 
 def _kept_key(cfg: FairmonConfig, unit: IngestUnit) -> tuple | None:
-    """A kept profile's key: the unit, its file's size and mtime, the staging fingerprint; None off disk."""
+    """A kept profile's key: the unit, its file's size, modification and status-change times (no copy or restore
+    sets the latter back), the staging fingerprint; None off disk."""
     try:
         st = unit.file.stat()
     except OSError:
         return None
-    return (unit, st.st_size, st.st_mtime_ns, cfg.fingerprint())
+    return (unit, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, cfg.fingerprint())
 
 
 def keep_read(cfg: FairmonConfig, unit: IngestUnit, profile: pl.DataFrame | None = None) -> pl.DataFrame:

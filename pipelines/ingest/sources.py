@@ -40,7 +40,7 @@ class DayInput(NamedTuple):
     unit: IngestUnit
     key: str
     size: int
-    mtime_ns: int
+    digest: int
 
 
 class InputKind:
@@ -72,10 +72,10 @@ class InputKind:
         out = []
         for u in units:
             try:
-                size, mtime = file_fingerprint(u.file, self.cfg)
+                size, digest = file_fingerprint(u.file, self.cfg)
             except OSError:
                 continue
-            out.append(DayInput(u, unit_key(self.cfg, u.file), size, mtime))
+            out.append(DayInput(u, unit_key(self.cfg, u.file), size, digest))
         return out
 
 
@@ -242,21 +242,21 @@ def snapshot_files(cfg: FairmonConfig, ds: dt.date) -> dict[str, Path]:
 
 def current_inputs(cfg: FairmonConfig, ds: dt.date) -> list[dict]:
     """Every input file day ``ds`` needs under ``cfg`` *now*: {file (its
-    identity), source, size, mtime_ns}, sorted by (source, file); what a run
+    identity), source, size, digest}, sorted by (source, file); what a run
     of the day records and late-data detection compares. Files that vanish
     between the listing and the stat are left out; an input that cannot
     serve the day (Coat on another day) contributes nothing."""
     out = [
-        {"file": i.key, "source": kind.source, "size": i.size, "mtime_ns": i.mtime_ns}
+        {"file": i.key, "source": kind.source, "size": i.size, "digest": i.digest}
         for kind in configured_inputs(cfg)
         for i in kind.inputs(ds)
     ]
     for source, path in side_tables(cfg, ds).items():
         try:
-            size, mtime = file_fingerprint(path, cfg)
+            size, digest = file_fingerprint(path, cfg)
         except OSError:
             continue
-        out.append({"file": unit_key(cfg, path), "source": source, "size": size, "mtime_ns": mtime})
+        out.append({"file": unit_key(cfg, path), "source": source, "size": size, "digest": digest})
     return sorted(out, key=lambda r: (r["source"], r["file"]))
 
 

@@ -159,7 +159,7 @@ class Staged:
     staged: pl.DataFrame
     rows: int
     size: int
-    mtime: int
+    digest: int
     dq: DQResult
 
 
@@ -187,7 +187,7 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
             have_envy = staging_tables.table_columns(con, envy_table)
             for col in [c for c in envy.columns if c not in have_envy]:  # an attribute added to the config
                 staging_tables.add_column(con, envy_table, col, "VARCHAR")
-        db.execute(con, "ingest_log_create")  # also on a first run with force_ingest
+        db.ensure(con, ("ingest_log_create", "ingest_log_migrate"))  # also on a first run with force_ingest
         declared = staging_tables.config_columns(cfg, table)
         staging_tables.create(con, table, declared)
         have = staging_tables.table_columns(con, table)
@@ -222,7 +222,7 @@ def replace_units(cfg: FairmonConfig, src: InputSource, batch: list[Staged]) -> 
                     file=unit_key(cfg, u.file),
                     source=src.name,
                     size=b.size,
-                    mtime_ns=b.mtime,
+                    digest=b.digest,
                     config_fp=fp,
                     ds_start=u.ds_start,
                     ds=u.ds_end,
@@ -329,14 +329,14 @@ def _stage(
     with timing.within("checks"):  # one GX run for all the files that share a schema
         results = raw_suites(cfg, src, [(u, raw) for u, raw, _ in read], run_name)
     batch, checked = [], {}
-    for (u, raw, (size, mtime)), dq in zip(read, results, strict=True):
+    for (u, raw, (size, digest)), dq in zip(read, results, strict=True):
         checked[u.file] = dq
         if not dq.success:
             # info, not a warning: the day's quarantine line (run, backfill) or the file's line (ingest) says it
             run_logger().info("ingest %s: %d rows in, not staged: %s", u.file, rows_in(raw), dq.summary())
             continue
         try:
-            batch.append(Staged(u, src.normalize(u, raw), rows_in(raw), size, mtime, dq))
+            batch.append(Staged(u, src.normalize(u, raw), rows_in(raw), size, digest, dq))
         except InputContractError as e:
             broken[u.file] = e
     del read, results  # the profiles as read are large with many groups: not held through the staging
@@ -354,12 +354,12 @@ def _stage(
 def recorded_results(cfg: FairmonConfig, source: str, units: list[IngestUnit]) -> dict[Path, tuple[DQResult, int]]:
     """The raw suite's results recorded when ``units``' files were staged,
     with each file's staged rows, from one ingest-log query: {file: (its
-    recorded result, rows)} for the files unchanged since (same size, mtime
-    and config fingerprint); the others are left out."""
+    recorded result, rows)} for the files unchanged since (same size, content
+    digest and config fingerprint); the others are left out."""
     if not units:
         return {}
     with db.connect(cfg.duckdb_path) as con:
-        db.ensure(con, ("ingest_log_create",))
+        db.ensure(con, ("ingest_log_create", "ingest_log_migrate"))
         logged = unchanged_files(cfg, con, units)
     suite = input_source(cfg, source).suite
     out = {}
@@ -372,11 +372,11 @@ def recorded_results(cfg: FairmonConfig, source: str, units: list[IngestUnit]) -
 
 def unchanged_files(cfg: FairmonConfig, con, units: list[IngestUnit]) -> dict[Path, tuple]:
     """{file: (staged rows, raw-suite result as JSON)} of ``units``' files
-    the ingest log on ``con`` records with the size, mtime and config
+    the ingest log on ``con`` records with the size, content digest and config
     fingerprint they have now (one query; read-only connections do). Raises
     what DuckDB raises (no ingest log: a CatalogException)."""
     keys = {unit_key(cfg, u.file): u.file for u in units}
-    # (file, size, mtime_ns, config_fp, rows, dq) per logged file
+    # (file, size, digest, config_fp, rows, dq) per logged file
     logged = {r[0]: r[1:] for r in db.rows(con, "ingest_log_results", files=list(keys))}
     fp = cfg.fingerprint()
     return {

@@ -56,8 +56,9 @@ def detect_stale(cfg: FairmonConfig) -> pl.DataFrame:
             db.execute(con, name)
         latest = db.query(con, "runs_latest")
         for r in latest.iter_rows(named=True):
-            used = {(i["file"], i["size"], i["mtime_ns"]) for i in json.loads(r["inputs"] or "[]")}
-            now = {(i["file"], i["size"], i["mtime_ns"]) for i in current_inputs(cfg, r["ds"])}
+            # a run recorded before inputs had a content digest has none: its files count as changed, once
+            used = {(i["file"], i["size"], i.get("digest")) for i in json.loads(r["inputs"] or "[]")}
+            now = {(i["file"], i["size"], i["digest"]) for i in current_inputs(cfg, r["ds"])}
             changes = sorted({f for f, *_ in used ^ now})
             changed = config_change(r["params"], sections)
             for file in changes + ([changed] if changed else []):
