@@ -74,8 +74,12 @@ def _export(folder, model: str, epsilon: float):
 
 
 def _ledger(folder) -> list[tuple]:
+    """The ledger's (dataset, ε) rows; none before a first release made the table."""
     with duckdb.connect(str(folder / "p.duckdb"), read_only=True) as con:
-        return con.sql("SELECT dataset, epsilon FROM privacy_ledger ORDER BY released_at, release_id").fetchall()
+        try:
+            return con.sql("SELECT dataset, epsilon FROM privacy_ledger ORDER BY released_at, release_id").fetchall()
+        except duckdb.CatalogException:
+            return []
 
 
 def test_two_models_on_the_same_people_share_one_budget(tmp_path):
@@ -164,3 +168,36 @@ def test_a_ledger_from_before_the_files_is_written_out_once(tmp_path):
     (tmp_path / "p.duckdb").unlink()
     daily(str(tmp_path / "fairmon.toml"), DS)
     assert _export(tmp_path, "m1", 0.6).exit_code == 3
+
+
+def test_a_second_release_of_the_day_gets_its_own_file_and_an_existing_file_is_never_replaced(tmp_path):
+    """Two releases of m1 by sex on DS went to releases/m1_sex_<ds>.json, the second replacing the first's
+    noisy numbers (both ε spent). Each now has its own file; an --out that exists is refused before any ε."""
+    import json
+
+    _project(tmp_path)
+    assert _export(tmp_path, "m1", 0.2).exit_code == 0 and _export(tmp_path, "m1", 0.2).exit_code == 0
+    files = sorted((tmp_path / "releases").glob(f"m1_sex_{DS}_*.json"))
+    ids = {json.loads(f.read_text())["release_id"] for f in files}
+    assert len(files) == 2 and len(ids) == 2 and all(f.stem.endswith(i[:12]) for f, i in zip(files, sorted(ids)))
+    spent = _ledger(tmp_path)
+    res = CliRunner().invoke(
+        app,
+        ["audit-export", "-c", str(tmp_path / "fairmon.toml"), "--date", str(DS), "--attribute", "sex",
+         "--model", "m1", "--epsilon", "0.2", "--out", str(files[0])],
+        env={"COLUMNS": "1000"},
+    )  # fmt: skip
+    assert res.exit_code == 2 and "holds a release already" in res.output and "nothing was released" in res.output
+    assert _ledger(tmp_path) == spent and {json.loads(f.read_text())["release_id"] for f in files} == ids
+
+
+def test_a_scores_file_changed_after_its_day_ran_is_not_released_from_its_old_rows(tmp_path):
+    """The staged rows are the old file's: a release then spent ε on numbers that are no longer the data's."""
+    _project(tmp_path)
+    day = tmp_path / "scores" / f"{DS}.csv"
+    day.write_text(day.read_text().replace(",M\n", ",F\n", 5))
+    res = _export(tmp_path, "m1", 0.2)
+    assert res.exit_code == 2 and f"{day} changed since it was staged" in res.output, res.output
+    assert "no ε spent" in res.output and _ledger(tmp_path) == []
+    daily(str(tmp_path / "fairmon.toml"), DS)  # the day run again stages the new file: released
+    assert _export(tmp_path, "m1", 0.2).exit_code == 0 and len(_ledger(tmp_path)) == 2

@@ -290,7 +290,15 @@ def audit_export(
             "--survival", help="Also show the survival form P*(a, >= y) (eq. 5; not used in the decision).", metavar=""
         ),
     ] = False,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Release file (JSON).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Release file (JSON; refused when it exists), or a folder for <model>_<attribute>_<date>_<id>.json "
+            "(default: releases/ beside the warehouse).",
+        ),
+    ] = None,
 ) -> None:
     """Release per-group histograms of qualified individuals' scores over the
     declared score set ([audit] score_values, bins or edges) with discrete
@@ -308,9 +316,10 @@ def audit_export(
         err.print("[red]error:[/red] audit-export needs a [scores] section in the config")
         raise typer.Exit(EXIT_USAGE)
     model = model or cfg.scores.thresholds[0].model
-    out = out or cfg.warehouse_path.parent / "releases" / f"{model}_{attribute}_{ds}.json"
     try:
-        r = export_release(cfg, ds, attribute, model, epsilon, survival=survival, out=out)
+        r = export_release(
+            cfg, ds, attribute, model, epsilon, survival=survival, out=out or cfg.warehouse_path.parent / "releases"
+        )
     except BudgetExceeded as e:
         err.print(f"[red]refused:[/red] {escape(str(e))}")
         raise typer.Exit(EXIT_REFUSED) from None
@@ -337,7 +346,7 @@ def audit_export(
         f"platform only (not in the release): {p['duplicate_rows_dropped']} duplicate item rows dropped "
         f"(latest kept), {p['qualified_rows_outside_declared_groups']} qualified rows outside the declared groups"
     )
-    console.print(f"written: {out}", markup=False)
+    console.print(f"written: {r['file']}", markup=False)
 
 
 @app.command("sample-size")

@@ -71,7 +71,11 @@ def export_release(
     individual is one row. Every number in the JSON is either declared (config,
     request) or noised, or computed from those alone; the returned dict adds a
     ``platform_only`` entry (duplicate rows dropped, rows outside the declared
-    groups) that is not written to the release file.
+    groups) that is not written to the release file, and ``file``, where it was written (None without
+    ``out``). ``out``: the release file, or a
+    folder to write it into as ``<model>_<attribute>_<ds>_<release id>.json``
+    (:func:`release_file`); the file is the release's only record of its noisy numbers,
+    so an existing one is never replaced.
 
     The budget is per population of individuals, not per model or file
     (:func:`charge_ledger`); the release file names no data set (the
@@ -81,7 +85,10 @@ def export_release(
     ``audit.total_epsilon`` for these individuals; ConfigError when the score set
     or the attribute's groups are not declared, or when the window's qualified
     counts differ from declared public sizes (the message does not say by
-    how much); ValueError when scores are not configured or none is staged yet.
+    how much); ValueError when scores are not configured, none is staged yet, a
+    file of the window changed (or is not staged) since it was staged
+    (:func:`refuse_unstaged`: the release would be of the old rows) or ``out``
+    names an existing file; nothing is spent then.
     """
     if cfg.scores is None:
         raise ValueError("audit-export needs a [scores] section")
@@ -91,16 +98,18 @@ def export_release(
         raise ValueError(f"epsilon must be > 0, got {epsilon}")
     a = cfg.audit
     a.score_bins(), a.release_groups(attribute)  # refuse undeclared bins/groups before touching data
+    release_id = uuid.uuid4().hex
+    out = release_file(out, model, attribute, ds, release_id)
     w0 = window_start(ds, cfg.scores.window_days)
     with project_lock(cfg.duckdb_path, cfg.warehouse_path):
         with db.connect(cfg.duckdb_path) as con:
             if not staging_tables.exists(con, staging_tables.SCORES):
                 raise ValueError(f"no scores are staged yet: run `fairmon run --date {ds}` (or `fairmon ingest`) first")
+            refuse_unstaged(cfg, con, ds)
             files = current_files(cfg, "scores", ds)  # rows of the files the day needs now, nothing older
             rows = db.query(con, "scores_audit_window", ds=ds, window_start=w0, files=files, model=model)
         members = rows.select(pl.col("item_id").cast(pl.String)).unique()
         population = population_key(members.get_column("item_id"))
-        release_id = uuid.uuid4().hex
         spent = 0.0
 
         def record(parts: list[tuple[str, float]], n_dup: int) -> None:
@@ -127,7 +136,40 @@ def export_release(
         tmp = out.with_name(out.name + ".tmp")
         tmp.write_text(json.dumps(release, indent=2))
         tmp.replace(out)
-    return {**release, "platform_only": {**platform, "ledger_key": population}}
+    return {**release, "platform_only": {**platform, "ledger_key": population}, "file": out}
+
+
+def release_file(out: Path | None, model: str, attribute: str, ds: dt.date, release_id: str) -> Path | None:
+    """Where :func:`export_release` writes release ``release_id``: ``out`` when it names a file, or
+    ``<model>_<attribute>_<ds>_<release id's first 12>.json`` in the folder ``out`` (an existing folder, or a
+    path without a suffix). Raises ValueError when that file exists: each release spends ε, and its file is
+    the only record of its noisy numbers (a second release of the same day and attribute replaced the first's)."""
+    if out is None:
+        return None
+    if out.is_dir() or not out.suffix:
+        out = out / f"{model}_{attribute}_{ds}_{release_id[:12]}.json"
+    if out.exists():
+        raise ValueError(f"{out} holds a release already: give --out another file (nothing was released)")
+    return out
+
+
+def refuse_unstaged(cfg: FairmonConfig, con, ds: dt.date) -> None:
+    """Raise ValueError unless every scores file of day ``ds``'s window is staged as it is now (size, content
+    digest, config; :func:`fairmon.pipelines.ingest.staging.unchanged_files`): a file replaced after its
+    day ran would be released from its old staged rows, with ε spent on numbers that are no longer the data's."""
+    from fairmon.pipelines.ingest.sources import LogInput
+    from fairmon.pipelines.ingest.staging import unchanged_files
+
+    units = LogInput(cfg, "scores").units(ds)
+    db.ensure(con, ("ingest_log_create", "ingest_log_migrate"))  # a log from before content digests
+    same = unchanged_files(cfg, con, units)
+    changed = [u.file for u in units if u.file not in same]
+    if changed:
+        names = ", ".join(str(f) for f in changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+        raise ValueError(
+            f"{names} changed since it was staged (or was never staged): run `fairmon run --date {ds}` "
+            "(or `fairmon ingest`) first; nothing was released and no ε spent"
+        )
 
 
 def charge_ledger(
