@@ -314,3 +314,22 @@ def test_settle_small_groups_and_default_bound():
     f = (0.15 / (0.2 - 1 / 9)) ** 2
     assert (s["rec_to_settle"], s["rand_to_settle"]) == (math.ceil(100 * f), math.ceil(100_000 * f))
     assert "more random traffic alone cannot narrow it enough with 100 default rows a day" in s["settle_note"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--epsilon", "0"], "Invalid value for --epsilon: 0.0 is not a positive number"),
+        (["--epsilon", "nan"], "Invalid value for --epsilon: nan is not a positive number"),
+        (["--delta", "1"], "Invalid value for --delta: 1.0 is not a probability in (0, 1)"),
+        (["--rec-rate", "2"], "Invalid value for --rec-rate: 2.0 is not a rate in (0, 1]"),
+        (["--target-se", "-1"], "Invalid value for --target-se: -1.0 is not a positive number"),  # was read as 1
+        (["--P", "0.01,1.5", "--Q", "0.1,0.2"], "Invalid value for --P: 1.5: a rate is a number in [0, 1]"),
+        (["--P", "nan,0.1", "--Q", "0.1,0.2"], "Invalid value for --P: nan: a rate is a number in [0, 1]"),
+    ],
+)
+def test_plan_refuses_what_the_theorems_do_not_take_naming_the_option(args, message):
+    """Each was a raw traceback (exit 4), or volumes for rates above 1, before."""
+    base = ["plan", "--P", "0.01,0.05", "--Q", "0.1,0.2"]
+    res = CliRunner().invoke(app, base + args, env={"COLUMNS": "200"})
+    assert res.exit_code == 2 and message in " ".join(res.output.split()) and "Traceback" not in res.output

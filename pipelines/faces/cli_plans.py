@@ -78,6 +78,7 @@ def plan(
     """
     from fairmon.pipelines.privacy.audit_release import plan_from_counts
 
+    _check_plan_options(epsilon, delta, target_se, rec_rate)
     if p and q:
         _plan_from_rates(p, q, epsilon, delta, target_se, rec_rate, n_rec, rand_per_day, as_json)
         return
@@ -103,6 +104,21 @@ def plan(
     _print_eq13_failures(volumes)
 
 
+def _check_plan_options(epsilon: float, delta: float, target_se: float | None, rec_rate: float | None) -> None:
+    """Raise typer.BadParameter (exit 2, naming the option) for an accuracy or probability the theorems of
+    seed 001 App. E do not take: ε or a target SE not a positive number, δ outside (0, 1), a recommendation
+    rate outside (0, 1]. NaN fails each (it was a traceback, and a negative SE was read as its size)."""
+    checks = [
+        ("--epsilon", epsilon, 0 < epsilon < math.inf, "a positive number"),
+        ("--delta", delta, 0 < delta < 1, "a probability in (0, 1)"),
+        ("--target-se", target_se, target_se is None or 0 < target_se < math.inf, "a positive number"),
+        ("--rec-rate", rec_rate, rec_rate is None or 0 < rec_rate <= 1, "a rate in (0, 1]"),
+    ]
+    for name, value, ok, what in checks:
+        if not ok:
+            raise typer.BadParameter(f"{value!r} is not {what}", param_hint=name)
+
+
 def _plan_from_rates(
     p: str,
     q: str,
@@ -125,6 +141,10 @@ def _plan_from_rates(
     P, Q = np.array(parse_floats(p, "--P")), np.array(parse_floats(q, "--Q"))
     if P.shape != Q.shape:
         raise typer.BadParameter("--P and --Q need one value per group", param_hint="--Q")
+    for name, rates in (("--P", P), ("--Q", Q)):
+        bad = [str(x) for x in rates.tolist() if not 0 <= x <= 1]  # NaN too
+        if bad:
+            raise typer.BadParameter(f"{', '.join(bad)}: a rate is a number in [0, 1]", param_hint=name)
     with np.errstate(divide="ignore", invalid="ignore"):  # a zero rate: what needs U_k = Q_k/P_k is not finite
         volumes = plan_volumes(P, Q, epsilon, delta, rec_rate)
         extra = {}
