@@ -78,6 +78,21 @@ def test_deployment_cron_timezone_and_parameters(tmp_path):
     assert res.exit_code == 0 and "0 6 * * *" in res.output and "computes" in res.output
 
 
+@pytest.mark.parametrize("lag", [1, 0])
+def test_schedule_show_names_the_utc_day_the_job_computes_east_of_utc(tmp_path, lag):
+    """06:00 in Tokyo is 21:00 UTC the day before: the job computes the UTC day lag_days before its UTC date
+    (ops.scheduled); the listing named the local date minus the lag, a day later than the job."""
+    sched = f'[schedule]\ncron = "0 6 * * *"\ntimezone = "Asia/Tokyo"\nlag_days = {lag}\n'
+    (tmp_path / "f.toml").write_text(_cfg_text() + sched)
+    res = CliRunner().invoke(app, ["schedule", "show", "-c", str(tmp_path / "f.toml"), "-n", "1"])
+    when = next_runs("0 6 * * *", "Asia/Tokyo", 1)[0]
+    day = when.astimezone(dt.UTC).date() - dt.timedelta(days=lag)
+    assert day == when.date() - dt.timedelta(days=lag + 1)
+    out = " ".join(res.output.split())
+    assert res.exit_code == 0 and f"→ computes {day}" in out, out
+    assert ("not over yet" in out) == (lag == 0)
+
+
 def test_schedule_config_is_validated(tmp_path):
     (tmp_path / "f.toml").write_text(_cfg_text() + '[schedule]\ncron = "30 5 * * *"\nlag_days = 2\n')
     cfg = load_config(tmp_path / "f.toml")

@@ -407,8 +407,11 @@ def schedule_show(
     t.add_row("parameters", escape(str(dep.parameters)))
     t.add_row("tags", escape(", ".join(dep.tags)))
     for i, when in enumerate(next_runs(sched.cron, sched.timezone, n)):
-        lag = dt.timedelta(days=sc.lag_days)
-        t.add_row("next runs" if i == 0 else "", f"{when:%Y-%m-%d %H:%M %Z} → computes {(when - lag).date()}")
+        # the job computes the UTC day lag_days before its own UTC date (ops.scheduled), not the local one
+        utc_day = when.astimezone(dt.UTC).date()
+        day = utc_day - dt.timedelta(days=sc.lag_days)
+        note = " (not over yet then: its logs are incomplete)" if day >= utc_day else ""
+        t.add_row("next runs" if i == 0 else "", f"{when:%Y-%m-%d %H:%M %Z} → computes {day}{note}")
     console.print(t)
 
 
