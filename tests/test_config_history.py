@@ -21,7 +21,8 @@ from typer.testing import CliRunner
 
 from fairmon.pipelines.core.config import load_config
 from fairmon.pipelines.faces.cli import app
-from fairmon.pipelines.orchestration.ops import config_change, days_to_run, detect_stale
+from fairmon.pipelines.orchestration.ops import days_to_run, detect_stale
+from fairmon.pipelines.orchestration.staleness import config_change
 from fairmon.pipelines.simulation.simulated import write_simulation
 from fairmon.pipelines.storage import ddl
 from fairmon.pipelines.storage.ownership import MARKER, WarehouseOwnedError, claim_warehouse, read_owner

@@ -138,12 +138,19 @@ def test_a_file_changed_with_its_size_and_time_kept_is_stale_and_its_rerun_publi
     day.write_text("\n".join([header, *rows]) + "\n")
     os.utime(day, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert day.stat().st_size == st.st_size and day.stat().st_mtime_ns == st.st_mtime_ns
+    # the report says so at its top, before anyone looks for stale days
+    res = _cli("report", "-c", cfg, "--start", D0, "--end", D0, "--out", tmp_path / "r.html")
+    assert res.exit_code == 0 and "1 published day(s) were computed from inputs that changed since" in res.output
+    html = (tmp_path / "r.html").read_text()
+    assert '<h2 id="stale">Stale days</h2>' in html and f"<li>{D0}: default/{D0}.csv changed</li>" in html
     detect_stale(load_config(cfg))
     assert days_to_run(load_config(cfg), D0, D0, only_stale=True) == [D0]
     assert _cli("run", "-c", cfg, "--date", D0).exit_code == 0
     after = _published(tmp_path / "sim" / "fairmon.duckdb", "reo", D0)
     assert after["reo"].item() != before and after["reo"].item() > 0.5  # one group's utility is 0: REO = 1
     assert days_to_run(load_config(cfg), D0, D0, only_stale=True) == []
+    _cli("report", "-c", cfg, "--start", D0, "--end", D0, "--out", tmp_path / "r.html")
+    assert "Stale days" not in (tmp_path / "r.html").read_text()
 
 
 def test_a_failed_latest_run_unpublishes_the_day(tmp_path):

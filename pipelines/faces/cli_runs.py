@@ -441,7 +441,9 @@ def report(
 
     try:
         published: list[dt.date] = []
-        path = build_report(cfg, a, b, out, config_name=str(config), on_published=published.extend)
+        stale: list[dict] = []
+        options = dict(config_name=str(config), on_published=published.extend, on_stale=stale.extend)
+        path = build_report(cfg, a, b, out, **options)
     except DatabaseBusyError as e:  # a run holds the DuckDB file whose run history says which days are published
         fail(f"{e} (the report reads the run history there; `fairmon sql` reads the warehouse meanwhile)", EXIT_LOCKED)
     except OSError as e:  # writing --out (bad option, 2) or reading the warehouse (4)
@@ -455,4 +457,10 @@ def report(
         err.print(
             f"[yellow]warning:[/yellow] {len(published)} of the {n} day(s) {a}..{b} published; the report's "
             "'Excluded days' says why each other day is not (never run, quarantined or failed)"
+        )
+    if stale:  # published numbers the current inputs no longer give: said where the report is announced too
+        days = ", ".join(str(s["ds"]) for s in stale[:5]) + (f" and {len(stale) - 5} more" if len(stale) > 5 else "")
+        err.print(
+            f"[yellow]warning:[/yellow] {len(stale)} published day(s) were computed from inputs that changed since "
+            f"({escape(days)}); the report's 'Stale days' names them: `fairmon backfill --only-stale` recomputes them"
         )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import json
 import threading
 from pathlib import Path
 
@@ -13,29 +12,12 @@ import polars as pl
 from prefect import flow, get_run_logger
 
 from fairmon.pipelines.core.config import FairmonConfig, load_config
-from fairmon.pipelines.ingest.sources import current_inputs
 from fairmon.pipelines.ingest.windows import days_between
 from fairmon.pipelines.orchestration.flows import prefect_slug
 from fairmon.pipelines.orchestration.runner import run_days
+from fairmon.pipelines.orchestration.staleness import stale_changes
 from fairmon.pipelines.storage import db
 from fairmon.pipelines.storage.locking import project_lock
-
-
-def config_change(params: str | None, now: dict[str, str]) -> str | None:
-    """What makes a day stale in its latest run's recorded ``params`` (JSON)
-    against the current config's section hashes ``now``
-    (:meth:`fairmon.pipelines.core.config.FairmonConfig.output_fingerprints`):
-    ``"config [ab], [estimation]"`` naming the sections that changed, or None
-    when none did or the run recorded no hashes (a run of an earlier fairmon:
-    unknown, not stale)."""
-    try:
-        before = json.loads(params or "{}").get("outputs_fp")
-    except (ValueError, AttributeError):
-        return None
-    if not isinstance(before, dict):
-        return None
-    changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
-    return "config " + ", ".join(f"[{k}]" for k in changed) if changed else None
 
 
 def detect_stale(cfg: FairmonConfig) -> pl.DataFrame:
@@ -49,22 +31,13 @@ def detect_stale(cfg: FairmonConfig) -> pl.DataFrame:
 
     Returns the newly found (ds, file) pairs.
     """
-    found = []
-    sections = cfg.output_fingerprints()
     with db.connect(cfg.duckdb_path) as con:
         for name in ("runs_create", "runs_migrate", "stale_create"):
             db.execute(con, name)
-        latest = db.query(con, "runs_latest")
-        for r in latest.iter_rows(named=True):
-            # a run recorded before inputs had a content digest has none: its files count as changed, once
-            used = {(i["file"], i["size"], i.get("digest")) for i in json.loads(r["inputs"] or "[]")}
-            now = {(i["file"], i["size"], i["digest"]) for i in current_inputs(cfg, r["ds"])}
-            changes = sorted({f for f, *_ in used ^ now})
-            changed = config_change(r["params"], sections)
-            for file in changes + ([changed] if changed else []):
-                db.execute(con, "stale_insert", ds=r["ds"], file=file)
-                found.append({"ds": r["ds"], "file": file})
-    return pl.DataFrame(found, schema={"ds": pl.Date, "file": pl.String})
+        found = [(ds, file) for ds, file, _ in stale_changes(cfg, db.query(con, "runs_latest"))]
+        for ds, file in found:
+            db.execute(con, "stale_insert", ds=ds, file=file)
+    return pl.DataFrame(found, schema={"ds": pl.Date, "file": pl.String}, orient="row")
 
 
 def days_to_run(

@@ -181,6 +181,7 @@ def render_report(
     prevalence_diff: pl.DataFrame | None = None,
     generic: dict[str, pl.DataFrame] | None = None,
     alerting: dict | None = None,
+    stale: list[dict] | None = None,
 ) -> str:
     """The report's HTML text for prepared :class:`ReportData`; ``releases``
     are the audit releases' JSON documents (with ``name`` and ``href``),
@@ -188,7 +189,8 @@ def render_report(
     ``threshold_prevalence_diff`` rows of published days; ``generic``
     {table: rows of published days} of the tables without a custom section
     (each gets :func:`fairmon.pipelines.report.report_sections.generic_section`);
-    ``alerting`` what the top says of alerts (:func:`alerting_context`; None: alerts off)."""
+    ``alerting`` what the top says of alerts (:func:`alerting_context`; None: alerts off); ``stale`` the
+    published days computed from inputs that changed since (:func:`stale_days`)."""
     from markupsafe import Markup
 
     attrs = sorted(set(d.reo.get_column("attribute"))) if not d.reo.is_empty() else []
@@ -267,6 +269,7 @@ def render_report(
         data_links=data_links or [],
         generic_sections=generic_sections(generic or {}),
         alerting=alerting,
+        stale=stale or [],
     )
 
 
@@ -374,6 +377,20 @@ def alerting_context(cfg: FairmonConfig, alerts: pl.DataFrame, start: dt.date, e
     }
 
 
+def stale_days(cfg: FairmonConfig, runs: pl.DataFrame) -> list[dict]:
+    """{ds, what} for each day of ``runs`` (latest runs with their recorded inputs and params) computed
+    from inputs or config sections that have changed since
+    (:func:`fairmon.pipelines.orchestration.staleness.stale_changes`), ``what`` naming them in words: a
+    published number that is no longer what the current inputs say is said so at the report's top, not
+    only after ``backfill --only-stale``. Reads the days' input files once. Raises nothing of its own."""
+    from fairmon.pipelines.orchestration.staleness import stale_changes
+
+    by_day: dict[dt.date, list[str]] = {}
+    for ds, what, how in stale_changes(cfg, runs):
+        by_day.setdefault(ds, []).append(f"{what} {how}")
+    return [{"ds": ds, "what": "; ".join(changed)} for ds, changed in sorted(by_day.items())]
+
+
 def build_report(
     cfg: FairmonConfig,
     start: dt.date,
@@ -381,12 +398,15 @@ def build_report(
     out: Path | None = None,
     config_name: str = "",
     on_published: Callable[[list[dt.date]], None] | None = None,
+    on_stale: Callable[[list[dict]], None] | None = None,
 ) -> Path:
     """Write the report for start..end to ``out`` (default
     ``<warehouse>/../report_<start>_<end>.html``) atomically; return its path.
-    ``on_published`` receives the days of the range it shows as published."""
+    ``on_published`` receives the days of the range it shows as published, ``on_stale`` those of them
+    whose inputs or config changed since they ran (:func:`stale_days`), which its top names."""
     wh = cfg.warehouse_path
     tables = {name: read_table(wh, name) for name in TABLES}  # every declared table, read once
+    runs = latest_runs(cfg.duckdb_path, inputs=True)
     d = report_data(
         tables["reo"],
         tables["reo_group"],
@@ -396,11 +416,14 @@ def build_report(
         reo_ab=tables["reo_ab"],
         threshold_prevalence=tables["threshold_prevalence"],
         sdt=tables["sdt"],
-        latest_runs=latest_runs(cfg.duckdb_path),
+        latest_runs=runs.select("ds", "run_id", "status", "detail"),
         extras={name: frame for name, frame in tables.items() if own_section(name)},
     )
     if on_published is not None:
         on_published(list(d.published))
+    stale = stale_days(cfg, runs.filter(pl.col("ds").is_in(list(d.published))))
+    if on_stale is not None:
+        on_stale(stale)
     docs = cfg.gx_root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
     diffs = tables["threshold_prevalence_diff"]
     if not diffs.is_empty() and d.published:
@@ -422,6 +445,7 @@ def build_report(
             if not own_section(name)
         },
         alerting=alerting_context(cfg, tables["alerts"], start, end) if cfg.alerts.enabled else None,
+        stale=stale,
     )
     out = out or wh.parent / f"report_{start}_{end}.html"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -213,10 +213,12 @@ def read_table(warehouse: Path, table: str) -> pl.DataFrame:
     )
 
 
-def latest_runs(duckdb_path: Path) -> pl.DataFrame:
-    """Each day's latest run (ds, run_id, status, detail) from the ``runs``
-    table; an empty frame when the DuckDB file or the table does not exist."""
+def latest_runs(duckdb_path: Path, inputs: bool = False) -> pl.DataFrame:
+    """Each day's latest run (ds, run_id, status, detail; with ``inputs`` also the inputs and params it
+    recorded, JSON) from the ``runs`` table; an empty frame when the DuckDB file or the table does not exist."""
     schema = {"ds": pl.Date, "run_id": pl.String, "status": pl.String, "detail": pl.String}
+    if inputs:
+        schema |= {"inputs": pl.String, "params": pl.String}
     if not duckdb_path.exists():
         return pl.DataFrame(schema=schema)
     with db.connect(duckdb_path) as con:
