@@ -559,6 +559,25 @@ def test_runs_record_the_config_file_absolute_whatever_folder_ran_it(tmp_path, m
     assert paths == [("r-abs", str(toml.resolve())), ("r-rel", str(toml.resolve()))]
 
 
+def test_a_closed_alert_whose_day_never_published_says_so(tmp_path):
+    """D1 refused, then D2 published: the run of refused days is over (the alert closes, as documented), but
+    D1 itself is still not published; `fairmon alerts` said only "(closed)", which read as mended."""
+    toml = _project(tmp_path)
+    cfg = load_config(toml)
+    (tmp_path / "default" / f"{D1}.csv").write_text(HEADER.replace("like_video", "like") + "\n" + ROWS[0] + "\n")
+    assert CliRunner().invoke(app, ["run", "-c", str(toml), "-d", str(D1), "--no-prefect"]).exit_code == 1
+    recorded, _ = start_record(cfg, "", "r-d2", D2, {"ds": D2})
+    finish_record(cfg, "r-d2", D2, recorded, "published", "", {"reo": 2}, {})
+    listed = CliRunner().invoke(app, ["alerts", "-c", str(toml)], env={"COLUMNS": "300"}).stdout.splitlines()
+    assert listed[0].startswith(f"{D1} quarantined") and listed[0].endswith(
+        f"(closed: a later day published; {D1} itself is still not published)"
+    ), listed
+    recorded, _ = start_record(cfg, "", "r-d1", D1, {"ds": D1})  # D1 mended: plainly closed
+    finish_record(cfg, "r-d1", D1, recorded, "published", "", {"reo": 2}, {})
+    listed = CliRunner().invoke(app, ["alerts", "-c", str(toml)], env={"COLUMNS": "300"}).stdout.splitlines()
+    assert listed[0].endswith(" (closed)"), listed
+
+
 def test_a_day_refused_after_the_day_before_was_fixed_raises_a_new_alert(tmp_path):
     """D1 refused (alert), then published; D2 refused later: D2's own alert, printed by its run (it was folded
     into D1's closed alert: no line, no notification, and `fairmon alerts` blamed D1's fixed file)."""

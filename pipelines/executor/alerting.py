@@ -228,6 +228,18 @@ def update_alerts_logged(cfg: FairmonConfig, known=None) -> AlertsUpdate | None:
         return None
 
 
+def published_now(cfg: FairmonConfig) -> set[dt.date] | None:
+    """The days whose latest run published (``sql/alerts_run_times.sql``), or None when the run history
+    cannot be read now (a run holds the DuckDB file): a closed quarantined alert whose own day is not among
+    them is a gap a later day's publication closed, said so by ``fairmon alerts``."""
+    import duckdb
+
+    try:
+        return set(run_times(cfg.duckdb_path)[0])
+    except (duckdb.Error, OSError):
+        return None
+
+
 def still_open_alerts(cfg: FairmonConfig, alerts: pl.DataFrame) -> dict[str, list[dt.date]] | None:
     """The ids of ``alerts`` still open, each with the days of its quarantined or failed episode not
     published yet (empty for the other kinds), on the latest day run or alerted (as the report's top says: an
