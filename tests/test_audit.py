@@ -229,7 +229,7 @@ DECLARED = {"privacy", "qualified_outcome", "score_bins", "bin_edges_declared", 
 DECLARED |= {"delta", "required_n", "P_formula"}
 NOISED = {"noisy_counts"}
 DERIVED = {"P", "P_survival", "efg", "fg_interval", "cell_error_t", "decision", "n_min_for_bound"}
-DERIVED |= {"seed_conditions_failed"}
+DERIVED |= {"seed_conditions_failed", "efg_reason"}
 
 
 @pytest.mark.parametrize("public", [True, False])
@@ -374,3 +374,24 @@ def test_cli_sample_size_prints_fairmons_decision_too():
     assert doc["private"] == 1879 and {"efg": 0.15, "n": 8970} in doc["decision"]
     res = CliRunner().invoke(app, ["sample-size", "--epsilon", "0"])
     assert res.exit_code == 2 and "epsilon" in res.output
+
+
+def test_efg_is_nan_with_a_reason_when_a_group_has_no_distribution_or_is_too_small_for_the_noise():
+    """A 3-member group with noisy sizes published EFG 21.1 (a probability gap), and a group whose noisy
+    size came out negative was left out of EFG silently (the gap over 2 of 3 declared groups)."""
+    from fairmon.transforms.private.release import efg_reason, fairness_gap
+
+    P = np.array([[0.2, 0.8], [0.5, 0.5], [np.nan, np.nan]])  # the third group's size was <= 0
+    assert math.isnan(fairness_gap(P)) and "EFG is undefined" in efg_reason(P, 0.1)
+    assert fairness_gap(P[:2]) == pytest.approx(0.3) and efg_reason(P[:2], 0.1) is None
+    assert "too small for the noise" in efg_reason(P[:2], math.inf)
+    undefined = audit_decision(float("nan"), 0.1, 0.2)
+    assert (undefined["decision"], undefined["fg_interval"]) == ("inconclusive", [0.0, 1.0])
+    rng = np.random.default_rng(1)
+    rows = _window(rng)
+    q = rows.filter(pl.col("outcome")).unique("item_id", keep="last")
+    tiny = q.filter(pl.col("attr__grp") == "y").head(3).get_column("item_id")
+    rows = rows.filter((pl.col("attr__grp") == "x") | pl.col("item_id").is_in(tiny.implode()))
+    core, _ = private_release(_audit(groups={"grp": ["x", "y"]}), rows, "grp", 0.2)
+    assert math.isnan(core["efg"]) and core["efg_reason"] and core["decision"] == "inconclusive"
+    assert core["fg_interval"] == [0.0, 1.0]

@@ -359,7 +359,7 @@ def audit_export(
         f"EFG = {r['efg']:.4f}, per-cell error t = {r['cell_error_t']:.4f} (δ = {r['delta']}) -> "
         f"FG in [{lo:.4f}, {hi:.4f}] vs α = {r['alpha']} -> decision: [{colour}]{r['decision']}[/{colour}]"
     )
-    for c in r["seed_conditions_failed"]:
+    for c in ([r["efg_reason"]] if r["efg_reason"] else []) + r["seed_conditions_failed"]:
         console.print(f"  [yellow]{escape(c)}[/yellow]")
     p = r["platform_only"]
     console.print(

@@ -33,6 +33,7 @@ from fairmon.transforms.private.release import (
     audit_decision,
     cell_error_bound,
     dedupe_latest,
+    efg_reason,
     fairness_gap,
     histogram_scale,
     laplace_release,
@@ -279,7 +280,9 @@ def private_release(
         size_scale, sizes = None, np.array(public_sizes)
     P = score_distribution(noisy, sizes)
     bound = cell_error_bound(sizes, hist_scale, len(labels), a.delta, size_scale)
-    efg = fairness_gap(P) if np.isfinite(P).any() else float("nan")
+    efg = fairness_gap(P)
+    why = efg_reason(P, bound["t"])
+    efg = float("nan") if why else efg  # the noise's number, not the groups': said as NaN with its reason
     core = {
         "privacy": {
             "mechanism": "discrete Laplace, OpenDP make_laplace",
@@ -300,6 +303,7 @@ def private_release(
         "P": _rounded(P),
         "P_formula": "noisy bin / n_q (seed 000 eq. 4)",
         **audit_decision(efg, bound["t"], a.alpha),
+        "efg_reason": why,
         "alpha": a.alpha,
         "delta": a.delta,
         "n_min_for_bound": bound["n_min"],

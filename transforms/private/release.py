@@ -181,8 +181,29 @@ def survival_distribution(P: np.ndarray) -> np.ndarray:
 
 
 def fairness_gap(P: np.ndarray) -> float:
-    """EFG = max_y (max_a P*_{a,y} − min_a P*_{a,y}) (seed 000 §5.1, after eq. 4)."""
+    """EFG = max_y (max_a P*_{a,y} − min_a P*_{a,y}) (seed 000 §5.1, after eq. 4) of P* (groups × bins).
+    NaN when a group has no distribution (its size ≤ 0, :func:`score_distribution`): the gap over the other
+    groups is not the gap over the declared ones. Raises nothing."""
+    P = np.asarray(P, float)
+    if P.size == 0 or np.isnan(P).all(axis=1).any():
+        return float("nan")
     return float(np.nanmax(np.nanmax(P, axis=0) - np.nanmin(P, axis=0)))
+
+
+def efg_reason(P: np.ndarray, t: float) -> str | None:
+    """Why the release's EFG says nothing about FG, or None: a declared group's noisy size is ≤ 0 (no
+    distribution: EFG undefined), or the cell error bound ``t`` is infinite (a group's size, less its noise
+    bound, is ≤ 0), when EFG is the noise's number, not the groups' (a probability gap read 21.1). The
+    decision is then "inconclusive" (:func:`audit_decision`). Raises nothing."""
+    P = np.asarray(P, float)
+    if P.size and np.isnan(P).all(axis=1).any():
+        return "a group's released size is 0 or below: it has no score distribution, so EFG is undefined"
+    if not math.isfinite(t):
+        return (
+            "a group is too small for the noise (its size less the noise bound is 0 or below): EFG and its "
+            "interval say nothing about FG"
+        )
+    return None
 
 
 def cell_error_bound(
@@ -230,7 +251,7 @@ def audit_decision(efg: float, t: float, alpha: float) -> dict:
     n ≥ (2/t²) ln(3|A||Y|/δ) and noise 1/b > t), and the chance of "fair" when
     FG > α, or "unfair" when FG ≤ α, is at most δ."""
     lo, hi = max(0.0, efg - 2 * t), min(1.0, efg + 2 * t)
-    if not math.isfinite(t):
+    if not (math.isfinite(t) and math.isfinite(efg)):
         lo, hi = 0.0, 1.0
     decision = "fair" if hi <= alpha else ("unfair" if lo > alpha else "inconclusive")
     return {"decision": decision, "efg": efg, "fg_interval": [lo, hi], "cell_error_t": t}
