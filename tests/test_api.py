@@ -444,6 +444,15 @@ def test_threshold_prevalence_is_the_tricube_wls_intercept():
     assert diff["ci_high"] < 0 and 1 < diff["cost_ratio_ratio_ci_low"] < diff["cost_ratio_ratio_ci_high"]
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), None])
+def test_threshold_prevalence_refuses_a_score_that_is_not_a_finite_number(bad):
+    """Such rows were left out silently, where the pipeline refuses the file (score required, a number)."""
+    rows = pl.DataFrame({"score": [0.2, 0.4, bad, 0.3], "outcome": [True, False, True, False], "grp": ["a"] * 4})
+    for call in (fairmon.threshold_prevalence, fairmon.threshold_prevalence_diff):
+        with pytest.raises(ValueError, match="column 'score', row 3: a score must be a finite number"):
+            call(rows, score="score", outcome="outcome", group="grp", t=0.3, d=0.1)
+
+
 # --- SDT: a hand-computed confusion table (DESIGN §4.3, eq. 12) --------------------------------------
 
 

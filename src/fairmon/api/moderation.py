@@ -87,15 +87,20 @@ def _scored(frame: pl.DataFrame, score: str, outcome: str, groups: list[str]) ->
     """Rows with a known outcome and score, in the layout of the pipeline's scores window."""
     require_columns(frame, [score, outcome, *groups])
     reject_reserved(groups, ("model", "score", "outcome"), "group")
+    scores = parse_float(frame.get_column(score), file="rows", column=score)
+    bad = scores.is_null() | ~scores.is_finite()
+    if bad.any():  # the pipeline's contract (score required, a number): not left out silently
+        i = int(bad.arg_true()[0])
+        raise ValueError(f"rows, column {score!r}, row {i + 1}: a score must be a finite number, got {scores[i]!r}")
     rows = pl.DataFrame(
         [
             pl.Series("model", [_MODEL] * frame.height, dtype=pl.String),
-            parse_float(frame.get_column(score), file="rows", column=score).alias("score"),
+            scores.alias("score"),
             parse_bool(frame.get_column(outcome), file="rows", column=outcome).alias("outcome"),
             *(frame.get_column(g).cast(pl.String).alias(ATTR_PREFIX + g) for g in groups),
         ]
     )
-    return rows.filter(pl.col("outcome").is_not_null() & pl.col("score").is_not_null())
+    return rows.filter(pl.col("outcome").is_not_null())
 
 
 @single_blas_thread
@@ -153,8 +158,12 @@ def threshold_prevalence(
     the naive window mean, the estimate at d/2 with the bandwidth flag, and a
     reason for every NaN (as the pipeline's ``threshold_prevalence`` table).
 
+    Every row counts: a frame holding an item twice counts it twice (the
+    pipeline refuses a repeated (ds, model, item_id); here there is no id).
+
     Raises ValueError for a missing column (naming it and the columns present),
-    a non-numeric score, a non-boolean outcome (naming the first bad row),
+    a score that is not a finite number (null, NaN or infinite: the pipeline
+    refuses it too), a non-boolean outcome (naming the first bad row),
     d ≤ 0, or an unknown ``hc``/``ci``; TypeError when ``df`` is not a frame.
 
     Source: seed 002 eqs. 6, 8–11 and §5.1 (DESIGN §4.2).
@@ -246,6 +255,8 @@ def sdt(
     and ``group`` column(s) (content group; null = ``(missing)``). Groups with
     fewer than ``min_pos`` gold positives or ``min_neg`` negatives give NaN
     with a reason; cells with fewer than ``min_errors`` counts use exact bounds.
+    Every row counts: a frame holding a decision twice counts it twice (the
+    pipeline refuses a repeated (ds, item_id, labeler_id); here there is no id).
 
     Returns a frame of the caller's kind, one row per attribute × group ×
     labeler plus the pool of all labelers (``labeler_id`` = ``*``), columns
