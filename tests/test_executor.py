@@ -155,3 +155,22 @@ def test_a_librarys_sys_exit_inside_a_run_fails_it_with_its_cause(tmp_path, monk
     assert _partitions(tmp_path / "sim" / "warehouse") == {}
     monkeypatch.setattr(gate, "import_gx", real)
     assert run_day(str(cfg_path), DAYS[0])["status"] == "published"
+
+
+def test_a_day_cut_short_by_ctrl_c_is_recorded_failed_saying_so(tmp_path):
+    """A backfill stopped by Ctrl-C recorded its current day failed with a blank reason (the report then said
+    "its latest run failed: " and nothing more)."""
+    from fairmon.pipelines.executor.batch import Batch, Day, finish_day
+    from fairmon.pipelines.executor.publishing import start_record
+    from fairmon.pipelines.storage.warehouse import latest_runs
+
+    cfg = load_config(write_simulation(SimulationSpec(days=1, rows_per_day=500), tmp_path / "sim", "csv")["config"])
+    ds = SimulationSpec().start
+    recorded, _ = start_record(cfg, "", "r-int", ds, {"ds": ds})
+    with pytest.raises(KeyboardInterrupt):
+        finish_day(Batch(cfg), Day(ds, run_id="r-int", recorded=recorded, error=KeyboardInterrupt()))
+    (run,) = latest_runs(cfg.duckdb_path).iter_rows(named=True)
+    assert (run["status"], run["detail"]) == (
+        "failed",
+        "interrupted (KeyboardInterrupt): not published; run the day again (backfill --only-failed)",
+    )

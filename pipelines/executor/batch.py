@@ -393,6 +393,9 @@ def finish_day(batch: Batch, d: Day) -> dict:
         detail = f"{type(e).__name__}: {e}"
         run_logger().error("%s: run failed: %s", d.ds, detail)
         raise
+    except BaseException as e:  # Ctrl-C (KeyboardInterrupt): recorded as failed with a blank reason before
+        detail = f"interrupted ({type(e).__name__}): not published; run the day again (backfill --only-failed)"
+        raise
     finally:
         timings = timing.take(d.ds)
         if d.recorded is not None:

@@ -24,12 +24,14 @@ from typing import NoReturn
 from fairmon.pipelines.faces import cli_data, cli_plans, cli_runs
 from fairmon.pipelines.faces.cli_common import (
     EXIT_FAILED,
+    EXIT_INTERRUPTED,
     EXIT_LOCKED,
     EXIT_PUBLISHED,
     EXIT_QUARANTINED,
     EXIT_REFUSED,
     EXIT_USAGE,
     app,
+    err,
     exit_code,
     reader_gone,
     silence_stream,
@@ -124,9 +126,14 @@ def main() -> None:
     try:
         app()
     except SystemExit as e:
+        if e.code == EXIT_INTERRUPTED:  # Typer's answer to Ctrl-C: said, not a bare exit 130
+            _say_interrupted()
         _exit(e.code)
     except ModuleNotFoundError as e:  # an extra's module a command needed after all: name the extra
         _exit(missing_module_exit(e, app))
+    except KeyboardInterrupt:  # Ctrl-C outside Typer's own handling
+        _say_interrupted()
+        _exit(EXIT_INTERRUPTED)
     except BrokenPipeError:  # the reader of stdout went away (`fairmon export ... | head`): only printing was cut
         if not reader_gone(sys.stdout):
             traceback.print_exc()
@@ -137,6 +144,15 @@ def main() -> None:
         traceback.print_exc()
         _exit(EXIT_FAILED)
     _exit(0)
+
+
+def _say_interrupted() -> None:
+    """The line Ctrl-C ends a command with: days it cut short are left ``running`` or recorded failed
+    ("interrupted"), never published, and ``--only-failed`` picks them up."""
+    err.print(
+        "[yellow]interrupted:[/yellow] the day(s) not finished are not published; "
+        "`fairmon backfill --only-failed` runs them again"
+    )
 
 
 def _exit(code: int | str | None) -> NoReturn:

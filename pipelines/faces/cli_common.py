@@ -123,6 +123,7 @@ EXIT_USAGE = 2  # bad options or config
 EXIT_REFUSED = 3  # refused: the release would overspend the privacy budget
 EXIT_FAILED = 4  # a day failed (crash or unreadable input)
 EXIT_LOCKED = 5  # another run holds the project's DuckDB file
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as a shell reports a process the signal ended
 
 
 def exit_code(results: list[dict]) -> int:
