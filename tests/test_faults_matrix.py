@@ -626,6 +626,19 @@ def test_a_day_that_has_not_begun_anywhere_is_exit_2_and_recorded_nowhere(projec
     )
 
 
+def test_a_coat_config_asked_for_another_day_is_exit_2_recorded_nowhere(tmp_path):
+    """It was a failed day (exit 4) with a failed alert, for a mistyped date."""
+    cfg = tmp_path / "fairmon.toml"
+    cfg.write_text(
+        'warehouse = "wh"\nduckdb = "c.duckdb"\n[impressions]\nformat = "coat"\npath = "coat"\nds = 2016-06-19\n'
+        'signals = ["like"]\nattributes = ["gender"]\n'
+    )
+    for args in (["run", "--date", "2016-06-20"], ["backfill", "--start", "2016-06-18", "--end", "2016-06-19"]):
+        res = _cli([*args, "-c", cfg, "--no-prefect"])
+        assert res.exit_code == 2 and "the Coat data set is the single day 2016-06-19 ([impressions] ds)" in res.output
+    assert not (tmp_path / "c.duckdb").exists()
+
+
 def test_fairmon_sql_cannot_read_a_runs_half_written_files(project):
     tmp = project.parent / "warehouse" / ".tmp"
     tmp.mkdir(parents=True)

@@ -254,7 +254,8 @@ MAX_RANGE_DAYS = 36_525
 def _range_or_exit(cfg, a: dt.date, b: dt.date) -> None:
     """Refuse (exit 2) a range longer than :data:`MAX_RANGE_DAYS`, one whose
     first day's windows (random traffic, scores, labels) reach before year 1,
-    or one ending on a day that has not begun (:func:`~fairmon.pipelines.ingest.windows.not_begun`)."""
+    one ending on a day that has not begun (:func:`~fairmon.pipelines.ingest.windows.not_begun`), or, for
+    the Coat data set, any day but its configured one."""
     from fairmon.pipelines.ingest.windows import not_begun
 
     if (b - a).days + 1 > MAX_RANGE_DAYS:
@@ -270,6 +271,10 @@ def _range_or_exit(cfg, a: dt.date, b: dt.date) -> None:
         fail(f"{a} is too early: its {longest}-day windows begin before year 1", EXIT_USAGE)
     if (why := not_begun(b)) is not None:
         fail(why, EXIT_USAGE)
+    imp = cfg.impressions
+    if imp is not None and imp.format == "coat" and (a, b) != (imp.ds, imp.ds):  # a failed day and alert before
+        asked = str(a) if a == b else f"{a}..{b}"
+        fail(f"the Coat data set is the single day {imp.ds} ([impressions] ds), not {asked}", EXIT_USAGE)
 
 
 def _chosen_days(cfg, a: dt.date, b: dt.date, only_failed: bool, only_stale: bool, wait: float, out) -> list[dt.date]:
