@@ -62,14 +62,14 @@ SDT = Table(
             "fpr",
             F,
             "probability",
-            "False-positive rate among gold negatives.",
+            "False-positive rate among gold negatives; with `corrected`, the log-linear (fp + 0.5)/(n_neg + 1).",
             bounds=probability("fpr_in_unit_interval"),
         ),
         Column(
             "fnr",
             F,
             "probability",
-            "False-negative rate among gold positives.",
+            "False-negative rate among gold positives; with `corrected`, the log-linear (fn + 0.5)/(n_pos + 1).",
             bounds=probability("fnr_in_unit_interval"),
         ),
         Column(
