@@ -115,3 +115,23 @@ def test_the_likelihood_gradient_is_the_central_difference():
         for e in np.eye(4)
     ]  # fmt: skip
     assert log_likelihood_gradient(x[:3], x[3], counts) == pytest.approx(numeric, rel=1e-6)
+
+
+def test_the_reports_sdt_fit_section_shows_the_test_and_its_answer():
+    """The generic section showed the first four numbers (groups, d′, LR, df) and cut off p_value and fits:
+    a labeler whose one d′ did not fit (p = 0.0066) was never said so in the report."""
+    import datetime as dt
+
+    import polars as pl
+
+    from fairmon.pipelines.report.report_sections import generic_section
+    from fairmon.transforms.registry import TABLES
+
+    t = TABLES["sdt_fit"]
+    day = dt.date(2026, 1, 3)
+    row = {"ds": day, "attribute": "grp", "labeler_id": "L3", "window_start": day, "window_end": day, "groups": 2,
+           "d_prime_shared": 1.9, "lr_statistic": 7.37735, "df": 1, "p_value": 0.00661, "fits": False, "reason": None}  # fmt: skip
+    title, section = generic_section(t, pl.DataFrame([row], schema=t.schema))
+    assert section["columns"] == ["attribute", "labeler_id", "groups", "d_prime_shared", "lr_statistic", "df",
+                                  "p_value", "fits"]  # fmt: skip
+    assert section["rows"][0][-2:] == ["0.0066", "False"]

@@ -18,7 +18,7 @@ def own_section(name: str) -> bool:
 
 
 #: Columns that carry a verdict or decision, shown as they are.
-VERDICT_COLUMNS = ("verdict", "verdict_80pct", "decision")
+VERDICT_COLUMNS = ("verdict", "verdict_80pct", "decision", "fits")
 #: Rows a generic section shows at most (the rest is counted in a reading).
 GENERIC_MAX_ROWS = 20
 
@@ -137,14 +137,16 @@ def _value_columns(t: Table) -> list[str]:
     """The columns a generic section shows beside the key: the estimate the
     interval (``ci_low``/``ci_high``) belongs to when there is one (the
     column just before ``se`` or ``ci_low``), else the numeric non-key
-    columns (at most four)."""
+    columns (at most four, and a ``p_value``/``q_value`` after them: the
+    labelers' fit test's p-value was cut off, with its ``fits`` verdict)."""
     names = [c.name for c in t.columns]
     if "ci_low" in names and "ci_high" in names:
         anchor = names.index("se") if "se" in names and names.index("se") < names.index("ci_low") else None
         anchor = names.index("ci_low") if anchor is None else anchor
         return [names[anchor - 1]] if anchor > 0 and names[anchor - 1] not in t.key else []
     numeric = [c.name for c in t.columns if c.name not in t.key and c.dtype.is_numeric()]
-    return numeric[:4]
+    tests = [c for c in ("p_value", "q_value") if c in numeric[4:]]  # a test's answer is never cut off
+    return numeric[:4] + tests
 
 
 def generic_section(t: Table, frame: pl.DataFrame) -> tuple[str, dict] | None:
