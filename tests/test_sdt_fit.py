@@ -129,8 +129,9 @@ def test_the_reports_sdt_fit_section_shows_the_test_and_its_answer():
 
     t = TABLES["sdt_fit"]
     day = dt.date(2026, 1, 3)
-    row = {"ds": day, "attribute": "grp", "labeler_id": "L3", "window_start": day, "window_end": day, "groups": 2,
-           "d_prime_shared": 1.9, "lr_statistic": 7.37735, "df": 1, "p_value": 0.00661, "fits": False, "reason": None}  # fmt: skip
+    row = {"ds": day, "attribute": "grp", "labeler_id": "L3", "window_start": day, "window_end": day}
+    row |= {"groups": 2, "d_prime_shared": 1.9, "lr_statistic": 7.37735, "df": 1, "p_value": 0.00661}
+    row |= {"fits": False, "reason": None}
     title, section = generic_section(t, pl.DataFrame([row], schema=t.schema))
     assert section["columns"] == ["attribute", "labeler_id", "groups", "d_prime_shared", "lr_statistic", "df",
                                   "p_value", "fits"]  # fmt: skip
