@@ -93,6 +93,14 @@ def test_schedule_show_names_the_utc_day_the_job_computes_east_of_utc(tmp_path, 
     assert ("not over yet" in out) == (lag == 0)
 
 
+def test_serve_names_the_option_a_bad_cron_came_from_before_starting_prefect(tmp_path):
+    """`serve --cron "61 * * * *"` blamed the config's schedule.cron, after starting Prefect's server."""
+    (tmp_path / "f.toml").write_text(_cfg_text())
+    res = CliRunner().invoke(app, ["serve", "-c", str(tmp_path / "f.toml"), "--cron", "61 * * * *"])
+    out = " ".join(res.output.split())
+    assert res.exit_code == 2 and 'error: --cron: Value error, Invalid cron string: "61 * * * *"' in out, out
+
+
 def test_schedule_config_is_validated(tmp_path):
     (tmp_path / "f.toml").write_text(_cfg_text() + '[schedule]\ncron = "30 5 * * *"\nlag_days = 2\n')
     cfg = load_config(tmp_path / "f.toml")

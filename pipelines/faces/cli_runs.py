@@ -311,13 +311,12 @@ def serve(
 ) -> None:
     """Register the daily job as a Prefect deployment with its cron schedule and
     serve it (blocks; Ctrl-C or SIGTERM stops it, exit 0). Each run computes
-    the lagged day and recomputes days that late data made stale. Without
-    PREFECT_API_URL, Prefect's temporary server is started by fairmon, guarded
-    (:mod:`fairmon.pipelines.orchestration.prefect_guard`: it dies with this
-    process, SIGKILL included) and out of this process's group, so a SIGTERM
-    to the group stops the runner through a live API. Before any of that,
-    the pre-flight check reads the headers of each input's latest files: a
-    missing column or an unreadable file ends it with ``error:`` lines, exit 1."""
+    the lagged day (UTC) and recomputes days that late data made stale. Without
+    PREFECT_API_URL, fairmon starts Prefect's temporary server, which dies with
+    this process (SIGKILL included) and runs outside its process group, so a
+    SIGTERM to the group stops the runner through a live API. Before any of
+    that, the pre-flight check reads the headers of each input's latest files:
+    a missing column or an unreadable file ends it with error: lines, exit 1."""
     prefect_env(verbose=True)
     import signal
     import threading
@@ -345,12 +344,7 @@ def serve(
         from fairmon.pipelines.orchestration.prefect_guard import TemporaryServerError
         from fairmon.pipelines.orchestration.runner import start_api
 
-        try:
-            start_api()  # the guarded temporary server (none when PREFECT_API_URL is set)
-        except TemporaryServerError as e:
-            err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
-            raise typer.Exit(EXIT_FAILED) from None
-        sc = cfg.schedule
+        sc = cfg.schedule  # a bad --cron or time zone answers before Prefect's server starts
         dep = deployment_or_exit(
             build_deployment,
             config,
@@ -359,7 +353,13 @@ def serve(
             sc.lag_days if lag_days is None else lag_days,
             deployment_name(cfg),
             cfg.project_name,
+            frozenset(k for k, v in (("cron", cron), ("timezone", timezone), ("lag_days", lag_days)) if v is not None),
         )
+        try:
+            start_api()  # the guarded temporary server (none when PREFECT_API_URL is set)
+        except TemporaryServerError as e:
+            err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
+            raise typer.Exit(EXIT_FAILED) from None
         console.print(
             f"serving deployment {dep.name}: cron {dep.schedules[0].schedule.cron} "
             f"({dep.schedules[0].schedule.timezone}), parameters {dep.parameters}; stop with Ctrl-C or SIGTERM",
@@ -374,17 +374,32 @@ def serve(
     console.print("fairmon serve stopped")
 
 
-def deployment_or_exit(build, config: Path, cron: str, timezone: str, lag_days: int, name: str, project: str):
+def deployment_or_exit(
+    build,
+    config: Path,
+    cron: str,
+    timezone: str,
+    lag_days: int,
+    name: str,
+    project: str,
+    given: frozenset = frozenset(),
+):
     """``build(config, cron, timezone, lag_days, name, project)`` (the Prefect
     deployment); an invalid cron expression or time zone ends the command
-    with an ``error:`` line naming ``[schedule]``'s key (exit 2)."""
+    with an ``error:`` line (exit 2) naming the option it came from (``given``:
+    ``cron``, ``timezone``, ``lag_days`` given on the command line) or else
+    ``[schedule]``'s key."""
     from pydantic import ValidationError
 
     try:
         return build(config, cron, timezone, lag_days, name, project)
     except ValidationError as e:
-        why = "; ".join(f"schedule.{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
-        fail(f"config {config}: {why}", EXIT_USAGE)
+        said = []
+        for x in e.errors():
+            key = ".".join(map(str, x["loc"]))
+            where = f"--{key.replace('_', '-')}" if key in given else f"config {config}: schedule.{key}"
+            said.append(f"{where}: {x['msg']}")
+        fail("; ".join(said), EXIT_USAGE)
 
 
 schedule_app = typer.Typer(help="Inspect the daily schedule.", no_args_is_help=True)
