@@ -133,8 +133,11 @@ def test_envious_system_is_found_on_day_one_and_a_swap_row_without_donor_quarant
         app, ["run", "-c", str(folder / "fairmon.toml"), "--date", str(START + dt.timedelta(days=1))]
     )
     assert res.exit_code == 1, res.output  # refused at pre-flight: the value scan names the rule and the row
-    out = res.output.replace("\n", " ")
-    assert f"column 'swap_has_donor', row {i + 1}: 'false' (1 row(s) fail swap_rows_have_donor); accepted: true" in out
+    out = " ".join(res.output.split())  # the file's own columns, not the flag the profile derives from them
+    assert (
+        f"row {i + 1} is a traffic = 'swap' row naming no donor: neither policy_user_id nor policy_group "
+        "(1 row(s) fail swap_rows_have_donor); [envy] needs them (docs: Envy)"
+    ) in out
 
     # day 3 re-run: the audit window leaves out day 2 (no rows from its earlier, staged version) and says so
     wh = load_config(folder / "fairmon.toml").warehouse_path

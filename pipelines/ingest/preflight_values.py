@@ -26,7 +26,7 @@ from fairmon.pipelines.checks.value_checks import dated_outside, failing_values,
 from fairmon.pipelines.core.config import FairmonConfig
 from fairmon.pipelines.ingest.adapters import forget_kept, keep_read, profile_files
 from fairmon.pipelines.ingest.preflight import Finding, repeated_keys_note, shown_path, zoned_day_note
-from fairmon.pipelines.ingest.profiles import NullClusterId, RaggedRow
+from fairmon.pipelines.ingest.profiles import DONOR_COLUMNS, ENVY_FLAGS, NullClusterId, RaggedRow
 from fairmon.pipelines.ingest.sources import ImpressionsInput
 from fairmon.pipelines.ingest.staging import input_source, unchanged_files
 from fairmon.transforms.contract import InputContractError, without_buckets
@@ -121,6 +121,14 @@ def _finding(cfg: FairmonConfig, file, failure: dict) -> tuple[str, str, str]:
     if failure["name"] == "ids_unique" and file.is_file():  # its column is the profile's count of copies
         note = repeated_keys_note(file)
         return failure["name"], shown, f"{shown}: {note} ({failure['rows']:,} row(s) fail ids_unique)"
+    if failure["column"] in ENVY_FLAGS:  # a flag the profile derives: name the file's own columns
+        what = (
+            "a default or swap row without a user_id"
+            if failure["column"] == "has_user_id"
+            else f"a traffic = 'swap' row naming no donor: neither {' nor '.join(DONOR_COLUMNS)}"
+        )
+        message = f"{shown}: row {failure['first_row']} is {what} ({failure['rows']:,} row(s) fail {failure['name']})"
+        return failure["name"], shown, message + "; [envy] needs them (docs: Envy)"
     values = ", ".join(_quoted(v) for v in failure["values"])
     message = (
         f"{shown}: column {failure['column']!r}, row {failure['first_row']}: {values} "
