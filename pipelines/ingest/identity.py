@@ -89,7 +89,7 @@ _CHUNK = 1 << 20
 def content_digest(path: Path) -> int:
     """A 64-bit digest of the bytes of file ``path`` (the first 8 bytes of its SHA-1 as a signed integer, a
     DuckDB BIGINT): equal for equal content wherever the file lies or whatever its times. SHA-1 because it
-    is the cheapest of :mod:`hashlib` here (≈ 0.7 ms a MB, bench/README.md); only accidental change matters.
+    was the cheapest of :mod:`hashlib` measured here (bench/README.md); only accidental change matters.
     Raises OSError when the file cannot be read."""
     st = path.stat()
     key = (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
