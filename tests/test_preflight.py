@@ -629,6 +629,17 @@ def test_blank_lines_at_the_end_of_a_file_are_no_rows(tmp_path):
     assert value_findings(load_config(toml), [D1, D2]) == {}
 
 
+def test_a_csv_with_a_header_and_no_rows_is_said_in_words(tmp_path):
+    """It passed the pre-flight and was quarantined later as only "impressions_raw on …: has_rows"."""
+    toml = _project(tmp_path)
+    (tmp_path / "default" / f"{D1}.csv").write_text(HEADER + "\n\n")
+    ((finding,),) = [v for d, v in preflight(load_config(toml), [D1]).items() if d == D1]
+    assert (finding.check, finding.message) == (
+        "has_rows",
+        f"default/{D1}.csv: the file is empty: a header and no rows",
+    )
+
+
 def test_a_blank_line_before_a_row_is_named_as_a_blank_line(tmp_path):
     """A blank line in the middle of a file: Polars read it as a row of nulls, and the value scan refused
     "row 2: the cluster id is empty ... fill it, or set cluster_by = "none"", advice about a value the author

@@ -128,7 +128,7 @@ def shown_path(cfg: FairmonConfig, path: Path) -> str:
 
 def read_header(path: Path) -> tuple[list[str], str | None]:
     """The column names of a CSV or Parquet file and, for a CSV, what keeps
-    it from being read (not UTF-8, UTF-16, empty), else None. Reads at most
+    it from being read (not UTF-8, UTF-16, empty or a header alone), else None. Reads at most
     :data:`HEAD_BYTES` of a CSV and a Parquet file's footer only."""
     if path.suffix.lower() in (".parquet", ".pq"):
         try:
@@ -155,7 +155,11 @@ def read_header(path: Path) -> tuple[list[str], str | None]:
     except (OSError, pl.exceptions.PolarsError) as e:
         return [], f"cannot read its header: {e}"
     twice = repeated_column(columns)
-    return columns, None if twice is None else f"column {twice!r}: {REPEATED_COLUMN}"
+    if twice is not None:
+        return columns, f"column {twice!r}: {REPEATED_COLUMN}"
+    if len(head) < HEAD_BYTES and not any(line.strip() for line in head.splitlines()[1:]):  # the whole file read
+        return columns, "the file is empty: a header and no rows"  # the gate said only "has_rows" later
+    return columns, None
 
 
 #: Columns fairmon knows by name in some format (never a suggestion for a misnamed configured column).
@@ -402,6 +406,8 @@ def explain_raw(cfg: FairmonConfig, source: str, path: Path, result: DQResult) -
     columns: list[str] | None = None  # the header, read once and listed with the first missing column
     for f in result.failures:
         name = f["name"]
+        if name == "has_rows":  # said in words where the quarantine is read, not only the expectation's name
+            f["note"] = "the file holds no rows (a header alone, or nothing)"
         if name.startswith("column_exists["):
             c = name[len("column_exists[") : -1]
             f["note"] = f"named by {column_key(cfg, source, c)}"
