@@ -187,7 +187,11 @@ def test_a_second_release_of_the_day_gets_its_own_file_and_an_existing_file_is_n
          "--model", "m1", "--epsilon", "0.2", "--out", str(files[0])],
         env={"COLUMNS": "1000"},
     )  # fmt: skip
-    assert res.exit_code == 2 and "holds a release already" in res.output and "nothing was released" in res.output
+    assert (
+        res.exit_code == 2
+        and "exists: a release is never written over a file" in res.output
+        and "nothing was released" in res.output
+    )
     assert _ledger(tmp_path) == spent and {json.loads(f.read_text())["release_id"] for f in files} == ids
 
 

@@ -44,8 +44,8 @@ def plan(
     ] = None,
     p: Annotated[str | None, typer.Option("--P", help="Given rates instead of counts: P_k, e.g. 0.01,0.05.")] = None,
     q: Annotated[str | None, typer.Option("--Q", help="Given rates: Q_k, e.g. 0.1,0.25.")] = None,
-    n_rec: Annotated[int | None, typer.Option(help="Given rates: default rows per day.")] = None,
-    rand_per_day: Annotated[int | None, typer.Option(help="Given rates: random rows per day.")] = None,
+    n_rec: Annotated[int | None, typer.Option(min=1, help="Given rates: default rows per day.")] = None,
+    rand_per_day: Annotated[int | None, typer.Option(min=1, help="Given rates: random rows per day.")] = None,
     as_json: Annotated[
         bool,
         typer.Option(

@@ -150,7 +150,9 @@ def release_file(out: Path | None, model: str, attribute: str, ds: dt.date, rele
     if out.is_dir() or not out.suffix:
         out = out / f"{model}_{attribute}_{ds}_{release_id[:12]}.json"
     if out.exists():
-        raise ValueError(f"{out} holds a release already: give --out another file (nothing was released)")
+        raise ValueError(
+            f"{out} exists: a release is never written over a file; give --out another (nothing was released)"
+        )
     return out
 
 
