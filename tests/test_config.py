@@ -54,6 +54,19 @@ def test_missing_required_key_is_named(tmp_path):
         load_config(write(tmp_path, GOOD.replace('signals = ["like_video"]\n', "")))
 
 
+@pytest.mark.parametrize(
+    ("attribute", "said"),
+    [
+        ("like_video", "'like_video' is also a signal"),  # REO by the signal it measures
+        ("traffic", "'traffic' is a contract column fairmon reads itself"),  # published with warnings only before
+        ("arm", "'arm' is a contract column fairmon reads itself"),
+    ],
+)
+def test_an_attribute_that_is_a_signal_or_a_contract_column_is_refused(tmp_path, attribute, said):
+    with pytest.raises(ConfigError, match=said):
+        load_config(write(tmp_path, GOOD.replace('["young_adult"]', f'["young_adult", "{attribute}"]')))
+
+
 def test_invalid_column_name_and_template(tmp_path):
     with pytest.raises(ConfigError, match=r"impressions\.attributes"):
         load_config(write(tmp_path, GOOD.replace('["young_adult"]', '["young adult"]')))

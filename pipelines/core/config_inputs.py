@@ -131,6 +131,17 @@ class ImpressionsConfig(Strict):
         return self
 
     @model_validator(mode="after")
+    def _attributes_are_groups(self) -> ImpressionsConfig:
+        """An attribute that is a signal or the rows' day, traffic or arm groups rows by what REO measures or
+        by how they were served: its REO rows mean nothing, and were published with warnings only."""
+        for a in self.attributes:
+            if a in self.signals:
+                raise ValueError(f"attributes: {a!r} is also a signal; an attribute names a group of items or users")
+            if a in ("ds", "traffic", "arm"):
+                raise ValueError(f"attributes: {a!r} is a contract column fairmon reads itself, not a group")
+        return self
+
+    @model_validator(mode="after")
     def _format_fields(self) -> ImpressionsConfig:
         if (self.path is None) == (self.table is None):
             raise ValueError("give exactly one of path (files) and table (a catalog table, engine = 'spark')")
