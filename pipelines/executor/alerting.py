@@ -228,31 +228,22 @@ def update_alerts_logged(cfg: FairmonConfig, known=None) -> AlertsUpdate | None:
         return None
 
 
-def published_now(cfg: FairmonConfig) -> set[dt.date] | None:
-    """The days whose latest run published (``sql/alerts_run_times.sql``), or None when the run history
-    cannot be read now (a run holds the DuckDB file): a closed quarantined alert whose own day is not among
-    them is a gap a later day's publication closed, said so by ``fairmon alerts``."""
-    import duckdb
-
-    try:
-        return set(run_times(cfg.duckdb_path)[0])
-    except (duckdb.Error, OSError):
-        return None
-
-
-def still_open_alerts(cfg: FairmonConfig, alerts: pl.DataFrame) -> dict[str, list[dt.date]] | None:
-    """The ids of ``alerts`` still open, each with the days of its quarantined or failed episode not
+def still_open_alerts(cfg: FairmonConfig, alerts: pl.DataFrame) -> tuple[dict[str, list[dt.date]], set[dt.date]] | None:
+    """(the ids of ``alerts`` still open, each with the days of its quarantined or failed episode not
     published yet (empty for the other kinds), on the latest day run or alerted (as the report's top says: an
     ``exceeds`` not yet followed by ``back_within``, a run of quarantined or failed days not all published and
-    no later day published after they failed, ...), so a listed alert that a later run closed says so. None
-    when the run history cannot be read now (a run holds the DuckDB file)."""
+    no later day published after they failed, ...), so a listed alert that a later run closed says so; the
+    days whose latest run published, so a closed quarantined alert whose own day is not among them is said
+    to be a gap a later day's publication closed), from one read of the run history
+    (``sql/alerts_run_times.sql``). None when it cannot be read now (a run holds the DuckDB file)."""
     import duckdb
 
     if alerts.is_empty():
-        return {}
+        return {}, set()
     try:
         published, bad = run_times(cfg.duckdb_path)
     except (duckdb.Error, OSError):
         return None
     now = max({*published, *bad, alerts["ds"].max()})  # the latest day run or alerted: "open now", not then
-    return {a["alert_id"]: a.get("waiting", []) for a in open_alerts(alerts.drop("run_id"), now, published, bad)}
+    still = open_alerts(alerts.drop("run_id"), now, published, bad)
+    return {a["alert_id"]: a.get("waiting", []) for a in still}, set(published)

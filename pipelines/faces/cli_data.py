@@ -358,7 +358,7 @@ def alerts(
     REO stays at or below the line raises an exceeds alert with probability
     at most [alerts] alpha (0.05); docs "Alerts"."""
     from fairmon.api.published import read_table
-    from fairmon.pipelines.executor.alerting import published_now, still_open_alerts
+    from fairmon.pipelines.executor.alerting import still_open_alerts
     from fairmon.pipelines.faces.views import alert_head
 
     cfg = load_or_exit(config)
@@ -370,7 +370,8 @@ def alerts(
         raise typer.Exit(EXIT_USAGE) from None
     import polars as pl
 
-    still_open = still_open_alerts(cfg, frame)
+    history = still_open_alerts(cfg, frame)
+    still_open, published = history if history is not None else (None, None)
     if only_open and still_open is None:
         err.print("[red]error:[/red] which alerts are open needs the run history: a run holds the DuckDB file")
         raise typer.Exit(EXIT_LOCKED)
@@ -391,13 +392,12 @@ def alerts(
         )  # fmt: skip
         console.print(said + ("" if cfg.alerts.enabled else "; alerts are off ([alerts] enabled = false)"))
         return
-    published = published_now(cfg) if any(a["kind"] in ("quarantined", "failed") for a in rows) else set()
     for a in rows:
         sent = "" if a["delivered"] is not False else " [yellow](notification not delivered yet)[/yellow]"
         closed = still_open is not None and a["kind"] != "back_within" and a["alert_id"] not in still_open
         waiting = ", ".join(map(str, (still_open or {}).get(a["alert_id"], [])))
         state = " [green](closed)[/green]" if closed else f" [red](not published yet: {waiting})[/red]" * bool(waiting)
-        if closed and a["kind"] in ("quarantined", "failed") and published is not None and a["ds"] not in published:
+        if closed and a["kind"] in ("quarantined", "failed") and a["ds"] not in published:  # closed: history read
             state = f" [yellow](closed: a later day published; {a['ds']} itself is still not published)[/yellow]"
         console.print(f"{alert_head(a)}{sent}{state}", soft_wrap=True)
     off = "" if cfg.alerts.enabled else "; alerts are off now ([alerts] enabled = false)"
