@@ -332,14 +332,15 @@ def audit_releases(folder: Path, start: dt.date, end: dt.date) -> list[dict]:
     return sorted(out, key=lambda r: r["window"][1], reverse=True)
 
 
-def _with_latest_reason(open_now: list[dict], cfg: FairmonConfig) -> list[dict]:
+def _with_latest_reason(open_now: list[dict], latest: pl.DataFrame) -> list[dict]:
     """``open_now`` with, on a quarantined or failed alert whose first day not published yet is not its own
-    day, ``waiting_reason``: that day's latest run's reason (its status and words), so the top does not give
-    only the first day's reason, mended since, for days refused for another."""
+    day, ``waiting_reason``: that day's latest run's reason (its status and words, from ``latest``, each day's
+    latest run), so the top does not give only the first day's reason, mended since, for days refused for
+    another."""
     later = {a["waiting"][0] for a in open_now if a.get("waiting") and a["waiting"][0] != a["ds"]}
     if not later:
         return open_now
-    runs = {r["ds"]: r for r in latest_runs(cfg.duckdb_path).filter(pl.col("ds").is_in(sorted(later))).to_dicts()}
+    runs = {r["ds"]: r for r in latest.filter(pl.col("ds").is_in(sorted(later))).to_dicts()}
     out = []
     for a in open_now:
         r = runs.get(a["waiting"][0]) if a.get("waiting") and a["waiting"][0] != a["ds"] else None
@@ -349,11 +350,13 @@ def _with_latest_reason(open_now: list[dict], cfg: FairmonConfig) -> list[dict]:
     return out
 
 
-def alerting_context(cfg: FairmonConfig, alerts: pl.DataFrame, start: dt.date, end: dt.date) -> dict:
+def alerting_context(
+    cfg: FairmonConfig, alerts: pl.DataFrame, start: dt.date, end: dt.date, latest: pl.DataFrame
+) -> dict:
     """What the report's top says of alerts (DESIGN §4.9): those open on day
     ``end`` (:func:`fairmon.transforms.alerts.alert_tables.open_alerts`, by
-    each day's latest run), those the project's latest run raised on days
-    ``start``..``end`` (first seen after it started), when it started, and
+    each day's latest run; ``latest``: those runs, :func:`latest_runs`, read once by the report), those the
+    project's latest run raised on days ``start``..``end`` (first seen after it started), when it started, and
     the guarantee's α and horizon."""
     from fairmon.pipelines.storage import db
 
@@ -369,7 +372,7 @@ def alerting_context(cfg: FairmonConfig, alerts: pl.DataFrame, start: dt.date, e
     stamp = last.strftime("%Y-%m-%dT%H:%M:%SZ") if last is not None else None
     new = alerts.filter(pl.col("first_seen_at") >= stamp).sort("ds").to_dicts() if stamp and alerts.height else []
     return {
-        "open": _with_latest_reason(open_alerts(alerts, end, *run_times(cfg.duckdb_path)), cfg),
+        "open": _with_latest_reason(open_alerts(alerts, end, *run_times(cfg.duckdb_path)), latest),
         "new": [a for a in new if start <= a["ds"] <= end],
         "last_run": last.strftime("%Y-%m-%d %H:%M UTC") if last is not None else None,
         "alpha": cfg.alerts.alpha,
@@ -444,7 +447,7 @@ def build_report(
             for name, rows in tables.items()
             if not own_section(name)
         },
-        alerting=alerting_context(cfg, tables["alerts"], start, end) if cfg.alerts.enabled else None,
+        alerting=alerting_context(cfg, tables["alerts"], start, end, runs) if cfg.alerts.enabled else None,
         stale=stale,
     )
     out = out or wh.parent / f"report_{start}_{end}.html"
