@@ -98,8 +98,13 @@ def content_digest(path: Path) -> int:
         with path.open("rb") as f:
             while chunk := f.read(_CHUNK):
                 h.update(chunk)
-        _DIGESTS[key] = int.from_bytes(h.digest()[:8], "big", signed=True)
+        _DIGESTS[key] = _bigint(h)
     return _DIGESTS[key]
+
+
+def _bigint(h) -> int:
+    """The first 8 bytes of hash ``h``'s digest as a signed integer (a DuckDB BIGINT)."""
+    return int.from_bytes(h.digest()[:8], "big", signed=True)
 
 
 def file_fingerprint(path: Path, cfg: FairmonConfig | None = None) -> tuple[int, int]:
@@ -121,7 +126,7 @@ def file_fingerprint(path: Path, cfg: FairmonConfig | None = None) -> tuple[int,
         h = hashlib.sha1(usedforsecurity=False)
         for p in files:
             h.update(f"{p.relative_to(path).as_posix()}\0{content_digest(p)}\0".encode())
-        return sum(p.stat().st_size for p in files), int.from_bytes(h.digest()[:8], "big", signed=True)
+        return sum(p.stat().st_size for p in files), _bigint(h)
     return path.stat().st_size, content_digest(path)
 
 

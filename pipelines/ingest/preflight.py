@@ -275,7 +275,8 @@ class _Checker:
         except InputContractError:
             return []
         missing = log.missing_own_file(ds)
-        own = [] if missing is None else [Finding(ds, source, missing.check, missing.file, missing.message)]
+        shown = None if missing is None else shown_path(self.cfg, Path(missing.file))  # as the other findings
+        own = [] if missing is None else [Finding(ds, source, missing.check, shown, missing.message)]
         return own + [f for u in units for f in self.file_findings(ds, source, u.file)]
 
 

@@ -138,10 +138,6 @@ class MissingDayFile(InputContractError):
 
     check = "day_file_present"
 
-    def __init__(self, why: str, file: str):
-        self.message_at = why
-        super().__init__(why, file=file)
-
 
 class LogInput(InputKind):
     """A scores or labels log (``source``): one file per day of its trailing window, or the COMPAS file."""
@@ -164,7 +160,7 @@ class LogInput(InputKind):
             f"no {self.source} file for {ds}: {shown} does not exist ([{self.source}] path = {sc.path!r}, "
             f"{{ds}} = {ds}); the day's figures need its own {self.source}, not only its window's earlier days'"
         )
-        return MissingDayFile(why, str(expected))
+        return MissingDayFile(why, file=str(expected))
 
     def units(self, ds: dt.date) -> list[IngestUnit]:
         """Files of the log that day ``ds`` needs: one per day of its trailing
