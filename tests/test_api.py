@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 import subprocess
 import sys
 
@@ -61,6 +62,16 @@ def test_import_fairmon_is_light_and_exports_documented_functions():
         assert "Raises" in doc and ("Source" in doc or name in ("read_table", "run_day")), name
     with pytest.raises(AttributeError, match="run_days"):
         fairmon.run_days  # noqa: B018 (a range of days is the CLI's backfill)
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "4"), ("12", "12")])
+def test_import_fairmon_lets_openblas_idle_threads_sleep_unless_the_caller_chose(given, expected):
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    if given is not None:
+        env["OPENBLAS_THREAD_TIMEOUT"] = given
+    code = "import os, fairmon; print(os.environ['OPENBLAS_THREAD_TIMEOUT'])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.strip() == expected
 
 
 # --- Coat: REO and SE against the delta method written out here (DESIGN §4.1) ---------------------
