@@ -39,12 +39,11 @@ import importlib.metadata as _metadata
 import os as _os
 
 # OpenBLAS (NumPy's and SciPy's own) starts its worker threads when it loads, and each spins for
-# 2^28 CPU cycles (~0.1 s) after loading and after every job before it sleeps: with the two
-# libraries a fairmon process loads, ~0.2 CPU-s of every command spent waiting for work that
-# fairmon's estimators never hand them (they run on one BLAS thread, fairmon.transforms.blas).
-# 2^4 cycles makes an idle thread sleep at once; the thread count and every result are
-# unchanged. It takes effect for the libraries loaded after this (NumPy when fairmon is imported
-# first) and for child processes; a value the caller set is kept (bench/README.md "startup.py").
+# 2^28 cycles after loading and after every job before it sleeps: CPU spent by every fairmon command
+# waiting for work its estimators never hand them (they run on one BLAS thread, fairmon.transforms.blas).
+# 2^4 cycles makes an idle thread sleep at once; the thread count and every result are unchanged.
+# It takes effect for the libraries loaded after this (NumPy when fairmon is imported first) and
+# for child processes; a value the caller set is kept (what it saves: bench/README.md "startup.py").
 _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 try:
